@@ -1,0 +1,24 @@
+//===- Passes.td - conversion passes -----------------------*- tablegen -*-===//
+#ifndef FSDPC_CONVERSION_PASSES_TD
+#define FSDPC_CONVERSION_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def ConvertGraphToPlan : Pass<"convert-graph-to-plan", "mlir::ModuleOp"> {
+  let summary = "lower the training step to a plan.program";
+  let description = [{
+    Replaces `@train_step` (after graph-optimizer) with `plan.program
+    @train_step`: every function argument becomes a `plan.tensor` of the
+    kind its attributes say, every op result a transient tensor, and every op
+    a `plan.kernel` call of the runtime kernel of the same name (reshapes
+    become copies, splat float constants fills, other constants constant
+    tensors). Optimizer updates write their parameter and state tensors in
+    place; the returned loss becomes the program's `loss`.
+  }];
+  let options = [
+    Option<"worldSize", "world-size", "int64_t", /*default=*/"1", "ranks the plan is compiled for">
+  ];
+  let dependentDialects = ["::fsdpc::plan_ir::PlanDialect"];
+}
+
+#endif // FSDPC_CONVERSION_PASSES_TD

@@ -1,0 +1,35 @@
+//===- OnnxImporter.h - ONNX to the graph dialect ---------------*- C++ -*-===//
+#ifndef FSDPC_IMPORT_ONNXIMPORTER_H
+#define FSDPC_IMPORT_ONNXIMPORTER_H
+
+#include "fsdpc/Import/WeightStore.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <string>
+
+namespace fsdpc {
+
+struct ImportOptions {
+  /// Replaces a symbolic (or unknown) leading dimension of every graph input;
+  /// 0 keeps the model's own batch size.
+  int64_t batchSize = 0;
+  /// Parameters whose full name matches this POSIX extended regex are frozen.
+  std::string freezeRegex;
+};
+
+struct ImportedModel {
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  WeightStore weights;
+};
+
+/// Parses, checks and shape-infers `path` with libonnx and builds a module
+/// with one function @forward in the graph dialect. On failure returns
+/// nothing and sets `error` to one line that names the file and, where there
+/// is one, the ONNX node and op.
+std::optional<ImportedModel> importOnnxModel(mlir::MLIRContext &context, const std::string &path,
+                                             const ImportOptions &options, std::string &error);
+
+} // namespace fsdpc
+
+#endif // FSDPC_IMPORT_ONNXIMPORTER_H

@@ -1,0 +1,49 @@
+//===- Pipelines.h - The named compilation pipelines ------------*- C++ -*-===//
+//
+//   fsdpc-train-step:  graph-append-loss, graph-autodiff, graph-optimizer,
+//                      canonicalize, cse                (@forward -> @train_step)
+//   fsdpc-lower-to-plan: convert-graph-to-plan, plan-allocate
+//
+// `fsdpc` runs them with a stage boundary (and an IR dump) after each; the
+// fsdp stage in between gains its passes with sharding.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDPC_PIPELINES_PIPELINES_H
+#define FSDPC_PIPELINES_PIPELINES_H
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+#include <string>
+
+namespace fsdpc {
+
+struct TrainStepOptions : public mlir::PassPipelineOptions<TrainStepOptions> {
+  Option<std::string> loss{*this, "loss", llvm::cl::desc("cross_entropy, mse, output:NAME or auto"),
+                           llvm::cl::init("auto")};
+  Option<std::string> optimizer{*this, "optimizer", llvm::cl::desc("adamw or sgd"), llvm::cl::init("adamw")};
+  Option<double> lr{*this, "lr", llvm::cl::desc("learning rate"), llvm::cl::init(1e-3)};
+  Option<double> beta1{*this, "beta1", llvm::cl::desc("AdamW beta1"), llvm::cl::init(0.9)};
+  Option<double> beta2{*this, "beta2", llvm::cl::desc("AdamW beta2"), llvm::cl::init(0.999)};
+  Option<double> eps{*this, "eps", llvm::cl::desc("AdamW epsilon"), llvm::cl::init(1e-8)};
+  Option<double> weightDecay{*this, "weight-decay", llvm::cl::desc("weight decay (negative: optimizer default)"),
+                             llvm::cl::init(-1.0)};
+  Option<double> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"), llvm::cl::init(0.0)};
+};
+
+struct LowerToPlanOptions : public mlir::PassPipelineOptions<LowerToPlanOptions> {
+  Option<int64_t> worldSize{*this, "world-size", llvm::cl::desc("ranks"), llvm::cl::init(1)};
+};
+
+void buildTrainStepPipeline(mlir::OpPassManager &pm, const TrainStepOptions &options);
+void buildLowerToPlanPipeline(mlir::OpPassManager &pm, const LowerToPlanOptions &options);
+
+/// Our dialects, and the ones our passes create.
+void registerFsdpcDialects(mlir::DialectRegistry &registry);
+/// Every fsdpc pass and the named pipelines, for fsdp-opt and fsdpc.
+void registerFsdpcPassesAndPipelines();
+
+} // namespace fsdpc
+
+#endif // FSDPC_PIPELINES_PIPELINES_H

@@ -1,0 +1,204 @@
+//===- PlanWriter.cpp - plan.program to plan.bin --------------------------===//
+#include "fsdpc/Export/PlanWriter.h"
+
+#include "fsdpc/Dialect/Graph/IR/GraphDialect.h"
+#include "fsdpc/Dialect/Plan/IR/PlanOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Location.h"
+
+using namespace mlir;
+using namespace fsdpc;
+using namespace fsdpc::plan_ir;
+
+namespace {
+
+plan::TensorKind toProto(TensorKind kind) {
+  switch (kind) {
+  case TensorKind::parameter:
+    return plan::PARAMETER;
+  case TensorKind::frozen_parameter:
+    return plan::FROZEN_PARAMETER;
+  case TensorKind::optimizer_state:
+    return plan::OPTIMIZER_STATE;
+  case TensorKind::constant:
+    return plan::CONSTANT;
+  case TensorKind::input:
+    return plan::INPUT;
+  case TensorKind::step_counter:
+    return plan::STEP_COUNTER;
+  case TensorKind::transient:
+    return plan::TRANSIENT;
+  }
+  return plan::KIND_UNSPECIFIED;
+}
+
+/// The ONNX node names behind an instruction, for runtime error messages.
+std::string locationString(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  if (auto fused = dyn_cast<FusedLoc>(loc)) {
+    std::string joined;
+    for (Location part : fused.getLocations()) {
+      std::string s = locationString(part);
+      if (!s.empty())
+        joined += (joined.empty() ? "" : ",") + s;
+    }
+    return joined;
+  }
+  return "";
+}
+
+/// Kernel parameters: everything but the op's own structural attributes.
+bool copyParams(Operation *op, ArrayRef<StringRef> structural, plan::Instruction &inst, std::string &error) {
+  for (NamedAttribute attr : op->getAttrDictionary()) {
+    StringRef name = attr.getName().getValue();
+    if (llvm::is_contained(structural, name))
+      continue;
+    Attribute value = attr.getValue();
+    if (auto b = dyn_cast<BoolAttr>(value))
+      (*inst.mutable_int_attrs())[name.str()] = b.getValue();
+    else if (auto i = dyn_cast<IntegerAttr>(value))
+      (*inst.mutable_int_attrs())[name.str()] = i.getInt();
+    else if (auto f = dyn_cast<FloatAttr>(value))
+      (*inst.mutable_float_attrs())[name.str()] = f.getValueAsDouble();
+    else if (auto list = dyn_cast<DenseI64ArrayAttr>(value)) {
+      plan::IntList &out = (*inst.mutable_int_list_attrs())[name.str()];
+      for (int64_t v : list.asArrayRef())
+        out.add_values(v);
+    } else if (auto s = dyn_cast<StringAttr>(value)) {
+      if (name == "reduction")
+        (*inst.mutable_int_attrs())["mean"] = s.getValue() == "avg" || s.getValue() == "mean";
+      else {
+        error = "instruction '" + inst.op() + "' has a string parameter '" + name.str() + "' the plan cannot carry";
+        return false;
+      }
+    } else {
+      error = "instruction '" + inst.op() + "' has a parameter '" + name.str() + "' of an unsupported kind";
+      return false;
+    }
+  }
+  return true;
+}
+
+} // namespace
+
+std::optional<runtime::PlanFile> fsdpc::buildPlanFile(ModuleOp module, const WeightStore &weights,
+                                                      std::string &error) {
+  auto programs = module.getOps<ProgramOp>();
+  if (programs.empty()) {
+    error = "the module holds no plan.program";
+    return std::nullopt;
+  }
+  ProgramOp program = *programs.begin();
+  if (!program.getPersistentBytes() || !program.getTransientBytes()) {
+    error = "the plan.program is not allocated; run plan-allocate";
+    return std::nullopt;
+  }
+
+  runtime::PlanFile file;
+  plan::PlanHeader &h = file.header;
+  h.set_producer("fsdpc");
+  if (auto source = module->getAttrOfType<StringAttr>(graph::kSourceAttr))
+    h.set_source_model(source.str());
+  if (auto opset = module->getAttrOfType<IntegerAttr>(graph::kOpsetAttr))
+    h.set_opset(opset.getInt());
+  h.set_world_size(program.getWorldSize());
+  h.set_persistent_bytes(*program.getPersistentBytes());
+  h.set_transient_bytes(*program.getTransientBytes());
+  h.set_global_batch(program.getGlobalBatch());
+  h.set_loss_kind(program.getLossKind().str());
+  h.set_optimizer(program.getOptimizer().str());
+  h.set_num_classes(program.getNumClasses());
+
+  llvm::StringMap<int> index;
+  for (TensorOp tensor : program.getBlock().getOps<TensorOp>()) {
+    index[tensor.getSymName()] = h.tensors_size();
+    plan::Tensor *out = h.add_tensors();
+    RankedTensorType type = tensor.getTensorType();
+    out->set_name(tensor.getSourceName() ? tensor.getSourceName()->str() : tensor.getSymName().str());
+    out->set_dtype(type.getElementType().isF32() ? plan::F32 : plan::I64);
+    for (int64_t d : type.getShape())
+      out->add_shape(d);
+    out->set_kind(toProto(tensor.getKind()));
+    out->set_region(tensor.isPersistent() ? plan::PERSISTENT : plan::TRANSIENT_ARENA);
+    out->set_offset(*tensor.getOffset());
+    out->set_bytes(tensor.getByteSize());
+    out->set_init_section(-1);
+    if (tensor.getOptimizerSlot())
+      out->set_optimizer_slot(tensor.getOptimizerSlot()->str());
+    if (tensor.getOwner())
+      out->set_owner(tensor.getOwner()->str());
+
+    if (tensor.getKind() == TensorKind::parameter || tensor.getKind() == TensorKind::frozen_parameter) {
+      auto it = weights.values.find(out->name());
+      if (it == weights.values.end() || it->second.size() * sizeof(float) != static_cast<size_t>(out->bytes())) {
+        error = "no initial value of the right size for parameter '" + out->name() + "'";
+        return std::nullopt;
+      }
+      out->set_init_section(file.addSection(it->second.data(), out->bytes()));
+    } else if (tensor.getKind() == TensorKind::constant) {
+      auto dense = dyn_cast<DenseElementsAttr>(*tensor.getValue());
+      if (!dense) {
+        error = "constant '" + tensor.getSymName().str() + "' is not a dense value";
+        return std::nullopt;
+      }
+      std::vector<uint8_t> bytes(out->bytes());
+      if (type.getElementType().isF32()) {
+        auto values = dense.getValues<float>();
+        std::copy(values.begin(), values.end(), reinterpret_cast<float *>(bytes.data()));
+      } else {
+        auto values = dense.getValues<int64_t>();
+        std::copy(values.begin(), values.end(), reinterpret_cast<int64_t *>(bytes.data()));
+      }
+      out->set_init_section(file.addSection(bytes.data(), bytes.size()));
+    }
+  }
+
+  auto addRefs = [&](ArrayAttr refs, auto add) {
+    for (Attribute ref : refs)
+      add(index.lookup(cast<FlatSymbolRefAttr>(ref).getValue()));
+  };
+  int numEvents = 0;
+  for (Operation &op : program.getBlock()) {
+    if (isa<TensorOp>(op))
+      continue;
+    plan::Instruction *inst = h.add_instructions();
+    inst->set_location(locationString(op.getLoc()));
+    if (auto kernel = dyn_cast<KernelOp>(op)) {
+      inst->set_op(kernel.getKernel().str());
+      inst->set_stream(plan::COMPUTE);
+      addRefs(kernel.getInputs(), [&](int id) { inst->add_inputs(id); });
+      addRefs(kernel.getOutputs(), [&](int id) { inst->add_outputs(id); });
+      if (!copyParams(&op, {"kernel", "inputs", "outputs", "stream"}, *inst, error))
+        return std::nullopt;
+    } else if (auto collective = dyn_cast<CollectiveOp>(op)) {
+      inst->set_op(collective.getCollective().str());
+      inst->set_stream(collective.getStream() == Stream::compute ? plan::COMPUTE : plan::COMMUNICATION);
+      addRefs(collective.getInputs(), [&](int id) { inst->add_inputs(id); });
+      addRefs(collective.getOutputs(), [&](int id) { inst->add_outputs(id); });
+      if (!copyParams(&op, {"collective", "inputs", "outputs", "stream"}, *inst, error))
+        return std::nullopt;
+    } else if (auto record = dyn_cast<RecordEventOp>(op)) {
+      inst->set_op("record_event");
+      inst->set_event(record.getEvent());
+      inst->set_stream(record.getStream() == Stream::compute ? plan::COMPUTE : plan::COMMUNICATION);
+      numEvents = std::max<int>(numEvents, record.getEvent() + 1);
+    } else if (auto wait = dyn_cast<WaitEventOp>(op)) {
+      inst->set_op("wait_event");
+      inst->set_event(wait.getEvent());
+      inst->set_stream(wait.getStream() == Stream::compute ? plan::COMPUTE : plan::COMMUNICATION);
+      numEvents = std::max<int>(numEvents, wait.getEvent() + 1);
+    } else {
+      error = "unexpected op '" + op.getName().getStringRef().str() + "' in plan.program";
+      return std::nullopt;
+    }
+  }
+  h.set_num_events(numEvents);
+  h.set_loss_tensor(index.lookup(program.getLoss()));
+  runtime::Status valid = runtime::validatePlan(file);
+  if (!valid.isOk()) {
+    error = "internal error: the plan is inconsistent: " + valid.message();
+    return std::nullopt;
+  }
+  return file;
+}

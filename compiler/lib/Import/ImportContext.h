@@ -1,0 +1,87 @@
+//===- ImportContext.h - What an op pattern sees of the import --*- C++ -*-===//
+#ifndef FSDPC_LIB_IMPORT_IMPORTCONTEXT_H
+#define FSDPC_LIB_IMPORT_IMPORTCONTEXT_H
+
+#include "fsdpc/Dialect/Graph/IR/GraphOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringMap.h"
+
+#include "onnx/onnx_pb.h"
+
+#include <string>
+
+namespace fsdpc::import {
+
+/// One ONNX node being converted: its inputs as graph values, its attributes,
+/// and where to put its outputs.
+class NodeImporter {
+public:
+  NodeImporter(mlir::OpBuilder &builder, const onnx::NodeProto &node, int64_t opset, mlir::Location loc,
+               llvm::StringMap<mlir::Value> &values, llvm::StringMap<mlir::DenseElementsAttr> &constants)
+      : builder(builder), node(node), opset(opset), loc(loc), values_(values), constants_(constants) {}
+
+  mlir::OpBuilder &builder;
+  const onnx::NodeProto &node;
+  const int64_t opset;
+  const mlir::Location loc;
+
+  /// Number of inputs, counting omitted optional ones (empty names).
+  int numInputs() const { return node.input_size(); }
+  bool hasInput(int i) const { return i < node.input_size() && !node.input(i).empty(); }
+  mlir::Value input(int i) const { return hasInput(i) ? values_.lookup(node.input(i)) : mlir::Value(); }
+  /// The compile-time value of input i, if it is an initializer or constant.
+  mlir::DenseElementsAttr constantInput(int i) const {
+    return hasInput(i) ? constants_.lookup(node.input(i)) : mlir::DenseElementsAttr();
+  }
+  bool wantsOutput(int i) const { return i < node.output_size() && !node.output(i).empty(); }
+  void setOutput(int i, mlir::Value value) {
+    if (wantsOutput(i))
+      values_[node.output(i)] = value;
+  }
+  void setConstantOutput(int i, mlir::DenseElementsAttr value) {
+    if (wantsOutput(i))
+      constants_[node.output(i)] = value;
+  }
+
+  const onnx::AttributeProto *attribute(llvm::StringRef name) const;
+  int64_t intAttr(llvm::StringRef name, int64_t fallback) const;
+  float floatAttr(llvm::StringRef name, float fallback) const;
+  std::string stringAttr(llvm::StringRef name, llvm::StringRef fallback) const;
+  std::optional<llvm::SmallVector<int64_t>> intsAttr(llvm::StringRef name) const;
+
+  /// Records "node 'N' (Op): message" and returns failure.
+  mlir::LogicalResult fail(const llvm::Twine &message);
+  const std::string &error() const { return error_; }
+
+  mlir::RankedTensorType f32Tensor(llvm::ArrayRef<int64_t> shape) const {
+    return mlir::RankedTensorType::get(shape, builder.getF32Type());
+  }
+
+private:
+  llvm::StringMap<mlir::Value> &values_;
+  llvm::StringMap<mlir::DenseElementsAttr> &constants_;
+  std::string error_;
+};
+
+using PatternFn = mlir::LogicalResult (*)(NodeImporter &);
+
+/// Converts ONNX op `opType` for models whose opset is `sinceVersion` or
+/// newer (until a pattern with a higher `sinceVersion` takes over).
+struct OpPattern {
+  llvm::StringLiteral opType;
+  int64_t sinceVersion;
+  PatternFn convert;
+};
+
+/// The pattern for `opType` at `opset`, or null if the op is not supported.
+const OpPattern *lookupOpPattern(llvm::StringRef opType, int64_t opset);
+
+/// A TensorProto's elements as a DenseElementsAttr of f32 or i64 (int32
+/// and bool widen to i64, double narrows to f32). `baseDir` resolves external
+/// data. Returns null and sets `error` on failure.
+mlir::DenseElementsAttr tensorProtoToAttr(const onnx::TensorProto &tensor, const std::string &baseDir,
+                                          mlir::Builder &builder, std::string &error);
+
+} // namespace fsdpc::import
+
+#endif // FSDPC_LIB_IMPORT_IMPORTCONTEXT_H

@@ -1,0 +1,531 @@
+//===- OnnxImporter.cpp - ONNX to the graph dialect -----------------------===//
+//
+// Thin on purpose: load, check and shape-infer with libonnx, make @forward's
+// arguments from the graph inputs and float initializers, then hand every
+// node to the pattern registered for its op type and opset
+// (OnnxOpPatterns.cpp). ONNX node names become MLIR locations.
+//
+//===----------------------------------------------------------------------===//
+#include "fsdpc/Import/OnnxImporter.h"
+
+#include "ImportContext.h"
+#include "fsdpc/Dialect/Graph/IR/GraphOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Regex.h"
+
+#include "onnx/checker.h"
+#include "onnx/shape_inference/implementation.h"
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+using namespace mlir;
+using namespace fsdpc;
+using namespace fsdpc::import;
+
+//===----------------------------------------------------------------------===//
+// NodeImporter
+//===----------------------------------------------------------------------===//
+
+const onnx::AttributeProto *NodeImporter::attribute(StringRef name) const {
+  for (const onnx::AttributeProto &attr : node.attribute())
+    if (attr.name() == name)
+      return &attr;
+  return nullptr;
+}
+
+int64_t NodeImporter::intAttr(StringRef name, int64_t fallback) const {
+  const onnx::AttributeProto *attr = attribute(name);
+  return attr ? attr->i() : fallback;
+}
+
+float NodeImporter::floatAttr(StringRef name, float fallback) const {
+  const onnx::AttributeProto *attr = attribute(name);
+  return attr ? attr->f() : fallback;
+}
+
+std::string NodeImporter::stringAttr(StringRef name, StringRef fallback) const {
+  const onnx::AttributeProto *attr = attribute(name);
+  return attr ? attr->s() : fallback.str();
+}
+
+std::optional<SmallVector<int64_t>> NodeImporter::intsAttr(StringRef name) const {
+  const onnx::AttributeProto *attr = attribute(name);
+  if (!attr)
+    return std::nullopt;
+  return SmallVector<int64_t>(attr->ints().begin(), attr->ints().end());
+}
+
+LogicalResult NodeImporter::fail(const Twine &message) {
+  error_ = ("node '" + node.name() + "' (" + node.op_type() + "): " + message).str();
+  return failure();
+}
+
+//===----------------------------------------------------------------------===//
+// Tensor data
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+std::string elementTypeName(int32_t type) {
+  return onnx::TensorProto_DataType_IsValid(type) ? onnx::TensorProto_DataType_Name(type) : std::to_string(type);
+}
+
+/// Reads the elements of `tensor` as f32 (`floats`) or i64 (`ints`).
+bool readTensorElements(const onnx::TensorProto &tensor, const std::string &baseDir, std::vector<float> *floats,
+                        std::vector<int64_t> *ints, std::string &error) {
+  int64_t count = 1;
+  for (int64_t d : tensor.dims())
+    count *= d;
+  const int32_t type = tensor.data_type();
+  size_t elementBytes;
+  switch (type) {
+  case onnx::TensorProto::FLOAT:
+  case onnx::TensorProto::INT32:
+    elementBytes = 4;
+    break;
+  case onnx::TensorProto::DOUBLE:
+  case onnx::TensorProto::INT64:
+    elementBytes = 8;
+    break;
+  case onnx::TensorProto::BOOL:
+    elementBytes = 1;
+    break;
+  default:
+    error = "tensor '" + tensor.name() + "' has element type " + elementTypeName(type) +
+            "; supported are FLOAT, DOUBLE, INT64, INT32 and BOOL";
+    return false;
+  }
+  bool isFloat = type == onnx::TensorProto::FLOAT || type == onnx::TensorProto::DOUBLE;
+  if (floats)
+    floats->resize(count);
+  if (ints)
+    ints->resize(count);
+  auto store = [&](int64_t i, double f, int64_t n) {
+    if (floats)
+      (*floats)[i] = static_cast<float>(isFloat ? f : static_cast<double>(n));
+    if (ints)
+      (*ints)[i] = isFloat ? static_cast<int64_t>(f) : n;
+  };
+
+  std::string external;
+  const std::string *raw = nullptr;
+  if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
+    std::string location;
+    int64_t offset = 0, length = -1;
+    for (const auto &entry : tensor.external_data()) {
+      if (entry.key() == "location")
+        location = entry.value();
+      else if (entry.key() == "offset")
+        offset = std::strtoll(entry.value().c_str(), nullptr, 10);
+      else if (entry.key() == "length")
+        length = std::strtoll(entry.value().c_str(), nullptr, 10);
+    }
+    std::string file = baseDir + "/" + location;
+    std::ifstream in(file, std::ios::binary);
+    if (!in) {
+      error = "tensor '" + tensor.name() + "' refers to external data '" + file + "' that cannot be opened";
+      return false;
+    }
+    in.seekg(offset);
+    external.resize(length >= 0 ? length : count * elementBytes);
+    in.read(external.data(), external.size());
+    if (!in) {
+      error = "external data of tensor '" + tensor.name() + "' in '" + file + "' is truncated";
+      return false;
+    }
+    raw = &external;
+  } else if (tensor.has_raw_data()) {
+    raw = &tensor.raw_data();
+  }
+
+  if (raw) {
+    if (raw->size() != static_cast<size_t>(count) * elementBytes) {
+      error = "tensor '" + tensor.name() + "' holds " + std::to_string(raw->size()) + " bytes, its shape needs " +
+              std::to_string(count * elementBytes);
+      return false;
+    }
+    const char *data = raw->data();
+    for (int64_t i = 0; i < count; ++i) {
+      const char *p = data + i * elementBytes;
+      switch (type) {
+      case onnx::TensorProto::FLOAT: {
+        float v;
+        std::memcpy(&v, p, 4);
+        store(i, v, 0);
+        break;
+      }
+      case onnx::TensorProto::DOUBLE: {
+        double v;
+        std::memcpy(&v, p, 8);
+        store(i, v, 0);
+        break;
+      }
+      case onnx::TensorProto::INT32: {
+        int32_t v;
+        std::memcpy(&v, p, 4);
+        store(i, 0, v);
+        break;
+      }
+      case onnx::TensorProto::INT64: {
+        int64_t v;
+        std::memcpy(&v, p, 8);
+        store(i, 0, v);
+        break;
+      }
+      default:
+        store(i, 0, *p != 0);
+      }
+    }
+    return true;
+  }
+
+  int64_t available = type == onnx::TensorProto::FLOAT    ? tensor.float_data_size()
+                      : type == onnx::TensorProto::DOUBLE ? tensor.double_data_size()
+                      : type == onnx::TensorProto::INT64  ? tensor.int64_data_size()
+                                                          : tensor.int32_data_size();
+  if (available != count) {
+    error = "tensor '" + tensor.name() + "' holds " + std::to_string(available) + " values, its shape needs " +
+            std::to_string(count);
+    return false;
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    switch (type) {
+    case onnx::TensorProto::FLOAT:
+      store(i, tensor.float_data(i), 0);
+      break;
+    case onnx::TensorProto::DOUBLE:
+      store(i, tensor.double_data(i), 0);
+      break;
+    case onnx::TensorProto::INT64:
+      store(i, 0, tensor.int64_data(i));
+      break;
+    default:
+      store(i, 0, tensor.int32_data(i));
+    }
+  }
+  return true;
+}
+
+/// The node's name, or "<op>_<index>" for an unnamed node, as used in IR
+/// locations and errors.
+std::string nodeName(const onnx::NodeProto &node, size_t index) {
+  return node.name().empty() ? node.op_type() + "_" + std::to_string(index) : node.name();
+}
+
+bool isFloatType(int32_t type) { return type == onnx::TensorProto::FLOAT || type == onnx::TensorProto::DOUBLE; }
+
+std::string firstLine(const std::string &text) { return text.substr(0, text.find('\n')); }
+
+} // namespace
+
+DenseElementsAttr fsdpc::import::tensorProtoToAttr(const onnx::TensorProto &tensor, const std::string &baseDir,
+                                                   Builder &builder, std::string &error) {
+  SmallVector<int64_t> shape(tensor.dims().begin(), tensor.dims().end());
+  if (isFloatType(tensor.data_type())) {
+    std::vector<float> values;
+    if (!readTensorElements(tensor, baseDir, &values, nullptr, error))
+      return {};
+    return DenseElementsAttr::get(RankedTensorType::get(shape, builder.getF32Type()), ArrayRef<float>(values));
+  }
+  std::vector<int64_t> values;
+  if (!readTensorElements(tensor, baseDir, nullptr, &values, error))
+    return {};
+  return DenseElementsAttr::get(RankedTensorType::get(shape, builder.getI64Type()), ArrayRef<int64_t>(values));
+}
+
+//===----------------------------------------------------------------------===//
+// The model
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+class ModelImporter {
+public:
+  ModelImporter(MLIRContext &context, const std::string &path, const ImportOptions &options, std::string &error)
+      : context_(context), path_(path), options_(options), error_(error), builder_(&context) {}
+
+  std::optional<ImportedModel> run();
+
+private:
+  bool fail(const std::string &message) {
+    error_ = path_ + ": " + message;
+    return false;
+  }
+  bool load();
+  bool fixBatchDimension();
+  bool checkAndInferShapes();
+  bool checkOpsSupported();
+  bool buildForward();
+  std::optional<Type> tensorType(const onnx::ValueInfoProto &info);
+
+  MLIRContext &context_;
+  std::string path_;
+  const ImportOptions &options_;
+  std::string &error_;
+  OpBuilder builder_;
+  onnx::ModelProto model_;
+  int64_t opset_ = 0;
+  ImportedModel result_;
+};
+
+bool ModelImporter::load() {
+  std::ifstream in(path_, std::ios::binary);
+  if (!in) {
+    error_ = "cannot open '" + path_ + "'";
+    return false;
+  }
+  if (!model_.ParseFromIstream(&in))
+    return fail("not an ONNX model (protobuf parse failed)");
+  for (const onnx::OperatorSetIdProto &opset : model_.opset_import())
+    if (opset.domain().empty() || opset.domain() == "ai.onnx")
+      opset_ = opset.version();
+  if (opset_ == 0)
+    return fail("the model imports no version of the default ONNX opset");
+  return true;
+}
+
+bool ModelImporter::fixBatchDimension() {
+  llvm::StringSet<> initializers;
+  for (const onnx::TensorProto &init : model_.graph().initializer())
+    initializers.insert(init.name());
+  std::set<std::string> batchSymbols;
+  for (onnx::ValueInfoProto &input : *model_.mutable_graph()->mutable_input()) {
+    if (initializers.contains(input.name()))
+      continue;
+    if (!input.type().has_tensor_type())
+      return fail("graph input '" + input.name() + "' is not a tensor");
+    auto *shape = input.mutable_type()->mutable_tensor_type()->mutable_shape();
+    for (int d = 0; d < shape->dim_size(); ++d) {
+      onnx::TensorShapeProto_Dimension *dim = shape->mutable_dim(d);
+      if (dim->has_dim_value()) {
+        if (d == 0 && options_.batchSize > 0 && dim->dim_value() != options_.batchSize)
+          return fail("--batch-size " + std::to_string(options_.batchSize) + " conflicts with the static batch " +
+                      std::to_string(dim->dim_value()) + " of input '" + input.name() + "'");
+        continue;
+      }
+      std::string symbol = dim->has_dim_param() ? dim->dim_param() : "?";
+      if (d != 0)
+        return fail("graph input '" + input.name() + "' has a symbolic dimension '" + symbol + "' at position " +
+                    std::to_string(d) + "; only the batch dimension may be symbolic");
+      if (options_.batchSize <= 0)
+        return fail("graph input '" + input.name() + "' has a symbolic batch dimension '" + symbol +
+                    "'; pass --batch-size B");
+      if (dim->has_dim_param())
+        batchSymbols.insert(symbol);
+      dim->set_dim_value(options_.batchSize);
+    }
+  }
+  // Outputs and annotated values that name the batch symbol get its value too.
+  auto substitute = [&](onnx::ValueInfoProto &info) {
+    if (!info.type().has_tensor_type())
+      return;
+    for (auto &dim : *info.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim())
+      if (dim.has_dim_param() && batchSymbols.count(dim.dim_param()))
+        dim.set_dim_value(options_.batchSize);
+  };
+  for (onnx::ValueInfoProto &output : *model_.mutable_graph()->mutable_output())
+    substitute(output);
+  for (onnx::ValueInfoProto &info : *model_.mutable_graph()->mutable_value_info())
+    substitute(info);
+  return true;
+}
+
+bool ModelImporter::checkAndInferShapes() {
+  try {
+    onnx::checker::check_model(model_);
+  } catch (const std::exception &e) {
+    return fail("fails the ONNX checker: " + firstLine(e.what()));
+  }
+  try {
+    onnx::ShapeInferenceOptions inference(/*check_type=*/true, /*error_mode=*/1, /*enable_data_propagation=*/true);
+    onnx::shape_inference::InferShapes(model_, onnx::OpSchemaRegistry::Instance(), inference);
+  } catch (const std::exception &e) {
+    return fail("ONNX shape inference failed: " + firstLine(e.what()));
+  }
+  return true;
+}
+
+bool ModelImporter::checkOpsSupported() {
+  // All unsupported ops in one error, so a user sees the whole list at once.
+  std::map<std::string, std::vector<std::string>> unsupported;
+  for (auto [index, node] : llvm::enumerate(model_.graph().node())) {
+    bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
+    if (!defaultDomain || !lookupOpPattern(node.op_type(), opset_)) {
+      std::string op = defaultDomain ? node.op_type() : node.domain() + "." + node.op_type();
+      unsupported[op].push_back(nodeName(node, index));
+    }
+  }
+  if (unsupported.empty())
+    return true;
+  std::string opset = std::to_string(opset_);
+  if (unsupported.size() == 1 && unsupported.begin()->second.size() == 1)
+    return fail("unsupported ONNX op '" + unsupported.begin()->first + "' (node '" +
+                unsupported.begin()->second.front() + "', opset " + opset + ")");
+  std::string message = "unsupported ONNX ops (opset " + opset + "):";
+  bool firstOp = true;
+  for (const auto &[op, nodes] : unsupported) {
+    message += (firstOp ? " '" : ", '") + op + "' (node" + (nodes.size() > 1 ? "s" : "");
+    for (size_t i = 0; i < nodes.size(); ++i)
+      message += (i ? ", '" : " '") + nodes[i] + "'";
+    message += ")";
+    firstOp = false;
+  }
+  return fail(message);
+}
+
+std::optional<Type> ModelImporter::tensorType(const onnx::ValueInfoProto &info) {
+  const auto &tensor = info.type().tensor_type();
+  SmallVector<int64_t> shape;
+  for (const auto &dim : tensor.shape().dim())
+    shape.push_back(dim.dim_value());
+  Type element;
+  if (tensor.elem_type() == onnx::TensorProto::FLOAT)
+    element = builder_.getF32Type();
+  else if (tensor.elem_type() == onnx::TensorProto::INT64)
+    element = builder_.getI64Type();
+  else {
+    fail("graph input '" + info.name() + "' has element type " + elementTypeName(tensor.elem_type()) +
+         "; fsdpc takes FLOAT and INT64 inputs");
+    return std::nullopt;
+  }
+  return RankedTensorType::get(shape, element);
+}
+
+bool ModelImporter::buildForward() {
+  std::string baseDir = llvm::sys::path::parent_path(path_).str();
+  if (baseDir.empty())
+    baseDir = ".";
+  llvm::Regex freeze("^(" + options_.freezeRegex + ")$");
+  std::string regexError;
+  if (!options_.freezeRegex.empty() && !freeze.isValid(regexError))
+    return fail("--freeze '" + options_.freezeRegex + "' is not a valid regex: " + regexError);
+
+  Location fileLoc = FileLineColLoc::get(&context_, path_, 0, 0);
+  result_.module = ModuleOp::create(fileLoc);
+  ModuleOp module = *result_.module;
+  module->setAttr(graph::kOpsetAttr, builder_.getI64IntegerAttr(opset_));
+  module->setAttr(graph::kSourceAttr, builder_.getStringAttr(llvm::sys::path::filename(path_)));
+
+  // Arguments: data inputs, then float initializers as parameters.
+  const onnx::GraphProto &graph = model_.graph();
+  llvm::StringSet<> initializers;
+  for (const onnx::TensorProto &init : graph.initializer())
+    initializers.insert(init.name());
+  SmallVector<Type> argTypes;
+  SmallVector<std::pair<StringRef, std::string>> argRoles; // attribute name, value
+  for (const onnx::ValueInfoProto &input : graph.input()) {
+    if (initializers.contains(input.name()))
+      continue;
+    std::optional<Type> type = tensorType(input);
+    if (!type)
+      return false;
+    argTypes.push_back(*type);
+    argRoles.emplace_back(graph::kInputAttr, input.name());
+  }
+  std::vector<const onnx::TensorProto *> constantInitializers;
+  for (const onnx::TensorProto &init : graph.initializer()) {
+    if (!isFloatType(init.data_type())) {
+      constantInitializers.push_back(&init);
+      continue;
+    }
+    std::vector<float> values;
+    std::string error;
+    if (!readTensorElements(init, baseDir, &values, nullptr, error))
+      return fail(error);
+    SmallVector<int64_t> shape(init.dims().begin(), init.dims().end());
+    argTypes.push_back(RankedTensorType::get(shape, builder_.getF32Type()));
+    bool frozen = !options_.freezeRegex.empty() && freeze.match(init.name());
+    argRoles.emplace_back(frozen ? graph::kFrozenParamAttr : graph::kParamAttr, init.name());
+    result_.weights.values[init.name()] = std::move(values);
+  }
+
+  builder_.setInsertionPointToEnd(module.getBody());
+  auto func = func::FuncOp::create(builder_, fileLoc, graph::kForwardFunc, builder_.getFunctionType(argTypes, {}));
+  Block *entry = func.addEntryBlock();
+  llvm::StringMap<Value> values;
+  llvm::StringMap<DenseElementsAttr> constants;
+  for (auto [i, role] : llvm::enumerate(argRoles)) {
+    func.setArgAttr(i, role.first, builder_.getStringAttr(role.second));
+    values[role.second] = entry->getArgument(i);
+  }
+
+  builder_.setInsertionPointToStart(entry);
+  for (const onnx::TensorProto *init : constantInitializers) {
+    std::string error;
+    DenseElementsAttr value = tensorProtoToAttr(*init, baseDir, builder_, error);
+    if (!value)
+      return fail(error);
+    Location loc = NameLoc::get(builder_.getStringAttr(init->name()));
+    values[init->name()] = graph::ConstantOp::create(builder_, loc, value.getType(), value);
+    constants[init->name()] = value;
+  }
+
+  for (auto [index, node] : llvm::enumerate(graph.node())) {
+    const OpPattern *pattern = lookupOpPattern(node.op_type(), opset_);
+    std::string name = nodeName(node, index);
+    Location loc = NameLoc::get(builder_.getStringAttr(name));
+    onnx::NodeProto named = node;
+    named.set_name(name);
+    NodeImporter importer(builder_, named, opset_, loc, values, constants);
+    for (int i = 0; i < node.input_size(); ++i)
+      if (!node.input(i).empty() && !values.count(node.input(i)))
+        return fail("node '" + name + "' (" + node.op_type() + "): input '" + node.input(i) + "' is not defined");
+    if (failed(pattern->convert(importer)))
+      return fail(importer.error());
+    for (int i = 0; i < node.output_size(); ++i)
+      if (!node.output(i).empty() && !values.count(node.output(i)))
+        return fail("node '" + name + "' (" + node.op_type() + "): output " + std::to_string(i) +
+                    " ('" + node.output(i) + "') is not supported");
+  }
+
+  SmallVector<Value> outputs;
+  for (const onnx::ValueInfoProto &output : graph.output()) {
+    Value value = values.lookup(output.name());
+    if (!value)
+      return fail("graph output '" + output.name() + "' is not computed by any node");
+    outputs.push_back(value);
+  }
+  func::ReturnOp::create(builder_, fileLoc, outputs);
+  SmallVector<Type> resultTypes;
+  for (Value v : outputs)
+    resultTypes.push_back(v.getType());
+  func.setType(builder_.getFunctionType(argTypes, resultTypes));
+  for (auto [i, output] : llvm::enumerate(graph.output()))
+    func.setResultAttr(i, graph::kOutputAttr, builder_.getStringAttr(output.name()));
+
+  // Patterns build ops through their verifiers' eyes only here: report the
+  // first verifier failure with its node.
+  std::string diagnostic;
+  ScopedDiagnosticHandler handler(&context_, [&](Diagnostic &diag) {
+    if (diagnostic.empty()) {
+      llvm::raw_string_ostream os(diagnostic);
+      if (auto nameLoc = dyn_cast<NameLoc>(diag.getLocation()))
+        os << "node '" << nameLoc.getName().getValue() << "': ";
+      os << diag.str();
+    }
+    return success();
+  });
+  if (failed(verify(module)))
+    return fail("imported IR is invalid: " + diagnostic);
+  return true;
+}
+
+std::optional<ImportedModel> ModelImporter::run() {
+  if (!load() || !fixBatchDimension() || !checkAndInferShapes() || !checkOpsSupported() || !buildForward())
+    return std::nullopt;
+  return std::move(result_);
+}
+
+} // namespace
+
+std::optional<ImportedModel> fsdpc::importOnnxModel(MLIRContext &context, const std::string &path,
+                                                    const ImportOptions &options, std::string &error) {
+  context.loadDialect<graph::GraphDialect, func::FuncDialect>();
+  return ModelImporter(context, path, options, error).run();
+}

@@ -1,0 +1,31 @@
+//===- FsdpBase.td - The fsdp dialect ----------------------*- tablegen -*-===//
+#ifndef FSDPC_DIALECT_FSDP_FSDPBASE_TD
+#define FSDPC_DIALECT_FSDP_FSDPBASE_TD
+
+include "mlir/IR/OpBase.td"
+
+def Fsdp_Dialect : Dialect {
+  let name = "fsdp";
+  let cppNamespace = "::fsdpc::fsdp";
+  let summary = "Sharding units and the collectives of fully sharded data parallelism";
+  let description = [{
+    What PyTorch FSDP does at run time with hooks, as IR: `fsdp.unit`
+    declares a group of parameters that is flattened, padded and sharded
+    together; `fsdp.all_gather` materialises a unit's full flat parameter
+    from the shards, `fsdp.free` ends the life of a gathered parameter,
+    `fsdp.reduce_scatter` turns full gradients into gradient shards and
+    `fsdp.all_reduce` averages replicated gradients (DDP, and across groups
+    in hybrid sharding).
+
+    Collectives act on a group of ranks: `group_size` consecutive ranks
+    (`group_stride = 1`) or every `group_stride`-th rank (the replica groups
+    of hybrid sharding).
+  }];
+}
+
+class Fsdp_Op<string mnemonic, list<Trait> traits = []> :
+    Op<Fsdp_Dialect, mnemonic, traits>;
+
+def Fsdp_FlatTensor : 1DTensorOf<[F32]>;
+
+#endif // FSDPC_DIALECT_FSDP_FSDPBASE_TD

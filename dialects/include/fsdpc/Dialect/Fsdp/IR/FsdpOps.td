@@ -1,0 +1,139 @@
+//===- FsdpOps.td - fsdp dialect ops -----------------------*- tablegen -*-===//
+#ifndef FSDPC_DIALECT_FSDP_FSDPOPS_TD
+#define FSDPC_DIALECT_FSDP_FSDPOPS_TD
+
+include "fsdpc/Dialect/Fsdp/IR/FsdpBase.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Fsdp_UnitOp : Fsdp_Op<"unit", [Symbol]> {
+  let summary = "a group of parameters sharded as one flat tensor";
+  let description = [{
+    Declares a sharding unit, FSDP's "flat parameter": its parameters are
+    concatenated in order into one flat tensor of `flat_size` elements, padded
+    to `padded_size` (a multiple of the shard group size), and each rank keeps
+    one contiguous shard of it.
+
+    - `sym_name`: the unit's name, referenced by collectives.
+    - `params`: the parameters' names (ONNX initializer names), in flat order.
+    - `flat_size`: the total element count of the parameters.
+    - `padded_size`: `flat_size` rounded up to a multiple of the group size.
+
+    ```mlir
+    fsdp.unit @unit0 params ["fc1.weight", "fc1.bias"] flat_size 22528 padded_size 22528
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, StrArrayAttr:$params, I64Attr:$flat_size, I64Attr:$padded_size);
+  let assemblyFormat = "$sym_name `params` $params `flat_size` $flat_size `padded_size` $padded_size attr-dict";
+  let hasVerifier = 1;
+}
+
+class Fsdp_CollectiveOp<string mnemonic, list<Trait> traits = []> :
+    Fsdp_Op<mnemonic, !listconcat(traits, [DeclareOpInterfaceMethods<SymbolUserOpInterface>])> {
+}
+
+def Fsdp_ShardOp : Fsdp_Op<"shard", [Pure]> {
+  let summary = "this rank's shard of a flat tensor";
+  let description = [{
+    Takes elements `[rank * S, (rank + 1) * S)` of `input`, with
+    `S = input size / group_size`, where `rank` is this rank's index in its
+    shard group. The input is already padded to a multiple of `group_size`.
+
+    - `input`: a padded flat tensor.
+    - `group_size`: the number of ranks sharing it.
+
+    ```mlir
+    %s = fsdp.shard %flat {group_size = 4 : i64} : tensor<22528xf32> -> tensor<5632xf32>
+    ```
+  }];
+  let arguments = (ins Fsdp_FlatTensor:$input, I64Attr:$group_size);
+  let results = (outs Fsdp_FlatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Fsdp_AllGatherOp : Fsdp_CollectiveOp<"all_gather"> {
+  let summary = "the full flat parameter of a unit, gathered from all shards";
+  let description = [{
+    Concatenates the `shard` of every rank of the group in rank order.
+
+    - `shard`: this rank's shard.
+    - `unit`: the unit whose parameter is gathered.
+    - `group_size`, `group_stride`: the group (see the dialect).
+    - `result`: `group_size` times the shard size.
+
+    ```mlir
+    %full = fsdp.all_gather %shard {unit = @unit0, group_size = 4 : i64, group_stride = 1 : i64}
+        : tensor<5632xf32> -> tensor<22528xf32>
+    ```
+  }];
+  let arguments = (ins Fsdp_FlatTensor:$shard, FlatSymbolRefAttr:$unit, I64Attr:$group_size,
+                       DefaultValuedAttr<I64Attr, "1">:$group_stride);
+  let results = (outs Fsdp_FlatTensor:$result);
+  let assemblyFormat = "$shard attr-dict `:` type($shard) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Fsdp_ReduceScatterOp : Fsdp_CollectiveOp<"reduce_scatter"> {
+  let summary = "this rank's shard of the sum or mean of a flat gradient over the group";
+  let description = [{
+    Reduces `input` elementwise over the group, then keeps this rank's shard
+    of the result.
+
+    - `input`: a full, padded flat gradient.
+    - `unit`: the unit the gradient belongs to.
+    - `reduction`: `"sum"` or `"avg"`.
+    - `group_size`, `group_stride`: the group (see the dialect).
+
+    ```mlir
+    %g = fsdp.reduce_scatter %full_grad {unit = @unit0, reduction = "avg", group_size = 4 : i64}
+        : tensor<22528xf32> -> tensor<5632xf32>
+    ```
+  }];
+  let arguments = (ins Fsdp_FlatTensor:$input, FlatSymbolRefAttr:$unit, StrAttr:$reduction, I64Attr:$group_size,
+                       DefaultValuedAttr<I64Attr, "1">:$group_stride);
+  let results = (outs Fsdp_FlatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Fsdp_AllReduceOp : Fsdp_CollectiveOp<"all_reduce", [SameOperandsAndResultType]> {
+  let summary = "the sum or mean of a tensor over the group, on every rank";
+  let description = [{
+    - `input`: the local tensor.
+    - `unit`: the unit the tensor belongs to.
+    - `reduction`: `"sum"` or `"avg"`.
+    - `group_size`, `group_stride`: the group (see the dialect).
+
+    ```mlir
+    %g = fsdp.all_reduce %grad {unit = @unit0, reduction = "avg", group_size = 2 : i64, group_stride = 2 : i64}
+        : tensor<5632xf32>
+    ```
+  }];
+  let arguments = (ins Fsdp_FlatTensor:$input, FlatSymbolRefAttr:$unit, StrAttr:$reduction, I64Attr:$group_size,
+                       DefaultValuedAttr<I64Attr, "1">:$group_stride);
+  let results = (outs Fsdp_FlatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Fsdp_FreeOp : Fsdp_Op<"free", [MemoryEffects<[MemFree]>]> {
+  let summary = "the end of a gathered parameter's life";
+  let description = [{
+    Marks the point after which `value` (a gathered flat parameter) is no
+    longer needed, so its memory returns to the arena. Only `fsdp.all_gather`
+    results may be freed, and nothing may use them afterwards.
+
+    - `value`: the gathered tensor.
+
+    ```mlir
+    fsdp.free %full : tensor<22528xf32>
+    ```
+  }];
+  let arguments = (ins Fsdp_FlatTensor:$value);
+  let assemblyFormat = "$value attr-dict `:` type($value)";
+  let hasVerifier = 1;
+}
+
+#endif // FSDPC_DIALECT_FSDP_FSDPOPS_TD

@@ -1,0 +1,38 @@
+//===- GraphBase.td - The graph dialect --------------------*- tablegen -*-===//
+#ifndef FSDPC_DIALECT_GRAPH_GRAPHBASE_TD
+#define FSDPC_DIALECT_GRAPH_GRAPHBASE_TD
+
+include "mlir/IR/OpBase.td"
+
+def Graph_Dialect : Dialect {
+  let name = "graph";
+  let cppNamespace = "::fsdpc::graph";
+  let summary = "Value-semantics tensor ops for the forward pass, gradients and optimizer";
+  let description = [{
+    The `graph` dialect is where an imported ONNX model lives and where the
+    training step is built. Every op is pure and works on ranked, statically
+    shaped builtin tensors of `f32` (activations, parameters, gradients) or
+    `i64` (class labels, the optimizer step).
+
+    A model is a `func.func` whose arguments carry one of these attributes:
+    `graph.input = "name"` (a batch input fed from data), `graph.param =
+    "name"` (a trainable parameter, named as its ONNX initializer),
+    `graph.frozen_param = "name"` (a parameter that is not trained),
+    `graph.state_of = "name"` with `graph.state_slot = "exp_avg"` (optimizer
+    state) and `graph.step` (the 1-based optimizer step). Results carry
+    `graph.output = "name"`, `graph.loss`, `graph.grad_of = "name"`, or
+    `graph.updates = N` (the result overwrites argument N after the step).
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+  let hasConstantMaterializer = 1;
+}
+
+class Graph_Op<string mnemonic, list<Trait> traits = []> :
+    Op<Graph_Dialect, mnemonic, traits>;
+
+def Graph_F32Tensor : RankedTensorOf<[F32]>;
+def Graph_I64Tensor : RankedTensorOf<[I64]>;
+def Graph_F32Scalar : 0DTensorOf<[F32]>;
+def Graph_I64Scalar : 0DTensorOf<[I64]>;
+
+#endif // FSDPC_DIALECT_GRAPH_GRAPHBASE_TD

@@ -1,0 +1,34 @@
+//===- GraphDialect.h - The graph dialect -----------------------*- C++ -*-===//
+#ifndef FSDPC_DIALECT_GRAPH_IR_GRAPHDIALECT_H
+#define FSDPC_DIALECT_GRAPH_IR_GRAPHDIALECT_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Dialect.h"
+
+#include "fsdpc/Dialect/Graph/IR/GraphOpsDialect.h.inc"
+
+namespace fsdpc::graph {
+// Names of the argument and result attributes of a graph function (see the
+// dialect description).
+inline constexpr llvm::StringLiteral kInputAttr = "graph.input";
+inline constexpr llvm::StringLiteral kParamAttr = "graph.param";
+inline constexpr llvm::StringLiteral kFrozenParamAttr = "graph.frozen_param";
+inline constexpr llvm::StringLiteral kStateOfAttr = "graph.state_of";
+inline constexpr llvm::StringLiteral kStateSlotAttr = "graph.state_slot";
+inline constexpr llvm::StringLiteral kStepAttr = "graph.step";
+inline constexpr llvm::StringLiteral kOutputAttr = "graph.output";
+inline constexpr llvm::StringLiteral kLossAttr = "graph.loss";
+inline constexpr llvm::StringLiteral kGradOfAttr = "graph.grad_of";
+inline constexpr llvm::StringLiteral kUpdatesAttr = "graph.updates";
+// Module attributes set by the importer and the training-step passes.
+inline constexpr llvm::StringLiteral kOpsetAttr = "graph.opset";
+inline constexpr llvm::StringLiteral kSourceAttr = "graph.source";
+inline constexpr llvm::StringLiteral kLossKindAttr = "graph.loss_kind";
+inline constexpr llvm::StringLiteral kNumClassesAttr = "graph.num_classes";
+inline constexpr llvm::StringLiteral kOptimizerAttr = "graph.optimizer";
+// Function names: the importer makes @forward, graph-append-loss @train_step.
+inline constexpr llvm::StringLiteral kForwardFunc = "forward";
+inline constexpr llvm::StringLiteral kTrainStepFunc = "train_step";
+} // namespace fsdpc::graph
+
+#endif // FSDPC_DIALECT_GRAPH_IR_GRAPHDIALECT_H

@@ -1,0 +1,409 @@
+//===- GraphOps.td - graph dialect ops ---------------------*- tablegen -*-===//
+#ifndef FSDPC_DIALECT_GRAPH_GRAPHOPS_TD
+#define FSDPC_DIALECT_GRAPH_GRAPHOPS_TD
+
+include "fsdpc/Dialect/Graph/IR/GraphBase.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Forward ops
+//===----------------------------------------------------------------------===//
+
+def Graph_ConstantOp : Graph_Op<"constant", [Pure, ConstantLike, AllTypesMatch<["value", "result"]>]> {
+  let summary = "a tensor known at compile time";
+  let description = [{
+    Produces the tensor held by `value`. ONNX `Constant` nodes, non-float
+    initializers and values the compiler synthesises (the loss seed, zero
+    gradients) become this op. A splat value is materialised by a fill kernel;
+    any other value is stored in the plan.
+
+    - `value`: the elements; its type is the result type.
+
+    ```mlir
+    %one = graph.constant dense<1.0> : tensor<f32>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "attr-dict $value";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Graph_MatmulOp : Graph_Op<"matmul", [Pure]> {
+  let summary = "matrix product with optional transposed operands";
+  let description = [{
+    `result = op(lhs) x op(rhs)` where `op` transposes when the matching
+    attribute is set. ONNX `Gemm` and `MatMul` lower to it.
+
+    - `lhs`: `[..., M, K]` (leading dims are flattened into M), or `[K, M]`
+      when `transpose_a` is set (then rank 2 only).
+    - `rhs`: `[K, N]`, or `[N, K]` when `transpose_b` is set.
+    - `transpose_a`, `transpose_b`: whether to transpose each operand.
+    - `result`: `[..., M, N]` following `lhs`'s leading dims.
+
+    ```mlir
+    %y = graph.matmul %x, %w {transpose_b = true}
+        : (tensor<64x10xf32>, tensor<2048x10xf32>) -> tensor<64x2048xf32>
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$lhs, Graph_F32Tensor:$rhs,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_a,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_b);
+  let results = (outs Graph_F32Tensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+class Graph_BroadcastBinaryOp<string mnemonic, string what> : Graph_Op<mnemonic, [Pure]> {
+  let summary = "elementwise " # what # " with numpy broadcasting";
+  let description = [{
+    Elementwise }] # what # [{ of `lhs` and `rhs`, broadcast against each
+    other as numpy (and ONNX since opset 7) does.
+
+    - `lhs`, `rhs`: f32 tensors whose shapes broadcast together.
+    - `result`: the broadcast shape.
+
+    ```mlir
+    %y = graph.}] # mnemonic # [{ %a, %b : (tensor<64x5xf32>, tensor<5xf32>) -> tensor<64x5xf32>
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$lhs, Graph_F32Tensor:$rhs);
+  let results = (outs Graph_F32Tensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Graph_AddOp : Graph_BroadcastBinaryOp<"add", "sum">;
+def Graph_SubOp : Graph_BroadcastBinaryOp<"sub", "difference">;
+def Graph_MulOp : Graph_BroadcastBinaryOp<"mul", "product">;
+def Graph_DivOp : Graph_BroadcastBinaryOp<"div", "quotient">;
+
+class Graph_UnaryOp<string mnemonic, string what> :
+    Graph_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let summary = what;
+  let description = [{
+    Applies }] # what # [{ to every element of `input`.
+
+    - `input`: an f32 tensor; the result has its type.
+
+    ```mlir
+    %y = graph.}] # mnemonic # [{ %x : tensor<64x2048xf32>
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$input);
+  let results = (outs Graph_F32Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Graph_NegOp : Graph_UnaryOp<"neg", "negation">;
+def Graph_ReluOp : Graph_UnaryOp<"relu", "max(x, 0)">;
+def Graph_TanhOp : Graph_UnaryOp<"tanh", "the hyperbolic tangent">;
+def Graph_SigmoidOp : Graph_UnaryOp<"sigmoid", "the logistic function 1 / (1 + exp(-x))">;
+
+def Graph_ScaleOp : Graph_Op<"scale", [Pure, SameOperandsAndResultType]> {
+  let summary = "multiplication by a compile-time scalar";
+  let description = [{
+    `result = input * factor`. Gemm's `alpha` and `beta` lower to it.
+
+    - `input`: an f32 tensor; the result has its type.
+    - `factor`: the scalar.
+
+    ```mlir
+    %y = graph.scale %x {factor = 5.000000e-01 : f64} : tensor<4x3xf32>
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$input, F64Attr:$factor);
+  let results = (outs Graph_F32Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Graph_ReshapeOp : Graph_Op<"reshape", [Pure]> {
+  let summary = "the same elements under another static shape";
+  let description = [{
+    Reinterprets `input` in row-major order with the result's shape. ONNX
+    `Reshape` (with a constant target), `Flatten` and `Identity` lower to it.
+
+    - `input`: any ranked tensor; the result has the same element type and
+      element count.
+
+    ```mlir
+    %y = graph.reshape %x : (tensor<64x1x28x28xf32>) -> tensor<64x784xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Graph_TransposeOp : Graph_Op<"transpose", [Pure]> {
+  let summary = "permutation of dimensions";
+  let description = [{
+    `result[i_perm[0], ..., i_perm[r-1]] = input[i_0, ..., i_(r-1)]`, i.e.
+    result dimension `d` is input dimension `perm[d]`, as ONNX `Transpose`.
+
+    - `input`: an f32 tensor of rank r.
+    - `perm`: a permutation of `[0, r)`.
+
+    ```mlir
+    %y = graph.transpose %x {perm = array<i64: 1, 0>} : (tensor<3x4xf32>) -> tensor<4x3xf32>
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs Graph_F32Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+class Graph_SoftmaxLikeOp<string mnemonic, string what> :
+    Graph_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let summary = what # " along one axis";
+  let description = [{
+    Computes }] # what # [{ of `input` along `axis` (opset-13 semantics; the
+    importer rewrites older opsets' 2-D coercion into reshapes around it).
+
+    - `input`: an f32 tensor; the result has its type.
+    - `axis`: the reduced dimension, negative counts from the end.
+
+    ```mlir
+    %y = graph.}] # mnemonic # [{ %x {axis = -1 : i64} : tensor<64x5xf32>
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$input, I64Attr:$axis);
+  let results = (outs Graph_F32Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Graph_SoftmaxOp : Graph_SoftmaxLikeOp<"softmax", "softmax">;
+def Graph_LogSoftmaxOp : Graph_SoftmaxLikeOp<"log_softmax", "log-softmax">;
+
+def Graph_SoftmaxCrossEntropyOp : Graph_Op<"softmax_cross_entropy", [Pure]> {
+  let summary = "cross entropy of class logits against integer labels";
+  let description = [{
+    `-log_softmax(logits)[n, labels[n]]`, reduced over the rows whose label is
+    not `ignore_index`: the mean (torch's `F.cross_entropy` default) or the
+    sum. Logits with more dims are reshaped to 2-D by the importer.
+
+    - `logits`: `[N, C]` f32.
+    - `labels`: `[N]` i64, each in `[0, C)` or equal to `ignore_index`.
+    - `reduction`: `"mean"` or `"sum"`.
+    - `ignore_index`: optional label value whose rows do not count.
+    - `result`: the scalar loss.
+
+    ```mlir
+    %loss = graph.softmax_cross_entropy %logits, %labels {reduction = "mean"}
+        : (tensor<64x5xf32>, tensor<64xi64>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$logits, Graph_I64Tensor:$labels,
+                       DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                       OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Graph_F32Scalar:$result);
+  let assemblyFormat = "$logits `,` $labels attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Graph_MseLossOp : Graph_Op<"mse_loss", [Pure]> {
+  let summary = "mean squared error";
+  let description = [{
+    `mean((prediction - target)^2)` over all elements, as torch's
+    `F.mse_loss` default.
+
+    - `prediction`, `target`: f32 tensors of the same shape.
+    - `result`: the scalar loss.
+
+    ```mlir
+    %loss = graph.mse_loss %y, %t : (tensor<8x3xf32>, tensor<8x3xf32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$prediction, Graph_F32Tensor:$target);
+  let results = (outs Graph_F32Scalar:$result);
+  let assemblyFormat = "$prediction `,` $target attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient ops: made by graph-autodiff, never by the importer
+//===----------------------------------------------------------------------===//
+
+class Graph_ActivationGradOp<string mnemonic, string formula> :
+    Graph_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let summary = "gradient of an activation from its output";
+  let description = [{
+    `result = }] # formula # [{`, the input gradient of the activation given
+    its forward output `y` and the output gradient `dy`.
+
+    - `y`: the forward op's result.
+    - `dy`: the gradient of the loss with respect to `y`.
+
+    ```mlir
+    %dx = graph.}] # mnemonic # [{ %y, %dy : tensor<64x2048xf32>
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$y, Graph_F32Tensor:$dy);
+  let results = (outs Graph_F32Tensor:$result);
+  let assemblyFormat = "$y `,` $dy attr-dict `:` type($y)";
+}
+
+def Graph_ReluGradOp : Graph_ActivationGradOp<"relu_grad", "y > 0 ? dy : 0">;
+def Graph_TanhGradOp : Graph_ActivationGradOp<"tanh_grad", "dy * (1 - y^2)">;
+def Graph_SigmoidGradOp : Graph_ActivationGradOp<"sigmoid_grad", "dy * y * (1 - y)">;
+
+class Graph_SoftmaxLikeGradOp<string mnemonic, string formula> :
+    Graph_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let summary = "gradient of a softmax-like op from its output";
+  let description = [{
+    `result = }] # formula # [{`, sums taken along `axis`.
+
+    - `y`: the forward op's result.
+    - `dy`: the gradient of the loss with respect to `y`.
+    - `axis`: the forward op's axis.
+
+    ```mlir
+    %dx = graph.}] # mnemonic # [{ %y, %dy {axis = -1 : i64} : tensor<64x5xf32>
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$y, Graph_F32Tensor:$dy, I64Attr:$axis);
+  let results = (outs Graph_F32Tensor:$result);
+  let assemblyFormat = "$y `,` $dy attr-dict `:` type($y)";
+}
+
+def Graph_SoftmaxGradOp : Graph_SoftmaxLikeGradOp<"softmax_grad", "y * (dy - sum(dy * y))">;
+def Graph_LogSoftmaxGradOp : Graph_SoftmaxLikeGradOp<"log_softmax_grad", "dy - exp(y) * sum(dy)">;
+
+def Graph_SoftmaxCrossEntropyGradOp : Graph_Op<"softmax_cross_entropy_grad", [Pure]> {
+  let summary = "gradient of softmax cross entropy with respect to the logits";
+  let description = [{
+    `(softmax(logits) - onehot(labels)) * grad / count` for rows whose label is
+    not ignored (count is the number of such rows for `"mean"`, 1 for
+    `"sum"`), zero for ignored rows.
+
+    - `logits`, `labels`, `reduction`, `ignore_index`: as the forward op.
+    - `grad`: the scalar gradient of the final loss with respect to this loss.
+
+    ```mlir
+    %dlogits = graph.softmax_cross_entropy_grad %logits, %labels, %g {reduction = "mean"}
+        : (tensor<64x5xf32>, tensor<64xi64>, tensor<f32>) -> tensor<64x5xf32>
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$logits, Graph_I64Tensor:$labels, Graph_F32Scalar:$grad,
+                       DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                       OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Graph_F32Tensor:$result);
+  let assemblyFormat = "$logits `,` $labels `,` $grad attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Graph_MseLossGradOp : Graph_Op<"mse_loss_grad", [Pure]> {
+  let summary = "gradient of the mean squared error with respect to the prediction";
+  let description = [{
+    `2 * (prediction - target) * grad / numel`.
+
+    - `prediction`, `target`: as the forward op.
+    - `grad`: the scalar gradient of the final loss with respect to this loss.
+
+    ```mlir
+    %dy = graph.mse_loss_grad %y, %t, %g
+        : (tensor<8x3xf32>, tensor<8x3xf32>, tensor<f32>) -> tensor<8x3xf32>
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$prediction, Graph_F32Tensor:$target, Graph_F32Scalar:$grad);
+  let results = (outs Graph_F32Tensor:$result);
+  let assemblyFormat = "$prediction `,` $target `,` $grad attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Graph_SumToOp : Graph_Op<"sum_to", [Pure]> {
+  let summary = "sum over the dimensions a broadcast expanded";
+  let description = [{
+    The adjoint of broadcasting: sums `input` over every dimension in which
+    the result's shape (aligned to the right) is 1 or missing, as torch's
+    `sum_to_size`. The gradient of a broadcast operand, such as a bias.
+
+    - `input`: an f32 tensor.
+    - `result`: a shape that broadcasts to `input`'s shape.
+
+    ```mlir
+    %db = graph.sum_to %dy : (tensor<64x5xf32>) -> tensor<5xf32>
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$input);
+  let results = (outs Graph_F32Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer ops: made by graph-optimizer
+//===----------------------------------------------------------------------===//
+
+def Graph_SgdUpdateOp : Graph_Op<"sgd_update", [Pure]> {
+  let summary = "one torch.optim.SGD step for one parameter";
+  let description = [{
+    With `d = grad + weight_decay * param`: if `momentum` is non-zero,
+    `buf = d` on step 1 and `buf = momentum * buf + (1 - dampening) * d`
+    after, and `d = nesterov ? d + momentum * buf : buf`; then
+    `param = param - lr * d`.
+
+    - `param`, `grad`: the parameter and its gradient (same type).
+    - `state`: the momentum buffer when `momentum` is non-zero, else nothing.
+    - `step`: the 1-based step counter.
+    - `lr`, `momentum`, `dampening`, `weight_decay`, `nesterov`: as torch.
+    - results: the new parameter, then the new state.
+
+    ```mlir
+    %p1, %buf1 = graph.sgd_update %p, %g state(%buf) step %t
+        {lr = 1.0e-01 : f64, momentum = 9.0e-01 : f64, dampening = 0.0 : f64,
+         weight_decay = 0.0 : f64, nesterov = false}
+        : (tensor<5x10xf32>, tensor<5x10xf32>, tensor<5x10xf32>, tensor<i64>)
+        -> (tensor<5x10xf32>, tensor<5x10xf32>)
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$param, Graph_F32Tensor:$grad, Variadic<Graph_F32Tensor>:$state,
+                       Graph_I64Scalar:$step, F64Attr:$lr, F64Attr:$momentum, F64Attr:$dampening,
+                       F64Attr:$weight_decay, BoolAttr:$nesterov);
+  let results = (outs Graph_F32Tensor:$new_param, Variadic<Graph_F32Tensor>:$new_state);
+  let assemblyFormat = [{
+    $param `,` $grad (`state` `(` $state^ `)`)? `step` $step attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_AdamwUpdateOp : Graph_Op<"adamw_update", [Pure]> {
+  let summary = "one torch.optim.AdamW step for one parameter";
+  let description = [{
+    `param *= 1 - lr * weight_decay`; `exp_avg = beta1 * exp_avg + (1 - beta1)
+    * grad`; `exp_avg_sq = beta2 * exp_avg_sq + (1 - beta2) * grad^2`;
+    `param -= lr / (1 - beta1^step) * exp_avg / (sqrt(exp_avg_sq) /
+    sqrt(1 - beta2^step) + eps)`: torch 1.13's AdamW, operation for operation.
+
+    - `param`, `grad`, `exp_avg`, `exp_avg_sq`: same type.
+    - `step`: the 1-based step counter.
+    - `lr`, `beta1`, `beta2`, `eps`, `weight_decay`: as torch.
+    - results: the new parameter, exp_avg and exp_avg_sq.
+
+    ```mlir
+    %p1, %m1, %v1 = graph.adamw_update %p, %g, %m, %v, step %t
+        {lr = 1.0e-03 : f64, beta1 = 9.0e-01 : f64, beta2 = 9.99e-01 : f64,
+         eps = 1.0e-08 : f64, weight_decay = 1.0e-02 : f64}
+        : (tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<i64>)
+        -> (tensor<5xf32>, tensor<5xf32>, tensor<5xf32>)
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$param, Graph_F32Tensor:$grad, Graph_F32Tensor:$exp_avg,
+                       Graph_F32Tensor:$exp_avg_sq, Graph_I64Scalar:$step, F64Attr:$lr, F64Attr:$beta1,
+                       F64Attr:$beta2, F64Attr:$eps, F64Attr:$weight_decay);
+  let results = (outs Graph_F32Tensor:$new_param, Graph_F32Tensor:$new_exp_avg, Graph_F32Tensor:$new_exp_avg_sq);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` `step` $step attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // FSDPC_DIALECT_GRAPH_GRAPHOPS_TD

@@ -1,0 +1,70 @@
+//===- Passes.td - graph dialect passes --------------------*- tablegen -*-===//
+#ifndef FSDPC_DIALECT_GRAPH_TRANSFORMS_PASSES_TD
+#define FSDPC_DIALECT_GRAPH_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def GraphAppendLoss : Pass<"graph-append-loss", "mlir::ModuleOp"> {
+  let summary = "turn @forward into @train_step returning a scalar loss";
+  let description = [{
+    Clones the model function `@forward` into `@train_step` and appends the
+    loss, so that `@train_step` returns one scalar marked `graph.loss`:
+
+    - `cross_entropy`: the model's output is logits `[B, C]` or `[B, T, C]`;
+      a new argument `labels` (`graph.input = "labels"`) of i64 `[B]` or
+      `[B, T]` is added; the loss is the mean over all labels, as torch's
+      `F.cross_entropy`.
+    - `mse`: a new argument `labels` shaped like the output; the mean squared
+      error, as torch's `F.mse_loss`.
+    - `output:NAME`: the model already computes the scalar loss as its
+      output `NAME`.
+    - `auto`: `output:NAME` when the model has exactly one output and it is
+      a scalar, `cross_entropy` otherwise.
+
+    The model's other outputs are dropped from `@train_step`.
+  }];
+  let options = [
+    Option<"loss", "loss", "std::string", /*default=*/"\"auto\"",
+           "cross_entropy, mse, output:NAME or auto">
+  ];
+  let dependentDialects = ["::fsdpc::graph::GraphDialect"];
+}
+
+def GraphAutodiff : Pass<"graph-autodiff", "mlir::ModuleOp"> {
+  let summary = "reverse-mode differentiation of @train_step";
+  let description = [{
+    Appends to `@train_step` the gradient of its loss with respect to every
+    trainable parameter (`graph.param` arguments; `graph.frozen_param` ones
+    get none), and returns each gradient marked `graph.grad_of = "name"`.
+    The rules, one per op, live in GradientRules.cpp. The gradients of a
+    value used several times are summed. A parameter the loss does not
+    depend on gets a zero gradient, as torch would leave `.grad` at zero
+    under weight decay-free optimizers.
+  }];
+  let dependentDialects = ["::fsdpc::graph::GraphDialect"];
+}
+
+def GraphOptimizer : Pass<"graph-optimizer", "mlir::ModuleOp"> {
+  let summary = "apply torch-equivalent optimizer updates in @train_step";
+  let description = [{
+    Replaces the gradients that `@train_step` returns by optimizer updates:
+    adds the optimizer state (`graph.state_of`, `graph.state_slot`) and the
+    step counter (`graph.step`) as arguments, and returns the new parameters
+    and state, each marked `graph.updates = N` with the argument it replaces.
+  }];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"", "adamw or sgd">,
+    Option<"lr", "lr", "double", /*default=*/"1e-3", "learning rate">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
+    Option<"eps", "eps", "double", /*default=*/"1e-8", "AdamW epsilon">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"-1",
+           "weight decay; negative means the optimizer's default (adamw 0.01, sgd 0)">,
+    Option<"momentum", "momentum", "double", /*default=*/"0", "SGD momentum">,
+    Option<"dampening", "dampening", "double", /*default=*/"0", "SGD dampening">,
+    Option<"nesterov", "nesterov", "bool", /*default=*/"false", "SGD Nesterov momentum">
+  ];
+  let dependentDialects = ["::fsdpc::graph::GraphDialect"];
+}
+
+#endif // FSDPC_DIALECT_GRAPH_TRANSFORMS_PASSES_TD

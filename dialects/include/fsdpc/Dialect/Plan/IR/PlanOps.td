@@ -1,0 +1,142 @@
+//===- PlanOps.td - plan dialect ops -----------------------*- tablegen -*-===//
+#ifndef FSDPC_DIALECT_PLAN_PLANOPS_TD
+#define FSDPC_DIALECT_PLAN_PLANOPS_TD
+
+include "fsdpc/Dialect/Plan/IR/PlanBase.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/RegionKindInterface.td"
+
+def Plan_ProgramOp : Plan_Op<"program", [Symbol, SymbolTable, IsolatedFromAbove, NoTerminator, SingleBlock,
+                                         NoRegionArguments, GraphRegionNoTerminator]> {
+  let summary = "one rank's training step";
+  let description = [{
+    Holds the tensor table and the instruction list of a training step.
+
+    - `sym_name`: the program's name.
+    - `world_size`: the number of ranks the plan was compiled for.
+    - `global_batch`: samples per step over all ranks.
+    - `loss`: the scalar tensor that holds the step's loss.
+    - `loss_kind`: `"cross_entropy"`, `"mse"` or `"output"`.
+    - `optimizer`: a readable description of the optimizer and its settings.
+    - `num_classes`: classes of a cross-entropy loss (0 otherwise).
+    - `persistent_bytes`, `transient_bytes`: region sizes, set by
+      `plan-allocate`.
+
+    ```mlir
+    plan.program @train_step attributes {world_size = 1 : i64, global_batch = 64 : i64, loss = @loss,
+        loss_kind = "cross_entropy", optimizer = "adamw", num_classes = 5 : i64} {
+      plan.tensor @loss transient : tensor<f32>
+    }
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$world_size, I64Attr:$global_batch,
+                       FlatSymbolRefAttr:$loss, StrAttr:$loss_kind, StrAttr:$optimizer,
+                       DefaultValuedAttr<I64Attr, "0">:$num_classes,
+                       OptionalAttr<I64Attr>:$persistent_bytes, OptionalAttr<I64Attr>:$transient_bytes);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::Block &getBlock() { return getBody().front(); }
+  }];
+}
+
+def Plan_TensorOp : Plan_Op<"tensor", [Symbol, HasParent<"ProgramOp">]> {
+  let summary = "a tensor of the plan and where it lives";
+  let description = [{
+    - `sym_name`: the tensor's name inside the program.
+    - `kind`: what it holds; parameters, frozen parameters, optimizer state,
+      constants and the step counter live in the persistent region, inputs
+      and transients in the transient arena.
+    - `type`: its static shape and element type (f32 or i64).
+    - `source_name`: the ONNX name of a parameter or input.
+    - `value`: the initial value of a constant.
+    - `optimizer_slot`, `owner`: for optimizer state, the slot (`"exp_avg"`)
+      and the parameter it belongs to.
+    - `offset`: the byte offset in its region, set by `plan-allocate`.
+
+    ```mlir
+    plan.tensor @w0 parameter : tensor<2048x10xf32> {source_name = "fc1.weight", offset = 0 : i64}
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, Plan_TensorKind:$kind, TypeAttrOf<AnyRankedTensor>:$type,
+                       OptionalAttr<StrAttr>:$source_name, OptionalAttr<ElementsAttr>:$value,
+                       OptionalAttr<StrAttr>:$optimizer_slot, OptionalAttr<StrAttr>:$owner,
+                       OptionalAttr<I64Attr>:$offset);
+  let assemblyFormat = "$sym_name $kind `:` $type attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() { return ::llvm::cast<::mlir::RankedTensorType>(getType()); }
+    /// Bytes of the tensor's elements.
+    int64_t getByteSize();
+    /// Whether the tensor lives in the persistent region.
+    bool isPersistent();
+  }];
+}
+
+def Plan_KernelOp : Plan_Op<"kernel", [HasParent<"ProgramOp">, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "a call of a runtime kernel";
+  let description = [{
+    Runs the kernel named `kernel` on the `compute` stream: it reads
+    `inputs` and writes `outputs` (an output may be an input too, for
+    in-place optimizer updates). Every other attribute is a kernel
+    parameter, passed to the runtime as it is (bool and integer attributes as
+    int64, float attributes as double, `array<i64>` as lists).
+
+    - `kernel`: the runtime kernel's name.
+    - `inputs`, `outputs`: `plan.tensor` symbols.
+    - `stream`: the stream it runs on.
+
+    ```mlir
+    plan.kernel "matmul" ins [@x, @w0] outs [@h0] on compute {transpose_b = true}
+    ```
+  }];
+  let arguments = (ins StrAttr:$kernel, FlatSymbolRefArrayAttr:$inputs, FlatSymbolRefArrayAttr:$outputs,
+                       Plan_Stream:$stream);
+  let assemblyFormat = "$kernel `ins` $inputs `outs` $outputs `on` $stream attr-dict";
+  let hasVerifier = 1;
+}
+
+def Plan_CollectiveOp : Plan_Op<"collective", [HasParent<"ProgramOp">,
+                                               DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "a collective over a group of ranks";
+  let description = [{
+    - `collective`: `"all_gather"`, `"reduce_scatter"` or `"all_reduce"`.
+    - `inputs`, `outputs`: one `plan.tensor` each.
+    - `reduction`: `"sum"` or `"avg"` (not for all_gather).
+    - `group_size`, `group_stride`: the group, as in the fsdp dialect.
+    - `stream`: the stream it runs on, normally `communication`.
+
+    ```mlir
+    plan.collective "all_gather" ins [@shard0] outs [@full0] on communication {group_size = 4 : i64, group_stride = 1 : i64}
+    ```
+  }];
+  let arguments = (ins StrAttr:$collective, FlatSymbolRefArrayAttr:$inputs, FlatSymbolRefArrayAttr:$outputs,
+                       Plan_Stream:$stream, I64Attr:$group_size, DefaultValuedAttr<I64Attr, "1">:$group_stride,
+                       OptionalAttr<StrAttr>:$reduction);
+  let assemblyFormat = "$collective `ins` $inputs `outs` $outputs `on` $stream attr-dict";
+  let hasVerifier = 1;
+}
+
+class Plan_EventOp<string mnemonic, string what> : Plan_Op<mnemonic, [HasParent<"ProgramOp">]> {
+  let summary = what;
+  let description = [{
+    }] # what # [{ on `stream`. A `wait_event` blocks its stream until the
+    matching `record_event` of the same step has run on the other stream.
+
+    - `event`: the event's number, from 0.
+    - `stream`: the stream it runs on.
+
+    ```mlir
+    plan.}] # mnemonic # [{ 0 on communication
+    ```
+  }];
+  let arguments = (ins I64Attr:$event, Plan_Stream:$stream);
+  let assemblyFormat = "$event `on` $stream attr-dict";
+  let hasVerifier = 1;
+}
+
+def Plan_RecordEventOp : Plan_EventOp<"record_event", "records an event">;
+def Plan_WaitEventOp : Plan_EventOp<"wait_event", "waits for an event">;
+
+#endif // FSDPC_DIALECT_PLAN_PLANOPS_TD

@@ -1,0 +1,104 @@
+#include "fsdpc/Dialect/Fsdp/IR/FsdpDialect.h"
+
+#include "fsdpc/Dialect/Fsdp/IR/FsdpOps.h"
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace fsdpc::fsdp;
+
+#include "fsdpc/Dialect/Fsdp/IR/FsdpOpsDialect.cpp.inc"
+
+void FsdpDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "fsdpc/Dialect/Fsdp/IR/FsdpOps.cpp.inc"
+      >();
+}
+
+namespace {
+
+int64_t flatSize(Value value) { return cast<RankedTensorType>(value.getType()).getDimSize(0); }
+
+LogicalResult verifyGroup(Operation *op, int64_t groupSize, int64_t groupStride) {
+  if (groupSize < 1 || groupStride < 1)
+    return op->emitOpError("group_size and group_stride must be positive, got ") << groupSize << " and " << groupStride;
+  return success();
+}
+
+LogicalResult verifyReduction(Operation *op, StringRef reduction) {
+  if (reduction != "sum" && reduction != "avg")
+    return op->emitOpError("reduction must be \"sum\" or \"avg\", got \"") << reduction << "\"";
+  return success();
+}
+
+LogicalResult verifyUnitUse(Operation *op, SymbolTableCollection &symbolTable, FlatSymbolRefAttr unit) {
+  if (!symbolTable.lookupNearestSymbolFrom<UnitOp>(op, unit))
+    return op->emitOpError("references an undefined unit ") << unit;
+  return success();
+}
+
+/// `full` must be `groupSize` shards.
+LogicalResult verifyShardSizes(Operation *op, int64_t full, int64_t shard, int64_t groupSize) {
+  if (full != shard * groupSize)
+    return op->emitOpError("full size ") << full << " must be group_size (" << groupSize << ") times the shard size ("
+                                         << shard << ")";
+  return success();
+}
+
+} // namespace
+
+LogicalResult UnitOp::verify() {
+  if (getParams().empty())
+    return emitOpError("must hold at least one parameter");
+  if (getFlatSize() < 1 || getPaddedSize() < getFlatSize())
+    return emitOpError("padded_size (") << getPaddedSize() << ") must be at least flat_size (" << getFlatSize()
+                                        << ") and flat_size positive";
+  return success();
+}
+
+LogicalResult ShardOp::verify() {
+  if (getGroupSize() < 1)
+    return emitOpError("group_size must be positive");
+  return verifyShardSizes(*this, flatSize(getInput()), flatSize(getResult()), getGroupSize());
+}
+
+LogicalResult AllGatherOp::verify() {
+  if (failed(verifyGroup(*this, getGroupSize(), getGroupStride())))
+    return failure();
+  return verifyShardSizes(*this, flatSize(getResult()), flatSize(getShard()), getGroupSize());
+}
+LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyUnitUse(*this, symbolTable, getUnitAttr());
+}
+
+LogicalResult ReduceScatterOp::verify() {
+  if (failed(verifyGroup(*this, getGroupSize(), getGroupStride())) || failed(verifyReduction(*this, getReduction())))
+    return failure();
+  return verifyShardSizes(*this, flatSize(getInput()), flatSize(getResult()), getGroupSize());
+}
+LogicalResult ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyUnitUse(*this, symbolTable, getUnitAttr());
+}
+
+LogicalResult AllReduceOp::verify() {
+  if (failed(verifyGroup(*this, getGroupSize(), getGroupStride())))
+    return failure();
+  return verifyReduction(*this, getReduction());
+}
+LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyUnitUse(*this, symbolTable, getUnitAttr());
+}
+
+LogicalResult FreeOp::verify() {
+  if (!getValue().getDefiningOp<AllGatherOp>())
+    return emitOpError("operand must be the result of fsdp.all_gather");
+  // Nothing may read the value after it is freed.
+  for (Operation *user : getValue().getUsers())
+    if (user != getOperation() && user->getBlock() == getOperation()->getBlock() &&
+        getOperation()->isBeforeInBlock(user))
+      return emitOpError("value is used after it is freed");
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "fsdpc/Dialect/Fsdp/IR/FsdpOps.cpp.inc"

@@ -1,0 +1,260 @@
+#include "fsdpc/Dialect/Graph/IR/GraphOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+using namespace fsdpc::graph;
+
+namespace {
+
+std::string shapeString(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  for (auto [i, d] : llvm::enumerate(shape))
+    s += (i ? "," : "") + std::to_string(d);
+  return s + "]";
+}
+
+ArrayRef<int64_t> shapeOf(Value value) { return cast<RankedTensorType>(value.getType()).getShape(); }
+
+LogicalResult verifyStaticShape(Operation *op) {
+  for (Type type : llvm::concat<Type>(op->getOperandTypes(), op->getResultTypes()))
+    if (auto tensor = dyn_cast<RankedTensorType>(type); tensor && !tensor.hasStaticShape())
+      return op->emitOpError("requires static shapes, got ") << tensor;
+  return success();
+}
+
+LogicalResult verifyAxis(Operation *op, int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank)
+    return op->emitOpError("axis ") << axis << " is out of range for rank " << rank;
+  return success();
+}
+
+} // namespace
+
+FailureOr<SmallVector<int64_t>> fsdpc::graph::broadcastShapes(ArrayRef<int64_t> lhs, ArrayRef<int64_t> rhs) {
+  size_t rank = std::max(lhs.size(), rhs.size());
+  SmallVector<int64_t> result(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t a = i < lhs.size() ? lhs[lhs.size() - 1 - i] : 1;
+    int64_t b = i < rhs.size() ? rhs[rhs.size() - 1 - i] : 1;
+    if (a != b && a != 1 && b != 1)
+      return failure();
+    result[rank - 1 - i] = a == 1 ? b : a;
+  }
+  return result;
+}
+
+//===----------------------------------------------------------------------===//
+// ConstantOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConstantOp::verify() {
+  if (getValue().getType() != getType())
+    return emitOpError("value type ") << getValue().getType() << " differs from result type " << getType();
+  return success();
+}
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+//===----------------------------------------------------------------------===//
+// MatmulOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatmulOp::verify() {
+  if (failed(verifyStaticShape(*this)))
+    return failure();
+  ArrayRef<int64_t> lhs = shapeOf(getLhs()), rhs = shapeOf(getRhs()), result = shapeOf(getResult());
+  if (lhs.size() < 2)
+    return emitOpError("lhs must have rank 2 or more, got ") << lhs.size();
+  if (rhs.size() != 2)
+    return emitOpError("rhs must have rank 2, got ") << rhs.size();
+  if (getTransposeA() && lhs.size() != 2)
+    return emitOpError("transpose_a requires a rank-2 lhs");
+  int64_t k = getTransposeA() ? lhs[0] : lhs.back();
+  int64_t m = getTransposeA() ? lhs[1] : lhs[lhs.size() - 2];
+  int64_t kRhs = getTransposeB() ? rhs[1] : rhs[0];
+  int64_t n = getTransposeB() ? rhs[0] : rhs[1];
+  if (k != kRhs)
+    return emitOpError("contracting dimensions differ: ") << k << " vs " << kRhs;
+  SmallVector<int64_t> expected(lhs.begin(), lhs.end());
+  if (getTransposeA())
+    expected = {m, n};
+  else
+    expected.back() = n;
+  if (result != ArrayRef<int64_t>(expected))
+    return emitOpError("result shape ") << shapeString(result) << " should be " << shapeString(expected);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Broadcasting binary ops
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyBroadcastBinary(Operation *op) {
+  if (failed(verifyStaticShape(op)))
+    return failure();
+  ArrayRef<int64_t> lhs = shapeOf(op->getOperand(0)), rhs = shapeOf(op->getOperand(1));
+  FailureOr<SmallVector<int64_t>> expected = broadcastShapes(lhs, rhs);
+  if (failed(expected))
+    return op->emitOpError("operand shapes ") << shapeString(lhs) << " and " << shapeString(rhs)
+                                             << " do not broadcast";
+  ArrayRef<int64_t> result = shapeOf(op->getResult(0));
+  if (result != ArrayRef<int64_t>(*expected))
+    return op->emitOpError("result shape ") << shapeString(result) << " should be " << shapeString(*expected);
+  return success();
+}
+
+LogicalResult AddOp::verify() { return verifyBroadcastBinary(*this); }
+LogicalResult SubOp::verify() { return verifyBroadcastBinary(*this); }
+LogicalResult MulOp::verify() { return verifyBroadcastBinary(*this); }
+LogicalResult DivOp::verify() { return verifyBroadcastBinary(*this); }
+
+//===----------------------------------------------------------------------===//
+// ReshapeOp, TransposeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::verify() {
+  if (failed(verifyStaticShape(*this)))
+    return failure();
+  auto input = cast<RankedTensorType>(getInput().getType());
+  auto result = cast<RankedTensorType>(getType());
+  if (input.getElementType() != result.getElementType())
+    return emitOpError("element types differ: ") << input.getElementType() << " vs " << result.getElementType();
+  if (input.getNumElements() != result.getNumElements())
+    return emitOpError("element counts differ: ") << input.getNumElements() << " vs " << result.getNumElements();
+  return success();
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  if (auto producer = getInput().getDefiningOp<ReshapeOp>()) {
+    getInputMutable().assign(producer.getInput());
+    return getResult();
+  }
+  if (auto elements = dyn_cast_if_present<DenseElementsAttr>(adaptor.getInput()))
+    return elements.reshape(cast<ShapedType>(getType()));
+  return {};
+}
+
+LogicalResult TransposeOp::verify() {
+  if (failed(verifyStaticShape(*this)))
+    return failure();
+  ArrayRef<int64_t> input = shapeOf(getInput()), result = shapeOf(getResult());
+  ArrayRef<int64_t> perm = getPerm();
+  if (perm.size() != input.size())
+    return emitOpError("perm has ") << perm.size() << " entries for rank " << input.size();
+  SmallVector<bool> seen(perm.size(), false);
+  SmallVector<int64_t> expected;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= static_cast<int64_t>(perm.size()) || seen[p])
+      return emitOpError("perm is not a permutation of [0, ") << perm.size() << ")";
+    seen[p] = true;
+    expected.push_back(input[p]);
+  }
+  if (result != ArrayRef<int64_t>(expected))
+    return emitOpError("result shape ") << shapeString(result) << " should be " << shapeString(expected);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax family and losses
+//===----------------------------------------------------------------------===//
+
+LogicalResult SoftmaxOp::verify() { return verifyAxis(*this, getAxis(), shapeOf(getInput()).size()); }
+LogicalResult LogSoftmaxOp::verify() { return verifyAxis(*this, getAxis(), shapeOf(getInput()).size()); }
+
+static LogicalResult verifyCrossEntropy(Operation *op, Value logits, Value labels, StringRef reduction) {
+  ArrayRef<int64_t> logitsShape = shapeOf(logits), labelsShape = shapeOf(labels);
+  if (logitsShape.size() != 2)
+    return op->emitOpError("logits must be [N, C], got ") << shapeString(logitsShape);
+  if (labelsShape.size() != 1 || labelsShape[0] != logitsShape[0])
+    return op->emitOpError("labels must be [") << logitsShape[0] << "], got " << shapeString(labelsShape);
+  if (reduction != "mean" && reduction != "sum")
+    return op->emitOpError("reduction must be \"mean\" or \"sum\", got \"") << reduction << "\"";
+  return success();
+}
+
+LogicalResult SoftmaxCrossEntropyOp::verify() {
+  return verifyCrossEntropy(*this, getLogits(), getLabels(), getReduction());
+}
+
+LogicalResult SoftmaxCrossEntropyGradOp::verify() {
+  if (getResult().getType() != getLogits().getType())
+    return emitOpError("result type must equal the logits type");
+  return verifyCrossEntropy(*this, getLogits(), getLabels(), getReduction());
+}
+
+LogicalResult MseLossOp::verify() {
+  if (getPrediction().getType() != getTarget().getType())
+    return emitOpError("prediction and target types differ: ") << getPrediction().getType() << " vs "
+                                                               << getTarget().getType();
+  return success();
+}
+
+LogicalResult MseLossGradOp::verify() {
+  if (getPrediction().getType() != getTarget().getType() || getResult().getType() != getPrediction().getType())
+    return emitOpError("prediction, target and result types must be equal");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// SumToOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult SumToOp::verify() {
+  if (failed(verifyStaticShape(*this)))
+    return failure();
+  ArrayRef<int64_t> input = shapeOf(getInput()), result = shapeOf(getResult());
+  FailureOr<SmallVector<int64_t>> joined = broadcastShapes(result, input);
+  if (failed(joined) || ArrayRef<int64_t>(*joined) != input)
+    return emitOpError("result shape ") << shapeString(result) << " does not broadcast to the input shape "
+                                        << shapeString(input);
+  return success();
+}
+
+OpFoldResult SumToOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer updates
+//===----------------------------------------------------------------------===//
+
+LogicalResult SgdUpdateOp::verify() {
+  Type type = getParam().getType();
+  if (getGrad().getType() != type || getNewParam().getType() != type)
+    return emitOpError("param, grad and new_param types must be equal");
+  size_t expectedState = getMomentum().convertToDouble() != 0.0 ? 1 : 0;
+  if (getState().size() != expectedState)
+    return emitOpError("expects ") << expectedState << " state operand(s) for momentum " << getMomentum().convertToDouble()
+                                   << ", got " << getState().size();
+  if (getNewState().size() != getState().size())
+    return emitOpError("expects one new_state result per state operand");
+  for (Value v : llvm::concat<Value>(getState(), getNewState()))
+    if (v.getType() != type)
+      return emitOpError("state types must equal the param type");
+  if (getLr().convertToDouble() < 0 || getWeightDecay().convertToDouble() < 0)
+    return emitOpError("lr and weight_decay must be non-negative");
+  return success();
+}
+
+LogicalResult AdamwUpdateOp::verify() {
+  Type type = getParam().getType();
+  for (Value v : {getGrad(), getExpAvg(), getExpAvgSq(), getNewParam(), getNewExpAvg(), getNewExpAvgSq()})
+    if (v.getType() != type)
+      return emitOpError("all tensor operands and results must have the param type ") << type;
+  double beta1 = getBeta1().convertToDouble(), beta2 = getBeta2().convertToDouble();
+  if (beta1 < 0 || beta1 >= 1 || beta2 < 0 || beta2 >= 1)
+    return emitOpError("betas must lie in [0, 1), got ") << beta1 << ", " << beta2;
+  if (getLr().convertToDouble() < 0 || getEps().convertToDouble() < 0 || getWeightDecay().convertToDouble() < 0)
+    return emitOpError("lr, eps and weight_decay must be non-negative");
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "fsdpc/Dialect/Graph/IR/GraphOps.cpp.inc"

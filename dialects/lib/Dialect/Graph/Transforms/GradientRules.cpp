@@ -1,0 +1,182 @@
+//===- GradientRules.cpp - One gradient rule per graph op -----------------===//
+//
+// Each rule receives the forward op, the gradients of its results, and which
+// operands need a gradient; it builds the operand gradients with graph ops.
+// Broadcasting ops reduce their gradients back to the operand shape with
+// graph.sum_to.
+//
+//===----------------------------------------------------------------------===//
+#include "fsdpc/Dialect/Graph/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace fsdpc::graph;
+
+namespace {
+
+RankedTensorType tensorType(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+/// Reduces a gradient to the shape of the operand it belongs to.
+Value sumTo(OpBuilder &b, Location loc, Value grad, Value operand) {
+  if (grad.getType() == operand.getType())
+    return grad;
+  return SumToOp::create(b, loc, operand.getType(), grad);
+}
+
+/// A rank-2 view [rows, last] of a tensor of rank 2 or more.
+Value flattenTo2d(OpBuilder &b, Location loc, Value v) {
+  RankedTensorType type = tensorType(v);
+  if (type.getRank() == 2)
+    return v;
+  int64_t last = type.getShape().back();
+  return ReshapeOp::create(b, loc, RankedTensorType::get({type.getNumElements() / last, last}, type.getElementType()), v);
+}
+
+Value matmul(OpBuilder &b, Location loc, Value lhs, Value rhs, bool transA, bool transB) {
+  ArrayRef<int64_t> l = tensorType(lhs).getShape(), r = tensorType(rhs).getShape();
+  SmallVector<int64_t> shape(l.begin(), l.end());
+  int64_t n = transB ? r[0] : r[1];
+  if (transA)
+    shape = {l[1], n};
+  else
+    shape.back() = n;
+  return MatmulOp::create(b, loc, RankedTensorType::get(shape, b.getF32Type()), lhs, rhs, transA, transB);
+}
+
+struct Rule {
+  OpBuilder &b;
+  Location loc;
+  ArrayRef<Value> resultGrads;
+  ArrayRef<bool> needsGrad;
+  SmallVectorImpl<Value> &operandGrads;
+
+  Value dy() const { return resultGrads[0]; }
+  bool needs(unsigned i) const { return needsGrad[i]; }
+};
+
+void matmulRule(MatmulOp op, Rule &r) {
+  // y = op(A) op(B).
+  bool tA = op.getTransposeA(), tB = op.getTransposeB();
+  Value a = op.getLhs(), bMat = op.getRhs(), dy = r.dy();
+  if (r.needs(0))
+    r.operandGrads[0] = tA ? matmul(r.b, r.loc, bMat, dy, tB, true)    // dA = op(B) dY^T
+                           : matmul(r.b, r.loc, dy, bMat, false, !tB); // dA = dY op(B)^T
+  if (r.needs(1)) {
+    Value a2 = flattenTo2d(r.b, r.loc, a), dy2 = flattenTo2d(r.b, r.loc, dy);
+    r.operandGrads[1] = tB ? matmul(r.b, r.loc, dy2, a2, true, tA)    // dB = dY^T op(A)
+                           : matmul(r.b, r.loc, a2, dy2, !tA, false); // dB = op(A)^T dY
+  }
+}
+
+} // namespace
+
+LogicalResult fsdpc::graph::buildGradient(OpBuilder &builder, Operation *op, ArrayRef<Value> resultGrads,
+                                          ArrayRef<bool> needsGrad, SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(op->getNumOperands(), Value());
+  Rule r{builder, op->getLoc(), resultGrads, needsGrad, operandGrads};
+  bool handled =
+      llvm::TypeSwitch<Operation *, bool>(op)
+          .Case<ConstantOp>([](auto) { return true; })
+          .Case<MatmulOp>([&](MatmulOp m) {
+            matmulRule(m, r);
+            return true;
+          })
+          .Case<AddOp>([&](AddOp o) {
+            if (r.needs(0))
+              operandGrads[0] = sumTo(builder, r.loc, r.dy(), o.getLhs());
+            if (r.needs(1))
+              operandGrads[1] = sumTo(builder, r.loc, r.dy(), o.getRhs());
+            return true;
+          })
+          .Case<SubOp>([&](SubOp o) {
+            if (r.needs(0))
+              operandGrads[0] = sumTo(builder, r.loc, r.dy(), o.getLhs());
+            if (r.needs(1))
+              operandGrads[1] =
+                  sumTo(builder, r.loc, NegOp::create(builder, r.loc, r.dy()).getResult(), o.getRhs());
+            return true;
+          })
+          .Case<MulOp>([&](MulOp o) {
+            Type type = r.dy().getType();
+            if (r.needs(0))
+              operandGrads[0] = sumTo(builder, r.loc, MulOp::create(builder, r.loc, type, r.dy(), o.getRhs()), o.getLhs());
+            if (r.needs(1))
+              operandGrads[1] = sumTo(builder, r.loc, MulOp::create(builder, r.loc, type, r.dy(), o.getLhs()), o.getRhs());
+            return true;
+          })
+          .Case<DivOp>([&](DivOp o) {
+            // y = a / b: da = dy / b, db = -dy * y / b.
+            Type type = r.dy().getType();
+            if (r.needs(0))
+              operandGrads[0] = sumTo(builder, r.loc, DivOp::create(builder, r.loc, type, r.dy(), o.getRhs()), o.getLhs());
+            if (r.needs(1)) {
+              Value yOverB = DivOp::create(builder, r.loc, type, o.getResult(), o.getRhs());
+              Value product = MulOp::create(builder, r.loc, type, r.dy(), yOverB);
+              operandGrads[1] = sumTo(builder, r.loc, NegOp::create(builder, r.loc, product), o.getRhs());
+            }
+            return true;
+          })
+          .Case<NegOp>([&](NegOp) {
+            operandGrads[0] = NegOp::create(builder, r.loc, r.dy());
+            return true;
+          })
+          .Case<ScaleOp>([&](ScaleOp o) {
+            operandGrads[0] = ScaleOp::create(builder, r.loc, r.dy(), o.getFactorAttr());
+            return true;
+          })
+          .Case<ReluOp>([&](ReluOp o) {
+            operandGrads[0] = ReluGradOp::create(builder, r.loc, o.getResult(), r.dy());
+            return true;
+          })
+          .Case<TanhOp>([&](TanhOp o) {
+            operandGrads[0] = TanhGradOp::create(builder, r.loc, o.getResult(), r.dy());
+            return true;
+          })
+          .Case<SigmoidOp>([&](SigmoidOp o) {
+            operandGrads[0] = SigmoidGradOp::create(builder, r.loc, o.getResult(), r.dy());
+            return true;
+          })
+          .Case<ReshapeOp>([&](ReshapeOp o) {
+            operandGrads[0] = ReshapeOp::create(builder, r.loc, o.getInput().getType(), r.dy());
+            return true;
+          })
+          .Case<TransposeOp>([&](TransposeOp o) {
+            ArrayRef<int64_t> perm = o.getPerm();
+            SmallVector<int64_t> inverse(perm.size());
+            for (auto [i, p] : llvm::enumerate(perm))
+              inverse[p] = i;
+            operandGrads[0] = TransposeOp::create(builder, r.loc, o.getInput().getType(), r.dy(),
+                                                  builder.getDenseI64ArrayAttr(inverse));
+            return true;
+          })
+          .Case<SoftmaxOp>([&](SoftmaxOp o) {
+            operandGrads[0] = SoftmaxGradOp::create(builder, r.loc, o.getResult(), r.dy(), o.getAxisAttr());
+            return true;
+          })
+          .Case<LogSoftmaxOp>([&](LogSoftmaxOp o) {
+            operandGrads[0] = LogSoftmaxGradOp::create(builder, r.loc, o.getResult(), r.dy(), o.getAxisAttr());
+            return true;
+          })
+          .Case<SoftmaxCrossEntropyOp>([&](SoftmaxCrossEntropyOp o) {
+            if (r.needs(0))
+              operandGrads[0] =
+                  SoftmaxCrossEntropyGradOp::create(builder, r.loc, o.getLogits().getType(), o.getLogits(), o.getLabels(),
+                                                    r.dy(), o.getReductionAttr(), o.getIgnoreIndexAttr());
+            return true;
+          })
+          .Case<MseLossOp>([&](MseLossOp o) {
+            Type type = o.getPrediction().getType();
+            Value dPrediction = MseLossGradOp::create(builder, r.loc, type, o.getPrediction(), o.getTarget(), r.dy());
+            if (r.needs(0))
+              operandGrads[0] = dPrediction;
+            if (r.needs(1))
+              operandGrads[1] = NegOp::create(builder, r.loc, dPrediction);
+            return true;
+          })
+          .Default([](Operation *) { return false; });
+  if (!handled)
+    return op->emitError() << "graph-autodiff: no gradient rule for '" << op->getName() << "'";
+  return success();
+}

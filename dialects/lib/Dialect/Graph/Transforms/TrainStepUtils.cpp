@@ -1,0 +1,41 @@
+#include "fsdpc/Dialect/Graph/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+using namespace mlir;
+
+namespace fsdpc::graph {
+
+func::FuncOp lookupFunction(ModuleOp module, StringRef name, StringRef pass) {
+  auto func = module.lookupSymbol<func::FuncOp>(name);
+  if (!func)
+    module.emitError() << pass << ": the module has no function @" << name;
+  return func;
+}
+
+void setReturnedValues(func::FuncOp func, ArrayRef<Value> values, ArrayRef<DictionaryAttr> attrs) {
+  Operation *terminator = func.getBody().front().getTerminator();
+  OpBuilder builder(terminator);
+  func::ReturnOp::create(builder, terminator->getLoc(), values);
+  terminator->erase();
+  SmallVector<Type> resultTypes;
+  for (Value v : values)
+    resultTypes.push_back(v.getType());
+  func.setType(FunctionType::get(func.getContext(), func.getArgumentTypes(), resultTypes));
+  func.setAllResultAttrs(attrs);
+}
+
+BlockArgument appendArgument(func::FuncOp func, Type type, DictionaryAttr attrs) {
+  unsigned index = func.getNumArguments();
+  (void)func.insertArgument(index, type, attrs, func.getLoc());
+  return func.getArgument(index);
+}
+
+int findResultWithAttr(func::FuncOp func, StringRef attrName) {
+  for (unsigned i = 0; i < func.getNumResults(); ++i)
+    if (func.getResultAttr(i, attrName))
+      return i;
+  return -1;
+}
+
+} // namespace fsdpc::graph

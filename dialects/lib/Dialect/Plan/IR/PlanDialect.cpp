@@ -1,0 +1,176 @@
+#include "fsdpc/Dialect/Plan/IR/PlanDialect.h"
+
+#include "fsdpc/Dialect/Plan/IR/PlanOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace fsdpc::plan_ir;
+
+#include "fsdpc/Dialect/Plan/IR/PlanEnums.cpp.inc"
+#include "fsdpc/Dialect/Plan/IR/PlanOpsDialect.cpp.inc"
+
+void PlanDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "fsdpc/Dialect/Plan/IR/PlanOps.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// ProgramOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ProgramOp::verify() {
+  if (getWorldSize() < 1)
+    return emitOpError("world_size must be positive, got ") << getWorldSize();
+  if (getGlobalBatch() < 1)
+    return emitOpError("global_batch must be positive, got ") << getGlobalBatch();
+  auto loss = mlir::SymbolTable::lookupSymbolIn(*this, getLossAttr());
+  auto lossTensor = dyn_cast_if_present<TensorOp>(loss);
+  if (!lossTensor)
+    return emitOpError("loss ") << getLossAttr() << " is not a plan.tensor of this program";
+  if (lossTensor.getTensorType().getRank() != 0 || !lossTensor.getTensorType().getElementType().isF32())
+    return emitOpError("loss must be a scalar f32 tensor, got ") << lossTensor.getType();
+
+  // Once allocated, every tensor must have an offset inside its region, and
+  // persistent tensors (alive for the whole run) must not overlap.
+  if (!getPersistentBytes() && !getTransientBytes())
+    return success();
+  if (!getPersistentBytes() || !getTransientBytes())
+    return emitOpError("persistent_bytes and transient_bytes must be set together");
+  std::vector<std::pair<int64_t, int64_t>> persistentRanges;
+  for (auto tensor : getBlock().getOps<TensorOp>()) {
+    if (!tensor.getOffset())
+      return tensor.emitOpError("has no offset in an allocated program");
+    int64_t begin = *tensor.getOffset(), end = begin + tensor.getByteSize();
+    int64_t limit = tensor.isPersistent() ? *getPersistentBytes() : *getTransientBytes();
+    if (end > limit)
+      return tensor.emitOpError("bytes [") << begin << ", " << end << ") exceed its region of " << limit << " bytes";
+    if (tensor.isPersistent() && end > begin)
+      persistentRanges.emplace_back(begin, end);
+  }
+  llvm::sort(persistentRanges);
+  for (size_t i = 1; i < persistentRanges.size(); ++i)
+    if (persistentRanges[i].first < persistentRanges[i - 1].second)
+      return emitOpError("persistent tensors overlap at byte ") << persistentRanges[i].first;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// TensorOp
+//===----------------------------------------------------------------------===//
+
+int64_t TensorOp::getByteSize() {
+  RankedTensorType type = getTensorType();
+  return type.getNumElements() * (type.getElementType().getIntOrFloatBitWidth() / 8);
+}
+
+bool TensorOp::isPersistent() {
+  switch (getKind()) {
+  case TensorKind::parameter:
+  case TensorKind::frozen_parameter:
+  case TensorKind::optimizer_state:
+  case TensorKind::constant:
+  case TensorKind::step_counter:
+    return true;
+  case TensorKind::input:
+  case TensorKind::transient:
+    return false;
+  }
+  return false;
+}
+
+LogicalResult TensorOp::verify() {
+  RankedTensorType type = getTensorType();
+  if (!type.hasStaticShape())
+    return emitOpError("requires a static shape, got ") << type;
+  Type element = type.getElementType();
+  if (!element.isF32() && !element.isInteger(64))
+    return emitOpError("element type must be f32 or i64, got ") << element;
+  if (getKind() == TensorKind::constant) {
+    if (!getValue())
+      return emitOpError("of kind constant needs a value");
+    if (getValue()->getType() != type)
+      return emitOpError("value type ") << getValue()->getType() << " differs from " << type;
+  }
+  bool needsName = getKind() == TensorKind::parameter || getKind() == TensorKind::frozen_parameter ||
+                   getKind() == TensorKind::input;
+  if (needsName && !getSourceName())
+    return emitOpError("of kind ") << stringifyTensorKind(getKind()) << " needs a source_name";
+  if (getKind() == TensorKind::optimizer_state && (!getOptimizerSlot() || !getOwner()))
+    return emitOpError("of kind optimizer_state needs optimizer_slot and owner");
+  if (getKind() == TensorKind::step_counter && (type.getRank() != 0 || !element.isInteger(64)))
+    return emitOpError("of kind step_counter must be tensor<i64>");
+  if (getOffset() && *getOffset() < 0)
+    return emitOpError("offset must be non-negative");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Instructions
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyTensorRefs(Operation *op, SymbolTableCollection &symbolTable, ArrayAttr refs) {
+  for (Attribute ref : refs) {
+    auto symbol = cast<FlatSymbolRefAttr>(ref);
+    if (!symbolTable.lookupNearestSymbolFrom<TensorOp>(op, symbol))
+      return op->emitOpError("references ") << symbol << ", which is not a plan.tensor";
+  }
+  return success();
+}
+
+LogicalResult KernelOp::verify() {
+  if (getKernel().empty())
+    return emitOpError("needs a kernel name");
+  if (getOutputs().empty())
+    return emitOpError("must write at least one tensor");
+  if (getStream() != Stream::compute)
+    return emitOpError("kernels run on the compute stream");
+  return success();
+}
+
+LogicalResult KernelOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  if (failed(verifyTensorRefs(*this, symbolTable, getInputs())))
+    return failure();
+  return verifyTensorRefs(*this, symbolTable, getOutputs());
+}
+
+LogicalResult CollectiveOp::verify() {
+  StringRef kind = getCollective();
+  if (kind != "all_gather" && kind != "reduce_scatter" && kind != "all_reduce")
+    return emitOpError("unknown collective \"") << kind << "\"";
+  if (getInputs().size() != 1 || getOutputs().size() != 1)
+    return emitOpError("takes one input and one output");
+  if (getGroupSize() < 1 || getGroupStride() < 1)
+    return emitOpError("group_size and group_stride must be positive");
+  bool reduces = kind != "all_gather";
+  if (reduces != getReduction().has_value())
+    return emitOpError(reduces ? "needs a reduction" : "takes no reduction");
+  if (reduces && *getReduction() != "sum" && *getReduction() != "avg")
+    return emitOpError("reduction must be \"sum\" or \"avg\", got \"") << *getReduction() << "\"";
+  return success();
+}
+
+LogicalResult CollectiveOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  if (failed(verifyTensorRefs(*this, symbolTable, getInputs())))
+    return failure();
+  return verifyTensorRefs(*this, symbolTable, getOutputs());
+}
+
+LogicalResult RecordEventOp::verify() {
+  if (getEvent() < 0)
+    return emitOpError("event must be non-negative");
+  return success();
+}
+
+LogicalResult WaitEventOp::verify() {
+  if (getEvent() < 0)
+    return emitOpError("event must be non-negative");
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "fsdpc/Dialect/Plan/IR/PlanOps.cpp.inc"

@@ -1,0 +1,53 @@
+//===- HostArray.h - A typed n-d array in host memory -----------*- C++ -*-===//
+#ifndef FSDPC_RUNTIME_HOSTARRAY_H
+#define FSDPC_RUNTIME_HOSTARRAY_H
+
+#include "plan.pb.h"
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace fsdpc::runtime {
+
+/// Bytes per element; 0 for a dtype this runtime does not know.
+inline size_t dtypeSize(plan::DType dtype) {
+  switch (dtype) {
+  case plan::F32:
+    return 4;
+  case plan::I64:
+    return 8;
+  default:
+    return 0;
+  }
+}
+
+/// Row-major array; `bytes` holds the elements of `dtype` (f32 or i64).
+struct HostArray {
+  plan::DType dtype = plan::F32;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+
+  int64_t numElements() const {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    return n;
+  }
+  template <typename T> T *data() { return reinterpret_cast<T *>(bytes.data()); }
+  template <typename T> const T *data() const { return reinterpret_cast<const T *>(bytes.data()); }
+
+  static HostArray f32(std::vector<int64_t> shape, const float *values) {
+    HostArray a;
+    a.dtype = plan::F32;
+    a.shape = std::move(shape);
+    a.bytes.resize(a.numElements() * sizeof(float));
+    if (values)
+      std::memcpy(a.bytes.data(), values, a.bytes.size());
+    return a;
+  }
+};
+
+} // namespace fsdpc::runtime
+
+#endif // FSDPC_RUNTIME_HOSTARRAY_H

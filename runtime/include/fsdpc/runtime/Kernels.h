@@ -1,0 +1,55 @@
+//===- Kernels.h - CPU kernels named by plan instructions -------*- C++ -*-===//
+//
+// Every compute instruction in a plan names a kernel ("matmul", "relu_grad",
+// "adamw_update", ...). A kernel sees its operands as views of arena memory
+// plus the instruction's attributes, and reports bad data (say, a label out of
+// range) as a Status instead of crashing.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDPC_RUNTIME_KERNELS_H
+#define FSDPC_RUNTIME_KERNELS_H
+
+#include "fsdpc/runtime/Status.h"
+#include "plan.pb.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fsdpc::runtime {
+
+struct TensorView {
+  void *data = nullptr;
+  plan::DType dtype = plan::F32;
+  std::vector<int64_t> shape;
+
+  int64_t numElements() const {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    return n;
+  }
+  float *f32() const { return static_cast<float *>(data); }
+  int64_t *i64() const { return static_cast<int64_t *>(data); }
+};
+
+struct KernelCall {
+  const plan::Instruction *instruction;
+  std::vector<TensorView> inputs;
+  std::vector<TensorView> outputs;
+
+  double floatAttr(const std::string &name, double fallback) const;
+  int64_t intAttr(const std::string &name, int64_t fallback) const;
+  std::vector<int64_t> intListAttr(const std::string &name) const;
+};
+
+using KernelFn = Status (*)(const KernelCall &call);
+
+/// The kernel registered under `name`, or nullptr.
+KernelFn lookupKernel(const std::string &name);
+/// The expected operand counts for a kernel, checked once when a plan loads.
+bool kernelArity(const std::string &name, int &numInputs, int &numOutputs);
+
+} // namespace fsdpc::runtime
+
+#endif // FSDPC_RUNTIME_KERNELS_H

@@ -1,0 +1,57 @@
+//===- PlanFile.h - Reading and writing plan.bin ----------------*- C++ -*-===//
+//
+// Layout (all integers little endian):
+//   0  char[8]  magic "FSDPPLAN"
+//   8  uint32   format version
+//  12  uint32   reserved, 0
+//  16  uint64   header length in bytes
+//  24  uint64   content hash: FNV-1a 64 over the header bytes, then the data
+//  32  bytes    PlanHeader (protobuf)
+//      padding to a multiple of 64
+//      data area: the sections, each at a 64-byte-aligned offset
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDPC_RUNTIME_PLANFILE_H
+#define FSDPC_RUNTIME_PLANFILE_H
+
+#include "fsdpc/runtime/HostArray.h"
+#include "fsdpc/runtime/Status.h"
+#include "plan.pb.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fsdpc::runtime {
+
+inline constexpr char kPlanMagic[8] = {'F', 'S', 'D', 'P', 'P', 'L', 'A', 'N'};
+inline constexpr uint32_t kPlanFormatVersion = 1;
+inline constexpr uint64_t kSectionAlignment = 64;
+
+struct PlanFile {
+  plan::PlanHeader header;
+  /// The data area; sections index into it.
+  std::vector<uint8_t> data;
+  /// Filled by readPlanFile; computed by writePlanFile.
+  uint64_t contentHash = 0;
+
+  /// Appends a section holding `bytes` bytes copied from `src`, returns its index.
+  int64_t addSection(const void *src, uint64_t bytes);
+  const uint8_t *sectionData(int64_t index) const;
+};
+
+uint64_t fnv1a64(const void *data, size_t size, uint64_t seed = 0xcbf29ce484222325ULL);
+
+/// Writes atomically: a temporary file in the same folder, then rename.
+Status writePlanFile(PlanFile &plan, const std::string &path);
+StatusOr<PlanFile> readPlanFile(const std::string &path);
+
+/// Checks the header's internal consistency (tensor indices, section bounds,
+/// region bounds), so the executor can trust it.
+Status validatePlan(const PlanFile &plan);
+
+int64_t numElements(const plan::Tensor &tensor);
+
+} // namespace fsdpc::runtime
+
+#endif // FSDPC_RUNTIME_PLANFILE_H

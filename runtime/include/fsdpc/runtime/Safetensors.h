@@ -1,0 +1,30 @@
+//===- Safetensors.h - The safetensors state-dict format --------*- C++ -*-===//
+//
+// An 8-byte little-endian header length, a JSON header mapping each tensor
+// name to {dtype, shape, data_offsets}, then the raw little-endian data.
+// This is the format torch users load with `safetensors.torch.load_file`.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDPC_RUNTIME_SAFETENSORS_H
+#define FSDPC_RUNTIME_SAFETENSORS_H
+
+#include "fsdpc/runtime/HostArray.h"
+#include "fsdpc/runtime/Status.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace fsdpc::runtime {
+
+using NamedArrays = std::vector<std::pair<std::string, HostArray>>;
+
+/// Writes atomically. Names keep the order given.
+Status writeSafetensors(const NamedArrays &arrays, const std::string &path,
+                        const std::map<std::string, std::string> &metadata = {});
+/// Reads F32, F64 (as f32), I64 and I32 (as i64) tensors.
+StatusOr<NamedArrays> readSafetensors(const std::string &path);
+
+} // namespace fsdpc::runtime
+
+#endif // FSDPC_RUNTIME_SAFETENSORS_H

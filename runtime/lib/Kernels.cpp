@@ -1,0 +1,567 @@
+#include "fsdpc/runtime/Kernels.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <unordered_map>
+
+namespace fsdpc::runtime {
+
+double KernelCall::floatAttr(const std::string &name, double fallback) const {
+  auto it = instruction->float_attrs().find(name);
+  return it == instruction->float_attrs().end() ? fallback : it->second;
+}
+
+int64_t KernelCall::intAttr(const std::string &name, int64_t fallback) const {
+  auto it = instruction->int_attrs().find(name);
+  return it == instruction->int_attrs().end() ? fallback : it->second;
+}
+
+std::vector<int64_t> KernelCall::intListAttr(const std::string &name) const {
+  auto it = instruction->int_list_attrs().find(name);
+  if (it == instruction->int_list_attrs().end())
+    return {};
+  return {it->second.values().begin(), it->second.values().end()};
+}
+
+namespace {
+
+// Elementwise loops only pay for threads above this many elements.
+constexpr int64_t kParallelThreshold = 1 << 15;
+
+std::string shapeString(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+/// Strides of `shape` seen from an index space of `outShape` under numpy
+/// broadcasting: 0 where `shape` broadcasts, missing leading dims included.
+std::vector<int64_t> broadcastStrides(const std::vector<int64_t> &shape, const std::vector<int64_t> &outShape) {
+  size_t rank = outShape.size();
+  std::vector<int64_t> strides(rank, 0);
+  int64_t stride = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    size_t dim = shape.size() - 1 - i;
+    size_t outDim = rank - 1 - i;
+    strides[outDim] = shape[dim] == 1 ? 0 : stride;
+    stride *= shape[dim];
+  }
+  return strides;
+}
+
+bool broadcastsTo(const std::vector<int64_t> &shape, const std::vector<int64_t> &outShape) {
+  if (shape.size() > outShape.size())
+    return false;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    int64_t d = shape[shape.size() - 1 - i], o = outShape[outShape.size() - 1 - i];
+    if (d != o && d != 1)
+      return false;
+  }
+  return true;
+}
+
+/// Calls body(outIndex, offsetA, offsetB) for every element of `outShape`.
+template <typename Body>
+void forEachBroadcast(const std::vector<int64_t> &outShape, const std::vector<int64_t> &stridesA,
+                      const std::vector<int64_t> &stridesB, Body body) {
+  int64_t total = 1;
+  for (int64_t d : outShape)
+    total *= d;
+  if (total == 0)
+    return;
+  size_t rank = outShape.size();
+  if (rank == 0) {
+    body(0, 0, 0);
+    return;
+  }
+  int64_t inner = outShape[rank - 1];
+  int64_t outer = total / inner;
+  int64_t innerA = stridesA[rank - 1], innerB = stridesB[rank - 1];
+#pragma omp parallel for if (total > kParallelThreshold)
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t rest = o, offA = 0, offB = 0;
+    for (size_t d = rank - 1; d-- > 0;) {
+      int64_t idx = rest % outShape[d];
+      rest /= outShape[d];
+      offA += idx * stridesA[d];
+      offB += idx * stridesB[d];
+    }
+    for (int64_t i = 0; i < inner; ++i)
+      body(o * inner + i, offA + i * innerA, offB + i * innerB);
+  }
+}
+
+template <typename Op> Status binaryBroadcast(const KernelCall &call, Op op) {
+  const TensorView &a = call.inputs[0], &b = call.inputs[1], &out = call.outputs[0];
+  if (!broadcastsTo(a.shape, out.shape) || !broadcastsTo(b.shape, out.shape))
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": shapes ", shapeString(a.shape), " and ",
+                       shapeString(b.shape), " do not broadcast to ", shapeString(out.shape));
+  const float *pa = a.f32(), *pb = b.f32();
+  float *po = out.f32();
+  int64_t n = out.numElements();
+  if (a.numElements() == n && b.numElements() == n) {
+#pragma omp parallel for if (n > kParallelThreshold)
+    for (int64_t i = 0; i < n; ++i)
+      po[i] = op(pa[i], pb[i]);
+    return Status::ok();
+  }
+  if (a.numElements() == n && b.numElements() == 1) {
+    float s = pb[0];
+#pragma omp parallel for if (n > kParallelThreshold)
+    for (int64_t i = 0; i < n; ++i)
+      po[i] = op(pa[i], s);
+    return Status::ok();
+  }
+  forEachBroadcast(out.shape, broadcastStrides(a.shape, out.shape), broadcastStrides(b.shape, out.shape),
+                   [&](int64_t i, int64_t ia, int64_t ib) { po[i] = op(pa[ia], pb[ib]); });
+  return Status::ok();
+}
+
+template <typename Op> Status unary(const KernelCall &call, Op op) {
+  const float *in = call.inputs[0].f32();
+  float *out = call.outputs[0].f32();
+  int64_t n = call.outputs[0].numElements();
+  if (call.inputs[0].numElements() != n)
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": input and output sizes differ");
+#pragma omp parallel for if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = op(in[i]);
+  return Status::ok();
+}
+
+/// out = op(y, dy) elementwise: the shape of the gradient rules of unary ops.
+template <typename Op> Status unaryGrad(const KernelCall &call, Op op) {
+  const float *y = call.inputs[0].f32(), *dy = call.inputs[1].f32();
+  float *out = call.outputs[0].f32();
+  int64_t n = call.outputs[0].numElements();
+  if (call.inputs[0].numElements() != n || call.inputs[1].numElements() != n)
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": operand sizes differ");
+#pragma omp parallel for if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = op(y[i], dy[i]);
+  return Status::ok();
+}
+
+Status matmul(const KernelCall &call) {
+  const TensorView &a = call.inputs[0], &b = call.inputs[1], &c = call.outputs[0];
+  bool transA = call.intAttr("transpose_a", 0), transB = call.intAttr("transpose_b", 0);
+  if (a.shape.size() < 2 || b.shape.size() != 2 || (transA && a.shape.size() != 2))
+    return FSDPC_ERROR(kInvalidArgument, "matmul: unsupported operand ranks ", shapeString(a.shape), " x ",
+                       shapeString(b.shape));
+  int64_t k = transA ? a.shape[0] : a.shape.back();
+  int64_t m = transA ? a.shape[1] : a.numElements() / k;
+  int64_t kb = transB ? b.shape[1] : b.shape[0];
+  int64_t n = transB ? b.shape[0] : b.shape[1];
+  if (k != kb || c.numElements() != m * n)
+    return FSDPC_ERROR(kInvalidArgument, "matmul: shapes ", shapeString(a.shape), " x ", shapeString(b.shape),
+                       " do not match output ", shapeString(c.shape));
+  if (m == 0 || n == 0)
+    return Status::ok();
+  if (k == 0) {
+    std::fill(c.f32(), c.f32() + m * n, 0.0f);
+    return Status::ok();
+  }
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, m, n, k, 1.0f,
+              a.f32(), transA ? m : k, b.f32(), transB ? k : n, 0.0f, c.f32(), n);
+  return Status::ok();
+}
+
+Status sumTo(const KernelCall &call) {
+  const TensorView &x = call.inputs[0], &y = call.outputs[0];
+  if (!broadcastsTo(y.shape, x.shape))
+    return FSDPC_ERROR(kInvalidArgument, "sum_to: ", shapeString(y.shape), " does not broadcast to ",
+                       shapeString(x.shape));
+  int64_t n = x.numElements(), m = y.numElements();
+  const float *px = x.f32();
+  float *py = y.f32();
+  if (n == m) {
+    std::memcpy(py, px, n * sizeof(float));
+    return Status::ok();
+  }
+  std::fill(py, py + m, 0.0f);
+  if (m == 0 || n == 0)
+    return Status::ok();
+  // The common case, a bias gradient: sum the rows of [rows, m].
+  bool trailing = y.shape.size() <= x.shape.size();
+  int64_t trailingCount = 1;
+  for (size_t i = 0; trailing && i < y.shape.size(); ++i) {
+    if (y.shape[y.shape.size() - 1 - i] != x.shape[x.shape.size() - 1 - i])
+      trailing = false;
+    trailingCount *= y.shape[y.shape.size() - 1 - i];
+  }
+  if (trailing && trailingCount == m) {
+    int64_t rows = n / m;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *row = px + r * m;
+      for (int64_t j = 0; j < m; ++j)
+        py[j] += row[j];
+    }
+    return Status::ok();
+  }
+  std::vector<int64_t> stridesX(x.shape.size());
+  int64_t stride = 1;
+  for (size_t d = x.shape.size(); d-- > 0;) {
+    stridesX[d] = stride;
+    stride *= x.shape[d];
+  }
+  std::vector<int64_t> stridesY = broadcastStrides(y.shape, x.shape);
+  // Serial: several x elements land on the same y element.
+  size_t rank = x.shape.size();
+  std::vector<int64_t> index(rank, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t offY = 0;
+    for (size_t d = 0; d < rank; ++d)
+      offY += index[d] * stridesY[d];
+    py[offY] += px[i];
+    for (size_t d = rank; d-- > 0;) {
+      if (++index[d] < x.shape[d])
+        break;
+      index[d] = 0;
+    }
+  }
+  return Status::ok();
+}
+
+/// Splits a shape around `axis` into [outer, axisSize, inner].
+bool splitAroundAxis(const std::vector<int64_t> &shape, int64_t axis, int64_t &outer, int64_t &size, int64_t &inner) {
+  int64_t rank = shape.size();
+  if (axis < 0)
+    axis += rank;
+  if (axis < 0 || axis >= rank)
+    return false;
+  outer = inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= shape[d];
+  for (int64_t d = axis + 1; d < rank; ++d)
+    inner *= shape[d];
+  size = shape[axis];
+  return true;
+}
+
+/// Softmax-family kernels: `body(in..., out, count, stride)` runs on each
+/// slice along the axis, with the slice's elements `stride` apart.
+template <typename Body> Status alongAxis(const KernelCall &call, Body body) {
+  int64_t outer, size, inner;
+  if (!splitAroundAxis(call.outputs[0].shape, call.intAttr("axis", -1), outer, size, inner))
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": axis out of range");
+#pragma omp parallel for collapse(2) if (outer * size * inner > kParallelThreshold)
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i)
+      body(o * size * inner + i, size, inner);
+  return Status::ok();
+}
+
+Status softmax(const KernelCall &call) {
+  const float *x = call.inputs[0].f32();
+  float *y = call.outputs[0].f32();
+  bool logOutput = call.instruction->op() == "log_softmax";
+  return alongAxis(call, [&](int64_t base, int64_t size, int64_t stride) {
+    float maxValue = -INFINITY;
+    for (int64_t j = 0; j < size; ++j)
+      maxValue = std::max(maxValue, x[base + j * stride]);
+    double sum = 0;
+    for (int64_t j = 0; j < size; ++j)
+      sum += std::exp(x[base + j * stride] - maxValue);
+    if (logOutput) {
+      float logSum = static_cast<float>(std::log(sum));
+      for (int64_t j = 0; j < size; ++j)
+        y[base + j * stride] = x[base + j * stride] - maxValue - logSum;
+    } else {
+      float inv = static_cast<float>(1.0 / sum);
+      for (int64_t j = 0; j < size; ++j)
+        y[base + j * stride] = std::exp(x[base + j * stride] - maxValue) * inv;
+    }
+  });
+}
+
+Status softmaxGrad(const KernelCall &call) {
+  // softmax: dx = y * (dy - sum(dy * y)); log_softmax: dx = dy - exp(y) * sum(dy)
+  const float *y = call.inputs[0].f32(), *dy = call.inputs[1].f32();
+  float *dx = call.outputs[0].f32();
+  bool logInput = call.instruction->op() == "log_softmax_grad";
+  return alongAxis(call, [&](int64_t base, int64_t size, int64_t stride) {
+    double sum = 0;
+    for (int64_t j = 0; j < size; ++j) {
+      int64_t k = base + j * stride;
+      sum += logInput ? dy[k] : dy[k] * y[k];
+    }
+    float s = static_cast<float>(sum);
+    for (int64_t j = 0; j < size; ++j) {
+      int64_t k = base + j * stride;
+      dx[k] = logInput ? dy[k] - std::exp(y[k]) * s : y[k] * (dy[k] - s);
+    }
+  });
+}
+
+/// Checks labels and counts those that are not ignored.
+Status countCrossEntropyLabels(const KernelCall &call, int64_t rows, int64_t classes, int64_t &counted) {
+  const int64_t *labels = call.inputs[1].i64();
+  int64_t ignoreIndex = call.intAttr("ignore_index", INT64_MIN);
+  counted = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (labels[r] == ignoreIndex)
+      continue;
+    if (labels[r] < 0 || labels[r] >= classes)
+      return FSDPC_ERROR(kInvalidArgument, "softmax_cross_entropy: label ", labels[r], " at row ", r,
+                         " is outside [0, ", classes, ")");
+    ++counted;
+  }
+  return Status::ok();
+}
+
+Status crossEntropyShapes(const KernelCall &call, int64_t &rows, int64_t &classes) {
+  const TensorView &logits = call.inputs[0], &labels = call.inputs[1];
+  if (logits.shape.size() != 2 || labels.numElements() != logits.shape[0] || labels.dtype != plan::I64)
+    return FSDPC_ERROR(kInvalidArgument, "softmax_cross_entropy: logits ", shapeString(logits.shape),
+                       " and int64 labels ", shapeString(labels.shape), " do not match");
+  rows = logits.shape[0];
+  classes = logits.shape[1];
+  return Status::ok();
+}
+
+Status softmaxCrossEntropy(const KernelCall &call) {
+  int64_t rows, classes, counted;
+  FSDPC_RETURN_IF_ERROR(crossEntropyShapes(call, rows, classes));
+  FSDPC_RETURN_IF_ERROR(countCrossEntropyLabels(call, rows, classes, counted));
+  const float *logits = call.inputs[0].f32();
+  const int64_t *labels = call.inputs[1].i64();
+  int64_t ignoreIndex = call.intAttr("ignore_index", INT64_MIN);
+  double total = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (labels[r] == ignoreIndex)
+      continue;
+    const float *row = logits + r * classes;
+    float maxValue = *std::max_element(row, row + classes);
+    double sum = 0;
+    for (int64_t c = 0; c < classes; ++c)
+      sum += std::exp(static_cast<double>(row[c] - maxValue));
+    total += std::log(sum) + maxValue - row[labels[r]];
+  }
+  bool mean = call.intAttr("mean", 1);
+  // torch returns NaN for a mean over zero labels; so do we.
+  call.outputs[0].f32()[0] = static_cast<float>(mean ? total / counted : total);
+  return Status::ok();
+}
+
+Status softmaxCrossEntropyGrad(const KernelCall &call) {
+  int64_t rows, classes, counted;
+  FSDPC_RETURN_IF_ERROR(crossEntropyShapes(call, rows, classes));
+  FSDPC_RETURN_IF_ERROR(countCrossEntropyLabels(call, rows, classes, counted));
+  const float *logits = call.inputs[0].f32();
+  const int64_t *labels = call.inputs[1].i64();
+  float seed = call.inputs[2].f32()[0];
+  bool mean = call.intAttr("mean", 1);
+  float scale = mean ? seed / static_cast<float>(counted) : seed;
+  int64_t ignoreIndex = call.intAttr("ignore_index", INT64_MIN);
+  float *dlogits = call.outputs[0].f32();
+#pragma omp parallel for if (rows * classes > kParallelThreshold)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *row = logits + r * classes;
+    float *out = dlogits + r * classes;
+    if (labels[r] == ignoreIndex) {
+      std::fill(out, out + classes, 0.0f);
+      continue;
+    }
+    float maxValue = *std::max_element(row, row + classes);
+    double sum = 0;
+    for (int64_t c = 0; c < classes; ++c)
+      sum += std::exp(static_cast<double>(row[c] - maxValue));
+    float inv = static_cast<float>(1.0 / sum);
+    for (int64_t c = 0; c < classes; ++c)
+      out[c] = (std::exp(row[c] - maxValue) * inv - (c == labels[r] ? 1.0f : 0.0f)) * scale;
+  }
+  return Status::ok();
+}
+
+Status mseLoss(const KernelCall &call) {
+  const TensorView &pred = call.inputs[0], &target = call.inputs[1];
+  if (pred.numElements() != target.numElements())
+    return FSDPC_ERROR(kInvalidArgument, "mse_loss: prediction ", shapeString(pred.shape), " and target ",
+                       shapeString(target.shape), " differ");
+  int64_t n = pred.numElements();
+  double total = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double d = pred.f32()[i] - target.f32()[i];
+    total += d * d;
+  }
+  call.outputs[0].f32()[0] = static_cast<float>(total / n);
+  return Status::ok();
+}
+
+Status mseLossGrad(const KernelCall &call) {
+  const float *pred = call.inputs[0].f32(), *target = call.inputs[1].f32();
+  int64_t n = call.inputs[0].numElements();
+  float scale = 2.0f * call.inputs[2].f32()[0] / static_cast<float>(n);
+  float *out = call.outputs[0].f32();
+#pragma omp parallel for if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = (pred[i] - target[i]) * scale;
+  return Status::ok();
+}
+
+Status transpose(const KernelCall &call) {
+  const TensorView &x = call.inputs[0], &y = call.outputs[0];
+  std::vector<int64_t> perm = call.intListAttr("perm");
+  size_t rank = x.shape.size();
+  if (perm.size() != rank)
+    return FSDPC_ERROR(kInvalidArgument, "transpose: perm has ", perm.size(), " entries for rank ", rank);
+  std::vector<int64_t> inStrides(rank);
+  int64_t stride = 1;
+  for (size_t d = rank; d-- > 0;) {
+    inStrides[d] = stride;
+    stride *= x.shape[d];
+  }
+  std::vector<int64_t> zero(rank, 0), permStrides(rank);
+  for (size_t d = 0; d < rank; ++d)
+    permStrides[d] = inStrides[perm[d]];
+  const float *px = x.f32();
+  float *py = y.f32();
+  if (rank == 0) {
+    py[0] = px[0];
+    return Status::ok();
+  }
+  forEachBroadcast(y.shape, permStrides, zero, [&](int64_t i, int64_t ix, int64_t) { py[i] = px[ix]; });
+  return Status::ok();
+}
+
+Status copy(const KernelCall &call) {
+  const TensorView &x = call.inputs[0], &y = call.outputs[0];
+  if (x.numElements() != y.numElements() || x.dtype != y.dtype)
+    return FSDPC_ERROR(kInvalidArgument, "copy: ", shapeString(x.shape), " and ", shapeString(y.shape), " differ");
+  std::memcpy(y.data, x.data, x.numElements() * (x.dtype == plan::I64 ? 8 : 4));
+  return Status::ok();
+}
+
+Status fill(const KernelCall &call) {
+  float value = static_cast<float>(call.floatAttr("value", 0.0));
+  std::fill(call.outputs[0].f32(), call.outputs[0].f32() + call.outputs[0].numElements(), value);
+  return Status::ok();
+}
+
+int64_t optimizerStep(const KernelCall &call) { return call.inputs.back().i64()[0]; }
+
+// torch.optim.SGD (1.13, foreach=False), in the same order of float operations.
+Status sgdUpdate(const KernelCall &call) {
+  const TensorView &param = call.inputs[0], &grad = call.inputs[1];
+  float *p = param.f32();
+  const float *g = grad.f32();
+  int64_t n = param.numElements();
+  double lr = call.floatAttr("lr", 1e-3), momentum = call.floatAttr("momentum", 0);
+  double weightDecay = call.floatAttr("weight_decay", 0), dampening = call.floatAttr("dampening", 0);
+  bool nesterov = call.intAttr("nesterov", 0);
+  bool firstStep = optimizerStep(call) == 1;
+  float *buf = momentum != 0 ? call.inputs[2].f32() : nullptr;
+  float wd = static_cast<float>(weightDecay), mom = static_cast<float>(momentum);
+  float damp = static_cast<float>(1 - dampening), negLr = static_cast<float>(-lr);
+#pragma omp parallel for if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) {
+    float d = weightDecay != 0 ? g[i] + wd * p[i] : g[i];
+    if (buf) {
+      buf[i] = firstStep ? d : buf[i] * mom + damp * d;
+      d = nesterov ? d + mom * buf[i] : buf[i];
+    }
+    p[i] = p[i] + negLr * d;
+  }
+  return Status::ok();
+}
+
+// torch.optim.AdamW (1.13, foreach=False), in the same order of float operations.
+Status adamwUpdate(const KernelCall &call) {
+  float *p = call.inputs[0].f32();
+  const float *g = call.inputs[1].f32();
+  float *m = call.inputs[2].f32(), *v = call.inputs[3].f32();
+  int64_t n = call.inputs[0].numElements();
+  double lr = call.floatAttr("lr", 1e-3), beta1 = call.floatAttr("beta1", 0.9), beta2 = call.floatAttr("beta2", 0.999);
+  double eps = call.floatAttr("eps", 1e-8), weightDecay = call.floatAttr("weight_decay", 0.01);
+  int64_t step = optimizerStep(call);
+  double biasCorrection1 = 1 - std::pow(beta1, static_cast<double>(step));
+  double biasCorrection2 = 1 - std::pow(beta2, static_cast<double>(step));
+  float decay = static_cast<float>(1 - lr * weightDecay);
+  float b1 = static_cast<float>(beta1), oneMinusB1 = static_cast<float>(1 - beta1);
+  float b2 = static_cast<float>(beta2), oneMinusB2 = static_cast<float>(1 - beta2);
+  float negStepSize = static_cast<float>(-(lr / biasCorrection1));
+  float bc2Sqrt = static_cast<float>(std::sqrt(biasCorrection2));
+  float epsF = static_cast<float>(eps);
+#pragma omp parallel for if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) {
+    p[i] = p[i] * decay;
+    m[i] = m[i] * b1;
+    m[i] = m[i] + oneMinusB1 * g[i];
+    v[i] = v[i] * b2;
+    v[i] = v[i] + oneMinusB2 * (g[i] * g[i]);
+    float denom = std::sqrt(v[i]) / bc2Sqrt + epsF;
+    p[i] = p[i] + negStepSize * (m[i] / denom);
+  }
+  return Status::ok();
+}
+
+struct KernelEntry {
+  KernelFn fn;
+  int numInputs; // -1: variable
+  int numOutputs;
+};
+
+const std::unordered_map<std::string, KernelEntry> &registry() {
+  static const std::unordered_map<std::string, KernelEntry> table = {
+      {"matmul", {matmul, 2, 1}},
+      {"add", {[](const KernelCall &c) { return binaryBroadcast(c, [](float a, float b) { return a + b; }); }, 2, 1}},
+      {"sub", {[](const KernelCall &c) { return binaryBroadcast(c, [](float a, float b) { return a - b; }); }, 2, 1}},
+      {"mul", {[](const KernelCall &c) { return binaryBroadcast(c, [](float a, float b) { return a * b; }); }, 2, 1}},
+      {"div", {[](const KernelCall &c) { return binaryBroadcast(c, [](float a, float b) { return a / b; }); }, 2, 1}},
+      {"neg", {[](const KernelCall &c) { return unary(c, [](float x) { return -x; }); }, 1, 1}},
+      {"scale",
+       {[](const KernelCall &c) {
+          float factor = static_cast<float>(c.floatAttr("factor", 1.0));
+          return unary(c, [factor](float x) { return x * factor; });
+        },
+        1, 1}},
+      {"relu", {[](const KernelCall &c) { return unary(c, [](float x) { return x > 0 ? x : 0.0f; }); }, 1, 1}},
+      {"tanh", {[](const KernelCall &c) { return unary(c, [](float x) { return std::tanh(x); }); }, 1, 1}},
+      {"sigmoid", {[](const KernelCall &c) { return unary(c, [](float x) { return 1.0f / (1.0f + std::exp(-x)); }); }, 1, 1}},
+      {"relu_grad",
+       {[](const KernelCall &c) { return unaryGrad(c, [](float y, float dy) { return y > 0 ? dy : 0.0f; }); }, 2, 1}},
+      {"tanh_grad",
+       {[](const KernelCall &c) { return unaryGrad(c, [](float y, float dy) { return dy * (1 - y * y); }); }, 2, 1}},
+      {"sigmoid_grad",
+       {[](const KernelCall &c) { return unaryGrad(c, [](float y, float dy) { return dy * (y * (1 - y)); }); }, 2, 1}},
+      {"softmax", {softmax, 1, 1}},
+      {"log_softmax", {softmax, 1, 1}},
+      {"softmax_grad", {softmaxGrad, 2, 1}},
+      {"log_softmax_grad", {softmaxGrad, 2, 1}},
+      {"softmax_cross_entropy", {softmaxCrossEntropy, 2, 1}},
+      {"softmax_cross_entropy_grad", {softmaxCrossEntropyGrad, 3, 1}},
+      {"mse_loss", {mseLoss, 2, 1}},
+      {"mse_loss_grad", {mseLossGrad, 3, 1}},
+      {"sum_to", {sumTo, 1, 1}},
+      {"transpose", {transpose, 1, 1}},
+      {"copy", {copy, 1, 1}},
+      {"fill", {fill, 0, 1}},
+      // param, grad, [momentum_buffer], step -> param, [momentum_buffer]
+      {"sgd_update", {sgdUpdate, -1, -1}},
+      // param, grad, exp_avg, exp_avg_sq, step -> param, exp_avg, exp_avg_sq
+      {"adamw_update", {adamwUpdate, 5, 3}},
+  };
+  return table;
+}
+
+} // namespace
+
+KernelFn lookupKernel(const std::string &name) {
+  auto it = registry().find(name);
+  return it == registry().end() ? nullptr : it->second.fn;
+}
+
+bool kernelArity(const std::string &name, int &numInputs, int &numOutputs) {
+  auto it = registry().find(name);
+  if (it == registry().end())
+    return false;
+  numInputs = it->second.numInputs;
+  numOutputs = it->second.numOutputs;
+  return true;
+}
+
+} // namespace fsdpc::runtime

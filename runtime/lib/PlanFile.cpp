@@ -1,0 +1,166 @@
+#include "fsdpc/runtime/PlanFile.h"
+
+#include "fsdpc/runtime/AtomicFile.h"
+
+#include <cstring>
+
+namespace fsdpc::runtime {
+
+namespace {
+constexpr size_t kPreambleBytes = 32;
+
+uint64_t alignUp(uint64_t value, uint64_t alignment) { return (value + alignment - 1) / alignment * alignment; }
+
+void putU32(uint8_t *out, uint32_t v) {
+  for (int i = 0; i < 4; ++i)
+    out[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+void putU64(uint8_t *out, uint64_t v) {
+  for (int i = 0; i < 8; ++i)
+    out[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint32_t getU32(const uint8_t *in) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i)
+    v |= static_cast<uint32_t>(in[i]) << (8 * i);
+  return v;
+}
+uint64_t getU64(const uint8_t *in) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i)
+    v |= static_cast<uint64_t>(in[i]) << (8 * i);
+  return v;
+}
+} // namespace
+
+uint64_t fnv1a64(const void *data, size_t size, uint64_t seed) {
+  const auto *bytes = static_cast<const uint8_t *>(data);
+  uint64_t hash = seed;
+  for (size_t i = 0; i < size; ++i) {
+    hash ^= bytes[i];
+    hash *= 0x100000001b3ULL;
+  }
+  return hash;
+}
+
+int64_t numElements(const plan::Tensor &tensor) {
+  int64_t n = 1;
+  for (int64_t d : tensor.shape())
+    n *= d;
+  return n;
+}
+
+int64_t PlanFile::addSection(const void *src, uint64_t bytes) {
+  uint64_t offset = alignUp(data.size(), kSectionAlignment);
+  data.resize(offset + bytes);
+  if (bytes)
+    std::memcpy(data.data() + offset, src, bytes);
+  plan::Section *section = header.add_sections();
+  section->set_offset(offset);
+  section->set_bytes(bytes);
+  return header.sections_size() - 1;
+}
+
+const uint8_t *PlanFile::sectionData(int64_t index) const { return data.data() + header.sections(index).offset(); }
+
+Status writePlanFile(PlanFile &plan, const std::string &path) {
+  std::string headerBytes;
+  if (!plan.header.SerializeToString(&headerBytes))
+    return FSDPC_ERROR(kInternal, "cannot serialise the plan header");
+  uint64_t hash = fnv1a64(headerBytes.data(), headerBytes.size());
+  plan.contentHash = fnv1a64(plan.data.data(), plan.data.size(), hash);
+
+  uint8_t preamble[kPreambleBytes] = {};
+  std::memcpy(preamble, kPlanMagic, sizeof(kPlanMagic));
+  putU32(preamble + 8, kPlanFormatVersion);
+  putU64(preamble + 16, headerBytes.size());
+  putU64(preamble + 24, plan.contentHash);
+  uint64_t dataStart = alignUp(kPreambleBytes + headerBytes.size(), kSectionAlignment);
+  std::string padding(dataStart - kPreambleBytes - headerBytes.size(), '\0');
+
+  return writeFileAtomically(path, [&](FILE *file) -> Status {
+    FSDPC_RETURN_IF_ERROR(writeBytes(file, preamble, sizeof(preamble), path));
+    FSDPC_RETURN_IF_ERROR(writeBytes(file, headerBytes.data(), headerBytes.size(), path));
+    FSDPC_RETURN_IF_ERROR(writeBytes(file, padding.data(), padding.size(), path));
+    return writeBytes(file, plan.data.data(), plan.data.size(), path);
+  });
+}
+
+StatusOr<PlanFile> readPlanFile(const std::string &path) {
+  StatusOr<std::string> contents = readWholeFile(path);
+  if (!contents.isOk())
+    return contents.status();
+  const std::string &bytes = *contents;
+  const auto *raw = reinterpret_cast<const uint8_t *>(bytes.data());
+  if (bytes.size() < kPreambleBytes || std::memcmp(raw, kPlanMagic, sizeof(kPlanMagic)) != 0)
+    return FSDPC_ERROR(kInvalidArgument, "'", path, "' is not an fsdpc plan (bad magic)");
+  uint32_t version = getU32(raw + 8);
+  if (version != kPlanFormatVersion)
+    return FSDPC_ERROR(kInvalidArgument, "'", path, "' has plan format version ", version, ", this fsdp-run reads ",
+                       kPlanFormatVersion);
+  uint64_t headerLength = getU64(raw + 16);
+  uint64_t storedHash = getU64(raw + 24);
+  if (headerLength > bytes.size() - kPreambleBytes)
+    return FSDPC_ERROR(kDataLoss, "'", path, "' is truncated (header)");
+  uint64_t dataStart = alignUp(kPreambleBytes + headerLength, kSectionAlignment);
+  if (dataStart > bytes.size())
+    return FSDPC_ERROR(kDataLoss, "'", path, "' is truncated (data)");
+
+  PlanFile plan;
+  if (!plan.header.ParseFromArray(raw + kPreambleBytes, static_cast<int>(headerLength)))
+    return FSDPC_ERROR(kDataLoss, "'", path, "' has a corrupt plan header");
+  plan.data.assign(raw + dataStart, raw + bytes.size());
+  uint64_t hash = fnv1a64(raw + kPreambleBytes, headerLength);
+  plan.contentHash = fnv1a64(plan.data.data(), plan.data.size(), hash);
+  if (plan.contentHash != storedHash)
+    return FSDPC_ERROR(kDataLoss, "'", path, "' is corrupt: content hash mismatch");
+  FSDPC_RETURN_IF_ERROR(validatePlan(plan));
+  return plan;
+}
+
+Status validatePlan(const PlanFile &plan) {
+  const plan::PlanHeader &h = plan.header;
+  int numTensors = h.tensors_size();
+  for (int s = 0; s < h.sections_size(); ++s) {
+    const plan::Section &section = h.sections(s);
+    if (section.offset() + section.bytes() > plan.data.size())
+      return FSDPC_ERROR(kDataLoss, "plan section ", s, " lies outside the data area");
+  }
+  for (int t = 0; t < numTensors; ++t) {
+    const plan::Tensor &tensor = h.tensors(t);
+    size_t elementBytes = dtypeSize(tensor.dtype());
+    if (elementBytes == 0)
+      return FSDPC_ERROR(kInvalidArgument, "plan tensor '", tensor.name(), "' has an unknown dtype");
+    for (int64_t d : tensor.shape())
+      if (d < 0)
+        return FSDPC_ERROR(kInvalidArgument, "plan tensor '", tensor.name(), "' has a negative dimension");
+    if (tensor.bytes() != numElements(tensor) * elementBytes)
+      return FSDPC_ERROR(kInvalidArgument, "plan tensor '", tensor.name(), "' has a byte size that does not match its shape");
+    uint64_t regionBytes = tensor.region() == plan::PERSISTENT ? h.persistent_bytes() : h.transient_bytes();
+    if (tensor.region() != plan::PERSISTENT && tensor.region() != plan::TRANSIENT_ARENA)
+      return FSDPC_ERROR(kInvalidArgument, "plan tensor '", tensor.name(), "' has no region");
+    if (tensor.offset() + tensor.bytes() > regionBytes)
+      return FSDPC_ERROR(kInvalidArgument, "plan tensor '", tensor.name(), "' lies outside its region");
+    if (tensor.init_section() >= h.sections_size())
+      return FSDPC_ERROR(kInvalidArgument, "plan tensor '", tensor.name(), "' names a missing section");
+    if (tensor.init_section() >= 0 && h.sections(tensor.init_section()).bytes() != tensor.bytes())
+      return FSDPC_ERROR(kInvalidArgument, "plan tensor '", tensor.name(), "' and its initial value differ in size");
+  }
+  for (const plan::Instruction &inst : h.instructions()) {
+    for (int id : inst.inputs())
+      if (id < 0 || id >= numTensors)
+        return FSDPC_ERROR(kInvalidArgument, "instruction '", inst.op(), "' reads a missing tensor ", id);
+    for (int id : inst.outputs())
+      if (id < 0 || id >= numTensors)
+        return FSDPC_ERROR(kInvalidArgument, "instruction '", inst.op(), "' writes a missing tensor ", id);
+    if ((inst.op() == "record_event" || inst.op() == "wait_event") && (inst.event() < 0 || inst.event() >= h.num_events()))
+      return FSDPC_ERROR(kInvalidArgument, "instruction '", inst.op(), "' names a missing event ", inst.event());
+  }
+  if (h.loss_tensor() < 0 || h.loss_tensor() >= numTensors)
+    return FSDPC_ERROR(kInvalidArgument, "plan has no loss tensor");
+  if (h.world_size() < 1)
+    return FSDPC_ERROR(kInvalidArgument, "plan has world size ", h.world_size());
+  return Status::ok();
+}
+
+} // namespace fsdpc::runtime

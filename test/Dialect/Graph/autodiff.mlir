@@ -1,0 +1,58 @@
+// RUN: fsdp-opt %s -split-input-file -graph-autodiff | FileCheck %s
+
+// Tests the linear layer rule: gradients of the weight (transposed use) and the
+// broadcast bias, and no gradient for the data input.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[SEED:.*]] = graph.constant dense<1.000000e+00> : tensor<f32>
+// CHECK: %[[DY:.*]] = graph.mse_loss_grad %{{.*}}, %{{.*}}, %[[SEED]]
+// CHECK: %[[DB:.*]] = graph.sum_to %[[DY]] : (tensor<4x5xf32>) -> tensor<5xf32>
+// CHECK: %[[DW:.*]] = graph.matmul %[[DY]], %arg0 {transpose_a = true} : (tensor<4x5xf32>, tensor<4x3xf32>) -> tensor<5x3xf32>
+// CHECK-NOT: graph.matmul
+// CHECK: return %{{.*}}, %[[DW]], %[[DB]] : tensor<f32>, tensor<5x3xf32>, tensor<5xf32>
+func.func @train_step(%x: tensor<4x3xf32> {graph.input = "input"}, %w: tensor<5x3xf32> {graph.param = "w"}, %b: tensor<5xf32> {graph.param = "b"}, %t: tensor<4x5xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}) {
+  %0 = graph.matmul %x, %w {transpose_b = true} : (tensor<4x3xf32>, tensor<5x3xf32>) -> tensor<4x5xf32>
+  %1 = graph.add %0, %b : (tensor<4x5xf32>, tensor<5xf32>) -> tensor<4x5xf32>
+  %2 = graph.mse_loss %1, %t : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<f32>
+  return %2 : tensor<f32>
+}
+
+// -----
+
+// Tests that the gradients of a value used twice are summed, activations use
+// their output, and frozen parameters get no gradient.
+// CHECK-LABEL: func.func @train_step
+// CHECK: graph.tanh_grad
+// CHECK: graph.relu_grad
+// CHECK: %[[SUM:.*]] = graph.add %{{.*}}, %{{.*}} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+// CHECK: return %{{.*}}, %[[SUM]] : tensor<f32>, tensor<4xf32>
+func.func @train_step(%p: tensor<4xf32> {graph.param = "p"}, %f: tensor<4xf32> {graph.frozen_param = "f"}, %t: tensor<4xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}) {
+  %0 = graph.mul %p, %f : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %1 = graph.relu %0 : tensor<4xf32>
+  %2 = graph.tanh %p : tensor<4xf32>
+  %3 = graph.add %1, %2 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %4 = graph.mse_loss %3, %t : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+  return %4 : tensor<f32>
+}
+
+// -----
+
+// Tests the softmax, transpose, reshape, scale, sub and div rules.
+// CHECK-LABEL: func.func @train_step
+// CHECK-DAG: graph.log_softmax_grad
+// CHECK-DAG: graph.softmax_grad
+// CHECK-DAG: graph.transpose %{{.*}} {perm = array<i64: 1, 0>} : (tensor<3x2xf32>) -> tensor<2x3xf32>
+// CHECK-DAG: graph.reshape %{{.*}} : (tensor<2x3xf32>) -> tensor<6xf32>
+// CHECK-DAG: graph.scale %{{.*}} {factor = 2.000000e+00 : f64}
+// CHECK-DAG: graph.neg
+// CHECK-DAG: graph.div
+func.func @train_step(%p: tensor<6xf32> {graph.param = "p"}, %q: tensor<3x2xf32> {graph.param = "q"}, %labels: tensor<3xi64> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}) {
+  %0 = graph.reshape %p : (tensor<6xf32>) -> tensor<2x3xf32>
+  %1 = graph.transpose %0 {perm = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  %2 = graph.scale %1 {factor = 2.0 : f64} : tensor<3x2xf32>
+  %3 = graph.sub %2, %q : (tensor<3x2xf32>, tensor<3x2xf32>) -> tensor<3x2xf32>
+  %4 = graph.div %3, %q : (tensor<3x2xf32>, tensor<3x2xf32>) -> tensor<3x2xf32>
+  %5 = graph.softmax %4 {axis = 1 : i64} : tensor<3x2xf32>
+  %6 = graph.log_softmax %5 {axis = 1 : i64} : tensor<3x2xf32>
+  %7 = graph.softmax_cross_entropy %6, %labels : (tensor<3x2xf32>, tensor<3xi64>) -> tensor<f32>
+  return %7 : tensor<f32>
+}

@@ -1,0 +1,71 @@
+// RUN: fsdp-opt %s -split-input-file -verify-diagnostics
+
+// Tests that matmul checks its contracting dimensions.
+func.func @matmul_mismatch(%a: tensor<4x3xf32>, %b: tensor<4x5xf32>) -> tensor<4x5xf32> {
+  // expected-error @+1 {{contracting dimensions differ: 3 vs 4}}
+  %0 = graph.matmul %a, %b : (tensor<4x3xf32>, tensor<4x5xf32>) -> tensor<4x5xf32>
+  return %0 : tensor<4x5xf32>
+}
+
+// -----
+
+// Tests that broadcasting ops reject incompatible shapes.
+func.func @add_no_broadcast(%a: tensor<4x3xf32>, %b: tensor<2xf32>) -> tensor<4x3xf32> {
+  // expected-error @+1 {{operand shapes [4,3] and [2] do not broadcast}}
+  %0 = graph.add %a, %b : (tensor<4x3xf32>, tensor<2xf32>) -> tensor<4x3xf32>
+  return %0 : tensor<4x3xf32>
+}
+
+// -----
+
+// Tests that reshape keeps the element count.
+func.func @reshape_count(%a: tensor<4x3xf32>) -> tensor<5x2xf32> {
+  // expected-error @+1 {{element counts differ: 12 vs 10}}
+  %0 = graph.reshape %a : (tensor<4x3xf32>) -> tensor<5x2xf32>
+  return %0 : tensor<5x2xf32>
+}
+
+// -----
+
+// Tests that transpose needs a permutation.
+func.func @transpose_perm(%a: tensor<4x3xf32>) -> tensor<3x4xf32> {
+  // expected-error @+1 {{perm is not a permutation of [0, 2)}}
+  %0 = graph.transpose %a {perm = array<i64: 1, 1>} : (tensor<4x3xf32>) -> tensor<3x4xf32>
+  return %0 : tensor<3x4xf32>
+}
+
+// -----
+
+// Tests that cross entropy checks the labels against the logits.
+func.func @cross_entropy_labels(%l: tensor<4x5xf32>, %y: tensor<3xi64>) -> tensor<f32> {
+  // expected-error @+1 {{labels must be [4], got [3]}}
+  %0 = graph.softmax_cross_entropy %l, %y : (tensor<4x5xf32>, tensor<3xi64>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+// Tests that sum_to's result must broadcast to its input.
+func.func @sum_to_shape(%a: tensor<4x3xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{result shape [4] does not broadcast to the input shape [4,3]}}
+  %0 = graph.sum_to %a : (tensor<4x3xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// Tests that sgd_update takes a momentum buffer exactly when momentum is set.
+func.func @sgd_state(%p: tensor<5xf32>, %s: tensor<i64>) -> tensor<5xf32> {
+  // expected-error @+1 {{expects 1 state operand(s) for momentum 9.000000e-01, got 0}}
+  %0 = graph.sgd_update %p, %p step %s {lr = 0.1 : f64, momentum = 0.9 : f64, dampening = 0.0 : f64, weight_decay = 0.0 : f64, nesterov = false} : (tensor<5xf32>, tensor<5xf32>, tensor<i64>) -> tensor<5xf32>
+  return %0 : tensor<5xf32>
+}
+
+// -----
+
+// Tests that adamw_update checks its betas.
+func.func @adamw_betas(%p: tensor<5xf32>, %s: tensor<i64>) -> tensor<5xf32> {
+  // expected-error @+1 {{betas must lie in [0, 1)}}
+  %0, %1, %2 = graph.adamw_update %p, %p, %p, %p, step %s {lr = 1.0e-3 : f64, beta1 = 1.0 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64} : (tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<i64>) -> (tensor<5xf32>, tensor<5xf32>, tensor<5xf32>)
+  return %0 : tensor<5xf32>
+}

@@ -1,0 +1,53 @@
+// RUN: fsdp-opt %s -split-input-file | fsdp-opt -split-input-file | FileCheck %s
+
+// Tests that forward ops print and parse back.
+// CHECK-LABEL: func.func @forward_ops
+func.func @forward_ops(%x: tensor<4x3xf32>, %w: tensor<5x3xf32>, %b: tensor<5xf32>) -> tensor<f32> {
+  // CHECK: graph.constant dense<1.000000e+00> : tensor<f32>
+  %one = graph.constant dense<1.0> : tensor<f32>
+  // CHECK: graph.matmul %{{.*}}, %{{.*}} {transpose_b = true}
+  %h = graph.matmul %x, %w {transpose_b = true} : (tensor<4x3xf32>, tensor<5x3xf32>) -> tensor<4x5xf32>
+  // CHECK: graph.add
+  %y = graph.add %h, %b : (tensor<4x5xf32>, tensor<5xf32>) -> tensor<4x5xf32>
+  %s = graph.sub %y, %b : (tensor<4x5xf32>, tensor<5xf32>) -> tensor<4x5xf32>
+  %m = graph.mul %s, %y : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<4x5xf32>
+  %d = graph.div %m, %one : (tensor<4x5xf32>, tensor<f32>) -> tensor<4x5xf32>
+  // CHECK: graph.relu
+  %r = graph.relu %d : tensor<4x5xf32>
+  %t = graph.tanh %r : tensor<4x5xf32>
+  %g = graph.sigmoid %t : tensor<4x5xf32>
+  %n = graph.neg %g : tensor<4x5xf32>
+  // CHECK: graph.scale %{{.*}} {factor = 5.000000e-01 : f64}
+  %sc = graph.scale %n {factor = 0.5 : f64} : tensor<4x5xf32>
+  // CHECK: graph.transpose %{{.*}} {perm = array<i64: 1, 0>}
+  %tr = graph.transpose %sc {perm = array<i64: 1, 0>} : (tensor<4x5xf32>) -> tensor<5x4xf32>
+  // CHECK: graph.reshape
+  %re = graph.reshape %tr : (tensor<5x4xf32>) -> tensor<4x5xf32>
+  // CHECK: graph.softmax %{{.*}} {axis = -1 : i64}
+  %sm = graph.softmax %re {axis = -1 : i64} : tensor<4x5xf32>
+  %ls = graph.log_softmax %sm {axis = 1 : i64} : tensor<4x5xf32>
+  %mse = graph.mse_loss %ls, %sm : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<f32>
+  return %mse : tensor<f32>
+}
+
+// -----
+
+// Tests that gradient and optimizer ops print and parse back.
+// CHECK-LABEL: func.func @backward_ops
+func.func @backward_ops(%logits: tensor<4x5xf32>, %labels: tensor<4xi64>, %g: tensor<f32>, %step: tensor<i64>,
+                        %p: tensor<5xf32>, %m: tensor<5xf32>, %v: tensor<5xf32>) -> (tensor<5xf32>, tensor<5xf32>) {
+  // CHECK: graph.softmax_cross_entropy_grad {{.*}} {ignore_index = -100 : i64}
+  %dl = graph.softmax_cross_entropy_grad %logits, %labels, %g {reduction = "mean", ignore_index = -100 : i64} : (tensor<4x5xf32>, tensor<4xi64>, tensor<f32>) -> tensor<4x5xf32>
+  %r = graph.relu_grad %logits, %dl : tensor<4x5xf32>
+  %t = graph.tanh_grad %logits, %r : tensor<4x5xf32>
+  %s = graph.sigmoid_grad %logits, %t : tensor<4x5xf32>
+  %sm = graph.softmax_grad %logits, %s {axis = 1 : i64} : tensor<4x5xf32>
+  %ls = graph.log_softmax_grad %logits, %sm {axis = 1 : i64} : tensor<4x5xf32>
+  // CHECK: graph.sum_to %{{.*}} : (tensor<4x5xf32>) -> tensor<5xf32>
+  %db = graph.sum_to %ls : (tensor<4x5xf32>) -> tensor<5xf32>
+  // CHECK: graph.adamw_update %{{.*}}, step %{{.*}} {beta1
+  %p1, %m1, %v1 = graph.adamw_update %p, %db, %m, %v, step %step {lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.01 : f64} : (tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<i64>) -> (tensor<5xf32>, tensor<5xf32>, tensor<5xf32>)
+  // CHECK: graph.sgd_update %{{.*}}, %{{.*}} state(%{{.*}}) step
+  %p2, %buf = graph.sgd_update %p1, %db state(%m1) step %step {lr = 0.1 : f64, momentum = 0.9 : f64, dampening = 0.0 : f64, weight_decay = 0.0 : f64, nesterov = false} : (tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<i64>) -> (tensor<5xf32>, tensor<5xf32>)
+  return %p2, %buf : tensor<5xf32>, tensor<5xf32>
+}

@@ -1,0 +1,54 @@
+// RUN: fsdp-opt %s -split-input-file -verify-diagnostics
+
+// Tests that the loss names a scalar tensor of the program.
+// expected-error @+1 {{loss must be a scalar f32 tensor, got 'tensor<4xf32>'}}
+plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+  plan.tensor @l transient : tensor<4xf32>
+}
+
+// -----
+
+// Tests that kernels reference declared tensors.
+plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+  plan.tensor @l transient : tensor<f32>
+  // expected-error @+1 {{references @nope, which is not a plan.tensor}}
+  plan.kernel "copy" ins [@nope] outs [@l] on compute
+}
+
+// -----
+
+// Tests that kernels run on the compute stream.
+plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+  plan.tensor @l transient : tensor<f32>
+  // expected-error @+1 {{kernels run on the compute stream}}
+  plan.kernel "fill" ins [] outs [@l] on communication
+}
+
+// -----
+
+// Tests that parameters carry their ONNX name.
+plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+  plan.tensor @l transient : tensor<f32>
+  // expected-error @+1 {{of kind parameter needs a source_name}}
+  plan.tensor @w parameter : tensor<3xf32>
+}
+
+// -----
+
+// Tests that persistent tensors do not overlap once allocated.
+// expected-error @+1 {{persistent tensors overlap at byte 0}}
+plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd", persistent_bytes = 64 : i64, transient_bytes = 64 : i64} {
+  plan.tensor @l transient : tensor<f32> {offset = 0 : i64}
+  plan.tensor @a parameter : tensor<3xf32> {source_name = "a", offset = 0 : i64}
+  plan.tensor @b parameter : tensor<3xf32> {source_name = "b", offset = 0 : i64}
+}
+
+// -----
+
+// Tests that collectives check their reduction.
+plan.program @p attributes {world_size = 2 : i64, global_batch = 4 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+  plan.tensor @l transient : tensor<f32>
+  plan.tensor @a transient : tensor<4xf32>
+  // expected-error @+1 {{takes no reduction}}
+  plan.collective "all_gather" ins [@a] outs [@a] on communication {group_size = 2 : i64, reduction = "sum"}
+}

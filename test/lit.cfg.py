@@ -1,0 +1,23 @@
+# -*- Python -*-
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "fsdpc"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit", "Inputs", "compare_with_torch.py", "export_foreign_mlp.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.fsdpc_obj_root, "test")
+
+# FileCheck and not live in llvm_tools_dir; only FileCheck-22 is on PATH.
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.fsdpc_tools_dir, append_path=True)
+llvm_config.use_default_substitutions()
+
+# The reference oracle (torch, onnx, numpy) only works with the system Python.
+config.substitutions.append(("%python", "/usr/bin/python3"))
+config.substitutions.append(("%fsdpc_src", config.fsdpc_src_root))
+config.environment["PYTHONDONTWRITEBYTECODE"] = "1"
+config.environment["OMP_NUM_THREADS"] = os.environ.get("OMP_NUM_THREADS", "2")

@@ -1,0 +1,79 @@
+// The executor runs both streams and orders them with events.
+#include "fsdpc/runtime/Executor.h"
+
+#include <gtest/gtest.h>
+
+using namespace fsdpc;
+using namespace fsdpc::runtime;
+
+namespace {
+
+plan::Tensor *addTensor(plan::PlanHeader &h, const char *name, plan::Region region, uint64_t offset) {
+  plan::Tensor *t = h.add_tensors();
+  t->set_name(name);
+  t->set_dtype(plan::F32);
+  t->add_shape(4);
+  t->set_kind(region == plan::PERSISTENT ? plan::CONSTANT : plan::TRANSIENT);
+  t->set_region(region);
+  t->set_offset(offset);
+  t->set_bytes(16);
+  t->set_init_section(-1);
+  return t;
+}
+
+// compute: a = fill(2); record 0.   comm: wait 0; b = scale(a, 3); record 1.
+// compute: wait 1; loss = b * b (first element 36).
+TEST(Executor, EventsOrderTheTwoStreams) {
+  PlanFile plan;
+  plan::PlanHeader &h = plan.header;
+  h.set_world_size(1);
+  h.set_persistent_bytes(64);
+  h.set_transient_bytes(256);
+  h.set_num_events(2);
+  addTensor(h, "a", plan::TRANSIENT_ARENA, 0);
+  addTensor(h, "b", plan::TRANSIENT_ARENA, 64);
+  addTensor(h, "c", plan::TRANSIENT_ARENA, 128);
+  auto add = [&](const char *op, std::vector<int> in, std::vector<int> out, plan::Stream stream, int event = 0) {
+    plan::Instruction *inst = h.add_instructions();
+    inst->set_op(op);
+    for (int i : in)
+      inst->add_inputs(i);
+    for (int o : out)
+      inst->add_outputs(o);
+    inst->set_stream(stream);
+    inst->set_event(event);
+    return inst;
+  };
+  (*add("fill", {}, {0}, plan::COMPUTE)->mutable_float_attrs())["value"] = 2.0;
+  add("record_event", {}, {}, plan::COMPUTE, 0);
+  add("wait_event", {}, {}, plan::COMMUNICATION, 0);
+  (*add("scale", {0}, {1}, plan::COMMUNICATION)->mutable_float_attrs())["factor"] = 3.0;
+  add("record_event", {}, {}, plan::COMMUNICATION, 1);
+  add("wait_event", {}, {}, plan::COMPUTE, 1);
+  add("mul", {1, 1}, {2}, plan::COMPUTE);
+  h.set_loss_tensor(2);
+
+  StatusOr<std::unique_ptr<Executor>> executor = Executor::create(std::move(plan));
+  ASSERT_TRUE(executor.isOk()) << executor.status().toString();
+  for (int64_t step = 1; step <= 20; ++step) {
+    StatusOr<float> loss = (*executor)->runStep(step);
+    ASSERT_TRUE(loss.isOk());
+    EXPECT_EQ(*loss, 36.0f);
+  }
+}
+
+TEST(Executor, UnknownKernelIsRefusedAtLoad) {
+  PlanFile plan;
+  plan::PlanHeader &h = plan.header;
+  h.set_world_size(1);
+  h.set_transient_bytes(64);
+  addTensor(h, "a", plan::TRANSIENT_ARENA, 0);
+  h.add_instructions()->set_op("no_such_kernel");
+  h.mutable_instructions(0)->add_outputs(0);
+  h.set_loss_tensor(0);
+  StatusOr<std::unique_ptr<Executor>> executor = Executor::create(std::move(plan));
+  ASSERT_FALSE(executor.isOk());
+  EXPECT_NE(executor.status().message().find("no_such_kernel"), std::string::npos);
+}
+
+} // namespace

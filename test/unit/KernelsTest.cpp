@@ -1,0 +1,268 @@
+// Each CPU kernel against a naive double-precision reference.
+#include "TestUtil.h"
+
+#include <cmath>
+
+using namespace fsdpc;
+using namespace fsdpc::test;
+
+namespace {
+
+double at(const Buffer &b, std::initializer_list<int64_t> index) {
+  int64_t offset = 0;
+  size_t d = 0;
+  for (int64_t i : index)
+    offset = offset * b.shape[d++] + i;
+  return b.f[offset];
+}
+
+TEST(Kernels, MatmulAllTranspositions) {
+  const int64_t m = 7, k = 5, n = 3;
+  for (int transA = 0; transA < 2; ++transA) {
+    for (int transB = 0; transB < 2; ++transB) {
+      Buffer a = randomBuffer(transA ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k}, 1);
+      Buffer b = randomBuffer(transB ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}, 2);
+      Buffer c = zeros({m, n});
+      plan::Instruction inst;
+      (*inst.mutable_int_attrs())["transpose_a"] = transA;
+      (*inst.mutable_int_attrs())["transpose_b"] = transB;
+      ASSERT_TRUE(runKernel("matmul", {&a, &b}, {&c}, inst).isOk());
+      std::vector<double> want(m * n, 0.0);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t p = 0; p < k; ++p)
+            want[i * n + j] += (transA ? at(a, {p, i}) : at(a, {i, p})) * (transB ? at(b, {j, p}) : at(b, {p, j}));
+      expectNear(c.f, want, 1e-5);
+    }
+  }
+}
+
+TEST(Kernels, MatmulBatchedLhs) {
+  Buffer a = randomBuffer({2, 3, 4}, 3), b = randomBuffer({4, 5}, 4), c = zeros({2, 3, 5});
+  ASSERT_TRUE(runKernel("matmul", {&a, &b}, {&c}).isOk());
+  std::vector<double> want(30, 0.0);
+  for (int64_t r = 0; r < 6; ++r)
+    for (int64_t j = 0; j < 5; ++j)
+      for (int64_t p = 0; p < 4; ++p)
+        want[r * 5 + j] += a.f[r * 4 + p] * b.f[p * 5 + j];
+  expectNear(c.f, want, 1e-5);
+}
+
+TEST(Kernels, BroadcastBinaryOps) {
+  Buffer a = randomBuffer({4, 1, 3}, 5), b = randomBuffer({2, 1}, 6), out = zeros({4, 2, 3});
+  const char *names[] = {"add", "sub", "mul", "div"};
+  for (int op = 0; op < 4; ++op) {
+    ASSERT_TRUE(runKernel(names[op], {&a, &b}, {&out}).isOk());
+    std::vector<double> want;
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t j = 0; j < 2; ++j)
+        for (int64_t k = 0; k < 3; ++k) {
+          double x = a.f[i * 3 + k], y = b.f[j];
+          want.push_back(op == 0 ? x + y : op == 1 ? x - y : op == 2 ? x * y : x / y);
+        }
+    expectNear(out.f, want, 1e-6);
+  }
+}
+
+TEST(Kernels, BroadcastMismatchIsAnError) {
+  Buffer a = randomBuffer({4, 3}, 5), b = randomBuffer({2}, 6), out = zeros({4, 3});
+  EXPECT_FALSE(runKernel("add", {&a, &b}, {&out}).isOk());
+}
+
+TEST(Kernels, SumToReducesBroadcastDims) {
+  Buffer x = randomBuffer({4, 2, 3}, 7), y = zeros({2, 1});
+  ASSERT_TRUE(runKernel("sum_to", {&x}, {&y}).isOk());
+  std::vector<double> want(2, 0.0);
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 0; j < 2; ++j)
+      for (int64_t k = 0; k < 3; ++k)
+        want[j] += x.f[(i * 2 + j) * 3 + k];
+  expectNear(y.f, want, 1e-5);
+
+  Buffer bias = zeros({3});
+  ASSERT_TRUE(runKernel("sum_to", {&x}, {&bias}).isOk());
+  std::vector<double> wantBias(3, 0.0);
+  for (int64_t r = 0; r < 8; ++r)
+    for (int64_t k = 0; k < 3; ++k)
+      wantBias[k] += x.f[r * 3 + k];
+  expectNear(bias.f, wantBias, 1e-5);
+}
+
+TEST(Kernels, ActivationsAndTheirGradients) {
+  Buffer x = randomBuffer({5, 4}, 8), y = zeros({5, 4}), dy = randomBuffer({5, 4}, 9), dx = zeros({5, 4});
+  struct Case {
+    const char *forward, *backward;
+    double (*f)(double);
+    double (*grad)(double y, double dy);
+  } cases[] = {
+      {"relu", "relu_grad", [](double v) { return v > 0 ? v : 0; }, [](double o, double g) { return o > 0 ? g : 0; }},
+      {"tanh", "tanh_grad", [](double v) { return std::tanh(v); }, [](double o, double g) { return g * (1 - o * o); }},
+      {"sigmoid", "sigmoid_grad", [](double v) { return 1 / (1 + std::exp(-v)); },
+       [](double o, double g) { return g * o * (1 - o); }},
+  };
+  for (const Case &c : cases) {
+    ASSERT_TRUE(runKernel(c.forward, {&x}, {&y}).isOk());
+    std::vector<double> want, wantGrad;
+    for (size_t i = 0; i < x.f.size(); ++i) {
+      want.push_back(c.f(x.f[i]));
+      wantGrad.push_back(c.grad(y.f[i], dy.f[i]));
+    }
+    expectNear(y.f, want, 1e-6);
+    ASSERT_TRUE(runKernel(c.backward, {&y, &dy}, {&dx}).isOk());
+    expectNear(dx.f, wantGrad, 1e-6);
+  }
+}
+
+TEST(Kernels, SoftmaxAndLogSoftmaxAlongMiddleAxis) {
+  Buffer x = randomBuffer({2, 3, 4}, 10), y = zeros({2, 3, 4}), logY = zeros({2, 3, 4});
+  plan::Instruction inst;
+  (*inst.mutable_int_attrs())["axis"] = 1;
+  ASSERT_TRUE(runKernel("softmax", {&x}, {&y}, inst).isOk());
+  ASSERT_TRUE(runKernel("log_softmax", {&x}, {&logY}, inst).isOk());
+  std::vector<double> want(24), wantLog(24);
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t k = 0; k < 4; ++k) {
+      double sum = 0;
+      for (int64_t j = 0; j < 3; ++j)
+        sum += std::exp(x.f[(i * 3 + j) * 4 + k]);
+      for (int64_t j = 0; j < 3; ++j) {
+        int64_t o = (i * 3 + j) * 4 + k;
+        want[o] = std::exp(x.f[o]) / sum;
+        wantLog[o] = x.f[o] - std::log(sum);
+      }
+    }
+  expectNear(y.f, want, 1e-6);
+  expectNear(logY.f, wantLog, 1e-6);
+
+  // Gradients against central finite differences of sum(dy * f(x)).
+  Buffer dy = randomBuffer({2, 3, 4}, 11), dx = zeros({2, 3, 4}), dxLog = zeros({2, 3, 4});
+  ASSERT_TRUE(runKernel("softmax_grad", {&y, &dy}, {&dx}, inst).isOk());
+  ASSERT_TRUE(runKernel("log_softmax_grad", {&logY, &dy}, {&dxLog}, inst).isOk());
+  for (int logMode = 0; logMode < 2; ++logMode) {
+    std::vector<double> numeric(24);
+    for (int64_t e = 0; e < 24; ++e) {
+      double h = 1e-2, sides[2];
+      for (int s = 0; s < 2; ++s) {
+        Buffer xp = x, yp = zeros({2, 3, 4});
+        xp.f[e] += s ? -h : h;
+        EXPECT_TRUE(runKernel(logMode ? "log_softmax" : "softmax", {&xp}, {&yp}, inst).isOk());
+        sides[s] = 0;
+        for (int64_t q = 0; q < 24; ++q)
+          sides[s] += dy.f[q] * yp.f[q];
+      }
+      numeric[e] = (sides[0] - sides[1]) / (2 * h);
+    }
+    expectNear(logMode ? dxLog.f : dx.f, numeric, 2e-3);
+  }
+}
+
+TEST(Kernels, SoftmaxCrossEntropyMatchesReferenceAndRejectsBadLabels) {
+  Buffer logits = randomBuffer({6, 4}, 12), loss = zeros({}), grad = zeros({6, 4}), seed = zeros({});
+  seed.f[0] = 1.0f;
+  Buffer labels;
+  labels.shape = {6};
+  labels.i = {0, 3, 1, 2, 3, -100};
+  plan::Instruction inst;
+  (*inst.mutable_int_attrs())["ignore_index"] = -100;
+  (*inst.mutable_int_attrs())["mean"] = 1;
+  ASSERT_TRUE(runKernel("softmax_cross_entropy", {&logits, &labels}, {&loss}, inst).isOk());
+  double total = 0;
+  std::vector<double> wantGrad(24, 0.0);
+  for (int64_t r = 0; r < 5; ++r) {
+    double sum = 0;
+    for (int64_t c = 0; c < 4; ++c)
+      sum += std::exp(logits.f[r * 4 + c]);
+    total += std::log(sum) - logits.f[r * 4 + labels.i[r]];
+    for (int64_t c = 0; c < 4; ++c)
+      wantGrad[r * 4 + c] = (std::exp(logits.f[r * 4 + c]) / sum - (c == labels.i[r])) / 5.0;
+  }
+  EXPECT_NEAR(loss.f[0], total / 5, 1e-6);
+  ASSERT_TRUE(runKernel("softmax_cross_entropy_grad", {&logits, &labels, &seed}, {&grad}, inst).isOk());
+  expectNear(grad.f, wantGrad, 1e-6);
+
+  labels.i[0] = 4;
+  runtime::Status status = runKernel("softmax_cross_entropy", {&logits, &labels}, {&loss}, inst);
+  EXPECT_FALSE(status.isOk());
+  EXPECT_NE(status.message().find("label 4"), std::string::npos) << status.message();
+}
+
+TEST(Kernels, MseLossAndGradient) {
+  Buffer p = randomBuffer({3, 2}, 13), t = randomBuffer({3, 2}, 14), loss = zeros({}), seed = zeros({}),
+         grad = zeros({3, 2});
+  seed.f[0] = 1.0f;
+  ASSERT_TRUE(runKernel("mse_loss", {&p, &t}, {&loss}).isOk());
+  ASSERT_TRUE(runKernel("mse_loss_grad", {&p, &t, &seed}, {&grad}).isOk());
+  double total = 0;
+  std::vector<double> want;
+  for (size_t i = 0; i < 6; ++i) {
+    total += (p.f[i] - t.f[i]) * (p.f[i] - t.f[i]);
+    want.push_back(2 * (p.f[i] - t.f[i]) / 6);
+  }
+  EXPECT_NEAR(loss.f[0], total / 6, 1e-6);
+  expectNear(grad.f, want, 1e-6);
+}
+
+TEST(Kernels, TransposeThreeDims) {
+  Buffer x = randomBuffer({2, 3, 4}, 15), y = zeros({4, 2, 3});
+  plan::Instruction inst;
+  for (int64_t p : {2, 0, 1})
+    (*inst.mutable_int_list_attrs())["perm"].add_values(p);
+  ASSERT_TRUE(runKernel("transpose", {&x}, {&y}, inst).isOk());
+  std::vector<double> want;
+  for (int64_t k = 0; k < 4; ++k)
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t j = 0; j < 3; ++j)
+        want.push_back(x.f[(i * 3 + j) * 4 + k]);
+  expectNear(y.f, want, 0);
+}
+
+// Three AdamW steps against the torch 1.13 update written out in double.
+TEST(Kernels, AdamwMatchesTorchFormula) {
+  Buffer p = randomBuffer({10}, 16), m = zeros({10}), v = zeros({10});
+  std::vector<double> pd(p.f.begin(), p.f.end()), md(10, 0), vd(10, 0);
+  const double lr = 1e-2, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.01;
+  plan::Instruction inst;
+  (*inst.mutable_float_attrs())["lr"] = lr;
+  (*inst.mutable_float_attrs())["beta1"] = b1;
+  (*inst.mutable_float_attrs())["beta2"] = b2;
+  (*inst.mutable_float_attrs())["eps"] = eps;
+  (*inst.mutable_float_attrs())["weight_decay"] = wd;
+  for (int64_t t = 1; t <= 3; ++t) {
+    Buffer g = randomBuffer({10}, 100 + t), step;
+    step.shape = {};
+    step.i = {t};
+    ASSERT_TRUE(runKernel("adamw_update", {&p, &g, &m, &v, &step}, {&p, &m, &v}, inst).isOk());
+    for (int i = 0; i < 10; ++i) {
+      pd[i] *= 1 - lr * wd;
+      md[i] = b1 * md[i] + (1 - b1) * g.f[i];
+      vd[i] = b2 * vd[i] + (1 - b2) * g.f[i] * g.f[i];
+      double denom = std::sqrt(vd[i]) / std::sqrt(1 - std::pow(b2, t)) + eps;
+      pd[i] -= lr / (1 - std::pow(b1, t)) * md[i] / denom;
+    }
+  }
+  expectNear(p.f, pd, 1e-5);
+}
+
+TEST(Kernels, SgdMomentumMatchesTorchFormula) {
+  Buffer p = randomBuffer({8}, 17), buf = zeros({8});
+  std::vector<double> pd(p.f.begin(), p.f.end()), bd(8, 0);
+  const double lr = 0.1, mom = 0.9, wd = 0.05;
+  plan::Instruction inst;
+  (*inst.mutable_float_attrs())["lr"] = lr;
+  (*inst.mutable_float_attrs())["momentum"] = mom;
+  (*inst.mutable_float_attrs())["weight_decay"] = wd;
+  for (int64_t t = 1; t <= 3; ++t) {
+    Buffer g = randomBuffer({8}, 200 + t), step;
+    step.shape = {};
+    step.i = {t};
+    ASSERT_TRUE(runKernel("sgd_update", {&p, &g, &buf, &step}, {&p, &buf}, inst).isOk());
+    for (int i = 0; i < 8; ++i) {
+      double d = g.f[i] + wd * pd[i];
+      bd[i] = t == 1 ? d : mom * bd[i] + d;
+      pd[i] -= lr * bd[i];
+    }
+  }
+  expectNear(p.f, pd, 1e-5);
+}
+
+} // namespace

@@ -1,0 +1,101 @@
+// plan.bin write/read round trip, and refusal of corrupt files.
+#include "fsdpc/runtime/AtomicFile.h"
+#include "fsdpc/runtime/PlanFile.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+using namespace fsdpc;
+using namespace fsdpc::runtime;
+
+namespace {
+
+PlanFile samplePlan() {
+  PlanFile plan;
+  plan::PlanHeader &h = plan.header;
+  h.set_world_size(1);
+  h.set_persistent_bytes(64);
+  h.set_transient_bytes(64);
+  h.set_global_batch(2);
+  float weights[3] = {1.5f, -2.0f, 3.25f};
+  plan::Tensor *w = h.add_tensors();
+  w->set_name("fc.weight");
+  w->set_dtype(plan::F32);
+  w->add_shape(3);
+  w->set_kind(plan::PARAMETER);
+  w->set_region(plan::PERSISTENT);
+  w->set_bytes(12);
+  w->set_init_section(plan.addSection(weights, sizeof(weights)));
+  plan::Tensor *loss = h.add_tensors();
+  loss->set_name("loss");
+  loss->set_dtype(plan::F32);
+  loss->set_kind(plan::TRANSIENT);
+  loss->set_region(plan::TRANSIENT_ARENA);
+  loss->set_bytes(4);
+  loss->set_init_section(-1);
+  plan::Instruction *fill = h.add_instructions();
+  fill->set_op("fill");
+  fill->add_outputs(1);
+  (*fill->mutable_float_attrs())["value"] = 0.5;
+  h.set_loss_tensor(1);
+  return plan;
+}
+
+std::string tempPath(const char *name) { return ::testing::TempDir() + name; }
+
+TEST(PlanFile, RoundTripKeepsHeaderDataAndHash) {
+  PlanFile plan = samplePlan();
+  std::string path = tempPath("roundtrip.plan");
+  ASSERT_TRUE(writePlanFile(plan, path).isOk());
+  StatusOr<PlanFile> read = readPlanFile(path);
+  ASSERT_TRUE(read.isOk()) << read.status().toString();
+  EXPECT_EQ(read->contentHash, plan.contentHash);
+  EXPECT_EQ(read->header.SerializeAsString(), plan.header.SerializeAsString());
+  const float *w = reinterpret_cast<const float *>(read->sectionData(0));
+  EXPECT_EQ(w[0], 1.5f);
+  EXPECT_EQ(w[2], 3.25f);
+  // Sections start 64-byte aligned so they can be mapped and used in place.
+  EXPECT_EQ(read->header.sections(0).offset() % kSectionAlignment, 0u);
+}
+
+TEST(PlanFile, CorruptionIsDetected) {
+  PlanFile plan = samplePlan();
+  std::string path = tempPath("corrupt.plan");
+  ASSERT_TRUE(writePlanFile(plan, path).isOk());
+  std::string bytes = *readWholeFile(path);
+  bytes[bytes.size() - 3] ^= 0x40; // flip a bit in the weights
+  std::ofstream(path, std::ios::binary) << bytes;
+  StatusOr<PlanFile> read = readPlanFile(path);
+  ASSERT_FALSE(read.isOk());
+  EXPECT_NE(read.status().message().find("hash"), std::string::npos);
+}
+
+TEST(PlanFile, NotAPlanAndMissingFile) {
+  std::string path = tempPath("not-a-plan");
+  std::ofstream(path) << "hello";
+  EXPECT_FALSE(readPlanFile(path).isOk());
+  StatusOr<PlanFile> missing = readPlanFile(tempPath("does-not-exist"));
+  ASSERT_FALSE(missing.isOk());
+  EXPECT_NE(missing.status().message().find("cannot open"), std::string::npos);
+}
+
+TEST(PlanFile, ValidationRejectsOutOfRegionTensor) {
+  PlanFile plan = samplePlan();
+  plan.header.mutable_tensors(0)->set_offset(60);
+  EXPECT_FALSE(validatePlan(plan).isOk());
+}
+
+TEST(AtomicFile, FailedWriteKeepsPreviousFile) {
+  std::string path = tempPath("atomic.txt");
+  ASSERT_TRUE(writeFileAtomically(path, [&](FILE *f) { return writeBytes(f, "old", 3, path); }).isOk());
+  Status failed = writeFileAtomically(path, [&](FILE *f) -> Status {
+    (void)writeBytes(f, "partial", 7, path);
+    return FSDPC_ERROR(kInternal, "simulated crash");
+  });
+  EXPECT_FALSE(failed.isOk());
+  EXPECT_EQ(*readWholeFile(path), "old");
+}
+
+} // namespace

@@ -45,13 +45,6 @@ std::vector<int64_t> perSampleShape(const plan::Tensor &tensor) {
   return std::vector<int64_t>(tensor.shape().begin() + (tensor.shape_size() ? 1 : 0), tensor.shape().end());
 }
 
-int64_t product(const std::vector<int64_t> &shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
-
 } // namespace
 
 StatusOr<std::unique_ptr<Dataset>> Dataset::fromNpyDirectory(const std::string &dir, const Executor &executor) {
@@ -109,7 +102,7 @@ StatusOr<std::unique_ptr<Dataset>> Dataset::synthetic(const Executor &executor, 
     std::vector<int64_t> shape = perSampleShape(tensor);
     shape.insert(shape.begin(), numSamples);
     HostArray samples = HostArray::f32(shape, nullptr);
-    int64_t perSample = product(perSampleShape(tensor));
+    int64_t perSample = elementCount(perSampleShape(tensor));
     for (int64_t s = 0; s < numSamples; ++s) {
       NormalStream normal(splitMix64(seed ^ splitMix64(s * 1000003 + t)));
       for (int64_t i = 0; i < perSample; ++i)
@@ -127,7 +120,7 @@ StatusOr<std::unique_ptr<Dataset>> Dataset::synthetic(const Executor &executor, 
   // position for cross entropy, the map itself (scaled) for mse.
   const plan::Tensor &labels = h.tensors(labelsTensor);
   std::vector<int64_t> labelShape = perSampleShape(labels);
-  int64_t positions = product(labelShape);
+  int64_t positions = elementCount(labelShape);
   int64_t features = teacherInput->numElements() / numSamples;
   bool classification = labels.dtype() == plan::I64;
   int64_t classes = classification ? h.num_classes() : 1;

@@ -323,6 +323,14 @@ Status crossEntropyShapes(const KernelCall &call, int64_t &rows, int64_t &classe
   return Status::ok();
 }
 
+/// The row's maximum and sum of exp(x - max), in double as the loss needs.
+void rowExpSum(const float *row, int64_t classes, float &maxValue, double &sum) {
+  maxValue = *std::max_element(row, row + classes);
+  sum = 0;
+  for (int64_t c = 0; c < classes; ++c)
+    sum += std::exp(static_cast<double>(row[c] - maxValue));
+}
+
 Status softmaxCrossEntropy(const KernelCall &call) {
   int64_t rows, classes, counted;
   FSDPC_RETURN_IF_ERROR(crossEntropyShapes(call, rows, classes));
@@ -335,10 +343,9 @@ Status softmaxCrossEntropy(const KernelCall &call) {
     if (labels[r] == ignoreIndex)
       continue;
     const float *row = logits + r * classes;
-    float maxValue = *std::max_element(row, row + classes);
-    double sum = 0;
-    for (int64_t c = 0; c < classes; ++c)
-      sum += std::exp(static_cast<double>(row[c] - maxValue));
+    float maxValue;
+    double sum;
+    rowExpSum(row, classes, maxValue, sum);
     total += std::log(sum) + maxValue - row[labels[r]];
   }
   bool mean = call.intAttr("mean", 1);
@@ -366,10 +373,9 @@ Status softmaxCrossEntropyGrad(const KernelCall &call) {
       std::fill(out, out + classes, 0.0f);
       continue;
     }
-    float maxValue = *std::max_element(row, row + classes);
-    double sum = 0;
-    for (int64_t c = 0; c < classes; ++c)
-      sum += std::exp(static_cast<double>(row[c] - maxValue));
+    float maxValue;
+    double sum;
+    rowExpSum(row, classes, maxValue, sum);
     float inv = static_cast<float>(1.0 / sum);
     for (int64_t c = 0; c < classes; ++c)
       out[c] = (std::exp(row[c] - maxValue) * inv - (c == labels[r] ? 1.0f : 0.0f)) * scale;

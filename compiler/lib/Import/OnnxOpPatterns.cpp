@@ -156,14 +156,22 @@ LogicalResult convertConstant(NodeImporter &n) {
   return success();
 }
 
-LogicalResult convertFlatten(NodeImporter &n) {
-  Value x = n.input(0);
+/// `x` as [prod(dims before axis), prod(dims from axis)], ONNX's 2-D
+/// coercion (Flatten, and Softmax before opset 13); `axis` defaults to 1.
+FailureOr<Value> coerceTo2d(NodeImporter &n, Value x) {
   ArrayRef<int64_t> shape = shapeOf(x);
   int64_t rank = shape.size();
   int64_t axis = normalizeAxis(n.intAttr("axis", 1), rank);
   if (axis < 0 || axis > rank)
     return n.fail("axis " + Twine(n.intAttr("axis", 1)) + " is out of range for rank " + Twine(rank));
-  n.setOutput(0, reshape(n, x, {product(shape.take_front(axis)), product(shape.drop_front(axis))}));
+  return reshape(n, x, {product(shape.take_front(axis)), product(shape.drop_front(axis))});
+}
+
+LogicalResult convertFlatten(NodeImporter &n) {
+  FailureOr<Value> flat = coerceTo2d(n, n.input(0));
+  if (failed(flat))
+    return failure();
+  n.setOutput(0, *flat);
   return success();
 }
 
@@ -250,15 +258,11 @@ template <typename OpTy> LogicalResult convertSoftmax13(NodeImporter &n) {
 template <typename OpTy> LogicalResult convertSoftmax1(NodeImporter &n) {
   if (failed(requireFloatInputs(n, 1)))
     return failure();
-  Value x = n.input(0);
-  ArrayRef<int64_t> shape = shapeOf(x);
-  int64_t rank = shape.size();
-  int64_t axis = normalizeAxis(n.intAttr("axis", 1), rank);
-  if (axis < 0 || axis > rank)
-    return n.fail("axis " + Twine(n.intAttr("axis", 1)) + " is out of range for rank " + Twine(rank));
-  Value flat = reshape(n, x, {product(shape.take_front(axis)), product(shape.drop_front(axis))});
-  Value y = OpTy::create(n.builder, n.loc, flat, n.builder.getI64IntegerAttr(1));
-  n.setOutput(0, reshape(n, y, shape));
+  FailureOr<Value> flat = coerceTo2d(n, n.input(0));
+  if (failed(flat))
+    return failure();
+  Value y = OpTy::create(n.builder, n.loc, *flat, n.builder.getI64IntegerAttr(1));
+  n.setOutput(0, reshape(n, y, shapeOf(n.input(0))));
   return success();
 }
 

@@ -22,18 +22,21 @@ inline size_t dtypeSize(plan::DType dtype) {
   }
 }
 
+/// Elements of a shape (1 for a scalar).
+inline int64_t elementCount(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
 /// Row-major array; `bytes` holds the elements of `dtype` (f32 or i64).
 struct HostArray {
   plan::DType dtype = plan::F32;
   std::vector<int64_t> shape;
   std::vector<uint8_t> bytes;
 
-  int64_t numElements() const {
-    int64_t n = 1;
-    for (int64_t d : shape)
-      n *= d;
-    return n;
-  }
+  int64_t numElements() const { return elementCount(shape); }
   template <typename T> T *data() { return reinterpret_cast<T *>(bytes.data()); }
   template <typename T> const T *data() const { return reinterpret_cast<const T *>(bytes.data()); }
 

@@ -9,6 +9,7 @@
 #ifndef FSDPC_RUNTIME_KERNELS_H
 #define FSDPC_RUNTIME_KERNELS_H
 
+#include "fsdpc/runtime/HostArray.h"
 #include "fsdpc/runtime/Status.h"
 #include "plan.pb.h"
 
@@ -23,12 +24,7 @@ struct TensorView {
   plan::DType dtype = plan::F32;
   std::vector<int64_t> shape;
 
-  int64_t numElements() const {
-    int64_t n = 1;
-    for (int64_t d : shape)
-      n *= d;
-    return n;
-  }
+  int64_t numElements() const { return elementCount(shape); }
   float *f32() const { return static_cast<float *>(data); }
   int64_t *i64() const { return static_cast<int64_t *>(data); }
 };

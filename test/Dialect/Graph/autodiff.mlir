@@ -56,3 +56,16 @@ func.func @train_step(%p: tensor<6xf32> {graph.param = "p"}, %q: tensor<3x2xf32>
   %7 = graph.softmax_cross_entropy %6, %labels : (tensor<3x2xf32>, tensor<3xi64>) -> tensor<f32>
   return %7 : tensor<f32>
 }
+
+// -----
+
+// Tests the sigmoid and neg rules.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[NG:.*]] = graph.neg %{{.*}} : tensor<4xf32>
+// CHECK: graph.sigmoid_grad %{{.*}}, %[[NG]] : tensor<4xf32>
+func.func @train_step(%p: tensor<4xf32> {graph.param = "p"}, %t: tensor<4xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}) {
+  %0 = graph.sigmoid %p : tensor<4xf32>
+  %1 = graph.neg %0 : tensor<4xf32>
+  %2 = graph.mse_loss %1, %t : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+  return %2 : tensor<f32>
+}

@@ -61,7 +61,8 @@ func.func @train_step(%p: tensor<6xf32> {graph.param = "p"}, %q: tensor<3x2xf32>
 
 // Tests the sigmoid and neg rules.
 // CHECK-LABEL: func.func @train_step
-// CHECK: %[[NG:.*]] = graph.neg %{{.*}} : tensor<4xf32>
+// CHECK: %[[DY:.*]] = graph.mse_loss_grad
+// CHECK: %[[NG:.*]] = graph.neg %[[DY]] : tensor<4xf32>
 // CHECK: graph.sigmoid_grad %{{.*}}, %[[NG]] : tensor<4xf32>
 func.func @train_step(%p: tensor<4xf32> {graph.param = "p"}, %t: tensor<4xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}) {
   %0 = graph.sigmoid %p : tensor<4xf32>

@@ -266,3 +266,35 @@ TEST(Kernels, SgdMomentumMatchesTorchFormula) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(Kernels, NegScaleCopyFill) {
+  Buffer x = randomBuffer({3, 4}, 18), y = zeros({3, 4}), flat = zeros({12});
+  ASSERT_TRUE(runKernel("neg", {&x}, {&y}).isOk());
+  std::vector<double> want;
+  for (float v : x.f)
+    want.push_back(-v);
+  expectNear(y.f, want, 0);
+
+  plan::Instruction scale;
+  (*scale.mutable_float_attrs())["factor"] = 0.25;
+  ASSERT_TRUE(runKernel("scale", {&x}, {&y}, scale).isOk());
+  want.clear();
+  for (float v : x.f)
+    want.push_back(v * 0.25);
+  expectNear(y.f, want, 1e-7);
+
+  // copy is how reshapes run: same elements, another shape.
+  ASSERT_TRUE(runKernel("copy", {&x}, {&flat}).isOk());
+  EXPECT_EQ(flat.f, x.f);
+  Buffer wrong = zeros({5});
+  EXPECT_FALSE(runKernel("copy", {&x}, {&wrong}).isOk());
+
+  plan::Instruction fill;
+  (*fill.mutable_float_attrs())["value"] = 1.5;
+  ASSERT_TRUE(runKernel("fill", {}, {&flat}, fill).isOk());
+  EXPECT_EQ(flat.f, std::vector<float>(12, 1.5f));
+}
+
+} // namespace

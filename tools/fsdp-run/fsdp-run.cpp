@@ -4,6 +4,7 @@
 //                     [--save FILE.safetensors] [--seed S]
 //
 //===----------------------------------------------------------------------===//
+#include "fsdpc/runtime/Communicator.h"
 #include "fsdpc/runtime/Dataset.h"
 #include "fsdpc/runtime/Executor.h"
 #include "fsdpc/runtime/PlanFile.h"
@@ -99,8 +100,17 @@ Status parseOptions(int argc, char **argv, Options &options) {
   return Status::ok();
 }
 
+/// Set once the launch's ranks are known, so errors say which rank failed
+/// and every rank leaves MPI together.
+Communicator *communicator = nullptr;
+
 int fail(const Status &status) {
-  std::fprintf(stderr, "fsdp-run: error: %s\n", status.toString().c_str());
+  if (communicator && communicator->worldSize() > 1)
+    std::fprintf(stderr, "fsdp-run: error: rank %d: %s\n", communicator->rank(), status.toString().c_str());
+  else
+    std::fprintf(stderr, "fsdp-run: error: %s\n", status.toString().c_str());
+  if (communicator)
+    communicator->finish();
   return 1;
 }
 
@@ -115,6 +125,10 @@ int64_t countParameters(const plan::PlanHeader &header) {
 } // namespace
 
 int main(int argc, char **argv) {
+  StatusOr<std::unique_ptr<Communicator>> launched = createCommunicator(&argc, &argv);
+  if (!launched.isOk())
+    return fail(launched.status());
+  communicator = launched->get();
   Options options;
   Status parsed = parseOptions(argc, argv, options);
   if (!parsed.isOk()) {
@@ -125,15 +139,21 @@ int main(int argc, char **argv) {
   StatusOr<PlanFile> loaded = readPlanFile(options.planPath);
   if (!loaded.isOk())
     return fail(loaded.status());
+  const uint64_t planHash = loaded->contentHash;
   StatusOr<std::unique_ptr<Executor>> created = Executor::create(std::move(*loaded));
   if (!created.isOk())
     return fail(created.status());
   Executor &executor = **created;
   const plan::PlanHeader &header = executor.header();
-  const int rank = 0, worldSize = 1;
+  const int rank = communicator->rank(), worldSize = communicator->worldSize();
+  // Every rank sees the same sizes, so all refuse together, before any
+  // collective could hang.
   if (header.world_size() != static_cast<uint32_t>(worldSize))
     return fail(FSDPC_ERROR(kInvalidArgument, "plan '", options.planPath, "' was compiled for world size ",
                             header.world_size(), " but this launch has ", worldSize, " rank(s)"));
+  Status samePlan = communicator->agreeOn(planHash, "the plan's content hash");
+  if (!samePlan.isOk())
+    return fail(samePlan);
 
   StatusOr<std::unique_ptr<Dataset>> dataset =
       options.dataDir.empty() ? Dataset::synthetic(executor, options.seed, kSyntheticSamples)
@@ -142,14 +162,16 @@ int main(int argc, char **argv) {
     return fail(dataset.status());
 
   FILE *metrics = nullptr;
-  if (!options.metricsPath.empty()) {
+  const bool reports = rank == 0;
+  if (reports && !options.metricsPath.empty()) {
     metrics = std::fopen(options.metricsPath.c_str(), "w");
     if (!metrics)
       return fail(FSDPC_ERROR(kInvalidArgument, "cannot write --metrics-json file '", options.metricsPath, "': ",
                               std::strerror(errno)));
   }
 
-  std::printf("fsdp-run: %s: %" PRId64 " parameters, world size %u, global batch %" PRId64
+  if (reports)
+    std::printf("fsdp-run: %s: %" PRId64 " parameters, world size %u, global batch %" PRId64
               ", %s, tensor memory %.1f MiB, data: %s\n",
               options.planPath.c_str(), countParameters(header), header.world_size(), header.global_batch(),
               header.optimizer().c_str(), executor.tensorBytes() / 1048576.0,
@@ -162,10 +184,19 @@ int main(int argc, char **argv) {
     StatusOr<float> loss = executor.runStep(step + 1);
     if (!loss.isOk())
       return fail(loss.status());
+    if (worldSize > 1) {
+      // Every rank's loss is the mean over its equal slice of the batch.
+      Status reduced = communicator->allReduce(&*loss, 1, Reduction::kAvg, {worldSize, 1});
+      if (!reduced.isOk())
+        return fail(reduced);
+    }
     double stepMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     double samplesPerSecond = header.global_batch() / (stepMs / 1000.0);
-    std::printf("step %" PRId64 " loss %.9g step_ms %.3f samples_per_s %.1f\n", step, *loss, stepMs, samplesPerSecond);
-    std::fflush(stdout);
+    if (reports) {
+      std::printf("step %" PRId64 " loss %.9g step_ms %.3f samples_per_s %.1f\n", step, *loss, stepMs,
+                  samplesPerSecond);
+      std::fflush(stdout);
+    }
     if (metrics)
       std::fprintf(metrics,
                    "{\"step\": %" PRId64 ", \"loss\": %.9g, \"step_ms\": %.4f, \"samples_per_s\": %.2f, "
@@ -175,11 +206,12 @@ int main(int argc, char **argv) {
   if (metrics && std::fclose(metrics) != 0)
     return fail(FSDPC_ERROR(kDataLoss, "cannot write --metrics-json file '", options.metricsPath, "'"));
 
-  if (!options.savePath.empty()) {
+  if (reports && !options.savePath.empty()) {
     Status saved = writeSafetensors(executor.parameters(), options.savePath, {{"producer", "fsdp-run"}});
     if (!saved.isOk())
       return fail(saved);
     std::printf("fsdp-run: saved parameters to %s\n", options.savePath.c_str());
   }
+  communicator->finish();
   return 0;
 }

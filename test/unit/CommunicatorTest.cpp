@@ -1,0 +1,110 @@
+// Each collective against a reference computed locally, for the group shapes
+// FSDP uses: the whole world, consecutive shard groups, strided replica
+// groups. Run as one process (a world of one) and under mpirun -np 4.
+#include "fsdpc/runtime/Communicator.h"
+
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+using namespace fsdpc::runtime;
+
+namespace {
+
+int failures = 0, checks = 0;
+
+void expect(bool ok, const char *what, int rank) {
+  ++checks;
+  if (!ok) {
+    ++failures;
+    std::fprintf(stderr, "rank %d: FAILED %s\n", rank, what);
+  }
+}
+
+float valueOf(int rank, int64_t i) { return static_cast<float>(rank * 1000 + i) * 0.5f; }
+
+/// World rank of member `index` of the group that holds `rank`.
+int memberRank(int rank, int index, Group g) {
+  int blockStart = rank / (g.size * g.stride) * (g.size * g.stride);
+  return blockStart + rank % g.stride + index * g.stride;
+}
+
+void testGroup(Communicator &comm, Group g) {
+  const int rank = comm.rank();
+  const int64_t count = 5;
+  char what[128];
+
+  std::vector<float> shard(count), full(count * g.size);
+  for (int64_t i = 0; i < count; ++i)
+    shard[i] = valueOf(rank, i);
+  expect(comm.allGather(shard.data(), full.data(), count, g).isOk(), "all_gather status", rank);
+  bool same = true;
+  for (int m = 0; m < g.size; ++m)
+    for (int64_t i = 0; i < count; ++i)
+      same &= full[m * count + i] == valueOf(memberRank(rank, m, g), i);
+  std::snprintf(what, sizeof(what), "all_gather size %d stride %d", g.size, g.stride);
+  expect(same, what, rank);
+
+  for (Reduction reduction : {Reduction::kSum, Reduction::kAvg}) {
+    std::vector<float> local(count * g.size), out(count);
+    for (int64_t i = 0; i < count * g.size; ++i)
+      local[i] = valueOf(rank, i);
+    expect(comm.reduceScatter(local.data(), out.data(), count, reduction, g).isOk(), "reduce_scatter status", rank);
+    int myIndex = (rank / g.stride) % g.size;
+    bool close = true;
+    for (int64_t i = 0; i < count; ++i) {
+      double want = 0;
+      for (int m = 0; m < g.size; ++m)
+        want += valueOf(memberRank(rank, m, g), myIndex * count + i);
+      if (reduction == Reduction::kAvg)
+        want /= g.size;
+      close &= std::abs(out[i] - want) <= 1e-5 * std::abs(want);
+    }
+    std::snprintf(what, sizeof(what), "reduce_scatter %s size %d stride %d",
+                  reduction == Reduction::kSum ? "sum" : "avg", g.size, g.stride);
+    expect(close, what, rank);
+
+    std::vector<float> data(count);
+    for (int64_t i = 0; i < count; ++i)
+      data[i] = valueOf(rank, i);
+    expect(comm.allReduce(data.data(), count, reduction, g).isOk(), "all_reduce status", rank);
+    close = true;
+    for (int64_t i = 0; i < count; ++i) {
+      double want = 0;
+      for (int m = 0; m < g.size; ++m)
+        want += valueOf(memberRank(rank, m, g), i);
+      if (reduction == Reduction::kAvg)
+        want /= g.size;
+      close &= std::abs(data[i] - want) <= 1e-5 * std::abs(want);
+    }
+    std::snprintf(what, sizeof(what), "all_reduce %s size %d stride %d",
+                  reduction == Reduction::kSum ? "sum" : "avg", g.size, g.stride);
+    expect(close, what, rank);
+  }
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  StatusOr<std::unique_ptr<Communicator>> created = createCommunicator(&argc, &argv);
+  if (!created.isOk()) {
+    std::fprintf(stderr, "%s\n", created.status().toString().c_str());
+    return 1;
+  }
+  Communicator &comm = **created;
+  const int world = comm.worldSize(), rank = comm.rank();
+  testGroup(comm, {world, 1});
+  if (world % 2 == 0 && world > 2) {
+    testGroup(comm, {2, 1});           // hybrid: shard groups
+    testGroup(comm, {world / 2, 2});   // hybrid: replica groups
+  }
+  expect(!comm.allReduce(nullptr, 0, Reduction::kSum, {world + 1, 1}).isOk(), "a group larger than the world is refused",
+         rank);
+  expect(comm.agreeOn(42, "a constant").isOk(), "agreeing ranks pass", rank);
+  Status disagree = comm.agreeOn(static_cast<uint64_t>(rank), "the rank");
+  expect(world == 1 ? disagree.isOk() : !disagree.isOk(), "disagreeing ranks fail everywhere", rank);
+  if (rank == 0)
+    std::printf("%d passed, %d failed\n", checks - failures, failures);
+  comm.finish();
+  return failures ? 1 : 0;
+}

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "fsdpc/Export/PlanWriter.h"
 #include "fsdpc/Import/OnnxImporter.h"
+#include "fsdpc/Dialect/Fsdp/Transforms/Passes.h"
 #include "fsdpc/Pipelines/Pipelines.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
@@ -48,6 +49,8 @@ cl::opt<std::string> betas("betas", cl::desc("AdamW betas as B1,B2"), cl::init("
 cl::opt<double> eps("eps", cl::desc("AdamW epsilon"), cl::init(1e-8), cl::cat(category));
 cl::opt<int64_t> batchSize("batch-size", cl::desc("global batch when the model's batch dimension is symbolic"),
                            cl::init(0), cl::cat(category));
+cl::opt<std::string> wrapPolicy("wrap", cl::desc("sharding units: none, size:N or module:REGEX"), cl::init("none"),
+                                cl::cat(category));
 cl::opt<std::string> freezeRegex("freeze", cl::desc("do not train parameters whose name matches this regex"),
                                  cl::value_desc("regex"), cl::cat(category));
 
@@ -161,8 +164,9 @@ int main(int argc, char **argv) {
     return 1;
   if (!finishStage("graph"))
     return emitStage == "graph" ? 0 : 1;
-  // The fsdp stage: sharding passes run here once they exist; with one rank
-  // the training step is already what each rank runs.
+  // The fsdp stage: units now; the sharding collectives join them next.
+  if (!runPipeline([&](PassManager &pm) { pm.addPass(fsdpc::fsdp::createFsdpWrap({wrapPolicy})); }))
+    return 1;
   if (!finishStage("fsdp"))
     return emitStage == "fsdp" ? 0 : 1;
 

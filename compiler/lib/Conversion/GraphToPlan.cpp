@@ -18,6 +18,16 @@ using plan_ir::TensorKind;
 
 namespace {
 
+/// An op's kernel parameters: its own attributes, not the dialect-prefixed
+/// annotations other passes attach (such as `fsdp.uses`).
+SmallVector<NamedAttribute> kernelParams(Operation *op) {
+  SmallVector<NamedAttribute> params;
+  for (NamedAttribute attr : op->getAttrDictionary())
+    if (!attr.getName().getValue().contains('.'))
+      params.push_back(attr);
+  return params;
+}
+
 class Lowering {
 public:
   Lowering(ModuleOp module, func::FuncOp train, int64_t worldSize)
@@ -138,8 +148,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       tensors_[result] = tensors_.lookup(old);
       outputs.push_back(tensors_.lookup(old));
     }
-    SmallVector<NamedAttribute> params(op->getAttrDictionary().getValue());
-    addKernel(op->getName().stripDialect(), inputs, outputs, loc, params);
+    addKernel(op->getName().stripDialect(), inputs, outputs, loc, kernelParams(op));
     return success();
   }
 
@@ -154,7 +163,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   if (isa<graph::ReshapeOp>(op)) {
     kernel = "copy";
   } else {
-    for (NamedAttribute attr : op->getAttrDictionary()) {
+    for (NamedAttribute attr : kernelParams(op)) {
       if (attr.getName() == "reduction")
         params.push_back(builder_.getNamedAttr(
             "mean", builder_.getI64IntegerAttr(cast<StringAttr>(attr.getValue()).getValue() == "mean")));

@@ -2,6 +2,7 @@
 
 #include "fsdpc/Conversion/Passes.h"
 #include "fsdpc/Dialect/Fsdp/IR/FsdpOps.h"
+#include "fsdpc/Dialect/Fsdp/Transforms/Passes.h"
 #include "fsdpc/Dialect/Graph/Transforms/Passes.h"
 #include "fsdpc/Dialect/Plan/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -40,6 +41,7 @@ void registerFsdpcDialects(DialectRegistry &registry) {
 
 void registerFsdpcPassesAndPipelines() {
   graph::registerGraphPasses();
+  fsdp::registerFsdpPasses();
   plan_ir::registerPlanPasses();
   registerConversionPasses();
   registerCanonicalizerPass();

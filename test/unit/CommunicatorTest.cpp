@@ -29,6 +29,14 @@ int memberRank(int rank, int index, Group g) {
   return blockStart + rank % g.stride + index * g.stride;
 }
 
+/// The reduction over the group of every member's element `element`.
+double reducedValue(int rank, Group g, Reduction reduction, int64_t element) {
+  double total = 0;
+  for (int m = 0; m < g.size; ++m)
+    total += valueOf(memberRank(rank, m, g), element);
+  return reduction == Reduction::kAvg ? total / g.size : total;
+}
+
 void testGroup(Communicator &comm, Group g) {
   const int rank = comm.rank();
   const int64_t count = 5;
@@ -53,11 +61,7 @@ void testGroup(Communicator &comm, Group g) {
     int myIndex = (rank / g.stride) % g.size;
     bool close = true;
     for (int64_t i = 0; i < count; ++i) {
-      double want = 0;
-      for (int m = 0; m < g.size; ++m)
-        want += valueOf(memberRank(rank, m, g), myIndex * count + i);
-      if (reduction == Reduction::kAvg)
-        want /= g.size;
+      double want = reducedValue(rank, g, reduction, myIndex * count + i);
       close &= std::abs(out[i] - want) <= 1e-5 * std::abs(want);
     }
     std::snprintf(what, sizeof(what), "reduce_scatter %s size %d stride %d",
@@ -70,11 +74,7 @@ void testGroup(Communicator &comm, Group g) {
     expect(comm.allReduce(data.data(), count, reduction, g).isOk(), "all_reduce status", rank);
     close = true;
     for (int64_t i = 0; i < count; ++i) {
-      double want = 0;
-      for (int m = 0; m < g.size; ++m)
-        want += valueOf(memberRank(rank, m, g), i);
-      if (reduction == Reduction::kAvg)
-        want /= g.size;
+      double want = reducedValue(rank, g, reduction, i);
       close &= std::abs(data[i] - want) <= 1e-5 * std::abs(want);
     }
     std::snprintf(what, sizeof(what), "all_reduce %s size %d stride %d",

@@ -2,6 +2,7 @@
 #include "fsdpc/Conversion/Passes.h"
 
 #include "fsdpc/Dialect/Graph/IR/GraphOps.h"
+#include "fsdpc/Dialect/Graph/Transforms/Passes.h"
 #include "fsdpc/Dialect/Plan/IR/PlanOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -224,11 +225,9 @@ struct ConvertGraphToPlanPass : public fsdpc::impl::ConvertGraphToPlanBase<Conve
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto train = module.lookupSymbol<func::FuncOp>(graph::kTrainStepFunc);
-    if (!train) {
-      module.emitError("convert-graph-to-plan: the module has no function @train_step");
+    func::FuncOp train = graph::lookupFunction(module, graph::kTrainStepFunc, "convert-graph-to-plan");
+    if (!train)
       return signalPassFailure();
-    }
     if (worldSize < 1) {
       module.emitError("convert-graph-to-plan: world-size must be positive");
       return signalPassFailure();

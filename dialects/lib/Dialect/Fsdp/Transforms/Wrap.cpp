@@ -7,6 +7,7 @@
 #include "fsdpc/Dialect/Fsdp/Transforms/Passes.h"
 
 #include "fsdpc/Dialect/Graph/IR/GraphDialect.h"
+#include "fsdpc/Dialect/Graph/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SetVector.h"
@@ -48,11 +49,9 @@ struct FsdpWrapPass : public fsdpc::fsdp::impl::FsdpWrapBase<FsdpWrapPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto train = module.lookupSymbol<func::FuncOp>(graph::kTrainStepFunc);
-    if (!train) {
-      module.emitError("fsdp-wrap: the module has no function @train_step");
+    func::FuncOp train = graph::lookupFunction(module, graph::kTrainStepFunc, "fsdp-wrap");
+    if (!train)
       return signalPassFailure();
-    }
     std::vector<Param> params;
     for (BlockArgument arg : train.getArguments())
       if (auto name = train.getArgAttrOfType<StringAttr>(arg.getArgNumber(), graph::kParamAttr))

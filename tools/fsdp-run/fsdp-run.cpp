@@ -31,6 +31,7 @@ struct Options {
   std::string metricsPath;
   std::string savePath;
   uint64_t seed = 0;
+  bool help = false;
 };
 
 const char *kUsage = "usage: fsdp-run PLAN [--steps N] [--data DIR] [--metrics-json FILE] [--save FILE.safetensors] "
@@ -85,8 +86,8 @@ Status parseOptions(int argc, char **argv, Options &options) {
     } else if (arg == "--save") {
       FSDPC_RETURN_IF_ERROR(takeValue(options.savePath));
     } else if (arg == "--help" || arg == "-h") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
+      options.help = true;
+      return Status::ok();
     } else if (arg.rfind("-", 0) == 0) {
       return FSDPC_ERROR(kInvalidArgument, "unknown option '", arg, "'");
     } else if (options.planPath.empty()) {
@@ -134,6 +135,12 @@ int main(int argc, char **argv) {
   if (!parsed.isOk()) {
     std::fputs(kUsage, stderr);
     return fail(parsed);
+  }
+  if (options.help) {
+    // Through finish(), not exit(): under mpirun every rank must leave MPI.
+    std::fputs(kUsage, stdout);
+    communicator->finish();
+    return 0;
   }
 
   StatusOr<PlanFile> loaded = readPlanFile(options.planPath);

@@ -159,20 +159,12 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   SmallVector<Attribute> outputs;
   for (Value result : op->getResults())
     outputs.push_back(transientFor(result));
-  SmallVector<NamedAttribute> params;
-  StringRef kernel = op->getName().stripDialect();
-  if (isa<graph::ReshapeOp>(op)) {
-    kernel = "copy";
-  } else {
-    for (NamedAttribute attr : kernelParams(op)) {
-      if (attr.getName() == "reduction")
-        params.push_back(builder_.getNamedAttr(
-            "mean", builder_.getI64IntegerAttr(cast<StringAttr>(attr.getValue()).getValue() == "mean")));
-      else
-        params.push_back(attr);
-    }
-  }
-  addKernel(kernel, inputs, outputs, loc, params);
+  // A reshape is a copy into the new shape; other ops keep their attributes
+  // (the plan writer turns `reduction` into the runtime's `mean` flag).
+  if (isa<graph::ReshapeOp>(op))
+    addKernel("copy", inputs, outputs, loc, {});
+  else
+    addKernel(op->getName().stripDialect(), inputs, outputs, loc, kernelParams(op));
   return success();
 }
 

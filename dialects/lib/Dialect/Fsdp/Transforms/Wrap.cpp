@@ -133,14 +133,9 @@ struct FsdpWrapPass : public fsdpc::fsdp::impl::FsdpWrapBase<FsdpWrapPass> {
       for (size_t i = 0; i < params.size(); ++i) {
         // The innermost module prefix of the name that matches.
         std::string match;
-        StringRef prefix(params[i].name);
-        while (true) {
-          size_t dot = prefix.rfind('.');
-          if (dot == StringRef::npos)
-            break;
-          prefix = prefix.substr(0, dot);
+        for (std::string prefix = params[i].module; !prefix.empty(); prefix = moduleOf(prefix)) {
           if (regex.match(prefix)) {
-            match = prefix.str();
+            match = prefix;
             break;
           }
         }

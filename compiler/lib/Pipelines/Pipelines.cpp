@@ -30,6 +30,11 @@ void buildTrainStepPipeline(OpPassManager &pm, const TrainStepOptions &options) 
   pm.addPass(createCSEPass());
 }
 
+void buildShardPipeline(OpPassManager &pm, const ShardOptions &options) {
+  pm.addPass(fsdp::createFsdpWrap({options.wrap}));
+  pm.addPass(fsdp::createFsdpShard({options.strategy, options.worldSize, options.shardGroupSize}));
+}
+
 void buildLowerToPlanPipeline(OpPassManager &pm, const LowerToPlanOptions &options) {
   pm.addPass(createConvertGraphToPlan({options.worldSize}));
   pm.addNestedPass<plan_ir::ProgramOp>(plan_ir::createPlanAllocate());
@@ -49,6 +54,8 @@ void registerFsdpcPassesAndPipelines() {
   PassPipelineRegistration<TrainStepOptions>("fsdpc-train-step",
                                              "build @train_step: loss, reverse-mode gradients, optimizer",
                                              buildTrainStepPipeline);
+  PassPipelineRegistration<ShardOptions>("fsdpc-shard", "group parameters into units and shard them",
+                                         buildShardPipeline);
   PassPipelineRegistration<LowerToPlanOptions>("fsdpc-lower-to-plan",
                                                "lower @train_step to an allocated plan.program",
                                                buildLowerToPlanPipeline);

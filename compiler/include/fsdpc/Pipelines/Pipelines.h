@@ -2,10 +2,11 @@
 //
 //   fsdpc-train-step:  graph-append-loss, graph-autodiff, graph-optimizer,
 //                      canonicalize, cse                (@forward -> @train_step)
+//   fsdpc-shard:       fsdp-wrap, fsdp-shard           (units and collectives)
 //   fsdpc-lower-to-plan: convert-graph-to-plan, plan-allocate
 //
-// `fsdpc` runs them with a stage boundary (and an IR dump) after each; the
-// fsdp stage in between gains its passes with sharding.
+// `fsdpc` runs them in that order with a stage boundary (and an IR dump)
+// after each.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDPC_PIPELINES_PIPELINES_H
@@ -32,11 +33,21 @@ struct TrainStepOptions : public mlir::PassPipelineOptions<TrainStepOptions> {
   Option<double> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"), llvm::cl::init(0.0)};
 };
 
+struct ShardOptions : public mlir::PassPipelineOptions<ShardOptions> {
+  Option<std::string> wrap{*this, "wrap", llvm::cl::desc("none, size:N or module:REGEX"), llvm::cl::init("none")};
+  Option<std::string> strategy{*this, "strategy", llvm::cl::desc("full_shard, shard_grad_op, no_shard, hybrid_shard"),
+                               llvm::cl::init("full_shard")};
+  Option<int64_t> worldSize{*this, "world-size", llvm::cl::desc("ranks"), llvm::cl::init(1)};
+  Option<int64_t> shardGroupSize{*this, "shard-group-size", llvm::cl::desc("ranks per shard group (hybrid_shard)"),
+                                 llvm::cl::init(0)};
+};
+
 struct LowerToPlanOptions : public mlir::PassPipelineOptions<LowerToPlanOptions> {
   Option<int64_t> worldSize{*this, "world-size", llvm::cl::desc("ranks"), llvm::cl::init(1)};
 };
 
 void buildTrainStepPipeline(mlir::OpPassManager &pm, const TrainStepOptions &options);
+void buildShardPipeline(mlir::OpPassManager &pm, const ShardOptions &options);
 void buildLowerToPlanPipeline(mlir::OpPassManager &pm, const LowerToPlanOptions &options);
 
 /// Our dialects, and the ones our passes create.

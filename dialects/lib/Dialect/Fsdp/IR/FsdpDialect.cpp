@@ -50,6 +50,17 @@ LogicalResult verifyShardSizes(Operation *op, int64_t full, int64_t shard, int64
 LogicalResult UnitOp::verify() {
   if (getParams().empty())
     return emitOpError("must hold at least one parameter");
+  if (getParamTypes().size() != getParams().size())
+    return emitOpError("has ") << getParams().size() << " parameters but " << getParamTypes().size() << " types";
+  int64_t total = 0;
+  for (Attribute attr : getParamTypes()) {
+    auto type = dyn_cast<RankedTensorType>(cast<TypeAttr>(attr).getValue());
+    if (!type || !type.hasStaticShape() || !type.getElementType().isF32())
+      return emitOpError("parameter types must be static f32 tensors, got ") << attr;
+    total += type.getNumElements();
+  }
+  if (total != getFlatSize())
+    return emitOpError("flat_size (") << getFlatSize() << ") must be the parameters' element count (" << total << ")";
   if (getFlatSize() < 1 || getPaddedSize() < getFlatSize())
     return emitOpError("padded_size (") << getPaddedSize() << ") must be at least flat_size (" << getFlatSize()
                                         << ") and flat_size positive";
@@ -89,14 +100,51 @@ LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &symbolTable) 
   return verifyUnitUse(*this, symbolTable, getUnitAttr());
 }
 
+LogicalResult ParamViewOp::verify() {
+  int64_t count = cast<RankedTensorType>(getResult().getType()).getNumElements();
+  if (getOffset() < 0 || getOffset() + count > flatSize(getFlat()))
+    return emitOpError("elements [") << getOffset() << ", " << getOffset() + count << ") are outside the flat tensor of "
+                                     << flatSize(getFlat()) << " elements";
+  return success();
+}
+
+LogicalResult FlattenOp::verify() {
+  int64_t total = 0;
+  for (Value grad : getGrads())
+    total += cast<RankedTensorType>(grad.getType()).getNumElements();
+  if (total > flatSize(getResult()))
+    return emitOpError("gradients of ") << total << " elements do not fit a flat tensor of " << flatSize(getResult());
+  return success();
+}
+LogicalResult FlattenOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto unit = symbolTable.lookupNearestSymbolFrom<UnitOp>(*this, getUnitAttr());
+  if (!unit)
+    return emitOpError("references an undefined unit ") << getUnitAttr();
+  if (unit.getParamTypes().size() != getGrads().size())
+    return emitOpError("has ") << getGrads().size() << " gradients for the " << unit.getParamTypes().size()
+                               << " parameters of " << getUnitAttr();
+  for (auto [grad, type] : llvm::zip(getGrads(), unit.getParamTypes()))
+    if (grad.getType() != cast<TypeAttr>(type).getValue())
+      return emitOpError("gradient type ") << grad.getType() << " does not match its parameter's type "
+                                           << cast<TypeAttr>(type).getValue();
+  if (flatSize(getResult()) != unit.getPaddedSize())
+    return emitOpError("result must have the unit's padded_size (") << unit.getPaddedSize() << ") elements";
+  return success();
+}
+
 LogicalResult FreeOp::verify() {
   if (!getValue().getDefiningOp<AllGatherOp>())
     return emitOpError("operand must be the result of fsdp.all_gather");
-  // Nothing may read the value after it is freed.
+  // Nothing may read the value, or a view of it, after it is freed.
+  SmallVector<Value> readers = {getValue()};
   for (Operation *user : getValue().getUsers())
-    if (user != getOperation() && user->getBlock() == getOperation()->getBlock() &&
-        getOperation()->isBeforeInBlock(user))
-      return emitOpError("value is used after it is freed");
+    if (auto view = dyn_cast<ParamViewOp>(user))
+      readers.push_back(view.getResult());
+  for (Value value : readers)
+    for (Operation *user : value.getUsers())
+      if (user != getOperation() && user->getBlock() == getOperation()->getBlock() &&
+          getOperation()->isBeforeInBlock(user))
+        return emitOpError("value is used after it is freed");
   return success();
 }
 

@@ -24,8 +24,8 @@ using namespace fsdpc;
 
 namespace {
 
-constexpr llvm::StringLiteral kUnitAttr = "fsdp.unit";
-constexpr llvm::StringLiteral kUsesAttr = "fsdp.uses";
+using fsdp::kUnitAttr;
+using fsdp::kUsesAttr;
 
 struct Param {
   BlockArgument arg;
@@ -71,15 +71,16 @@ struct FsdpWrapPass : public fsdpc::fsdp::impl::FsdpWrapBase<FsdpWrapPass> {
     SymbolTable symbols(module);
     DenseMap<Value, FlatSymbolRefAttr> unitOfParam;
     for (Unit &unit : units) {
-      SmallVector<Attribute> names;
+      SmallVector<Attribute> names, types;
       int64_t flatSize = 0;
       for (size_t i : unit.params) {
         names.push_back(builder.getStringAttr(params[i].name));
+        types.push_back(TypeAttr::get(params[i].arg.getType()));
         flatSize += params[i].numel;
       }
       auto op = fsdp::UnitOp::create(builder, train.getLoc(), builder.getStringAttr(unit.name),
-                                     builder.getArrayAttr(names), builder.getI64IntegerAttr(flatSize),
-                                     builder.getI64IntegerAttr(flatSize));
+                                     builder.getArrayAttr(names), builder.getArrayAttr(types),
+                                     builder.getI64IntegerAttr(flatSize), builder.getI64IntegerAttr(flatSize));
       symbols.insert(op); // uniquifies a name that clashes
       auto ref = FlatSymbolRefAttr::get(op.getSymNameAttr());
       for (size_t i : unit.params) {

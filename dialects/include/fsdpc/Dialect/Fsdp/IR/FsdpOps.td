@@ -17,19 +17,25 @@ def Fsdp_UnitOp : Fsdp_Op<"unit", [Symbol]> {
 
     - `sym_name`: the unit's name, referenced by collectives.
     - `params`: the parameters' names (ONNX initializer names), in flat order.
+    - `param_types`: their tensor types, in the same order; parameter `i`
+      starts at the sum of the element counts of the parameters before it.
     - `flat_size`: the total element count of the parameters.
     - `padded_size`: `flat_size` rounded up to a multiple of the group size.
 
     ```mlir
-    fsdp.unit @unit0 params ["fc1.weight", "fc1.bias"] flat_size 22528 padded_size 22528
+    fsdp.unit @unit0 params ["fc1.weight", "fc1.bias"] : [tensor<2048x10xf32>, tensor<2048xf32>]
+        flat_size 22528 padded_size 22528
     ```
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name, StrArrayAttr:$params, I64Attr:$flat_size, I64Attr:$padded_size);
-  let assemblyFormat = "$sym_name `params` $params `flat_size` $flat_size `padded_size` $padded_size attr-dict";
+  let arguments = (ins SymbolNameAttr:$sym_name, StrArrayAttr:$params, TypeArrayAttr:$param_types,
+                       I64Attr:$flat_size, I64Attr:$padded_size);
+  let assemblyFormat = [{
+    $sym_name `params` $params `:` $param_types `flat_size` $flat_size `padded_size` $padded_size attr-dict
+  }];
   let hasVerifier = 1;
 }
 
-class Fsdp_CollectiveOp<string mnemonic, list<Trait> traits = []> :
+class Fsdp_UnitUserOp<string mnemonic, list<Trait> traits = []> :
     Fsdp_Op<mnemonic, !listconcat(traits, [DeclareOpInterfaceMethods<SymbolUserOpInterface>])> {
 }
 
@@ -53,7 +59,7 @@ def Fsdp_ShardOp : Fsdp_Op<"shard", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Fsdp_AllGatherOp : Fsdp_CollectiveOp<"all_gather"> {
+def Fsdp_AllGatherOp : Fsdp_UnitUserOp<"all_gather"> {
   let summary = "the full flat parameter of a unit, gathered from all shards";
   let description = [{
     Concatenates the `shard` of every rank of the group in rank order.
@@ -75,7 +81,7 @@ def Fsdp_AllGatherOp : Fsdp_CollectiveOp<"all_gather"> {
   let hasVerifier = 1;
 }
 
-def Fsdp_ReduceScatterOp : Fsdp_CollectiveOp<"reduce_scatter"> {
+def Fsdp_ReduceScatterOp : Fsdp_UnitUserOp<"reduce_scatter"> {
   let summary = "this rank's shard of the sum or mean of a flat gradient over the group";
   let description = [{
     Reduces `input` elementwise over the group, then keeps this rank's shard
@@ -98,7 +104,7 @@ def Fsdp_ReduceScatterOp : Fsdp_CollectiveOp<"reduce_scatter"> {
   let hasVerifier = 1;
 }
 
-def Fsdp_AllReduceOp : Fsdp_CollectiveOp<"all_reduce", [SameOperandsAndResultType]> {
+def Fsdp_AllReduceOp : Fsdp_UnitUserOp<"all_reduce", [SameOperandsAndResultType]> {
   let summary = "the sum or mean of a tensor over the group, on every rank";
   let description = [{
     - `input`: the local tensor.
@@ -118,12 +124,56 @@ def Fsdp_AllReduceOp : Fsdp_CollectiveOp<"all_reduce", [SameOperandsAndResultTyp
   let hasVerifier = 1;
 }
 
+def Fsdp_ParamViewOp : Fsdp_Op<"param_view", [Pure]> {
+  let summary = "one parameter of a unit, read in place from its flat parameter";
+  let description = [{
+    The elements `[offset, offset + N)` of a unit's full flat parameter (a
+    gathered one, or the local one when the unit is not sharded), seen with
+    the parameter's shape; N is the element count of the result. The plan
+    lowers it to an alias, not a copy.
+
+    - `flat`: the unit's full flat parameter.
+    - `param`: the parameter's name, for reading the IR.
+    - `offset`: its first element in `flat`.
+
+    ```mlir
+    %w = fsdp.param_view %full {param = "fc1.weight", offset = 0 : i64} : tensor<22528xf32> -> tensor<2048x10xf32>
+    ```
+  }];
+  let arguments = (ins Fsdp_FlatTensor:$flat, StrAttr:$param, I64Attr:$offset);
+  let results = (outs StaticShapeTensorOf<[F32]>:$result);
+  let assemblyFormat = "$flat attr-dict `:` type($flat) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Fsdp_FlattenOp : Fsdp_UnitUserOp<"flatten", [Pure]> {
+  let summary = "a unit's parameter gradients as one padded flat gradient";
+  let description = [{
+    Concatenates the flattened `grads` in the unit's parameter order and
+    fills the rest of the result (the padding) with zeros: the flat gradient
+    that a reduce-scatter or all-reduce consumes. The plan lowers it by
+    letting each gradient's producer write into its place.
+
+    - `grads`: one gradient per parameter of `unit`, in the unit's order.
+    - `unit`: the unit.
+
+    ```mlir
+    %flat = fsdp.flatten %gw, %gb {unit = @unit0} : tensor<2048x10xf32>, tensor<2048xf32> -> tensor<22528xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<StaticShapeTensorOf<[F32]>>:$grads, FlatSymbolRefAttr:$unit);
+  let results = (outs Fsdp_FlatTensor:$result);
+  let assemblyFormat = "$grads attr-dict `:` type($grads) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 def Fsdp_FreeOp : Fsdp_Op<"free", [MemoryEffects<[MemFree]>]> {
   let summary = "the end of a gathered parameter's life";
   let description = [{
     Marks the point after which `value` (a gathered flat parameter) is no
     longer needed, so its memory returns to the arena. Only `fsdp.all_gather`
-    results may be freed, and nothing may use them afterwards.
+    results may be freed, and nothing may use them, or the parameter views
+    taken from them, afterwards.
 
     - `value`: the gathered tensor.
 

@@ -32,4 +32,41 @@ def FsdpWrap : Pass<"fsdp-wrap", "mlir::ModuleOp"> {
   let dependentDialects = ["::fsdpc::fsdp::FsdpDialect"];
 }
 
+def FsdpShard : Pass<"fsdp-shard", "mlir::ModuleOp"> {
+  let summary = "shard each unit's flat parameter, gradient and optimizer state by a strategy";
+  let description = [{
+    Runs after fsdp-wrap on @train_step. Each unit's parameters become one
+    flat parameter padded to a multiple of the shard group size S; the
+    function takes this rank's shard of it (`fsdp.shard_of`) and of each
+    optimizer-state slot (`fsdp.state_shard_of`), and the per-parameter
+    optimizer updates become one update of the unit's shards at the end of
+    the step. Ops read parameters through `fsdp.param_view` of a full flat
+    parameter; each unit's gradients are combined by `fsdp.flatten` as soon
+    as the last of them is computed. By strategy (N = world size):
+
+    - `full_shard` (S = N): `fsdp.all_gather` before the unit's first use in
+      forward and `fsdp.free` after its last; the same again around its uses
+      in backward (none if backward does not read it); `fsdp.reduce_scatter`
+      (mean) of the flat gradient.
+    - `shard_grad_op` (S = N): one gather, kept from the first forward use to
+      the last backward use; gradients as in full_shard.
+    - `no_shard` (S = 1): replicated flat parameters, `fsdp.all_reduce`
+      (mean) of the flat gradient over the world (DDP).
+    - `hybrid_shard` (S = `shard-group-size`): full_shard inside groups of S
+      consecutive ranks, then `fsdp.all_reduce` (mean) of the gradient shard
+      across the N / S ranks that hold the same shard.
+
+    Collectives over a group of one rank are left out, so at N = 1 every
+    strategy is plain single-process training on flat parameters.
+  }];
+  let options = [
+    Option<"strategy", "strategy", "std::string", /*default=*/"\"full_shard\"",
+           "full_shard, shard_grad_op, no_shard or hybrid_shard">,
+    Option<"worldSize", "world-size", "int64_t", /*default=*/"1", "number of ranks">,
+    Option<"shardGroupSize", "shard-group-size", "int64_t", /*default=*/"0",
+           "ranks per shard group (hybrid_shard only)">
+  ];
+  let dependentDialects = ["::fsdpc::fsdp::FsdpDialect"];
+}
+
 #endif // FSDPC_DIALECT_FSDP_TRANSFORMS_PASSES_TD

@@ -1,0 +1,338 @@
+//===- Shard.cpp - fsdp-shard ---------------------------------------------===//
+//
+// Rewrites @train_step so that each rank holds only its shard of every
+// unit's flat parameter, gradient and optimizer state, and makes every
+// collective and free of the chosen strategy explicit in program order.
+//
+//===----------------------------------------------------------------------===//
+#include "fsdpc/Dialect/Fsdp/Transforms/Passes.h"
+
+#include "fsdpc/Dialect/Fsdp/IR/FsdpDialect.h"
+#include "fsdpc/Dialect/Graph/IR/GraphDialect.h"
+#include "fsdpc/Dialect/Graph/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace fsdpc::fsdp {
+#define GEN_PASS_DEF_FSDPSHARD
+#include "fsdpc/Dialect/Fsdp/Transforms/Passes.h.inc"
+} // namespace fsdpc::fsdp
+
+using namespace mlir;
+using namespace fsdpc;
+
+namespace {
+
+enum class Strategy { kFullShard, kShardGradOp, kNoShard, kHybridShard };
+
+/// One unit with the arguments and optimizer updates of its parameters.
+struct UnitParams {
+  fsdp::UnitOp unit;
+  SmallVector<BlockArgument> params;
+  SmallVector<Operation *> updates;
+};
+
+RankedTensorType flatType(MLIRContext *context, int64_t size) {
+  return RankedTensorType::get({size}, Float32Type::get(context));
+}
+
+/// The earliest and latest of `ops` in their block.
+Operation *earliest(ArrayRef<Operation *> ops) {
+  Operation *first = ops.front();
+  for (Operation *op : ops)
+    if (op->isBeforeInBlock(first))
+      first = op;
+  return first;
+}
+Operation *latest(ArrayRef<Operation *> ops) {
+  Operation *last = ops.front();
+  for (Operation *op : ops)
+    if (last->isBeforeInBlock(op))
+      last = op;
+  return last;
+}
+
+/// The values an optimizer update reads as state, and whether it is one.
+std::optional<SmallVector<Value>> updateState(Operation *op) {
+  if (auto adamw = dyn_cast<graph::AdamwUpdateOp>(op))
+    return SmallVector<Value>{adamw.getExpAvg(), adamw.getExpAvgSq()};
+  if (auto sgd = dyn_cast<graph::SgdUpdateOp>(op))
+    return SmallVector<Value>(sgd.getState().begin(), sgd.getState().end());
+  return std::nullopt;
+}
+Value updateGrad(Operation *op) { return op->getOperand(1); }
+Value updateStep(Operation *op) { return op->getOperands().back(); }
+
+/// The kernel parameters of an update (its own attributes, not annotations).
+DictionaryAttr hyperParameters(Operation *op) {
+  SmallVector<NamedAttribute> attrs;
+  for (NamedAttribute attr : op->getAttrDictionary())
+    if (!attr.getName().getValue().contains('.'))
+      attrs.push_back(attr);
+  return DictionaryAttr::get(op->getContext(), attrs);
+}
+
+struct FsdpShardPass : public fsdpc::fsdp::impl::FsdpShardBase<FsdpShardPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    func::FuncOp train = graph::lookupFunction(module, graph::kTrainStepFunc, "fsdp-shard");
+    if (!train)
+      return signalPassFailure();
+    Strategy kind;
+    if (strategy == "full_shard")
+      kind = Strategy::kFullShard;
+    else if (strategy == "shard_grad_op")
+      kind = Strategy::kShardGradOp;
+    else if (strategy == "no_shard")
+      kind = Strategy::kNoShard;
+    else if (strategy == "hybrid_shard")
+      kind = Strategy::kHybridShard;
+    else {
+      train.emitError() << "fsdp-shard: unknown strategy '" << strategy
+                         << "' (expected full_shard, shard_grad_op, no_shard or hybrid_shard)";
+      return signalPassFailure();
+    }
+    if (worldSize < 1) {
+      train.emitError() << "fsdp-shard: world-size must be positive, got " << static_cast<int64_t>(worldSize);
+      return signalPassFailure();
+    }
+    if (kind != Strategy::kHybridShard && shardGroupSize != 0) {
+      train.emitError() << "fsdp-shard: shard-group-size applies only to hybrid_shard, not " << strategy;
+      return signalPassFailure();
+    }
+    if (kind == Strategy::kHybridShard && (shardGroupSize < 1 || worldSize % shardGroupSize != 0)) {
+      train.emitError() << "fsdp-shard: hybrid_shard needs a shard-group-size that divides the world size "
+                         << static_cast<int64_t>(worldSize) << ", got " << static_cast<int64_t>(shardGroupSize);
+      return signalPassFailure();
+    }
+    kind_ = kind;
+    groupSize_ = kind == Strategy::kNoShard ? 1 : kind == Strategy::kHybridShard ? shardGroupSize : worldSize;
+
+    if (failed(shard(module, train)))
+      return signalPassFailure();
+    Builder b(module.getContext());
+    module->setAttr(fsdp::kStrategyAttr, b.getStringAttr(strategy));
+    module->setAttr(fsdp::kWorldSizeAttr, b.getI64IntegerAttr(worldSize));
+    module->setAttr(fsdp::kShardGroupSizeAttr, b.getI64IntegerAttr(groupSize_));
+  }
+
+  LogicalResult collectUnits(ModuleOp module, func::FuncOp train, SmallVectorImpl<UnitParams> &units);
+  LogicalResult shard(ModuleOp module, func::FuncOp train);
+  /// Points the uses of the unit's parameters in `users` at views of `flat`
+  /// created at the builder's insertion point.
+  void readThroughViews(OpBuilder &builder, UnitParams &unit, Value flat, ArrayRef<Operation *> users);
+
+  Strategy kind_ = Strategy::kFullShard;
+  int64_t groupSize_ = 1;
+};
+
+LogicalResult FsdpShardPass::collectUnits(ModuleOp module, func::FuncOp train, SmallVectorImpl<UnitParams> &units) {
+  llvm::StringMap<BlockArgument> paramByName;
+  for (BlockArgument arg : train.getArguments())
+    if (auto name = train.getArgAttrOfType<StringAttr>(arg.getArgNumber(), graph::kParamAttr))
+      paramByName[name.getValue()] = arg;
+  for (fsdp::UnitOp unit : module.getOps<fsdp::UnitOp>()) {
+    UnitParams entry{unit, {}, {}};
+    for (Attribute name : unit.getParams()) {
+      StringRef param = cast<StringAttr>(name).getValue();
+      auto it = paramByName.find(param);
+      if (it == paramByName.end())
+        return unit.emitOpError("fsdp-shard: parameter '") << param << "' is not a trainable argument of @train_step";
+      Operation *update = nullptr;
+      for (Operation *user : it->second.getUsers())
+        if (updateState(user) && user->getOperand(0) == it->second)
+          update = user;
+      if (!update)
+        return unit.emitOpError("fsdp-shard: parameter '") << param << "' has no optimizer update; run graph-optimizer";
+      if (!entry.updates.empty() &&
+          (update->getName() != entry.updates.front()->getName() ||
+           hyperParameters(update) != hyperParameters(entry.updates.front()) ||
+           update->getNumOperands() != entry.updates.front()->getNumOperands()))
+        return unit.emitOpError("fsdp-shard: the parameters of a unit must share one optimizer configuration");
+      entry.params.push_back(it->second);
+      entry.updates.push_back(update);
+    }
+    units.push_back(entry);
+  }
+  if (units.empty())
+    return train.emitError("fsdp-shard: the module has no fsdp.unit; run fsdp-wrap first");
+  return success();
+}
+
+void FsdpShardPass::readThroughViews(OpBuilder &builder, UnitParams &unit, Value flat, ArrayRef<Operation *> users) {
+  int64_t offset = 0;
+  for (auto [i, param] : llvm::enumerate(unit.params)) {
+    auto paramType = cast<RankedTensorType>(cast<TypeAttr>(unit.unit.getParamTypes()[i]).getValue());
+    SmallVector<OpOperand *> uses;
+    for (OpOperand &use : param.getUses())
+      if (llvm::is_contained(users, use.getOwner()))
+        uses.push_back(&use);
+    if (!uses.empty()) {
+      auto name = cast<StringAttr>(unit.unit.getParams()[i]);
+      auto view = fsdp::ParamViewOp::create(builder, param.getLoc(), paramType, flat, name,
+                                            builder.getI64IntegerAttr(offset));
+      for (OpOperand *use : uses)
+        use->set(view.getResult());
+    }
+    offset += paramType.getNumElements();
+  }
+}
+
+LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
+  SmallVector<UnitParams> units;
+  if (failed(collectUnits(module, train, units)))
+    return failure();
+  int lossIndex = graph::findResultWithAttr(train, graph::kLossAttr);
+  if (lossIndex < 0)
+    return train.emitError("fsdp-shard: @train_step returns no graph.loss result");
+  Block &body = train.getBody().front();
+  Operation *terminator = body.getTerminator();
+  Value loss = terminator->getOperand(lossIndex);
+  // Forward is everything up to the op that computes the loss; autodiff puts
+  // the backward pass after it.
+  Operation *lossOp = loss.getDefiningOp();
+  auto inForward = [&](Operation *op) { return lossOp && (op == lossOp || op->isBeforeInBlock(lossOp)); };
+
+  MLIRContext *context = module.getContext();
+  OpBuilder builder(context);
+  const int64_t replicas = worldSize / groupSize_;
+  auto i64 = [&](int64_t v) { return builder.getI64IntegerAttr(v); };
+  auto avg = builder.getStringAttr("avg");
+
+  SmallVector<Value> returned = {loss};
+  SmallVector<DictionaryAttr> returnedAttrs = {train.getResultAttrDict(lossIndex)};
+  SmallVector<BlockArgument> updatedArgs = {BlockArgument()};
+  llvm::BitVector oldArgs(train.getNumArguments());
+  SmallVector<Operation *> oldUpdates;
+
+  for (UnitParams &unit : units) {
+    auto symbol = FlatSymbolRefAttr::get(unit.unit.getSymNameAttr());
+    int64_t flat = unit.unit.getFlatSize();
+    int64_t padded = (flat + groupSize_ - 1) / groupSize_ * groupSize_;
+    unit.unit.setPaddedSize(padded);
+    RankedTensorType fullType = flatType(context, padded), shardType = flatType(context, padded / groupSize_);
+
+    // This rank's shards: the flat parameter and one per optimizer-state slot.
+    Operation *first = unit.updates.front();
+    BlockArgument shardArg = graph::appendArgument(
+        train, shardType, builder.getDictionaryAttr(builder.getNamedAttr(fsdp::kShardOfAttr, symbol)));
+    SmallVector<Value> stateShards;
+    for (Value state : *updateState(first)) {
+      auto slot = train.getArgAttrOfType<StringAttr>(cast<BlockArgument>(state).getArgNumber(), graph::kStateSlotAttr);
+      stateShards.push_back(graph::appendArgument(
+          train, shardType,
+          builder.getDictionaryAttr({builder.getNamedAttr(fsdp::kStateShardOfAttr, symbol),
+                                     builder.getNamedAttr(graph::kStateSlotAttr, slot)})));
+    }
+
+    // Reads of the parameters, split into forward and backward.
+    SmallVector<Operation *> forwardUsers, backwardUsers, allUsers;
+    for (auto [param, update] : llvm::zip(unit.params, unit.updates))
+      for (Operation *user : param.getUsers())
+        if (user != update && !llvm::is_contained(allUsers, user)) {
+          allUsers.push_back(user);
+          (inForward(user) ? forwardUsers : backwardUsers).push_back(user);
+        }
+
+    auto gatherAround = [&](ArrayRef<Operation *> users) {
+      builder.setInsertionPoint(earliest(users));
+      auto gather = fsdp::AllGatherOp::create(builder, unit.unit.getLoc(), fullType, shardArg, symbol,
+                                              i64(groupSize_), i64(1));
+      readThroughViews(builder, unit, gather.getResult(), users);
+      builder.setInsertionPointAfter(latest(users));
+      fsdp::FreeOp::create(builder, unit.unit.getLoc(), gather.getResult());
+    };
+    if (allUsers.empty()) {
+      // Nothing reads the parameters.
+    } else if (groupSize_ == 1) {
+      builder.setInsertionPointToStart(&body);
+      readThroughViews(builder, unit, shardArg, allUsers);
+    } else if (kind_ == Strategy::kShardGradOp) {
+      gatherAround(allUsers);
+    } else {
+      if (!forwardUsers.empty())
+        gatherAround(forwardUsers);
+      if (!backwardUsers.empty())
+        gatherAround(backwardUsers);
+    }
+
+    // The flat gradient, reduced as soon as its last part is computed.
+    SmallVector<Value> grads;
+    SmallVector<Operation *> gradDefs;
+    for (Operation *update : unit.updates) {
+      grads.push_back(updateGrad(update));
+      if (Operation *def = updateGrad(update).getDefiningOp())
+        gradDefs.push_back(def);
+    }
+    if (gradDefs.empty())
+      builder.setInsertionPointToStart(&body);
+    else
+      builder.setInsertionPointAfter(latest(gradDefs));
+    Location loc = unit.unit.getLoc();
+    Value grad = fsdp::FlattenOp::create(builder, loc, fullType, grads, symbol).getResult();
+    if (groupSize_ > 1)
+      grad = fsdp::ReduceScatterOp::create(builder, loc, shardType, grad, symbol, avg, i64(groupSize_), i64(1))
+                 .getResult();
+    if (replicas > 1)
+      grad = fsdp::AllReduceOp::create(builder, loc, grad, symbol, avg, i64(replicas), i64(groupSize_)).getResult();
+
+    // One update of the unit's shards, after the whole backward pass.
+    builder.setInsertionPoint(terminator);
+    SmallVector<Value> operands = {shardArg, grad};
+    llvm::append_range(operands, stateShards);
+    operands.push_back(updateStep(first));
+    OperationState state(loc, first->getName());
+    state.addOperands(operands);
+    state.addTypes(SmallVector<Type>(first->getNumResults(), shardType));
+    state.addAttributes(hyperParameters(first).getValue());
+    Operation *update = builder.create(state);
+
+    SmallVector<BlockArgument> targets = {shardArg};
+    for (Value s : stateShards)
+      targets.push_back(cast<BlockArgument>(s));
+    for (auto [result, target] : llvm::zip(update->getResults(), targets)) {
+      returned.push_back(result);
+      returnedAttrs.push_back(DictionaryAttr());
+      updatedArgs.push_back(target);
+    }
+    for (auto [param, old] : llvm::zip(unit.params, unit.updates)) {
+      oldArgs.set(param.getArgNumber());
+      for (Value s : *updateState(old))
+        oldArgs.set(cast<BlockArgument>(s).getArgNumber());
+      oldUpdates.push_back(old);
+    }
+  }
+
+  // Keep whatever else the step returned (nothing but the loss and updates
+  // today), then drop the per-parameter updates and arguments.
+  for (unsigned i = 0; i < terminator->getNumOperands(); ++i) {
+    Operation *def = terminator->getOperand(i).getDefiningOp();
+    if (i == static_cast<unsigned>(lossIndex) || (def && llvm::is_contained(oldUpdates, def)))
+      continue;
+    returned.push_back(terminator->getOperand(i));
+    returnedAttrs.push_back(train.getResultAttrDict(i));
+    updatedArgs.push_back(BlockArgument());
+  }
+  graph::setReturnedValues(train, returned, returnedAttrs);
+  for (Operation *old : oldUpdates)
+    old->erase();
+  oldArgs.resize(train.getNumArguments());
+  for (unsigned i : oldArgs.set_bits())
+    if (!train.getArgument(i).use_empty())
+      return train.emitError("fsdp-shard: argument ") << i << " is still read after sharding";
+  if (failed(train.eraseArguments(oldArgs)))
+    return failure();
+  // Argument numbers are final now.
+  for (auto [i, target] : llvm::enumerate(updatedArgs))
+    if (target)
+      returnedAttrs[i] = builder.getDictionaryAttr(
+          builder.getNamedAttr(graph::kUpdatesAttr, builder.getI64IntegerAttr(target.getArgNumber())));
+  graph::setReturnedValues(train, returned, returnedAttrs);
+  return success();
+}
+
+} // namespace

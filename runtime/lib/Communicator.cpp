@@ -34,6 +34,9 @@ public:
     return Status::ok();
   }
   Status allReduce(float *, int64_t, Reduction, Group group) override { return checkGroup(group, 1); }
+  Status gatherToFirst(const float *shard, float *full, int64_t count, Group group) override {
+    return allGather(shard, full, count, group);
+  }
   Status agreeOn(uint64_t, const char *) override { return Status::ok(); }
   void finish() override {}
 };
@@ -82,6 +85,16 @@ public:
     if (reduction == Reduction::kAvg)
       scale(data, count, group.size);
     return Status::ok();
+  }
+
+  Status gatherToFirst(const float *shard, float *full, int64_t count, Group group) override {
+    StatusOr<MPI_Comm> comm = groupComm(group);
+    if (!comm.isOk())
+      return comm.status();
+    FSDPC_RETURN_IF_ERROR(checkCount(count));
+    return check(MPI_Gather(shard, static_cast<int>(count), MPI_FLOAT, full, static_cast<int>(count), MPI_FLOAT, 0,
+                            *comm),
+                 "gather");
   }
 
   Status agreeOn(uint64_t value, const char *what) override {
@@ -165,8 +178,15 @@ bool launchedByMpi() {
 StatusOr<std::unique_ptr<Communicator>> createCommunicator(int *argc, char ***argv) {
   if (!launchedByMpi())
     return std::unique_ptr<Communicator>(new LocalCommunicator());
-  if (MPI_Init(argc, argv) != MPI_SUCCESS)
-    return FSDPC_ERROR(kInternal, "MPI_Init failed");
+  // Collectives run on the executor's communication thread, other calls on
+  // the main thread, never at the same time.
+  int provided = 0;
+  if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
+    return FSDPC_ERROR(kInternal, "MPI_Init_thread failed");
+  if (provided < MPI_THREAD_SERIALIZED) {
+    MPI_Finalize();
+    return FSDPC_ERROR(kInternal, "this MPI does not support calls from more than one thread (MPI_THREAD_SERIALIZED)");
+  }
   // Errors come back as codes, so a failed collective becomes a Status.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   return std::unique_ptr<Communicator>(new MpiCommunicator());

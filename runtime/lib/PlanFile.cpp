@@ -1,5 +1,7 @@
 #include "fsdpc/runtime/PlanFile.h"
 
+#include <algorithm>
+
 #include "fsdpc/runtime/AtomicFile.h"
 
 #include <cstring>
@@ -158,6 +160,26 @@ Status validatePlan(const PlanFile &plan) {
   }
   if (h.loss_tensor() < 0 || h.loss_tensor() >= numTensors)
     return FSDPC_ERROR(kInvalidArgument, "plan has no loss tensor");
+  const int64_t groupSize = std::max(h.shard_group_size(), 1);
+  for (const plan::Unit &unit : h.units()) {
+    if (unit.shard_tensor() < 0 || unit.shard_tensor() >= numTensors ||
+        h.tensors(unit.shard_tensor()).kind() != plan::PARAMETER)
+      return FSDPC_ERROR(kInvalidArgument, "unit '", unit.name(), "' names no parameter shard tensor");
+    if (unit.padded_size() < unit.flat_size() || unit.padded_size() % groupSize != 0 ||
+        numElements(h.tensors(unit.shard_tensor())) * groupSize != unit.padded_size())
+      return FSDPC_ERROR(kInvalidArgument, "unit '", unit.name(), "' has a shard that does not match its padded size");
+    if (unit.init_section() < 0 || unit.init_section() >= h.sections_size() ||
+        h.sections(unit.init_section()).bytes() != static_cast<uint64_t>(unit.padded_size()) * sizeof(float))
+      return FSDPC_ERROR(kInvalidArgument, "unit '", unit.name(), "' has no initial value of its padded size");
+    for (const plan::UnitParam &param : unit.params()) {
+      int64_t count = 1;
+      for (int64_t d : param.shape())
+        count *= d;
+      if (param.offset() < 0 || count < 0 || param.offset() + count > unit.flat_size())
+        return FSDPC_ERROR(kInvalidArgument, "unit '", unit.name(), "' places parameter '", param.name(),
+                           "' outside its flat parameter");
+    }
+  }
   if (h.world_size() < 1)
     return FSDPC_ERROR(kInvalidArgument, "plan has world size ", h.world_size());
   return Status::ok();

@@ -164,7 +164,7 @@ Status writeSafetensors(const NamedArrays &arrays, const std::string &path,
   });
 }
 
-StatusOr<NamedArrays> readSafetensors(const std::string &path) {
+StatusOr<NamedArrays> readSafetensors(const std::string &path, std::map<std::string, std::string> *metadata) {
   StatusOr<std::string> contents = readWholeFile(path);
   if (!contents.isOk())
     return contents.status();
@@ -184,8 +184,13 @@ StatusOr<NamedArrays> readSafetensors(const std::string &path) {
   const uint64_t dataBytes = bytes.size() - dataStart;
   NamedArrays arrays;
   for (const auto &[name, entry] : header->members) {
-    if (name == "__metadata__")
+    if (name == "__metadata__") {
+      if (metadata && entry->kind == JsonValue::kObject)
+        for (const auto &[key, value] : entry->members)
+          if (value->kind == JsonValue::kString)
+            (*metadata)[key] = value->text;
       continue;
+    }
     const JsonValue *dtype = entry->get("dtype");
     const JsonValue *shape = entry->get("shape");
     const JsonValue *offsets = entry->get("data_offsets");

@@ -1,16 +1,20 @@
 //===- fsdp-run.cpp - Execute an fsdpc plan on this rank ------------------===//
 //
-//   fsdp-run plan.bin [--steps N] [--data DIR] [--metrics-json FILE]
-//                     [--save FILE.safetensors] [--seed S]
+//   [mpirun -np N] fsdp-run plan.bin [--steps N] [--data DIR] [--seed S]
+//       [--metrics-json FILE] [--save FILE.safetensors] [--init-from FILE.safetensors]
+//       [--save-sharded DIR] [--load-sharded DIR]
 //
 //===----------------------------------------------------------------------===//
+#include "fsdpc/runtime/Checkpoint.h"
 #include "fsdpc/runtime/Communicator.h"
 #include "fsdpc/runtime/Dataset.h"
 #include "fsdpc/runtime/Executor.h"
 #include "fsdpc/runtime/PlanFile.h"
 #include "fsdpc/runtime/Safetensors.h"
 
+#include <algorithm>
 #include <chrono>
+#include <vector>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -30,12 +34,21 @@ struct Options {
   std::string dataDir;
   std::string metricsPath;
   std::string savePath;
+  std::string initFrom;
+  std::string saveShardedDir;
+  std::string loadShardedDir;
   uint64_t seed = 0;
   bool help = false;
 };
 
-const char *kUsage = "usage: fsdp-run PLAN [--steps N] [--data DIR] [--metrics-json FILE] [--save FILE.safetensors] "
-                     "[--seed S]\n";
+const char *kUsage = "usage: fsdp-run PLAN [--steps N] [--data DIR] [--seed S] [--metrics-json FILE]\n"
+                     "                [--save FILE.safetensors] [--init-from FILE.safetensors]\n"
+                     "                [--save-sharded DIR] [--load-sharded DIR]\n"
+                     "  --steps N           run N more steps from where the run starts (default 10)\n"
+                     "  --save FILE         after training, the full parameters (gathered to rank 0)\n"
+                     "  --init-from FILE    start from full parameters by name\n"
+                     "  --save-sharded DIR  after training, each rank's shards, optimizer state and step\n"
+                     "  --load-sharded DIR  resume from a sharded checkpoint of the same plan\n";
 
 bool parseInteger(const char *text, int64_t &value) {
   if (!*text)
@@ -85,6 +98,12 @@ Status parseOptions(int argc, char **argv, Options &options) {
       FSDPC_RETURN_IF_ERROR(takeValue(options.metricsPath));
     } else if (arg == "--save") {
       FSDPC_RETURN_IF_ERROR(takeValue(options.savePath));
+    } else if (arg == "--init-from") {
+      FSDPC_RETURN_IF_ERROR(takeValue(options.initFrom));
+    } else if (arg == "--save-sharded") {
+      FSDPC_RETURN_IF_ERROR(takeValue(options.saveShardedDir));
+    } else if (arg == "--load-sharded") {
+      FSDPC_RETURN_IF_ERROR(takeValue(options.loadShardedDir));
     } else if (arg == "--help" || arg == "-h") {
       options.help = true;
       return Status::ok();
@@ -98,6 +117,8 @@ Status parseOptions(int argc, char **argv, Options &options) {
   }
   if (options.planPath.empty())
     return FSDPC_ERROR(kInvalidArgument, "no plan file given");
+  if (!options.initFrom.empty() && !options.loadShardedDir.empty())
+    return FSDPC_ERROR(kInvalidArgument, "--init-from and --load-sharded both set the parameters; pass one");
   return Status::ok();
 }
 
@@ -115,11 +136,14 @@ int fail(const Status &status) {
   return 1;
 }
 
+/// Trainable parameters of the model (not counting the padding of units).
 int64_t countParameters(const plan::PlanHeader &header) {
   int64_t count = 0;
   for (const plan::Tensor &tensor : header.tensors())
-    if (tensor.kind() == plan::PARAMETER)
+    if (tensor.kind() == plan::PARAMETER && tensor.unit().empty())
       count += numElements(tensor);
+  for (const plan::Unit &unit : header.units())
+    count += unit.flat_size();
   return count;
 }
 
@@ -147,20 +171,35 @@ int main(int argc, char **argv) {
   if (!loaded.isOk())
     return fail(loaded.status());
   const uint64_t planHash = loaded->contentHash;
-  StatusOr<std::unique_ptr<Executor>> created = Executor::create(std::move(*loaded));
+  const int rank = communicator->rank(), worldSize = communicator->worldSize();
+  // Every rank sees the same sizes, so all refuse together, before any
+  // collective could hang.
+  if (loaded->header.world_size() != static_cast<uint32_t>(worldSize))
+    return fail(FSDPC_ERROR(kInvalidArgument, "plan '", options.planPath, "' was compiled for world size ",
+                            loaded->header.world_size(), " but this launch has ", worldSize, " rank(s)"));
+  Status samePlan = communicator->agreeOn(planHash, "the plan's content hash");
+  if (!samePlan.isOk())
+    return fail(samePlan);
+  StatusOr<std::unique_ptr<Executor>> created = Executor::create(std::move(*loaded), communicator);
   if (!created.isOk())
     return fail(created.status());
   Executor &executor = **created;
   const plan::PlanHeader &header = executor.header();
-  const int rank = communicator->rank(), worldSize = communicator->worldSize();
-  // Every rank sees the same sizes, so all refuse together, before any
-  // collective could hang.
-  if (header.world_size() != static_cast<uint32_t>(worldSize))
-    return fail(FSDPC_ERROR(kInvalidArgument, "plan '", options.planPath, "' was compiled for world size ",
-                            header.world_size(), " but this launch has ", worldSize, " rank(s)"));
-  Status samePlan = communicator->agreeOn(planHash, "the plan's content hash");
-  if (!samePlan.isOk())
-    return fail(samePlan);
+
+  int64_t firstStep = 0;
+  if (!options.initFrom.empty()) {
+    StatusOr<NamedArrays> full = readSafetensors(options.initFrom);
+    Status initialized = full.isOk() ? executor.loadFullParameters(*full) : full.status();
+    if (!initialized.isOk())
+      return fail(Status::error(initialized.code(), "--init-from '" + options.initFrom + "': " + initialized.message(),
+                                initialized.file(), initialized.line()));
+  }
+  if (!options.loadShardedDir.empty()) {
+    StatusOr<int64_t> resumed = loadShardedCheckpoint(options.loadShardedDir, executor, *communicator, planHash);
+    if (!resumed.isOk())
+      return fail(resumed.status());
+    firstStep = *resumed;
+  }
 
   StatusOr<std::unique_ptr<Dataset>> dataset =
       options.dataDir.empty() ? Dataset::synthetic(executor, options.seed, kSyntheticSamples)
@@ -178,12 +217,14 @@ int main(int argc, char **argv) {
   }
 
   if (reports)
-    std::printf("fsdp-run: %s: %" PRId64 " parameters, world size %u, global batch %" PRId64
-              ", %s, tensor memory %.1f MiB, data: %s\n",
-              options.planPath.c_str(), countParameters(header), header.world_size(), header.global_batch(),
-              header.optimizer().c_str(), executor.tensorBytes() / 1048576.0,
-              options.dataDir.empty() ? "synthetic" : options.dataDir.c_str());
-  for (int64_t step = 0; step < options.steps; ++step) {
+    std::printf("fsdp-run: %s: %" PRId64 " parameters, world size %u (%s, shard group %d), global batch %" PRId64
+                ", %s, planned tensor memory %.2f MiB per rank, data: %s%s\n",
+                options.planPath.c_str(), countParameters(header), header.world_size(),
+                header.strategy().empty() ? "unsharded" : header.strategy().c_str(),
+                std::max(header.shard_group_size(), 1), header.global_batch(), header.optimizer().c_str(),
+                executor.tensorBytes() / 1048576.0, options.dataDir.empty() ? "synthetic" : options.dataDir.c_str(),
+                firstStep ? (", resuming after step " + std::to_string(firstStep)).c_str() : "");
+  for (int64_t step = firstStep; step < firstStep + options.steps; ++step) {
     auto start = std::chrono::steady_clock::now();
     Status filled = (*dataset)->fillBatch(executor, step, rank, worldSize);
     if (!filled.isOk())
@@ -206,18 +247,50 @@ int main(int argc, char **argv) {
     }
     if (metrics)
       std::fprintf(metrics,
-                   "{\"step\": %" PRId64 ", \"loss\": %.9g, \"step_ms\": %.4f, \"samples_per_s\": %.2f, "
-                   "\"peak_bytes\": %" PRIu64 ", \"rank\": %d}\n",
-                   step, *loss, stepMs, samplesPerSecond, executor.tensorBytes(), rank);
+                   "{\"step\": %" PRId64 ", \"loss\": %.9g, \"step_ms\": %.4f, \"samples_per_s\": %.2f}\n", step,
+                   *loss, stepMs, samplesPerSecond);
+  }
+
+  // Tensor memory: what the plan reserved and the pages really touched, per
+  // rank, collected on rank 0 (as KiB, exact in a float up to 16 GiB).
+  std::vector<float> residentKiB(worldSize, 0.0f);
+  float localKiB = static_cast<float>(executor.residentTensorBytes() / 1024);
+  Status gathered = communicator->allGather(&localKiB, residentKiB.data(), 1, {worldSize, 1});
+  if (!gathered.isOk())
+    return fail(gathered);
+  if (reports) {
+    for (int r = 0; r < worldSize; ++r) {
+      uint64_t measured = static_cast<uint64_t>(residentKiB[r]) * 1024;
+      std::printf("fsdp-run: rank %d tensor memory: measured peak %.3f MiB, planned %.3f MiB\n", r,
+                  measured / 1048576.0, executor.tensorBytes() / 1048576.0);
+      if (metrics)
+        std::fprintf(metrics, "{\"rank\": %d, \"measured_peak_tensor_bytes\": %" PRIu64
+                              ", \"planned_tensor_bytes\": %" PRIu64 "}\n",
+                     r, measured, executor.tensorBytes());
+    }
   }
   if (metrics && std::fclose(metrics) != 0)
     return fail(FSDPC_ERROR(kDataLoss, "cannot write --metrics-json file '", options.metricsPath, "'"));
 
-  if (reports && !options.savePath.empty()) {
-    Status saved = writeSafetensors(executor.parameters(), options.savePath, {{"producer", "fsdp-run"}});
+  if (!options.savePath.empty()) {
+    StatusOr<NamedArrays> full = executor.gatherFullParameters();
+    if (!full.isOk())
+      return fail(full.status());
+    if (reports) {
+      Status saved = writeSafetensors(*full, options.savePath, {{"producer", "fsdp-run"}});
+      if (!saved.isOk())
+        return fail(saved);
+      std::printf("fsdp-run: saved the full parameters to %s\n", options.savePath.c_str());
+    }
+  }
+  if (!options.saveShardedDir.empty()) {
+    Status saved = saveShardedCheckpoint(options.saveShardedDir, executor, *communicator, firstStep + options.steps,
+                                         planHash);
     if (!saved.isOk())
       return fail(saved);
-    std::printf("fsdp-run: saved parameters to %s\n", options.savePath.c_str());
+    if (reports)
+      std::printf("fsdp-run: saved a sharded checkpoint after step %" PRId64 " to %s\n",
+                  firstStep + options.steps, options.saveShardedDir.c_str());
   }
   communicator->finish();
   return 0;

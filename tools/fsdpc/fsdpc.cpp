@@ -51,6 +51,12 @@ cl::opt<int64_t> batchSize("batch-size", cl::desc("global batch when the model's
                            cl::init(0), cl::cat(category));
 cl::opt<std::string> wrapPolicy("wrap", cl::desc("sharding units: none, size:N or module:REGEX"), cl::init("none"),
                                 cl::cat(category));
+cl::opt<int64_t> worldSize("world-size", cl::desc("ranks the plan runs on (default 1)"), cl::init(1),
+                           cl::cat(category));
+cl::opt<std::string> strategy("strategy", cl::desc("full_shard, shard_grad_op, no_shard or hybrid_shard"),
+                              cl::init("full_shard"), cl::cat(category));
+cl::opt<int64_t> shardGroupSize("shard-group-size", cl::desc("ranks per shard group, for hybrid_shard"),
+                                cl::init(0), cl::cat(category));
 cl::opt<std::string> freezeRegex("freeze", cl::desc("do not train parameters whose name matches this regex"),
                                  cl::value_desc("regex"), cl::cat(category));
 
@@ -86,6 +92,17 @@ int main(int argc, char **argv) {
     return fail("--lr, --eps and --momentum must be non-negative");
   if (batchSize < 0)
     return fail("--batch-size must be positive");
+  if (worldSize < 1)
+    return fail("--world-size must be positive");
+  static const llvm::StringRef strategies[] = {"full_shard", "shard_grad_op", "no_shard", "hybrid_shard"};
+  if (!llvm::is_contained(strategies, strategy))
+    return fail("--strategy " + strategy + " is not a strategy (full_shard, shard_grad_op, no_shard, hybrid_shard)");
+  if (shardGroupSize != 0 && strategy != "hybrid_shard")
+    return fail("--shard-group-size applies only to --strategy hybrid_shard");
+  if (strategy == "hybrid_shard" && (shardGroupSize < 1 || worldSize % shardGroupSize != 0))
+    return fail(llvm::formatv("--strategy hybrid_shard needs --shard-group-size G dividing --world-size {0}, got {1}",
+                              static_cast<int64_t>(worldSize), static_cast<int64_t>(shardGroupSize))
+                    .str());
   llvm::StringRef loss(lossKind);
   if (loss != "auto" && loss != "cross_entropy" && loss != "mse" && !loss.starts_with("output:"))
     return fail("--loss " + lossKind + " is not supported (cross_entropy, mse, output:NAME)");
@@ -110,6 +127,7 @@ int main(int argc, char **argv) {
   fsdpc::ImportOptions importOptions;
   importOptions.batchSize = batchSize;
   importOptions.freezeRegex = freezeRegex;
+  importOptions.worldSize = worldSize;
   std::string error;
   std::optional<fsdpc::ImportedModel> imported = fsdpc::importOnnxModel(context, inputPath, importOptions, error);
   if (!imported)
@@ -164,14 +182,18 @@ int main(int argc, char **argv) {
     return 1;
   if (!finishStage("graph"))
     return emitStage == "graph" ? 0 : 1;
-  // The fsdp stage: units now; the sharding collectives join them next.
-  if (!runPipeline([&](PassManager &pm) { pm.addPass(fsdpc::fsdp::createFsdpWrap({wrapPolicy})); }))
+  fsdpc::ShardOptions shardOptions;
+  shardOptions.wrap = wrapPolicy;
+  shardOptions.strategy = strategy;
+  shardOptions.worldSize = worldSize;
+  shardOptions.shardGroupSize = shardGroupSize;
+  if (!runPipeline([&](PassManager &pm) { fsdpc::buildShardPipeline(pm, shardOptions); }))
     return 1;
   if (!finishStage("fsdp"))
     return emitStage == "fsdp" ? 0 : 1;
 
   fsdpc::LowerToPlanOptions planOptions;
-  planOptions.worldSize = 1;
+  planOptions.worldSize = worldSize;
   if (!runPipeline([&](PassManager &pm) { fsdpc::buildLowerToPlanPipeline(pm, planOptions); }))
     return 1;
   if (!finishStage("plan"))

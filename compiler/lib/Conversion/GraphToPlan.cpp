@@ -1,12 +1,16 @@
 //===- GraphToPlan.cpp - convert-graph-to-plan ----------------------------===//
 #include "fsdpc/Conversion/Passes.h"
 
+#include "fsdpc/Dialect/Fsdp/IR/FsdpDialect.h"
+#include "fsdpc/Dialect/Fsdp/IR/FsdpOps.h"
 #include "fsdpc/Dialect/Graph/IR/GraphOps.h"
 #include "fsdpc/Dialect/Graph/Transforms/Passes.h"
 #include "fsdpc/Dialect/Plan/IR/PlanOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringMap.h"
 
 namespace fsdpc {
 #define GEN_PASS_DEF_CONVERTGRAPHTOPLAN
@@ -42,7 +46,8 @@ private:
     auto tensor = plan_ir::TensorOp::create(builder_, loc, builder_.getStringAttr(name),
                                             plan_ir::TensorKindAttr::get(builder_.getContext(), kind),
                                             TypeAttr::get(type), StringAttr(), ElementsAttr(), StringAttr(),
-                                            StringAttr(), IntegerAttr());
+                                            StringAttr(), IntegerAttr(), StringAttr(), FlatSymbolRefAttr(),
+                                            IntegerAttr());
     symbols_->insert(tensor); // renames on a clash
     return tensor;
   }
@@ -53,9 +58,63 @@ private:
     tensors_[value] = ref(tensor);
     return ref(tensor);
   }
+  /// The tensor an op writes its result into: a transient, unless the
+  /// result was already given a place (a slice of a flat gradient).
+  FlatSymbolRefAttr outputFor(Value value) {
+    if (FlatSymbolRefAttr placed = tensors_.lookup(value))
+      return placed;
+    return transientFor(value);
+  }
+  /// A view of `base` starting `byteOffset` bytes in.
+  FlatSymbolRefAttr viewOf(FlatSymbolRefAttr base, int64_t byteOffset, StringRef name, Type type, Location loc) {
+    plan_ir::TensorOp view = addTensor(name, TensorKind::view, type, loc);
+    view.setViewOfAttr(base);
+    view.setViewOffsetAttr(builder_.getI64IntegerAttr(byteOffset));
+    storage_[view.getSymName()] = storage(base);
+    return ref(view);
+  }
+  /// The tensor whose memory `tensor` uses: the base of a view.
+  StringRef storage(FlatSymbolRefAttr tensor) {
+    auto it = storage_.find(tensor.getValue());
+    return it == storage_.end() ? tensor.getValue() : it->second;
+  }
+  /// Makes compute wait for the collectives still touching these tensors.
+  void waitForCollectives(ArrayRef<Attribute> refs, Location loc) {
+    for (Attribute ref : refs) {
+      auto it = pendingEvents_.find(storage(cast<FlatSymbolRefAttr>(ref)));
+      if (it == pendingEvents_.end())
+        continue;
+      for (int64_t event : it->second)
+        if (waitedEvents_.insert(event).second)
+          plan_ir::WaitEventOp::create(builder_, loc, event, plan_ir::Stream::compute);
+      pendingEvents_.erase(it);
+    }
+  }
+  /// A collective on the communication stream. It starts once compute has
+  /// reached this point (so the arena slots it writes are free) and compute
+  /// waits for it before the next instruction that touches its tensors.
+  void addCollective(StringRef kind, FlatSymbolRefAttr input, FlatSymbolRefAttr output, Location loc,
+                     int64_t groupSize, int64_t groupStride, StringAttr reduction) {
+    builder_.setInsertionPointToEnd(&program_.getBlock());
+    waitForCollectives({input, output}, loc);
+    int64_t ready = nextEvent_++, done = nextEvent_++;
+    plan_ir::RecordEventOp::create(builder_, loc, ready, plan_ir::Stream::compute);
+    plan_ir::WaitEventOp::create(builder_, loc, ready, plan_ir::Stream::communication);
+    plan_ir::CollectiveOp::create(builder_, loc, builder_.getStringAttr(kind), builder_.getArrayAttr({input}),
+                                  builder_.getArrayAttr({output}),
+                                  plan_ir::StreamAttr::get(builder_.getContext(), plan_ir::Stream::communication),
+                                  builder_.getI64IntegerAttr(groupSize), builder_.getI64IntegerAttr(groupStride),
+                                  reduction);
+    plan_ir::RecordEventOp::create(builder_, loc, done, plan_ir::Stream::communication);
+    pendingEvents_[storage(input)].push_back(done);
+    if (storage(output) != storage(input))
+      pendingEvents_[storage(output)].push_back(done);
+  }
   void addKernel(StringRef kernel, ArrayRef<Attribute> inputs, ArrayRef<Attribute> outputs, Location loc,
                  ArrayRef<NamedAttribute> params) {
     builder_.setInsertionPointToEnd(&program_.getBlock());
+    waitForCollectives(inputs, loc);
+    waitForCollectives(outputs, loc);
     auto op = plan_ir::KernelOp::create(builder_, loc, builder_.getStringAttr(kernel), builder_.getArrayAttr(inputs),
                                         builder_.getArrayAttr(outputs),
                                         plan_ir::StreamAttr::get(builder_.getContext(), plan_ir::Stream::compute));
@@ -64,6 +123,8 @@ private:
   }
   LogicalResult lowerArguments();
   LogicalResult lowerOp(Operation *op);
+  LogicalResult lowerFsdpOp(Operation *op);
+  void placeFlatGradients();
 
   ModuleOp module_;
   func::FuncOp train_;
@@ -74,7 +135,13 @@ private:
   llvm::DenseMap<Value, FlatSymbolRefAttr> tensors_;
   int nextTransient_ = 0;
   int64_t localBatch_ = 0;
+  int64_t nextEvent_ = 0;
+  llvm::StringMap<std::string> storage_;
+  llvm::StringMap<SmallVector<int64_t>> pendingEvents_;
+  llvm::DenseSet<int64_t> waitedEvents_;
 };
+
+std::string flatParamName(StringRef unit) { return (unit + ".flat_param").str(); }
 
 LogicalResult Lowering::lowerArguments() {
   for (BlockArgument arg : train_.getArguments()) {
@@ -101,6 +168,20 @@ LogicalResult Lowering::lowerArguments() {
                          loc);
       tensor.setOwnerAttr(owner);
       tensor.setOptimizerSlotAttr(slot);
+    } else if (auto unit = train_.getArgAttrOfType<FlatSymbolRefAttr>(i, fsdp::kShardOfAttr)) {
+      std::string name = flatParamName(unit.getValue());
+      tensor = addTensor(name, TensorKind::parameter, arg.getType(), loc);
+      tensor.setSourceNameAttr(builder_.getStringAttr(name));
+      tensor.setUnitAttr(builder_.getStringAttr(unit.getValue()));
+    } else if (auto unit = train_.getArgAttrOfType<FlatSymbolRefAttr>(i, fsdp::kStateShardOfAttr)) {
+      auto slot = train_.getArgAttrOfType<StringAttr>(i, graph::kStateSlotAttr);
+      if (!slot)
+        return train_.emitError("convert-graph-to-plan: optimizer state argument ") << i << " has no graph.state_slot";
+      std::string owner = flatParamName(unit.getValue());
+      tensor = addTensor(owner + "." + slot.getValue().str(), TensorKind::optimizer_state, arg.getType(), loc);
+      tensor.setOwnerAttr(builder_.getStringAttr(owner));
+      tensor.setOptimizerSlotAttr(slot);
+      tensor.setUnitAttr(builder_.getStringAttr(unit.getValue()));
     } else if (train_.getArgAttr(i, graph::kStepAttr)) {
       tensor = addTensor("step", TensorKind::step_counter, arg.getType(), loc);
     } else {
@@ -153,12 +234,14 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     return success();
   }
 
+  if (isa<fsdp::FsdpDialect>(op->getDialect()))
+    return lowerFsdpOp(op);
   if (op->getDialect()->getNamespace() != "graph")
     return op->emitOpError("convert-graph-to-plan: cannot lower this op");
 
   SmallVector<Attribute> outputs;
   for (Value result : op->getResults())
-    outputs.push_back(transientFor(result));
+    outputs.push_back(outputFor(result));
   // A reshape is a copy into the new shape; other ops keep their attributes
   // (the plan writer turns `reduction` into the runtime's `mean` flag).
   if (isa<graph::ReshapeOp>(op))
@@ -166,6 +249,87 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   else
     addKernel(op->getName().stripDialect(), inputs, outputs, loc, kernelParams(op));
   return success();
+}
+
+/// Lets each gradient that only feeds an fsdp.flatten be computed in its
+/// place in the flat gradient, as FSDP's flat `.grad` does, instead of being
+/// copied there.
+void Lowering::placeFlatGradients() {
+  train_.walk([&](fsdp::FlattenOp flatten) {
+    FlatSymbolRefAttr flat = transientFor(flatten.getResult());
+    auto unit = module_.lookupSymbol<fsdp::UnitOp>(flatten.getUnitAttr());
+    int64_t offset = 0;
+    for (auto [i, grad] : llvm::enumerate(flatten.getGrads())) {
+      auto type = cast<RankedTensorType>(grad.getType());
+      Operation *def = grad.getDefiningOp();
+      bool computedInPlace = def && grad.hasOneUse() && def->getDialect()->getNamespace() == "graph" &&
+                             !isa<graph::ConstantOp>(def) && !tensors_.count(grad);
+      if (computedInPlace) {
+        std::string name = cast<StringAttr>(unit.getParams()[i]).str() + ".grad";
+        tensors_[grad] = viewOf(flat, offset * 4, name, type, grad.getLoc());
+      }
+      offset += type.getNumElements();
+    }
+  });
+}
+
+LogicalResult Lowering::lowerFsdpOp(Operation *op) {
+  Location loc = op->getLoc();
+  auto tensorType = [](Value v) { return cast<RankedTensorType>(v.getType()); };
+  if (auto gather = dyn_cast<fsdp::AllGatherOp>(op)) {
+    FlatSymbolRefAttr full = ref(addTensor((gather.getUnit() + ".full").str(), TensorKind::transient,
+                                           gather.getType(), loc));
+    tensors_[gather.getResult()] = full;
+    addCollective("all_gather", tensors_.lookup(gather.getShard()), full, loc, gather.getGroupSize(),
+                  gather.getGroupStride(), StringAttr());
+    return success();
+  }
+  if (auto view = dyn_cast<fsdp::ParamViewOp>(op)) {
+    tensors_[view.getResult()] =
+        viewOf(tensors_.lookup(view.getFlat()), view.getOffset() * 4, view.getParam(), view.getType(), loc);
+    return success();
+  }
+  if (isa<fsdp::FreeOp>(op))
+    return success(); // the allocator ends the lifetime at the last use
+  if (auto flatten = dyn_cast<fsdp::FlattenOp>(op)) {
+    FlatSymbolRefAttr flat = tensors_.lookup(flatten.getResult());
+    auto unit = module_.lookupSymbol<fsdp::UnitOp>(flatten.getUnitAttr());
+    int64_t offset = 0;
+    for (auto [i, grad] : llvm::enumerate(flatten.getGrads())) {
+      FlatSymbolRefAttr source = tensors_.lookup(grad);
+      if (storage(source) != flat.getValue()) {
+        std::string name = cast<StringAttr>(unit.getParams()[i]).str() + ".grad";
+        addKernel("copy", {source}, {viewOf(flat, offset * 4, name, grad.getType(), loc)}, loc, {});
+      }
+      offset += tensorType(grad).getNumElements();
+    }
+    int64_t padded = tensorType(flatten.getResult()).getNumElements();
+    if (padded > offset) {
+      auto paddingType = RankedTensorType::get({padded - offset}, builder_.getF32Type());
+      FlatSymbolRefAttr padding =
+          viewOf(flat, offset * 4, (flatten.getUnit() + ".grad_padding").str(), paddingType, loc);
+      addKernel("fill", {}, {padding}, loc, {builder_.getNamedAttr("value", builder_.getF64FloatAttr(0.0))});
+    }
+    return success();
+  }
+  if (auto scatter = dyn_cast<fsdp::ReduceScatterOp>(op)) {
+    plan_ir::TensorOp shard = addTensor((scatter.getUnit() + ".grad_shard").str(), TensorKind::gradient,
+                                        scatter.getType(), loc);
+    shard.setUnitAttr(builder_.getStringAttr(scatter.getUnit()));
+    tensors_[scatter.getResult()] = ref(shard);
+    addCollective("reduce_scatter", tensors_.lookup(scatter.getInput()), ref(shard), loc, scatter.getGroupSize(),
+                  scatter.getGroupStride(), scatter.getReductionAttr());
+    return success();
+  }
+  if (auto reduce = dyn_cast<fsdp::AllReduceOp>(op)) {
+    // In place: the input's tensor holds the result.
+    FlatSymbolRefAttr data = tensors_.lookup(reduce.getInput());
+    tensors_[reduce.getResult()] = data;
+    addCollective("all_reduce", data, data, loc, reduce.getGroupSize(), reduce.getGroupStride(),
+                  reduce.getReductionAttr());
+    return success();
+  }
+  return op->emitOpError("convert-graph-to-plan: cannot lower this op");
 }
 
 LogicalResult Lowering::run() {
@@ -192,6 +356,7 @@ LogicalResult Lowering::run() {
 
   if (failed(lowerArguments()))
     return failure();
+  placeFlatGradients();
   for (Operation &op : train_.getBody().front().without_terminator())
     if (failed(lowerOp(&op)))
       return failure();
@@ -206,6 +371,15 @@ LogicalResult Lowering::run() {
     if (value != target)
       addKernel("copy", {value}, {target}, terminator->getLoc(), {});
   }
+  // The step ends when both streams have: compute waits for what is left.
+  builder_.setInsertionPointToEnd(&program_.getBlock());
+  SmallVector<int64_t> leftover;
+  for (auto &entry : pendingEvents_)
+    llvm::append_range(leftover, entry.second);
+  llvm::sort(leftover);
+  for (int64_t event : llvm::make_range(leftover.begin(), std::unique(leftover.begin(), leftover.end())))
+    if (!waitedEvents_.contains(event))
+      plan_ir::WaitEventOp::create(builder_, terminator->getLoc(), event, plan_ir::Stream::compute);
   program_.setLossAttr(tensors_.lookup(terminator->getOperand(lossIndex)));
   program_.setGlobalBatch(std::max<int64_t>(localBatch_, 1) * worldSize_);
   train_.erase();
@@ -220,11 +394,20 @@ struct ConvertGraphToPlanPass : public fsdpc::impl::ConvertGraphToPlanBase<Conve
     func::FuncOp train = graph::lookupFunction(module, graph::kTrainStepFunc, "convert-graph-to-plan");
     if (!train)
       return signalPassFailure();
-    if (worldSize < 1) {
+    int64_t ranks = worldSize;
+    if (auto sharded = module->getAttrOfType<IntegerAttr>(fsdp::kWorldSizeAttr)) {
+      if (ranks != 1 && ranks != sharded.getInt()) {
+        module.emitError() << "convert-graph-to-plan: world-size " << ranks << " differs from the "
+                           << sharded.getInt() << " that fsdp-shard used";
+        return signalPassFailure();
+      }
+      ranks = sharded.getInt();
+    }
+    if (ranks < 1) {
       module.emitError("convert-graph-to-plan: world-size must be positive");
       return signalPassFailure();
     }
-    if (failed(Lowering(module, train, worldSize).run()))
+    if (failed(Lowering(module, train, ranks).run()))
       return signalPassFailure();
   }
 };

@@ -1,6 +1,8 @@
 //===- PlanWriter.cpp - plan.program to plan.bin --------------------------===//
 #include "fsdpc/Export/PlanWriter.h"
 
+#include "fsdpc/Dialect/Fsdp/IR/FsdpDialect.h"
+#include "fsdpc/Dialect/Fsdp/IR/FsdpOps.h"
 #include "fsdpc/Dialect/Graph/IR/GraphDialect.h"
 #include "fsdpc/Dialect/Plan/IR/PlanOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -28,6 +30,10 @@ plan::TensorKind toProto(TensorKind kind) {
     return plan::STEP_COUNTER;
   case TensorKind::transient:
     return plan::TRANSIENT;
+  case TensorKind::gradient:
+    return plan::GRADIENT;
+  case TensorKind::view:
+    return plan::VIEW;
   }
   return plan::KIND_UNSPECIFIED;
 }
@@ -128,8 +134,13 @@ std::optional<runtime::PlanFile> fsdpc::buildPlanFile(ModuleOp module, const Wei
       out->set_optimizer_slot(tensor.getOptimizerSlot()->str());
     if (tensor.getOwner())
       out->set_owner(tensor.getOwner()->str());
+    if (tensor.getUnit())
+      out->set_unit(tensor.getUnit()->str());
 
-    if (tensor.getKind() == TensorKind::parameter || tensor.getKind() == TensorKind::frozen_parameter) {
+    // A unit's shard is cut from the unit's flat initial value at load time.
+    bool isShard = tensor.getUnit().has_value();
+    if (!isShard &&
+        (tensor.getKind() == TensorKind::parameter || tensor.getKind() == TensorKind::frozen_parameter)) {
       auto it = weights.values.find(out->name());
       if (it == weights.values.end() || it->second.size() * sizeof(float) != static_cast<size_t>(out->bytes())) {
         error = "no initial value of the right size for parameter '" + out->name() + "'";
@@ -152,6 +163,42 @@ std::optional<runtime::PlanFile> fsdpc::buildPlanFile(ModuleOp module, const Wei
       }
       out->set_init_section(file.addSection(bytes.data(), bytes.size()));
     }
+  }
+
+  // Units: where each parameter sits in its flat parameter, and the full
+  // padded initial value every rank cuts its shard from.
+  if (auto strategy = module->getAttrOfType<StringAttr>(fsdp::kStrategyAttr))
+    h.set_strategy(strategy.str());
+  if (auto groupSize = module->getAttrOfType<IntegerAttr>(fsdp::kShardGroupSizeAttr))
+    h.set_shard_group_size(groupSize.getInt());
+  for (fsdp::UnitOp unit : module.getOps<fsdp::UnitOp>()) {
+    plan::Unit *out = h.add_units();
+    out->set_name(unit.getSymName().str());
+    out->set_flat_size(unit.getFlatSize());
+    out->set_padded_size(unit.getPaddedSize());
+    out->set_shard_tensor(-1);
+    for (auto [i, tensor] : llvm::enumerate(h.tensors()))
+      if (tensor.kind() == plan::PARAMETER && tensor.unit() == out->name())
+        out->set_shard_tensor(i);
+    std::vector<float> flat(unit.getPaddedSize(), 0.0f);
+    int64_t offset = 0;
+    for (auto [name, type] : llvm::zip(unit.getParams(), unit.getParamTypes())) {
+      plan::UnitParam *param = out->add_params();
+      param->set_name(cast<StringAttr>(name).str());
+      auto shape = cast<RankedTensorType>(cast<TypeAttr>(type).getValue()).getShape();
+      for (int64_t d : shape)
+        param->add_shape(d);
+      param->set_offset(offset);
+      int64_t count = cast<RankedTensorType>(cast<TypeAttr>(type).getValue()).getNumElements();
+      auto it = weights.values.find(param->name());
+      if (it == weights.values.end() || static_cast<int64_t>(it->second.size()) != count) {
+        error = "no initial value of the right size for parameter '" + param->name() + "'";
+        return std::nullopt;
+      }
+      std::copy(it->second.begin(), it->second.end(), flat.begin() + offset);
+      offset += count;
+    }
+    out->set_init_section(file.addSection(flat.data(), flat.size() * sizeof(float)));
   }
 
   auto addRefs = [&](ArrayAttr refs, auto add) {

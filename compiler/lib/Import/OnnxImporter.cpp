@@ -295,6 +295,15 @@ bool ModelImporter::fixBatchDimension() {
   for (const onnx::TensorProto &init : model_.graph().initializer())
     initializers.insert(init.name());
   std::set<std::string> batchSymbols;
+  const int64_t ranks = std::max<int64_t>(options_.worldSize, 1);
+  // Each rank's share of a global batch, or an error naming the input.
+  auto localBatch = [&](int64_t global, const std::string &input, int64_t &local) {
+    if (global % ranks != 0)
+      return fail("the global batch " + std::to_string(global) + " of input '" + input +
+                  "' does not divide by --world-size " + std::to_string(ranks));
+    local = global / ranks;
+    return true;
+  };
   for (onnx::ValueInfoProto &input : *model_.mutable_graph()->mutable_input()) {
     if (initializers.contains(input.name()))
       continue;
@@ -307,6 +316,11 @@ bool ModelImporter::fixBatchDimension() {
         if (d == 0 && options_.batchSize > 0 && dim->dim_value() != options_.batchSize)
           return fail("--batch-size " + std::to_string(options_.batchSize) + " conflicts with the static batch " +
                       std::to_string(dim->dim_value()) + " of input '" + input.name() + "'");
+        int64_t local;
+        if (d == 0 && !localBatch(dim->dim_value(), input.name(), local))
+          return false;
+        if (d == 0)
+          dim->set_dim_value(local);
         continue;
       }
       std::string symbol = dim->has_dim_param() ? dim->dim_param() : "?";
@@ -318,8 +332,23 @@ bool ModelImporter::fixBatchDimension() {
                     "'; pass --batch-size B");
       if (dim->has_dim_param())
         batchSymbols.insert(symbol);
-      dim->set_dim_value(options_.batchSize);
+      int64_t local;
+      if (!localBatch(options_.batchSize, input.name(), local))
+        return false;
+      dim->set_dim_value(local);
     }
+  }
+  const int64_t symbolValue = options_.batchSize / ranks;
+  if (ranks > 1) {
+    // Shapes recorded for the global batch would contradict the local one;
+    // shape inference derives them again.
+    model_.mutable_graph()->clear_value_info();
+    for (onnx::ValueInfoProto &output : *model_.mutable_graph()->mutable_output())
+      if (output.type().has_tensor_type() && output.type().tensor_type().shape().dim_size() > 0) {
+        auto *dim = output.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0);
+        if (dim->has_dim_value() && dim->dim_value() % ranks == 0)
+          dim->set_dim_value(dim->dim_value() / ranks);
+      }
   }
   // Outputs and annotated values that name the batch symbol get its value too.
   auto substitute = [&](onnx::ValueInfoProto &info) {
@@ -327,7 +356,7 @@ bool ModelImporter::fixBatchDimension() {
       return;
     for (auto &dim : *info.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim())
       if (dim.has_dim_param() && batchSymbols.count(dim.dim_param()))
-        dim.set_dim_value(options_.batchSize);
+        dim.set_dim_value(symbolValue);
   };
   for (onnx::ValueInfoProto &output : *model_.mutable_graph()->mutable_output())
     substitute(output);

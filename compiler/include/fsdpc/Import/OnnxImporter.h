@@ -14,6 +14,9 @@ struct ImportOptions {
   /// Replaces a symbolic (or unknown) leading dimension of every graph input;
   /// 0 keeps the model's own batch size.
   int64_t batchSize = 0;
+  /// Ranks the global batch is split over: each imports batch / worldSize
+  /// samples; a global batch that does not divide is an error.
+  int64_t worldSize = 1;
   /// Parameters whose full name matches this POSIX extended regex are frozen.
   std::string freezeRegex;
 };

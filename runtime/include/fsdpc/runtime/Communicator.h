@@ -37,6 +37,9 @@ public:
                                Group group) = 0;
   /// data = elementwise reduction of `data` over the group, on every member.
   virtual Status allReduce(float *data, int64_t count, Reduction reduction, Group group) = 0;
+  /// Like allGather, but only the group's first member receives `full`
+  /// (others may pass null): a full state dict gathered to one rank.
+  virtual Status gatherToFirst(const float *shard, float *full, int64_t shardCount, Group group) = 0;
   /// Fails on every rank, with the same message, unless all ranks pass the
   /// same `value`: used to check that all run the same plan.
   virtual Status agreeOn(uint64_t value, const char *what) = 0;

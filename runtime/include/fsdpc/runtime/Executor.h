@@ -5,11 +5,17 @@
 // offsets the compiler already reused across disjoint lifetimes. It runs the
 // instruction list on two streams, compute and communication, each in program
 // order on its own thread; `record_event` / `wait_event` pairs order them.
+// Collectives on the communication stream go to the Communicator.
+//
+// A unit's parameters live as this rank's shard of the unit's flat
+// parameter; the executor cuts that shard from the plan's full initial value
+// when it loads, and can gather the full parameters back for a state dict.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDPC_RUNTIME_EXECUTOR_H
 #define FSDPC_RUNTIME_EXECUTOR_H
 
+#include "fsdpc/runtime/Communicator.h"
 #include "fsdpc/runtime/HostArray.h"
 #include "fsdpc/runtime/Kernels.h"
 #include "fsdpc/runtime/PlanFile.h"
@@ -27,7 +33,9 @@ namespace fsdpc::runtime {
 class Executor {
 public:
   ~Executor();
-  static StatusOr<std::unique_ptr<Executor>> create(PlanFile plan);
+  /// `communicator` runs the plan's collectives and decides which shard of
+  /// each unit this rank holds; it may be null for a plan without units.
+  static StatusOr<std::unique_ptr<Executor>> create(PlanFile plan, Communicator *communicator = nullptr);
 
   const plan::PlanHeader &header() const { return plan_.header; }
   /// Indices of INPUT tensors (graph inputs and labels), in plan order.
@@ -37,26 +45,49 @@ public:
   /// Runs one training step; `step` is 1-based as torch's optimizer counts.
   StatusOr<float> runStep(int64_t step);
 
-  /// Copies of the trainable and frozen parameters under their ONNX names.
-  NamedArrays parameters() const;
-  /// Bytes of tensor memory this executor holds: both regions.
+  /// The full trainable and frozen parameters under their ONNX names. The
+  /// unit shards are gathered to the first rank of each shard group; every
+  /// rank must call this, and only world rank 0 gets the result (others get
+  /// an empty list).
+  StatusOr<NamedArrays> gatherFullParameters();
+  /// Sets the full parameters by ONNX name (each rank keeps its shard);
+  /// every parameter of the plan must be present with its shape.
+  Status loadFullParameters(const NamedArrays &arrays);
+  /// This rank's persistent tensors (parameter, gradient and optimizer-state
+  /// shards, frozen parameters, the step counter), by plan tensor name.
+  NamedArrays localState() const;
+  /// Restores what localState() returned, checking names and shapes.
+  Status loadLocalState(const NamedArrays &arrays);
+
+  /// Bytes of tensor memory the plan reserves: both regions.
   uint64_t tensorBytes() const { return plan_.header.persistent_bytes() + plan_.header.transient_bytes(); }
+  /// Bytes of both regions that are backed by physical memory now: the pages
+  /// kernels and collectives have actually touched. The regions are fresh
+  /// mappings that are never released, so this is also the peak.
+  uint64_t residentTensorBytes() const;
 
 private:
   struct Resolved {
     const plan::Instruction *instruction;
-    KernelFn kernel; // null for event instructions
+    KernelFn kernel; // null for events and collectives
     KernelCall call;
+    bool collective = false;
   };
 
   Executor() = default;
+  Status runCollective(const Resolved &r);
+  /// Member index of this rank in its shard group.
+  int shardIndex() const;
   Status runStream(std::vector<Resolved> &stream, int64_t step);
   void recordEvent(int event, int64_t step);
   void waitEvent(int event, int64_t step);
 
   PlanFile plan_;
+  Communicator *communicator_ = nullptr;
   uint8_t *persistent_ = nullptr;
   uint8_t *transient_ = nullptr;
+  uint64_t persistentMapped_ = 0;
+  uint64_t transientMapped_ = 0;
   std::vector<int> inputTensors_;
   int stepTensor_ = -1;
   std::vector<Resolved> computeStream_;

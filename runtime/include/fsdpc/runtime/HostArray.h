@@ -49,6 +49,15 @@ struct HostArray {
       std::memcpy(a.bytes.data(), values, a.bytes.size());
     return a;
   }
+  static HostArray i64(std::vector<int64_t> shape, const int64_t *values) {
+    HostArray a;
+    a.dtype = plan::I64;
+    a.shape = std::move(shape);
+    a.bytes.resize(a.numElements() * sizeof(int64_t));
+    if (values)
+      std::memcpy(a.bytes.data(), values, a.bytes.size());
+    return a;
+  }
 };
 
 } // namespace fsdpc::runtime

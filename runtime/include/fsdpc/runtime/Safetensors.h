@@ -22,8 +22,9 @@ using NamedArrays = std::vector<std::pair<std::string, HostArray>>;
 /// Writes atomically. Names keep the order given.
 Status writeSafetensors(const NamedArrays &arrays, const std::string &path,
                         const std::map<std::string, std::string> &metadata = {});
-/// Reads F32, F64 (as f32), I64 and I32 (as i64) tensors.
-StatusOr<NamedArrays> readSafetensors(const std::string &path);
+/// Reads F32, F64 (as f32), I64 and I32 (as i64) tensors, and the string
+/// metadata into `metadata` if given.
+StatusOr<NamedArrays> readSafetensors(const std::string &path, std::map<std::string, std::string> *metadata = nullptr);
 
 } // namespace fsdpc::runtime
 

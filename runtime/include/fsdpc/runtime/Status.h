@@ -14,7 +14,7 @@
 
 namespace fsdpc::runtime {
 
-enum class StatusCode { kOk = 0, kInvalidArgument, kNotFound, kDataLoss, kInternal, kUnimplemented };
+enum class StatusCode { kOk = 0, kInvalidArgument, kNotFound, kDataLoss, kInternal, kUnimplemented, kAborted };
 
 class [[nodiscard]] Status {
 public:

@@ -49,7 +49,7 @@ LogicalResult ProgramOp::verify() {
     int64_t limit = tensor.isPersistent() ? *getPersistentBytes() : *getTransientBytes();
     if (end > limit)
       return tensor.emitOpError("bytes [") << begin << ", " << end << ") exceed its region of " << limit << " bytes";
-    if (tensor.isPersistent() && end > begin)
+    if (tensor.isPersistent() && end > begin && tensor.getKind() != TensorKind::view)
       persistentRanges.emplace_back(begin, end);
   }
   llvm::sort(persistentRanges);
@@ -68,8 +68,20 @@ int64_t TensorOp::getByteSize() {
   return type.getNumElements() * (type.getElementType().getIntOrFloatBitWidth() / 8);
 }
 
+TensorOp TensorOp::getStorage() {
+  TensorOp tensor = *this;
+  for (int depth = 0; tensor && tensor.getKind() == TensorKind::view && depth < 64; ++depth)
+    tensor = SymbolTable::lookupNearestSymbolFrom<TensorOp>(tensor, tensor.getViewOfAttr());
+  return tensor ? tensor : *this;
+}
+
 bool TensorOp::isPersistent() {
   switch (getKind()) {
+  case TensorKind::view: {
+    TensorOp storage = getStorage();
+    return storage != *this && storage.isPersistent();
+  }
+  case TensorKind::gradient:
   case TensorKind::parameter:
   case TensorKind::frozen_parameter:
   case TensorKind::optimizer_state:
@@ -106,6 +118,18 @@ LogicalResult TensorOp::verify() {
     return emitOpError("of kind step_counter must be tensor<i64>");
   if (getOffset() && *getOffset() < 0)
     return emitOpError("offset must be non-negative");
+  if ((getKind() == TensorKind::view) != (getViewOf() && getViewOffset()))
+    return emitOpError("view_of and view_offset are set exactly for kind view");
+  if (getKind() == TensorKind::view) {
+    auto base = SymbolTable::lookupNearestSymbolFrom<TensorOp>(*this, getViewOfAttr());
+    if (!base)
+      return emitOpError("is a view of ") << getViewOfAttr() << ", which is not a plan.tensor";
+    if (base.getTensorType().getElementType() != element)
+      return emitOpError("element type differs from its base's");
+    if (*getViewOffset() < 0 || *getViewOffset() + getByteSize() > base.getByteSize())
+      return emitOpError("bytes [") << *getViewOffset() << ", " << *getViewOffset() + getByteSize()
+                                    << ") are outside its base of " << base.getByteSize() << " bytes";
+  }
   return success();
 }
 

@@ -2,6 +2,7 @@
 #include "fsdpc/Dialect/Plan/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/StringMap.h"
 
 namespace fsdpc::plan_ir {
@@ -36,7 +37,12 @@ struct PlanAllocatePass : public fsdpc::plan_ir::impl::PlanAllocateBase<PlanAllo
     llvm::StringMap<size_t> intervalIndex;
     std::vector<Interval> intervals;
     int64_t persistentBytes = 0;
+    llvm::StringMap<TensorOp> views;
     for (TensorOp tensor : block.getOps<TensorOp>()) {
+      if (tensor.getKind() == TensorKind::view) {
+        views[tensor.getSymName()] = tensor;
+        continue;
+      }
       if (tensor.isPersistent()) {
         tensor.setOffset(persistentBytes);
         persistentBytes = alignUp(persistentBytes + tensor.getByteSize());
@@ -48,30 +54,53 @@ struct PlanAllocatePass : public fsdpc::plan_ir::impl::PlanAllocateBase<PlanAllo
       intervals.push_back({tensor, tensor.getByteSize(), isInput ? -1 : INT64_MAX, isInput ? -1 : INT64_MIN});
     }
 
-    // Lifetimes in program order.
-    int64_t index = 0;
-    auto touch = [&](ArrayAttr refs) {
+    // Lifetimes in program order; a view's uses are its storage's. A
+    // collective runs on the communication stream, which compute does not
+    // wait for until its `wait_event`: its tensors stay live until then.
+    SmallVector<Operation *> instructions;
+    llvm::DenseMap<int64_t, int64_t> computeWaitIndex;
+    for (Operation &op : block) {
+      if (isa<TensorOp>(op))
+        continue;
+      if (auto wait = dyn_cast<WaitEventOp>(op); wait && wait.getStream() == Stream::compute)
+        computeWaitIndex.try_emplace(wait.getEvent(), instructions.size());
+      instructions.push_back(&op);
+    }
+    auto touch = [&](ArrayAttr refs, int64_t from, int64_t to) {
       for (Attribute ref : refs) {
-        auto it = intervalIndex.find(cast<FlatSymbolRefAttr>(ref).getValue());
+        StringRef name = cast<FlatSymbolRefAttr>(ref).getValue();
+        for (int depth = 0; views.count(name) && depth < 64; ++depth)
+          name = *views[name].getViewOf();
+        auto it = intervalIndex.find(name);
         if (it == intervalIndex.end())
           continue;
         Interval &interval = intervals[it->second];
-        interval.first = std::min(interval.first, index);
-        interval.last = std::max(interval.last, index);
+        interval.first = std::min(interval.first, from);
+        interval.last = std::max(interval.last, to);
       }
     };
-    for (Operation &op : block) {
+    const int64_t end = instructions.size();
+    for (int64_t index = 0; index < end; ++index) {
+      Operation *op = instructions[index];
       if (auto kernel = dyn_cast<KernelOp>(op)) {
-        touch(kernel.getInputs());
-        touch(kernel.getOutputs());
+        touch(kernel.getInputs(), index, index);
+        touch(kernel.getOutputs(), index, index);
       } else if (auto collective = dyn_cast<CollectiveOp>(op)) {
-        touch(collective.getInputs());
-        touch(collective.getOutputs());
-      } else {
-        continue;
+        int64_t until = index;
+        if (collective.getStream() == Stream::communication) {
+          until = end;
+          for (int64_t next = index + 1; next < end; ++next)
+            if (auto record = dyn_cast<RecordEventOp>(instructions[next]);
+                record && record.getStream() == Stream::communication) {
+              until = computeWaitIndex.lookup_or(record.getEvent(), end);
+              break;
+            }
+        }
+        touch(collective.getInputs(), index, until);
+        touch(collective.getOutputs(), index, until);
       }
-      ++index;
     }
+    int64_t index = end;
     // The loss is read after the step; unused tensors still get a slot.
     auto lossIt = intervalIndex.find(program.getLoss());
     for (Interval &interval : intervals) {
@@ -106,6 +135,25 @@ struct PlanAllocatePass : public fsdpc::plan_ir::impl::PlanAllocateBase<PlanAllo
       interval.tensor.setOffset(offset);
       transientBytes = std::max(transientBytes, alignUp(offset + interval.bytes));
       placed.push_back(i);
+    }
+
+    // Views sit inside their storage.
+    for (auto &entry : views) {
+      TensorOp view = entry.second;
+      int64_t offset = *view.getViewOffset();
+      TensorOp base = view;
+      for (int depth = 0; base.getKind() == TensorKind::view && depth < 64; ++depth) {
+        StringRef next = *base.getViewOf();
+        base = views.count(next) ? views[next]
+                                 : SymbolTable::lookupNearestSymbolFrom<TensorOp>(program, base.getViewOfAttr());
+        if (!base) {
+          view.emitOpError("is a view of a missing tensor");
+          return signalPassFailure();
+        }
+        if (base.getKind() == TensorKind::view)
+          offset += *base.getViewOffset();
+      }
+      view.setOffset(*base.getOffset() + offset);
     }
 
     program.setPersistentBytes(persistentBytes);

@@ -29,7 +29,9 @@ def Plan_TensorKind : I32EnumAttr<"TensorKind", "what a plan tensor holds", [
   I32EnumAttrCase<"constant", 4>,
   I32EnumAttrCase<"input", 5>,
   I32EnumAttrCase<"step_counter", 6>,
-  I32EnumAttrCase<"transient", 7>
+  I32EnumAttrCase<"transient", 7>,
+  I32EnumAttrCase<"gradient", 8>,
+  I32EnumAttrCase<"view", 9>
 ]> {
   let cppNamespace = "::fsdpc::plan_ir";
 }

@@ -46,31 +46,41 @@ def Plan_TensorOp : Plan_Op<"tensor", [Symbol, HasParent<"ProgramOp">]> {
   let description = [{
     - `sym_name`: the tensor's name inside the program.
     - `kind`: what it holds; parameters, frozen parameters, optimizer state,
-      constants and the step counter live in the persistent region, inputs
-      and transients in the transient arena.
+      gradient shards, constants and the step counter live in the persistent
+      region, inputs and transients in the transient arena. A `view` is an
+      alias of part of another tensor and takes no memory of its own.
     - `type`: its static shape and element type (f32 or i64).
     - `source_name`: the ONNX name of a parameter or input.
     - `value`: the initial value of a constant.
     - `optimizer_slot`, `owner`: for optimizer state, the slot (`"exp_avg"`)
       and the parameter it belongs to.
-    - `offset`: the byte offset in its region, set by `plan-allocate`.
+    - `unit`: for a unit's parameter, gradient or optimizer-state shard, the
+      `fsdp.unit` it belongs to.
+    - `view_of`, `view_offset`: for a view, the tensor it aliases and its first
+      byte in it.
+    - `offset`: the byte offset in its region, set by `plan-allocate` (for a
+      view, the base's offset plus `view_offset`).
 
     ```mlir
     plan.tensor @w0 parameter : tensor<2048x10xf32> {source_name = "fc1.weight", offset = 0 : i64}
+    plan.tensor @fc1.bias view : tensor<2048xf32> {view_of = @full0, view_offset = 81920 : i64}
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, Plan_TensorKind:$kind, TypeAttrOf<AnyRankedTensor>:$type,
                        OptionalAttr<StrAttr>:$source_name, OptionalAttr<ElementsAttr>:$value,
                        OptionalAttr<StrAttr>:$optimizer_slot, OptionalAttr<StrAttr>:$owner,
-                       OptionalAttr<I64Attr>:$offset);
+                       OptionalAttr<I64Attr>:$offset, OptionalAttr<StrAttr>:$unit,
+                       OptionalAttr<FlatSymbolRefAttr>:$view_of, OptionalAttr<I64Attr>:$view_offset);
   let assemblyFormat = "$sym_name $kind `:` $type attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     ::mlir::RankedTensorType getTensorType() { return ::llvm::cast<::mlir::RankedTensorType>(getType()); }
     /// Bytes of the tensor's elements.
     int64_t getByteSize();
-    /// Whether the tensor lives in the persistent region.
+    /// Whether the tensor lives in the persistent region (a view: its base).
     bool isPersistent();
+    /// The tensor a view aliases, through views of views; itself otherwise.
+    TensorOp getStorage();
   }];
 }
 

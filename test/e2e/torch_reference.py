@@ -1,0 +1,205 @@
+#!/usr/bin/python3
+"""The PyTorch reference for the end-to-end tests, independent of fsdpc.
+
+It interprets an ONNX graph with torch ops, starting from the ONNX file's
+initializers, makes a dataset both sides train on, and trains with
+torch.optim. Needs /usr/bin/python3 (torch, onnx, numpy).
+"""
+import json
+import os
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import torch
+import torch.nn.functional as F
+from onnx import numpy_helper
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        (length,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(length))
+        data = f.read()
+    out = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        assert entry["dtype"] == "F32", entry
+        begin, end = entry["data_offsets"]
+        out[name] = np.frombuffer(data[begin:end], dtype=np.float32).reshape(entry["shape"])
+    return out
+
+
+def write_safetensors(path, arrays):
+    """Writes float32 arrays as safetensors, the way torch users' tools do."""
+    header, offset, blobs = {}, 0, []
+    for name, array in arrays.items():
+        blob = np.ascontiguousarray(array, dtype=np.float32).tobytes()
+        header[name] = {"dtype": "F32", "shape": list(array.shape), "data_offsets": [offset, offset + len(blob)]}
+        offset += len(blob)
+        blobs.append(blob)
+    text = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+class OnnxInTorch:
+    """The forward pass of an ONNX graph, in torch ops (the MLP op set)."""
+
+    def __init__(self, model):
+        self.graph = model.graph
+        self.params = {}
+        self.constants = {}
+        for init in self.graph.initializer:
+            array = numpy_helper.to_array(init)
+            if array.dtype.kind == "f":
+                self.params[init.name] = torch.tensor(array.astype(np.float32), requires_grad=True)
+            else:
+                self.constants[init.name] = torch.tensor(array)
+
+    def __call__(self, inputs):
+        env = dict(self.constants)
+        env.update(self.params)
+        env.update(inputs)
+        for node in self.graph.node:
+            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+            x = [env[name] if name else None for name in node.input]
+            op = node.op_type
+            if op == "Gemm":
+                a = x[0].t() if attrs.get("transA", 0) else x[0]
+                b = x[1].t() if attrs.get("transB", 0) else x[1]
+                y = attrs.get("alpha", 1.0) * (a @ b)
+                if len(x) > 2 and x[2] is not None:
+                    y = y + attrs.get("beta", 1.0) * x[2]
+            elif op == "MatMul":
+                y = x[0] @ x[1]
+            elif op in ("Add", "Sub", "Mul", "Div"):
+                y = {"Add": torch.add, "Sub": torch.sub, "Mul": torch.mul, "Div": torch.div}[op](x[0], x[1])
+            elif op == "Relu":
+                y = torch.relu(x[0])
+            elif op == "Tanh":
+                y = torch.tanh(x[0])
+            elif op == "Sigmoid":
+                y = torch.sigmoid(x[0])
+            elif op == "Identity":
+                y = x[0]
+            elif op == "Flatten":
+                y = torch.flatten(x[0], attrs.get("axis", 1))
+            elif op == "Reshape":
+                y = torch.reshape(x[0], [int(d) for d in x[1]])
+            elif op == "Constant":
+                y = torch.tensor(numpy_helper.to_array(attrs["value"]))
+            elif op == "Transpose":
+                y = x[0].permute(*attrs.get("perm", list(reversed(range(x[0].dim())))))
+            elif op == "Softmax":
+                y = torch.softmax(x[0], attrs.get("axis", -1))
+            elif op == "LogSoftmax":
+                y = torch.log_softmax(x[0], attrs.get("axis", -1))
+            else:
+                raise NotImplementedError(op)
+            env[node.output[0]] = y
+        return [env[o.name] for o in self.graph.output]
+
+
+def run(cmd):
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit("command failed: %s\n%s%s" % (" ".join(cmd), result.stdout, result.stderr))
+    return result.stdout
+
+
+
+class Dataset:
+    """Inputs ~ N(0, 1) and labels from a fixed random teacher (linear for
+    cross-entropy, linear regression for mse), saved as npy for fsdp-run."""
+
+    def __init__(self, model, work, samples, loss, seed=1234):
+        initializers = {i.name for i in model.graph.initializer}
+        (info,) = [i for i in model.graph.input if i.name not in initializers]
+        self.input_name = info.name
+        input_shape = [d.dim_value for d in info.type.tensor_type.shape.dim]
+        self.batch = input_shape[0]
+        output_shape = [d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim]
+        rng = np.random.default_rng(seed)
+        self.dir = os.path.join(work, "data")
+        os.makedirs(self.dir, exist_ok=True)
+        self.samples = samples
+        self.inputs = rng.standard_normal([samples] + input_shape[1:]).astype(np.float32)
+        flat = self.inputs.reshape(samples, -1)
+        label_positions = int(np.prod(output_shape[1:-1])) if len(output_shape) > 2 else 1
+        if loss == "cross_entropy":
+            teacher = rng.standard_normal([flat.shape[1], label_positions, output_shape[-1]])
+            scores = np.einsum("sf,fpc->spc", flat, teacher)
+            self.labels = scores.argmax(-1).reshape([samples] + output_shape[1:-1]).astype(np.int64)
+        else:
+            teacher = rng.standard_normal([flat.shape[1], int(np.prod(output_shape[1:]))]) / np.sqrt(flat.shape[1])
+            self.labels = (flat @ teacher).reshape([samples] + output_shape[1:]).astype(np.float32)
+        np.save(os.path.join(self.dir, self.input_name + ".npy"), self.inputs)
+        np.save(os.path.join(self.dir, "labels.npy"), self.labels)
+
+
+def train_torch(model, data, steps, optimizer, lr, weight_decay, momentum, loss, dtype=torch.float32):
+    """Per-step losses and final parameters (float64 numpy) of torch."""
+    net = OnnxInTorch(model)
+    for name in net.params:
+        net.params[name] = net.params[name].detach().to(dtype).requires_grad_(True)
+    params = list(net.params.values())
+    if optimizer == "adamw":
+        opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    else:
+        opt = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+    losses = []
+    for step in range(steps):
+        index = [(step * data.batch + j) % data.samples for j in range(data.batch)]
+        (logits,) = net({data.input_name: torch.tensor(data.inputs[index]).to(dtype)})
+        target = torch.tensor(data.labels[index])
+        if loss == "cross_entropy":
+            value = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
+        else:
+            value = F.mse_loss(logits, target.to(dtype))
+        opt.zero_grad()
+        value.backward()
+        opt.step()
+        losses.append(value.item())
+    return losses, {k: v.detach().double().numpy() for k, v in net.params.items()}
+
+
+def read_losses(metrics_path):
+    """The per-step losses fsdp-run wrote with --metrics-json."""
+    losses = []
+    for line in open(metrics_path):
+        record = json.loads(line)
+        if "loss" in record:
+            losses.append(record["loss"])
+    return losses
+
+
+def norm_rel(got, want):
+    """||got - want|| / ||want|| in the 2-norm of the flattened tensor."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    return float(np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30))
+
+
+def read_steps(metrics_path):
+    """{step: loss} from fsdp-run's --metrics-json."""
+    steps = {}
+    for line in open(metrics_path):
+        record = json.loads(line)
+        if "loss" in record:
+            steps[record["step"]] = record["loss"]
+    return steps
+
+
+def max_norm_rel(got, want):
+    """max|got - want| / max|want|."""
+    return float(np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1e-12))
+
+
+def export_example(name, work):
+    """Exports examples/mlp's models into `work` and returns the path of `name`."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    exporter = os.path.join(here, "..", "..", "examples", "mlp", "export.py")
+    run([sys.executable, exporter, "--out-dir", work])
+    return os.path.join(work, name + ".onnx")

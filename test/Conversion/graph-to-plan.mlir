@@ -27,3 +27,52 @@ module attributes {graph.loss_kind = "mse", graph.optimizer = "adamw"} {
     return %1, %p, %nm, %nv : tensor<f32>, tensor<5x3xf32>, tensor<5x3xf32>, tensor<5x3xf32>
   }
 }
+
+// -----
+
+// Tests the lowering of a sharded step: shards become persistent tensors of
+// their unit, a gather writes a transient the parameter views alias, each
+// collective runs on the communication stream between a pair of events,
+// compute waits right before it touches a collective's tensors, gradients are
+// computed in place in the flat gradient, the padding is zeroed, and the
+// gradient shard is a persistent `gradient` tensor.
+// CHECK-LABEL: plan.program @train_step
+// CHECK-SAME: world_size = 2 : i64
+// CHECK-DAG: plan.tensor @u.flat_param parameter : tensor<8xf32> {source_name = "u.flat_param", unit = "u"}
+// CHECK-DAG: plan.tensor @u.flat_param.momentum_buffer optimizer_state : tensor<8xf32> {optimizer_slot = "momentum_buffer", owner = "u.flat_param", unit = "u"}
+// CHECK-DAG: plan.tensor @[[FLATGRAD:t[0-9]+]] transient : tensor<16xf32>
+// CHECK-DAG: plan.tensor @w.grad view : tensor<5x3xf32> {view_of = @[[FLATGRAD]], view_offset = 0 : i64}
+// CHECK: plan.tensor @u.full transient : tensor<16xf32>
+// CHECK-NEXT: plan.record_event 0 on compute
+// CHECK-NEXT: plan.wait_event 0 on communication
+// CHECK-NEXT: plan.collective "all_gather" ins [@u.flat_param] outs [@u.full] on communication {group_size = 2 : i64}
+// CHECK-NEXT: plan.record_event 1 on communication
+// CHECK-NEXT: plan.tensor @w view : tensor<5x3xf32> {view_of = @u.full, view_offset = 0 : i64}
+// CHECK: plan.wait_event 1 on compute
+// CHECK-NEXT: plan.kernel "matmul" ins [@input, @w]
+// CHECK: plan.kernel "matmul" ins [@{{.*}}, @input] outs [@w.grad]
+// CHECK: plan.tensor @u.grad_padding view : tensor<1xf32> {view_of = @[[FLATGRAD]], view_offset = 60 : i64}
+// CHECK-NEXT: plan.kernel "fill" ins [] outs [@u.grad_padding] on compute {value = 0.000000e+00 : f64}
+// CHECK-NEXT: plan.tensor @u.grad_shard gradient : tensor<8xf32> {unit = "u"}
+// CHECK-NEXT: plan.record_event 2 on compute
+// CHECK-NEXT: plan.wait_event 2 on communication
+// CHECK-NEXT: plan.collective "reduce_scatter" ins [@[[FLATGRAD]]] outs [@u.grad_shard] on communication {group_size = 2 : i64, reduction = "avg"}
+// CHECK-NEXT: plan.record_event 3 on communication
+// CHECK-NEXT: plan.wait_event 3 on compute
+// CHECK-NEXT: plan.kernel "sgd_update" ins [@u.flat_param, @u.grad_shard, @u.flat_param.momentum_buffer, @step] outs [@u.flat_param, @u.flat_param.momentum_buffer]
+module attributes {fsdp.world_size = 2 : i64, graph.loss_kind = "mse", graph.optimizer = "sgd"} {
+  fsdp.unit @u params ["w"] : [tensor<5x3xf32>] flat_size 15 padded_size 16
+  func.func @train_step(%x: tensor<4x3xf32> {graph.input = "input"}, %t: tensor<4x5xf32> {graph.input = "labels"}, %step: tensor<i64> {graph.step}, %shard: tensor<8xf32> {fsdp.shard_of = @u}, %buf: tensor<8xf32> {fsdp.state_shard_of = @u, graph.state_slot = "momentum_buffer"}) -> (tensor<f32> {graph.loss}, tensor<8xf32> {graph.updates = 3 : i64}, tensor<8xf32> {graph.updates = 4 : i64}) {
+    %full = fsdp.all_gather %shard {unit = @u, group_size = 2 : i64} : tensor<8xf32> -> tensor<16xf32>
+    %w = fsdp.param_view %full {param = "w", offset = 0 : i64} : tensor<16xf32> -> tensor<5x3xf32>
+    %0 = graph.matmul %x, %w {transpose_b = true} : (tensor<4x3xf32>, tensor<5x3xf32>) -> tensor<4x5xf32>
+    fsdp.free %full : tensor<16xf32>
+    %1 = graph.mse_loss %0, %t : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<f32>
+    %2 = graph.sub %0, %t : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<4x5xf32>
+    %3 = graph.matmul %2, %x {transpose_a = true} : (tensor<4x5xf32>, tensor<4x3xf32>) -> tensor<5x3xf32>
+    %flat = fsdp.flatten %3 {unit = @u} : tensor<5x3xf32> -> tensor<16xf32>
+    %g = fsdp.reduce_scatter %flat {unit = @u, reduction = "avg", group_size = 2 : i64} : tensor<16xf32> -> tensor<8xf32>
+    %p, %b = graph.sgd_update %shard, %g state(%buf) step %step {lr = 0.1 : f64, momentum = 0.9 : f64, dampening = 0.0 : f64, weight_decay = 0.0 : f64, nesterov = false} : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<i64>) -> (tensor<8xf32>, tensor<8xf32>)
+    return %1, %p, %b : tensor<f32>, tensor<8xf32>, tensor<8xf32>
+  }
+}

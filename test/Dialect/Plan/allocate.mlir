@@ -22,3 +22,49 @@ plan.program @p attributes {world_size = 1 : i64, global_batch = 1 : i64, loss =
   plan.kernel "copy" ins [@b] outs [@c] on compute
   plan.kernel "fill" ins [] outs [@l] on compute {value = 0.0 : f64}
 }
+
+// -----
+
+// Tests that a view takes its base's offset plus its own, and makes the base
+// live while the view is used.
+// CHECK-LABEL: plan.program @views
+// CHECK-DAG: plan.tensor @flat transient : tensor<32xf32> {offset = 0 : i64}
+// CHECK-DAG: plan.tensor @half view : tensor<16xf32> {offset = 64 : i64, view_of = @flat, view_offset = 64 : i64}
+// CHECK-DAG: plan.tensor @other transient : tensor<16xf32> {offset = 128 : i64}
+plan.program @views attributes {world_size = 1 : i64, global_batch = 1 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+  plan.tensor @flat transient : tensor<32xf32>
+  plan.tensor @half view : tensor<16xf32> {view_of = @flat, view_offset = 64 : i64}
+  plan.tensor @other transient : tensor<16xf32>
+  plan.tensor @l transient : tensor<f32>
+  plan.kernel "fill" ins [] outs [@flat] on compute {value = 1.0 : f64}
+  plan.kernel "fill" ins [] outs [@other] on compute {value = 1.0 : f64}
+  plan.kernel "copy" ins [@half] outs [@other] on compute
+  plan.kernel "fill" ins [] outs [@l] on compute {value = 0.0 : f64}
+}
+
+// -----
+
+// Tests that a collective's tensors stay live until compute waits for it: the
+// communication stream may still be reading @grad while compute runs on, so
+// @later may not reuse its bytes before `wait_event 1 on compute`, and
+// @after may.
+// CHECK-LABEL: plan.program @async
+// CHECK-DAG: plan.tensor @grad transient : tensor<16xf32> {offset = 0 : i64}
+// CHECK-DAG: plan.tensor @later transient : tensor<16xf32> {offset = 64 : i64}
+// CHECK-DAG: plan.tensor @after transient : tensor<16xf32> {offset = 0 : i64}
+plan.program @async attributes {world_size = 2 : i64, global_batch = 2 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+  plan.tensor @grad transient : tensor<16xf32>
+  plan.tensor @shard gradient : tensor<8xf32> {unit = "u"}
+  plan.tensor @later transient : tensor<16xf32>
+  plan.tensor @after transient : tensor<16xf32>
+  plan.tensor @l transient : tensor<f32>
+  plan.kernel "fill" ins [] outs [@grad] on compute {value = 1.0 : f64}
+  plan.record_event 0 on compute
+  plan.wait_event 0 on communication
+  plan.collective "reduce_scatter" ins [@grad] outs [@shard] on communication {group_size = 2 : i64, reduction = "avg"}
+  plan.record_event 1 on communication
+  plan.kernel "fill" ins [] outs [@later] on compute {value = 2.0 : f64}
+  plan.wait_event 1 on compute
+  plan.kernel "fill" ins [] outs [@after] on compute {value = 3.0 : f64}
+  plan.kernel "fill" ins [] outs [@l] on compute {value = 0.0 : f64}
+}

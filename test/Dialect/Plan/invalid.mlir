@@ -52,3 +52,22 @@ plan.program @p attributes {world_size = 2 : i64, global_batch = 4 : i64, loss =
   // expected-error @+1 {{takes no reduction}}
   plan.collective "all_gather" ins [@a] outs [@a] on communication {group_size = 2 : i64, reduction = "sum"}
 }
+
+// -----
+
+// Tests that a view stays inside its base.
+plan.program @p attributes {world_size = 1 : i64, global_batch = 1 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+  plan.tensor @l transient : tensor<f32>
+  plan.tensor @flat transient : tensor<8xf32>
+  // expected-error @+1 {{bytes [16, 48) are outside its base of 32 bytes}}
+  plan.tensor @v view : tensor<8xf32> {view_of = @flat, view_offset = 16 : i64}
+}
+
+// -----
+
+// Tests that only views name a base.
+plan.program @p attributes {world_size = 1 : i64, global_batch = 1 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+  plan.tensor @l transient : tensor<f32>
+  // expected-error @+1 {{view_of and view_offset are set exactly for kind view}}
+  plan.tensor @v transient : tensor<8xf32> {view_of = @l, view_offset = 0 : i64}
+}

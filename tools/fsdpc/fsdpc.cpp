@@ -7,6 +7,7 @@
 // fsdp (after the sharding passes), plan (the allocated plan.program).
 //
 //===----------------------------------------------------------------------===//
+#include "fsdpc/Export/MemoryReport.h"
 #include "fsdpc/Export/PlanWriter.h"
 #include "fsdpc/Import/OnnxImporter.h"
 #include "fsdpc/Dialect/Fsdp/Transforms/Passes.h"
@@ -57,6 +58,10 @@ cl::opt<std::string> strategy("strategy", cl::desc("full_shard, shard_grad_op, n
                               cl::init("full_shard"), cl::cat(category));
 cl::opt<int64_t> shardGroupSize("shard-group-size", cl::desc("ranks per shard group, for hybrid_shard"),
                                 cl::init(0), cl::cat(category));
+cl::opt<bool> printReport("report", cl::desc("print each rank's memory and communication per step"),
+                          cl::cat(category));
+cl::opt<std::string> reportJson("report-json", cl::desc("write the memory report as JSON to this file"),
+                                cl::value_desc("file"), cl::cat(category));
 cl::opt<std::string> freezeRegex("freeze", cl::desc("do not train parameters whose name matches this regex"),
                                  cl::value_desc("regex"), cl::cat(category));
 
@@ -79,8 +84,8 @@ int main(int argc, char **argv) {
   static const llvm::StringRef stages[] = {"import", "graph", "fsdp", "plan"};
   if (!emitStage.empty() && !llvm::is_contained(stages, emitStage))
     return fail("--emit=" + emitStage + " is not a stage (import, graph, fsdp, plan)");
-  if (emitStage.empty() && outputPath.empty() && dumpDir.empty())
-    return fail("nothing to do: pass -o plan.bin, --emit=STAGE or --dump-ir DIR");
+  if (emitStage.empty() && outputPath.empty() && dumpDir.empty() && !printReport && reportJson.empty())
+    return fail("nothing to do: pass -o plan.bin, --emit=STAGE, --dump-ir DIR or --report");
   if (optimizer != "adamw" && optimizer != "sgd")
     return fail("--optimizer " + optimizer + " is not supported (adamw, sgd)");
   auto [beta1Text, beta2Text] = llvm::StringRef(betas).split(',');
@@ -199,6 +204,20 @@ int main(int argc, char **argv) {
   if (!finishStage("plan"))
     return emitStage == "plan" ? 0 : 1;
 
+  if (printReport || !reportJson.empty()) {
+    std::optional<fsdpc::MemoryReport> report = fsdpc::buildMemoryReport(module, error);
+    if (!report)
+      return fail(error);
+    if (printReport)
+      fsdpc::printMemoryReport(*report, llvm::outs());
+    if (!reportJson.empty()) {
+      std::error_code ec;
+      llvm::raw_fd_ostream out(reportJson, ec);
+      if (ec)
+        return fail("cannot write --report-json file '" + reportJson + "': " + ec.message());
+      fsdpc::printMemoryReportJson(*report, out);
+    }
+  }
   if (outputPath.empty())
     return 0;
   std::optional<fsdpc::runtime::PlanFile> plan = fsdpc::buildPlanFile(module, imported->weights, error);
@@ -209,8 +228,10 @@ int main(int argc, char **argv) {
     return fail(written.toString());
   int64_t parameters = 0;
   for (const auto &tensor : plan->header.tensors())
-    if (tensor.kind() == fsdpc::plan::PARAMETER)
+    if (tensor.kind() == fsdpc::plan::PARAMETER && tensor.unit().empty())
       parameters += fsdpc::runtime::numElements(tensor);
+  for (const auto &unit : plan->header.units())
+    parameters += unit.flat_size();
   llvm::outs() << "fsdpc: wrote " << outputPath << ": " << parameters << " trainable parameters, "
                << plan->header.instructions_size() << " instructions, "
                << llvm::formatv("{0:F1}", (plan->header.persistent_bytes() + plan->header.transient_bytes()) / 1048576.0)

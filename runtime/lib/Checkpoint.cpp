@@ -55,7 +55,10 @@ Status saveShardedCheckpoint(const std::string &dir, Executor &executor, Communi
                                 {"plan_hash", hex(planHash)},
                                 {"world_size", std::to_string(communicator.worldSize())},
                                 {"rank", std::to_string(communicator.rank())},
-                                {"completed_steps", std::to_string(completedSteps)}});
+                                {"completed_steps", std::to_string(completedSteps)},
+                                // Step i reads global batch i, so the steps are the data position.
+                                {"data_position_samples",
+                                 std::to_string(completedSteps * executor.header().global_batch())}});
   FSDPC_RETURN_IF_ERROR(agreeAllSucceeded(communicator, written, "writing the sharded checkpoint"));
   Status pointed = Status::ok();
   if (communicator.rank() == 0)

@@ -53,6 +53,17 @@ void testGroup(Communicator &comm, Group g) {
   std::snprintf(what, sizeof(what), "all_gather size %d stride %d", g.size, g.stride);
   expect(same, what, rank);
 
+  // Only the group's first member receives the gathered tensor.
+  const bool first = (rank / g.stride) % g.size == 0;
+  std::vector<float> gathered(first ? count * g.size : 0, -1.0f);
+  expect(comm.gatherToFirst(shard.data(), first ? gathered.data() : nullptr, count, g).isOk(), "gather status", rank);
+  same = true;
+  for (int m = 0; first && m < g.size; ++m)
+    for (int64_t i = 0; i < count; ++i)
+      same &= gathered[m * count + i] == valueOf(memberRank(rank, m, g), i);
+  std::snprintf(what, sizeof(what), "gather to the first member, size %d stride %d", g.size, g.stride);
+  expect(same, what, rank);
+
   for (Reduction reduction : {Reduction::kSum, Reduction::kAvg}) {
     std::vector<float> local(count * g.size), out(count);
     for (int64_t i = 0; i < count * g.size; ++i)

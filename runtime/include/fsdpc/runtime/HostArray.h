@@ -41,19 +41,19 @@ struct HostArray {
   template <typename T> const T *data() const { return reinterpret_cast<const T *>(bytes.data()); }
 
   static HostArray f32(std::vector<int64_t> shape, const float *values) {
-    HostArray a;
-    a.dtype = plan::F32;
-    a.shape = std::move(shape);
-    a.bytes.resize(a.numElements() * sizeof(float));
-    if (values)
-      std::memcpy(a.bytes.data(), values, a.bytes.size());
-    return a;
+    return make(plan::F32, std::move(shape), values);
   }
   static HostArray i64(std::vector<int64_t> shape, const int64_t *values) {
+    return make(plan::I64, std::move(shape), values);
+  }
+
+private:
+  /// `values` (may be null: zeros) holds the elements of `dtype`.
+  static HostArray make(plan::DType dtype, std::vector<int64_t> shape, const void *values) {
     HostArray a;
-    a.dtype = plan::I64;
+    a.dtype = dtype;
     a.shape = std::move(shape);
-    a.bytes.resize(a.numElements() * sizeof(int64_t));
+    a.bytes.resize(a.numElements() * dtypeSize(dtype));
     if (values)
       std::memcpy(a.bytes.data(), values, a.bytes.size());
     return a;

@@ -38,20 +38,12 @@ RankedTensorType flatType(MLIRContext *context, int64_t size) {
   return RankedTensorType::get({size}, Float32Type::get(context));
 }
 
-/// The earliest and latest of `ops` in their block.
+/// The earliest and latest of `ops` (all in one block).
 Operation *earliest(ArrayRef<Operation *> ops) {
-  Operation *first = ops.front();
-  for (Operation *op : ops)
-    if (op->isBeforeInBlock(first))
-      first = op;
-  return first;
+  return *llvm::min_element(ops, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
 }
 Operation *latest(ArrayRef<Operation *> ops) {
-  Operation *last = ops.front();
-  for (Operation *op : ops)
-    if (last->isBeforeInBlock(op))
-      last = op;
-  return last;
+  return *llvm::max_element(ops, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
 }
 
 /// The values an optimizer update reads as state, and whether it is one.

@@ -210,7 +210,7 @@ StatusOr<float> Executor::runStep(int64_t step) {
     commThread.join();
   FSDPC_RETURN_IF_ERROR(computeStatus);
   FSDPC_RETURN_IF_ERROR(commStatus);
-  return view(plan_.header.loss_tensor()).f32()[0];
+  return plan_.header.loss_tensor() >= 0 ? view(plan_.header.loss_tensor()).f32()[0] : 0.0f;
 }
 
 namespace {

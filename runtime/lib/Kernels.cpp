@@ -170,6 +170,45 @@ Status matmul(const KernelCall &call) {
   return Status::ok();
 }
 
+/// One sgemm per index of the broadcast batch dimensions.
+Status batchMatmul(const KernelCall &call) {
+  const TensorView &a = call.inputs[0], &b = call.inputs[1], &c = call.outputs[0];
+  bool transA = call.intAttr("transpose_a", 0), transB = call.intAttr("transpose_b", 0);
+  size_t ra = a.shape.size(), rb = b.shape.size(), rc = c.shape.size();
+  if (ra < 2 || rb < 2 || rc < 2)
+    return FSDPC_ERROR(kInvalidArgument, "batch_matmul: operands must have rank 2 or more");
+  int64_t m = transA ? a.shape[ra - 1] : a.shape[ra - 2], k = transA ? a.shape[ra - 2] : a.shape[ra - 1];
+  int64_t kb = transB ? b.shape[rb - 1] : b.shape[rb - 2], n = transB ? b.shape[rb - 2] : b.shape[rb - 1];
+  std::vector<int64_t> batch(c.shape.begin(), c.shape.end() - 2);
+  std::vector<int64_t> batchA(a.shape.begin(), a.shape.end() - 2), batchB(b.shape.begin(), b.shape.end() - 2);
+  if (k != kb || c.shape[rc - 2] != m || c.shape[rc - 1] != n || !broadcastsTo(batchA, batch) ||
+      !broadcastsTo(batchB, batch))
+    return FSDPC_ERROR(kInvalidArgument, "batch_matmul: shapes ", shapeString(a.shape), " x ", shapeString(b.shape),
+                       " do not match output ", shapeString(c.shape));
+  std::vector<int64_t> stridesA = broadcastStrides(batchA, batch), stridesB = broadcastStrides(batchB, batch);
+  int64_t count = elementCount(batch);
+  const float *pa = a.f32(), *pb = b.f32();
+  float *pc = c.f32();
+#pragma omp parallel for if (count > 1 && m * n * k > 4096)
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t rest = i, offA = 0, offB = 0;
+    for (size_t d = batch.size(); d-- > 0;) {
+      int64_t index = rest % batch[d];
+      rest /= batch[d];
+      offA += index * stridesA[d];
+      offB += index * stridesB[d];
+    }
+    float *out = pc + i * m * n;
+    if (k == 0) {
+      std::fill(out, out + m * n, 0.0f);
+      continue;
+    }
+    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, m, n, k, 1.0f,
+                pa + offA * m * k, transA ? m : k, pb + offB * k * n, transB ? k : n, 0.0f, out, n);
+  }
+  return Status::ok();
+}
+
 Status sumTo(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &y = call.outputs[0];
   if (!broadcastsTo(y.shape, x.shape))
@@ -518,7 +557,14 @@ const std::unordered_map<std::string, KernelEntry> &registry() {
       {"sub", {[](const KernelCall &c) { return binaryBroadcast(c, [](float a, float b) { return a - b; }); }, 2, 1}},
       {"mul", {[](const KernelCall &c) { return binaryBroadcast(c, [](float a, float b) { return a * b; }); }, 2, 1}},
       {"div", {[](const KernelCall &c) { return binaryBroadcast(c, [](float a, float b) { return a / b; }); }, 2, 1}},
+      {"batch_matmul", {batchMatmul, 2, 1}},
+      {"pow", {[](const KernelCall &c) { return binaryBroadcast(c, [](float a, float b) { return std::pow(a, b); }); }, 2, 1}},
       {"neg", {[](const KernelCall &c) { return unary(c, [](float x) { return -x; }); }, 1, 1}},
+      {"exp", {[](const KernelCall &c) { return unary(c, [](float x) { return std::exp(x); }); }, 1, 1}},
+      {"log", {[](const KernelCall &c) { return unary(c, [](float x) { return std::log(x); }); }, 1, 1}},
+      {"sqrt", {[](const KernelCall &c) { return unary(c, [](float x) { return std::sqrt(x); }); }, 1, 1}},
+      {"erf", {[](const KernelCall &c) { return unary(c, [](float x) { return std::erf(x); }); }, 1, 1}},
+      {"reciprocal", {[](const KernelCall &c) { return unary(c, [](float x) { return 1.0f / x; }); }, 1, 1}},
       {"scale",
        {[](const KernelCall &c) {
           float factor = static_cast<float>(c.floatAttr("factor", 1.0));

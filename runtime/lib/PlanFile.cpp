@@ -158,8 +158,11 @@ Status validatePlan(const PlanFile &plan) {
     if ((inst.op() == "record_event" || inst.op() == "wait_event") && (inst.event() < 0 || inst.event() >= h.num_events()))
       return FSDPC_ERROR(kInvalidArgument, "instruction '", inst.op(), "' names a missing event ", inst.event());
   }
-  if (h.loss_tensor() < 0 || h.loss_tensor() >= numTensors)
-    return FSDPC_ERROR(kInvalidArgument, "plan has no loss tensor");
+  if (h.loss_tensor() >= numTensors || (h.loss_tensor() < 0 && h.output_tensors().empty()))
+    return FSDPC_ERROR(kInvalidArgument, "plan has neither a loss tensor nor outputs");
+  for (int id : h.output_tensors())
+    if (id < 0 || id >= numTensors)
+      return FSDPC_ERROR(kInvalidArgument, "plan names a missing output tensor ", id);
   const int64_t groupSize = std::max(h.shard_group_size(), 1);
   for (const plan::Unit &unit : h.units()) {
     if (unit.shard_tensor() < 0 || unit.shard_tensor() >= numTensors ||

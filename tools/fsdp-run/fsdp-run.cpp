@@ -3,12 +3,14 @@
 //   [mpirun -np N] fsdp-run plan.bin [--steps N] [--data DIR] [--seed S]
 //       [--metrics-json FILE] [--save FILE.safetensors] [--init-from FILE.safetensors]
 //       [--save-sharded DIR] [--load-sharded DIR]
+//   fsdp-run forward.bin --forward --inputs DIR --outputs DIR
 //
 //===----------------------------------------------------------------------===//
 #include "fsdpc/runtime/Checkpoint.h"
 #include "fsdpc/runtime/Communicator.h"
 #include "fsdpc/runtime/Dataset.h"
 #include "fsdpc/runtime/Executor.h"
+#include "fsdpc/runtime/Npy.h"
 #include "fsdpc/runtime/PlanFile.h"
 #include "fsdpc/runtime/Safetensors.h"
 
@@ -37,6 +39,9 @@ struct Options {
   std::string initFrom;
   std::string saveShardedDir;
   std::string loadShardedDir;
+  bool forward = false;
+  std::string inputsDir;
+  std::string outputsDir;
   uint64_t seed = 0;
   bool help = false;
 };
@@ -48,7 +53,9 @@ const char *kUsage = "usage: fsdp-run PLAN [--steps N] [--data DIR] [--seed S] [
                      "  --save FILE         after training, the full parameters (gathered to rank 0)\n"
                      "  --init-from FILE    start from full parameters by name\n"
                      "  --save-sharded DIR  after training, each rank's shards, optimizer state and step\n"
-                     "  --load-sharded DIR  resume from a sharded checkpoint of the same plan\n";
+                     "  --load-sharded DIR  resume from a sharded checkpoint of the same plan\n"
+                     "  --forward           run a --forward-only plan once on --inputs DIR (<input>.npy)\n"
+                     "                      and write <output>.npy to --outputs DIR\n";
 
 bool parseInteger(const char *text, int64_t &value) {
   if (!*text)
@@ -104,6 +111,12 @@ Status parseOptions(int argc, char **argv, Options &options) {
       FSDPC_RETURN_IF_ERROR(takeValue(options.saveShardedDir));
     } else if (arg == "--load-sharded") {
       FSDPC_RETURN_IF_ERROR(takeValue(options.loadShardedDir));
+    } else if (arg == "--forward") {
+      options.forward = true;
+    } else if (arg == "--inputs") {
+      FSDPC_RETURN_IF_ERROR(takeValue(options.inputsDir));
+    } else if (arg == "--outputs") {
+      FSDPC_RETURN_IF_ERROR(takeValue(options.outputsDir));
     } else if (arg == "--help" || arg == "-h") {
       options.help = true;
       return Status::ok();
@@ -117,8 +130,42 @@ Status parseOptions(int argc, char **argv, Options &options) {
   }
   if (options.planPath.empty())
     return FSDPC_ERROR(kInvalidArgument, "no plan file given");
+  if (options.forward && (options.inputsDir.empty() || options.outputsDir.empty()))
+    return FSDPC_ERROR(kInvalidArgument, "--forward needs --inputs DIR and --outputs DIR");
   if (!options.initFrom.empty() && !options.loadShardedDir.empty())
     return FSDPC_ERROR(kInvalidArgument, "--init-from and --load-sharded both set the parameters; pass one");
+  return Status::ok();
+}
+
+/// One forward pass of a --forward-only plan: every input from
+/// `<inputs>/<name>.npy`, with exactly the plan's shape and dtype, and every
+/// output to `<outputs>/<name>.npy`.
+Status runForward(Executor &executor, const Options &options) {
+  const plan::PlanHeader &header = executor.header();
+  if (header.output_tensors().empty())
+    return FSDPC_ERROR(kInvalidArgument, "plan '", options.planPath, "' is not a forward-only plan (fsdpc --forward-only)");
+  for (int id : executor.inputTensors()) {
+    const plan::Tensor &tensor = header.tensors(id);
+    std::string path = options.inputsDir + "/" + tensor.name() + ".npy";
+    StatusOr<HostArray> array = readNpy(path);
+    if (!array.isOk())
+      return array.status();
+    std::vector<int64_t> shape(tensor.shape().begin(), tensor.shape().end());
+    if (array->shape != shape || array->dtype != tensor.dtype())
+      return FSDPC_ERROR(kInvalidArgument, "'", path, "' does not have the shape and dtype of the plan input '",
+                         tensor.name(), "'");
+    std::memcpy(executor.view(id).data, array->bytes.data(), tensor.bytes());
+  }
+  StatusOr<float> ran = executor.runStep(1);
+  if (!ran.isOk())
+    return ran.status();
+  for (int id : header.output_tensors()) {
+    const plan::Tensor &tensor = header.tensors(id);
+    std::vector<int64_t> shape(tensor.shape().begin(), tensor.shape().end());
+    TensorView view = executor.view(id);
+    HostArray array = tensor.dtype() == plan::I64 ? HostArray::i64(shape, view.i64()) : HostArray::f32(shape, view.f32());
+    FSDPC_RETURN_IF_ERROR(writeNpy(array, options.outputsDir + "/" + tensor.name() + ".npy"));
+  }
   return Status::ok();
 }
 
@@ -185,6 +232,14 @@ int main(int argc, char **argv) {
     return fail(created.status());
   Executor &executor = **created;
   const plan::PlanHeader &header = executor.header();
+
+  if (options.forward) {
+    Status ran = runForward(executor, options);
+    if (!ran.isOk())
+      return fail(ran);
+    communicator->finish();
+    return 0;
+  }
 
   int64_t firstStep = 0;
   if (!options.initFrom.empty()) {

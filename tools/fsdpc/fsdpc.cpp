@@ -31,7 +31,9 @@ namespace cl = llvm::cl;
 namespace {
 
 cl::OptionCategory category("fsdpc options");
-cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.onnx>"), cl::Required, cl::cat(category));
+cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.onnx>"), cl::cat(category));
+cl::opt<bool> listOps("list-ops", cl::desc("print the supported ONNX ops, each with the first opset it applies to"),
+                      cl::cat(category));
 cl::opt<std::string> outputPath("o", cl::desc("write the plan to this file"), cl::value_desc("plan.bin"),
                                 cl::cat(category));
 cl::opt<std::string> emitStage("emit", cl::desc("print the IR of a stage to stdout: import, graph, fsdp or plan"),
@@ -58,6 +60,10 @@ cl::opt<std::string> strategy("strategy", cl::desc("full_shard, shard_grad_op, n
                               cl::init("full_shard"), cl::cat(category));
 cl::opt<int64_t> shardGroupSize("shard-group-size", cl::desc("ranks per shard group, for hybrid_shard"),
                                 cl::init(0), cl::cat(category));
+cl::opt<bool> forwardOnly("forward-only",
+                          cl::desc("compile the model's forward pass alone (no loss, gradients or optimizer), for "
+                                   "fsdp-run --forward"),
+                          cl::cat(category));
 cl::opt<bool> printReport("report", cl::desc("print each rank's memory and communication per step"),
                           cl::cat(category));
 cl::opt<std::string> reportJson("report-json", cl::desc("write the memory report as JSON to this file"),
@@ -81,6 +87,13 @@ int main(int argc, char **argv) {
   registerAsmPrinterCLOptions();
   cl::ParseCommandLineOptions(argc, argv, "fsdpc: compile an ONNX model into a fully sharded training plan\n");
 
+  if (listOps) {
+    for (const auto &[op, since] : fsdpc::supportedOnnxOps())
+      llvm::outs() << op << " " << since << "\n";
+    return 0;
+  }
+  if (inputPath.empty())
+    return fail("no model given: fsdpc MODEL.onnx ...");
   static const llvm::StringRef stages[] = {"import", "graph", "fsdp", "plan"};
   if (!emitStage.empty() && !llvm::is_contained(stages, emitStage))
     return fail("--emit=" + emitStage + " is not a stage (import, graph, fsdp, plan)");
@@ -174,6 +187,16 @@ int main(int argc, char **argv) {
   if (!finishStage("import"))
     return emitStage == "import" ? 0 : 1;
 
+  fsdpc::LowerToPlanOptions planOptions;
+  planOptions.worldSize = worldSize;
+  if (forwardOnly) {
+    if (worldSize != 1)
+      return fail("--forward-only plans run on one rank");
+    planOptions.function = "forward";
+    if (!runPipeline([&](PassManager &pm) { fsdpc::buildLowerToPlanPipeline(pm, planOptions); }))
+      return 1;
+    stageIndex = 3;
+  }
   fsdpc::TrainStepOptions trainOptions;
   trainOptions.loss = lossKind;
   trainOptions.optimizer = optimizer;
@@ -183,23 +206,21 @@ int main(int argc, char **argv) {
   trainOptions.eps = eps;
   trainOptions.weightDecay = weightDecay;
   trainOptions.momentum = momentum;
-  if (!runPipeline([&](PassManager &pm) { fsdpc::buildTrainStepPipeline(pm, trainOptions); }))
+  if (!forwardOnly && !runPipeline([&](PassManager &pm) { fsdpc::buildTrainStepPipeline(pm, trainOptions); }))
     return 1;
-  if (!finishStage("graph"))
+  if (!forwardOnly && !finishStage("graph"))
     return emitStage == "graph" ? 0 : 1;
   fsdpc::ShardOptions shardOptions;
   shardOptions.wrap = wrapPolicy;
   shardOptions.strategy = strategy;
   shardOptions.worldSize = worldSize;
   shardOptions.shardGroupSize = shardGroupSize;
-  if (!runPipeline([&](PassManager &pm) { fsdpc::buildShardPipeline(pm, shardOptions); }))
+  if (!forwardOnly && !runPipeline([&](PassManager &pm) { fsdpc::buildShardPipeline(pm, shardOptions); }))
     return 1;
-  if (!finishStage("fsdp"))
+  if (!forwardOnly && !finishStage("fsdp"))
     return emitStage == "fsdp" ? 0 : 1;
 
-  fsdpc::LowerToPlanOptions planOptions;
-  planOptions.worldSize = worldSize;
-  if (!runPipeline([&](PassManager &pm) { fsdpc::buildLowerToPlanPipeline(pm, planOptions); }))
+  if (!forwardOnly && !runPipeline([&](PassManager &pm) { fsdpc::buildLowerToPlanPipeline(pm, planOptions); }))
     return 1;
   if (!finishStage("plan"))
     return emitStage == "plan" ? 0 : 1;

@@ -36,7 +36,7 @@ SmallVector<NamedAttribute> kernelParams(Operation *op) {
 class Lowering {
 public:
   Lowering(ModuleOp module, func::FuncOp train, int64_t worldSize)
-      : module_(module), train_(train), worldSize_(worldSize), builder_(module.getContext()) {}
+      : module_(module), func_(train), worldSize_(worldSize), builder_(module.getContext()) {}
 
   LogicalResult run();
 
@@ -127,7 +127,7 @@ private:
   void placeFlatGradients();
 
   ModuleOp module_;
-  func::FuncOp train_;
+  func::FuncOp func_;
   int64_t worldSize_;
   OpBuilder builder_;
   plan_ir::ProgramOp program_;
@@ -144,48 +144,48 @@ private:
 std::string flatParamName(StringRef unit) { return (unit + ".flat_param").str(); }
 
 LogicalResult Lowering::lowerArguments() {
-  for (BlockArgument arg : train_.getArguments()) {
+  for (BlockArgument arg : func_.getArguments()) {
     unsigned i = arg.getArgNumber();
     Location loc = arg.getLoc();
     plan_ir::TensorOp tensor;
-    if (auto name = train_.getArgAttrOfType<StringAttr>(i, graph::kInputAttr)) {
+    if (auto name = func_.getArgAttrOfType<StringAttr>(i, graph::kInputAttr)) {
       tensor = addTensor(name.getValue(), TensorKind::input, arg.getType(), loc);
       tensor.setSourceNameAttr(name);
       auto shape = cast<RankedTensorType>(arg.getType()).getShape();
       if (!shape.empty() && localBatch_ == 0)
         localBatch_ = shape[0];
-    } else if (auto name = train_.getArgAttrOfType<StringAttr>(i, graph::kParamAttr)) {
+    } else if (auto name = func_.getArgAttrOfType<StringAttr>(i, graph::kParamAttr)) {
       tensor = addTensor(name.getValue(), TensorKind::parameter, arg.getType(), loc);
       tensor.setSourceNameAttr(name);
-    } else if (auto name = train_.getArgAttrOfType<StringAttr>(i, graph::kFrozenParamAttr)) {
+    } else if (auto name = func_.getArgAttrOfType<StringAttr>(i, graph::kFrozenParamAttr)) {
       tensor = addTensor(name.getValue(), TensorKind::frozen_parameter, arg.getType(), loc);
       tensor.setSourceNameAttr(name);
-    } else if (auto owner = train_.getArgAttrOfType<StringAttr>(i, graph::kStateOfAttr)) {
-      auto slot = train_.getArgAttrOfType<StringAttr>(i, graph::kStateSlotAttr);
+    } else if (auto owner = func_.getArgAttrOfType<StringAttr>(i, graph::kStateOfAttr)) {
+      auto slot = func_.getArgAttrOfType<StringAttr>(i, graph::kStateSlotAttr);
       if (!slot)
-        return train_.emitError("convert-graph-to-plan: optimizer state argument ") << i << " has no graph.state_slot";
+        return func_.emitError("convert-graph-to-plan: optimizer state argument ") << i << " has no graph.state_slot";
       tensor = addTensor((owner.getValue() + "." + slot.getValue()).str(), TensorKind::optimizer_state, arg.getType(),
                          loc);
       tensor.setOwnerAttr(owner);
       tensor.setOptimizerSlotAttr(slot);
-    } else if (auto unit = train_.getArgAttrOfType<FlatSymbolRefAttr>(i, fsdp::kShardOfAttr)) {
+    } else if (auto unit = func_.getArgAttrOfType<FlatSymbolRefAttr>(i, fsdp::kShardOfAttr)) {
       std::string name = flatParamName(unit.getValue());
       tensor = addTensor(name, TensorKind::parameter, arg.getType(), loc);
       tensor.setSourceNameAttr(builder_.getStringAttr(name));
       tensor.setUnitAttr(builder_.getStringAttr(unit.getValue()));
-    } else if (auto unit = train_.getArgAttrOfType<FlatSymbolRefAttr>(i, fsdp::kStateShardOfAttr)) {
-      auto slot = train_.getArgAttrOfType<StringAttr>(i, graph::kStateSlotAttr);
+    } else if (auto unit = func_.getArgAttrOfType<FlatSymbolRefAttr>(i, fsdp::kStateShardOfAttr)) {
+      auto slot = func_.getArgAttrOfType<StringAttr>(i, graph::kStateSlotAttr);
       if (!slot)
-        return train_.emitError("convert-graph-to-plan: optimizer state argument ") << i << " has no graph.state_slot";
+        return func_.emitError("convert-graph-to-plan: optimizer state argument ") << i << " has no graph.state_slot";
       std::string owner = flatParamName(unit.getValue());
       tensor = addTensor(owner + "." + slot.getValue().str(), TensorKind::optimizer_state, arg.getType(), loc);
       tensor.setOwnerAttr(builder_.getStringAttr(owner));
       tensor.setOptimizerSlotAttr(slot);
       tensor.setUnitAttr(builder_.getStringAttr(unit.getValue()));
-    } else if (train_.getArgAttr(i, graph::kStepAttr)) {
+    } else if (func_.getArgAttr(i, graph::kStepAttr)) {
       tensor = addTensor("step", TensorKind::step_counter, arg.getType(), loc);
     } else {
-      return train_.emitError("convert-graph-to-plan: argument ") << i << " has no graph.input, graph.param, "
+      return func_.emitError("convert-graph-to-plan: argument ") << i << " has no graph.input, graph.param, "
                                                                    << "graph.state_of or graph.step attribute";
     }
     tensors_[arg] = ref(tensor);
@@ -255,7 +255,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
 /// place in the flat gradient, as FSDP's flat `.grad` does, instead of being
 /// copied there.
 void Lowering::placeFlatGradients() {
-  train_.walk([&](fsdp::FlattenOp flatten) {
+  func_.walk([&](fsdp::FlattenOp flatten) {
     FlatSymbolRefAttr flat = transientFor(flatten.getResult());
     auto unit = module_.lookupSymbol<fsdp::UnitOp>(flatten.getUnitAttr());
     int64_t offset = 0;
@@ -334,11 +334,12 @@ LogicalResult Lowering::lowerFsdpOp(Operation *op) {
 
 LogicalResult Lowering::run() {
   int lossIndex = -1;
-  for (unsigned i = 0; i < train_.getNumResults(); ++i)
-    if (train_.getResultAttr(i, graph::kLossAttr))
+  for (unsigned i = 0; i < func_.getNumResults(); ++i)
+    if (func_.getResultAttr(i, graph::kLossAttr))
       lossIndex = i;
-  if (lossIndex < 0)
-    return train_.emitError("convert-graph-to-plan: @train_step returns no graph.loss result");
+  const bool forwardOnly = func_.getName() == graph::kForwardFunc;
+  if (lossIndex < 0 && !forwardOnly)
+    return func_.emitError("convert-graph-to-plan: @train_step returns no graph.loss result");
 
   auto stringAttr = [&](StringRef name) {
     auto attr = module_->getAttrOfType<StringAttr>(name);
@@ -347,26 +348,26 @@ LogicalResult Lowering::run() {
   auto classes = module_->getAttrOfType<IntegerAttr>(graph::kNumClassesAttr);
   builder_.setInsertionPointToEnd(module_.getBody());
   program_ = plan_ir::ProgramOp::create(
-      builder_, train_.getLoc(), builder_.getStringAttr(graph::kTrainStepFunc), builder_.getI64IntegerAttr(worldSize_),
-      builder_.getI64IntegerAttr(1), FlatSymbolRefAttr::get(builder_.getContext(), "pending"),
-      stringAttr(graph::kLossKindAttr), stringAttr(graph::kOptimizerAttr),
-      builder_.getI64IntegerAttr(classes ? classes.getInt() : 0), IntegerAttr(), IntegerAttr());
+      builder_, func_.getLoc(), builder_.getStringAttr(func_.getName()), builder_.getI64IntegerAttr(worldSize_),
+      builder_.getI64IntegerAttr(1), FlatSymbolRefAttr(), stringAttr(graph::kLossKindAttr),
+      stringAttr(graph::kOptimizerAttr), builder_.getI64IntegerAttr(classes ? classes.getInt() : 0), IntegerAttr(),
+      IntegerAttr(), ArrayAttr());
   program_.getBody().emplaceBlock();
   symbols_ = std::make_unique<SymbolTable>(program_);
 
   if (failed(lowerArguments()))
     return failure();
   placeFlatGradients();
-  for (Operation &op : train_.getBody().front().without_terminator())
+  for (Operation &op : func_.getBody().front().without_terminator())
     if (failed(lowerOp(&op)))
       return failure();
 
-  Operation *terminator = train_.getBody().front().getTerminator();
-  for (unsigned i = 0; i < train_.getNumResults(); ++i) {
-    auto updates = train_.getResultAttrOfType<IntegerAttr>(i, graph::kUpdatesAttr);
+  Operation *terminator = func_.getBody().front().getTerminator();
+  for (unsigned i = 0; i < func_.getNumResults(); ++i) {
+    auto updates = func_.getResultAttrOfType<IntegerAttr>(i, graph::kUpdatesAttr);
     if (!updates)
       continue;
-    FlatSymbolRefAttr target = tensors_.lookup(train_.getArgument(updates.getInt()));
+    FlatSymbolRefAttr target = tensors_.lookup(func_.getArgument(updates.getInt()));
     FlatSymbolRefAttr value = tensors_.lookup(terminator->getOperand(i));
     if (value != target)
       addKernel("copy", {value}, {target}, terminator->getLoc(), {});
@@ -380,9 +381,27 @@ LogicalResult Lowering::run() {
   for (int64_t event : llvm::make_range(leftover.begin(), std::unique(leftover.begin(), leftover.end())))
     if (!waitedEvents_.contains(event))
       plan_ir::WaitEventOp::create(builder_, terminator->getLoc(), event, plan_ir::Stream::compute);
-  program_.setLossAttr(tensors_.lookup(terminator->getOperand(lossIndex)));
+  if (lossIndex >= 0)
+    program_.setLossAttr(tensors_.lookup(terminator->getOperand(lossIndex)));
+  if (forwardOnly) {
+    // Each output gets a transient of its own, named after the ONNX output,
+    // that lives until the step ends.
+    SmallVector<Attribute> outputs;
+    for (unsigned i = 0; i < func_.getNumResults(); ++i) {
+      auto name = func_.getResultAttrOfType<StringAttr>(i, graph::kOutputAttr);
+      if (!name)
+        return func_.emitError("convert-graph-to-plan: result ") << i << " of @forward has no graph.output name";
+      Value value = terminator->getOperand(i);
+      plan_ir::TensorOp output = addTensor(("out." + name.getValue()).str(), TensorKind::transient,
+                                           value.getType(), terminator->getLoc());
+      output.setSourceNameAttr(name);
+      addKernel("copy", {tensors_.lookup(value)}, {ref(output)}, terminator->getLoc(), {});
+      outputs.push_back(ref(output));
+    }
+    program_.setOutputsAttr(builder_.getArrayAttr(outputs));
+  }
   program_.setGlobalBatch(std::max<int64_t>(localBatch_, 1) * worldSize_);
-  train_.erase();
+  func_.erase();
   return success();
 }
 
@@ -391,7 +410,11 @@ struct ConvertGraphToPlanPass : public fsdpc::impl::ConvertGraphToPlanBase<Conve
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    func::FuncOp train = graph::lookupFunction(module, graph::kTrainStepFunc, "convert-graph-to-plan");
+    if (function != graph::kTrainStepFunc && function != graph::kForwardFunc) {
+      module.emitError() << "convert-graph-to-plan: function must be train_step or forward, got '" << function << "'";
+      return signalPassFailure();
+    }
+    func::FuncOp train = graph::lookupFunction(module, function, "convert-graph-to-plan");
     if (!train)
       return signalPassFailure();
     int64_t ranks = worldSize;

@@ -241,7 +241,10 @@ std::optional<runtime::PlanFile> fsdpc::buildPlanFile(ModuleOp module, const Wei
     }
   }
   h.set_num_events(numEvents);
-  h.set_loss_tensor(index.lookup(program.getLoss()));
+  h.set_loss_tensor(program.getLoss() ? index.lookup(*program.getLoss()) : -1);
+  if (std::optional<ArrayAttr> outputs = program.getOutputs())
+    for (Attribute output : *outputs)
+      h.add_output_tensors(index.lookup(cast<FlatSymbolRefAttr>(output).getValue()));
   runtime::Status valid = runtime::validatePlan(file);
   if (!valid.isOk()) {
     error = "internal error: the plan is inconsistent: " + valid.message();

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ImportContext.h"
+#include "fsdpc/Import/OnnxImporter.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 
@@ -90,18 +91,65 @@ LogicalResult convertGemm(NodeImporter &n) {
   return success();
 }
 
+/// numpy's matmul: [..., M, K] x [K, N] is one GEMM (the leading dims fold
+/// into M); other shapes are batched, with 1-D operands promoted to a matrix
+/// and the promoted dimension dropped from the result.
 LogicalResult convertMatMul(NodeImporter &n) {
   if (failed(requireFloatInputs(n, 2)))
     return failure();
   Value a = n.input(0), b = n.input(1);
   ArrayRef<int64_t> as = shapeOf(a), bs = shapeOf(b);
-  if (as.size() < 2 || bs.size() != 2)
-    return n.fail("supported are [..., M, K] x [K, N] products; got " + shapeString(as) + " x " + shapeString(bs));
-  if (as.back() != bs[0])
-    return n.fail("inner dimensions differ: " + shapeString(as) + " x " + shapeString(bs));
-  SmallVector<int64_t> shape(as.begin(), as.end());
-  shape.back() = bs[1];
-  n.setOutput(0, graph::MatmulOp::create(n.builder, n.loc, n.f32Tensor(shape), a, b, false, false));
+  if (as.empty() || bs.empty())
+    return n.fail("operands must not be scalars");
+  if (as.size() >= 2 && bs.size() == 2) {
+    if (as.back() != bs[0])
+      return n.fail("inner dimensions differ: " + shapeString(as) + " x " + shapeString(bs));
+    SmallVector<int64_t> shape(as.begin(), as.end());
+    shape.back() = bs[1];
+    n.setOutput(0, graph::MatmulOp::create(n.builder, n.loc, n.f32Tensor(shape), a, b, false, false));
+    return success();
+  }
+  bool vectorA = as.size() == 1, vectorB = bs.size() == 1;
+  if (vectorA)
+    a = reshape(n, a, {1, as[0]});
+  if (vectorB)
+    b = reshape(n, b, {bs[0], 1});
+  FailureOr<SmallVector<int64_t>> shape =
+      graph::BatchMatmulOp::inferShape(shapeOf(a), shapeOf(b), false, false);
+  if (failed(shape))
+    return n.fail("shapes " + shapeString(as) + " and " + shapeString(bs) + " do not multiply");
+  Value y = graph::BatchMatmulOp::create(n.builder, n.loc, n.f32Tensor(*shape), a, b, false, false);
+  SmallVector<int64_t> resultShape(shape->begin(), shape->end());
+  if (vectorB)
+    resultShape.pop_back();
+  if (vectorA)
+    resultShape.erase(resultShape.end() - (vectorB ? 1 : 2));
+  n.setOutput(0, reshape(n, y, resultShape));
+  return success();
+}
+
+/// Pow with a float exponent; an integer constant exponent becomes float.
+LogicalResult convertPow(NodeImporter &n) {
+  if (failed(requireFloatInputs(n, 1)))
+    return failure();
+  Value exponent = n.input(1);
+  if (!exponent)
+    return n.fail("input 1 is missing");
+  if (!isF32(exponent)) {
+    DenseElementsAttr value = n.constantInput(1);
+    if (!value)
+      return n.fail("the exponent must be a float tensor or an integer constant");
+    SmallVector<float> floats;
+    for (APInt v : value.getValues<APInt>())
+      floats.push_back(static_cast<float>(v.getSExtValue()));
+    auto type = n.f32Tensor(value.getType().getShape());
+    exponent = graph::ConstantOp::create(n.builder, n.loc, type, DenseElementsAttr::get(type, ArrayRef<float>(floats)));
+  }
+  FailureOr<SmallVector<int64_t>> shape = graph::broadcastShapes(shapeOf(n.input(0)), shapeOf(exponent));
+  if (failed(shape))
+    return n.fail("shapes " + shapeString(shapeOf(n.input(0))) + " and " + shapeString(shapeOf(exponent)) +
+                  " do not broadcast");
+  n.setOutput(0, graph::PowOp::create(n.builder, n.loc, n.f32Tensor(*shape), n.input(0), exponent));
   return success();
 }
 
@@ -316,25 +364,39 @@ const OpPattern kPatterns[] = {
     {"Add", 7, convertBinary<graph::AddOp>},
     {"Constant", 9, convertConstant},
     {"Div", 7, convertBinary<graph::DivOp>},
+    {"Erf", 9, convertUnary<graph::ErfOp>},
+    {"Exp", 6, convertUnary<graph::ExpOp>},
     {"Flatten", 1, convertFlatten},
     {"Gemm", 7, convertGemm},
     {"Identity", 1, convertIdentity},
+    {"Log", 6, convertUnary<graph::LogOp>},
     {"LogSoftmax", 1, convertSoftmax1<graph::LogSoftmaxOp>},
     {"LogSoftmax", 13, convertSoftmax13<graph::LogSoftmaxOp>},
     {"MatMul", 1, convertMatMul},
     {"Mul", 7, convertBinary<graph::MulOp>},
+    {"Neg", 6, convertUnary<graph::NegOp>},
+    {"Pow", 7, convertPow},
+    {"Reciprocal", 6, convertUnary<graph::ReciprocalOp>},
     {"Relu", 6, convertUnary<graph::ReluOp>},
     {"Reshape", 5, convertReshape},
     {"Sigmoid", 6, convertUnary<graph::SigmoidOp>},
     {"Softmax", 1, convertSoftmax1<graph::SoftmaxOp>},
     {"Softmax", 13, convertSoftmax13<graph::SoftmaxOp>},
     {"SoftmaxCrossEntropyLoss", 12, convertSoftmaxCrossEntropyLoss},
+    {"Sqrt", 6, convertUnary<graph::SqrtOp>},
     {"Sub", 7, convertBinary<graph::SubOp>},
     {"Tanh", 6, convertUnary<graph::TanhOp>},
     {"Transpose", 1, convertTranspose},
 };
 
 } // namespace
+
+std::vector<std::pair<std::string, int64_t>> fsdpc::supportedOnnxOps() {
+  std::vector<std::pair<std::string, int64_t>> ops;
+  for (const OpPattern &pattern : kPatterns)
+    ops.emplace_back(pattern.opType.str(), pattern.sinceVersion);
+  return ops;
+}
 
 const OpPattern *fsdpc::import::lookupOpPattern(StringRef opType, int64_t opset) {
   const OpPattern *best = nullptr;

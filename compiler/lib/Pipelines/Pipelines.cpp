@@ -36,7 +36,7 @@ void buildShardPipeline(OpPassManager &pm, const ShardOptions &options) {
 }
 
 void buildLowerToPlanPipeline(OpPassManager &pm, const LowerToPlanOptions &options) {
-  pm.addPass(createConvertGraphToPlan({options.worldSize}));
+  pm.addPass(createConvertGraphToPlan({options.worldSize, options.function}));
   pm.addNestedPass<plan_ir::ProgramOp>(plan_ir::createPlanAllocate());
 }
 

@@ -14,9 +14,15 @@ def ConvertGraphToPlan : Pass<"convert-graph-to-plan", "mlir::ModuleOp"> {
     become copies, splat float constants fills, other constants constant
     tensors). Optimizer updates write their parameter and state tensors in
     place; the returned loss becomes the program's `loss`.
+
+    With `function=forward` it lowers `@forward` instead, for forward-only
+    runs (the ONNX conformance tests): its `graph.output` results become the
+    program's `outputs`, named after the ONNX outputs, and there is no loss.
   }];
   let options = [
-    Option<"worldSize", "world-size", "int64_t", /*default=*/"1", "ranks the plan is compiled for">
+    Option<"worldSize", "world-size", "int64_t", /*default=*/"1", "ranks the plan is compiled for">,
+    Option<"function", "function", "std::string", /*default=*/"\"train_step\"",
+           "the function to lower: train_step or forward">
   ];
   let dependentDialects = ["::fsdpc::plan_ir::PlanDialect"];
 }

@@ -7,6 +7,8 @@
 #include "mlir/IR/OwningOpRef.h"
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace fsdpc {
 
@@ -32,6 +34,9 @@ struct ImportedModel {
 /// is one, the ONNX node and op.
 std::optional<ImportedModel> importOnnxModel(mlir::MLIRContext &context, const std::string &path,
                                              const ImportOptions &options, std::string &error);
+
+/// Every (ONNX op type, first opset) the importer has a pattern for.
+std::vector<std::pair<std::string, int64_t>> supportedOnnxOps();
 
 } // namespace fsdpc
 

@@ -44,6 +44,8 @@ struct ShardOptions : public mlir::PassPipelineOptions<ShardOptions> {
 
 struct LowerToPlanOptions : public mlir::PassPipelineOptions<LowerToPlanOptions> {
   Option<int64_t> worldSize{*this, "world-size", llvm::cl::desc("ranks"), llvm::cl::init(1)};
+  Option<std::string> function{*this, "function", llvm::cl::desc("train_step, or forward for forward-only plans"),
+                               llvm::cl::init("train_step")};
 };
 
 void buildTrainStepPipeline(mlir::OpPassManager &pm, const TrainStepOptions &options);

@@ -43,6 +43,7 @@ public:
   TensorView view(int tensorIndex) const;
 
   /// Runs one training step; `step` is 1-based as torch's optimizer counts.
+  /// Returns the loss (0 for a forward-only plan).
   StatusOr<float> runStep(int64_t step);
 
   /// The full trainable and frozen parameters under their ONNX names. The

@@ -150,7 +150,7 @@ LogicalResult FsdpShardPass::collectUnits(ModuleOp module, func::FuncOp train, S
     }
     units.push_back(entry);
   }
-  if (units.empty())
+  if (units.empty() && !paramByName.empty())
     return train.emitError("fsdp-shard: the module has no fsdp.unit; run fsdp-wrap first");
   return success();
 }

@@ -89,6 +89,38 @@ LogicalResult MatmulOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// BatchMatmulOp
+//===----------------------------------------------------------------------===//
+
+FailureOr<SmallVector<int64_t>> BatchMatmulOp::inferShape(ArrayRef<int64_t> lhs, ArrayRef<int64_t> rhs,
+                                                          bool transposeA, bool transposeB) {
+  if (lhs.size() < 2 || rhs.size() < 2)
+    return failure();
+  int64_t m = transposeA ? lhs.back() : lhs[lhs.size() - 2], k = transposeA ? lhs[lhs.size() - 2] : lhs.back();
+  int64_t kRhs = transposeB ? rhs.back() : rhs[rhs.size() - 2], n = transposeB ? rhs[rhs.size() - 2] : rhs.back();
+  if (k != kRhs)
+    return failure();
+  FailureOr<SmallVector<int64_t>> batch = broadcastShapes(lhs.drop_back(2), rhs.drop_back(2));
+  if (failed(batch))
+    return failure();
+  batch->append({m, n});
+  return batch;
+}
+
+LogicalResult BatchMatmulOp::verify() {
+  if (failed(verifyStaticShape(*this)))
+    return failure();
+  ArrayRef<int64_t> lhs = shapeOf(getLhs()), rhs = shapeOf(getRhs()), result = shapeOf(getResult());
+  FailureOr<SmallVector<int64_t>> expected = inferShape(lhs, rhs, getTransposeA(), getTransposeB());
+  if (failed(expected))
+    return emitOpError("operands ") << shapeString(lhs) << " and " << shapeString(rhs)
+                                    << " are not batched matrices with matching contracting and batch dimensions";
+  if (result != ArrayRef<int64_t>(*expected))
+    return emitOpError("result shape ") << shapeString(result) << " should be " << shapeString(*expected);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Broadcasting binary ops
 //===----------------------------------------------------------------------===//
 
@@ -110,6 +142,7 @@ LogicalResult AddOp::verify() { return verifyBroadcastBinary(*this); }
 LogicalResult SubOp::verify() { return verifyBroadcastBinary(*this); }
 LogicalResult MulOp::verify() { return verifyBroadcastBinary(*this); }
 LogicalResult DivOp::verify() { return verifyBroadcastBinary(*this); }
+LogicalResult PowOp::verify() { return verifyBroadcastBinary(*this); }
 
 //===----------------------------------------------------------------------===//
 // ReshapeOp, TransposeOp

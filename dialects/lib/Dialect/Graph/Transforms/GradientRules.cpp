@@ -45,6 +45,18 @@ Value matmul(OpBuilder &b, Location loc, Value lhs, Value rhs, bool transA, bool
   return MatmulOp::create(b, loc, RankedTensorType::get(shape, b.getF32Type()), lhs, rhs, transA, transB);
 }
 
+/// A scalar f32 constant, broadcast by the elementwise ops it feeds.
+Value scalar(OpBuilder &b, Location loc, float value) {
+  auto type = RankedTensorType::get({}, b.getF32Type());
+  return ConstantOp::create(b, loc, type, DenseElementsAttr::get(type, value));
+}
+
+Value batchMatmul(OpBuilder &b, Location loc, Value lhs, Value rhs, bool transA, bool transB) {
+  FailureOr<SmallVector<int64_t>> shape =
+      BatchMatmulOp::inferShape(tensorType(lhs).getShape(), tensorType(rhs).getShape(), transA, transB);
+  return BatchMatmulOp::create(b, loc, RankedTensorType::get(*shape, b.getF32Type()), lhs, rhs, transA, transB);
+}
+
 struct Rule {
   OpBuilder &b;
   Location loc;
@@ -67,6 +79,22 @@ void matmulRule(MatmulOp op, Rule &r) {
     Value a2 = flattenTo2d(r.b, r.loc, a), dy2 = flattenTo2d(r.b, r.loc, dy);
     r.operandGrads[1] = tB ? matmul(r.b, r.loc, dy2, a2, true, tA)    // dB = dY^T op(A)
                            : matmul(r.b, r.loc, a2, dy2, !tA, false); // dB = op(A)^T dY
+  }
+}
+
+void batchMatmulRule(BatchMatmulOp op, Rule &r) {
+  // y[b] = op(A[b]) op(B[b]); gradients of broadcast batch dims are summed.
+  bool tA = op.getTransposeA(), tB = op.getTransposeB();
+  Value a = op.getLhs(), bMat = op.getRhs(), dy = r.dy();
+  if (r.needs(0)) {
+    Value da = tA ? batchMatmul(r.b, r.loc, bMat, dy, tB, true)    // dA = op(B) dY^T
+                  : batchMatmul(r.b, r.loc, dy, bMat, false, !tB); // dA = dY op(B)^T
+    r.operandGrads[0] = sumTo(r.b, r.loc, da, a);
+  }
+  if (r.needs(1)) {
+    Value db = tB ? batchMatmul(r.b, r.loc, dy, a, true, tA)    // dB = dY^T op(A)
+                  : batchMatmul(r.b, r.loc, a, dy, !tA, false); // dB = op(A)^T dY
+    r.operandGrads[1] = sumTo(r.b, r.loc, db, bMat);
   }
 }
 
@@ -116,6 +144,55 @@ LogicalResult fsdpc::graph::buildGradient(OpBuilder &builder, Operation *op, Arr
               Value product = MulOp::create(builder, r.loc, type, r.dy(), yOverB);
               operandGrads[1] = sumTo(builder, r.loc, NegOp::create(builder, r.loc, product), o.getRhs());
             }
+            return true;
+          })
+          .Case<BatchMatmulOp>([&](BatchMatmulOp m) {
+            batchMatmulRule(m, r);
+            return true;
+          })
+          .Case<PowOp>([&](PowOp o) {
+            // y = a^b: da = dy * b * a^(b-1), db = dy * y * log(a).
+            Type type = r.dy().getType();
+            if (r.needs(0)) {
+              Value bMinusOne = AddOp::create(builder, r.loc, o.getRhs().getType(), o.getRhs(), scalar(builder, r.loc, -1.0f));
+              Value power = PowOp::create(builder, r.loc, type, o.getLhs(), bMinusOne);
+              Value slope = MulOp::create(builder, r.loc, type, power, o.getRhs());
+              operandGrads[0] = sumTo(builder, r.loc, MulOp::create(builder, r.loc, type, r.dy(), slope), o.getLhs());
+            }
+            if (r.needs(1)) {
+              Value logA = LogOp::create(builder, r.loc, o.getLhs());
+              Value slope = MulOp::create(builder, r.loc, type, o.getResult(), logA);
+              operandGrads[1] = sumTo(builder, r.loc, MulOp::create(builder, r.loc, type, r.dy(), slope), o.getRhs());
+            }
+            return true;
+          })
+          .Case<ExpOp>([&](ExpOp o) {
+            operandGrads[0] = MulOp::create(builder, r.loc, o.getType(), r.dy(), o.getResult());
+            return true;
+          })
+          .Case<LogOp>([&](LogOp o) {
+            operandGrads[0] = DivOp::create(builder, r.loc, o.getType(), r.dy(), o.getInput());
+            return true;
+          })
+          .Case<SqrtOp>([&](SqrtOp o) {
+            // d sqrt(x) = dy / (2 sqrt(x)).
+            Value twice = ScaleOp::create(builder, r.loc, o.getResult(), builder.getF64FloatAttr(2.0));
+            operandGrads[0] = DivOp::create(builder, r.loc, o.getType(), r.dy(), twice);
+            return true;
+          })
+          .Case<ErfOp>([&](ErfOp o) {
+            // d erf(x) = dy * 2 / sqrt(pi) * exp(-x^2).
+            Value x = o.getInput();
+            Value square = MulOp::create(builder, r.loc, o.getType(), x, x);
+            Value gauss = ExpOp::create(builder, r.loc, NegOp::create(builder, r.loc, square));
+            Value slope = ScaleOp::create(builder, r.loc, gauss, builder.getF64FloatAttr(1.1283791670955126));
+            operandGrads[0] = MulOp::create(builder, r.loc, o.getType(), r.dy(), slope);
+            return true;
+          })
+          .Case<ReciprocalOp>([&](ReciprocalOp o) {
+            // d (1/x) = -dy / x^2 = -dy * y^2.
+            Value square = MulOp::create(builder, r.loc, o.getType(), o.getResult(), o.getResult());
+            operandGrads[0] = NegOp::create(builder, r.loc, MulOp::create(builder, r.loc, o.getType(), r.dy(), square));
             return true;
           })
           .Case<NegOp>([&](NegOp) {

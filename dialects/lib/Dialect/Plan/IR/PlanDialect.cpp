@@ -28,12 +28,19 @@ LogicalResult ProgramOp::verify() {
     return emitOpError("world_size must be positive, got ") << getWorldSize();
   if (getGlobalBatch() < 1)
     return emitOpError("global_batch must be positive, got ") << getGlobalBatch();
-  auto loss = mlir::SymbolTable::lookupSymbolIn(*this, getLossAttr());
-  auto lossTensor = dyn_cast_if_present<TensorOp>(loss);
-  if (!lossTensor)
-    return emitOpError("loss ") << getLossAttr() << " is not a plan.tensor of this program";
-  if (lossTensor.getTensorType().getRank() != 0 || !lossTensor.getTensorType().getElementType().isF32())
-    return emitOpError("loss must be a scalar f32 tensor, got ") << lossTensor.getType();
+  if (!getLossAttr() && (!getOutputs() || getOutputs()->empty()))
+    return emitOpError("needs a loss, or outputs for a forward-only program");
+  if (getLossAttr()) {
+    auto lossTensor = dyn_cast_if_present<TensorOp>(mlir::SymbolTable::lookupSymbolIn(*this, getLossAttr()));
+    if (!lossTensor)
+      return emitOpError("loss ") << getLossAttr() << " is not a plan.tensor of this program";
+    if (lossTensor.getTensorType().getRank() != 0 || !lossTensor.getTensorType().getElementType().isF32())
+      return emitOpError("loss must be a scalar f32 tensor, got ") << lossTensor.getType();
+  }
+  if (std::optional<ArrayAttr> outputs = getOutputs())
+    for (Attribute output : *outputs)
+      if (!dyn_cast_if_present<TensorOp>(mlir::SymbolTable::lookupSymbolIn(*this, cast<FlatSymbolRefAttr>(output))))
+        return emitOpError("output ") << output << " is not a plan.tensor of this program";
 
   // Once allocated, every tensor must have an offset inside its region, and
   // persistent tensors (alive for the whole run) must not overlap.

@@ -4,6 +4,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace fsdpc::plan_ir {
 #define GEN_PASS_DEF_PLANALLOCATE
@@ -101,12 +102,18 @@ struct PlanAllocatePass : public fsdpc::plan_ir::impl::PlanAllocateBase<PlanAllo
       }
     }
     int64_t index = end;
-    // The loss is read after the step; unused tensors still get a slot.
-    auto lossIt = intervalIndex.find(program.getLoss());
+    // The loss and outputs are read after the step; unused tensors still
+    // get a slot.
+    llvm::StringSet<> readAfterStep;
+    if (program.getLoss())
+      readAfterStep.insert(*program.getLoss());
+    if (std::optional<ArrayAttr> outputs = program.getOutputs())
+      for (Attribute output : *outputs)
+        readAfterStep.insert(cast<FlatSymbolRefAttr>(output).getValue());
     for (Interval &interval : intervals) {
       if (interval.first == INT64_MAX)
         interval.first = interval.last = index;
-      if (lossIt != intervalIndex.end() && &interval == &intervals[lossIt->second])
+      if (readAfterStep.contains(interval.tensor.getSymName()))
         interval.last = index;
     }
 

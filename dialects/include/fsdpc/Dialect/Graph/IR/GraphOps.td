@@ -57,6 +57,39 @@ def Graph_MatmulOp : Graph_Op<"matmul", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Graph_BatchMatmulOp : Graph_Op<"batch_matmul", [Pure]> {
+  let summary = "batched matrix product with broadcast batch dimensions";
+  let description = [{
+    For every index of the batch dimensions (all but the last two, broadcast
+    against each other as numpy does), `result[b] = op(lhs[b]) x op(rhs[b])`
+    where `op` transposes the last two dimensions when the matching attribute
+    is set. ONNX `MatMul` with batched operands lowers to it (attention's
+    `Q K^T` and `P V`).
+
+    - `lhs`: `[..., M, K]`, or `[..., K, M]` with `transpose_a`.
+    - `rhs`: `[..., K, N]`, or `[..., N, K]` with `transpose_b`.
+    - `transpose_a`, `transpose_b`: whether to transpose each operand's last
+      two dimensions.
+    - `result`: `[broadcast batch dims..., M, N]`.
+
+    ```mlir
+    %s = graph.batch_matmul %q, %k {transpose_b = true}
+        : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x16x16xf32>
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$lhs, Graph_F32Tensor:$rhs,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_a,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_b);
+  let results = (outs Graph_F32Tensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The result shape of op(lhs) x op(rhs), or failure if they do not fit.
+    static ::mlir::FailureOr<::llvm::SmallVector<int64_t>> inferShape(::llvm::ArrayRef<int64_t> lhs,
+        ::llvm::ArrayRef<int64_t> rhs, bool transposeA, bool transposeB);
+  }];
+}
+
 class Graph_BroadcastBinaryOp<string mnemonic, string what> : Graph_Op<mnemonic, [Pure]> {
   let summary = "elementwise " # what # " with numpy broadcasting";
   let description = [{
@@ -80,6 +113,7 @@ def Graph_AddOp : Graph_BroadcastBinaryOp<"add", "sum">;
 def Graph_SubOp : Graph_BroadcastBinaryOp<"sub", "difference">;
 def Graph_MulOp : Graph_BroadcastBinaryOp<"mul", "product">;
 def Graph_DivOp : Graph_BroadcastBinaryOp<"div", "quotient">;
+def Graph_PowOp : Graph_BroadcastBinaryOp<"pow", "power (lhs raised to rhs)">;
 
 class Graph_UnaryOp<string mnemonic, string what> :
     Graph_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
@@ -102,6 +136,11 @@ def Graph_NegOp : Graph_UnaryOp<"neg", "negation">;
 def Graph_ReluOp : Graph_UnaryOp<"relu", "max(x, 0)">;
 def Graph_TanhOp : Graph_UnaryOp<"tanh", "the hyperbolic tangent">;
 def Graph_SigmoidOp : Graph_UnaryOp<"sigmoid", "the logistic function 1 / (1 + exp(-x))">;
+def Graph_ExpOp : Graph_UnaryOp<"exp", "the exponential">;
+def Graph_LogOp : Graph_UnaryOp<"log", "the natural logarithm">;
+def Graph_SqrtOp : Graph_UnaryOp<"sqrt", "the square root">;
+def Graph_ErfOp : Graph_UnaryOp<"erf", "the error function">;
+def Graph_ReciprocalOp : Graph_UnaryOp<"reciprocal", "1 / x">;
 
 def Graph_ScaleOp : Graph_Op<"scale", [Pure, SameOperandsAndResultType]> {
   let summary = "multiplication by a compile-time scalar";

@@ -15,7 +15,10 @@ def Plan_ProgramOp : Plan_Op<"program", [Symbol, SymbolTable, IsolatedFromAbove,
     - `sym_name`: the program's name.
     - `world_size`: the number of ranks the plan was compiled for.
     - `global_batch`: samples per step over all ranks.
-    - `loss`: the scalar tensor that holds the step's loss.
+    - `loss`: the scalar tensor that holds the step's loss (absent in a
+      forward-only program).
+    - `outputs`: in a forward-only program, the tensors holding the model's
+      outputs, each named after its ONNX output by `source_name`.
     - `loss_kind`: `"cross_entropy"`, `"mse"` or `"output"`.
     - `optimizer`: a readable description of the optimizer and its settings.
     - `num_classes`: classes of a cross-entropy loss (0 otherwise).
@@ -30,9 +33,10 @@ def Plan_ProgramOp : Plan_Op<"program", [Symbol, SymbolTable, IsolatedFromAbove,
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$world_size, I64Attr:$global_batch,
-                       FlatSymbolRefAttr:$loss, StrAttr:$loss_kind, StrAttr:$optimizer,
+                       OptionalAttr<FlatSymbolRefAttr>:$loss, StrAttr:$loss_kind, StrAttr:$optimizer,
                        DefaultValuedAttr<I64Attr, "0">:$num_classes,
-                       OptionalAttr<I64Attr>:$persistent_bytes, OptionalAttr<I64Attr>:$transient_bytes);
+                       OptionalAttr<I64Attr>:$persistent_bytes, OptionalAttr<I64Attr>:$transient_bytes,
+                       OptionalAttr<FlatSymbolRefArrayAttr>:$outputs);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
   let hasVerifier = 1;

@@ -1,0 +1,135 @@
+#!/usr/bin/python3
+"""Runs ONNX's own node tests through fsdpc and fsdp-run, forward only.
+
+For every test under DATA (default: libonnx-testdata's node tests) whose ops
+fsdpc supports, it compiles `model.onnx` with `fsdpc --forward-only`, feeds
+`test_data_set_0/input_*.pb` to `fsdp-run --forward`, and compares every
+output with `output_*.pb` (rtol 1e-4, atol 1e-5, same shape). Tests that use
+an op fsdpc does not support are skipped; so are the tests in skip.txt, each
+listed there with its reason. It ends with `N passed, N failed, N skipped`
+and fails if any test failed.
+
+Needs /usr/bin/python3 (onnx, numpy) and fsdpc, fsdp-run on PATH.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+DEFAULT_DATA = "/usr/share/libonnx-testdata/data/node"
+
+
+def supported_ops():
+    listing = subprocess.run(["fsdpc", "--list-ops"], capture_output=True, text=True, check=True).stdout
+    ops = {}
+    for line in listing.split("\n"):
+        if line.strip():
+            op, since = line.split()
+            ops[op] = min(int(since), ops.get(op, 10**9))
+    return ops
+
+
+def read_skip_list(path):
+    skips = {}
+    for line in open(path):
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, _, reason = line.partition(" ")
+            skips[name] = reason.strip() or "no reason given"
+    return skips
+
+
+def run_test(test_dir, work, rtol, atol):
+    """None if it passed, else a one-line reason."""
+    model_path = os.path.join(test_dir, "model.onnx")
+    model = onnx.load(model_path)
+    data_dir = os.path.join(test_dir, "test_data_set_0")
+    initializers = {i.name for i in model.graph.initializer}
+    inputs = [i for i in model.graph.input if i.name not in initializers]
+    plan = os.path.join(work, "plan.bin")
+    compiled = subprocess.run(["fsdpc", model_path, "--forward-only", "-o", plan], capture_output=True, text=True)
+    if compiled.returncode != 0:
+        return "fsdpc: " + compiled.stderr.strip().split("\n")[-1]
+    in_dir, out_dir = os.path.join(work, "in"), os.path.join(work, "out")
+    os.makedirs(in_dir, exist_ok=True)
+    os.makedirs(out_dir, exist_ok=True)
+    for index, info in enumerate(inputs):
+        tensor = onnx.TensorProto()
+        with open(os.path.join(data_dir, "input_%d.pb" % index), "rb") as f:
+            tensor.ParseFromString(f.read())
+        array = numpy_helper.to_array(tensor)
+        # The runtime holds f32 and i64; the importer widens int32 and bool.
+        array = array.astype(np.float32) if array.dtype.kind == "f" else array.astype(np.int64)
+        np.save(os.path.join(in_dir, info.name + ".npy"), array)
+    ran = subprocess.run(["fsdp-run", plan, "--forward", "--inputs", in_dir, "--outputs", out_dir],
+                         capture_output=True, text=True)
+    if ran.returncode != 0:
+        return "fsdp-run: " + ran.stderr.strip().split("\n")[-1]
+    for index, info in enumerate(model.graph.output):
+        tensor = onnx.TensorProto()
+        with open(os.path.join(data_dir, "output_%d.pb" % index), "rb") as f:
+            tensor.ParseFromString(f.read())
+        want = numpy_helper.to_array(tensor)
+        got = np.load(os.path.join(out_dir, info.name + ".npy"))
+        if got.shape != want.shape:
+            return "output %s: shape %s, expected %s" % (info.name, got.shape, want.shape)
+        if not np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=atol):
+            worst = np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))
+            return "output %s: differs by up to %.3g" % (info.name, worst)
+    return None
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--data", default=DEFAULT_DATA)
+    parser.add_argument("--skip-list", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "skip.txt"))
+    parser.add_argument("--filter", default="", help="only tests whose name contains this")
+    parser.add_argument("--rtol", type=float, default=1e-4)
+    parser.add_argument("--atol", type=float, default=1e-5)
+    parser.add_argument("--verbose", action="store_true", help="also list passed and skipped tests")
+    args = parser.parse_args()
+
+    ops = supported_ops()
+    skips = read_skip_list(args.skip_list)
+    passed, failed, skipped = [], [], []
+    with tempfile.TemporaryDirectory() as work:
+        for name in sorted(os.listdir(args.data)):
+            if args.filter not in name:
+                continue
+            test_dir = os.path.join(args.data, name)
+            if not os.path.exists(os.path.join(test_dir, "model.onnx")):
+                continue
+            model = onnx.load(os.path.join(test_dir, "model.onnx"))
+            unsupported = sorted({n.op_type for n in model.graph.node
+                                  if n.domain not in ("", "ai.onnx") or n.op_type not in ops})
+            if unsupported:
+                skipped.append((name, "unsupported op " + ",".join(unsupported)))
+                continue
+            if name in skips:
+                skipped.append((name, skips[name]))
+                continue
+            reason = run_test(test_dir, work, args.rtol, args.atol)
+            (failed if reason else passed).append((name, reason))
+    for name, reason in failed:
+        print("FAILED  %s: %s" % (name, reason))
+    if args.verbose:
+        for name, _ in passed:
+            print("passed  %s" % name)
+        for name, reason in skipped:
+            print("skipped %s: %s" % (name, reason))
+    listed = sum(1 for _, reason in skipped if not reason.startswith("unsupported op"))
+    print("ONNX node tests: %d passed, %d failed, %d skipped (%d for unsupported ops, %d in skip.txt)"
+          % (len(passed), len(failed), len(skipped), len(skipped) - listed, listed))
+    stale = sorted(set(skips) - {name for name, _ in skipped})
+    for name in stale:
+        print("note: skip.txt lists %s, which is not a test of a supported op here" % name)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

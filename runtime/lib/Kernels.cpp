@@ -209,6 +209,234 @@ Status batchMatmul(const KernelCall &call) {
   return Status::ok();
 }
 
+/// Row-major strides of a shape, in elements.
+std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;)
+    strides[d - 1] = strides[d] * shape[d];
+  return strides;
+}
+
+/// Offset, under `strides`, of the element with row-major position `flat`
+/// in `shape`.
+int64_t offsetOf(int64_t flat, const std::vector<int64_t> &shape, const std::vector<int64_t> &strides) {
+  int64_t offset = 0;
+  for (size_t d = shape.size(); d-- > 0;) {
+    offset += (flat % shape[d]) * strides[d];
+    flat /= shape[d];
+  }
+  return offset;
+}
+
+Status reduceSum(const KernelCall &call) {
+  const TensorView &x = call.inputs[0], &y = call.outputs[0];
+  std::vector<int64_t> axes = call.intListAttr("axes");
+  std::vector<int64_t> keptShape, keptStrides, reducedShape, reducedStrides;
+  std::vector<int64_t> strides = stridesOf(x.shape);
+  for (size_t d = 0; d < x.shape.size(); ++d) {
+    bool reduced = std::find(axes.begin(), axes.end(), static_cast<int64_t>(d)) != axes.end();
+    (reduced ? reducedShape : keptShape).push_back(x.shape[d]);
+    (reduced ? reducedStrides : keptStrides).push_back(strides[d]);
+  }
+  int64_t outCount = elementCount(keptShape), reducedCount = elementCount(reducedShape);
+  if (outCount != y.numElements())
+    return FSDPC_ERROR(kInvalidArgument, "reduce_sum: output ", shapeString(y.shape), " does not fit input ",
+                       shapeString(x.shape));
+  const float *px = x.f32();
+  float *py = y.f32();
+#pragma omp parallel for if (outCount * reducedCount > kParallelThreshold)
+  for (int64_t o = 0; o < outCount; ++o) {
+    int64_t base = offsetOf(o, keptShape, keptStrides);
+    double total = 0;
+    for (int64_t r = 0; r < reducedCount; ++r)
+      total += px[base + offsetOf(r, reducedShape, reducedStrides)];
+    py[o] = static_cast<float>(total);
+  }
+  return Status::ok();
+}
+
+/// Copies elements of `elementBytes` bytes: out[i] = in[inOffset(i)].
+template <typename OffsetFn>
+void gatherElements(const TensorView &in, const TensorView &out, OffsetFn inOffset) {
+  size_t bytes = dtypeSize(in.dtype);
+  const uint8_t *src = static_cast<const uint8_t *>(in.data);
+  uint8_t *dst = static_cast<uint8_t *>(out.data);
+  int64_t n = out.numElements();
+#pragma omp parallel for if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i)
+    std::memcpy(dst + i * bytes, src + inOffset(i) * bytes, bytes);
+}
+
+Status broadcastTo(const KernelCall &call) {
+  const TensorView &x = call.inputs[0], &y = call.outputs[0];
+  if (!broadcastsTo(x.shape, y.shape) || x.dtype != y.dtype)
+    return FSDPC_ERROR(kInvalidArgument, "broadcast_to: ", shapeString(x.shape), " does not broadcast to ",
+                       shapeString(y.shape));
+  std::vector<int64_t> strides = broadcastStrides(x.shape, y.shape);
+  gatherElements(x, y, [&](int64_t i) { return offsetOf(i, y.shape, strides); });
+  return Status::ok();
+}
+
+Status concat(const KernelCall &call) {
+  const TensorView &y = call.outputs[0];
+  int64_t axis = call.intAttr("axis", 0);
+  if (axis < 0 || axis >= static_cast<int64_t>(y.shape.size()))
+    return FSDPC_ERROR(kInvalidArgument, "concat: axis ", axis, " is out of range");
+  size_t bytes = dtypeSize(y.dtype);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= y.shape[d];
+  for (size_t d = axis + 1; d < y.shape.size(); ++d)
+    inner *= y.shape[d];
+  uint8_t *dst = static_cast<uint8_t *>(y.data);
+  int64_t rowBytes = y.shape[axis] * inner * bytes, placed = 0;
+  for (const TensorView &x : call.inputs) {
+    int64_t chunk = x.shape[axis] * inner * bytes;
+    const uint8_t *src = static_cast<const uint8_t *>(x.data);
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(dst + o * rowBytes + placed, src + o * chunk, chunk);
+    placed += chunk;
+  }
+  return Status::ok();
+}
+
+/// The input offset of each element of a strided slice.
+struct SliceMap {
+  std::vector<int64_t> outShape, strides;
+  int64_t base = 0;
+  SliceMap(const std::vector<int64_t> &inShape, const std::vector<int64_t> &out, const std::vector<int64_t> &starts,
+           const std::vector<int64_t> &steps)
+      : outShape(out) {
+    std::vector<int64_t> inStrides = stridesOf(inShape);
+    for (size_t d = 0; d < inShape.size(); ++d) {
+      base += starts[d] * inStrides[d];
+      strides.push_back(steps[d] * inStrides[d]);
+    }
+  }
+  int64_t operator()(int64_t i) const { return base + offsetOf(i, outShape, strides); }
+};
+
+Status checkSlice(const char *kernel, const std::vector<int64_t> &in, const std::vector<int64_t> &out,
+                  const std::vector<int64_t> &starts, const std::vector<int64_t> &steps) {
+  if (starts.size() != in.size() || steps.size() != in.size() || out.size() != in.size())
+    return FSDPC_ERROR(kInvalidArgument, kernel, ": starts and steps need one entry per dimension");
+  for (size_t d = 0; d < in.size(); ++d) {
+    int64_t last = starts[d] + (out[d] - 1) * steps[d];
+    if (out[d] > 0 && (starts[d] < 0 || starts[d] >= in[d] || last < 0 || last >= in[d]))
+      return FSDPC_ERROR(kInvalidArgument, kernel, ": dimension ", d, " reads outside [0, ", in[d], ")");
+  }
+  return Status::ok();
+}
+
+Status slice(const KernelCall &call) {
+  const TensorView &x = call.inputs[0], &y = call.outputs[0];
+  std::vector<int64_t> starts = call.intListAttr("starts"), steps = call.intListAttr("steps");
+  FSDPC_RETURN_IF_ERROR(checkSlice("slice", x.shape, y.shape, starts, steps));
+  gatherElements(x, y, SliceMap(x.shape, y.shape, starts, steps));
+  return Status::ok();
+}
+
+Status sliceGrad(const KernelCall &call) {
+  const TensorView &dy = call.inputs[0], &dx = call.outputs[0];
+  std::vector<int64_t> starts = call.intListAttr("starts"), steps = call.intListAttr("steps");
+  FSDPC_RETURN_IF_ERROR(checkSlice("slice_grad", dx.shape, dy.shape, starts, steps));
+  std::fill(dx.f32(), dx.f32() + dx.numElements(), 0.0f);
+  SliceMap map(dx.shape, dy.shape, starts, steps);
+  int64_t n = dy.numElements();
+  for (int64_t i = 0; i < n; ++i)
+    dx.f32()[map(i)] = dy.f32()[i];
+  return Status::ok();
+}
+
+/// The [outer, rows, inner] view of gathering along `axis`, checking indices.
+struct GatherLayout {
+  int64_t outer = 1, rows = 1, inner = 1, count = 1;
+};
+
+Status gatherLayout(const char *kernel, const std::vector<int64_t> &data, const TensorView &indices, int64_t axis,
+                    GatherLayout &layout) {
+  if (axis < 0 || axis >= static_cast<int64_t>(data.size()))
+    return FSDPC_ERROR(kInvalidArgument, kernel, ": axis ", axis, " is out of range");
+  for (int64_t d = 0; d < axis; ++d)
+    layout.outer *= data[d];
+  layout.rows = data[axis];
+  for (size_t d = axis + 1; d < data.size(); ++d)
+    layout.inner *= data[d];
+  layout.count = indices.numElements();
+  for (int64_t j = 0; j < layout.count; ++j) {
+    int64_t index = indices.i64()[j];
+    if (index < -layout.rows || index >= layout.rows)
+      return FSDPC_ERROR(kInvalidArgument, kernel, ": index ", index, " is outside [", -layout.rows, ", ",
+                         layout.rows, ")");
+  }
+  return Status::ok();
+}
+
+Status gather(const KernelCall &call) {
+  const TensorView &data = call.inputs[0], &indices = call.inputs[1], &out = call.outputs[0];
+  GatherLayout g;
+  FSDPC_RETURN_IF_ERROR(gatherLayout("gather", data.shape, indices, call.intAttr("axis", 0), g));
+  size_t bytes = dtypeSize(data.dtype);
+  const uint8_t *src = static_cast<const uint8_t *>(data.data);
+  uint8_t *dst = static_cast<uint8_t *>(out.data);
+  for (int64_t o = 0; o < g.outer; ++o)
+    for (int64_t j = 0; j < g.count; ++j) {
+      int64_t index = indices.i64()[j];
+      index += index < 0 ? g.rows : 0;
+      std::memcpy(dst + ((o * g.count + j) * g.inner) * bytes, src + ((o * g.rows + index) * g.inner) * bytes,
+                  g.inner * bytes);
+    }
+  return Status::ok();
+}
+
+Status gatherGrad(const KernelCall &call) {
+  const TensorView &dy = call.inputs[0], &indices = call.inputs[1], &dx = call.outputs[0];
+  GatherLayout g;
+  FSDPC_RETURN_IF_ERROR(gatherLayout("gather_grad", dx.shape, indices, call.intAttr("axis", 0), g));
+  std::fill(dx.f32(), dx.f32() + dx.numElements(), 0.0f);
+  // Sequential over indices, so repeated indices add up in a fixed order.
+  for (int64_t o = 0; o < g.outer; ++o)
+    for (int64_t j = 0; j < g.count; ++j) {
+      int64_t index = indices.i64()[j];
+      index += index < 0 ? g.rows : 0;
+      float *row = dx.f32() + (o * g.rows + index) * g.inner;
+      const float *grad = dy.f32() + (o * g.count + j) * g.inner;
+      for (int64_t k = 0; k < g.inner; ++k)
+        row[k] += grad[k];
+    }
+  return Status::ok();
+}
+
+Status select(const KernelCall &call) {
+  const TensorView &c = call.inputs[0], &a = call.inputs[1], &b = call.inputs[2], &y = call.outputs[0];
+  if (!broadcastsTo(c.shape, y.shape) || !broadcastsTo(a.shape, y.shape) || !broadcastsTo(b.shape, y.shape))
+    return FSDPC_ERROR(kInvalidArgument, "select: operands do not broadcast to ", shapeString(y.shape));
+  std::vector<int64_t> sc = broadcastStrides(c.shape, y.shape), sa = broadcastStrides(a.shape, y.shape),
+                       sb = broadcastStrides(b.shape, y.shape);
+  int64_t n = y.numElements();
+#pragma omp parallel for if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i)
+    y.f32()[i] = c.i64()[offsetOf(i, y.shape, sc)] ? a.f32()[offsetOf(i, y.shape, sa)] : b.f32()[offsetOf(i, y.shape, sb)];
+  return Status::ok();
+}
+
+Status cast(const KernelCall &call) {
+  const TensorView &x = call.inputs[0], &y = call.outputs[0];
+  int64_t n = y.numElements();
+  if (x.numElements() != n)
+    return FSDPC_ERROR(kInvalidArgument, "cast: input and output sizes differ");
+  for (int64_t i = 0; i < n; ++i) {
+    if (x.dtype == y.dtype)
+      std::memcpy(static_cast<uint8_t *>(y.data) + i * dtypeSize(y.dtype),
+                  static_cast<const uint8_t *>(x.data) + i * dtypeSize(x.dtype), dtypeSize(x.dtype));
+    else if (x.dtype == plan::F32)
+      y.i64()[i] = static_cast<int64_t>(x.f32()[i]);
+    else
+      y.f32()[i] = static_cast<float>(x.i64()[i]);
+  }
+  return Status::ok();
+}
+
 Status sumTo(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &y = call.outputs[0];
   if (!broadcastsTo(y.shape, x.shape))
@@ -558,6 +786,15 @@ const std::unordered_map<std::string, KernelEntry> &registry() {
       {"mul", {[](const KernelCall &c) { return binaryBroadcast(c, [](float a, float b) { return a * b; }); }, 2, 1}},
       {"div", {[](const KernelCall &c) { return binaryBroadcast(c, [](float a, float b) { return a / b; }); }, 2, 1}},
       {"batch_matmul", {batchMatmul, 2, 1}},
+      {"reduce_sum", {reduceSum, 1, 1}},
+      {"broadcast_to", {broadcastTo, 1, 1}},
+      {"concat", {concat, -1, 1}},
+      {"slice", {slice, 1, 1}},
+      {"slice_grad", {sliceGrad, 1, 1}},
+      {"gather", {gather, 2, 1}},
+      {"gather_grad", {gatherGrad, 2, 1}},
+      {"select", {select, 3, 1}},
+      {"cast", {cast, 1, 1}},
       {"pow", {[](const KernelCall &c) { return binaryBroadcast(c, [](float a, float b) { return std::pow(a, b); }); }, 2, 1}},
       {"neg", {[](const KernelCall &c) { return unary(c, [](float x) { return -x; }); }, 1, 1}},
       {"exp", {[](const KernelCall &c) { return unary(c, [](float x) { return std::exp(x); }); }, 1, 1}},

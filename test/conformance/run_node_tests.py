@@ -4,7 +4,13 @@
 For every test under DATA (default: libonnx-testdata's node tests) whose ops
 fsdpc supports, it compiles `model.onnx` with `fsdpc --forward-only`, feeds
 `test_data_set_0/input_*.pb` to `fsdp-run --forward`, and compares every
-output with `output_*.pb` (rtol 1e-4, atol 1e-5, same shape). Tests that use
+output with `output_*.pb` (rtol 1e-4, atol 1e-5, same shape).
+
+fsdpc compiles static shapes, and many node tests pass shape operands (axes,
+starts, ends, split sizes, a Reshape target) as graph inputs. So integer
+inputs are baked into the model as initializers with the test's values
+before compiling, as a model exported with those values would hold them;
+float inputs stay runtime inputs. Tests that use
 an op fsdpc does not support are skipped; so are the tests in skip.txt, each
 listed there with its reason. It ends with `N passed, N failed, N skipped`
 and fails if any test failed.
@@ -46,11 +52,25 @@ def read_skip_list(path):
 
 def run_test(test_dir, work, rtol, atol):
     """None if it passed, else a one-line reason."""
-    model_path = os.path.join(test_dir, "model.onnx")
-    model = onnx.load(model_path)
+    model = onnx.load(os.path.join(test_dir, "model.onnx"))
     data_dir = os.path.join(test_dir, "test_data_set_0")
     initializers = {i.name for i in model.graph.initializer}
     inputs = [i for i in model.graph.input if i.name not in initializers]
+    values = []
+    for index, info in enumerate(inputs):
+        tensor = onnx.TensorProto()
+        with open(os.path.join(data_dir, "input_%d.pb" % index), "rb") as f:
+            tensor.ParseFromString(f.read())
+        values.append(numpy_helper.to_array(tensor))
+    runtime_inputs = []
+    for info, value in zip(inputs, values):
+        if info.type.tensor_type.elem_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.BOOL):
+            model.graph.initializer.append(numpy_helper.from_array(value, info.name))
+            model.graph.input.remove(info)
+        else:
+            runtime_inputs.append((info, value))
+    model_path = os.path.join(work, "model.onnx")
+    onnx.save(model, model_path)
     plan = os.path.join(work, "plan.bin")
     compiled = subprocess.run(["fsdpc", model_path, "--forward-only", "-o", plan], capture_output=True, text=True)
     if compiled.returncode != 0:
@@ -58,13 +78,8 @@ def run_test(test_dir, work, rtol, atol):
     in_dir, out_dir = os.path.join(work, "in"), os.path.join(work, "out")
     os.makedirs(in_dir, exist_ok=True)
     os.makedirs(out_dir, exist_ok=True)
-    for index, info in enumerate(inputs):
-        tensor = onnx.TensorProto()
-        with open(os.path.join(data_dir, "input_%d.pb" % index), "rb") as f:
-            tensor.ParseFromString(f.read())
-        array = numpy_helper.to_array(tensor)
-        # The runtime holds f32 and i64; the importer widens int32 and bool.
-        array = array.astype(np.float32) if array.dtype.kind == "f" else array.astype(np.int64)
+    for info, value in runtime_inputs:
+        array = value.astype(np.float32) if value.dtype.kind == "f" else value.astype(np.int64)
         np.save(os.path.join(in_dir, info.name + ".npy"), array)
     ran = subprocess.run(["fsdp-run", plan, "--forward", "--inputs", in_dir, "--outputs", out_dir],
                          capture_output=True, text=True)

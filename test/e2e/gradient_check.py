@@ -29,9 +29,11 @@ from torch_reference import norm_rel, read_safetensors, run
 LR = 1000.0
 
 
-def case(name, op, params, attrs=None, torch_fn=None, constants=None):
+def case(name, op, params, attrs=None, torch_fn=None, constants=None, constants_first=False, outputs=1, take=0):
+    """`constants` are extra integer (or bool) inputs after the parameters, or
+    before them with `constants_first`; `take` picks one of `outputs`."""
     return {"name": name, "op": op, "params": params, "attrs": attrs or {}, "torch": torch_fn,
-            "constants": constants or {}}
+            "constants": constants or {}, "constants_first": constants_first, "outputs": outputs, "take": take}
 
 
 def positive(rng, shape):
@@ -74,17 +76,42 @@ def cases():
         case("transpose", "Transpose", {"x": ((3, 5, 7), normal)}, {"perm": [2, 0, 1]},
              lambda x: x.permute(2, 0, 1)),
         case("flatten", "Flatten", {"x": ((3, 5, 7), normal)}, {"axis": 2}, lambda x: x.reshape(15, 7)),
+        case("reduce_sum_keepdims", "ReduceSum", {"x": ((3, 5, 7), normal)}, {"keepdims": 1},
+             lambda x: x.sum(dim=(0, 2), keepdim=True), constants={"axes": np.array([0, 2], np.int64)}),
+        case("reduce_mean_last", "ReduceMean", {"x": ((3, 5, 7), normal)}, {"axes": [-1], "keepdims": 0},
+             lambda x: x.mean(dim=-1)),
+        case("expand", "Expand", {"x": ((5, 1), normal)}, {}, lambda x: x.expand(3, 5, 7),
+             constants={"shape": np.array([3, 5, 7], np.int64)}),
+        case("concat_axis1", "Concat", {"a": ((3, 2, 7), normal), "b": ((3, 5, 7), normal)}, {"axis": 1},
+             lambda a, b: torch.cat([a, b], 1)),
+        case("slice_steps", "Slice", {"x": ((5, 9), normal)}, {}, lambda x: x[1:5][:, [7, 4, 1]],
+             constants={"starts": np.array([1, 7], np.int64), "ends": np.array([5, 0], np.int64),
+                        "axes": np.array([0, 1], np.int64), "steps": np.array([1, -3], np.int64)}),
+        case("split_uneven", "Split", {"x": ((3, 7), normal)}, {"axis": 1}, lambda x: x[:, 2:7] * 1.0,
+             constants={"split": np.array([2, 5], np.int64)}, outputs=2, take=1),
+        case("gather_embedding", "Gather", {"table": ((11, 5), normal)}, {"axis": 0},
+             lambda t: t[torch.tensor([[3, 0, 3], [10, 7, 3]])],
+             constants={"ids": np.array([[3, 0, 3], [10, 7, 3]], np.int64)}),
+        case("where_mask", "Where", {"a": ((3, 5, 5), normal), "b": ((1,), normal)}, {},
+             lambda a, b: torch.where(torch.tensor(np.tril(np.ones((5, 5), bool))), a, b),
+             constants={"mask": np.tril(np.ones((5, 5), bool))}, constants_first=True),
+        case("unsqueeze_squeeze", "Unsqueeze", {"x": ((3, 5), normal)}, {}, lambda x: x.unsqueeze(1),
+             constants={"axes": np.array([1], np.int64)}),
     ]
 
 
 def build_model(spec, values, out_shape, weight):
     n = int(np.prod(out_shape))
     initializers = [numpy_helper.from_array(values[p], p) for p in spec["params"]]
+    initializers += [numpy_helper.from_array(value, "const." + name) for name, value in spec["constants"].items()]
     initializers += [numpy_helper.from_array(weight, "const.w"),
                      numpy_helper.from_array(np.ones((n, 1), np.float32), "const.ones"),
                      numpy_helper.from_array(np.array([1, n], np.int64), "const.row"),
                      numpy_helper.from_array(np.array([], np.int64), "const.scalar")]
-    nodes = [helper.make_node(spec["op"], list(spec["params"]), ["y"], name="op", **spec["attrs"]),
+    constant_names = ["const." + name for name in spec["constants"]]
+    inputs = constant_names + list(spec["params"]) if spec["constants_first"] else list(spec["params"]) + constant_names
+    outputs = ["y" if i == spec["take"] else "unused%d" % i for i in range(spec["outputs"])]
+    nodes = [helper.make_node(spec["op"], inputs, outputs, name="op", **spec["attrs"]),
              helper.make_node("Mul", ["y", "const.w"], ["weighted"], name="weigh"),
              helper.make_node("Reshape", ["weighted", "const.row"], ["row"], name="row"),
              helper.make_node("MatMul", ["row", "const.ones"], ["total"], name="sum"),

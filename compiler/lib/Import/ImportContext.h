@@ -42,6 +42,9 @@ public:
     if (wantsOutput(i))
       constants_[node.output(i)] = value;
   }
+  /// Output i is known at compile time: a graph.constant, and a constant for
+  /// the patterns that read it (shape chains fold this way).
+  void setFoldedOutput(int i, mlir::DenseElementsAttr value);
 
   const onnx::AttributeProto *attribute(llvm::StringRef name) const;
   int64_t intAttr(llvm::StringRef name, int64_t fallback) const;

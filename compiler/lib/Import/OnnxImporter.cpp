@@ -61,6 +61,13 @@ std::optional<SmallVector<int64_t>> NodeImporter::intsAttr(StringRef name) const
   return SmallVector<int64_t>(attr->ints().begin(), attr->ints().end());
 }
 
+void NodeImporter::setFoldedOutput(int i, DenseElementsAttr value) {
+  if (!wantsOutput(i))
+    return;
+  values_[node.output(i)] = graph::ConstantOp::create(builder, loc, value.getType(), value);
+  constants_[node.output(i)] = value;
+}
+
 LogicalResult NodeImporter::fail(const Twine &message) {
   error_ = ("node '" + node.name() + "' (" + node.op_type() + "): " + message).str();
   return failure();
@@ -416,11 +423,12 @@ std::optional<Type> ModelImporter::tensorType(const onnx::ValueInfoProto &info) 
   Type element;
   if (tensor.elem_type() == onnx::TensorProto::FLOAT)
     element = builder_.getF32Type();
-  else if (tensor.elem_type() == onnx::TensorProto::INT64)
-    element = builder_.getI64Type();
+  else if (tensor.elem_type() == onnx::TensorProto::INT64 || tensor.elem_type() == onnx::TensorProto::INT32 ||
+           tensor.elem_type() == onnx::TensorProto::BOOL)
+    element = builder_.getI64Type(); // integers and bools are computed as i64
   else {
     fail("graph input '" + info.name() + "' has element type " + elementTypeName(tensor.elem_type()) +
-         "; fsdpc takes FLOAT and INT64 inputs");
+         "; fsdpc takes FLOAT, INT64, INT32 and BOOL inputs");
     return std::nullopt;
   }
   return RankedTensorType::get(shape, element);

@@ -55,6 +55,46 @@ Value reshape(NodeImporter &n, Value v, ArrayRef<int64_t> shape) {
 
 int64_t normalizeAxis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
 
+Type elementOf(Value v) { return cast<RankedTensorType>(v.getType()).getElementType(); }
+
+RankedTensorType tensorOf(ArrayRef<int64_t> shape, Type element) { return RankedTensorType::get(shape, element); }
+
+/// The integer values of input i if it is a compile-time constant.
+std::optional<SmallVector<int64_t>> constantInts(NodeImporter &n, int i) {
+  DenseElementsAttr value = n.constantInput(i);
+  if (!value || !value.getElementType().isInteger(64))
+    return std::nullopt;
+  SmallVector<int64_t> ints;
+  for (APInt v : value.getValues<APInt>())
+    ints.push_back(v.getSExtValue());
+  return ints;
+}
+
+/// Axes from the `axes` attribute (older opsets) or from constant input
+/// `index` (newer ones), normalised to [0, rank) and sorted. Fails, through
+/// the node, if they are not constant or out of range; `present` says
+/// whether any were given.
+FailureOr<SmallVector<int64_t>> readAxes(NodeImporter &n, int index, int64_t rank, bool &present) {
+  std::optional<SmallVector<int64_t>> axes = n.intsAttr("axes");
+  if (!axes && n.hasInput(index)) {
+    axes = constantInts(n, index);
+    if (!axes)
+      return n.fail("axes must be a constant");
+  }
+  // An empty list means none were given (ONNX's empty `axes` input).
+  present = axes.has_value() && !axes->empty();
+  SmallVector<int64_t> result;
+  for (int64_t axis : axes.value_or(SmallVector<int64_t>{})) {
+    int64_t normalized = normalizeAxis(axis, rank);
+    if (normalized < 0 || normalized >= rank)
+      return n.fail("axis " + Twine(axis) + " is out of range for rank " + Twine(rank));
+    if (!llvm::is_contained(result, normalized))
+      result.push_back(normalized);
+  }
+  llvm::sort(result);
+  return result;
+}
+
 //===----------------------------------------------------------------------===//
 // Patterns
 //===----------------------------------------------------------------------===//
@@ -360,13 +400,330 @@ LogicalResult convertSoftmaxCrossEntropyLoss(NodeImporter &n) {
   return success();
 }
 
+/// ReduceSum and ReduceMean: a sum over the axes (all when none are given,
+/// unless noop_with_empty_axes), scaled for the mean.
+template <bool Mean> LogicalResult convertReduce(NodeImporter &n) {
+  if (failed(requireFloatInputs(n, 1)))
+    return failure();
+  Value x = n.input(0);
+  ArrayRef<int64_t> shape = shapeOf(x);
+  bool present = false;
+  FailureOr<SmallVector<int64_t>> axes = readAxes(n, 1, shape.size(), present);
+  if (failed(axes))
+    return failure();
+  if (!present) {
+    if (n.intAttr("noop_with_empty_axes", 0)) {
+      n.setOutput(0, x);
+      return success();
+    }
+    for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d)
+      axes->push_back(d);
+  }
+  bool keepdims = n.intAttr("keepdims", 1);
+  SmallVector<int64_t> outShape;
+  int64_t count = 1;
+  for (auto [d, size] : llvm::enumerate(shape)) {
+    if (llvm::is_contained(*axes, static_cast<int64_t>(d))) {
+      count *= size;
+      if (keepdims)
+        outShape.push_back(1);
+    } else {
+      outShape.push_back(size);
+    }
+  }
+  Value y = graph::ReduceSumOp::create(n.builder, n.loc, n.f32Tensor(outShape), x,
+                                       n.builder.getDenseI64ArrayAttr(*axes), n.builder.getBoolAttr(keepdims));
+  if (Mean)
+    y = graph::ScaleOp::create(n.builder, n.loc, y, n.builder.getF64FloatAttr(1.0 / std::max<int64_t>(count, 1)));
+  n.setOutput(0, y);
+  return success();
+}
+
+/// Unsqueeze and Squeeze are reshapes.
+LogicalResult convertUnsqueeze(NodeImporter &n) {
+  Value x = n.input(0);
+  ArrayRef<int64_t> shape = shapeOf(x);
+  std::optional<SmallVector<int64_t>> raw = n.intsAttr("axes");
+  if (!raw)
+    raw = constantInts(n, 1);
+  if (!raw)
+    return n.fail("axes must be a constant");
+  // Axes count in the output, whose rank is the input's plus their number.
+  bool present = false;
+  FailureOr<SmallVector<int64_t>> axes = readAxes(n, 1, shape.size() + raw->size(), present);
+  if (failed(axes))
+    return failure();
+  SmallVector<int64_t> out;
+  size_t next = 0;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size() + axes->size()); ++d)
+    out.push_back(llvm::is_contained(*axes, d) ? 1 : shape[next++]);
+  if (DenseElementsAttr value = n.constantInput(0)) {
+    n.setFoldedOutput(0, value.reshape(tensorOf(out, value.getElementType())));
+    return success();
+  }
+  n.setOutput(0, reshape(n, x, out));
+  return success();
+}
+
+LogicalResult convertSqueeze(NodeImporter &n) {
+  Value x = n.input(0);
+  ArrayRef<int64_t> shape = shapeOf(x);
+  bool present = false;
+  FailureOr<SmallVector<int64_t>> axes = readAxes(n, 1, shape.size(), present);
+  if (failed(axes))
+    return failure();
+  SmallVector<int64_t> out;
+  for (auto [d, size] : llvm::enumerate(shape)) {
+    bool listed = llvm::is_contained(*axes, static_cast<int64_t>(d));
+    if (listed && size != 1)
+      return n.fail("dimension " + Twine(d) + " has size " + Twine(size) + ", not 1");
+    if (!(listed || (!present && size == 1)))
+      out.push_back(size);
+  }
+  if (DenseElementsAttr value = n.constantInput(0)) {
+    n.setFoldedOutput(0, value.reshape(tensorOf(out, value.getElementType())));
+    return success();
+  }
+  n.setOutput(0, reshape(n, x, out));
+  return success();
+}
+
+LogicalResult convertExpand(NodeImporter &n) {
+  Value x = n.input(0);
+  std::optional<SmallVector<int64_t>> target = constantInts(n, 1);
+  if (!target)
+    return n.fail("the target shape must be a constant");
+  FailureOr<SmallVector<int64_t>> shape = graph::broadcastShapes(shapeOf(x), *target);
+  if (failed(shape))
+    return n.fail("shape " + shapeString(shapeOf(x)) + " does not broadcast with " + shapeString(*target));
+  Value y = x;
+  if (ArrayRef<int64_t>(*shape) != shapeOf(x))
+    y = graph::BroadcastToOp::create(n.builder, n.loc, tensorOf(*shape, elementOf(x)), x);
+  n.setOutput(0, y);
+  return success();
+}
+
+LogicalResult convertConcat(NodeImporter &n) {
+  SmallVector<Value> inputs;
+  for (int i = 0; i < n.numInputs(); ++i)
+    if (n.hasInput(i))
+      inputs.push_back(n.input(i));
+  if (inputs.empty())
+    return n.fail("needs at least one input");
+  int64_t rank = shapeOf(inputs[0]).size();
+  int64_t axis = normalizeAxis(n.intAttr("axis", 0), rank);
+  if (axis < 0 || axis >= rank)
+    return n.fail("axis is out of range");
+  SmallVector<int64_t> shape(shapeOf(inputs[0]).begin(), shapeOf(inputs[0]).end());
+  shape[axis] = 0;
+  bool allConstant = true;
+  for (Value v : inputs) {
+    if (shapeOf(v).size() != static_cast<size_t>(rank) || elementOf(v) != elementOf(inputs[0]))
+      return n.fail("inputs differ in rank or element type");
+    shape[axis] += shapeOf(v)[axis];
+  }
+  for (int i = 0; i < n.numInputs(); ++i)
+    allConstant &= !n.hasInput(i) || static_cast<bool>(n.constantInput(i));
+  // Shape chains concatenate small integer vectors: fold them.
+  if (allConstant && rank == 1 && elementOf(inputs[0]).isInteger(64)) {
+    SmallVector<int64_t> joined;
+    for (int i = 0; i < n.numInputs(); ++i)
+      if (n.hasInput(i))
+        joined.append(*constantInts(n, i));
+    n.setFoldedOutput(0, DenseElementsAttr::get(tensorOf(shape, elementOf(inputs[0])), ArrayRef<int64_t>(joined)));
+    return success();
+  }
+  n.setOutput(0, graph::ConcatOp::create(n.builder, n.loc, tensorOf(shape, elementOf(inputs[0])), inputs,
+                                         n.builder.getI64IntegerAttr(axis)));
+  return success();
+}
+
+/// ONNX Slice bounds, clamped as the spec says, for one dimension.
+void clampSlice(int64_t size, int64_t start, int64_t end, int64_t step, int64_t &first, int64_t &count) {
+  if (start < 0)
+    start += size;
+  if (end < 0)
+    end += size;
+  if (step > 0) {
+    start = std::clamp<int64_t>(start, 0, size);
+    end = std::clamp<int64_t>(end, 0, size);
+    count = std::max<int64_t>(0, (end - start + step - 1) / step);
+  } else {
+    start = std::clamp<int64_t>(start, 0, size - 1);
+    end = std::clamp<int64_t>(end, -1, size - 1);
+    count = std::max<int64_t>(0, (start - end + (-step) - 1) / (-step));
+  }
+  first = start;
+}
+
+Value sliceOf(NodeImporter &n, Value x, ArrayRef<int64_t> starts, ArrayRef<int64_t> steps, ArrayRef<int64_t> shape) {
+  return graph::SliceOp::create(n.builder, n.loc, tensorOf(shape, elementOf(x)), x,
+                                n.builder.getDenseI64ArrayAttr(starts), n.builder.getDenseI64ArrayAttr(steps));
+}
+
+LogicalResult convertSlice(NodeImporter &n) {
+  Value x = n.input(0);
+  ArrayRef<int64_t> shape = shapeOf(x);
+  int64_t rank = shape.size();
+  std::optional<SmallVector<int64_t>> starts = constantInts(n, 1), ends = constantInts(n, 2);
+  if (!starts || !ends || starts->size() != ends->size())
+    return n.fail("starts and ends must be constants of equal length");
+  SmallVector<int64_t> axes, steps(starts->size(), 1);
+  if (n.hasInput(3)) {
+    std::optional<SmallVector<int64_t>> given = constantInts(n, 3);
+    if (!given)
+      return n.fail("axes must be a constant");
+    axes = *given;
+  } else {
+    for (int64_t i = 0; i < static_cast<int64_t>(starts->size()); ++i)
+      axes.push_back(i);
+  }
+  if (n.hasInput(4)) {
+    std::optional<SmallVector<int64_t>> given = constantInts(n, 4);
+    if (!given || given->size() != starts->size() || llvm::is_contained(*given, 0))
+      return n.fail("steps must be a constant of non-zero entries");
+    steps = *given;
+  }
+  SmallVector<int64_t> first(rank, 0), step(rank, 1), outShape(shape.begin(), shape.end());
+  for (auto [i, axis] : llvm::enumerate(axes)) {
+    int64_t d = normalizeAxis(axis, rank);
+    if (d < 0 || d >= rank)
+      return n.fail("axis " + Twine(axis) + " is out of range");
+    clampSlice(shape[d], (*starts)[i], (*ends)[i], steps[i], first[d], outShape[d]);
+    step[d] = steps[i];
+  }
+  if (DenseElementsAttr value = n.constantInput(0); value && rank == 1 && value.getElementType().isInteger(64)) {
+    SmallVector<int64_t> all = *constantInts(n, 0), picked;
+    for (int64_t k = 0; k < outShape[0]; ++k)
+      picked.push_back(all[first[0] + k * step[0]]);
+    n.setFoldedOutput(0, DenseElementsAttr::get(tensorOf(outShape, value.getElementType()), ArrayRef<int64_t>(picked)));
+    return success();
+  }
+  n.setOutput(0, sliceOf(n, x, first, step, outShape));
+  return success();
+}
+
+LogicalResult convertSplit(NodeImporter &n) {
+  Value x = n.input(0);
+  ArrayRef<int64_t> shape = shapeOf(x);
+  int64_t rank = shape.size(), axis = normalizeAxis(n.intAttr("axis", 0), rank);
+  if (axis < 0 || axis >= rank)
+    return n.fail("axis is out of range");
+  std::optional<SmallVector<int64_t>> sizes = n.intsAttr("split");
+  if (!sizes && n.hasInput(1)) {
+    sizes = constantInts(n, 1);
+    if (!sizes)
+      return n.fail("split sizes must be a constant");
+  }
+  int64_t parts = n.node.output_size();
+  if (!sizes) {
+    if (shape[axis] % parts != 0)
+      return n.fail("dimension of size " + Twine(shape[axis]) + " does not split into " + Twine(parts) + " parts");
+    sizes = SmallVector<int64_t>(parts, shape[axis] / parts);
+  }
+  if (static_cast<int64_t>(sizes->size()) != parts)
+    return n.fail("has " + Twine(parts) + " outputs but " + Twine(sizes->size()) + " split sizes");
+  int64_t offset = 0;
+  for (auto [i, size] : llvm::enumerate(*sizes)) {
+    SmallVector<int64_t> starts(rank, 0), steps(rank, 1), outShape(shape.begin(), shape.end());
+    starts[axis] = offset;
+    outShape[axis] = size;
+    n.setOutput(i, sliceOf(n, x, starts, steps, outShape));
+    offset += size;
+  }
+  if (offset != shape[axis])
+    return n.fail("split sizes add up to " + Twine(offset) + ", not " + Twine(shape[axis]));
+  return success();
+}
+
+LogicalResult convertGather(NodeImporter &n) {
+  Value data = n.input(0), indices = n.input(1);
+  if (!elementOf(indices).isInteger(64))
+    return n.fail("indices must be integers");
+  ArrayRef<int64_t> shape = shapeOf(data);
+  int64_t axis = normalizeAxis(n.intAttr("axis", 0), shape.size());
+  if (axis < 0 || axis >= static_cast<int64_t>(shape.size()))
+    return n.fail("axis is out of range");
+  SmallVector<int64_t> outShape(shape.begin(), shape.begin() + axis);
+  llvm::append_range(outShape, shapeOf(indices));
+  outShape.append(shape.begin() + axis + 1, shape.end());
+  // Gathering from a constant integer vector (Shape -> Gather) folds.
+  if (DenseElementsAttr value = n.constantInput(0); value && shape.size() == 1 && value.getElementType().isInteger(64)) {
+    if (std::optional<SmallVector<int64_t>> picks = constantInts(n, 1)) {
+      SmallVector<int64_t> all = *constantInts(n, 0), picked;
+      for (int64_t index : *picks) {
+        if (index < -shape[0] || index >= shape[0])
+          return n.fail("index " + Twine(index) + " is out of range");
+        picked.push_back(all[index < 0 ? index + shape[0] : index]);
+      }
+      n.setFoldedOutput(0, DenseElementsAttr::get(tensorOf(outShape, value.getElementType()), ArrayRef<int64_t>(picked)));
+      return success();
+    }
+  }
+  n.setOutput(0, graph::GatherOp::create(n.builder, n.loc, tensorOf(outShape, elementOf(data)), data, indices,
+                                         n.builder.getI64IntegerAttr(axis)));
+  return success();
+}
+
+LogicalResult convertWhere(NodeImporter &n) {
+  Value condition = n.input(0), a = n.input(1), b = n.input(2);
+  if (!condition || !a || !b)
+    return n.fail("needs three inputs");
+  if (!elementOf(condition).isInteger(64) || !isF32(a) || !isF32(b))
+    return n.fail("supported is a boolean condition choosing between float tensors");
+  FailureOr<SmallVector<int64_t>> shape = graph::broadcastShapes(shapeOf(a), shapeOf(b));
+  if (succeeded(shape))
+    shape = graph::broadcastShapes(*shape, shapeOf(condition));
+  if (failed(shape))
+    return n.fail("operands do not broadcast");
+  n.setOutput(0, graph::SelectOp::create(n.builder, n.loc, n.f32Tensor(*shape), condition, a, b));
+  return success();
+}
+
+LogicalResult convertCast(NodeImporter &n) {
+  Value x = n.input(0);
+  int64_t to = n.intAttr("to", 0);
+  Type element;
+  if (to == onnx::TensorProto::FLOAT)
+    element = n.builder.getF32Type();
+  else if (to == onnx::TensorProto::INT64 || to == onnx::TensorProto::INT32 || to == onnx::TensorProto::BOOL)
+    element = n.builder.getI64Type();
+  else
+    return n.fail("casts to ONNX type " + Twine(to) + " are not supported (FLOAT, INT64, INT32 and BOOL are)");
+  if (to == onnx::TensorProto::BOOL && isF32(x))
+    return n.fail("casts from float to bool are not supported");
+  auto type = tensorOf(shapeOf(x), element);
+  if (DenseElementsAttr value = n.constantInput(0); value && value.getElementType() == element) {
+    n.setFoldedOutput(0, value);
+    return success();
+  }
+  n.setOutput(0, x.getType() == type ? x : graph::CastOp::create(n.builder, n.loc, type, x).getResult());
+  return success();
+}
+
+/// The shape of a static tensor is a compile-time constant.
+LogicalResult convertShape(NodeImporter &n) {
+  ArrayRef<int64_t> shape = shapeOf(n.input(0));
+  int64_t rank = shape.size();
+  int64_t start = normalizeAxis(n.intAttr("start", 0), rank), end = n.attribute("end") ? normalizeAxis(n.intAttr("end", rank), rank) : rank;
+  start = std::clamp<int64_t>(start, 0, rank);
+  end = std::clamp<int64_t>(end, start, rank);
+  SmallVector<int64_t> dims(shape.begin() + start, shape.begin() + end);
+  n.setFoldedOutput(0, DenseElementsAttr::get(tensorOf({end - start}, n.builder.getI64Type()), ArrayRef<int64_t>(dims)));
+  return success();
+}
+
 const OpPattern kPatterns[] = {
     {"Add", 7, convertBinary<graph::AddOp>},
+    {"Cast", 6, convertCast},
+    {"Concat", 4, convertConcat},
     {"Constant", 9, convertConstant},
     {"Div", 7, convertBinary<graph::DivOp>},
     {"Erf", 9, convertUnary<graph::ErfOp>},
     {"Exp", 6, convertUnary<graph::ExpOp>},
+    {"Expand", 8, convertExpand},
     {"Flatten", 1, convertFlatten},
+    {"Gather", 1, convertGather},
     {"Gemm", 7, convertGemm},
     {"Identity", 1, convertIdentity},
     {"Log", 6, convertUnary<graph::LogOp>},
@@ -377,16 +734,24 @@ const OpPattern kPatterns[] = {
     {"Neg", 6, convertUnary<graph::NegOp>},
     {"Pow", 7, convertPow},
     {"Reciprocal", 6, convertUnary<graph::ReciprocalOp>},
+    {"ReduceMean", 1, convertReduce<true>},
+    {"ReduceSum", 1, convertReduce<false>},
     {"Relu", 6, convertUnary<graph::ReluOp>},
     {"Reshape", 5, convertReshape},
+    {"Shape", 1, convertShape},
     {"Sigmoid", 6, convertUnary<graph::SigmoidOp>},
+    {"Slice", 10, convertSlice},
     {"Softmax", 1, convertSoftmax1<graph::SoftmaxOp>},
     {"Softmax", 13, convertSoftmax13<graph::SoftmaxOp>},
     {"SoftmaxCrossEntropyLoss", 12, convertSoftmaxCrossEntropyLoss},
+    {"Split", 2, convertSplit},
     {"Sqrt", 6, convertUnary<graph::SqrtOp>},
+    {"Squeeze", 1, convertSqueeze},
     {"Sub", 7, convertBinary<graph::SubOp>},
     {"Tanh", 6, convertUnary<graph::TanhOp>},
     {"Transpose", 1, convertTranspose},
+    {"Unsqueeze", 1, convertUnsqueeze},
+    {"Where", 9, convertWhere},
 };
 
 } // namespace

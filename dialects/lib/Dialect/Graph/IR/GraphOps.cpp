@@ -121,6 +121,137 @@ LogicalResult BatchMatmulOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// Shape and reduction ops
+//===----------------------------------------------------------------------===//
+
+namespace {
+Type elementOf(Value v) { return cast<RankedTensorType>(v.getType()).getElementType(); }
+bool broadcastsTo(ArrayRef<int64_t> shape, ArrayRef<int64_t> target) {
+  FailureOr<SmallVector<int64_t>> joined = broadcastShapes(shape, target);
+  return succeeded(joined) && ArrayRef<int64_t>(*joined) == target;
+}
+} // namespace
+
+LogicalResult ReduceSumOp::verify() {
+  ArrayRef<int64_t> in = shapeOf(getInput()), out = shapeOf(getResult());
+  SmallVector<int64_t> expected;
+  ArrayRef<int64_t> axes = getAxes();
+  for (size_t i = 0; i < axes.size(); ++i)
+    if (axes[i] < 0 || axes[i] >= static_cast<int64_t>(in.size()) || (i && axes[i] <= axes[i - 1]))
+      return emitOpError("axes must be ascending dimensions in [0, ") << in.size() << ")";
+  for (auto [d, size] : llvm::enumerate(in)) {
+    bool reduced = llvm::is_contained(axes, static_cast<int64_t>(d));
+    if (!reduced)
+      expected.push_back(size);
+    else if (getKeepdims())
+      expected.push_back(1);
+  }
+  if (out != ArrayRef<int64_t>(expected))
+    return emitOpError("result shape ") << shapeString(out) << " should be " << shapeString(expected);
+  return success();
+}
+
+LogicalResult BroadcastToOp::verify() {
+  if (elementOf(getInput()) != elementOf(getResult()))
+    return emitOpError("element types differ");
+  if (!broadcastsTo(shapeOf(getInput()), shapeOf(getResult())))
+    return emitOpError("input ") << shapeString(shapeOf(getInput())) << " does not broadcast to "
+                                 << shapeString(shapeOf(getResult()));
+  return success();
+}
+
+LogicalResult ConcatOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one input");
+  ArrayRef<int64_t> out = shapeOf(getResult());
+  int64_t axis = getAxis(), total = 0;
+  if (axis < 0 || axis >= static_cast<int64_t>(out.size()))
+    return emitOpError("axis ") << axis << " is out of range for rank " << out.size();
+  for (Value input : getInputs()) {
+    ArrayRef<int64_t> in = shapeOf(input);
+    if (in.size() != out.size() || elementOf(input) != elementOf(getResult()))
+      return emitOpError("inputs must have the result's rank and element type");
+    for (size_t d = 0; d < in.size(); ++d)
+      if (static_cast<int64_t>(d) != axis && in[d] != out[d])
+        return emitOpError("input ") << shapeString(in) << " differs from the result " << shapeString(out)
+                                     << " outside the axis";
+    total += in[axis];
+  }
+  if (total != out[axis])
+    return emitOpError("the inputs' sizes along the axis add up to ") << total << ", not " << out[axis];
+  return success();
+}
+
+/// A slice of `in` with these starts and steps fits and has shape `out`.
+static LogicalResult verifySlice(Operation *op, ArrayRef<int64_t> in, ArrayRef<int64_t> out, ArrayRef<int64_t> starts,
+                                 ArrayRef<int64_t> steps) {
+  if (in.size() != out.size() || starts.size() != in.size() || steps.size() != in.size())
+    return op->emitOpError("starts and steps need one entry per dimension of rank ") << in.size();
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (steps[d] == 0)
+      return op->emitOpError("steps must be non-zero");
+    int64_t last = starts[d] + (out[d] - 1) * steps[d];
+    if (out[d] > 0 && (starts[d] < 0 || starts[d] >= in[d] || last < 0 || last >= in[d]))
+      return op->emitOpError("dimension ") << d << " reads outside [0, " << in[d] << ")";
+  }
+  return success();
+}
+
+LogicalResult SliceOp::verify() {
+  if (elementOf(getInput()) != elementOf(getResult()))
+    return emitOpError("element types differ");
+  return verifySlice(*this, shapeOf(getInput()), shapeOf(getResult()), getStarts(), getSteps());
+}
+
+LogicalResult SliceGradOp::verify() {
+  return verifySlice(*this, shapeOf(getResult()), shapeOf(getGrad()), getStarts(), getSteps());
+}
+
+/// The shape of gathering `indices` from `data` along `axis`.
+static FailureOr<SmallVector<int64_t>> gatherShape(ArrayRef<int64_t> data, ArrayRef<int64_t> indices, int64_t axis) {
+  if (axis < 0 || axis >= static_cast<int64_t>(data.size()))
+    return failure();
+  SmallVector<int64_t> shape(data.begin(), data.begin() + axis);
+  shape.append(indices.begin(), indices.end());
+  shape.append(data.begin() + axis + 1, data.end());
+  return shape;
+}
+
+LogicalResult GatherOp::verify() {
+  FailureOr<SmallVector<int64_t>> expected = gatherShape(shapeOf(getData()), shapeOf(getIndices()), getAxis());
+  if (failed(expected))
+    return emitOpError("axis ") << getAxis() << " is out of range";
+  if (shapeOf(getResult()) != ArrayRef<int64_t>(*expected) || elementOf(getData()) != elementOf(getResult()))
+    return emitOpError("result should be ") << shapeString(*expected) << " of the data's element type";
+  return success();
+}
+
+LogicalResult GatherGradOp::verify() {
+  FailureOr<SmallVector<int64_t>> expected = gatherShape(shapeOf(getResult()), shapeOf(getIndices()), getAxis());
+  if (failed(expected) || shapeOf(getGrad()) != ArrayRef<int64_t>(*expected))
+    return emitOpError("grad must have the shape of the gather's result");
+  return success();
+}
+
+LogicalResult SelectOp::verify() {
+  FailureOr<SmallVector<int64_t>> shape = broadcastShapes(shapeOf(getLhs()), shapeOf(getRhs()));
+  if (succeeded(shape))
+    shape = broadcastShapes(*shape, shapeOf(getCondition()));
+  if (failed(shape) || shapeOf(getResult()) != ArrayRef<int64_t>(*shape))
+    return emitOpError("condition, lhs and rhs must broadcast to the result's shape");
+  return success();
+}
+
+LogicalResult CastOp::verify() {
+  if (shapeOf(getInput()) != shapeOf(getResult()))
+    return emitOpError("shapes differ");
+  for (Type t : {elementOf(getInput()), elementOf(getResult())})
+    if (!t.isF32() && !t.isInteger(64))
+      return emitOpError("casts between f32 and i64, got ") << t;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Broadcasting binary ops
 //===----------------------------------------------------------------------===//
 

@@ -195,6 +195,62 @@ LogicalResult fsdpc::graph::buildGradient(OpBuilder &builder, Operation *op, Arr
             operandGrads[0] = NegOp::create(builder, r.loc, MulOp::create(builder, r.loc, o.getType(), r.dy(), square));
             return true;
           })
+          .Case<ReduceSumOp>([&](ReduceSumOp o) {
+            // Every summed element receives the gradient of its sum.
+            RankedTensorType in = tensorType(o.getInput());
+            SmallVector<int64_t> kept(in.getShape().begin(), in.getShape().end());
+            for (int64_t axis : o.getAxes())
+              kept[axis] = 1;
+            Value dy = ReshapeOp::create(builder, r.loc, RankedTensorType::get(kept, builder.getF32Type()), r.dy());
+            operandGrads[0] = BroadcastToOp::create(builder, r.loc, in, dy);
+            return true;
+          })
+          .Case<BroadcastToOp>([&](BroadcastToOp o) {
+            operandGrads[0] = sumTo(builder, r.loc, r.dy(), o.getInput());
+            return true;
+          })
+          .Case<ConcatOp>([&](ConcatOp o) {
+            int64_t axis = o.getAxis(), offset = 0, rank = tensorType(o.getResult()).getRank();
+            for (auto [i, input] : llvm::enumerate(o.getInputs())) {
+              if (r.needs(i)) {
+                SmallVector<int64_t> starts(rank, 0), steps(rank, 1);
+                starts[axis] = offset;
+                operandGrads[i] = SliceOp::create(builder, r.loc, input.getType(), r.dy(),
+                                                  builder.getDenseI64ArrayAttr(starts), builder.getDenseI64ArrayAttr(steps));
+              }
+              offset += tensorType(input).getShape()[axis];
+            }
+            return true;
+          })
+          .Case<SliceOp>([&](SliceOp o) {
+            operandGrads[0] = SliceGradOp::create(builder, r.loc, o.getInput().getType(), r.dy(), o.getStartsAttr(),
+                                                  o.getStepsAttr());
+            return true;
+          })
+          .Case<GatherOp>([&](GatherOp o) {
+            if (r.needs(0))
+              operandGrads[0] = GatherGradOp::create(builder, r.loc, o.getData().getType(), r.dy(), o.getIndices(),
+                                                     o.getAxisAttr());
+            return true;
+          })
+          .Case<SelectOp>([&](SelectOp o) {
+            // The gradient flows to the operand each element was taken from.
+            Value zero = scalar(builder, r.loc, 0.0f);
+            Type type = r.dy().getType();
+            if (r.needs(1))
+              operandGrads[1] = sumTo(builder, r.loc,
+                                      SelectOp::create(builder, r.loc, type, o.getCondition(), r.dy(), zero), o.getLhs());
+            if (r.needs(2))
+              operandGrads[2] = sumTo(builder, r.loc,
+                                      SelectOp::create(builder, r.loc, type, o.getCondition(), zero, r.dy()), o.getRhs());
+            return true;
+          })
+          .Case<CastOp>([&](CastOp o) {
+            // Only a float-to-float cast carries a gradient.
+            if (tensorType(o.getInput()).getElementType().isF32() && tensorType(o.getResult()).getElementType().isF32())
+              operandGrads[0] = r.dy();
+            return true;
+          })
           .Case<NegOp>([&](NegOp) {
             operandGrads[0] = NegOp::create(builder, r.loc, r.dy());
             return true;

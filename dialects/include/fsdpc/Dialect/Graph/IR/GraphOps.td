@@ -142,6 +142,184 @@ def Graph_SqrtOp : Graph_UnaryOp<"sqrt", "the square root">;
 def Graph_ErfOp : Graph_UnaryOp<"erf", "the error function">;
 def Graph_ReciprocalOp : Graph_UnaryOp<"reciprocal", "1 / x">;
 
+def Graph_ReduceSumOp : Graph_Op<"reduce_sum", [Pure]> {
+  let summary = "sum over some dimensions";
+  let description = [{
+    Sums `input` over the dimensions in `axes` (accumulating in double). The
+    reduced dimensions stay as size 1 with `keepdims`, and are dropped
+    otherwise. ONNX `ReduceSum`, and `ReduceMean` (followed by a
+    `graph.scale`), lower to it.
+
+    - `input`: an f32 tensor.
+    - `axes`: distinct dimensions in `[0, rank)`, ascending.
+    - `keepdims`: whether the result keeps the reduced dimensions.
+
+    ```mlir
+    %s = graph.reduce_sum %x {axes = array<i64: 2>, keepdims = true} : (tensor<2x16x64xf32>) -> tensor<2x16x1xf32>
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$input, DenseI64ArrayAttr:$axes, BoolAttr:$keepdims);
+  let results = (outs Graph_F32Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Graph_BroadcastToOp : Graph_Op<"broadcast_to", [Pure]> {
+  let summary = "a tensor repeated along broadcast dimensions";
+  let description = [{
+    Broadcasts `input` to the result's shape with numpy's rules; the adjoint
+    of `graph.sum_to`. ONNX `Expand` lowers to it.
+
+    - `input`: a tensor whose shape broadcasts to the result's.
+
+    ```mlir
+    %y = graph.broadcast_to %x : (tensor<16x1xf32>) -> tensor<2x16x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Graph_ConcatOp : Graph_Op<"concat", [Pure]> {
+  let summary = "tensors joined along one dimension";
+  let description = [{
+    As ONNX `Concat`: the inputs agree on every dimension but `axis`.
+
+    - `inputs`: one or more tensors of the same rank and element type.
+    - `axis`: the joined dimension, in `[0, rank)`.
+
+    ```mlir
+    %y = graph.concat %a, %b {axis = 1 : i64} : (tensor<2x3xf32>, tensor<2x5xf32>) -> tensor<2x8xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<AnyRankedTensor>:$inputs, I64Attr:$axis);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Graph_SliceOp : Graph_Op<"slice", [Pure]> {
+  let summary = "a strided box of a tensor";
+  let description = [{
+    `result[i_0, ...] = input[starts[0] + i_0 * steps[0], ...]`, for every
+    dimension, with the result's shape giving the counts. ONNX `Slice` (with
+    constant bounds) and `Split` lower to it.
+
+    - `input`: any tensor.
+    - `starts`: the first index in each dimension, in range.
+    - `steps`: the stride in each dimension, non-zero (negative walks
+      backwards).
+
+    ```mlir
+    %y = graph.slice %x {starts = array<i64: 0, 2>, steps = array<i64: 1, 1>} : (tensor<4x8xf32>) -> tensor<4x3xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, DenseI64ArrayAttr:$starts, DenseI64ArrayAttr:$steps);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Graph_SliceGradOp : Graph_Op<"slice_grad", [Pure]> {
+  let summary = "the adjoint of graph.slice: a slice placed into zeros";
+  let description = [{
+    A tensor of the result's shape that is zero except at the positions a
+    `graph.slice` with the same `starts` and `steps` reads, which hold `grad`.
+
+    - `grad`: the gradient of the slice's result.
+    - `starts`, `steps`: as the forward slice.
+
+    ```mlir
+    %dx = graph.slice_grad %dy {starts = array<i64: 0, 2>, steps = array<i64: 1, 1>} : (tensor<4x3xf32>) -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$grad, DenseI64ArrayAttr:$starts, DenseI64ArrayAttr:$steps);
+  let results = (outs Graph_F32Tensor:$result);
+  let assemblyFormat = "$grad attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Graph_GatherOp : Graph_Op<"gather", [Pure]> {
+  let summary = "entries of a tensor selected by integer indices along one axis";
+  let description = [{
+    As ONNX `Gather`: `result[a..., i..., b...] = data[a..., indices[i...], b...]`
+    with the `a` dimensions before `axis`. An embedding lookup is a gather on
+    axis 0. Negative indices count from the end; others out of range are an
+    error at run time.
+
+    - `data`: the table.
+    - `indices`: an i64 tensor.
+    - `axis`: the indexed dimension of `data`.
+
+    ```mlir
+    %e = graph.gather %wte, %ids {axis = 0 : i64} : (tensor<50x16xf32>, tensor<2x8xi64>) -> tensor<2x8x16xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$data, Graph_I64Tensor:$indices, I64Attr:$axis);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$data `,` $indices attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Graph_GatherGradOp : Graph_Op<"gather_grad", [Pure]> {
+  let summary = "the adjoint of graph.gather: a scatter-add into zeros";
+  let description = [{
+    A tensor of the result's shape (the gather's `data` shape), zero except
+    that every gathered position accumulates the matching entry of `grad`;
+    repeated indices add up, as an embedding's gradient must.
+
+    - `grad`: the gradient of the gather's result.
+    - `indices`, `axis`: as the forward gather.
+
+    ```mlir
+    %dwte = graph.gather_grad %dy, %ids {axis = 0 : i64} : (tensor<2x8x16xf32>, tensor<2x8xi64>) -> tensor<50x16xf32>
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$grad, Graph_I64Tensor:$indices, I64Attr:$axis);
+  let results = (outs Graph_F32Tensor:$result);
+  let assemblyFormat = "$grad `,` $indices attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Graph_SelectOp : Graph_Op<"select", [Pure]> {
+  let summary = "elementwise choice between two tensors by a condition";
+  let description = [{
+    `result = condition != 0 ? lhs : rhs`, all three broadcast together as
+    numpy does. ONNX `Where` lowers to it (ONNX bools are i64 0 or 1 here).
+
+    - `condition`: an i64 tensor.
+    - `lhs`, `rhs`: f32 tensors.
+
+    ```mlir
+    %y = graph.select %mask, %scores, %ninf : (tensor<1x1x8x8xi64>, tensor<2x4x8x8xf32>, tensor<f32>) -> tensor<2x4x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Graph_I64Tensor:$condition, Graph_F32Tensor:$lhs, Graph_F32Tensor:$rhs);
+  let results = (outs Graph_F32Tensor:$result);
+  let assemblyFormat = "$condition `,` $lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Graph_CastOp : Graph_Op<"cast", [Pure]> {
+  let summary = "elements converted between f32 and i64";
+  let description = [{
+    As ONNX `Cast` between the two element types fsdpc computes with;
+    f32 to i64 truncates toward zero.
+
+    - `input`: an f32 or i64 tensor; the result has its shape.
+
+    ```mlir
+    %y = graph.cast %ids : (tensor<2x8xi64>) -> tensor<2x8xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Graph_ScaleOp : Graph_Op<"scale", [Pure, SameOperandsAndResultType]> {
   let summary = "multiplication by a compile-time scalar";
   let description = [{

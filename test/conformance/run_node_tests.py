@@ -66,7 +66,8 @@ def run_test(test_dir, work, rtol, atol):
     for info, value in zip(inputs, values):
         if info.type.tensor_type.elem_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.BOOL):
             model.graph.initializer.append(numpy_helper.from_array(value, info.name))
-            model.graph.input.remove(info)
+            if model.ir_version >= 4:  # before IR 4, initializers must also be graph inputs
+                model.graph.input.remove(info)
         else:
             runtime_inputs.append((info, value))
     model_path = os.path.join(work, "model.onnx")

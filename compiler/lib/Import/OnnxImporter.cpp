@@ -268,6 +268,7 @@ private:
   bool fixBatchDimension();
   bool checkAndInferShapes();
   bool checkOpsSupported();
+  bool undoExporterParameterRewrites();
   bool buildForward();
   std::optional<Type> tensorType(const onnx::ValueInfoProto &info);
 
@@ -434,6 +435,134 @@ std::optional<Type> ModelImporter::tensorType(const onnx::ValueInfoProto &info) 
   return RankedTensorType::get(shape, element);
 }
 
+/// torch.onnx.export rewrites parameters in two ways that change what
+/// training means, and this undoes both before anything is built:
+///
+/// - It merges initializers with equal values into one, and recreates the
+///   others with Identity nodes (LayerNorm weights all start as ones). Those
+///   are separate parameters in the model: each Identity of a float
+///   initializer becomes a parameter of its own again, named after its output,
+///   with the same initial value.
+/// - With constant folding, it replaces a weight used through a Transpose
+///   (a tied LM head) by a transposed copy, an anonymous `onnx::` initializer.
+///   Such a copy that is bit for bit the transpose of a named initializer is
+///   read as a Transpose of it again, so the tie (and the sum of gradients)
+///   survives.
+bool ModelImporter::undoExporterParameterRewrites() {
+  onnx::GraphProto &graph = *model_.mutable_graph();
+  std::string baseDir = llvm::sys::path::parent_path(path_).str();
+  llvm::StringMap<int> floatInitializer;
+  for (int i = 0; i < graph.initializer_size(); ++i)
+    if (graph.initializer(i).data_type() == onnx::TensorProto::FLOAT)
+      floatInitializer[graph.initializer(i).name()] = i;
+
+  // Identity(initializer) -> an initializer of its own.
+  std::vector<onnx::NodeProto> kept;
+  std::vector<onnx::TensorProto> copies;
+  for (const onnx::NodeProto &node : graph.node()) {
+    if (node.op_type() == "Identity" && node.input_size() == 1 && node.output_size() == 1 &&
+        floatInitializer.count(node.input(0))) {
+      onnx::TensorProto copy = graph.initializer(floatInitializer.lookup(node.input(0)));
+      copy.set_name(node.output(0));
+      copies.push_back(std::move(copy));
+      continue;
+    }
+    kept.push_back(node);
+  }
+  if (!copies.empty()) {
+    graph.clear_node();
+    for (onnx::NodeProto &node : kept)
+      *graph.add_node() = std::move(node);
+    for (onnx::TensorProto &copy : copies) {
+      floatInitializer[copy.name()] = graph.initializer_size();
+      *graph.add_initializer() = std::move(copy);
+    }
+  }
+
+  // onnx::X == transpose(named Y) -> Transpose(Y).
+  auto values = [&](const onnx::TensorProto &t, std::vector<float> &out) {
+    std::string error;
+    return readTensorElements(t, baseDir, &out, nullptr, error);
+  };
+  std::vector<std::string> tied;
+  std::vector<onnx::NodeProto> transposes;
+  for (const onnx::TensorProto &copy : graph.initializer()) {
+    if (copy.data_type() != onnx::TensorProto::FLOAT || copy.dims_size() != 2 ||
+        !llvm::StringRef(copy.name()).starts_with("onnx::"))
+      continue;
+    std::vector<float> copyValues;
+    if (!values(copy, copyValues))
+      continue;
+    for (const onnx::TensorProto &original : graph.initializer()) {
+      if (original.data_type() != onnx::TensorProto::FLOAT || original.dims_size() != 2 ||
+          llvm::StringRef(original.name()).starts_with("onnx::") || original.dims(0) != copy.dims(1) ||
+          original.dims(1) != copy.dims(0))
+        continue;
+      std::vector<float> originalValues;
+      if (!values(original, originalValues))
+        continue;
+      int64_t rows = original.dims(0), cols = original.dims(1);
+      bool transposed = true;
+      for (int64_t r = 0; r < rows && transposed; ++r)
+        for (int64_t c = 0; c < cols && transposed; ++c)
+          transposed = std::memcmp(&originalValues[r * cols + c], &copyValues[c * rows + r], sizeof(float)) == 0;
+      if (!transposed)
+        continue;
+      onnx::NodeProto node;
+      node.set_op_type("Transpose");
+      node.set_name("fsdpc/tie/" + copy.name());
+      node.add_input(original.name());
+      node.add_output(copy.name());
+      transposes.push_back(std::move(node));
+      tied.push_back(copy.name());
+      break;
+    }
+  }
+  if (!tied.empty()) {
+    std::vector<onnx::TensorProto> initializers;
+    for (const onnx::TensorProto &t : graph.initializer())
+      if (!llvm::is_contained(tied, t.name()))
+        initializers.push_back(t);
+    graph.clear_initializer();
+    for (onnx::TensorProto &t : initializers)
+      *graph.add_initializer() = std::move(t);
+    std::vector<onnx::NodeProto> nodes(transposes.begin(), transposes.end());
+    nodes.insert(nodes.end(), graph.node().begin(), graph.node().end());
+    graph.clear_node();
+    for (onnx::NodeProto &node : nodes)
+      *graph.add_node() = std::move(node);
+    // Graph inputs that listed the removed initializers (IR < 4) go too.
+    std::vector<onnx::ValueInfoProto> inputs;
+    for (const onnx::ValueInfoProto &input : graph.input())
+      if (!llvm::is_contained(tied, input.name()))
+        inputs.push_back(input);
+    graph.clear_input();
+    for (onnx::ValueInfoProto &input : inputs)
+      *graph.add_input() = std::move(input);
+  }
+  return true;
+}
+
+/// The module an anonymous initializer (`onnx::MatMul_12`, a constant-folded
+/// weight) belongs to: the scope of the node that reads it
+/// (`/blocks.0/attn/proj/MatMul` -> `blocks.0.attn.proj`), so `--wrap
+/// module:` groups it with its neighbours. Empty if unknown.
+static std::string moduleOfAnonymous(const onnx::GraphProto &graph, const std::string &initializer) {
+  if (!llvm::StringRef(initializer).starts_with("onnx::"))
+    return "";
+  for (const onnx::NodeProto &node : graph.node())
+    for (const std::string &input : node.input())
+      if (input == initializer) {
+        llvm::StringRef name(node.name());
+        if (!name.consume_front("/") || !name.contains('/'))
+          return "";
+        std::string module = name.rsplit('/').first.str();
+        std::replace(module.begin(), module.end(), '/', '.');
+        return module;
+      }
+  return "";
+}
+
 bool ModelImporter::buildForward() {
   std::string baseDir = llvm::sys::path::parent_path(path_).str();
   if (baseDir.empty())
@@ -456,6 +585,7 @@ bool ModelImporter::buildForward() {
     initializers.insert(init.name());
   SmallVector<Type> argTypes;
   SmallVector<std::pair<StringRef, std::string>> argRoles; // attribute name, value
+  llvm::DenseMap<size_t, std::string> moduleHints;          // argument -> module
   for (const onnx::ValueInfoProto &input : graph.input()) {
     if (initializers.contains(input.name()))
       continue;
@@ -480,6 +610,8 @@ bool ModelImporter::buildForward() {
     bool frozen = !options_.freezeRegex.empty() && freeze.match(init.name());
     argRoles.emplace_back(frozen ? graph::kFrozenParamAttr : graph::kParamAttr, init.name());
     result_.weights.values[init.name()] = std::move(values);
+    if (std::string module = moduleOfAnonymous(graph, init.name()); !module.empty())
+      moduleHints[argTypes.size() - 1] = module;
   }
 
   builder_.setInsertionPointToEnd(module.getBody());
@@ -490,6 +622,8 @@ bool ModelImporter::buildForward() {
   for (auto [i, role] : llvm::enumerate(argRoles)) {
     func.setArgAttr(i, role.first, builder_.getStringAttr(role.second));
     values[role.second] = entry->getArgument(i);
+    if (moduleHints.count(i))
+      func.setArgAttr(i, graph::kModuleAttr, builder_.getStringAttr(moduleHints.lookup(i)));
   }
 
   builder_.setInsertionPointToStart(entry);
@@ -554,7 +688,8 @@ bool ModelImporter::buildForward() {
 }
 
 std::optional<ImportedModel> ModelImporter::run() {
-  if (!load() || !fixBatchDimension() || !checkAndInferShapes() || !checkOpsSupported() || !buildForward())
+  if (!load() || !undoExporterParameterRewrites() || !fixBatchDimension() || !checkAndInferShapes() ||
+      !checkOpsSupported() || !buildForward())
     return std::nullopt;
   return std::move(result_);
 }

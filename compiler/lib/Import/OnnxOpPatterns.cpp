@@ -193,7 +193,50 @@ LogicalResult convertPow(NodeImporter &n) {
   return success();
 }
 
+/// Integer arithmetic on constants (shape chains: batch * heads, ...) folds,
+/// with numpy broadcasting. Division truncates as ONNX's integer Div does.
+std::optional<DenseElementsAttr> foldIntegerBinary(NodeImporter &n, llvm::function_ref<int64_t(int64_t, int64_t)> fn) {
+  DenseElementsAttr a = n.constantInput(0), b = n.constantInput(1);
+  if (!a || !b || !a.getElementType().isInteger(64) || !b.getElementType().isInteger(64))
+    return std::nullopt;
+  FailureOr<SmallVector<int64_t>> shape = graph::broadcastShapes(a.getType().getShape(), b.getType().getShape());
+  if (failed(shape))
+    return std::nullopt;
+  SmallVector<int64_t> av = *constantInts(n, 0), bv = *constantInts(n, 1), out;
+  auto index = [](ArrayRef<int64_t> from, ArrayRef<int64_t> to, int64_t flat) {
+    int64_t offset = 0, stride = 1;
+    for (int64_t d = to.size() - 1, e = from.size() - 1; d >= 0; --d, --e) {
+      int64_t i = flat % to[d];
+      flat /= to[d];
+      if (e >= 0) {
+        offset += (from[e] == 1 ? 0 : i) * stride;
+        stride *= from[e];
+      }
+    }
+    return offset;
+  };
+  int64_t count = product(*shape);
+  for (int64_t i = 0; i < count; ++i)
+    out.push_back(fn(av[index(a.getType().getShape(), *shape, i)], bv[index(b.getType().getShape(), *shape, i)]));
+  return DenseElementsAttr::get(tensorOf(*shape, n.builder.getI64Type()), ArrayRef<int64_t>(out));
+}
+
+template <typename OpTy> int64_t integerOp(int64_t a, int64_t b) {
+  if constexpr (std::is_same_v<OpTy, graph::AddOp>)
+    return a + b;
+  else if constexpr (std::is_same_v<OpTy, graph::SubOp>)
+    return a - b;
+  else if constexpr (std::is_same_v<OpTy, graph::MulOp>)
+    return a * b;
+  else
+    return b == 0 ? 0 : a / b;
+}
+
 template <typename OpTy> LogicalResult convertBinary(NodeImporter &n) {
+  if (std::optional<DenseElementsAttr> folded = foldIntegerBinary(n, integerOp<OpTy>)) {
+    n.setFoldedOutput(0, *folded);
+    return success();
+  }
   if (failed(requireFloatInputs(n, 2)))
     return failure();
   FailureOr<SmallVector<int64_t>> shape = graph::broadcastShapes(shapeOf(n.input(0)), shapeOf(n.input(1)));
@@ -592,11 +635,22 @@ LogicalResult convertSlice(NodeImporter &n) {
     clampSlice(shape[d], (*starts)[i], (*ends)[i], steps[i], first[d], outShape[d]);
     step[d] = steps[i];
   }
-  if (DenseElementsAttr value = n.constantInput(0); value && rank == 1 && value.getElementType().isInteger(64)) {
-    SmallVector<int64_t> all = *constantInts(n, 0), picked;
-    for (int64_t k = 0; k < outShape[0]; ++k)
-      picked.push_back(all[first[0] + k * step[0]]);
-    n.setFoldedOutput(0, DenseElementsAttr::get(tensorOf(outShape, value.getElementType()), ArrayRef<int64_t>(picked)));
+  // Slices of constants (shape vectors, causal masks) fold.
+  if (DenseElementsAttr value = n.constantInput(0)) {
+    SmallVector<Attribute> all(value.getValues<Attribute>()), picked;
+    SmallVector<int64_t> strides(rank, 1);
+    for (int64_t d = rank - 1; d > 0; --d)
+      strides[d - 1] = strides[d] * shape[d];
+    int64_t count = product(outShape);
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t rest = i, offset = 0;
+      for (int64_t d = rank - 1; d >= 0; --d) {
+        offset += (first[d] + (rest % outShape[d]) * step[d]) * strides[d];
+        rest /= outShape[d];
+      }
+      picked.push_back(all[offset]);
+    }
+    n.setFoldedOutput(0, DenseElementsAttr::get(tensorOf(outShape, value.getElementType()), picked));
     return success();
   }
   n.setOutput(0, sliceOf(n, x, first, step, outShape));
@@ -693,11 +747,134 @@ LogicalResult convertCast(NodeImporter &n) {
   if (to == onnx::TensorProto::BOOL && isF32(x))
     return n.fail("casts from float to bool are not supported");
   auto type = tensorOf(shapeOf(x), element);
-  if (DenseElementsAttr value = n.constantInput(0); value && value.getElementType() == element) {
-    n.setFoldedOutput(0, value);
+  if (DenseElementsAttr value = n.constantInput(0)) {
+    if (value.getElementType() == element)
+      n.setFoldedOutput(0, value);
+    else if (element.isF32())
+      n.setFoldedOutput(0, value.mapValues(element, [](const APInt &v) {
+        return APFloat(static_cast<float>(v.getSExtValue())).bitcastToAPInt();
+      }));
+    else
+      n.setFoldedOutput(0, value.mapValues(element, [](const APFloat &v) {
+        return APInt(64, static_cast<int64_t>(v.convertToFloat()), /*isSigned=*/true);
+      }));
+    if (to == onnx::TensorProto::BOOL && element.isInteger(64))
+      n.setFoldedOutput(0, value.mapValues(element, [](const APInt &v) { return APInt(64, v.isZero() ? 0 : 1); }));
     return success();
   }
   n.setOutput(0, x.getType() == type ? x : graph::CastOp::create(n.builder, n.loc, type, x).getResult());
+  return success();
+}
+
+/// Range of constant bounds (position ids) folds.
+LogicalResult convertRange(NodeImporter &n) {
+  DenseElementsAttr start = n.constantInput(0), limit = n.constantInput(1), delta = n.constantInput(2);
+  if (!start || !limit || !delta)
+    return n.fail("start, limit and delta must be constants");
+  Type element = start.getElementType();
+  if (element.isInteger(64)) {
+    int64_t s0 = (*constantInts(n, 0))[0], l = (*constantInts(n, 1))[0], d = (*constantInts(n, 2))[0];
+    if (d == 0)
+      return n.fail("delta is zero");
+    SmallVector<int64_t> values;
+    for (int64_t v = s0; d > 0 ? v < l : v > l; v += d)
+      values.push_back(v);
+    n.setFoldedOutput(0, DenseElementsAttr::get(tensorOf({static_cast<int64_t>(values.size())}, element),
+                                                ArrayRef<int64_t>(values)));
+    return success();
+  }
+  float s0 = start.getSplatValue<float>(), l = limit.getSplatValue<float>(), d = delta.getSplatValue<float>();
+  if (d == 0)
+    return n.fail("delta is zero");
+  int64_t count = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((l - s0) / d)));
+  SmallVector<float> values;
+  for (int64_t i = 0; i < count; ++i)
+    values.push_back(s0 + i * d);
+  n.setFoldedOutput(0, DenseElementsAttr::get(n.f32Tensor({count}), ArrayRef<float>(values)));
+  return success();
+}
+
+/// ConstantOfShape with a constant shape folds.
+LogicalResult convertConstantOfShape(NodeImporter &n) {
+  std::optional<SmallVector<int64_t>> shape = constantInts(n, 0);
+  if (!shape)
+    return n.fail("the shape must be a constant");
+  DenseElementsAttr fill;
+  if (const onnx::AttributeProto *attr = n.attribute("value")) {
+    std::string error;
+    fill = tensorProtoToAttr(attr->t(), ".", n.builder, error);
+    if (!fill)
+      return n.fail(error);
+  } else {
+    fill = DenseElementsAttr::get(n.f32Tensor({1}), 0.0f);
+  }
+  n.setFoldedOutput(0, DenseElementsAttr::get(tensorOf(*shape, fill.getElementType()), fill.getValues<Attribute>()[0]));
+  return success();
+}
+
+/// Equal of constants (mask and shape comparisons) folds to 0/1.
+LogicalResult convertEqual(NodeImporter &n) {
+  if (std::optional<DenseElementsAttr> folded = foldIntegerBinary(n, [](int64_t a, int64_t b) -> int64_t { return a == b; })) {
+    n.setFoldedOutput(0, *folded);
+    return success();
+  }
+  return n.fail("Equal is supported on integer constants, which fold at compile time");
+}
+
+/// Logical not of a constant boolean (masks); fsdpc has no runtime booleans.
+LogicalResult convertNot(NodeImporter &n) {
+  DenseElementsAttr value = n.constantInput(0);
+  if (!value || !value.getElementType().isInteger(64))
+    return n.fail("Not is supported on constant booleans (masks), which fold at compile time");
+  n.setFoldedOutput(0, value.mapValues(value.getElementType(), [](const APInt &v) { return APInt(64, v.isZero()); }));
+  return success();
+}
+
+/// LayerNormalization (opset 17) as its definition: normalise over the
+/// trailing dimensions from `axis`, then scale and shift. Autodiff then
+/// differentiates the primitives.
+LogicalResult convertLayerNormalization(NodeImporter &n) {
+  if (failed(requireFloatInputs(n, 2)))
+    return failure();
+  Value x = n.input(0), scale = n.input(1);
+  ArrayRef<int64_t> shape = shapeOf(x);
+  int64_t rank = shape.size(), axis = normalizeAxis(n.intAttr("axis", -1), rank);
+  if (axis < 0 || axis >= rank)
+    return n.fail("axis is out of range");
+  SmallVector<int64_t> axes, kept(shape.begin(), shape.end());
+  int64_t count = 1;
+  for (int64_t d = axis; d < rank; ++d) {
+    axes.push_back(d);
+    kept[d] = 1;
+    count *= shape[d];
+  }
+  auto mean = [&](Value v) {
+    Value sum = graph::ReduceSumOp::create(n.builder, n.loc, n.f32Tensor(kept), v, n.builder.getDenseI64ArrayAttr(axes),
+                                           n.builder.getBoolAttr(true));
+    return graph::ScaleOp::create(n.builder, n.loc, sum, n.builder.getF64FloatAttr(1.0 / count)).getResult();
+  };
+  auto type = n.f32Tensor(shape);
+  Value average = mean(x);
+  Value centered = graph::SubOp::create(n.builder, n.loc, type, x, average);
+  Value variance = mean(graph::MulOp::create(n.builder, n.loc, type, centered, centered));
+  auto epsType = n.f32Tensor({});
+  Value eps = graph::ConstantOp::create(n.builder, n.loc, epsType,
+                                        DenseElementsAttr::get(epsType, n.floatAttr("epsilon", 1e-5f)));
+  Value deviation = graph::SqrtOp::create(n.builder, n.loc,
+                                          graph::AddOp::create(n.builder, n.loc, n.f32Tensor(kept), variance, eps));
+  Value normalized = graph::DivOp::create(n.builder, n.loc, type, centered, deviation);
+  if (failed(graph::broadcastShapes(shapeOf(scale), shape)))
+    return n.fail("Scale does not broadcast to the input");
+  Value y = graph::MulOp::create(n.builder, n.loc, type, normalized, scale);
+  if (n.hasInput(2)) {
+    if (!isF32(n.input(2)) || failed(graph::broadcastShapes(shapeOf(n.input(2)), shape)))
+      return n.fail("B must be a float tensor that broadcasts to the input");
+    y = graph::AddOp::create(n.builder, n.loc, type, y, n.input(2));
+  }
+  n.setOutput(0, y);
+  n.setOutput(1, average);
+  if (n.wantsOutput(2))
+    n.setOutput(2, graph::ReciprocalOp::create(n.builder, n.loc, deviation));
   return success();
 }
 
@@ -718,7 +895,9 @@ const OpPattern kPatterns[] = {
     {"Cast", 6, convertCast},
     {"Concat", 4, convertConcat},
     {"Constant", 9, convertConstant},
+    {"ConstantOfShape", 9, convertConstantOfShape},
     {"Div", 7, convertBinary<graph::DivOp>},
+    {"Equal", 7, convertEqual},
     {"Erf", 9, convertUnary<graph::ErfOp>},
     {"Exp", 6, convertUnary<graph::ExpOp>},
     {"Expand", 8, convertExpand},
@@ -726,13 +905,16 @@ const OpPattern kPatterns[] = {
     {"Gather", 1, convertGather},
     {"Gemm", 7, convertGemm},
     {"Identity", 1, convertIdentity},
+    {"LayerNormalization", 17, convertLayerNormalization},
     {"Log", 6, convertUnary<graph::LogOp>},
     {"LogSoftmax", 1, convertSoftmax1<graph::LogSoftmaxOp>},
     {"LogSoftmax", 13, convertSoftmax13<graph::LogSoftmaxOp>},
     {"MatMul", 1, convertMatMul},
     {"Mul", 7, convertBinary<graph::MulOp>},
     {"Neg", 6, convertUnary<graph::NegOp>},
+    {"Not", 1, convertNot},
     {"Pow", 7, convertPow},
+    {"Range", 11, convertRange},
     {"Reciprocal", 6, convertUnary<graph::ReciprocalOp>},
     {"ReduceMean", 1, convertReduce<true>},
     {"ReduceSum", 1, convertReduce<false>},

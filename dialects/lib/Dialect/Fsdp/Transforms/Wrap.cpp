@@ -54,9 +54,11 @@ struct FsdpWrapPass : public fsdpc::fsdp::impl::FsdpWrapBase<FsdpWrapPass> {
       return signalPassFailure();
     std::vector<Param> params;
     for (BlockArgument arg : train.getArguments())
-      if (auto name = train.getArgAttrOfType<StringAttr>(arg.getArgNumber(), graph::kParamAttr))
-        params.push_back({arg, name.str(), moduleOf(name.getValue()),
+      if (auto name = train.getArgAttrOfType<StringAttr>(arg.getArgNumber(), graph::kParamAttr)) {
+        auto hint = train.getArgAttrOfType<StringAttr>(arg.getArgNumber(), graph::kModuleAttr);
+        params.push_back({arg, name.str(), hint ? hint.str() : moduleOf(name.getValue()),
                           cast<RankedTensorType>(arg.getType()).getNumElements()});
+      }
 
     std::vector<Unit> units;
     Unit root{"root", {}};

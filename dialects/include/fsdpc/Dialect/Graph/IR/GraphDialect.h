@@ -13,6 +13,9 @@ namespace fsdpc::graph {
 inline constexpr llvm::StringLiteral kInputAttr = "graph.input";
 inline constexpr llvm::StringLiteral kParamAttr = "graph.param";
 inline constexpr llvm::StringLiteral kFrozenParamAttr = "graph.frozen_param";
+/// On a parameter whose name does not say its module (a constant-folded
+/// `onnx::` weight): the module it belongs to, for fsdp-wrap.
+inline constexpr llvm::StringLiteral kModuleAttr = "graph.module";
 inline constexpr llvm::StringLiteral kStateOfAttr = "graph.state_of";
 inline constexpr llvm::StringLiteral kStateSlotAttr = "graph.state_slot";
 inline constexpr llvm::StringLiteral kStepAttr = "graph.step";

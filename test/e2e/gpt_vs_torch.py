@@ -1,0 +1,109 @@
+#!/usr/bin/python3
+"""Trains the example GPT (or LLaMA) with fsdpc on N ranks and with PyTorch,
+and compares every step's loss.
+
+The model is exported from examples/<model>/model.py with torch.onnx.export
+(opset 13 or 17, with or without constant folding); torch trains the same
+module, built with the same seed, so both start from the same weights,
+including the LM head tied to the token embedding. Both read the same
+character-level batches from examples/gpt/corpus.txt and train with AdamW;
+each step's loss must agree within --rtol.
+
+Needs /usr/bin/python3 (torch, onnx, numpy), and fsdpc, fsdp-run and mpirun
+on PATH.
+"""
+import argparse
+import importlib.util
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from torch_reference import read_losses, run
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXAMPLES = os.path.join(HERE, "..", "..", "examples")
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-x", "OMP_NUM_THREADS=1"]
+
+
+def load_model_module(model):
+    spec = importlib.util.spec_from_file_location(model + "_model", os.path.join(EXAMPLES, model, "model.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--model", choices=["gpt", "llama"], default="gpt")
+    parser.add_argument("--work", required=True)
+    parser.add_argument("--ranks", type=int, default=1)
+    parser.add_argument("--opset", type=int, default=13)
+    parser.add_argument("--no-constant-folding", action="store_true")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--batch", type=int, default=12)
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--rtol", type=float, default=1e-4)
+    args = parser.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    torch.set_num_threads(2)
+
+    data = os.path.join(args.work, "data")
+    run([sys.executable, os.path.join(EXAMPLES, "gpt", "prepare_data.py"), "--out-dir", data])
+    onnx_path = os.path.join(args.work, "model.onnx")
+    export = [sys.executable, os.path.join(EXAMPLES, args.model, "export.py"), "--out", onnx_path, "--data-dir", data,
+              "--opset", str(args.opset), "--batch", str(args.batch)]
+    if args.no_constant_folding:
+        export.append("--no-constant-folding")
+    run(export)
+
+    plan = os.path.join(args.work, "plan.bin")
+    metrics = os.path.join(args.work, "metrics.jsonl")
+    run(["fsdpc", onnx_path, "-o", plan, "--batch-size", str(args.batch), "--optimizer", "adamw", "--lr", repr(args.lr),
+         "--world-size",
+         str(args.ranks), "--strategy", "full_shard", "--wrap", r"module:blocks\.[0-9]+"])
+    launch = MPIRUN + ["-np", str(args.ranks)] if args.ranks > 1 else []
+    run(launch + ["fsdp-run", plan, "--steps", str(args.steps), "--data", data, "--metrics-json", metrics])
+    ours = read_losses(metrics)
+
+    # torch: the same module, seed and batches.
+    module = load_model_module(args.model)
+    inputs = np.load(os.path.join(data, "input_ids.npy"))
+    labels = np.load(os.path.join(data, "labels.npy"))
+    vocab = len(json.load(open(os.path.join(data, "vocab.json"))))
+    torch.manual_seed(0)
+    model = module.build(vocab)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+    reference = []
+    samples = len(inputs)
+    for step in range(args.steps):
+        index = [(step * args.batch + j) % samples for j in range(args.batch)]
+        logits = model(torch.tensor(inputs[index]))
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), torch.tensor(labels[index]).reshape(-1))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        reference.append(loss.item())
+
+    failures = 0
+    print("%s opset %d%s on %d rank(s), %d parameters" % (args.model, args.opset,
+          " (no constant folding)" if args.no_constant_folding else "", args.ranks,
+          sum(p.numel() for p in model.parameters())))
+    print("step  fsdpc         torch         rel.diff")
+    for step, (a, b) in enumerate(zip(ours, reference)):
+        rel = abs(a - b) / max(abs(b), 1e-12)
+        flag = "" if rel <= args.rtol else "  <-- exceeds %g" % args.rtol
+        failures += bool(flag)
+        print("%4d  %.8f    %.8f    %.2e%s" % (step, a, b, rel, flag))
+    if len(ours) != args.steps:
+        print("fsdp-run reported %d steps, expected %d" % (len(ours), args.steps))
+        failures += 1
+    print("RESULT:", "PASS" if failures == 0 else "FAIL (%d)" % failures)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -17,6 +17,8 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Regex.h"
 
+#include <cmath>
+
 #include "onnx/checker.h"
 #include "onnx/shape_inference/implementation.h"
 
@@ -605,6 +607,12 @@ bool ModelImporter::buildForward() {
     std::string error;
     if (!readTensorElements(init, baseDir, &values, nullptr, error))
       return fail(error);
+    // A float initializer holding inf or NaN is a buffer (an additive
+    // attention mask), not a parameter anyone trains: it stays a constant.
+    if (llvm::any_of(values, [](float v) { return !std::isfinite(v); })) {
+      constantInitializers.push_back(&init);
+      continue;
+    }
     SmallVector<int64_t> shape(init.dims().begin(), init.dims().end());
     argTypes.push_back(RankedTensorType::get(shape, builder_.getF32Type()));
     bool frozen = !options_.freezeRegex.empty() && freeze.match(init.name());

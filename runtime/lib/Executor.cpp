@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <map>
 #include <cstring>
 #include <thread>
 
@@ -164,7 +166,10 @@ Status Executor::runStream(std::vector<Resolved> &stream, int64_t step) {
         return FSDPC_ERROR(kInternal, "the other stream failed");
       continue;
     }
+    auto start = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     Status status = r.collective ? runCollective(r) : r.kernel(r.call);
+    if (profile_)
+      r.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!status.isOk()) {
       {
         std::lock_guard<std::mutex> lock(eventMutex_);
@@ -287,6 +292,17 @@ Status Executor::loadFullParameters(const NamedArrays &arrays) {
     std::memcpy(shard.data, full.data() + shardIndex() * shard.numElements(), shard.numElements() * sizeof(float));
   }
   return Status::ok();
+}
+
+std::vector<std::pair<std::string, double>> Executor::profile() const {
+  std::map<std::string, double> byOp;
+  for (const std::vector<Resolved> *stream : {&computeStream_, &commStream_})
+    for (const Resolved &r : *stream)
+      if (r.seconds > 0)
+        byOp[r.instruction->op() + (r.instruction->stream() == plan::COMMUNICATION ? " (comm)" : "")] += r.seconds;
+  std::vector<std::pair<std::string, double>> sorted(byOp.begin(), byOp.end());
+  std::sort(sorted.begin(), sorted.end(), [](const auto &a, const auto &b) { return a.second > b.second; });
+  return sorted;
 }
 
 NamedArrays Executor::localState() const {

@@ -40,6 +40,7 @@ struct Options {
   std::string saveShardedDir;
   std::string loadShardedDir;
   bool forward = false;
+  bool profile = false;
   std::string inputsDir;
   std::string outputsDir;
   uint64_t seed = 0;
@@ -54,6 +55,7 @@ const char *kUsage = "usage: fsdp-run PLAN [--steps N] [--data DIR] [--seed S] [
                      "  --init-from FILE    start from full parameters by name\n"
                      "  --save-sharded DIR  after training, each rank's shards, optimizer state and step\n"
                      "  --load-sharded DIR  resume from a sharded checkpoint of the same plan\n"
+                     "  --profile           after training, print the time spent per kernel (rank 0)\n"
                      "  --forward           run a --forward-only plan once on --inputs DIR (<input>.npy)\n"
                      "                      and write <output>.npy to --outputs DIR\n";
 
@@ -111,6 +113,8 @@ Status parseOptions(int argc, char **argv, Options &options) {
       FSDPC_RETURN_IF_ERROR(takeValue(options.saveShardedDir));
     } else if (arg == "--load-sharded") {
       FSDPC_RETURN_IF_ERROR(takeValue(options.loadShardedDir));
+    } else if (arg == "--profile") {
+      options.profile = true;
     } else if (arg == "--forward") {
       options.forward = true;
     } else if (arg == "--inputs") {
@@ -241,6 +245,8 @@ int main(int argc, char **argv) {
     return 0;
   }
 
+  if (options.profile)
+    executor.enableProfiling();
   int64_t firstStep = 0;
   if (!options.initFrom.empty()) {
     StatusOr<NamedArrays> full = readSafetensors(options.initFrom);
@@ -304,6 +310,15 @@ int main(int argc, char **argv) {
       std::fprintf(metrics,
                    "{\"step\": %" PRId64 ", \"loss\": %.9g, \"step_ms\": %.4f, \"samples_per_s\": %.2f}\n", step,
                    *loss, stepMs, samplesPerSecond);
+  }
+
+  if (options.profile && reports) {
+    double total = 0;
+    for (const auto &[op, seconds] : executor.profile())
+      total += seconds;
+    std::printf("fsdp-run: time per kernel over %" PRId64 " steps (rank 0):\n", options.steps);
+    for (const auto &[op, seconds] : executor.profile())
+      std::printf("  %-28s %10.3f ms  %5.1f%%\n", op.c_str(), seconds * 1000, 100 * seconds / std::max(total, 1e-12));
   }
 
   // Tensor memory: what the plan reserved and the pages really touched, per

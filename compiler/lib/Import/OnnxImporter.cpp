@@ -17,11 +17,10 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Regex.h"
 
-#include <cmath>
-
 #include "onnx/checker.h"
 #include "onnx/shape_inference/implementation.h"
 
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <sstream>

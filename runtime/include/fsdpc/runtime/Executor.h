@@ -67,12 +67,19 @@ public:
   /// mappings that are never released, so this is also the peak.
   uint64_t residentTensorBytes() const;
 
+  /// Times every instruction from now on (a little overhead per call).
+  void enableProfiling() { profile_ = true; }
+  /// Seconds spent per instruction kind (kernel name, or collective with
+  /// " (comm)"), largest first.
+  std::vector<std::pair<std::string, double>> profile() const;
+
 private:
   struct Resolved {
     const plan::Instruction *instruction;
     KernelFn kernel; // null for events and collectives
     KernelCall call;
     bool collective = false;
+    double seconds = 0; // with profiling on: time spent in it so far
   };
 
   Executor() = default;
@@ -98,6 +105,7 @@ private:
   std::condition_variable eventSignal_;
   std::vector<int64_t> eventRecordedAtStep_;
   bool streamFailed_ = false;
+  bool profile_ = false;
 };
 
 } // namespace fsdpc::runtime

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# The demo on a fresh machine: packages, build, export the example MLP with
-# torch, compile it for 2 ranks with full_shard (one unit per layer), print
-# each rank's memory, train 50 steps on 2 MPI ranks on the synthetic teacher
-# dataset (loss ~1.6 -> ~0.2), and save the full parameters gathered to rank
-# 0.
+# The demo on a fresh machine: packages, build, then two models exported
+# with torch and trained on 2 MPI ranks with full_shard:
+#  1. the example MLP (4.2M parameters, one unit per layer) on a synthetic
+#     teacher dataset for 50 steps (loss ~1.6 -> ~0.2), with each rank's
+#     memory printed first and the full parameters saved (gathered to rank 0);
+#  2. the example GPT (tied embeddings, one unit per block) on a small
+#     character corpus for 400 steps: the loss falls from the uniform guess
+#     ln(39) = 3.66 to about 1.1.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bash "$root/tools/setup.sh"
@@ -21,3 +24,12 @@ mpirun --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS=1 -np 2 \
   --save "$work/mlp-trained.safetensors"
 echo "IR of every stage (units, gathers, frees, reduce-scatters in 02-fsdp.mlir): $work/ir"
 echo "metrics: $work/metrics.jsonl"
+
+/usr/bin/python3 "$root/examples/gpt/prepare_data.py" --out-dir "$work/gpt-data"
+/usr/bin/python3 "$root/examples/gpt/export.py" --out "$work/gpt.onnx" --data-dir "$work/gpt-data" 2>/dev/null
+"$root/build/bin/fsdpc" "$work/gpt.onnx" -o "$work/gpt.bin" --batch-size 16 --lr 3e-3 \
+  --world-size 2 --strategy full_shard --wrap 'module:blocks\.[0-9]+' --report --dump-ir "$work/gpt-ir"
+mpirun --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS=1 -np 2 \
+  "$root/build/bin/fsdp-run" "$work/gpt.bin" --steps 400 --data "$work/gpt-data" \
+  --metrics-json "$work/gpt-metrics.jsonl" --save "$work/gpt-trained.safetensors" | awk 'NR <= 2 || /^step [0-9]*99 / || !/^step /'
+echo "GPT: the uniform guess over the 39 characters has loss 3.66; IR in $work/gpt-ir"

@@ -69,6 +69,7 @@ StatusOr<std::unique_ptr<Executor>> Executor::create(PlanFile plan, Communicator
   std::unique_ptr<Executor> executor(new Executor());
   executor->plan_ = std::move(plan);
   executor->communicator_ = communicator;
+  executor->context_.rank = communicator ? communicator->rank() : 0;
   const plan::PlanHeader &h = executor->plan_.header;
   if (communicator && static_cast<int>(h.world_size()) != communicator->worldSize())
     return FSDPC_ERROR(kInvalidArgument, "the plan was compiled for world size ", h.world_size(), " but this launch has ",
@@ -130,6 +131,7 @@ StatusOr<std::unique_ptr<Executor>> Executor::create(PlanFile plan, Communicator
                            inst.outputs_size(), " outputs (at ", inst.location(), ")");
     }
     resolved.call.instruction = &inst;
+    resolved.call.context = &executor->context_;
     for (int id : inst.inputs())
       resolved.call.inputs.push_back(executor->view(id));
     for (int id : inst.outputs())
@@ -204,6 +206,7 @@ Status Executor::runCollective(const Resolved &r) {
 }
 
 StatusOr<float> Executor::runStep(int64_t step) {
+  context_.step = step;
   if (stepTensor_ >= 0)
     view(stepTensor_).i64()[0] = step;
   Status commStatus;

@@ -437,6 +437,46 @@ Status cast(const KernelCall &call) {
   return Status::ok();
 }
 
+Status trilu(const KernelCall &call) {
+  const TensorView &x = call.inputs[0], &y = call.outputs[0];
+  if (x.shape.size() < 2 || x.numElements() != y.numElements())
+    return FSDPC_ERROR(kInvalidArgument, "trilu: needs rank 2 or more and equal sizes");
+  int64_t rows = x.shape[x.shape.size() - 2], cols = x.shape.back(), k = call.intAttr("k", 0);
+  bool upper = call.intAttr("upper", 1);
+  int64_t n = y.numElements();
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t r = (i / cols) % rows, c = i % cols;
+    bool keep = upper ? c - r >= k : c - r <= k;
+    y.f32()[i] = keep ? x.f32()[i] : 0.0f;
+  }
+  return Status::ok();
+}
+
+/// Dropout's keep decision for one element: a counter-based hash of
+/// (seed, step, rank, index), so backward redraws forward's mask exactly.
+bool keepElement(uint64_t seed, const StepContext &context, int64_t index, double ratio) {
+  uint64_t x = seed ^ (static_cast<uint64_t>(context.step) * 0x9E3779B97F4A7C15ull) ^
+               (static_cast<uint64_t>(context.rank) * 0xC2B2AE3D27D4EB4Full) ^ static_cast<uint64_t>(index);
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  return static_cast<double>(x >> 11) * (1.0 / 9007199254740992.0) >= ratio;
+}
+
+Status dropout(const KernelCall &call) {
+  const TensorView &x = call.inputs[0], &y = call.outputs[0];
+  double ratio = call.floatAttr("ratio", 0.5);
+  uint64_t seed = static_cast<uint64_t>(call.intAttr("seed", 0));
+  StepContext context = call.context ? *call.context : StepContext();
+  float scale = static_cast<float>(1.0 / (1.0 - ratio));
+  int64_t n = y.numElements();
+#pragma omp parallel for if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i)
+    y.f32()[i] = keepElement(seed, context, i, ratio) ? x.f32()[i] * scale : 0.0f;
+  return Status::ok();
+}
+
 Status sumTo(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &y = call.outputs[0];
   if (!broadcastsTo(y.shape, x.shape))
@@ -795,6 +835,9 @@ const std::unordered_map<std::string, KernelEntry> &registry() {
       {"gather_grad", {gatherGrad, 2, 1}},
       {"select", {select, 3, 1}},
       {"cast", {cast, 1, 1}},
+      {"trilu", {trilu, 1, 1}},
+      {"dropout", {dropout, 1, 1}},
+      {"dropout_grad", {dropout, 1, 1}},
       {"pow", {[](const KernelCall &c) { return binaryBroadcast(c, [](float a, float b) { return std::pow(a, b); }); }, 2, 1}},
       {"neg", {[](const KernelCall &c) { return unary(c, [](float x) { return -x; }); }, 1, 1}},
       {"exp", {[](const KernelCall &c) { return unary(c, [](float x) { return std::exp(x); }); }, 1, 1}},

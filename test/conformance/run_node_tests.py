@@ -7,10 +7,10 @@ fsdpc supports, it compiles `model.onnx` with `fsdpc --forward-only`, feeds
 output with `output_*.pb` (rtol 1e-4, atol 1e-5, same shape).
 
 fsdpc compiles static shapes, and many node tests pass shape operands (axes,
-starts, ends, split sizes, a Reshape target) as graph inputs. So integer
-inputs are baked into the model as initializers with the test's values
-before compiling, as a model exported with those values would hold them;
-float inputs stay runtime inputs. Tests that use
+starts, ends, split sizes, a Reshape target, a dropout ratio) as graph
+inputs. So integer and scalar inputs are baked into the model as
+initializers with the test's values before compiling, as a model exported
+with those values would hold them; other float inputs stay runtime inputs. Tests that use
 an op fsdpc does not support are skipped; so are the tests in skip.txt, each
 listed there with its reason. It ends with `N passed, N failed, N skipped`
 and fails if any test failed.
@@ -64,7 +64,8 @@ def run_test(test_dir, work, rtol, atol):
         values.append(numpy_helper.to_array(tensor))
     runtime_inputs = []
     for info, value in zip(inputs, values):
-        if info.type.tensor_type.elem_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.BOOL):
+        integer = info.type.tensor_type.elem_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.BOOL)
+        if integer or value.ndim == 0:
             model.graph.initializer.append(numpy_helper.from_array(value, info.name))
             if model.ir_version >= 4:  # before IR 4, initializers must also be graph inputs
                 model.graph.input.remove(info)

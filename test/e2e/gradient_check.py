@@ -22,6 +22,7 @@ import sys
 import numpy as np
 import onnx
 import torch
+import torch.nn.functional as F
 from onnx import TensorProto, helper, numpy_helper
 
 from torch_reference import norm_rel, read_safetensors, run
@@ -29,11 +30,13 @@ from torch_reference import norm_rel, read_safetensors, run
 LR = 1000.0
 
 
-def case(name, op, params, attrs=None, torch_fn=None, constants=None, constants_first=False, outputs=1, take=0):
+def case(name, op, params, attrs=None, torch_fn=None, constants=None, constants_first=False, outputs=1, take=0,
+         opset=13):
     """`constants` are extra integer (or bool) inputs after the parameters, or
     before them with `constants_first`; `take` picks one of `outputs`."""
     return {"name": name, "op": op, "params": params, "attrs": attrs or {}, "torch": torch_fn,
-            "constants": constants or {}, "constants_first": constants_first, "outputs": outputs, "take": take}
+            "constants": constants or {}, "constants_first": constants_first, "outputs": outputs, "take": take,
+            "opset": opset}
 
 
 def positive(rng, shape):
@@ -97,6 +100,11 @@ def cases():
              constants={"mask": np.tril(np.ones((5, 5), bool))}, constants_first=True),
         case("unsqueeze_squeeze", "Unsqueeze", {"x": ((3, 5), normal)}, {}, lambda x: x.unsqueeze(1),
              constants={"axes": np.array([1], np.int64)}),
+        case("trilu_lower_k1", "Trilu", {"x": ((3, 5, 7), normal)}, {"upper": 0}, lambda x: torch.tril(x, 1),
+             constants={"k": np.array(1, np.int64)}, opset=14),
+        case("layer_norm_opset17", "LayerNormalization", {"x": ((3, 5, 7), normal), "scale": ((7,), normal),
+             "bias": ((7,), normal)}, {"axis": -1, "epsilon": 1e-5},
+             lambda x, s, b: F.layer_norm(x, (7,), s, b, 1e-5), opset=17),
     ]
 
 
@@ -118,7 +126,7 @@ def build_model(spec, values, out_shape, weight):
              helper.make_node("Reshape", ["total", "const.scalar"], ["loss"], name="loss")]
     graph = helper.make_graph(nodes, "gradient_check", [],
                               [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])], initializers)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", spec["opset"])])
 
 
 def check(spec, work, rtol, rng):
@@ -154,6 +162,50 @@ def check(spec, work, rtol, rng):
     return failures
 
 
+def check_dropout(work, rng, ratio=0.3):
+    """Dropout's mask is random, so torch cannot supply it; instead the
+    gradient reveals the mask fsdpc used in backward (zero where dropped,
+    W / (1 - ratio) where kept) and the forward loss must be the one that
+    same mask gives, which holds only if backward redrew forward's mask."""
+    shape = (7, 9, 5)
+    x = rng.standard_normal(shape).astype(np.float32)
+    weight = rng.standard_normal(shape).astype(np.float32)
+    n = x.size
+    initializers = [numpy_helper.from_array(x, "x"), numpy_helper.from_array(weight, "const.w"),
+                    numpy_helper.from_array(np.ones((n, 1), np.float32), "const.ones"),
+                    numpy_helper.from_array(np.array([1, n], np.int64), "const.row"),
+                    numpy_helper.from_array(np.array([], np.int64), "const.scalar"),
+                    numpy_helper.from_array(np.array(ratio, np.float32), "const.ratio"),
+                    numpy_helper.from_array(np.array(True), "const.training")]
+    nodes = [helper.make_node("Dropout", ["x", "const.ratio", "const.training"], ["y"], name="drop"),
+             helper.make_node("Mul", ["y", "const.w"], ["weighted"], name="weigh"),
+             helper.make_node("Reshape", ["weighted", "const.row"], ["row"], name="row"),
+             helper.make_node("MatMul", ["row", "const.ones"], ["total"], name="sum"),
+             helper.make_node("Reshape", ["total", "const.scalar"], ["loss"], name="loss")]
+    graph = helper.make_graph(nodes, "dropout_check", [], [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+                              initializers)
+    os.makedirs(work, exist_ok=True)
+    path = os.path.join(work, "model.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    plan, saved, metrics = (os.path.join(work, f) for f in ("plan.bin", "after.safetensors", "m.jsonl"))
+    run(["fsdpc", path, "-o", plan, "--loss", "output:loss", "--optimizer", "sgd", "--lr", repr(LR), "--momentum", "0",
+         "--weight-decay", "0", "--freeze", r"const\..*"])
+    run(["fsdp-run", plan, "--steps", "1", "--save", saved, "--metrics-json", metrics])
+    grad = (x.astype(np.float64) - read_safetensors(saved)["x"].astype(np.float64)) / LR
+    kept = np.abs(grad) > 1e-3 * np.abs(weight)
+    expected_grad = np.where(kept, weight / (1 - ratio), 0.0)
+    loss = [float(l.split('"loss": ')[1].split(",")[0]) for l in open(metrics) if '"loss"' in l][0]
+    expected_loss = float(np.sum(np.where(kept, x.astype(np.float64) / (1 - ratio), 0.0) * weight))
+    grad_rel = norm_rel(grad, expected_grad)
+    loss_rel = abs(loss - expected_loss) / max(abs(expected_loss), 1e-12)
+    dropped = 1 - kept.mean()
+    bad = grad_rel > 1e-5 or loss_rel > 1e-5 or abs(dropped - ratio) > 0.1
+    print("%-26s %-11s grad %.2e, loss from the same mask %.2e, dropped %.2f of %d (ratio %.2f)%s"
+          % ("dropout_mask_consistency", "Dropout", grad_rel, loss_rel, dropped, n, ratio,
+             "  <-- exceeds" if bad else ""))
+    return int(bad)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--work", required=True)
@@ -167,6 +219,9 @@ def main():
         if args.filter in spec["name"]:
             failures += bool(check(spec, os.path.join(args.work, spec["name"]), args.rtol, rng))
             checked += 1
+    if args.filter in "dropout_mask_consistency":
+        failures += check_dropout(os.path.join(args.work, "dropout"), rng)
+        checked += 1
     print("gradient checks: %d passed, %d failed" % (checked - failures, failures))
     sys.exit(1 if failures else 0)
 

@@ -17,8 +17,10 @@ namespace fsdpc::import {
 class NodeImporter {
 public:
   NodeImporter(mlir::OpBuilder &builder, const onnx::NodeProto &node, int64_t opset, mlir::Location loc,
-               llvm::StringMap<mlir::Value> &values, llvm::StringMap<mlir::DenseElementsAttr> &constants)
-      : builder(builder), node(node), opset(opset), loc(loc), values_(values), constants_(constants) {}
+               llvm::StringMap<mlir::Value> &values, llvm::StringMap<mlir::DenseElementsAttr> &constants,
+               const llvm::StringMap<std::vector<float>> &initialValues)
+      : builder(builder), node(node), opset(opset), loc(loc), values_(values), constants_(constants),
+        initialValues_(initialValues) {}
 
   mlir::OpBuilder &builder;
   const onnx::NodeProto &node;
@@ -32,6 +34,16 @@ public:
   /// The compile-time value of input i, if it is an initializer or constant.
   mlir::DenseElementsAttr constantInput(int i) const {
     return hasInput(i) ? constants_.lookup(node.input(i)) : mlir::DenseElementsAttr();
+  }
+  /// The value of input i if it is a one-element float initializer (a
+  /// parameter by default, read here as a setting, such as a dropout ratio).
+  std::optional<float> scalarInitializer(int i) const {
+    if (!hasInput(i))
+      return std::nullopt;
+    auto it = initialValues_.find(node.input(i));
+    if (it == initialValues_.end() || it->second.size() != 1)
+      return std::nullopt;
+    return it->second[0];
   }
   bool wantsOutput(int i) const { return i < node.output_size() && !node.output(i).empty(); }
   void setOutput(int i, mlir::Value value) {
@@ -63,6 +75,7 @@ public:
 private:
   llvm::StringMap<mlir::Value> &values_;
   llvm::StringMap<mlir::DenseElementsAttr> &constants_;
+  const llvm::StringMap<std::vector<float>> &initialValues_;
   std::string error_;
 };
 

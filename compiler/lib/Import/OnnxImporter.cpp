@@ -650,7 +650,7 @@ bool ModelImporter::buildForward() {
     Location loc = NameLoc::get(builder_.getStringAttr(name));
     onnx::NodeProto named = node;
     named.set_name(name);
-    NodeImporter importer(builder_, named, opset_, loc, values, constants);
+    NodeImporter importer(builder_, named, opset_, loc, values, constants, result_.weights.values);
     for (int i = 0; i < node.input_size(); ++i)
       if (!node.input(i).empty() && !values.count(node.input(i)))
         return fail("node '" + name + "' (" + node.op_type() + "): input '" + node.input(i) + "' is not defined");

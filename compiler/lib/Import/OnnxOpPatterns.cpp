@@ -878,6 +878,82 @@ LogicalResult convertLayerNormalization(NodeImporter &n) {
   return success();
 }
 
+/// Trilu: constants (masks) fold; float tensors get graph.trilu.
+LogicalResult convertTrilu(NodeImporter &n) {
+  Value x = n.input(0);
+  ArrayRef<int64_t> shape = shapeOf(x);
+  if (shape.size() < 2)
+    return n.fail("input must have rank 2 or more");
+  int64_t k = 0;
+  if (n.hasInput(1)) {
+    std::optional<SmallVector<int64_t>> given = constantInts(n, 1);
+    if (!given || given->size() != 1)
+      return n.fail("k must be a constant scalar");
+    k = (*given)[0];
+  }
+  bool upper = n.intAttr("upper", 1);
+  int64_t rows = shape[shape.size() - 2], cols = shape.back();
+  auto keep = [&](int64_t i) {
+    int64_t r = (i / cols) % rows, c = i % cols;
+    return upper ? c - r >= k : c - r <= k;
+  };
+  if (DenseElementsAttr value = n.constantInput(0)) {
+    SmallVector<Attribute> elements(value.getValues<Attribute>());
+    Attribute zero = n.builder.getZeroAttr(value.getElementType());
+    for (auto [i, element] : llvm::enumerate(elements))
+      if (!keep(i))
+        element = zero;
+    n.setFoldedOutput(0, DenseElementsAttr::get(value.getType(), elements));
+    return success();
+  }
+  if (!isF32(x))
+    return n.fail("integer inputs are supported when constant (they fold)");
+  n.setOutput(0, graph::TriluOp::create(n.builder, n.loc, x, n.builder.getI64IntegerAttr(k), n.builder.getBoolAttr(upper)));
+  return success();
+}
+
+/// Dropout: the identity in inference mode or at ratio 0; in training mode
+/// a seeded graph.dropout whose seed is derived from the node's name.
+LogicalResult convertDropout(NodeImporter &n) {
+  if (failed(requireFloatInputs(n, 1)))
+    return failure();
+  double ratio = n.floatAttr("ratio", 0.5f);
+  bool training = false;
+  if (n.hasInput(2)) {
+    std::optional<SmallVector<int64_t>> mode = constantInts(n, 2);
+    if (!mode || mode->size() != 1)
+      return n.fail("training_mode must be a constant");
+    training = (*mode)[0] != 0;
+  }
+  if (n.hasInput(1) && training) {
+    if (DenseElementsAttr value = n.constantInput(1))
+      ratio = value.getSplatValue<APFloat>().convertToDouble();
+    else if (std::optional<float> initial = n.scalarInitializer(1))
+      ratio = *initial;
+    else
+      return n.fail("ratio must be a constant");
+  }
+  if (training && (ratio < 0 || ratio >= 1))
+    return n.fail("ratio must be in [0, 1), got " + Twine(std::to_string(ratio)));
+  if (n.wantsOutput(1)) {
+    if (training && ratio != 0)
+      return n.fail("the mask output is not supported in training mode");
+    auto maskType = tensorOf(shapeOf(n.input(0)), n.builder.getI64Type());
+    n.setFoldedOutput(1, DenseElementsAttr::get(maskType, n.builder.getI64IntegerAttr(1).getValue()));
+  }
+  Value x = n.input(0);
+  if (!training || ratio == 0) {
+    n.setOutput(0, x);
+    return success();
+  }
+  uint64_t seed = 1469598103934665603ull;
+  for (char c : n.node.name())
+    seed = (seed ^ static_cast<uint8_t>(c)) * 1099511628211ull;
+  n.setOutput(0, graph::DropoutOp::create(n.builder, n.loc, x, n.builder.getF64FloatAttr(ratio),
+                                          n.builder.getI64IntegerAttr(static_cast<int64_t>(seed >> 1))));
+  return success();
+}
+
 /// The shape of a static tensor is a compile-time constant.
 LogicalResult convertShape(NodeImporter &n) {
   ArrayRef<int64_t> shape = shapeOf(n.input(0));
@@ -898,6 +974,8 @@ const OpPattern kPatterns[] = {
     {"ConstantOfShape", 9, convertConstantOfShape},
     {"Div", 7, convertBinary<graph::DivOp>},
     {"Equal", 7, convertEqual},
+    {"Dropout", 7, convertDropout},
+    {"Dropout", 12, convertDropout},
     {"Erf", 9, convertUnary<graph::ErfOp>},
     {"Exp", 6, convertUnary<graph::ExpOp>},
     {"Expand", 8, convertExpand},
@@ -932,6 +1010,7 @@ const OpPattern kPatterns[] = {
     {"Sub", 7, convertBinary<graph::SubOp>},
     {"Tanh", 6, convertUnary<graph::TanhOp>},
     {"Transpose", 1, convertTranspose},
+    {"Trilu", 14, convertTrilu},
     {"Unsqueeze", 1, convertUnsqueeze},
     {"Where", 9, convertWhere},
 };

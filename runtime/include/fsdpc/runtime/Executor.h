@@ -106,6 +106,7 @@ private:
   std::vector<int64_t> eventRecordedAtStep_;
   bool streamFailed_ = false;
   bool profile_ = false;
+  StepContext context_;
 };
 
 } // namespace fsdpc::runtime

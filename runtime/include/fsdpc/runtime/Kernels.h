@@ -29,10 +29,18 @@ struct TensorView {
   int64_t *i64() const { return static_cast<int64_t *>(data); }
 };
 
+/// What a kernel may know about the step it runs in (random masks depend
+/// on it, so that backward reproduces forward's and every rank differs).
+struct StepContext {
+  int64_t step = 0;
+  int rank = 0;
+};
+
 struct KernelCall {
   const plan::Instruction *instruction;
   std::vector<TensorView> inputs;
   std::vector<TensorView> outputs;
+  const StepContext *context = nullptr;
 
   double floatAttr(const std::string &name, double fallback) const;
   int64_t intAttr(const std::string &name, int64_t fallback) const;

@@ -242,6 +242,14 @@ LogicalResult SelectOp::verify() {
   return success();
 }
 
+static LogicalResult verifyDropout(Operation *op, double ratio) {
+  if (ratio < 0 || ratio >= 1)
+    return op->emitOpError("ratio must be in [0, 1), got ") << ratio;
+  return success();
+}
+LogicalResult DropoutOp::verify() { return verifyDropout(*this, getRatio().convertToDouble()); }
+LogicalResult DropoutGradOp::verify() { return verifyDropout(*this, getRatio().convertToDouble()); }
+
 LogicalResult CastOp::verify() {
   if (shapeOf(getInput()) != shapeOf(getResult()))
     return emitOpError("shapes differ");

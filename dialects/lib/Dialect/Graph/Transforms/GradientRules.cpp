@@ -245,6 +245,15 @@ LogicalResult fsdpc::graph::buildGradient(OpBuilder &builder, Operation *op, Arr
                                       SelectOp::create(builder, r.loc, type, o.getCondition(), zero, r.dy()), o.getRhs());
             return true;
           })
+          .Case<TriluOp>([&](TriluOp o) {
+            operandGrads[0] = TriluOp::create(builder, r.loc, r.dy(), o.getKAttr(), o.getUpperAttr());
+            return true;
+          })
+          .Case<DropoutOp>([&](DropoutOp o) {
+            // The same seed redraws forward's mask.
+            operandGrads[0] = DropoutGradOp::create(builder, r.loc, r.dy(), o.getRatioAttr(), o.getSeedAttr());
+            return true;
+          })
           .Case<CastOp>([&](CastOp o) {
             // Only a float-to-float cast carries a gradient.
             if (tensorType(o.getInput()).getElementType().isF32() && tensorType(o.getResult()).getElementType().isF32())

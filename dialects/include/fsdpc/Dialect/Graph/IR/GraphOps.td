@@ -302,6 +302,51 @@ def Graph_SelectOp : Graph_Op<"select", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Graph_TriluOp : Graph_Op<"trilu", [Pure, SameOperandsAndResultType]> {
+  let summary = "the upper or lower triangle of the last two dimensions";
+  let description = [{
+    As ONNX `Trilu`: keeps the elements of each trailing matrix with
+    `j - i >= k` (`upper`) or `j - i <= k` (lower) and zeroes the others.
+
+    - `input`: a tensor of rank 2 or more.
+    - `k`: the diagonal offset.
+    - `upper`: which triangle to keep.
+
+    ```mlir
+    %y = graph.trilu %x {k = 0 : i64, upper = false} : tensor<8x8xf32>
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$input, I64Attr:$k, BoolAttr:$upper);
+  let results = (outs Graph_F32Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+class Graph_DropoutLikeOp<string mnemonic, string what> : Graph_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let summary = what;
+  let description = [{
+    }] # what # [{: every element is kept with probability `1 - ratio` and
+    scaled by `1 / (1 - ratio)`, or zeroed. The keep mask is a function of
+    (`seed`, step, rank, element index), so `graph.dropout_grad` with the
+    same seed reproduces forward's mask in backward, and every rank and step
+    draws a different one.
+
+    - `input`: an f32 tensor (for the gradient: the gradient of the output).
+    - `ratio`: the drop probability, in `[0, 1)`.
+    - `seed`: distinguishes dropout layers.
+
+    ```mlir
+    %y = graph.}] # mnemonic # [{ %x {ratio = 1.000000e-01 : f64, seed = 42 : i64} : tensor<8x32x48xf32>
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$input, F64Attr:$ratio, I64Attr:$seed);
+  let results = (outs Graph_F32Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Graph_DropoutOp : Graph_DropoutLikeOp<"dropout", "dropout in training mode">;
+def Graph_DropoutGradOp : Graph_DropoutLikeOp<"dropout_grad", "the gradient of dropout">;
+
 def Graph_CastOp : Graph_Op<"cast", [Pure]> {
   let summary = "elements converted between f32 and i64";
   let description = [{

@@ -15,7 +15,8 @@ import sys
 import onnx
 import torch
 
-from torch_reference import Dataset, export_example, max_norm_rel, read_losses, read_safetensors, run, train_torch
+from torch_reference import (Dataset, export_example, max_norm_rel, print_loss_comparison, read_losses,
+                             read_safetensors, run, train_torch)
 
 
 def main():
@@ -65,16 +66,7 @@ def main():
     reference, torch_params = torch_run(torch.float32)
     _, exact_params = torch_run(torch.float64)
 
-    failures = 0
-    print("step  fsdpc           torch           rel.diff")
-    for step, (a, b) in enumerate(zip(ours, reference)):
-        rel = abs(a - b) / max(abs(b), 1e-12)
-        flag = "" if rel <= args.loss_rtol else "  <-- exceeds %g" % args.loss_rtol
-        failures += bool(flag)
-        print("%4d  %.9g  %.9g  %.2e%s" % (step, a, b, rel, flag))
-    if len(ours) != args.steps:
-        print("fsdp-run reported %d steps, expected %d" % (len(ours), args.steps))
-        failures += 1
+    failures = print_loss_comparison(ours, reference, args.loss_rtol, args.steps)
     for name, want in torch_params.items():
         got = our_params.get(name)
         if got is None or got.shape != want.shape:

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from torch_reference import read_losses, run
+from torch_reference import print_loss_comparison, read_losses, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLES = os.path.join(HERE, "..", "..", "examples")
@@ -88,19 +88,10 @@ def main():
         optimizer.step()
         reference.append(loss.item())
 
-    failures = 0
     print("%s opset %d%s on %d rank(s), %d parameters" % (args.model, args.opset,
           " (no constant folding)" if args.no_constant_folding else "", args.ranks,
           sum(p.numel() for p in model.parameters())))
-    print("step  fsdpc         torch         rel.diff")
-    for step, (a, b) in enumerate(zip(ours, reference)):
-        rel = abs(a - b) / max(abs(b), 1e-12)
-        flag = "" if rel <= args.rtol else "  <-- exceeds %g" % args.rtol
-        failures += bool(flag)
-        print("%4d  %.8f    %.8f    %.2e%s" % (step, a, b, rel, flag))
-    if len(ours) != args.steps:
-        print("fsdp-run reported %d steps, expected %d" % (len(ours), args.steps))
-        failures += 1
+    failures = print_loss_comparison(ours, reference, args.rtol, args.steps)
     print("RESULT:", "PASS" if failures == 0 else "FAIL (%d)" % failures)
     sys.exit(1 if failures else 0)
 

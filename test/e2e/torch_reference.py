@@ -192,6 +192,22 @@ def read_steps(metrics_path):
     return steps
 
 
+def print_loss_comparison(ours, reference, rtol, steps):
+    """Prints fsdpc's and torch's loss per step; returns the failures (steps
+    beyond rtol, or a missing step)."""
+    failures = 0
+    print("step  fsdpc           torch           rel.diff")
+    for step, (a, b) in enumerate(zip(ours, reference)):
+        rel = abs(a - b) / max(abs(b), 1e-12)
+        flag = "" if rel <= rtol else "  <-- exceeds %g" % rtol
+        failures += bool(flag)
+        print("%4d  %.9g  %.9g  %.2e%s" % (step, a, b, rel, flag))
+    if len(ours) != steps:
+        print("fsdp-run reported %d steps, expected %d" % (len(ours), steps))
+        failures += 1
+    return failures
+
+
 def max_norm_rel(got, want):
     """max|got - want| / max|want|."""
     return float(np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1e-12))

@@ -482,6 +482,15 @@ template <bool Mean> LogicalResult convertReduce(NodeImporter &n) {
   return success();
 }
 
+/// Output 0 is `x` under another shape: folded for constants (shape
+/// vectors), a graph.reshape otherwise.
+void setReshapedOutput(NodeImporter &n, Value x, ArrayRef<int64_t> shape) {
+  if (DenseElementsAttr value = n.constantInput(0))
+    n.setFoldedOutput(0, value.reshape(tensorOf(shape, value.getElementType())));
+  else
+    n.setOutput(0, reshape(n, x, shape));
+}
+
 /// Unsqueeze and Squeeze are reshapes.
 LogicalResult convertUnsqueeze(NodeImporter &n) {
   Value x = n.input(0);
@@ -500,11 +509,7 @@ LogicalResult convertUnsqueeze(NodeImporter &n) {
   size_t next = 0;
   for (int64_t d = 0; d < static_cast<int64_t>(shape.size() + axes->size()); ++d)
     out.push_back(llvm::is_contained(*axes, d) ? 1 : shape[next++]);
-  if (DenseElementsAttr value = n.constantInput(0)) {
-    n.setFoldedOutput(0, value.reshape(tensorOf(out, value.getElementType())));
-    return success();
-  }
-  n.setOutput(0, reshape(n, x, out));
+  setReshapedOutput(n, x, out);
   return success();
 }
 
@@ -523,11 +528,7 @@ LogicalResult convertSqueeze(NodeImporter &n) {
     if (!(listed || (!present && size == 1)))
       out.push_back(size);
   }
-  if (DenseElementsAttr value = n.constantInput(0)) {
-    n.setFoldedOutput(0, value.reshape(tensorOf(out, value.getElementType())));
-    return success();
-  }
-  n.setOutput(0, reshape(n, x, out));
+  setReshapedOutput(n, x, out);
   return success();
 }
 

@@ -1,11 +1,18 @@
 #include "fsdpc/runtime/Kernels.h"
 
 #include <cblas.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <unordered_map>
+
+// OpenBLAS's own thread pool spins between calls; next to OpenMP's it
+// makes both pools fight over the cores (elementwise kernels ran 40x
+// slower). So BLAS runs single-threaded and the kernels split GEMMs across
+// OpenMP threads themselves. Weak, so another BLAS still links.
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
 
 namespace fsdpc::runtime {
 
@@ -165,8 +172,18 @@ Status matmul(const KernelCall &call) {
     std::fill(c.f32(), c.f32() + m * n, 0.0f);
     return Status::ok();
   }
-  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, m, n, k, 1.0f,
-              a.f32(), transA ? m : k, b.f32(), transB ? k : n, 0.0f, c.f32(), n);
+  // Row blocks of C, one per thread: rows of op(A) start at row r of A, or
+  // at column r when A is transposed.
+  int threads = m * n * k >= (1 << 18) ? std::min<int64_t>(omp_get_max_threads(), m) : 1;
+#pragma omp parallel for num_threads(threads) if (threads > 1)
+  for (int t = 0; t < threads; ++t) {
+    int64_t begin = m * t / threads, end = m * (t + 1) / threads;
+    if (begin == end)
+      continue;
+    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, end - begin, n,
+                k, 1.0f, a.f32() + (transA ? begin : begin * k), transA ? m : k, b.f32(), transB ? k : n, 0.0f,
+                c.f32() + begin * n, n);
+  }
   return Status::ok();
 }
 
@@ -883,6 +900,12 @@ const std::unordered_map<std::string, KernelEntry> &registry() {
 } // namespace
 
 KernelFn lookupKernel(const std::string &name) {
+  static const bool blasSingleThreaded = [] {
+    if (openblas_set_num_threads)
+      openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)blasSingleThreaded;
   auto it = registry().find(name);
   return it == registry().end() ? nullptr : it->second.fn;
 }

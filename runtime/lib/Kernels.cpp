@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <unordered_map>
@@ -245,6 +246,37 @@ int64_t offsetOf(int64_t flat, const std::vector<int64_t> &shape, const std::vec
   return offset;
 }
 
+/// Calls body(row, offsets, count, steps) for each row (run along the last
+/// dimension) of `shape`, in parallel: offsets[j] is where operand j's row
+/// starts under strides[j], and steps[j] its stride along the row. The
+/// div/mod work is per row, not per element.
+template <size_t N, typename Body>
+void forEachRow(const std::vector<int64_t> &shape, const std::array<std::vector<int64_t>, N> &strides, Body body) {
+  int64_t total = elementCount(shape);
+  if (total == 0)
+    return;
+  if (shape.empty()) {
+    std::array<int64_t, N> offsets{}, steps{};
+    body(0, offsets, 1, steps);
+    return;
+  }
+  int64_t count = shape.back(), rows = total / count;
+  std::vector<int64_t> outer(shape.begin(), shape.end() - 1);
+  std::array<int64_t, N> steps;
+  std::array<std::vector<int64_t>, N> outerStrides;
+  for (size_t j = 0; j < N; ++j) {
+    steps[j] = strides[j].back();
+    outerStrides[j].assign(strides[j].begin(), strides[j].end() - 1);
+  }
+#pragma omp parallel for if (total > kParallelThreshold)
+  for (int64_t r = 0; r < rows; ++r) {
+    std::array<int64_t, N> offsets;
+    for (size_t j = 0; j < N; ++j)
+      offsets[j] = offsetOf(r, outer, outerStrides[j]);
+    body(r, offsets, count, steps);
+  }
+}
+
 Status reduceSum(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &y = call.outputs[0];
   std::vector<int64_t> axes = call.intListAttr("axes");
@@ -289,8 +321,18 @@ Status broadcastTo(const KernelCall &call) {
   if (!broadcastsTo(x.shape, y.shape) || x.dtype != y.dtype)
     return FSDPC_ERROR(kInvalidArgument, "broadcast_to: ", shapeString(x.shape), " does not broadcast to ",
                        shapeString(y.shape));
-  std::vector<int64_t> strides = broadcastStrides(x.shape, y.shape);
-  gatherElements(x, y, [&](int64_t i) { return offsetOf(i, y.shape, strides); });
+  size_t bytes = dtypeSize(x.dtype);
+  const uint8_t *src = static_cast<const uint8_t *>(x.data);
+  uint8_t *dst = static_cast<uint8_t *>(y.data);
+  forEachRow<1>(y.shape, {broadcastStrides(x.shape, y.shape)},
+                [&](int64_t row, const std::array<int64_t, 1> &offsets, int64_t count, const std::array<int64_t, 1> &steps) {
+                  uint8_t *out = dst + row * count * bytes;
+                  if (steps[0] == 1)
+                    std::memcpy(out, src + offsets[0] * bytes, count * bytes);
+                  else
+                    for (int64_t i = 0; i < count; ++i)
+                      std::memcpy(out + i * bytes, src + (offsets[0] + i * steps[0]) * bytes, bytes);
+                });
   return Status::ok();
 }
 
@@ -349,7 +391,20 @@ Status slice(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &y = call.outputs[0];
   std::vector<int64_t> starts = call.intListAttr("starts"), steps = call.intListAttr("steps");
   FSDPC_RETURN_IF_ERROR(checkSlice("slice", x.shape, y.shape, starts, steps));
-  gatherElements(x, y, SliceMap(x.shape, y.shape, starts, steps));
+  SliceMap map(x.shape, y.shape, starts, steps);
+  size_t bytes = dtypeSize(x.dtype);
+  const uint8_t *src = static_cast<const uint8_t *>(x.data);
+  uint8_t *dst = static_cast<uint8_t *>(y.data);
+  forEachRow<1>(y.shape, {map.strides},
+                [&](int64_t row, const std::array<int64_t, 1> &offsets, int64_t count, const std::array<int64_t, 1> &step) {
+                  const uint8_t *in = src + (map.base + offsets[0]) * bytes;
+                  uint8_t *out = dst + row * count * bytes;
+                  if (step[0] == 1)
+                    std::memcpy(out, in, count * bytes);
+                  else
+                    for (int64_t i = 0; i < count; ++i)
+                      std::memcpy(out + i * bytes, in + i * step[0] * bytes, bytes);
+                });
   return Status::ok();
 }
 
@@ -359,9 +414,14 @@ Status sliceGrad(const KernelCall &call) {
   FSDPC_RETURN_IF_ERROR(checkSlice("slice_grad", dx.shape, dy.shape, starts, steps));
   std::fill(dx.f32(), dx.f32() + dx.numElements(), 0.0f);
   SliceMap map(dx.shape, dy.shape, starts, steps);
-  int64_t n = dy.numElements();
-  for (int64_t i = 0; i < n; ++i)
-    dx.f32()[map(i)] = dy.f32()[i];
+  // A slice reads distinct elements, so rows scatter without conflicts.
+  forEachRow<1>(dy.shape, {map.strides},
+                [&](int64_t row, const std::array<int64_t, 1> &offsets, int64_t count, const std::array<int64_t, 1> &step) {
+                  float *out = dx.f32() + map.base + offsets[0];
+                  const float *in = dy.f32() + row * count;
+                  for (int64_t i = 0; i < count; ++i)
+                    out[i * step[0]] = in[i];
+                });
   return Status::ok();
 }
 
@@ -428,12 +488,15 @@ Status select(const KernelCall &call) {
   const TensorView &c = call.inputs[0], &a = call.inputs[1], &b = call.inputs[2], &y = call.outputs[0];
   if (!broadcastsTo(c.shape, y.shape) || !broadcastsTo(a.shape, y.shape) || !broadcastsTo(b.shape, y.shape))
     return FSDPC_ERROR(kInvalidArgument, "select: operands do not broadcast to ", shapeString(y.shape));
-  std::vector<int64_t> sc = broadcastStrides(c.shape, y.shape), sa = broadcastStrides(a.shape, y.shape),
-                       sb = broadcastStrides(b.shape, y.shape);
-  int64_t n = y.numElements();
-#pragma omp parallel for if (n > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i)
-    y.f32()[i] = c.i64()[offsetOf(i, y.shape, sc)] ? a.f32()[offsetOf(i, y.shape, sa)] : b.f32()[offsetOf(i, y.shape, sb)];
+  forEachRow<3>(y.shape, {broadcastStrides(c.shape, y.shape), broadcastStrides(a.shape, y.shape),
+                          broadcastStrides(b.shape, y.shape)},
+                [&](int64_t row, const std::array<int64_t, 3> &o, int64_t count, const std::array<int64_t, 3> &st) {
+                  float *out = y.f32() + row * count;
+                  const int64_t *pc = c.i64() + o[0];
+                  const float *pa = a.f32() + o[1], *pb = b.f32() + o[2];
+                  for (int64_t i = 0; i < count; ++i)
+                    out[i] = pc[i * st[0]] ? pa[i * st[1]] : pb[i * st[2]];
+                });
   return Status::ok();
 }
 
@@ -855,7 +918,13 @@ const std::unordered_map<std::string, KernelEntry> &registry() {
       {"trilu", {trilu, 1, 1}},
       {"dropout", {dropout, 1, 1}},
       {"dropout_grad", {dropout, 1, 1}},
-      {"pow", {[](const KernelCall &c) { return binaryBroadcast(c, [](float a, float b) { return std::pow(a, b); }); }, 2, 1}},
+      {"pow", {[](const KernelCall &c) {
+                 // Small integer exponents (GELU's x^3, x^2 in norms) as products, as torch does.
+                 return binaryBroadcast(c, [](float a, float b) {
+                   return b == 2.0f ? a * a : b == 3.0f ? a * a * a : b == 1.0f ? a : std::pow(a, b);
+                 });
+               },
+               2, 1}},
       {"neg", {[](const KernelCall &c) { return unary(c, [](float x) { return -x; }); }, 1, 1}},
       {"exp", {[](const KernelCall &c) { return unary(c, [](float x) { return std::exp(x); }); }, 1, 1}},
       {"log", {[](const KernelCall &c) { return unary(c, [](float x) { return std::log(x); }); }, 1, 1}},

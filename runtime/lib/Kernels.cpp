@@ -329,6 +329,9 @@ Status broadcastTo(const KernelCall &call) {
                   uint8_t *out = dst + row * count * bytes;
                   if (steps[0] == 1)
                     std::memcpy(out, src + offsets[0] * bytes, count * bytes);
+                  else if (steps[0] == 0 && bytes == sizeof(float))
+                    std::fill(reinterpret_cast<float *>(out), reinterpret_cast<float *>(out) + count,
+                              *reinterpret_cast<const float *>(src + offsets[0] * bytes));
                   else
                     for (int64_t i = 0; i < count; ++i)
                       std::memcpy(out + i * bytes, src + (offsets[0] + i * steps[0]) * bytes, bytes);
@@ -589,25 +592,21 @@ Status sumTo(const KernelCall &call) {
     }
     return Status::ok();
   }
-  std::vector<int64_t> stridesX(x.shape.size());
-  int64_t stride = 1;
-  for (size_t d = x.shape.size(); d-- > 0;) {
-    stridesX[d] = stride;
-    stride *= x.shape[d];
-  }
+  // Serial over rows of x (several land on the same y element), in order.
   std::vector<int64_t> stridesY = broadcastStrides(y.shape, x.shape);
-  // Serial: several x elements land on the same y element.
-  size_t rank = x.shape.size();
-  std::vector<int64_t> index(rank, 0);
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t offY = 0;
-    for (size_t d = 0; d < rank; ++d)
-      offY += index[d] * stridesY[d];
-    py[offY] += px[i];
-    for (size_t d = rank; d-- > 0;) {
-      if (++index[d] < x.shape[d])
-        break;
-      index[d] = 0;
+  std::vector<int64_t> outer(x.shape.begin(), x.shape.end() - 1), outerY(stridesY.begin(), stridesY.end() - 1);
+  int64_t count = x.shape.back(), rows = n / count, step = stridesY.back();
+  for (int64_t r = 0; r < rows; ++r) {
+    float *out = py + offsetOf(r, outer, outerY);
+    const float *in = px + r * count;
+    if (step == 0) {
+      double total = 0;
+      for (int64_t i = 0; i < count; ++i)
+        total += in[i];
+      out[0] += static_cast<float>(total);
+    } else {
+      for (int64_t i = 0; i < count; ++i)
+        out[i] += in[i];
     }
   }
   return Status::ok();

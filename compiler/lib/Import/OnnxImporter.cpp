@@ -280,6 +280,7 @@ private:
   OpBuilder builder_;
   onnx::ModelProto model_;
   int64_t opset_ = 0;
+  int64_t staticBatch_ = 0; // the batch the export fixed, if it did
   ImportedModel result_;
 };
 
@@ -328,6 +329,8 @@ bool ModelImporter::fixBatchDimension() {
         int64_t local;
         if (d == 0 && !localBatch(dim->dim_value(), input.name(), local))
           return false;
+        if (d == 0)
+          staticBatch_ = dim->dim_value();
         if (d == 0)
           dim->set_dim_value(local);
         continue;
@@ -695,9 +698,18 @@ bool ModelImporter::buildForward() {
 }
 
 std::optional<ImportedModel> ModelImporter::run() {
-  if (!load() || !undoExporterParameterRewrites() || !fixBatchDimension() || !checkAndInferShapes() ||
-      !checkOpsSupported() || !buildForward())
+  if (!load() || !undoExporterParameterRewrites() || !fixBatchDimension())
     return std::nullopt;
+  if (!checkAndInferShapes() || !checkOpsSupported() || !buildForward()) {
+    // Splitting a batch that the export baked into Reshape targets breaks
+    // shapes in ways that are hard to read: say what to do instead.
+    if (staticBatch_ > 0 && options_.worldSize > 1)
+      error_ += "; the model was exported with a static batch of " + std::to_string(staticBatch_) +
+                ", which cannot be split over " + std::to_string(options_.worldSize) +
+                " ranks: export it with a symbolic batch (torch.onnx.export(..., dynamic_axes={'<input>': {0: "
+                "'batch'}})) and pass --batch-size " + std::to_string(staticBatch_);
+    return std::nullopt;
+  }
   return std::move(result_);
 }
 

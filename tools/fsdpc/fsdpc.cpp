@@ -60,6 +60,8 @@ cl::opt<std::string> strategy("strategy", cl::desc("full_shard, shard_grad_op, n
                               cl::init("full_shard"), cl::cat(category));
 cl::opt<int64_t> shardGroupSize("shard-group-size", cl::desc("ranks per shard group, for hybrid_shard"),
                                 cl::init(0), cl::cat(category));
+cl::opt<bool> prefetch("prefetch", cl::desc("gather each unit one unit early, overlapping compute (default true)"),
+                       cl::init(true), cl::cat(category));
 cl::opt<bool> forwardOnly("forward-only",
                           cl::desc("compile the model's forward pass alone (no loss, gradients or optimizer), for "
                                    "fsdp-run --forward"),
@@ -215,6 +217,7 @@ int main(int argc, char **argv) {
   shardOptions.strategy = strategy;
   shardOptions.worldSize = worldSize;
   shardOptions.shardGroupSize = shardGroupSize;
+  shardOptions.prefetch = prefetch;
   if (!forwardOnly && !runPipeline([&](PassManager &pm) { fsdpc::buildShardPipeline(pm, shardOptions); }))
     return 1;
   if (!forwardOnly && !finishStage("fsdp"))

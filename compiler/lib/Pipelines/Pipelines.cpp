@@ -33,6 +33,8 @@ void buildTrainStepPipeline(OpPassManager &pm, const TrainStepOptions &options) 
 void buildShardPipeline(OpPassManager &pm, const ShardOptions &options) {
   pm.addPass(fsdp::createFsdpWrap({options.wrap}));
   pm.addPass(fsdp::createFsdpShard({options.strategy, options.worldSize, options.shardGroupSize}));
+  if (options.prefetch)
+    pm.addPass(fsdp::createFsdpPrefetch());
 }
 
 void buildLowerToPlanPipeline(OpPassManager &pm, const LowerToPlanOptions &options) {

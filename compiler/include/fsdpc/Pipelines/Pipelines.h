@@ -2,7 +2,7 @@
 //
 //   fsdpc-train-step:  graph-append-loss, graph-autodiff, graph-optimizer,
 //                      canonicalize, cse                (@forward -> @train_step)
-//   fsdpc-shard:       fsdp-wrap, fsdp-shard           (units and collectives)
+//   fsdpc-shard:       fsdp-wrap, fsdp-shard, fsdp-prefetch (units and collectives)
 //   fsdpc-lower-to-plan: convert-graph-to-plan, plan-allocate
 //
 // `fsdpc` runs them in that order with a stage boundary (and an IR dump)
@@ -40,6 +40,8 @@ struct ShardOptions : public mlir::PassPipelineOptions<ShardOptions> {
   Option<int64_t> worldSize{*this, "world-size", llvm::cl::desc("ranks"), llvm::cl::init(1)};
   Option<int64_t> shardGroupSize{*this, "shard-group-size", llvm::cl::desc("ranks per shard group (hybrid_shard)"),
                                  llvm::cl::init(0)};
+  Option<bool> prefetch{*this, "prefetch", llvm::cl::desc("gather each unit one unit early (fsdp-prefetch)"),
+                        llvm::cl::init(true)};
 };
 
 struct LowerToPlanOptions : public mlir::PassPipelineOptions<LowerToPlanOptions> {

@@ -69,4 +69,18 @@ def FsdpShard : Pass<"fsdp-shard", "mlir::ModuleOp"> {
   let dependentDialects = ["::fsdpc::fsdp::FsdpDialect"];
 }
 
+def FsdpPrefetch : Pass<"fsdp-prefetch", "mlir::ModuleOp"> {
+  let summary = "issue each unit's all_gather one unit early";
+  let description = [{
+    Runs after fsdp-shard. Within forward, and within backward, each
+    `fsdp.all_gather` (with its `fsdp.param_view`s) moves up to just after
+    the previous unit's gather. The communication stream then gathers unit
+    k+1 while compute runs unit k, as PyTorch FSDP's `forward_prefetch` and
+    `backward_prefetch=BACKWARD_PRE` do. The frees stay where they were, so
+    at most two units are gathered at once; the first gather of backward
+    stays in backward.
+  }];
+  let dependentDialects = ["::fsdpc::fsdp::FsdpDialect"];
+}
+
 #endif // FSDPC_DIALECT_FSDP_TRANSFORMS_PASSES_TD

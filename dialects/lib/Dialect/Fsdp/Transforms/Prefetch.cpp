@@ -1,0 +1,58 @@
+//===- Prefetch.cpp - fsdp-prefetch ---------------------------------------===//
+//
+// Issues each unit's all_gather one unit early, as FSDP's forward_prefetch
+// and backward_prefetch=BACKWARD_PRE do: while compute runs unit k, the
+// communication stream already gathers unit k+1. At most two units are
+// gathered at a time.
+//
+//===----------------------------------------------------------------------===//
+#include "fsdpc/Dialect/Fsdp/Transforms/Passes.h"
+
+#include "fsdpc/Dialect/Graph/IR/GraphDialect.h"
+#include "fsdpc/Dialect/Graph/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace fsdpc::fsdp {
+#define GEN_PASS_DEF_FSDPPREFETCH
+#include "fsdpc/Dialect/Fsdp/Transforms/Passes.h.inc"
+} // namespace fsdpc::fsdp
+
+using namespace mlir;
+using namespace fsdpc;
+
+namespace {
+
+struct FsdpPrefetchPass : public fsdpc::fsdp::impl::FsdpPrefetchBase<FsdpPrefetchPass> {
+  void runOnOperation() override {
+    func::FuncOp train = graph::lookupFunction(getOperation(), graph::kTrainStepFunc, "fsdp-prefetch");
+    if (!train)
+      return signalPassFailure();
+    int lossIndex = graph::findResultWithAttr(train, graph::kLossAttr);
+    Block &body = train.getBody().front();
+    Operation *lossOp = lossIndex < 0 ? nullptr : body.getTerminator()->getOperand(lossIndex).getDefiningOp();
+    auto inForward = [&](Operation *op) { return lossOp && (op == lossOp || op->isBeforeInBlock(lossOp)); };
+
+    SmallVector<fsdp::AllGatherOp> gathers(body.getOps<fsdp::AllGatherOp>());
+    // Walk backwards so that each gather moves next to its predecessor's
+    // original place.
+    for (size_t i = gathers.size(); i-- > 1;) {
+      fsdp::AllGatherOp previous = gathers[i - 1], current = gathers[i];
+      if (inForward(previous) != inForward(current))
+        continue; // backward's first gather stays in backward
+      // The gather and its views move together, right after the previous
+      // gather's views.
+      Operation *anchor = previous;
+      while (isa<fsdp::ParamViewOp>(anchor->getNextNode()) &&
+             cast<fsdp::ParamViewOp>(anchor->getNextNode()).getFlat() == previous.getResult())
+        anchor = anchor->getNextNode();
+      SmallVector<Operation *> moving = {current};
+      for (Operation *next = current->getNextNode(); isa<fsdp::ParamViewOp>(next); next = next->getNextNode())
+        if (cast<fsdp::ParamViewOp>(next).getFlat() == current.getResult())
+          moving.push_back(next);
+      for (Operation *op : llvm::reverse(moving))
+        op->moveAfter(anchor);
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,35 @@
+// RUN: fsdp-opt %s -split-input-file -fsdpc-train-step '-fsdp-wrap=policy=module:fc[0-9]' -fsdp-shard=world-size=2 -fsdp-prefetch | FileCheck %s
+
+// Tests that each unit's gather moves up next to the previous unit's, so
+// fc2 and fc3 are gathered while fc1 and fc2 compute; frees stay put, and
+// backward's first gather (fc3) stays in backward, followed by fc2's.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[G1:.*]] = fsdp.all_gather {{.*}}unit = @fc1
+// CHECK-NEXT: fsdp.param_view %[[G1]]
+// CHECK-NEXT: %[[G2:.*]] = fsdp.all_gather {{.*}}unit = @fc2
+// CHECK-NEXT: fsdp.param_view %[[G2]]
+// CHECK-NEXT: graph.matmul {{.*}}fsdp.uses = [@fc1]
+// CHECK-NEXT: fsdp.free %[[G1]]
+// CHECK-NEXT: graph.relu
+// CHECK-NEXT: %[[G3:.*]] = fsdp.all_gather {{.*}}unit = @fc3
+// CHECK-NEXT: fsdp.param_view %[[G3]]
+// CHECK-NEXT: graph.matmul {{.*}}fsdp.uses = [@fc2]
+// CHECK-NEXT: fsdp.free %[[G2]]
+// CHECK: graph.softmax_cross_entropy_grad
+// CHECK-NEXT: %[[B3:.*]] = fsdp.all_gather {{.*}}unit = @fc3
+// CHECK-NEXT: fsdp.param_view %[[B3]]
+// CHECK-NEXT: %[[B2:.*]] = fsdp.all_gather {{.*}}unit = @fc2
+// CHECK-NEXT: fsdp.param_view %[[B2]]
+// CHECK-NEXT: graph.matmul {{.*}}fsdp.uses = [@fc3]
+// CHECK-NEXT: fsdp.free %[[B3]]
+func.func @forward(%x: tensor<4x3xf32> {graph.input = "input"},
+                   %w1: tensor<5x3xf32> {graph.param = "fc1.weight"},
+                   %w2: tensor<6x5xf32> {graph.param = "fc2.weight"},
+                   %w3: tensor<2x6xf32> {graph.param = "fc3.weight"}) -> (tensor<4x2xf32> {graph.output = "logits"}) {
+  %0 = graph.matmul %x, %w1 {transpose_b = true} : (tensor<4x3xf32>, tensor<5x3xf32>) -> tensor<4x5xf32>
+  %1 = graph.relu %0 : tensor<4x5xf32>
+  %2 = graph.matmul %1, %w2 {transpose_b = true} : (tensor<4x5xf32>, tensor<6x5xf32>) -> tensor<4x6xf32>
+  %3 = graph.relu %2 : tensor<4x6xf32>
+  %4 = graph.matmul %3, %w3 {transpose_b = true} : (tensor<4x6xf32>, tensor<2x6xf32>) -> tensor<4x2xf32>
+  return %4 : tensor<4x2xf32>
+}

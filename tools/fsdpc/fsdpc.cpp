@@ -194,6 +194,8 @@ int main(int argc, char **argv) {
   if (forwardOnly) {
     if (worldSize != 1)
       return fail("--forward-only plans run on one rank");
+    if (emitStage == "graph" || emitStage == "fsdp")
+      return fail("--forward-only has no " + emitStage + " stage (import, plan)");
     planOptions.function = "forward";
     if (!runPipeline([&](PassManager &pm) { fsdpc::buildLowerToPlanPipeline(pm, planOptions); }))
       return 1;

@@ -23,16 +23,6 @@ using plan_ir::TensorKind;
 
 namespace {
 
-/// An op's kernel parameters: its own attributes, not the dialect-prefixed
-/// annotations other passes attach (such as `fsdp.uses`).
-SmallVector<NamedAttribute> kernelParams(Operation *op) {
-  SmallVector<NamedAttribute> params;
-  for (NamedAttribute attr : op->getAttrDictionary())
-    if (!attr.getName().getValue().contains('.'))
-      params.push_back(attr);
-  return params;
-}
-
 class Lowering {
 public:
   Lowering(ModuleOp module, func::FuncOp train, int64_t worldSize)
@@ -230,7 +220,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       tensors_[result] = tensors_.lookup(old);
       outputs.push_back(tensors_.lookup(old));
     }
-    addKernel(op->getName().stripDialect(), inputs, outputs, loc, kernelParams(op));
+    addKernel(op->getName().stripDialect(), inputs, outputs, loc, graph::ownAttributes(op));
     return success();
   }
 
@@ -247,7 +237,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   if (isa<graph::ReshapeOp>(op))
     addKernel("copy", inputs, outputs, loc, {});
   else
-    addKernel(op->getName().stripDialect(), inputs, outputs, loc, kernelParams(op));
+    addKernel(op->getName().stripDialect(), inputs, outputs, loc, graph::ownAttributes(op));
   return success();
 }
 

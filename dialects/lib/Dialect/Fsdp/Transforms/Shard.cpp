@@ -57,13 +57,9 @@ std::optional<SmallVector<Value>> updateState(Operation *op) {
 Value updateGrad(Operation *op) { return op->getOperand(1); }
 Value updateStep(Operation *op) { return op->getOperands().back(); }
 
-/// The kernel parameters of an update (its own attributes, not annotations).
+/// An update's hyperparameters.
 DictionaryAttr hyperParameters(Operation *op) {
-  SmallVector<NamedAttribute> attrs;
-  for (NamedAttribute attr : op->getAttrDictionary())
-    if (!attr.getName().getValue().contains('.'))
-      attrs.push_back(attr);
-  return DictionaryAttr::get(op->getContext(), attrs);
+  return DictionaryAttr::get(op->getContext(), graph::ownAttributes(op));
 }
 
 struct FsdpShardPass : public fsdpc::fsdp::impl::FsdpShardBase<FsdpShardPass> {

@@ -31,6 +31,14 @@ BlockArgument appendArgument(func::FuncOp func, Type type, DictionaryAttr attrs)
   return func.getArgument(index);
 }
 
+SmallVector<NamedAttribute> ownAttributes(Operation *op) {
+  SmallVector<NamedAttribute> attrs;
+  for (NamedAttribute attr : op->getAttrDictionary())
+    if (!attr.getName().getValue().contains('.'))
+      attrs.push_back(attr);
+  return attrs;
+}
+
 int findResultWithAttr(func::FuncOp func, StringRef attrName) {
   for (unsigned i = 0; i < func.getNumResults(); ++i)
     if (func.getResultAttr(i, attrName))

@@ -2,7 +2,6 @@
 #include "fsdpc/Dialect/Plan/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
-#include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -38,10 +37,12 @@ struct PlanAllocatePass : public fsdpc::plan_ir::impl::PlanAllocateBase<PlanAllo
     llvm::StringMap<size_t> intervalIndex;
     std::vector<Interval> intervals;
     int64_t persistentBytes = 0;
-    llvm::StringMap<TensorOp> views;
+    llvm::StringMap<TensorOp> tensors;
+    SmallVector<TensorOp> views;
     for (TensorOp tensor : block.getOps<TensorOp>()) {
+      tensors[tensor.getSymName()] = tensor;
       if (tensor.getKind() == TensorKind::view) {
-        views[tensor.getSymName()] = tensor;
+        views.push_back(tensor);
         continue;
       }
       if (tensor.isPersistent()) {
@@ -67,12 +68,20 @@ struct PlanAllocatePass : public fsdpc::plan_ir::impl::PlanAllocateBase<PlanAllo
         computeWaitIndex.try_emplace(wait.getEvent(), instructions.size());
       instructions.push_back(&op);
     }
+    // The tensor owning a tensor's bytes (through views of views; the
+    // verifier has checked every base exists), and the byte offset in it.
+    auto storageOf = [&](TensorOp tensor) {
+      int64_t offset = 0;
+      for (int depth = 0; tensor.getKind() == TensorKind::view && depth < 64; ++depth) {
+        offset += *tensor.getViewOffset();
+        tensor = tensors.lookup(*tensor.getViewOf());
+      }
+      return std::make_pair(tensor, offset);
+    };
     auto touch = [&](ArrayAttr refs, int64_t from, int64_t to) {
       for (Attribute ref : refs) {
-        StringRef name = cast<FlatSymbolRefAttr>(ref).getValue();
-        for (int depth = 0; views.count(name) && depth < 64; ++depth)
-          name = *views[name].getViewOf();
-        auto it = intervalIndex.find(name);
+        TensorOp storage = storageOf(tensors.lookup(cast<FlatSymbolRefAttr>(ref).getValue())).first;
+        auto it = intervalIndex.find(storage.getSymName());
         if (it == intervalIndex.end())
           continue;
         Interval &interval = intervals[it->second];
@@ -101,7 +110,6 @@ struct PlanAllocatePass : public fsdpc::plan_ir::impl::PlanAllocateBase<PlanAllo
         touch(collective.getOutputs(), index, until);
       }
     }
-    int64_t index = end;
     // The loss and outputs are read after the step; unused tensors still
     // get a slot.
     llvm::StringSet<> readAfterStep;
@@ -112,9 +120,9 @@ struct PlanAllocatePass : public fsdpc::plan_ir::impl::PlanAllocateBase<PlanAllo
         readAfterStep.insert(cast<FlatSymbolRefAttr>(output).getValue());
     for (Interval &interval : intervals) {
       if (interval.first == INT64_MAX)
-        interval.first = interval.last = index;
+        interval.first = interval.last = end;
       if (readAfterStep.contains(interval.tensor.getSymName()))
-        interval.last = index;
+        interval.last = end;
     }
 
     // Largest first, each at the lowest offset free for its whole lifetime.
@@ -145,22 +153,9 @@ struct PlanAllocatePass : public fsdpc::plan_ir::impl::PlanAllocateBase<PlanAllo
     }
 
     // Views sit inside their storage.
-    for (auto &entry : views) {
-      TensorOp view = entry.second;
-      int64_t offset = *view.getViewOffset();
-      TensorOp base = view;
-      for (int depth = 0; base.getKind() == TensorKind::view && depth < 64; ++depth) {
-        StringRef next = *base.getViewOf();
-        base = views.count(next) ? views[next]
-                                 : SymbolTable::lookupNearestSymbolFrom<TensorOp>(program, base.getViewOfAttr());
-        if (!base) {
-          view.emitOpError("is a view of a missing tensor");
-          return signalPassFailure();
-        }
-        if (base.getKind() == TensorKind::view)
-          offset += *base.getViewOffset();
-      }
-      view.setOffset(*base.getOffset() + offset);
+    for (TensorOp view : views) {
+      auto [storage, offset] = storageOf(view);
+      view.setOffset(*storage.getOffset() + offset);
     }
 
     program.setPersistentBytes(persistentBytes);

@@ -38,6 +38,11 @@ void setReturnedValues(mlir::func::FuncOp func, llvm::ArrayRef<mlir::Value> valu
 /// Appends an argument with the given attributes and returns it.
 mlir::BlockArgument appendArgument(mlir::func::FuncOp func, mlir::Type type, mlir::DictionaryAttr attrs);
 
+/// An op's own attributes: not the dialect-prefixed annotations passes attach
+/// (such as `fsdp.uses`). They are an optimizer update's hyperparameters and
+/// a kernel's parameters.
+llvm::SmallVector<mlir::NamedAttribute> ownAttributes(mlir::Operation *op);
+
 /// The index of the first result carrying `attrName`, or -1.
 int findResultWithAttr(mlir::func::FuncOp func, llvm::StringRef attrName);
 

@@ -439,6 +439,12 @@ std::optional<Type> ModelImporter::tensorType(const onnx::ValueInfoProto &info) 
   return RankedTensorType::get(shape, element);
 }
 
+/// Removes the elements of a protobuf list for which `remove` holds, in place.
+template <typename T, typename Pred>
+static void eraseIf(google::protobuf::RepeatedPtrField<T> *list, Pred remove) {
+  list->erase(std::remove_if(list->begin(), list->end(), remove), list->end());
+}
+
 /// torch.onnx.export rewrites parameters in two ways that change what
 /// training means, and this undoes both before anything is built:
 ///
@@ -461,27 +467,18 @@ bool ModelImporter::undoExporterParameterRewrites() {
       floatInitializer[graph.initializer(i).name()] = i;
 
   // Identity(initializer) -> an initializer of its own.
-  std::vector<onnx::NodeProto> kept;
   std::vector<onnx::TensorProto> copies;
-  for (const onnx::NodeProto &node : graph.node()) {
-    if (node.op_type() == "Identity" && node.input_size() == 1 && node.output_size() == 1 &&
-        floatInitializer.count(node.input(0))) {
-      onnx::TensorProto copy = graph.initializer(floatInitializer.lookup(node.input(0)));
-      copy.set_name(node.output(0));
-      copies.push_back(std::move(copy));
-      continue;
-    }
-    kept.push_back(node);
-  }
-  if (!copies.empty()) {
-    graph.clear_node();
-    for (onnx::NodeProto &node : kept)
-      *graph.add_node() = std::move(node);
-    for (onnx::TensorProto &copy : copies) {
-      floatInitializer[copy.name()] = graph.initializer_size();
-      *graph.add_initializer() = std::move(copy);
-    }
-  }
+  eraseIf(graph.mutable_node(), [&](const onnx::NodeProto &node) {
+    if (node.op_type() != "Identity" || node.input_size() != 1 || node.output_size() != 1 ||
+        !floatInitializer.count(node.input(0)))
+      return false;
+    onnx::TensorProto copy = graph.initializer(floatInitializer.lookup(node.input(0)));
+    copy.set_name(node.output(0));
+    copies.push_back(std::move(copy));
+    return true;
+  });
+  for (onnx::TensorProto &copy : copies)
+    *graph.add_initializer() = std::move(copy);
 
   // onnx::X == transpose(named Y) -> Transpose(Y).
   auto values = [&](const onnx::TensorProto &t, std::vector<float> &out) {
@@ -490,6 +487,7 @@ bool ModelImporter::undoExporterParameterRewrites() {
   };
   std::vector<std::string> tied;
   std::vector<onnx::NodeProto> transposes;
+  llvm::StringMap<std::vector<float>> namedValues;
   for (const onnx::TensorProto &copy : graph.initializer()) {
     if (copy.data_type() != onnx::TensorProto::FLOAT || copy.dims_size() != 2 ||
         !llvm::StringRef(copy.name()).starts_with("onnx::"))
@@ -502,8 +500,12 @@ bool ModelImporter::undoExporterParameterRewrites() {
           llvm::StringRef(original.name()).starts_with("onnx::") || original.dims(0) != copy.dims(1) ||
           original.dims(1) != copy.dims(0))
         continue;
-      std::vector<float> originalValues;
-      if (!values(original, originalValues))
+      // Each named candidate is read once, however many copies it is compared with.
+      auto [cached, unread] = namedValues.try_emplace(original.name());
+      if (unread && !values(original, cached->second))
+        cached->second.clear();
+      const std::vector<float> &originalValues = cached->second;
+      if (originalValues.size() != copyValues.size())
         continue;
       int64_t rows = original.dims(0), cols = original.dims(1);
       bool transposed = true;
@@ -523,48 +525,36 @@ bool ModelImporter::undoExporterParameterRewrites() {
     }
   }
   if (!tied.empty()) {
-    std::vector<onnx::TensorProto> initializers;
-    for (const onnx::TensorProto &t : graph.initializer())
-      if (!llvm::is_contained(tied, t.name()))
-        initializers.push_back(t);
-    graph.clear_initializer();
-    for (onnx::TensorProto &t : initializers)
-      *graph.add_initializer() = std::move(t);
+    eraseIf(graph.mutable_initializer(), [&](const onnx::TensorProto &t) { return llvm::is_contained(tied, t.name()); });
     std::vector<onnx::NodeProto> nodes(transposes.begin(), transposes.end());
     nodes.insert(nodes.end(), graph.node().begin(), graph.node().end());
     graph.clear_node();
     for (onnx::NodeProto &node : nodes)
       *graph.add_node() = std::move(node);
     // Graph inputs that listed the removed initializers (IR < 4) go too.
-    std::vector<onnx::ValueInfoProto> inputs;
-    for (const onnx::ValueInfoProto &input : graph.input())
-      if (!llvm::is_contained(tied, input.name()))
-        inputs.push_back(input);
-    graph.clear_input();
-    for (onnx::ValueInfoProto &input : inputs)
-      *graph.add_input() = std::move(input);
+    eraseIf(graph.mutable_input(), [&](const onnx::ValueInfoProto &input) { return llvm::is_contained(tied, input.name()); });
   }
   return true;
 }
 
-/// The module an anonymous initializer (`onnx::MatMul_12`, a constant-folded
-/// weight) belongs to: the scope of the node that reads it
+/// The module of each anonymous initializer (`onnx::MatMul_12`, a
+/// constant-folded weight): the scope of the first node that reads it
 /// (`/blocks.0/attn/proj/MatMul` -> `blocks.0.attn.proj`), so `--wrap
-/// module:` groups it with its neighbours. Empty if unknown.
-static std::string moduleOfAnonymous(const onnx::GraphProto &graph, const std::string &initializer) {
-  if (!llvm::StringRef(initializer).starts_with("onnx::"))
-    return "";
-  for (const onnx::NodeProto &node : graph.node())
+/// module:` groups it with its neighbours. Empty when that node has no scope.
+static llvm::StringMap<std::string> modulesOfAnonymous(const onnx::GraphProto &graph) {
+  llvm::StringMap<std::string> modules;
+  for (const onnx::NodeProto &node : graph.node()) {
+    llvm::StringRef name(node.name());
+    std::string module;
+    if (name.consume_front("/") && name.contains('/')) {
+      module = name.rsplit('/').first.str();
+      std::replace(module.begin(), module.end(), '/', '.');
+    }
     for (const std::string &input : node.input())
-      if (input == initializer) {
-        llvm::StringRef name(node.name());
-        if (!name.consume_front("/") || !name.contains('/'))
-          return "";
-        std::string module = name.rsplit('/').first.str();
-        std::replace(module.begin(), module.end(), '/', '.');
-        return module;
-      }
-  return "";
+      if (llvm::StringRef(input).starts_with("onnx::"))
+        modules.try_emplace(input, module);
+  }
+  return modules;
 }
 
 bool ModelImporter::buildForward() {
@@ -590,6 +580,7 @@ bool ModelImporter::buildForward() {
   SmallVector<Type> argTypes;
   SmallVector<std::pair<StringRef, std::string>> argRoles; // attribute name, value
   llvm::DenseMap<size_t, std::string> moduleHints;          // argument -> module
+  llvm::StringMap<std::string> anonymousModules = modulesOfAnonymous(graph);
   for (const onnx::ValueInfoProto &input : graph.input()) {
     if (initializers.contains(input.name()))
       continue;
@@ -620,8 +611,8 @@ bool ModelImporter::buildForward() {
     bool frozen = !options_.freezeRegex.empty() && freeze.match(init.name());
     argRoles.emplace_back(frozen ? graph::kFrozenParamAttr : graph::kParamAttr, init.name());
     result_.weights.values[init.name()] = std::move(values);
-    if (std::string module = moduleOfAnonymous(graph, init.name()); !module.empty())
-      moduleHints[argTypes.size() - 1] = module;
+    if (auto it = anonymousModules.find(init.name()); it != anonymousModules.end() && !it->second.empty())
+      moduleHints[argTypes.size() - 1] = it->second;
   }
 
   builder_.setInsertionPointToEnd(module.getBody());

@@ -749,18 +749,20 @@ LogicalResult convertCast(NodeImporter &n) {
     return n.fail("casts from float to bool are not supported");
   auto type = tensorOf(shapeOf(x), element);
   if (DenseElementsAttr value = n.constantInput(0)) {
-    if (value.getElementType() == element)
-      n.setFoldedOutput(0, value);
+    DenseElementsAttr folded;
+    if (to == onnx::TensorProto::BOOL) // the input is an integer: see above
+      folded = value.mapValues(element, [](const APInt &v) { return APInt(64, v.isZero() ? 0 : 1); });
+    else if (value.getElementType() == element)
+      folded = value;
     else if (element.isF32())
-      n.setFoldedOutput(0, value.mapValues(element, [](const APInt &v) {
+      folded = value.mapValues(element, [](const APInt &v) {
         return APFloat(static_cast<float>(v.getSExtValue())).bitcastToAPInt();
-      }));
+      });
     else
-      n.setFoldedOutput(0, value.mapValues(element, [](const APFloat &v) {
+      folded = value.mapValues(element, [](const APFloat &v) {
         return APInt(64, static_cast<int64_t>(v.convertToFloat()), /*isSigned=*/true);
-      }));
-    if (to == onnx::TensorProto::BOOL && element.isInteger(64))
-      n.setFoldedOutput(0, value.mapValues(element, [](const APInt &v) { return APInt(64, v.isZero() ? 0 : 1); }));
+      });
+    n.setFoldedOutput(0, folded);
     return success();
   }
   n.setOutput(0, x.getType() == type ? x : graph::CastOp::create(n.builder, n.loc, type, x).getResult());

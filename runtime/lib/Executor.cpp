@@ -99,6 +99,7 @@ StatusOr<std::unique_ptr<Executor>> Executor::create(PlanFile plan, Communicator
 
   for (const plan::Instruction &inst : h.instructions()) {
     Resolved resolved{&inst, nullptr, {}};
+    resolved.call.instruction = &inst;
     bool isEvent = inst.op() == "record_event" || inst.op() == "wait_event";
     resolved.collective = inst.op() == "all_gather" || inst.op() == "reduce_scatter" || inst.op() == "all_reduce";
     if (resolved.collective) {
@@ -106,11 +107,10 @@ StatusOr<std::unique_ptr<Executor>> Executor::create(PlanFile plan, Communicator
         return FSDPC_ERROR(kInvalidArgument, "plan has collective '", inst.op(), "' but no communicator was given");
       if (inst.inputs_size() != 1 || inst.outputs_size() != 1)
         return FSDPC_ERROR(kInvalidArgument, "collective '", inst.op(), "' needs one input and one output");
-      Group group;
-      auto size = inst.int_attrs().find("group_size");
-      auto stride = inst.int_attrs().find("group_stride");
-      group.size = size == inst.int_attrs().end() ? 1 : static_cast<int>(size->second);
-      group.stride = stride == inst.int_attrs().end() ? 1 : static_cast<int>(stride->second);
+      Group &group = resolved.group;
+      group.size = static_cast<int>(resolved.call.intAttr("group_size", 1));
+      group.stride = static_cast<int>(resolved.call.intAttr("group_stride", 1));
+      resolved.reduction = resolved.call.intAttr("mean", 0) ? Reduction::kAvg : Reduction::kSum;
       FSDPC_RETURN_IF_ERROR(checkGroup(group, communicator->worldSize()));
       const plan::Tensor &in = h.tensors(inst.inputs(0)), &out = h.tensors(inst.outputs(0));
       int64_t inCount = numElements(in), outCount = numElements(out);
@@ -130,7 +130,6 @@ StatusOr<std::unique_ptr<Executor>> Executor::create(PlanFile plan, Communicator
         return FSDPC_ERROR(kInvalidArgument, "plan instruction '", inst.op(), "' has ", inst.inputs_size(), " inputs and ",
                            inst.outputs_size(), " outputs (at ", inst.location(), ")");
     }
-    resolved.call.instruction = &inst;
     resolved.call.context = &executor->context_;
     for (int id : inst.inputs())
       resolved.call.inputs.push_back(executor->view(id));
@@ -188,21 +187,15 @@ Status Executor::runStream(std::vector<Resolved> &stream, int64_t step) {
 }
 
 Status Executor::runCollective(const Resolved &r) {
-  const plan::Instruction &inst = *r.instruction;
-  auto attr = [&](const char *name, int64_t fallback) {
-    auto it = inst.int_attrs().find(name);
-    return it == inst.int_attrs().end() ? fallback : it->second;
-  };
-  Group group{static_cast<int>(attr("group_size", 1)), static_cast<int>(attr("group_stride", 1))};
-  Reduction reduction = attr("mean", 0) ? Reduction::kAvg : Reduction::kSum;
+  const std::string &op = r.instruction->op();
   const TensorView &in = r.call.inputs[0], &out = r.call.outputs[0];
-  if (inst.op() == "all_gather")
-    return communicator_->allGather(in.f32(), out.f32(), in.numElements(), group);
-  if (inst.op() == "reduce_scatter")
-    return communicator_->reduceScatter(in.f32(), out.f32(), out.numElements(), reduction, group);
+  if (op == "all_gather")
+    return communicator_->allGather(in.f32(), out.f32(), in.numElements(), r.group);
+  if (op == "reduce_scatter")
+    return communicator_->reduceScatter(in.f32(), out.f32(), out.numElements(), r.reduction, r.group);
   if (in.data != out.data)
     std::memcpy(out.data, in.data, in.numElements() * sizeof(float));
-  return communicator_->allReduce(out.f32(), out.numElements(), reduction, group);
+  return communicator_->allReduce(out.f32(), out.numElements(), r.reduction, r.group);
 }
 
 StatusOr<float> Executor::runStep(int64_t step) {
@@ -225,7 +218,15 @@ namespace {
 std::vector<int64_t> shapeOf(const google::protobuf::RepeatedField<int64_t> &shape) {
   return std::vector<int64_t>(shape.begin(), shape.end());
 }
-bool isShard(const plan::Tensor &tensor) { return !tensor.unit().empty(); }
+/// A frozen parameter, or a trainable one outside every unit: held whole.
+bool isWholeParameter(const plan::Tensor &tensor) {
+  return (tensor.kind() == plan::PARAMETER && tensor.unit().empty()) || tensor.kind() == plan::FROZEN_PARAMETER;
+}
+/// What a sharded checkpoint holds of a rank: its persistent tensors but
+/// constants (which the plan has) and views (which own no bytes).
+bool isLocalState(const plan::Tensor &tensor) {
+  return tensor.region() == plan::PERSISTENT && tensor.kind() != plan::VIEW && tensor.kind() != plan::CONSTANT;
+}
 } // namespace
 
 StatusOr<NamedArrays> Executor::gatherFullParameters() {
@@ -238,7 +239,7 @@ StatusOr<NamedArrays> Executor::gatherFullParameters() {
   NamedArrays arrays;
   for (int t = 0; t < h.tensors_size(); ++t) {
     const plan::Tensor &tensor = h.tensors(t);
-    if ((tensor.kind() == plan::PARAMETER && !isShard(tensor)) || tensor.kind() == plan::FROZEN_PARAMETER) {
+    if (isWholeParameter(tensor)) {
       if (rank == 0)
         arrays.emplace_back(tensor.name(), HostArray::f32(shapeOf(tensor.shape()), view(t).f32()));
     }
@@ -276,7 +277,7 @@ Status Executor::loadFullParameters(const NamedArrays &arrays) {
   };
   for (int t = 0; t < h.tensors_size(); ++t) {
     const plan::Tensor &tensor = h.tensors(t);
-    if ((tensor.kind() == plan::PARAMETER && !isShard(tensor)) || tensor.kind() == plan::FROZEN_PARAMETER) {
+    if (isWholeParameter(tensor)) {
       StatusOr<const HostArray *> array = find(tensor.name(), shapeOf(tensor.shape()));
       if (!array.isOk())
         return array.status();
@@ -312,7 +313,7 @@ NamedArrays Executor::localState() const {
   NamedArrays arrays;
   for (int t = 0; t < plan_.header.tensors_size(); ++t) {
     const plan::Tensor &tensor = plan_.header.tensors(t);
-    if (tensor.region() != plan::PERSISTENT || tensor.kind() == plan::VIEW || tensor.kind() == plan::CONSTANT)
+    if (!isLocalState(tensor))
       continue;
     TensorView v = view(t);
     arrays.emplace_back(tensor.name(), tensor.dtype() == plan::I64 ? HostArray::i64(shapeOf(tensor.shape()), v.i64())
@@ -328,7 +329,7 @@ Status Executor::loadLocalState(const NamedArrays &arrays) {
                        expected.size());
   for (int t = 0; t < plan_.header.tensors_size(); ++t) {
     const plan::Tensor &tensor = plan_.header.tensors(t);
-    if (tensor.region() != plan::PERSISTENT || tensor.kind() == plan::VIEW || tensor.kind() == plan::CONSTANT)
+    if (!isLocalState(tensor))
       continue;
     const HostArray *found = nullptr;
     for (const auto &[name, array] : arrays)

@@ -304,18 +304,6 @@ Status reduceSum(const KernelCall &call) {
   return Status::ok();
 }
 
-/// Copies elements of `elementBytes` bytes: out[i] = in[inOffset(i)].
-template <typename OffsetFn>
-void gatherElements(const TensorView &in, const TensorView &out, OffsetFn inOffset) {
-  size_t bytes = dtypeSize(in.dtype);
-  const uint8_t *src = static_cast<const uint8_t *>(in.data);
-  uint8_t *dst = static_cast<uint8_t *>(out.data);
-  int64_t n = out.numElements();
-#pragma omp parallel for if (n > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i)
-    std::memcpy(dst + i * bytes, src + inOffset(i) * bytes, bytes);
-}
-
 Status broadcastTo(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &y = call.outputs[0];
   if (!broadcastsTo(x.shape, y.shape) || x.dtype != y.dtype)
@@ -362,20 +350,17 @@ Status concat(const KernelCall &call) {
   return Status::ok();
 }
 
-/// The input offset of each element of a strided slice.
+/// Where a strided slice starts in its input, and its stride per dimension.
 struct SliceMap {
-  std::vector<int64_t> outShape, strides;
+  std::vector<int64_t> strides;
   int64_t base = 0;
-  SliceMap(const std::vector<int64_t> &inShape, const std::vector<int64_t> &out, const std::vector<int64_t> &starts,
-           const std::vector<int64_t> &steps)
-      : outShape(out) {
+  SliceMap(const std::vector<int64_t> &inShape, const std::vector<int64_t> &starts, const std::vector<int64_t> &steps) {
     std::vector<int64_t> inStrides = stridesOf(inShape);
     for (size_t d = 0; d < inShape.size(); ++d) {
       base += starts[d] * inStrides[d];
       strides.push_back(steps[d] * inStrides[d]);
     }
   }
-  int64_t operator()(int64_t i) const { return base + offsetOf(i, outShape, strides); }
 };
 
 Status checkSlice(const char *kernel, const std::vector<int64_t> &in, const std::vector<int64_t> &out,
@@ -394,7 +379,7 @@ Status slice(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &y = call.outputs[0];
   std::vector<int64_t> starts = call.intListAttr("starts"), steps = call.intListAttr("steps");
   FSDPC_RETURN_IF_ERROR(checkSlice("slice", x.shape, y.shape, starts, steps));
-  SliceMap map(x.shape, y.shape, starts, steps);
+  SliceMap map(x.shape, starts, steps);
   size_t bytes = dtypeSize(x.dtype);
   const uint8_t *src = static_cast<const uint8_t *>(x.data);
   uint8_t *dst = static_cast<uint8_t *>(y.data);
@@ -416,7 +401,7 @@ Status sliceGrad(const KernelCall &call) {
   std::vector<int64_t> starts = call.intListAttr("starts"), steps = call.intListAttr("steps");
   FSDPC_RETURN_IF_ERROR(checkSlice("slice_grad", dx.shape, dy.shape, starts, steps));
   std::fill(dx.f32(), dx.f32() + dx.numElements(), 0.0f);
-  SliceMap map(dx.shape, dy.shape, starts, steps);
+  SliceMap map(dx.shape, starts, steps);
   // A slice reads distinct elements, so rows scatter without conflicts.
   forEachRow<1>(dy.shape, {map.strides},
                 [&](int64_t row, const std::array<int64_t, 1> &offsets, int64_t count, const std::array<int64_t, 1> &step) {
@@ -508,15 +493,12 @@ Status cast(const KernelCall &call) {
   int64_t n = y.numElements();
   if (x.numElements() != n)
     return FSDPC_ERROR(kInvalidArgument, "cast: input and output sizes differ");
-  for (int64_t i = 0; i < n; ++i) {
-    if (x.dtype == y.dtype)
-      std::memcpy(static_cast<uint8_t *>(y.data) + i * dtypeSize(y.dtype),
-                  static_cast<const uint8_t *>(x.data) + i * dtypeSize(x.dtype), dtypeSize(x.dtype));
-    else if (x.dtype == plan::F32)
-      y.i64()[i] = static_cast<int64_t>(x.f32()[i]);
-    else
-      y.f32()[i] = static_cast<float>(x.i64()[i]);
-  }
+  if (x.dtype == y.dtype)
+    std::memcpy(y.data, x.data, n * dtypeSize(x.dtype));
+  else if (x.dtype == plan::F32)
+    std::transform(x.f32(), x.f32() + n, y.i64(), [](float v) { return static_cast<int64_t>(v); });
+  else
+    std::transform(x.i64(), x.i64() + n, y.f32(), [](int64_t v) { return static_cast<float>(v); });
   return Status::ok();
 }
 

@@ -52,6 +52,16 @@ int64_t numElements(const plan::Tensor &tensor) {
   return n;
 }
 
+int64_t countTrainableParameters(const plan::PlanHeader &header) {
+  int64_t count = 0;
+  for (const plan::Tensor &tensor : header.tensors())
+    if (tensor.kind() == plan::PARAMETER && tensor.unit().empty())
+      count += numElements(tensor);
+  for (const plan::Unit &unit : header.units())
+    count += unit.flat_size();
+  return count;
+}
+
 int64_t PlanFile::addSection(const void *src, uint64_t bytes) {
   uint64_t offset = alignUp(data.size(), kSectionAlignment);
   data.resize(offset + bytes);

@@ -187,17 +187,6 @@ int fail(const Status &status) {
   return 1;
 }
 
-/// Trainable parameters of the model (not counting the padding of units).
-int64_t countParameters(const plan::PlanHeader &header) {
-  int64_t count = 0;
-  for (const plan::Tensor &tensor : header.tensors())
-    if (tensor.kind() == plan::PARAMETER && tensor.unit().empty())
-      count += numElements(tensor);
-  for (const plan::Unit &unit : header.units())
-    count += unit.flat_size();
-  return count;
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
@@ -280,7 +269,7 @@ int main(int argc, char **argv) {
   if (reports)
     std::printf("fsdp-run: %s: %" PRId64 " parameters, world size %u (%s, shard group %d), global batch %" PRId64
                 ", %s, planned tensor memory %.2f MiB per rank, data: %s%s\n",
-                options.planPath.c_str(), countParameters(header), header.world_size(),
+                options.planPath.c_str(), countTrainableParameters(header), header.world_size(),
                 header.strategy().empty() ? "unsharded" : header.strategy().c_str(),
                 std::max(header.shard_group_size(), 1), header.global_batch(), header.optimizer().c_str(),
                 executor.tensorBytes() / 1048576.0, options.dataDir.empty() ? "synthetic" : options.dataDir.c_str(),

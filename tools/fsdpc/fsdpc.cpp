@@ -252,13 +252,8 @@ int main(int argc, char **argv) {
   fsdpc::runtime::Status written = fsdpc::runtime::writePlanFile(*plan, outputPath);
   if (!written.isOk())
     return fail(written.toString());
-  int64_t parameters = 0;
-  for (const auto &tensor : plan->header.tensors())
-    if (tensor.kind() == fsdpc::plan::PARAMETER && tensor.unit().empty())
-      parameters += fsdpc::runtime::numElements(tensor);
-  for (const auto &unit : plan->header.units())
-    parameters += unit.flat_size();
-  llvm::outs() << "fsdpc: wrote " << outputPath << ": " << parameters << " trainable parameters, "
+  llvm::outs() << "fsdpc: wrote " << outputPath << ": " << fsdpc::runtime::countTrainableParameters(plan->header)
+               << " trainable parameters, "
                << plan->header.instructions_size() << " instructions, "
                << llvm::formatv("{0:F1}", (plan->header.persistent_bytes() + plan->header.transient_bytes()) / 1048576.0)
                << " MiB tensor memory per rank\n";

@@ -79,6 +79,8 @@ private:
     KernelFn kernel; // null for events and collectives
     KernelCall call;
     bool collective = false;
+    Group group;                          // for collectives
+    Reduction reduction = Reduction::kSum; // for reducing collectives
     double seconds = 0; // with profiling on: time spent in it so far
   };
 

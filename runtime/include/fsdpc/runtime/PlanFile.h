@@ -52,6 +52,10 @@ Status validatePlan(const PlanFile &plan);
 
 int64_t numElements(const plan::Tensor &tensor);
 
+/// The model's trainable parameters: units' flat sizes (without padding) and
+/// parameters outside units.
+int64_t countTrainableParameters(const plan::PlanHeader &header);
+
 } // namespace fsdpc::runtime
 
 #endif // FSDPC_RUNTIME_PLANFILE_H

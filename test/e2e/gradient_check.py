@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from onnx import TensorProto, helper, numpy_helper
 
-from torch_reference import norm_rel, read_safetensors, run
+from torch_reference import norm_rel, read_losses, read_safetensors, run
 
 LR = 1000.0
 
@@ -145,7 +145,7 @@ def check(spec, work, rtol, rng):
          "--weight-decay", "0", "--freeze", r"const\..*"])
     run(["fsdp-run", plan, "--steps", "1", "--save", saved, "--metrics-json", metrics])
     after = read_safetensors(saved)
-    ours_loss = [float(l.split('"loss": ')[1].split(",")[0]) for l in open(metrics) if '"loss"' in l][0]
+    ours_loss = read_losses(metrics)[0]
 
     failures = 0
     loss_rel = abs(ours_loss - loss.item()) / max(abs(loss.item()), 1e-12)
@@ -194,7 +194,7 @@ def check_dropout(work, rng, ratio=0.3):
     grad = (x.astype(np.float64) - read_safetensors(saved)["x"].astype(np.float64)) / LR
     kept = np.abs(grad) > 1e-3 * np.abs(weight)
     expected_grad = np.where(kept, weight / (1 - ratio), 0.0)
-    loss = [float(l.split('"loss": ')[1].split(",")[0]) for l in open(metrics) if '"loss"' in l][0]
+    loss = read_losses(metrics)[0]
     expected_loss = float(np.sum(np.where(kept, x.astype(np.float64) / (1 - ratio), 0.0) * weight))
     grad_rel = norm_rel(grad, expected_grad)
     loss_rel = abs(loss - expected_loss) / max(abs(expected_loss), 1e-12)

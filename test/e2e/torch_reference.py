@@ -167,13 +167,9 @@ def train_torch(model, data, steps, optimizer, lr, weight_decay, momentum, loss,
 
 
 def read_losses(metrics_path):
-    """The per-step losses fsdp-run wrote with --metrics-json."""
-    losses = []
-    for line in open(metrics_path):
-        record = json.loads(line)
-        if "loss" in record:
-            losses.append(record["loss"])
-    return losses
+    """The per-step losses fsdp-run wrote with --metrics-json, in step order."""
+    steps = read_steps(metrics_path)
+    return [steps[step] for step in sorted(steps)]
 
 
 def norm_rel(got, want):

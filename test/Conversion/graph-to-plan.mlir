@@ -1,7 +1,8 @@
 // RUN: fsdp-opt %s -split-input-file -convert-graph-to-plan | FileCheck %s
 
 // Tests that arguments become tensors of their kind, ops become kernels,
-// optimizer updates write their operands in place and the loss is recorded.
+// reshapes become views (of views) without a kernel, optimizer updates write
+// their operands in place and the loss is recorded.
 // CHECK-LABEL: plan.program @train_step
 // CHECK-SAME: global_batch = 4 : i64
 // CHECK-SAME: loss = @[[LOSS:t[0-9]+]]
@@ -10,9 +11,13 @@
 // CHECK-DAG: plan.tensor @step step_counter : tensor<i64>
 // CHECK-DAG: plan.tensor @w.exp_avg optimizer_state : tensor<5x3xf32> {optimizer_slot = "exp_avg", owner = "w"}
 // CHECK: plan.kernel "fill" ins [] outs [@t0] on compute {value = 1.000000e+00 : f64}
-// CHECK: plan.kernel "matmul" ins [@input, @w] outs [@t{{[0-9]+}}] on compute {transpose_a = false, transpose_b = true}
-// CHECK: plan.kernel "mse_loss" ins [@t{{[0-9]+}}, @labels] outs [@[[LOSS]]]
-// CHECK: plan.kernel "copy"
+// CHECK: plan.kernel "matmul" ins [@input, @w] outs [@[[Y:t[0-9]+]]] on compute {transpose_a = false, transpose_b = true}
+// CHECK: plan.kernel "mse_loss" ins [@[[Y]], @labels] outs [@[[LOSS]]]
+// CHECK-NOT: plan.kernel "copy"
+// CHECK: plan.tensor @[[FLAT:t[0-9]+]] view : tensor<20xf32> {view_of = @[[Y]], view_offset = 0 : i64}
+// CHECK: plan.tensor @[[VIEW:t[0-9]+]] view : tensor<5x4xf32> {view_of = @[[FLAT]], view_offset = 0 : i64}
+// CHECK-NOT: plan.kernel "copy"
+// CHECK: plan.kernel "matmul" ins [@[[VIEW]], @input]
 // CHECK: plan.kernel "adamw_update" ins [@w, @{{.*}}, @w.exp_avg, @w.exp_avg_sq, @step] outs [@w, @w.exp_avg, @w.exp_avg_sq] on compute
 // CHECK-NOT: func.func
 module attributes {graph.loss_kind = "mse", graph.optimizer = "adamw"} {

@@ -214,9 +214,15 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     else
       llvm::append_range(replaced, cast<graph::SgdUpdateOp>(op).getState());
     for (auto [result, old] : llvm::zip(op->getResults(), replaced)) {
-      for (Operation *user : old.getUsers())
-        if (user != op && op->isBeforeInBlock(user))
-          return op->emitOpError("convert-graph-to-plan: the value updated in place is read after the update");
+      // Reshapes of the old value share its bytes, so their readers count.
+      SmallVector<Value> aliases = {old};
+      for (size_t i = 0; i < aliases.size(); ++i)
+        for (Operation *user : aliases[i].getUsers()) {
+          if (auto reshape = dyn_cast<graph::ReshapeOp>(user))
+            aliases.push_back(reshape.getResult());
+          else if (user != op && op->isBeforeInBlock(user))
+            return op->emitOpError("convert-graph-to-plan: the value updated in place is read after the update");
+        }
       tensors_[result] = tensors_.lookup(old);
       outputs.push_back(tensors_.lookup(old));
     }
@@ -229,15 +235,24 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   if (op->getDialect()->getNamespace() != "graph")
     return op->emitOpError("convert-graph-to-plan: cannot lower this op");
 
+  // Tensors are dense and row-major, so a reshape reinterprets its input's
+  // bytes: a view, no kernel. Only a result already given a place of its own
+  // (a slice of a flat gradient) needs a copy.
+  if (auto reshape = dyn_cast<graph::ReshapeOp>(op)) {
+    if (!tensors_.count(reshape.getResult())) {
+      FlatSymbolRefAttr input = tensors_.lookup(reshape.getInput());
+      tensors_[reshape.getResult()] = viewOf(input, 0, "t" + std::to_string(nextTransient_++), reshape.getType(), loc);
+      return success();
+    }
+    addKernel("copy", inputs, {tensors_.lookup(reshape.getResult())}, loc, {});
+    return success();
+  }
   SmallVector<Attribute> outputs;
   for (Value result : op->getResults())
     outputs.push_back(outputFor(result));
-  // A reshape is a copy into the new shape; other ops keep their attributes
-  // (the plan writer turns `reduction` into the runtime's `mean` flag).
-  if (isa<graph::ReshapeOp>(op))
-    addKernel("copy", inputs, outputs, loc, {});
-  else
-    addKernel(op->getName().stripDialect(), inputs, outputs, loc, graph::ownAttributes(op));
+  // Other ops keep their attributes (the plan writer turns `reduction` into
+  // the runtime's `mean` flag).
+  addKernel(op->getName().stripDialect(), inputs, outputs, loc, graph::ownAttributes(op));
   return success();
 }
 

@@ -44,6 +44,21 @@ plan.program @views attributes {world_size = 1 : i64, global_batch = 1 : i64, lo
 
 // -----
 
+// Tests that a loss that is a view (a reshaped result) keeps its base live
+// until the step ends: @later may not take the base's bytes.
+// CHECK-LABEL: plan.program @loss_view
+// CHECK-DAG: plan.tensor @base transient : tensor<1xf32> {offset = 0 : i64}
+// CHECK-DAG: plan.tensor @later transient : tensor<1xf32> {offset = 64 : i64}
+plan.program @loss_view attributes {world_size = 1 : i64, global_batch = 1 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+  plan.tensor @base transient : tensor<1xf32>
+  plan.tensor @l view : tensor<f32> {view_of = @base, view_offset = 0 : i64}
+  plan.tensor @later transient : tensor<1xf32>
+  plan.kernel "fill" ins [] outs [@base] on compute {value = 1.0 : f64}
+  plan.kernel "fill" ins [] outs [@later] on compute {value = 2.0 : f64}
+}
+
+// -----
+
 // Tests that a collective's tensors stay live until compute waits for it: the
 // communication stream may still be reading @grad while compute runs on, so
 // @later may not reuse its bytes before `wait_event 1 on compute`, and

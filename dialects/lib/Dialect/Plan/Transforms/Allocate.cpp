@@ -110,14 +110,17 @@ struct PlanAllocatePass : public fsdpc::plan_ir::impl::PlanAllocateBase<PlanAllo
         touch(collective.getOutputs(), index, until);
       }
     }
-    // The loss and outputs are read after the step; unused tensors still
-    // get a slot.
+    // The loss and outputs (or the tensors they view) are read after the
+    // step; unused tensors still get a slot.
     llvm::StringSet<> readAfterStep;
+    auto readAfter = [&](StringRef name) {
+      readAfterStep.insert(storageOf(tensors.lookup(name)).first.getSymName());
+    };
     if (program.getLoss())
-      readAfterStep.insert(*program.getLoss());
+      readAfter(*program.getLoss());
     if (std::optional<ArrayAttr> outputs = program.getOutputs())
       for (Attribute output : *outputs)
-        readAfterStep.insert(cast<FlatSymbolRefAttr>(output).getValue());
+        readAfter(cast<FlatSymbolRefAttr>(output).getValue());
     for (Interval &interval : intervals) {
       if (interval.first == INT64_MAX)
         interval.first = interval.last = end;

@@ -34,6 +34,11 @@ std::vector<int64_t> KernelCall::intListAttr(const std::string &name) const {
   return {it->second.values().begin(), it->second.values().end()};
 }
 
+std::string KernelCall::stringAttr(const std::string &name, const std::string &fallback) const {
+  auto it = instruction->string_attrs().find(name);
+  return it == instruction->string_attrs().end() ? fallback : it->second;
+}
+
 namespace {
 
 // Elementwise loops only pay for threads above this many elements.
@@ -665,6 +670,134 @@ Status softmaxGrad(const KernelCall &call) {
   });
 }
 
+/// GELU and its derivative for one element, in the erf or tanh form.
+struct Gelu {
+  bool tanhForm = false;
+
+  static constexpr float kSqrtHalf = 0.70710678118654752f;
+  static constexpr float kSqrtTwoOverPi = 0.79788456080286536f;
+  static constexpr float kInvSqrtTwoPi = 0.39894228040143268f;
+  static constexpr float kCubic = 0.044715f;
+
+  float value(float x) const {
+    if (tanhForm)
+      return 0.5f * x * (1.0f + std::tanh(kSqrtTwoOverPi * (x + kCubic * x * x * x)));
+    return 0.5f * x * (1.0f + std::erf(x * kSqrtHalf));
+  }
+  float slope(float x) const {
+    if (tanhForm) {
+      float t = std::tanh(kSqrtTwoOverPi * (x + kCubic * x * x * x));
+      return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kSqrtTwoOverPi * (1.0f + 3.0f * kCubic * x * x);
+    }
+    return 0.5f * (1.0f + std::erf(x * kSqrtHalf)) + x * kInvSqrtTwoPi * std::exp(-0.5f * x * x);
+  }
+};
+
+Status geluOf(const KernelCall &call, Gelu &gelu) {
+  std::string approximate = call.stringAttr("approximate", "none");
+  if (approximate != "none" && approximate != "tanh")
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": approximate must be none or tanh, got ",
+                       approximate);
+  gelu.tanhForm = approximate == "tanh";
+  return Status::ok();
+}
+
+Status gelu(const KernelCall &call) {
+  Gelu g;
+  FSDPC_RETURN_IF_ERROR(geluOf(call, g));
+  return unary(call, [g](float x) { return g.value(x); });
+}
+
+Status geluGrad(const KernelCall &call) {
+  Gelu g;
+  FSDPC_RETURN_IF_ERROR(geluOf(call, g));
+  return unaryGrad(call, [g](float x, float dy) { return dy * g.slope(x); });
+}
+
+/// The [rows, cols] layout of a layer norm's input split at `axis`, checked
+/// against the affine parameters and the per-row statistics.
+Status layerNormLayout(const KernelCall &call, const TensorView &x, const TensorView &scale,
+                       const TensorView &statistic, int64_t &rows, int64_t &cols) {
+  int64_t axis = call.intAttr("axis", -1), rank = x.shape.size();
+  if (axis < 0 || axis >= rank)
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": axis ", axis, " is out of range for rank ", rank);
+  rows = elementCount(std::vector<int64_t>(x.shape.begin(), x.shape.begin() + axis));
+  cols = elementCount(std::vector<int64_t>(x.shape.begin() + axis, x.shape.end()));
+  if (scale.numElements() != cols || statistic.numElements() != rows)
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": scale of ", scale.numElements(),
+                       " elements and statistics of ", statistic.numElements(), " do not fit ", shapeString(x.shape),
+                       " normalised from axis ", axis);
+  return Status::ok();
+}
+
+Status layerNorm(const KernelCall &call) {
+  const TensorView &x = call.inputs[0], &scale = call.inputs[1], &bias = call.inputs[2];
+  int64_t rows, cols;
+  FSDPC_RETURN_IF_ERROR(layerNormLayout(call, x, scale, call.outputs[1], rows, cols));
+  if (bias.numElements() != cols)
+    return FSDPC_ERROR(kInvalidArgument, "layer_norm: bias has ", bias.numElements(), " elements, not ", cols);
+  const float *px = x.f32(), *w = scale.f32(), *b = bias.f32();
+  float *y = call.outputs[0].f32(), *mean = call.outputs[1].f32(), *invStd = call.outputs[2].f32();
+  const double epsilon = call.floatAttr("epsilon", 1e-5);
+#pragma omp parallel for if (rows * cols > kParallelThreshold)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *row = px + r * cols;
+    double sum = 0;
+    for (int64_t j = 0; j < cols; ++j)
+      sum += row[j];
+    const double mu = sum / cols;
+    double squares = 0;
+    for (int64_t j = 0; j < cols; ++j)
+      squares += (row[j] - mu) * (row[j] - mu);
+    const float m = static_cast<float>(mu), rs = static_cast<float>(1.0 / std::sqrt(squares / cols + epsilon));
+    mean[r] = m;
+    invStd[r] = rs;
+    float *out = y + r * cols;
+    for (int64_t j = 0; j < cols; ++j)
+      out[j] = (row[j] - m) * rs * w[j] + b[j];
+  }
+  return Status::ok();
+}
+
+Status layerNormGrad(const KernelCall &call) {
+  const TensorView &x = call.inputs[0], &scale = call.inputs[1];
+  int64_t rows, cols;
+  FSDPC_RETURN_IF_ERROR(layerNormLayout(call, x, scale, call.inputs[2], rows, cols));
+  const float *px = x.f32(), *w = scale.f32(), *mean = call.inputs[2].f32(), *invStd = call.inputs[3].f32(),
+              *dy = call.inputs[4].f32();
+  float *dx = call.outputs[0].f32(), *dscale = call.outputs[1].f32(), *dbias = call.outputs[2].f32();
+#pragma omp parallel for if (rows * cols > kParallelThreshold)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *row = px + r * cols, *g = dy + r * cols;
+    const float m = mean[r], rs = invStd[r];
+    double sumG = 0, sumGX = 0;
+    for (int64_t j = 0; j < cols; ++j) {
+      float gj = g[j] * w[j];
+      sumG += gj;
+      sumGX += gj * ((row[j] - m) * rs);
+    }
+    const float meanG = static_cast<float>(sumG / cols), meanGX = static_cast<float>(sumGX / cols);
+    float *out = dx + r * cols;
+    for (int64_t j = 0; j < cols; ++j)
+      out[j] = rs * (g[j] * w[j] - meanG - (row[j] - m) * rs * meanGX);
+  }
+  // Column sums in row order, so every thread count gives the same bits.
+  std::vector<double> sumScale(cols, 0.0), sumBias(cols, 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *row = px + r * cols, *g = dy + r * cols;
+    const float m = mean[r], rs = invStd[r];
+    for (int64_t j = 0; j < cols; ++j) {
+      sumScale[j] += g[j] * ((row[j] - m) * rs);
+      sumBias[j] += g[j];
+    }
+  }
+  for (int64_t j = 0; j < cols; ++j) {
+    dscale[j] = static_cast<float>(sumScale[j]);
+    dbias[j] = static_cast<float>(sumBias[j]);
+  }
+  return Status::ok();
+}
+
 /// Checks labels and counts those that are not ignored.
 Status countCrossEntropyLabels(const KernelCall &call, int64_t rows, int64_t classes, int64_t &counted) {
   const int64_t *labels = call.inputs[1].i64();
@@ -927,6 +1060,11 @@ const std::unordered_map<std::string, KernelEntry> &registry() {
        {[](const KernelCall &c) { return unaryGrad(c, [](float y, float dy) { return dy * (1 - y * y); }); }, 2, 1}},
       {"sigmoid_grad",
        {[](const KernelCall &c) { return unaryGrad(c, [](float y, float dy) { return dy * (y * (1 - y)); }); }, 2, 1}},
+      {"gelu", {gelu, 1, 1}},
+      {"gelu_grad", {geluGrad, 2, 1}},
+      {"layer_norm", {layerNorm, 3, 3}},
+      // input, scale, mean, inv_std_dev, dy -> dinput, dscale, dbias
+      {"layer_norm_grad", {layerNormGrad, 5, 3}},
       {"softmax", {softmax, 1, 1}},
       {"log_softmax", {softmax, 1, 1}},
       {"softmax_grad", {softmaxGrad, 2, 1}},

@@ -43,6 +43,7 @@ def main():
     parser.add_argument("--ranks", type=int, default=1)
     parser.add_argument("--opset", type=int, default=13)
     parser.add_argument("--no-constant-folding", action="store_true")
+    parser.add_argument("--no-fuse", action="store_true", help="compile with --fuse=false (graph-fuse off)")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--batch", type=int, default=12)
     parser.add_argument("--lr", type=float, default=3e-3)
@@ -62,9 +63,13 @@ def main():
 
     plan = os.path.join(args.work, "plan.bin")
     metrics = os.path.join(args.work, "metrics.jsonl")
-    run(["fsdpc", onnx_path, "-o", plan, "--batch-size", str(args.batch), "--optimizer", "adamw", "--lr", repr(args.lr),
-         "--world-size",
-         str(args.ranks), "--strategy", "full_shard", "--wrap", r"module:blocks\.[0-9]+"])
+    compile_flags = ["--batch-size", str(args.batch), "--optimizer", "adamw", "--lr", repr(args.lr), "--world-size",
+                     str(args.ranks), "--strategy", "full_shard", "--wrap", r"module:blocks\.[0-9]+",
+                     "--fuse=" + ("false" if args.no_fuse else "true")]
+    run(["fsdpc", onnx_path, "-o", plan] + compile_flags)
+    step_ir = run(["fsdpc", onnx_path, "--emit=graph"] + compile_flags)
+    print("fused ops in the step: %d graph.layer_norm, %d graph.gelu" % (
+        step_ir.count("graph.layer_norm "), step_ir.count("graph.gelu ")))
     launch = MPIRUN + ["-np", str(args.ranks)] if args.ranks > 1 else []
     run(launch + ["fsdp-run", plan, "--steps", str(args.steps), "--data", data, "--metrics-json", metrics])
     ours = read_losses(metrics)

@@ -62,6 +62,9 @@ cl::opt<int64_t> shardGroupSize("shard-group-size", cl::desc("ranks per shard gr
                                 cl::init(0), cl::cat(category));
 cl::opt<bool> prefetch("prefetch", cl::desc("gather each unit one unit early, overlapping compute (default true)"),
                        cl::init(true), cl::cat(category));
+cl::opt<bool> fuse("fuse", cl::desc("replace the layer norm and GELU formulas of opset-13 exports by single ops "
+                                    "(graph-fuse; default true)"),
+                   cl::init(true), cl::cat(category));
 cl::opt<bool> forwardOnly("forward-only",
                           cl::desc("compile the model's forward pass alone (no loss, gradients or optimizer), for "
                                    "fsdp-run --forward"),
@@ -197,11 +200,13 @@ int main(int argc, char **argv) {
     if (emitStage == "graph" || emitStage == "fsdp")
       return fail("--forward-only has no " + emitStage + " stage (import, plan)");
     planOptions.function = "forward";
+    planOptions.fuse = fuse;
     if (!runPipeline([&](PassManager &pm) { fsdpc::buildLowerToPlanPipeline(pm, planOptions); }))
       return 1;
     stageIndex = 3;
   }
   fsdpc::TrainStepOptions trainOptions;
+  trainOptions.fuse = fuse;
   trainOptions.loss = lossKind;
   trainOptions.optimizer = optimizer;
   trainOptions.lr = lr;

@@ -74,10 +74,8 @@ bool copyParams(Operation *op, ArrayRef<StringRef> structural, plan::Instruction
     } else if (auto s = dyn_cast<StringAttr>(value)) {
       if (name == "reduction")
         (*inst.mutable_int_attrs())["mean"] = s.getValue() == "avg" || s.getValue() == "mean";
-      else {
-        error = "instruction '" + inst.op() + "' has a string parameter '" + name.str() + "' the plan cannot carry";
-        return false;
-      }
+      else
+        (*inst.mutable_string_attrs())[name.str()] = s.str();
     } else {
       error = "instruction '" + inst.op() + "' has a parameter '" + name.str() + "' of an unsupported kind";
       return false;

@@ -13,6 +13,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
+#include "NewerOnnxSchemas.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Regex.h"
@@ -378,6 +380,19 @@ bool ModelImporter::fixBatchDimension() {
 }
 
 bool ModelImporter::checkAndInferShapes() {
+  registerNewerOnnxSchemas();
+  if (opset_ > kNewestOnnxOpset)
+    return fail("imports ONNX opset " + std::to_string(opset_) + "; fsdpc reads opsets up to " +
+                std::to_string(kNewestOnnxOpset) + " (export with opset_version=" + std::to_string(kNewestOnnxOpset) +
+                " or lower)");
+  const int64_t irVersion = model_.ir_version();
+  if (irVersion > kNewestOnnxIrVersion)
+    return fail("has ONNX IR version " + std::to_string(irVersion) + "; fsdpc reads IR versions up to " +
+                std::to_string(kNewestOnnxIrVersion));
+  // IR 9 and 10 only add element types (float8, int4) that fsdpc rejects
+  // anyway, so the checker of IR 8 judges the rest.
+  model_.set_ir_version(std::min<int64_t>(irVersion, onnx::Version::IR_VERSION));
+  auto restoreIrVersion = llvm::make_scope_exit([&] { model_.set_ir_version(irVersion); });
   try {
     onnx::checker::check_model(model_);
   } catch (const std::exception &e) {
@@ -691,7 +706,7 @@ bool ModelImporter::buildForward() {
 std::optional<ImportedModel> ModelImporter::run() {
   if (!load() || !undoExporterParameterRewrites() || !fixBatchDimension())
     return std::nullopt;
-  if (!checkAndInferShapes() || !checkOpsSupported() || !buildForward()) {
+  if (!checkOpsSupported() || !checkAndInferShapes() || !buildForward()) {
     // Splitting a batch that the export baked into Reshape targets breaks
     // shapes in ways that are hard to read: say what to do instead.
     if (staticBatch_ > 0 && options_.worldSize > 1)

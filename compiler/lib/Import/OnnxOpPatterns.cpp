@@ -671,6 +671,16 @@ LogicalResult convertSplit(NodeImporter &n) {
       return n.fail("split sizes must be a constant");
   }
   int64_t parts = n.node.output_size();
+  if (!sizes && n.attribute("num_outputs")) {
+    // Opset 18: parts of ceil(size / num_outputs), the last one smaller.
+    int64_t count = n.intAttr("num_outputs", parts);
+    if (count != parts)
+      return n.fail("num_outputs " + Twine(count) + " differs from the " + Twine(parts) + " outputs");
+    int64_t chunk = (shape[axis] + count - 1) / count;
+    sizes = SmallVector<int64_t>();
+    for (int64_t i = 0; i < count; ++i)
+      sizes->push_back(std::clamp<int64_t>(shape[axis] - chunk * i, 0, chunk));
+  }
   if (!sizes) {
     if (shape[axis] % parts != 0)
       return n.fail("dimension of size " + Twine(shape[axis]) + " does not split into " + Twine(parts) + " parts");
@@ -833,51 +843,58 @@ LogicalResult convertNot(NodeImporter &n) {
   return success();
 }
 
-/// LayerNormalization (opset 17) as its definition: normalise over the
-/// trailing dimensions from `axis`, then scale and shift. Autodiff then
-/// differentiates the primitives.
+/// LayerNormalization (opset 17): graph.layer_norm over the trailing
+/// dimensions from `axis`. Scale and bias that only broadcast to those
+/// dimensions are broadcast first; a missing bias is zero.
 LogicalResult convertLayerNormalization(NodeImporter &n) {
   if (failed(requireFloatInputs(n, 2)))
     return failure();
-  Value x = n.input(0), scale = n.input(1);
+  Value x = n.input(0);
   ArrayRef<int64_t> shape = shapeOf(x);
   int64_t rank = shape.size(), axis = normalizeAxis(n.intAttr("axis", -1), rank);
   if (axis < 0 || axis >= rank)
     return n.fail("axis is out of range");
-  SmallVector<int64_t> axes, kept(shape.begin(), shape.end());
-  int64_t count = 1;
-  for (int64_t d = axis; d < rank; ++d) {
-    axes.push_back(d);
-    kept[d] = 1;
-    count *= shape[d];
-  }
-  auto mean = [&](Value v) {
-    Value sum = graph::ReduceSumOp::create(n.builder, n.loc, n.f32Tensor(kept), v, n.builder.getDenseI64ArrayAttr(axes),
-                                           n.builder.getBoolAttr(true));
-    return graph::ScaleOp::create(n.builder, n.loc, sum, n.builder.getF64FloatAttr(1.0 / count)).getResult();
+  SmallVector<int64_t> normalized(shape.begin() + axis, shape.end()), kept(shape.begin(), shape.end());
+  std::fill(kept.begin() + axis, kept.end(), 1);
+  auto affineType = n.f32Tensor(normalized);
+  auto toNormalizedShape = [&](Value v, StringRef what) -> FailureOr<Value> {
+    if (!isF32(v))
+      return n.fail(what + " must be a float tensor");
+    FailureOr<SmallVector<int64_t>> joined = graph::broadcastShapes(shapeOf(v), normalized);
+    if (failed(joined) || ArrayRef<int64_t>(*joined) != ArrayRef<int64_t>(normalized))
+      return n.fail(what + " does not broadcast to the normalised dimensions");
+    if (v.getType() == affineType)
+      return v;
+    return graph::BroadcastToOp::create(n.builder, n.loc, affineType, v).getResult();
   };
-  auto type = n.f32Tensor(shape);
-  Value average = mean(x);
-  Value centered = graph::SubOp::create(n.builder, n.loc, type, x, average);
-  Value variance = mean(graph::MulOp::create(n.builder, n.loc, type, centered, centered));
-  auto epsType = n.f32Tensor({});
-  Value eps = graph::ConstantOp::create(n.builder, n.loc, epsType,
-                                        DenseElementsAttr::get(epsType, n.floatAttr("epsilon", 1e-5f)));
-  Value deviation = graph::SqrtOp::create(n.builder, n.loc,
-                                          graph::AddOp::create(n.builder, n.loc, n.f32Tensor(kept), variance, eps));
-  Value normalized = graph::DivOp::create(n.builder, n.loc, type, centered, deviation);
-  if (failed(graph::broadcastShapes(shapeOf(scale), shape)))
-    return n.fail("Scale does not broadcast to the input");
-  Value y = graph::MulOp::create(n.builder, n.loc, type, normalized, scale);
-  if (n.hasInput(2)) {
-    if (!isF32(n.input(2)) || failed(graph::broadcastShapes(shapeOf(n.input(2)), shape)))
-      return n.fail("B must be a float tensor that broadcasts to the input");
-    y = graph::AddOp::create(n.builder, n.loc, type, y, n.input(2));
-  }
-  n.setOutput(0, y);
-  n.setOutput(1, average);
-  if (n.wantsOutput(2))
-    n.setOutput(2, graph::ReciprocalOp::create(n.builder, n.loc, deviation));
+  FailureOr<Value> scale = toNormalizedShape(n.input(1), "Scale");
+  if (failed(scale))
+    return failure();
+  FailureOr<Value> bias = n.hasInput(2)
+                              ? toNormalizedShape(n.input(2), "B")
+                              : FailureOr<Value>(graph::ConstantOp::create(n.builder, n.loc, affineType,
+                                                                           DenseElementsAttr::get(affineType, 0.0f))
+                                                     .getResult());
+  if (failed(bias))
+    return failure();
+  auto statistics = n.f32Tensor(kept);
+  auto norm = graph::LayerNormOp::create(n.builder, n.loc, n.f32Tensor(shape), statistics, statistics, x, *scale, *bias,
+                                         n.builder.getI64IntegerAttr(axis),
+                                         n.builder.getF64FloatAttr(n.floatAttr("epsilon", 1e-5f)));
+  n.setOutput(0, norm.getResult());
+  n.setOutput(1, norm.getMean());
+  n.setOutput(2, norm.getInvStdDev());
+  return success();
+}
+
+/// Gelu (opset 20), exact or tanh-approximated.
+LogicalResult convertGelu(NodeImporter &n) {
+  if (failed(requireFloatInputs(n, 1)))
+    return failure();
+  std::string approximate = n.stringAttr("approximate", "none");
+  if (approximate != "none" && approximate != "tanh")
+    return n.fail("approximate must be none or tanh, got '" + approximate + "'");
+  n.setOutput(0, graph::GeluOp::create(n.builder, n.loc, n.input(0), n.builder.getStringAttr(approximate)));
   return success();
 }
 
@@ -984,6 +1001,7 @@ const OpPattern kPatterns[] = {
     {"Expand", 8, convertExpand},
     {"Flatten", 1, convertFlatten},
     {"Gather", 1, convertGather},
+    {"Gelu", 20, convertGelu},
     {"Gemm", 7, convertGemm},
     {"Identity", 1, convertIdentity},
     {"LayerNormalization", 17, convertLayerNormalization},

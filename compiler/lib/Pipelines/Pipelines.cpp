@@ -14,6 +14,8 @@ using namespace mlir;
 namespace fsdpc {
 
 void buildTrainStepPipeline(OpPassManager &pm, const TrainStepOptions &options) {
+  if (options.fuse)
+    pm.addPass(graph::createGraphFuse());
   pm.addPass(graph::createGraphAppendLoss({options.loss}));
   pm.addPass(graph::createGraphAutodiff());
   graph::GraphOptimizerOptions optimizer;
@@ -38,6 +40,8 @@ void buildShardPipeline(OpPassManager &pm, const ShardOptions &options) {
 }
 
 void buildLowerToPlanPipeline(OpPassManager &pm, const LowerToPlanOptions &options) {
+  if (options.fuse)
+    pm.addPass(graph::createGraphFuse());
   pm.addPass(createConvertGraphToPlan({options.worldSize, options.function}));
   pm.addNestedPass<plan_ir::ProgramOp>(plan_ir::createPlanAllocate());
 }

@@ -70,3 +70,21 @@ func.func @train_step(%p: tensor<4xf32> {graph.param = "p"}, %t: tensor<4xf32> {
   %2 = graph.mse_loss %1, %t : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
   return %2 : tensor<f32>
 }
+
+// -----
+
+// Tests the fused ops' rules: gelu_grad reads the forward input, and one
+// layer_norm_grad gives the input, scale and bias gradients from the saved
+// statistics.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[Y:.*]], %[[MEAN:.*]], %[[RSTD:.*]] = graph.layer_norm %arg0, %arg1, %arg2
+// CHECK: %[[G:.*]] = graph.gelu %[[Y]] {approximate = "tanh"}
+// CHECK: %[[DG:.*]] = graph.gelu_grad %[[Y]], %{{.*}} {approximate = "tanh"}
+// CHECK: %[[DX:.*]], %[[DW:.*]], %[[DB:.*]] = graph.layer_norm_grad %arg0, %arg1, %[[MEAN]], %[[RSTD]], %[[DG]] {axis = 1 : i64}
+// CHECK: return %{{.*}}, %[[DX]], %[[DW]], %[[DB]]
+func.func @train_step(%x: tensor<4x6xf32> {graph.param = "x"}, %w: tensor<6xf32> {graph.param = "w"}, %b: tensor<6xf32> {graph.param = "b"}, %t: tensor<4x6xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}) {
+  %y, %mean, %rstd = graph.layer_norm %x, %w, %b {axis = 1 : i64, epsilon = 1.0e-5 : f64} : (tensor<4x6xf32>, tensor<6xf32>, tensor<6xf32>) -> (tensor<4x6xf32>, tensor<4x1xf32>, tensor<4x1xf32>)
+  %g = graph.gelu %y {approximate = "tanh"} : tensor<4x6xf32>
+  %l = graph.mse_loss %g, %t : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}

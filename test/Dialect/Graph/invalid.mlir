@@ -69,3 +69,30 @@ func.func @adamw_betas(%p: tensor<5xf32>, %s: tensor<i64>) -> tensor<5xf32> {
   %0, %1, %2 = graph.adamw_update %p, %p, %p, %p, step %s {lr = 1.0e-3 : f64, beta1 = 1.0 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64} : (tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<i64>) -> (tensor<5xf32>, tensor<5xf32>, tensor<5xf32>)
   return %0 : tensor<5xf32>
 }
+
+// -----
+
+// Tests that layer_norm's scale covers the normalised dimensions.
+func.func @layer_norm_scale(%x: tensor<2x3x4xf32>, %w: tensor<3x4xf32>) -> tensor<2x3x4xf32> {
+  // expected-error @+1 {{scale and bias must have the normalised shape [4], got [3,4]}}
+  %y, %m, %r = graph.layer_norm %x, %w, %w {axis = 2 : i64, epsilon = 1.0e-5 : f64} : (tensor<2x3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x1xf32>, tensor<2x3x1xf32>)
+  return %y : tensor<2x3x4xf32>
+}
+
+// -----
+
+// Tests that layer_norm's statistics keep the leading dimensions.
+func.func @layer_norm_statistics(%x: tensor<2x3x4xf32>, %w: tensor<4xf32>) -> tensor<2x3x4xf32> {
+  // expected-error @+1 {{mean and inv_std_dev must have shape [2,3,1], got [2,1,1]}}
+  %y, %m, %r = graph.layer_norm %x, %w, %w {axis = 2 : i64, epsilon = 1.0e-5 : f64} : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<2x1x1xf32>, tensor<2x1x1xf32>)
+  return %y : tensor<2x3x4xf32>
+}
+
+// -----
+
+// Tests that gelu knows its two forms only.
+func.func @gelu_form(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{approximate must be "none" or "tanh", got "sigmoid"}}
+  %y = graph.gelu %x {approximate = "sigmoid"} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}

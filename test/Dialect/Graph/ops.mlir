@@ -51,3 +51,19 @@ func.func @backward_ops(%logits: tensor<4x5xf32>, %labels: tensor<4xi64>, %g: te
   %p2, %buf = graph.sgd_update %p1, %db state(%m1) step %step {lr = 0.1 : f64, momentum = 0.9 : f64, dampening = 0.0 : f64, weight_decay = 0.0 : f64, nesterov = false} : (tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<i64>) -> (tensor<5xf32>, tensor<5xf32>)
   return %p2, %buf : tensor<5xf32>, tensor<5xf32>
 }
+
+// -----
+
+// Tests that the fused ops and their gradients print and parse back.
+// CHECK-LABEL: func.func @fused_ops
+func.func @fused_ops(%x: tensor<2x3x4xf32>, %w: tensor<4xf32>, %b: tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<4xf32>) {
+  // CHECK: graph.gelu %{{.*}} {approximate = "tanh"} : tensor<2x3x4xf32>
+  %g = graph.gelu %x {approximate = "tanh"} : tensor<2x3x4xf32>
+  // CHECK: graph.gelu_grad %{{.*}}, %{{.*}} : tensor<2x3x4xf32>
+  %dg = graph.gelu_grad %x, %g : tensor<2x3x4xf32>
+  // CHECK: graph.layer_norm %{{.*}} {axis = 2 : i64, epsilon = 1.000000e-05 : f64}
+  %y, %mean, %rstd = graph.layer_norm %dg, %w, %b {axis = 2 : i64, epsilon = 1.0e-5 : f64} : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x1xf32>, tensor<2x3x1xf32>)
+  // CHECK: graph.layer_norm_grad
+  %dx, %dw, %db = graph.layer_norm_grad %dg, %w, %mean, %rstd, %y {axis = 2 : i64} : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<2x3x1xf32>, tensor<2x3x1xf32>, tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return %dx, %dw : tensor<2x3x4xf32>, tensor<4xf32>
+}

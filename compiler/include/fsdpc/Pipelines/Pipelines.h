@@ -21,6 +21,8 @@
 namespace fsdpc {
 
 struct TrainStepOptions : public mlir::PassPipelineOptions<TrainStepOptions> {
+  Option<bool> fuse{*this, "fuse", llvm::cl::desc("replace layer norm and GELU formulas by single ops (graph-fuse)"),
+                    llvm::cl::init(true)};
   Option<std::string> loss{*this, "loss", llvm::cl::desc("cross_entropy, mse, output:NAME or auto"),
                            llvm::cl::init("auto")};
   Option<std::string> optimizer{*this, "optimizer", llvm::cl::desc("adamw or sgd"), llvm::cl::init("adamw")};
@@ -48,6 +50,8 @@ struct LowerToPlanOptions : public mlir::PassPipelineOptions<LowerToPlanOptions>
   Option<int64_t> worldSize{*this, "world-size", llvm::cl::desc("ranks"), llvm::cl::init(1)};
   Option<std::string> function{*this, "function", llvm::cl::desc("train_step, or forward for forward-only plans"),
                                llvm::cl::init("train_step")};
+  Option<bool> fuse{*this, "fuse", llvm::cl::desc("run graph-fuse first (forward-only plans; train steps fuse earlier)"),
+                    llvm::cl::init(false)};
 };
 
 void buildTrainStepPipeline(mlir::OpPassManager &pm, const TrainStepOptions &options);

@@ -45,6 +45,7 @@ struct KernelCall {
   double floatAttr(const std::string &name, double fallback) const;
   int64_t intAttr(const std::string &name, int64_t fallback) const;
   std::vector<int64_t> intListAttr(const std::string &name) const;
+  std::string stringAttr(const std::string &name, const std::string &fallback) const;
 };
 
 using KernelFn = Status (*)(const KernelCall &call);

@@ -376,6 +376,55 @@ LogicalResult MseLossGradOp::verify() {
 // SumToOp
 //===----------------------------------------------------------------------===//
 
+static LogicalResult verifyApproximate(Operation *op, StringRef approximate) {
+  if (approximate != "none" && approximate != "tanh")
+    return op->emitOpError("approximate must be \"none\" or \"tanh\", got \"") << approximate << "\"";
+  return success();
+}
+
+LogicalResult GeluOp::verify() { return verifyApproximate(*this, getApproximate()); }
+LogicalResult GeluGradOp::verify() { return verifyApproximate(*this, getApproximate()); }
+
+/// Shared by layer_norm and its gradient: `scale` (and `bias`) cover the
+/// normalised dimensions, the saved statistics keep the others.
+static LogicalResult verifyLayerNormOperands(Operation *op, Value input, int64_t axis, ArrayRef<Value> affine,
+                                             ArrayRef<Value> statistics) {
+  if (failed(verifyStaticShape(op)))
+    return failure();
+  ArrayRef<int64_t> shape = shapeOf(input);
+  int64_t rank = shape.size();
+  if (axis < 0 || axis >= rank)
+    return op->emitOpError("axis ") << axis << " is out of range [0, " << rank << ")";
+  ArrayRef<int64_t> normalized = shape.drop_front(axis);
+  for (Value v : affine)
+    if (shapeOf(v) != normalized)
+      return op->emitOpError("scale and bias must have the normalised shape ")
+             << shapeString(normalized) << ", got " << shapeString(shapeOf(v));
+  SmallVector<int64_t> kept(shape.begin(), shape.end());
+  std::fill(kept.begin() + axis, kept.end(), 1);
+  for (Value v : statistics)
+    if (shapeOf(v) != ArrayRef<int64_t>(kept))
+      return op->emitOpError("mean and inv_std_dev must have shape ")
+             << shapeString(kept) << ", got " << shapeString(shapeOf(v));
+  return success();
+}
+
+LogicalResult LayerNormOp::verify() {
+  if (getResult().getType() != getInput().getType())
+    return emitOpError("result type must equal the input type");
+  if (getEpsilon().convertToDouble() < 0)
+    return emitOpError("epsilon must not be negative");
+  return verifyLayerNormOperands(*this, getInput(), getAxis(), {getScale(), getBias()}, {getMean(), getInvStdDev()});
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  if (getDy().getType() != getInput().getType() || getDinput().getType() != getInput().getType())
+    return emitOpError("dy and dinput types must equal the input type");
+  if (getDscale().getType() != getScale().getType() || getDbias().getType() != getScale().getType())
+    return emitOpError("dscale and dbias types must equal the scale type");
+  return verifyLayerNormOperands(*this, getInput(), getAxis(), {getScale()}, {getMean(), getInvStdDev()});
+}
+
 LogicalResult SumToOp::verify() {
   if (failed(verifyStaticShape(*this)))
     return failure();

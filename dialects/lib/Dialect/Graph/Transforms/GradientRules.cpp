@@ -104,6 +104,7 @@ LogicalResult fsdpc::graph::buildGradient(OpBuilder &builder, Operation *op, Arr
                                           ArrayRef<bool> needsGrad, SmallVectorImpl<Value> &operandGrads) {
   operandGrads.assign(op->getNumOperands(), Value());
   Rule r{builder, op->getLoc(), resultGrads, needsGrad, operandGrads};
+  std::string unsupported;
   bool handled =
       llvm::TypeSwitch<Operation *, bool>(op)
           .Case<ConstantOp>([](auto) { return true; })
@@ -268,6 +269,23 @@ LogicalResult fsdpc::graph::buildGradient(OpBuilder &builder, Operation *op, Arr
             operandGrads[0] = ScaleOp::create(builder, r.loc, r.dy(), o.getFactorAttr());
             return true;
           })
+          .Case<GeluOp>([&](GeluOp o) {
+            operandGrads[0] = GeluGradOp::create(builder, r.loc, o.getInput(), r.dy(), o.getApproximateAttr());
+            return true;
+          })
+          .Case<LayerNormOp>([&](LayerNormOp o) {
+            if (resultGrads[1] || resultGrads[2]) {
+              unsupported = "the loss depends on layer_norm's mean or inv_std_dev, which have no gradient rule";
+              return true;
+            }
+            auto grad = LayerNormGradOp::create(builder, r.loc, o.getInput().getType(), o.getScale().getType(),
+                                                o.getScale().getType(), o.getInput(), o.getScale(), o.getMean(),
+                                                o.getInvStdDev(), r.dy(), o.getAxisAttr());
+            operandGrads[0] = grad.getDinput();
+            operandGrads[1] = grad.getDscale();
+            operandGrads[2] = grad.getDbias();
+            return true;
+          })
           .Case<ReluOp>([&](ReluOp o) {
             operandGrads[0] = ReluGradOp::create(builder, r.loc, o.getResult(), r.dy());
             return true;
@@ -320,5 +338,7 @@ LogicalResult fsdpc::graph::buildGradient(OpBuilder &builder, Operation *op, Arr
           .Default([](Operation *) { return false; });
   if (!handled)
     return op->emitError() << "graph-autodiff: no gradient rule for '" << op->getName() << "'";
+  if (!unsupported.empty())
+    return op->emitError() << "graph-autodiff: " << unsupported;
   return success();
 }

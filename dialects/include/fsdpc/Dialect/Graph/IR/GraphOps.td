@@ -142,6 +142,59 @@ def Graph_SqrtOp : Graph_UnaryOp<"sqrt", "the square root">;
 def Graph_ErfOp : Graph_UnaryOp<"erf", "the error function">;
 def Graph_ReciprocalOp : Graph_UnaryOp<"reciprocal", "1 / x">;
 
+def Graph_GeluOp : Graph_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+  let summary = "the Gaussian error linear unit";
+  let description = [{
+    `x * Phi(x)`, as ONNX `Gelu` (opset 20) and torch's `F.gelu`. With
+    `approximate = "none"`, `Phi(x) = (1 + erf(x / sqrt(2))) / 2`; with
+    `"tanh"`, `Phi(x) = (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))) / 2`.
+    `graph-fuse` also makes it from the Erf and Tanh formulas older exports
+    write out.
+
+    - `input`: an f32 tensor; the result has its type.
+    - `approximate`: `"none"` or `"tanh"`.
+
+    ```mlir
+    %y = graph.gelu %x {approximate = "none"} : tensor<8x32x192xf32>
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$input, DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+  let results = (outs Graph_F32Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Graph_LayerNormOp : Graph_Op<"layer_norm", [Pure]> {
+  let summary = "layer normalisation over the trailing dimensions";
+  let description = [{
+    As ONNX `LayerNormalization` (opset 17) and torch's `F.layer_norm`: each
+    slice over the dimensions from `axis` on is normalised to zero mean and
+    unit variance (the biased variance, plus `epsilon`), then scaled by
+    `scale` and shifted by `bias`. `graph-fuse` also makes it from the
+    ReduceMean/Sub/Pow/Sqrt/Div formula opset-13 exports write out.
+
+    - `input`: an f32 tensor of rank r.
+    - `scale`, `bias`: f32 tensors shaped like `input`'s dimensions from
+      `axis` on.
+    - `axis`: the first normalised dimension, in `[0, r)`.
+    - `epsilon`: added to the variance.
+    - `result`: the normalised tensor, `input`'s type.
+    - `mean`, `inv_std_dev`: per slice, `input`'s shape with the normalised
+      dimensions set to 1; backward reads them instead of recomputing.
+
+    ```mlir
+    %y, %mean, %rstd = graph.layer_norm %x, %w, %b {axis = 2 : i64, epsilon = 1.0e-05 : f64}
+        : (tensor<8x32x48xf32>, tensor<48xf32>, tensor<48xf32>)
+        -> (tensor<8x32x48xf32>, tensor<8x32x1xf32>, tensor<8x32x1xf32>)
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$input, Graph_F32Tensor:$scale, Graph_F32Tensor:$bias, I64Attr:$axis,
+                       F64Attr:$epsilon);
+  let results = (outs Graph_F32Tensor:$result, Graph_F32Tensor:$mean, Graph_F32Tensor:$inv_std_dev);
+  let assemblyFormat = "$input `,` $scale `,` $bias attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Graph_ReduceSumOp : Graph_Op<"reduce_sum", [Pure]> {
   let summary = "sum over some dimensions";
   let description = [{
@@ -537,6 +590,51 @@ class Graph_SoftmaxLikeGradOp<string mnemonic, string formula> :
 
 def Graph_SoftmaxGradOp : Graph_SoftmaxLikeGradOp<"softmax_grad", "y * (dy - sum(dy * y))">;
 def Graph_LogSoftmaxGradOp : Graph_SoftmaxLikeGradOp<"log_softmax_grad", "dy - exp(y) * sum(dy)">;
+
+def Graph_GeluGradOp : Graph_Op<"gelu_grad", [Pure, SameOperandsAndResultType]> {
+  let summary = "gradient of GELU from its input";
+  let description = [{
+    `dy * d gelu(x) / dx` for the forward op's `approximate`.
+
+    - `x`: the forward op's input.
+    - `dy`: the gradient of the loss with respect to the forward result.
+    - `approximate`: as the forward op.
+
+    ```mlir
+    %dx = graph.gelu_grad %x, %dy {approximate = "none"} : tensor<8x32x192xf32>
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$x, Graph_F32Tensor:$dy, DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+  let results = (outs Graph_F32Tensor:$result);
+  let assemblyFormat = "$x `,` $dy attr-dict `:` type($x)";
+  let hasVerifier = 1;
+}
+
+def Graph_LayerNormGradOp : Graph_Op<"layer_norm_grad", [Pure]> {
+  let summary = "gradients of layer normalisation";
+  let description = [{
+    With `xhat = (x - mean) * inv_std_dev` and `g = dy * scale`, per slice:
+    `dx = inv_std_dev * (g - mean(g) - xhat * mean(g * xhat))`; summed over
+    all slices: `dscale = sum(dy * xhat)`, `dbias = sum(dy)`.
+
+    - `input`, `scale`, `mean`, `inv_std_dev`, `axis`: the forward op's
+      operands, attribute and saved results.
+    - `dy`: the gradient of the loss with respect to the forward result.
+    - `dinput`, `dscale`, `dbias`: the gradients of `input`, `scale` and
+      `bias`.
+
+    ```mlir
+    %dx, %dw, %db = graph.layer_norm_grad %x, %w, %mean, %rstd, %dy {axis = 2 : i64}
+        : (tensor<8x32x48xf32>, tensor<48xf32>, tensor<8x32x1xf32>, tensor<8x32x1xf32>, tensor<8x32x48xf32>)
+        -> (tensor<8x32x48xf32>, tensor<48xf32>, tensor<48xf32>)
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$input, Graph_F32Tensor:$scale, Graph_F32Tensor:$mean,
+                       Graph_F32Tensor:$inv_std_dev, Graph_F32Tensor:$dy, I64Attr:$axis);
+  let results = (outs Graph_F32Tensor:$dinput, Graph_F32Tensor:$dscale, Graph_F32Tensor:$dbias);
+  let assemblyFormat = "$input `,` $scale `,` $mean `,` $inv_std_dev `,` $dy attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
 
 def Graph_SoftmaxCrossEntropyGradOp : Graph_Op<"softmax_cross_entropy_grad", [Pure]> {
   let summary = "gradient of softmax cross entropy with respect to the logits";

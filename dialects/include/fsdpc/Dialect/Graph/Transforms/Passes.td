@@ -4,6 +4,30 @@
 
 include "mlir/Pass/PassBase.td"
 
+def GraphFuse : Pass<"graph-fuse", "mlir::ModuleOp"> {
+  let summary = "replace the formulas exporters write for layer norm and GELU by single ops";
+  let description = [{
+    torch exports at opset 13 write layer normalisation and GELU out as
+    chains of elementwise ops and reductions. Differentiated one by one they
+    cost a dozen kernels each way and as many temporaries. This pass finds
+    them and puts one `graph.layer_norm` or `graph.gelu` in their place:
+
+    - layer norm: `(x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps)` over
+      trailing dimensions (each mean a `reduce_sum` then `scale` by 1/N,
+      the square a `pow` by 2 or a `mul`), optionally followed by `* scale`
+      and `+ bias` shaped like those dimensions;
+    - GELU: `0.5 * x * (1 + erf(x / sqrt(2)))` and
+      `0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3)))`, with the
+      products and sums in any order.
+
+    Constants must match to a relative 1e-6. The fused op's location joins
+    the locations (ONNX node names) of the ops it replaces. Intermediate
+    values used elsewhere stay computed, so the result is the same graph
+    either way; fusion only removes work.
+  }];
+  let dependentDialects = ["::fsdpc::graph::GraphDialect"];
+}
+
 def GraphAppendLoss : Pass<"graph-append-loss", "mlir::ModuleOp"> {
   let summary = "turn @forward into @train_step returning a scalar loss";
   let description = [{

@@ -1,0 +1,177 @@
+//===- NewerOnnxSchemas.cpp - ONNX op versions newer than libonnx ---------===//
+//
+// fsdpc builds with Debian's libonnx 1.12, whose checker and shape inference
+// know the default opset up to 17. Exports from newer torch use opsets 18 to
+// 20, where a few ops fsdpc supports changed their signature (ReduceMean's
+// axes became an input, Split gained num_outputs) or first appeared (Gelu).
+// Registering those versions here lets the same checker and shape inference
+// run on such models; every other op resolves to its newest version at or
+// below the model's opset, which is unchanged for the ops fsdpc imports.
+//
+//===----------------------------------------------------------------------===//
+#include "NewerOnnxSchemas.h"
+
+#include <onnx/defs/schema.h>
+#include <onnx/defs/shape_inference.h>
+#include <onnx/defs/tensor_proto_util.h>
+
+#include <algorithm>
+#include <optional>
+
+namespace fsdpc::import {
+namespace {
+
+using onnx::AttributeProto;
+using onnx::InferenceContext;
+
+const std::vector<std::string> kFloatTypes = {"tensor(float16)", "tensor(float)", "tensor(double)",
+                                              "tensor(bfloat16)"};
+
+/// The constant int64 values of input `index`, if the graph gives them.
+std::optional<std::vector<int64_t>> constantInts(InferenceContext &ctx, size_t index) {
+  if (ctx.getNumInputs() <= index)
+    return std::nullopt;
+  const onnx::TensorProto *data = ctx.getInputData(index);
+  if (!data || data->data_type() != onnx::TensorProto::INT64)
+    return std::nullopt;
+  return onnx::ParseData<int64_t>(data);
+}
+
+onnx::OpSchema gelu20() {
+  onnx::OpSchema schema;
+  schema.SetName("Gelu")
+      .SetDomain(onnx::ONNX_DOMAIN)
+      .SinceVersion(20)
+      .SetDoc("Gaussian error linear unit, exact (erf) or tanh approximation.")
+      .Attr("approximate", "none or tanh", AttributeProto::STRING, std::string("none"))
+      .Input(0, "X", "input", "T")
+      .Output(0, "Y", "output", "T")
+      .TypeConstraint("T", kFloatTypes, "float tensors")
+      .TypeAndShapeInferenceFunction(onnx::propagateShapeAndTypeFromFirstInput);
+  return schema;
+}
+
+/// ReduceMean since opset 18: axes is an optional int64 input.
+onnx::OpSchema reduceMean18() {
+  onnx::OpSchema schema;
+  schema.SetName("ReduceMean")
+      .SetDomain(onnx::ONNX_DOMAIN)
+      .SinceVersion(18)
+      .SetDoc("Mean over the given axes (all when none are given).")
+      .Attr("keepdims", "keep the reduced dimensions as size 1", AttributeProto::INT, static_cast<int64_t>(1))
+      .Attr("noop_with_empty_axes", "no axes means identity, not a full reduction", AttributeProto::INT,
+            static_cast<int64_t>(0))
+      .Input(0, "data", "input", "T")
+      .Input(1, "axes", "axes to reduce", "tensor(int64)", onnx::OpSchema::Optional)
+      .Output(0, "reduced", "output", "T")
+      .TypeConstraint("T", {"tensor(float16)", "tensor(float)", "tensor(double)", "tensor(bfloat16)",
+                            "tensor(int32)", "tensor(int64)", "tensor(uint32)", "tensor(uint64)"},
+                      "numeric tensors")
+      .TypeAndShapeInferenceFunction([](InferenceContext &ctx) {
+        onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+        if (!onnx::hasInputShape(ctx, 0))
+          return;
+        const onnx::TensorShapeProto &in = onnx::getInputShape(ctx, 0);
+        const int64_t rank = in.dim_size();
+        const bool keepdims = onnx::getAttribute(ctx, "keepdims", 1) != 0;
+        const bool hasAxesInput = ctx.getNumInputs() > 1 && ctx.getInputType(1);
+        std::optional<std::vector<int64_t>> axes = hasAxesInput ? constantInts(ctx, 1) : std::vector<int64_t>{};
+        if (!axes)
+          return; // axes computed at run time: the shape is unknown here
+        if (axes->empty()) {
+          if (onnx::getAttribute(ctx, "noop_with_empty_axes", 0)) {
+            onnx::propagateShapeFromInputToOutput(ctx, 0, 0);
+            return;
+          }
+          for (int64_t d = 0; d < rank; ++d)
+            axes->push_back(d);
+        }
+        for (int64_t &axis : *axes) {
+          if (axis < -rank || axis >= rank)
+            fail_shape_inference("ReduceMean axis ", axis, " is out of range for rank ", rank);
+          axis = axis < 0 ? axis + rank : axis;
+        }
+        onnx::TensorShapeProto *out = onnx::getOutputShape(ctx, 0);
+        for (int64_t d = 0; d < rank; ++d) {
+          if (std::find(axes->begin(), axes->end(), d) == axes->end())
+            *out->add_dim() = in.dim(d);
+          else if (keepdims)
+            out->add_dim()->set_dim_value(1);
+        }
+      });
+  return schema;
+}
+
+/// Split since opset 18: `num_outputs` splits into that many parts, all of
+/// ceil(size / num_outputs) but the last.
+onnx::OpSchema split18() {
+  onnx::OpSchema schema;
+  schema.SetName("Split")
+      .SetDomain(onnx::ONNX_DOMAIN)
+      .SinceVersion(18)
+      .SetDoc("Splits a tensor along an axis by sizes or into a number of parts.")
+      .Attr("axis", "the split axis", AttributeProto::INT, static_cast<int64_t>(0))
+      .Attr("num_outputs", "the number of parts when no sizes are given", AttributeProto::INT, false)
+      .Input(0, "input", "input", "T")
+      .Input(1, "split", "sizes of the parts", "tensor(int64)", onnx::OpSchema::Optional)
+      .Output(0, "outputs", "the parts", "T", onnx::OpSchema::Variadic)
+      .TypeConstraint("T", onnx::OpSchema::all_tensor_types_with_bfloat(), "any tensor")
+      .TypeAndShapeInferenceFunction([](InferenceContext &ctx) {
+        const size_t parts = ctx.getNumOutputs();
+        for (size_t i = 0; i < parts; ++i)
+          onnx::propagateElemTypeFromInputToOutput(ctx, 0, i);
+        if (!onnx::hasInputShape(ctx, 0))
+          return;
+        const onnx::TensorShapeProto &in = onnx::getInputShape(ctx, 0);
+        const int64_t rank = in.dim_size();
+        int64_t axis = onnx::getAttribute(ctx, "axis", 0);
+        if (axis < -rank || axis >= rank)
+          fail_shape_inference("Split axis ", axis, " is out of range for rank ", rank);
+        axis = axis < 0 ? axis + rank : axis;
+        if (!in.dim(axis).has_dim_value())
+          return;
+        const int64_t size = in.dim(axis).dim_value();
+        std::vector<int64_t> sizes;
+        const bool hasSplitInput = ctx.getNumInputs() > 1 && ctx.getInputType(1);
+        if (hasSplitInput) {
+          std::optional<std::vector<int64_t>> given = constantInts(ctx, 1);
+          if (!given)
+            return;
+          sizes = *given;
+        } else {
+          const int64_t count = onnx::getAttribute(ctx, "num_outputs", static_cast<int64_t>(parts));
+          if (count != static_cast<int64_t>(parts) || count <= 0)
+            fail_shape_inference("Split has ", parts, " outputs but num_outputs ", count);
+          const int64_t chunk = (size + count - 1) / count;
+          for (int64_t i = 0; i < count; ++i)
+            sizes.push_back(std::max<int64_t>(0, std::min(chunk, size - chunk * i)));
+        }
+        if (sizes.size() != parts)
+          fail_shape_inference("Split has ", parts, " outputs but ", sizes.size(), " sizes");
+        for (size_t i = 0; i < parts; ++i) {
+          onnx::TensorShapeProto *out = onnx::getOutputShape(ctx, i);
+          *out = in;
+          out->mutable_dim(axis)->set_dim_value(sizes[i]);
+        }
+      });
+  return schema;
+}
+
+} // namespace
+
+void registerNewerOnnxSchemas() {
+  static const bool registered = [] {
+    // The registry refuses versions past its domain's range; the range is
+    // only read by registration, so widening it changes nothing else.
+    auto &ranges = const_cast<std::unordered_map<std::string, std::pair<int, int>> &>(
+        onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map());
+    std::pair<int, int> &range = ranges[onnx::ONNX_DOMAIN];
+    range.second = std::max<int>(range.second, kNewestOnnxOpset);
+    for (onnx::OpSchema schema : {gelu20(), reduceMean18(), split18()})
+      onnx::OpSchemaRegistry::OpSchemaRegisterOnce once(schema);
+    return true;
+  }();
+  (void)registered;
+}
+
+} // namespace fsdpc::import

@@ -1,0 +1,252 @@
+//===- Fuse.cpp - graph-fuse ----------------------------------------------===//
+//
+// Recognises the layer norm and GELU formulas that exporters write out op by
+// op and replaces each by one graph op whose kernel and gradient rule do the
+// same arithmetic in one pass over memory.
+//
+//===----------------------------------------------------------------------===//
+#include "fsdpc/Dialect/Graph/Transforms/Passes.h"
+
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+#include <cmath>
+
+namespace fsdpc::graph {
+#define GEN_PASS_DEF_GRAPHFUSE
+#include "fsdpc/Dialect/Graph/Transforms/Passes.h.inc"
+} // namespace fsdpc::graph
+
+using namespace mlir;
+using namespace fsdpc::graph;
+
+namespace {
+
+RankedTensorType tensorType(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+/// The value of a constant whose elements are all one f32 number.
+std::optional<double> splatValue(Value v) {
+  auto constant = v.getDefiningOp<ConstantOp>();
+  if (!constant)
+    return std::nullopt;
+  auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
+  if (!dense || !dense.isSplat() || !dense.getElementType().isF32())
+    return std::nullopt;
+  return dense.getSplatValue<APFloat>().convertToDouble();
+}
+
+bool isConstantNear(Value v, double expected) {
+  std::optional<double> value = splatValue(v);
+  return value && std::abs(*value - expected) <= 1e-6 * std::abs(expected);
+}
+
+/// For a commutative binary op of type OpTy with an operand satisfying
+/// `pred`: the other operand.
+template <typename OpTy> Value otherOperand(Operation *op, function_ref<bool(Value)> pred) {
+  auto binary = dyn_cast_or_null<OpTy>(op);
+  if (!binary)
+    return {};
+  if (pred(binary.getLhs()))
+    return binary.getRhs();
+  if (pred(binary.getRhs()))
+    return binary.getLhs();
+  return {};
+}
+
+template <typename OpTy> Value otherOperand(Operation *op, Value known) {
+  return otherOperand<OpTy>(op, [&](Value v) { return v == known; });
+}
+
+Operation *soleUser(Value v) { return v.hasOneUse() ? *v.getUsers().begin() : nullptr; }
+
+/// `mean` = scale(reduce_sum(input over trailing dims from `axis`, kept), 1/N):
+/// returns `input` and sets `axis`.
+Value meanOverTrailingDims(Value mean, int64_t &axis) {
+  auto scale = mean.getDefiningOp<ScaleOp>();
+  auto sum = scale ? scale.getInput().getDefiningOp<ReduceSumOp>() : ReduceSumOp();
+  if (!sum || !sum.getKeepdims())
+    return {};
+  ArrayRef<int64_t> axes = sum.getAxes(), shape = tensorType(sum.getInput()).getShape();
+  int64_t rank = shape.size();
+  if (axes.empty() || axes.back() != rank - 1)
+    return {};
+  for (size_t i = 1; i < axes.size(); ++i)
+    if (axes[i] != axes[i - 1] + 1)
+      return {};
+  int64_t count = 1;
+  for (int64_t d : axes)
+    count *= shape[d];
+  if (std::abs(scale.getFactor().convertToDouble() * count - 1.0) > 1e-9)
+    return {};
+  axis = axes.front();
+  return sum.getInput();
+}
+
+/// Layer norm, anchored at the division of the centred input by the
+/// standard deviation.
+struct FuseLayerNorm : public OpRewritePattern<DivOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(DivOp div, PatternRewriter &rewriter) const override {
+    auto centered = div.getLhs().getDefiningOp<SubOp>();
+    if (!centered)
+      return failure();
+    Value x = centered.getLhs();
+    RankedTensorType type = tensorType(x);
+    if (centered.getType() != type || div.getType() != type)
+      return failure();
+    int64_t axis = -1, varianceAxis = -1;
+    if (meanOverTrailingDims(centered.getRhs(), axis) != x)
+      return failure();
+
+    auto sqrt = div.getRhs().getDefiningOp<SqrtOp>();
+    if (!sqrt)
+      return failure();
+    std::optional<double> epsilon;
+    Value variance = otherOperand<AddOp>(sqrt.getInput().getDefiningOp(), [&](Value v) {
+      epsilon = splatValue(v);
+      return epsilon && *epsilon >= 0;
+    });
+    if (!variance)
+      return failure();
+    Value squared = meanOverTrailingDims(variance, varianceAxis);
+    if (!squared || varianceAxis != axis)
+      return failure();
+    Operation *square = squared.getDefiningOp();
+    bool isSquare = (isa_and_nonnull<PowOp>(square) && square->getOperand(0) == centered.getResult() &&
+                     isConstantNear(square->getOperand(1), 2.0)) ||
+                    (isa_and_nonnull<MulOp>(square) && square->getOperand(0) == centered.getResult() &&
+                     square->getOperand(1) == centered.getResult());
+    if (!isSquare)
+      return failure();
+
+    // The affine part, when it follows with parameters of the normalised shape.
+    auto affineType = RankedTensorType::get(type.getShape().drop_front(axis), type.getElementType());
+    SmallVector<Location> locations = {centered.getLoc(), sqrt.getLoc(), div.getLoc()};
+    Operation *root = div;
+    // The parameter the single user of `root` combines it with, if affine.
+    auto absorb = [&](auto opTag) -> Value {
+      using OpTy = decltype(opTag);
+      Operation *user = soleUser(root->getResult(0));
+      Value parameter = otherOperand<OpTy>(user, root->getResult(0));
+      if (!parameter || parameter.getType() != affineType)
+        return {};
+      root = user;
+      locations.push_back(root->getLoc());
+      return parameter;
+    };
+    Value scale = absorb(MulOp());
+    Value bias = absorb(AddOp());
+    if (root->getResult(0).getType() != type)
+      return failure();
+
+    rewriter.setInsertionPoint(root);
+    Location loc = rewriter.getFusedLoc(locations);
+    auto filled = [&](float value) {
+      return ConstantOp::create(rewriter, loc, affineType, DenseElementsAttr::get(affineType, value)).getResult();
+    };
+    SmallVector<int64_t> kept(type.getShape());
+    std::fill(kept.begin() + axis, kept.end(), 1);
+    auto statistics = RankedTensorType::get(kept, type.getElementType());
+    auto norm = LayerNormOp::create(rewriter, loc, type, statistics, statistics, x, scale ? scale : filled(1.0f),
+                                    bias ? bias : filled(0.0f), rewriter.getI64IntegerAttr(axis),
+                                    rewriter.getF64FloatAttr(*epsilon));
+    rewriter.replaceOp(root, norm.getResult());
+    return success();
+  }
+};
+
+/// Given `f` (the erf or tanh term), matches `0.5 * x * (1 + f)` with the
+/// products in any order and returns the op that yields it.
+Operation *matchGeluTail(Value f, Value x) {
+  Operation *onePlus = soleUser(f);
+  if (!otherOperand<AddOp>(onePlus, [](Value v) { return isConstantNear(v, 1.0); }))
+    return nullptr;
+  Operation *product = soleUser(onePlus->getResult(0));
+  Value factor = otherOperand<MulOp>(product, onePlus->getResult(0));
+  if (!factor)
+    return nullptr;
+  auto isHalf = [](Value v) { return isConstantNear(v, 0.5); };
+  auto isX = [&](Value v) { return v == x; };
+  if (factor == x) { // (x * (1 + f)) * 0.5
+    Operation *halved = soleUser(product->getResult(0));
+    return otherOperand<MulOp>(halved, isHalf) ? halved : nullptr;
+  }
+  if (otherOperand<MulOp>(factor.getDefiningOp(), isHalf) == x) // (0.5 * x) * (1 + f)
+    return product;
+  if (isHalf(factor)) { // (0.5 * (1 + f)) * x
+    Operation *times = soleUser(product->getResult(0));
+    return otherOperand<MulOp>(times, isX) ? times : nullptr;
+  }
+  return nullptr;
+}
+
+LogicalResult replaceByGelu(PatternRewriter &rewriter, Operation *root, Value x, StringRef approximate,
+                            ArrayRef<Location> locations) {
+  if (!root || root->getResult(0).getType() != x.getType())
+    return failure();
+  SmallVector<Location> all(locations);
+  all.push_back(root->getLoc());
+  rewriter.setInsertionPoint(root);
+  rewriter.replaceOp(root, GeluOp::create(rewriter, rewriter.getFusedLoc(all), x, rewriter.getStringAttr(approximate))
+                               .getResult());
+  return success();
+}
+
+/// 0.5 * x * (1 + erf(x / sqrt(2))), anchored at the erf.
+struct FuseErfGelu : public OpRewritePattern<ErfOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(ErfOp erf, PatternRewriter &rewriter) const override {
+    Operation *scaled = erf.getInput().getDefiningOp();
+    Value x;
+    if (auto div = dyn_cast_or_null<DivOp>(scaled); div && isConstantNear(div.getRhs(), M_SQRT2))
+      x = div.getLhs();
+    else
+      x = otherOperand<MulOp>(scaled, [](Value v) { return isConstantNear(v, M_SQRT1_2); });
+    if (!x)
+      return failure();
+    return replaceByGelu(rewriter, matchGeluTail(erf.getResult(), x), x, "none", {scaled->getLoc(), erf.getLoc()});
+  }
+};
+
+/// 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))), anchored at
+/// the tanh; x^3 as pow(x, 3) or x * (x * x).
+struct FuseTanhGelu : public OpRewritePattern<TanhOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  static bool isCube(Value cube, Value x) {
+    Operation *op = cube.getDefiningOp();
+    if (auto pow = dyn_cast_or_null<PowOp>(op))
+      return pow.getLhs() == x && isConstantNear(pow.getRhs(), 3.0);
+    Value square = otherOperand<MulOp>(op, x);
+    auto squareOp = square ? square.getDefiningOp<MulOp>() : MulOp();
+    return squareOp && squareOp.getLhs() == x && squareOp.getRhs() == x;
+  }
+
+  LogicalResult matchAndRewrite(TanhOp tanh, PatternRewriter &rewriter) const override {
+    Operation *scaled = tanh.getInput().getDefiningOp();
+    Value inner = otherOperand<MulOp>(scaled, [](Value v) { return isConstantNear(v, std::sqrt(2.0 / M_PI)); });
+    auto sum = inner ? inner.getDefiningOp<AddOp>() : AddOp();
+    if (!sum)
+      return failure();
+    for (auto [x, term] : {std::pair(sum.getLhs(), sum.getRhs()), std::pair(sum.getRhs(), sum.getLhs())}) {
+      Value cube = otherOperand<MulOp>(term.getDefiningOp(), [](Value v) { return isConstantNear(v, 0.044715); });
+      if (cube && isCube(cube, x))
+        return replaceByGelu(rewriter, matchGeluTail(tanh.getResult(), x), x, "tanh",
+                             {scaled->getLoc(), tanh.getLoc()});
+    }
+    return failure();
+  }
+};
+
+struct GraphFusePass : public fsdpc::graph::impl::GraphFuseBase<GraphFusePass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<FuseLayerNorm, FuseErfGelu, FuseTanhGelu>(&getContext());
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      return signalPassFailure();
+  }
+};
+
+} // namespace

@@ -1,0 +1,182 @@
+// RUN: fsdp-opt %s -split-input-file -graph-fuse | FileCheck %s
+
+// Tests that the opset-13 layer norm formula (ReduceMean as reduce_sum and
+// scale, the square as pow by 2) with scale and bias becomes one layer_norm.
+// CHECK-LABEL: func.func @layer_norm_affine
+// CHECK: %[[Y:.*]], %{{.*}}, %{{.*}} = graph.layer_norm %arg0, %arg1, %arg2 {axis = 1 : i64, epsilon = 9.9999997473787516E-6 : f64} : (tensor<4x6xf32>, tensor<6xf32>, tensor<6xf32>) -> (tensor<4x6xf32>, tensor<4x1xf32>, tensor<4x1xf32>)
+// CHECK-NOT: graph.div
+// CHECK: return %[[Y]]
+func.func @layer_norm_affine(%x: tensor<4x6xf32>, %w: tensor<6xf32>, %b: tensor<6xf32>) -> tensor<4x6xf32> {
+  %s = graph.reduce_sum %x {axes = array<i64: 1>, keepdims = true} : (tensor<4x6xf32>) -> tensor<4x1xf32>
+  %m = graph.scale %s {factor = 0.16666666666666666 : f64} : tensor<4x1xf32>
+  %d = graph.sub %x, %m : (tensor<4x6xf32>, tensor<4x1xf32>) -> tensor<4x6xf32>
+  %two = graph.constant dense<2.0> : tensor<f32>
+  %q = graph.pow %d, %two : (tensor<4x6xf32>, tensor<f32>) -> tensor<4x6xf32>
+  %qs = graph.reduce_sum %q {axes = array<i64: 1>, keepdims = true} : (tensor<4x6xf32>) -> tensor<4x1xf32>
+  %v = graph.scale %qs {factor = 0.16666666666666666 : f64} : tensor<4x1xf32>
+  %eps = graph.constant dense<1.0e-5> : tensor<f32>
+  %ve = graph.add %v, %eps : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %sd = graph.sqrt %ve : tensor<4x1xf32>
+  %n = graph.div %d, %sd : (tensor<4x6xf32>, tensor<4x1xf32>) -> tensor<4x6xf32>
+  %nw = graph.mul %n, %w : (tensor<4x6xf32>, tensor<6xf32>) -> tensor<4x6xf32>
+  %y = graph.add %b, %nw : (tensor<6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
+  return %y : tensor<4x6xf32>
+}
+
+// -----
+
+// Tests a layer norm over two trailing dimensions with the square as a
+// product and no affine part: scale ones, bias zeros.
+// CHECK-LABEL: func.func @layer_norm_plain
+// CHECK-DAG: %[[ONES:.*]] = graph.constant dense<1.000000e+00> : tensor<3x4xf32>
+// CHECK-DAG: %[[ZEROS:.*]] = graph.constant dense<0.000000e+00> : tensor<3x4xf32>
+// CHECK: %[[Y:.*]], %{{.*}}, %{{.*}} = graph.layer_norm %arg0, %[[ONES]], %[[ZEROS]] {axis = 1 : i64, epsilon = 0.0010000000474974513 : f64} : (tensor<2x3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>) -> (tensor<2x3x4xf32>, tensor<2x1x1xf32>, tensor<2x1x1xf32>)
+// CHECK: return %[[Y]]
+func.func @layer_norm_plain(%x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
+  %s = graph.reduce_sum %x {axes = array<i64: 1, 2>, keepdims = true} : (tensor<2x3x4xf32>) -> tensor<2x1x1xf32>
+  %m = graph.scale %s {factor = 0.083333333333333329 : f64} : tensor<2x1x1xf32>
+  %d = graph.sub %x, %m : (tensor<2x3x4xf32>, tensor<2x1x1xf32>) -> tensor<2x3x4xf32>
+  %q = graph.mul %d, %d : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  %qs = graph.reduce_sum %q {axes = array<i64: 1, 2>, keepdims = true} : (tensor<2x3x4xf32>) -> tensor<2x1x1xf32>
+  %v = graph.scale %qs {factor = 0.083333333333333329 : f64} : tensor<2x1x1xf32>
+  %eps = graph.constant dense<1.0e-3> : tensor<f32>
+  %ve = graph.add %eps, %v : (tensor<f32>, tensor<2x1x1xf32>) -> tensor<2x1x1xf32>
+  %sd = graph.sqrt %ve : tensor<2x1x1xf32>
+  %n = graph.div %d, %sd : (tensor<2x3x4xf32>, tensor<2x1x1xf32>) -> tensor<2x3x4xf32>
+  return %n : tensor<2x3x4xf32>
+}
+
+// -----
+
+// Tests that a formula that is not a layer norm stays: the variance is taken
+// over another axis than the mean.
+// CHECK-LABEL: func.func @not_layer_norm
+// CHECK-NOT: graph.layer_norm
+// CHECK: graph.div
+func.func @not_layer_norm(%x: tensor<4x6xf32>) -> tensor<4x6xf32> {
+  %s = graph.reduce_sum %x {axes = array<i64: 1>, keepdims = true} : (tensor<4x6xf32>) -> tensor<4x1xf32>
+  %m = graph.scale %s {factor = 0.16666666666666666 : f64} : tensor<4x1xf32>
+  %d = graph.sub %x, %m : (tensor<4x6xf32>, tensor<4x1xf32>) -> tensor<4x6xf32>
+  %q = graph.mul %d, %d : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
+  %qs = graph.reduce_sum %q {axes = array<i64: 0>, keepdims = true} : (tensor<4x6xf32>) -> tensor<1x6xf32>
+  %v = graph.scale %qs {factor = 0.25 : f64} : tensor<1x6xf32>
+  %eps = graph.constant dense<1.0e-5> : tensor<f32>
+  %ve = graph.add %v, %eps : (tensor<1x6xf32>, tensor<f32>) -> tensor<1x6xf32>
+  %sd = graph.sqrt %ve : tensor<1x6xf32>
+  %n = graph.div %d, %sd : (tensor<4x6xf32>, tensor<1x6xf32>) -> tensor<4x6xf32>
+  return %n : tensor<4x6xf32>
+}
+
+// -----
+
+// Tests GELU as torch 1.13 exports it: x * (1 + erf(x / sqrt(2))) * 0.5.
+// CHECK-LABEL: func.func @gelu_erf
+// CHECK: %[[Y:.*]] = graph.gelu %arg0 : tensor<2x5xf32>
+// CHECK-NOT: graph.erf
+// CHECK: return %[[Y]]
+func.func @gelu_erf(%x: tensor<2x5xf32>) -> tensor<2x5xf32> {
+  %c = graph.constant dense<1.41421354> : tensor<f32>
+  %u = graph.div %x, %c : (tensor<2x5xf32>, tensor<f32>) -> tensor<2x5xf32>
+  %e = graph.erf %u : tensor<2x5xf32>
+  %one = graph.constant dense<1.0> : tensor<f32>
+  %a = graph.add %e, %one : (tensor<2x5xf32>, tensor<f32>) -> tensor<2x5xf32>
+  %p = graph.mul %x, %a : (tensor<2x5xf32>, tensor<2x5xf32>) -> tensor<2x5xf32>
+  %half = graph.constant dense<0.5> : tensor<f32>
+  %y = graph.mul %p, %half : (tensor<2x5xf32>, tensor<f32>) -> tensor<2x5xf32>
+  return %y : tensor<2x5xf32>
+}
+
+// -----
+
+// Tests the other orders of the products: (0.5 * x) * (1 + erf(x * 1/sqrt(2)))
+// and (0.5 * (1 + erf)) * x.
+// CHECK-LABEL: func.func @gelu_erf_orders
+// CHECK: %[[Y1:.*]] = graph.gelu %arg0 :
+// CHECK: %[[Y2:.*]] = graph.gelu %arg0 :
+// CHECK-NOT: graph.erf
+// CHECK: return %[[Y1]], %[[Y2]]
+func.func @gelu_erf_orders(%x: tensor<2x5xf32>) -> (tensor<2x5xf32>, tensor<2x5xf32>) {
+  %c = graph.constant dense<0.707106769> : tensor<f32>
+  %one = graph.constant dense<1.0> : tensor<f32>
+  %half = graph.constant dense<0.5> : tensor<f32>
+  %u = graph.mul %c, %x : (tensor<f32>, tensor<2x5xf32>) -> tensor<2x5xf32>
+  %e = graph.erf %u : tensor<2x5xf32>
+  %a = graph.add %one, %e : (tensor<f32>, tensor<2x5xf32>) -> tensor<2x5xf32>
+  %hx = graph.mul %half, %x : (tensor<f32>, tensor<2x5xf32>) -> tensor<2x5xf32>
+  %y1 = graph.mul %a, %hx : (tensor<2x5xf32>, tensor<2x5xf32>) -> tensor<2x5xf32>
+  %u2 = graph.mul %x, %c : (tensor<2x5xf32>, tensor<f32>) -> tensor<2x5xf32>
+  %e2 = graph.erf %u2 : tensor<2x5xf32>
+  %a2 = graph.add %e2, %one : (tensor<2x5xf32>, tensor<f32>) -> tensor<2x5xf32>
+  %h2 = graph.mul %a2, %half : (tensor<2x5xf32>, tensor<f32>) -> tensor<2x5xf32>
+  %y2 = graph.mul %h2, %x : (tensor<2x5xf32>, tensor<2x5xf32>) -> tensor<2x5xf32>
+  return %y1, %y2 : tensor<2x5xf32>, tensor<2x5xf32>
+}
+
+// -----
+
+// Tests the tanh approximation as torch 1.13 exports it (x^3 as x * (x * x))
+// and with pow(x, 3).
+// CHECK-LABEL: func.func @gelu_tanh
+// CHECK: %[[Y1:.*]] = graph.gelu %arg0 {approximate = "tanh"}
+// CHECK: %[[Y2:.*]] = graph.gelu %arg0 {approximate = "tanh"}
+// CHECK-NOT: graph.tanh
+// CHECK: return %[[Y1]], %[[Y2]]
+func.func @gelu_tanh(%x: tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>) {
+  %cubic = graph.constant dense<0.044715> : tensor<f32>
+  %k = graph.constant dense<0.797884583> : tensor<f32>
+  %one = graph.constant dense<1.0> : tensor<f32>
+  %half = graph.constant dense<0.5> : tensor<f32>
+  %three = graph.constant dense<3.0> : tensor<f32>
+  %sq = graph.mul %x, %x : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %cube = graph.mul %x, %sq : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %t = graph.mul %cubic, %cube : (tensor<f32>, tensor<3xf32>) -> tensor<3xf32>
+  %in = graph.add %x, %t : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %s = graph.mul %k, %in : (tensor<f32>, tensor<3xf32>) -> tensor<3xf32>
+  %th = graph.tanh %s : tensor<3xf32>
+  %a = graph.add %one, %th : (tensor<f32>, tensor<3xf32>) -> tensor<3xf32>
+  %p = graph.mul %x, %a : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %y1 = graph.mul %half, %p : (tensor<f32>, tensor<3xf32>) -> tensor<3xf32>
+  %cube2 = graph.pow %x, %three : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
+  %t2 = graph.mul %cube2, %cubic : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
+  %in2 = graph.add %t2, %x : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %s2 = graph.mul %in2, %k : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
+  %th2 = graph.tanh %s2 : tensor<3xf32>
+  %a2 = graph.add %th2, %one : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
+  %p2 = graph.mul %a2, %x : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %y2 = graph.mul %p2, %half : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
+  return %y1, %y2 : tensor<3xf32>, tensor<3xf32>
+}
+
+// -----
+
+// Tests that a near miss stays: 0.6 is not GELU's 0.5, and a used
+// intermediate keeps its op while the rest still fuses.
+// CHECK-LABEL: func.func @gelu_near_miss
+// CHECK: graph.erf
+// CHECK-NOT: graph.gelu
+// CHECK-LABEL: func.func @gelu_shared_intermediate
+// CHECK: %[[U:.*]] = graph.div %arg0
+// CHECK: %[[Y:.*]] = graph.gelu %arg0
+// CHECK: return %[[Y]], %[[U]]
+func.func @gelu_near_miss(%x: tensor<3xf32>) -> tensor<3xf32> {
+  %c = graph.constant dense<1.41421354> : tensor<f32>
+  %one = graph.constant dense<1.0> : tensor<f32>
+  %notHalf = graph.constant dense<0.6> : tensor<f32>
+  %u = graph.div %x, %c : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
+  %e = graph.erf %u : tensor<3xf32>
+  %a = graph.add %e, %one : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
+  %p = graph.mul %x, %a : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %y = graph.mul %p, %notHalf : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
+  return %y : tensor<3xf32>
+}
+func.func @gelu_shared_intermediate(%x: tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>) {
+  %c = graph.constant dense<1.41421354> : tensor<f32>
+  %one = graph.constant dense<1.0> : tensor<f32>
+  %half = graph.constant dense<0.5> : tensor<f32>
+  %u = graph.div %x, %c : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
+  %e = graph.erf %u : tensor<3xf32>
+  %a = graph.add %e, %one : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
+  %p = graph.mul %x, %a : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %y = graph.mul %p, %half : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
+  return %y, %u : tensor<3xf32>, tensor<3xf32>
+}

@@ -775,6 +775,10 @@ LogicalResult convertCast(NodeImporter &n) {
     n.setFoldedOutput(0, folded);
     return success();
   }
+  if (to == onnx::TensorProto::BOOL) {
+    n.setOutput(0, graph::CastOp::create(n.builder, n.loc, type, x, n.builder.getBoolAttr(true)));
+    return success();
+  }
   n.setOutput(0, x.getType() == type ? x : graph::CastOp::create(n.builder, n.loc, type, x).getResult());
   return success();
 }

@@ -256,6 +256,8 @@ LogicalResult CastOp::verify() {
   for (Type t : {elementOf(getInput()), elementOf(getResult())})
     if (!t.isF32() && !t.isInteger(64))
       return emitOpError("casts between f32 and i64, got ") << t;
+  if (getToBool() && !(elementOf(getInput()).isInteger(64) && elementOf(getResult()).isInteger(64)))
+    return emitOpError("to_bool casts i64 to i64");
   return success();
 }
 

@@ -404,15 +404,18 @@ def Graph_CastOp : Graph_Op<"cast", [Pure]> {
   let summary = "elements converted between f32 and i64";
   let description = [{
     As ONNX `Cast` between the two element types fsdpc computes with;
-    f32 to i64 truncates toward zero.
+    f32 to i64 truncates toward zero. Booleans are i64 0 and 1, so a cast
+    of integers to ONNX's bool sets `to_bool`.
 
     - `input`: an f32 or i64 tensor; the result has its shape.
+    - `to_bool`: map every nonzero i64 to 1 (the result must be i64).
 
     ```mlir
     %y = graph.cast %ids : (tensor<2x8xi64>) -> tensor<2x8xf32>
+    %m = graph.cast %ids {to_bool = true} : (tensor<2x8xi64>) -> tensor<2x8xi64>
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$input);
+  let arguments = (ins AnyRankedTensor:$input, DefaultValuedAttr<BoolAttr, "false">:$to_bool);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;

@@ -46,10 +46,10 @@ constexpr int64_t kParallelThreshold = 1 << 15;
 
 /// exp in straight-line arithmetic the compiler vectorises, unlike libm's:
 /// Cephes' expf (reduction by ln 2 in two parts, a degree-6 polynomial,
-/// within 2 ulp). Arguments are clamped to [-87.3, 88.3], so far negative
-/// ones give about 1e-38 instead of a subnormal or 0.
-inline float vectorExp(float x) {
-  x = std::min(std::max(x, -87.3f), 88.3f);
+/// within 2 ulp). Arguments below -87.3 give 0 (so exp(-inf) = 0, as
+/// masked softmax positions need); above 88.3 they are clamped there.
+inline float vectorExp(float argument) {
+  const float x = std::min(std::max(argument, -87.3f), 88.3f);
   const float scaled = x * 1.44269504088896341f + 0.5f;
   int n = static_cast<int>(scaled);
   n -= static_cast<float>(n) > scaled; // floor, for negative arguments too
@@ -66,7 +66,7 @@ inline float vectorExp(float x) {
   const uint32_t bits = static_cast<uint32_t>(n + 127) << 23;
   float power;
   std::memcpy(&power, &bits, sizeof(power));
-  return p * power;
+  return argument < -87.3f ? 0.0f : p * power;
 }
 
 /// 1 + erf(x / sqrt 2), GELU's 2 Phi(x), to an absolute 1.5e-7: erfc of
@@ -704,6 +704,39 @@ Status softmax(const KernelCall &call) {
   });
 }
 
+/// softmax(where(mask, -inf, x * scale)) along the last axis.
+Status maskedSoftmax(const KernelCall &call) {
+  const TensorView &x = call.inputs[0], &mask = call.inputs[1], &y = call.outputs[0];
+  if (x.shape.empty() || x.shape != y.shape || !broadcastsTo(mask.shape, y.shape))
+    return FSDPC_ERROR(kInvalidArgument, "masked_softmax: mask ", shapeString(mask.shape), " and input ",
+                       shapeString(x.shape), " do not fit the output ", shapeString(y.shape));
+  const float scale = static_cast<float>(call.floatAttr("scale", 1.0));
+  const float *px = x.f32();
+  const int64_t *pm = mask.i64();
+  float *py = y.f32();
+  forEachRow<1>(y.shape, {broadcastStrides(mask.shape, y.shape)},
+                [&](int64_t row, const std::array<int64_t, 1> &maskOffset, int64_t count,
+                    const std::array<int64_t, 1> &maskStep) {
+                  const float *in = px + row * count;
+                  const int64_t *masked = pm + maskOffset[0];
+                  float *out = py + row * count;
+                  float maxValue = -INFINITY;
+                  for (int64_t j = 0; j < count; ++j) {
+                    out[j] = masked[j * maskStep[0]] ? -INFINITY : in[j] * scale;
+                    maxValue = std::max(maxValue, out[j]);
+                  }
+                  double sum = 0;
+                  for (int64_t j = 0; j < count; ++j) {
+                    out[j] = vectorExp(out[j] - maxValue);
+                    sum += out[j];
+                  }
+                  const float inv = static_cast<float>(1.0 / sum);
+                  for (int64_t j = 0; j < count; ++j)
+                    out[j] *= inv;
+                });
+  return Status::ok();
+}
+
 Status softmaxGrad(const KernelCall &call) {
   // softmax: dx = y * (dy - sum(dy * y)); log_softmax: dx = dy - exp(y) * sum(dy)
   const float *y = call.inputs[0].f32(), *dy = call.inputs[1].f32();
@@ -875,8 +908,16 @@ Status crossEntropyShapes(const KernelCall &call, int64_t &rows, int64_t &classe
 void rowExpSum(const float *row, int64_t classes, float &maxValue, double &sum) {
   maxValue = *std::max_element(row, row + classes);
   sum = 0;
-  for (int64_t c = 0; c < classes; ++c)
-    sum += vectorExp(row[c] - maxValue);
+  // Exponentials in float chunks (a loop that vectorises), summed in double.
+  constexpr int64_t kChunk = 64;
+  float exps[kChunk];
+  for (int64_t begin = 0; begin < classes; begin += kChunk) {
+    const int64_t count = std::min(kChunk, classes - begin);
+    for (int64_t c = 0; c < count; ++c)
+      exps[c] = vectorExp(row[begin + c] - maxValue);
+    for (int64_t c = 0; c < count; ++c)
+      sum += exps[c];
+  }
 }
 
 Status softmaxCrossEntropy(const KernelCall &call) {
@@ -921,12 +962,18 @@ Status softmaxCrossEntropyGrad(const KernelCall &call) {
       std::fill(out, out + classes, 0.0f);
       continue;
     }
-    float maxValue;
-    double sum;
-    rowExpSum(row, classes, maxValue, sum);
-    float inv = static_cast<float>(1.0 / sum);
+    // softmax * scale, then the label's one-hot: loops without the label
+    // compare vectorise.
+    const float maxValue = *std::max_element(row, row + classes);
+    double sum = 0;
     for (int64_t c = 0; c < classes; ++c)
-      out[c] = (vectorExp(row[c] - maxValue) * inv - (c == labels[r] ? 1.0f : 0.0f)) * scale;
+      out[c] = vectorExp(row[c] - maxValue);
+    for (int64_t c = 0; c < classes; ++c)
+      sum += out[c];
+    const float factor = static_cast<float>(scale / sum);
+    for (int64_t c = 0; c < classes; ++c)
+      out[c] *= factor;
+    out[labels[r]] -= scale;
   }
   return Status::ok();
 }
@@ -1117,6 +1164,7 @@ const std::unordered_map<std::string, KernelEntry> &registry() {
       // input, scale, mean, inv_std_dev, dy -> dinput, dscale, dbias
       {"layer_norm_grad", {layerNormGrad, 5, 3}},
       {"softmax", {softmax, 1, 1}},
+      {"masked_softmax", {maskedSoftmax, 2, 1}},
       {"log_softmax", {softmax, 1, 1}},
       {"softmax_grad", {softmaxGrad, 2, 1}},
       {"log_softmax_grad", {softmaxGrad, 2, 1}},

@@ -88,3 +88,18 @@ func.func @train_step(%x: tensor<4x6xf32> {graph.param = "x"}, %w: tensor<6xf32>
   %l = graph.mse_loss %g, %t : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// Tests masked_softmax's rule: softmax_grad on the last axis (masked
+// positions have probability 0, so no gradient), then the scale.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[Y:.*]] = graph.masked_softmax %arg0, %arg1 {scale = 2.500000e-01 : f64}
+// CHECK: %[[G:.*]] = graph.softmax_grad %[[Y]], %{{.*}} {axis = -1 : i64}
+// CHECK: %[[DX:.*]] = graph.scale %[[G]] {factor = 2.500000e-01 : f64}
+// CHECK: return %{{.*}}, %[[DX]]
+func.func @train_step(%x: tensor<2x3xf32> {graph.param = "x"}, %m: tensor<2x3xi64> {graph.input = "mask"}, %t: tensor<2x3xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}) {
+  %y = graph.masked_softmax %x, %m {scale = 0.25 : f64} : (tensor<2x3xf32>, tensor<2x3xi64>) -> tensor<2x3xf32>
+  %l = graph.mse_loss %y, %t : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}

@@ -180,3 +180,43 @@ func.func @gelu_shared_intermediate(%x: tensor<3xf32>) -> (tensor<3xf32>, tensor
   %y = graph.mul %p, %half : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
   return %y, %u : tensor<3xf32>, tensor<3xf32>
 }
+
+// -----
+
+// Tests attention's scale, causal mask and softmax as exports write them
+// (Mul by a constant, Where with -inf, Softmax on the last axis), and with
+// the scale as a division.
+// CHECK-LABEL: func.func @masked_softmax
+// CHECK: %[[Y1:.*]] = graph.masked_softmax %arg0, %arg1 {scale = 5.000000e-01 : f64} : (tensor<2x4x4xf32>, tensor<1x4x4xi64>) -> tensor<2x4x4xf32>
+// CHECK: %[[Y2:.*]] = graph.masked_softmax %arg0, %arg1 {scale = 2.500000e-01 : f64}
+// CHECK-NOT: graph.select
+// CHECK: return %[[Y1]], %[[Y2]]
+func.func @masked_softmax(%x: tensor<2x4x4xf32>, %m: tensor<1x4x4xi64>) -> (tensor<2x4x4xf32>, tensor<2x4x4xf32>) {
+  %c = graph.constant dense<0.5> : tensor<f32>
+  %four = graph.constant dense<4.0> : tensor<f32>
+  %ninf = graph.constant dense<0xFF800000> : tensor<f32>
+  %s = graph.mul %c, %x : (tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %w = graph.select %m, %ninf, %s : (tensor<1x4x4xi64>, tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %y1 = graph.softmax %w {axis = -1 : i64} : tensor<2x4x4xf32>
+  %d = graph.div %x, %four : (tensor<2x4x4xf32>, tensor<f32>) -> tensor<2x4x4xf32>
+  %w2 = graph.select %m, %ninf, %d : (tensor<1x4x4xi64>, tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %y2 = graph.softmax %w2 {axis = 2 : i64} : tensor<2x4x4xf32>
+  return %y1, %y2 : tensor<2x4x4xf32>, tensor<2x4x4xf32>
+}
+
+// -----
+
+// Tests that a finite fill or another axis than the last keeps the ops.
+// CHECK-LABEL: func.func @not_masked_softmax
+// CHECK-NOT: graph.masked_softmax
+// CHECK: graph.select
+// CHECK: graph.softmax
+func.func @not_masked_softmax(%x: tensor<2x4x4xf32>, %m: tensor<1x4x4xi64>) -> (tensor<2x4x4xf32>, tensor<2x4x4xf32>) {
+  %ninf = graph.constant dense<0xFF800000> : tensor<f32>
+  %big = graph.constant dense<-1.0e4> : tensor<f32>
+  %w = graph.select %m, %big, %x : (tensor<1x4x4xi64>, tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %y1 = graph.softmax %w {axis = -1 : i64} : tensor<2x4x4xf32>
+  %w2 = graph.select %m, %ninf, %x : (tensor<1x4x4xi64>, tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %y2 = graph.softmax %w2 {axis = 1 : i64} : tensor<2x4x4xf32>
+  return %y1, %y2 : tensor<2x4x4xf32>, tensor<2x4x4xf32>
+}

@@ -96,3 +96,12 @@ func.func @gelu_form(%x: tensor<4xf32>) -> tensor<4xf32> {
   %y = graph.gelu %x {approximate = "sigmoid"} : tensor<4xf32>
   return %y : tensor<4xf32>
 }
+
+// -----
+
+// Tests that masked_softmax's mask broadcasts to the input.
+func.func @masked_softmax_mask(%x: tensor<2x4xf32>, %m: tensor<3x4xi64>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{mask shape [3,4] does not broadcast to the input shape [2,4]}}
+  %y = graph.masked_softmax %x, %m {scale = 1.0 : f64} : (tensor<2x4xf32>, tensor<3x4xi64>) -> tensor<2x4xf32>
+  return %y : tensor<2x4xf32>
+}

@@ -63,7 +63,10 @@ func.func @fused_ops(%x: tensor<2x3x4xf32>, %w: tensor<4xf32>, %b: tensor<4xf32>
   %dg = graph.gelu_grad %x, %g : tensor<2x3x4xf32>
   // CHECK: graph.layer_norm %{{.*}} {axis = 2 : i64, epsilon = 1.000000e-05 : f64}
   %y, %mean, %rstd = graph.layer_norm %dg, %w, %b {axis = 2 : i64, epsilon = 1.0e-5 : f64} : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x1xf32>, tensor<2x3x1xf32>)
+  // CHECK: graph.masked_softmax %{{.*}}, %{{.*}} {scale = 5.000000e-01 : f64}
+  %mask = graph.constant dense<0> : tensor<3x4xi64>
+  %p = graph.masked_softmax %y, %mask {scale = 0.5 : f64} : (tensor<2x3x4xf32>, tensor<3x4xi64>) -> tensor<2x3x4xf32>
   // CHECK: graph.layer_norm_grad
-  %dx, %dw, %db = graph.layer_norm_grad %dg, %w, %mean, %rstd, %y {axis = 2 : i64} : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<2x3x1xf32>, tensor<2x3x1xf32>, tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>)
+  %dx, %dw, %db = graph.layer_norm_grad %dg, %w, %mean, %rstd, %p {axis = 2 : i64} : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<2x3x1xf32>, tensor<2x3x1xf32>, tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>)
   return %dx, %dw : tensor<2x3x4xf32>, tensor<4xf32>
 }

@@ -427,6 +427,21 @@ LogicalResult LayerNormGradOp::verify() {
   return verifyLayerNormOperands(*this, getInput(), getAxis(), {getScale()}, {getMean(), getInvStdDev()});
 }
 
+LogicalResult MaskedSoftmaxOp::verify() {
+  if (failed(verifyStaticShape(*this)))
+    return failure();
+  if (getResult().getType() != getInput().getType())
+    return emitOpError("result type must equal the input type");
+  ArrayRef<int64_t> shape = shapeOf(getInput());
+  if (shape.empty())
+    return emitOpError("needs an input of rank 1 or more");
+  FailureOr<SmallVector<int64_t>> joined = broadcastShapes(shapeOf(getMask()), shape);
+  if (failed(joined) || ArrayRef<int64_t>(*joined) != shape)
+    return emitOpError("mask shape ") << shapeString(shapeOf(getMask())) << " does not broadcast to the input shape "
+                                      << shapeString(shape);
+  return success();
+}
+
 LogicalResult SumToOp::verify() {
   if (failed(verifyStaticShape(*this)))
     return failure();

@@ -240,10 +240,51 @@ struct FuseTanhGelu : public OpRewritePattern<TanhOp> {
   }
 };
 
+/// softmax(where(mask, -inf, x * c)) over the last axis, anchored at the
+/// softmax; the scale may be a division or absent.
+struct FuseMaskedSoftmax : public OpRewritePattern<SoftmaxOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(SoftmaxOp softmax, PatternRewriter &rewriter) const override {
+    RankedTensorType type = tensorType(softmax.getInput());
+    int64_t rank = type.getRank();
+    if (rank == 0 || (softmax.getAxis() != -1 && softmax.getAxis() != rank - 1))
+      return failure();
+    auto select = softmax.getInput().getDefiningOp<SelectOp>();
+    std::optional<double> fill = select ? splatValue(select.getLhs()) : std::nullopt;
+    if (!fill || !std::isinf(*fill) || *fill > 0 || select.getRhs().getType() != type)
+      return failure();
+    Value x = select.getRhs();
+    double scale = 1.0;
+    SmallVector<Location> locations = {select.getLoc(), softmax.getLoc()};
+    std::optional<double> factor;
+    auto isFactor = [&](Value v) {
+      factor = splatValue(v);
+      return factor.has_value();
+    };
+    Operation *scaling = x.getDefiningOp();
+    if (Value scaled = otherOperand<MulOp>(scaling, isFactor); scaled && scaled.getType() == type) {
+      x = scaled;
+      scale = *factor;
+      locations.push_back(scaling->getLoc());
+    } else if (auto div = dyn_cast_or_null<DivOp>(scaling); div && div.getLhs().getType() == type &&
+                                                            isFactor(div.getRhs()) && *factor != 0) {
+      x = div.getLhs();
+      scale = 1.0 / *factor;
+      locations.push_back(scaling->getLoc());
+    }
+    rewriter.setInsertionPoint(softmax);
+    auto fused = MaskedSoftmaxOp::create(rewriter, rewriter.getFusedLoc(locations), type, x, select.getCondition(),
+                                         rewriter.getF64FloatAttr(scale));
+    rewriter.replaceOp(softmax, fused.getResult());
+    return success();
+  }
+};
+
 struct GraphFusePass : public fsdpc::graph::impl::GraphFuseBase<GraphFusePass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseLayerNorm, FuseErfGelu, FuseTanhGelu>(&getContext());
+    patterns.add<FuseLayerNorm, FuseErfGelu, FuseTanhGelu, FuseMaskedSoftmax>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
   }

@@ -315,6 +315,15 @@ LogicalResult fsdpc::graph::buildGradient(OpBuilder &builder, Operation *op, Arr
             operandGrads[0] = SoftmaxGradOp::create(builder, r.loc, o.getResult(), r.dy(), o.getAxisAttr());
             return true;
           })
+          .Case<MaskedSoftmaxOp>([&](MaskedSoftmaxOp o) {
+            // Masked positions have y = 0, so softmax_grad already gives them
+            // no gradient; the scale applies to the rest.
+            Value grad = SoftmaxGradOp::create(builder, r.loc, o.getResult(), r.dy(), builder.getI64IntegerAttr(-1));
+            if (o.getScale().convertToDouble() != 1.0)
+              grad = ScaleOp::create(builder, r.loc, grad, o.getScaleAttr());
+            operandGrads[0] = grad;
+            return true;
+          })
           .Case<LogSoftmaxOp>([&](LogSoftmaxOp o) {
             operandGrads[0] = LogSoftmaxGradOp::create(builder, r.loc, o.getResult(), r.dy(), o.getAxisAttr());
             return true;

@@ -500,6 +500,31 @@ class Graph_SoftmaxLikeOp<string mnemonic, string what> :
 def Graph_SoftmaxOp : Graph_SoftmaxLikeOp<"softmax", "softmax">;
 def Graph_LogSoftmaxOp : Graph_SoftmaxLikeOp<"log_softmax", "log-softmax">;
 
+def Graph_MaskedSoftmaxOp : Graph_Op<"masked_softmax", [Pure]> {
+  let summary = "softmax over the last axis of scaled scores, masked positions excluded";
+  let description = [{
+    `softmax(where(mask, -inf, input * scale))` along the last axis: the
+    scale, causal mask and softmax of attention, which exports write as
+    Mul, Where with -inf and Softmax. `graph-fuse` makes it. A masked
+    position gets probability exactly 0 and no gradient; a row with every
+    position masked is NaN, as in torch.
+
+    - `input`: an f32 tensor; the result has its type.
+    - `mask`: an i64 tensor that broadcasts to `input`; nonzero positions
+      are excluded.
+    - `scale`: the factor applied to `input` first.
+
+    ```mlir
+    %p = graph.masked_softmax %scores, %causal {scale = 0.288675 : f64}
+        : (tensor<8x4x32x32xf32>, tensor<1x1x32x32xi64>) -> tensor<8x4x32x32xf32>
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$input, Graph_I64Tensor:$mask, F64Attr:$scale);
+  let results = (outs Graph_F32Tensor:$result);
+  let assemblyFormat = "$input `,` $mask attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Graph_SoftmaxCrossEntropyOp : Graph_Op<"softmax_cross_entropy", [Pure]> {
   let summary = "cross entropy of class logits against integer labels";
   let description = [{

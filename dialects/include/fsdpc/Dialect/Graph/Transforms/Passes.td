@@ -5,7 +5,7 @@
 include "mlir/Pass/PassBase.td"
 
 def GraphFuse : Pass<"graph-fuse", "mlir::ModuleOp"> {
-  let summary = "replace the formulas exporters write for layer norm and GELU by single ops";
+  let summary = "replace the formulas exporters write for layer norm, GELU and masked softmax by single ops";
   let description = [{
     torch exports at opset 13 write layer normalisation and GELU out as
     chains of elementwise ops and reductions. Differentiated one by one they
@@ -18,7 +18,10 @@ def GraphFuse : Pass<"graph-fuse", "mlir::ModuleOp"> {
       and `+ bias` shaped like those dimensions;
     - GELU: `0.5 * x * (1 + erf(x / sqrt(2)))` and
       `0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3)))`, with the
-      products and sums in any order.
+      products and sums in any order;
+    - attention's masked softmax: `softmax(where(mask, -inf, x * c))` over
+      the last axis (the scale a product or quotient by a constant, or
+      absent) becomes `graph.masked_softmax`.
 
     Constants must match to a relative 1e-6. The fused op's location joins
     the locations (ONNX node names) of the ops it replaces. Intermediate

@@ -90,7 +90,13 @@ int main(int argc, char **argv) {
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
   registerAsmPrinterCLOptions();
-  cl::ParseCommandLineOptions(argc, argv, "fsdpc: compile an ONNX model into a fully sharded training plan\n");
+  // LLVM's hundreds of backend flags would bury fsdpc's own in --help.
+  // Hidden options still parse, so MLIR's (--mlir-print-ir-after-all, ...)
+  // keep working.
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "fsdpc: compile an ONNX model into a fully sharded training plan\n\n"
+                              "  MLIR's own options, such as --mlir-print-ir-after-all, work too.\n");
 
   if (listOps) {
     for (const auto &[op, since] : fsdpc::supportedOnnxOps())

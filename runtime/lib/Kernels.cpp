@@ -810,6 +810,22 @@ Status layerNormLayout(const KernelCall &call, const TensorView &x, const Tensor
   return Status::ok();
 }
 
+/// sum of term(0..n) in double, over eight independent lanes: the loop
+/// vectorises and does not wait on one running sum's add latency.
+template <typename Term> double laneSum(int64_t n, Term term) {
+  double lanes[8] = {};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int k = 0; k < 8; ++k)
+      lanes[k] += term(j + k);
+  double total = 0;
+  for (; j < n; ++j)
+    total += term(j);
+  for (int k = 0; k < 8; ++k)
+    total += lanes[k];
+  return total;
+}
+
 Status layerNorm(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &scale = call.inputs[1], &bias = call.inputs[2];
   int64_t rows, cols;
@@ -822,13 +838,8 @@ Status layerNorm(const KernelCall &call) {
 #pragma omp parallel for if (rows * cols > kParallelThreshold)
   for (int64_t r = 0; r < rows; ++r) {
     const float *row = px + r * cols;
-    double sum = 0;
-    for (int64_t j = 0; j < cols; ++j)
-      sum += row[j];
-    const double mu = sum / cols;
-    double squares = 0;
-    for (int64_t j = 0; j < cols; ++j)
-      squares += (row[j] - mu) * (row[j] - mu);
+    const double mu = laneSum(cols, [&](int64_t j) { return static_cast<double>(row[j]); }) / cols;
+    const double squares = laneSum(cols, [&](int64_t j) { return (row[j] - mu) * (row[j] - mu); });
     const float m = static_cast<float>(mu), rs = static_cast<float>(1.0 / std::sqrt(squares / cols + epsilon));
     mean[r] = m;
     invStd[r] = rs;
@@ -850,12 +861,8 @@ Status layerNormGrad(const KernelCall &call) {
   for (int64_t r = 0; r < rows; ++r) {
     const float *row = px + r * cols, *g = dy + r * cols;
     const float m = mean[r], rs = invStd[r];
-    double sumG = 0, sumGX = 0;
-    for (int64_t j = 0; j < cols; ++j) {
-      float gj = g[j] * w[j];
-      sumG += gj;
-      sumGX += gj * ((row[j] - m) * rs);
-    }
+    const double sumG = laneSum(cols, [&](int64_t j) { return static_cast<double>(g[j] * w[j]); });
+    const double sumGX = laneSum(cols, [&](int64_t j) { return static_cast<double>(g[j] * w[j] * ((row[j] - m) * rs)); });
     const float meanG = static_cast<float>(sumG / cols), meanGX = static_cast<float>(sumGX / cols);
     float *out = dx + r * cols;
     for (int64_t j = 0; j < cols; ++j)

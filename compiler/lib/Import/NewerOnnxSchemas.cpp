@@ -37,13 +37,16 @@ std::optional<std::vector<int64_t>> constantInts(InferenceContext &ctx, size_t i
   return onnx::ParseData<int64_t>(data);
 }
 
-onnx::OpSchema gelu20() {
+/// A default-domain schema of `name` since opset `since`.
+onnx::OpSchema newSchema(const char *name, int since, const char *doc) {
   onnx::OpSchema schema;
-  schema.SetName("Gelu")
-      .SetDomain(onnx::ONNX_DOMAIN)
-      .SinceVersion(20)
-      .SetDoc("Gaussian error linear unit, exact (erf) or tanh approximation.")
-      .Attr("approximate", "none or tanh", AttributeProto::STRING, std::string("none"))
+  schema.SetName(name).SetDomain(onnx::ONNX_DOMAIN).SinceVersion(since).SetDoc(doc);
+  return schema;
+}
+
+onnx::OpSchema gelu20() {
+  onnx::OpSchema schema = newSchema("Gelu", 20, "Gaussian error linear unit, exact (erf) or tanh approximation.");
+  schema.Attr("approximate", "none or tanh", AttributeProto::STRING, std::string("none"))
       .Input(0, "X", "input", "T")
       .Output(0, "Y", "output", "T")
       .TypeConstraint("T", kFloatTypes, "float tensors")
@@ -53,12 +56,8 @@ onnx::OpSchema gelu20() {
 
 /// ReduceMean since opset 18: axes is an optional int64 input.
 onnx::OpSchema reduceMean18() {
-  onnx::OpSchema schema;
-  schema.SetName("ReduceMean")
-      .SetDomain(onnx::ONNX_DOMAIN)
-      .SinceVersion(18)
-      .SetDoc("Mean over the given axes (all when none are given).")
-      .Attr("keepdims", "keep the reduced dimensions as size 1", AttributeProto::INT, static_cast<int64_t>(1))
+  onnx::OpSchema schema = newSchema("ReduceMean", 18, "Mean over the given axes (all when none are given).");
+  schema.Attr("keepdims", "keep the reduced dimensions as size 1", AttributeProto::INT, static_cast<int64_t>(1))
       .Attr("noop_with_empty_axes", "no axes means identity, not a full reduction", AttributeProto::INT,
             static_cast<int64_t>(0))
       .Input(0, "data", "input", "T")
@@ -105,12 +104,8 @@ onnx::OpSchema reduceMean18() {
 /// Split since opset 18: `num_outputs` splits into that many parts, all of
 /// ceil(size / num_outputs) but the last.
 onnx::OpSchema split18() {
-  onnx::OpSchema schema;
-  schema.SetName("Split")
-      .SetDomain(onnx::ONNX_DOMAIN)
-      .SinceVersion(18)
-      .SetDoc("Splits a tensor along an axis by sizes or into a number of parts.")
-      .Attr("axis", "the split axis", AttributeProto::INT, static_cast<int64_t>(0))
+  onnx::OpSchema schema = newSchema("Split", 18, "Splits a tensor along an axis by sizes or into a number of parts.");
+  schema.Attr("axis", "the split axis", AttributeProto::INT, static_cast<int64_t>(0))
       .Attr("num_outputs", "the number of parts when no sizes are given", AttributeProto::INT, false)
       .Input(0, "input", "input", "T")
       .Input(1, "split", "sizes of the parts", "tensor(int64)", onnx::OpSchema::Optional)

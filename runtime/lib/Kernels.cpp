@@ -887,6 +887,55 @@ Status layerNormGrad(const KernelCall &call) {
   return Status::ok();
 }
 
+Status rmsNorm(const KernelCall &call) {
+  const TensorView &x = call.inputs[0], &scale = call.inputs[1];
+  int64_t rows, cols;
+  FSDPC_RETURN_IF_ERROR(layerNormLayout(call, x, scale, call.outputs[1], rows, cols));
+  const float *px = x.f32(), *w = scale.f32();
+  float *y = call.outputs[0].f32(), *invRms = call.outputs[1].f32();
+  const double epsilon = call.floatAttr("epsilon", 1e-6);
+#pragma omp parallel for if (rows * cols > kParallelThreshold)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *row = px + r * cols;
+    const double squares = laneSum(cols, [&](int64_t j) { return static_cast<double>(row[j]) * row[j]; });
+    const float rs = static_cast<float>(1.0 / std::sqrt(squares / cols + epsilon));
+    invRms[r] = rs;
+    float *out = y + r * cols;
+    for (int64_t j = 0; j < cols; ++j)
+      out[j] = row[j] * rs * w[j];
+  }
+  return Status::ok();
+}
+
+Status rmsNormGrad(const KernelCall &call) {
+  const TensorView &x = call.inputs[0], &scale = call.inputs[1];
+  int64_t rows, cols;
+  FSDPC_RETURN_IF_ERROR(layerNormLayout(call, x, scale, call.inputs[2], rows, cols));
+  const float *px = x.f32(), *w = scale.f32(), *invRms = call.inputs[2].f32(), *dy = call.inputs[3].f32();
+  float *dx = call.outputs[0].f32(), *dscale = call.outputs[1].f32();
+#pragma omp parallel for if (rows * cols > kParallelThreshold)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *row = px + r * cols, *g = dy + r * cols;
+    const float rs = invRms[r];
+    const double sumGX = laneSum(cols, [&](int64_t j) { return static_cast<double>(g[j] * w[j] * (row[j] * rs)); });
+    const float meanGX = static_cast<float>(sumGX / cols);
+    float *out = dx + r * cols;
+    for (int64_t j = 0; j < cols; ++j)
+      out[j] = rs * (g[j] * w[j] - row[j] * rs * meanGX);
+  }
+  // Column sums in row order, so every thread count gives the same bits.
+  std::vector<double> sumScale(cols, 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *row = px + r * cols, *g = dy + r * cols;
+    const float rs = invRms[r];
+    for (int64_t j = 0; j < cols; ++j)
+      sumScale[j] += g[j] * (row[j] * rs);
+  }
+  for (int64_t j = 0; j < cols; ++j)
+    dscale[j] = static_cast<float>(sumScale[j]);
+  return Status::ok();
+}
+
 /// Checks labels and counts those that are not ignored.
 Status countCrossEntropyLabels(const KernelCall &call, int64_t rows, int64_t classes, int64_t &counted) {
   const int64_t *labels = call.inputs[1].i64();
@@ -1172,6 +1221,9 @@ const std::unordered_map<std::string, KernelEntry> &registry() {
       {"layer_norm", {layerNorm, 3, 3}},
       // input, scale, mean, inv_std_dev, dy -> dinput, dscale, dbias
       {"layer_norm_grad", {layerNormGrad, 5, 3}},
+      {"rms_norm", {rmsNorm, 2, 2}},
+      // input, scale, inv_rms, dy -> dinput, dscale
+      {"rms_norm_grad", {rmsNormGrad, 4, 2}},
       {"softmax", {softmax, 1, 1}},
       {"masked_softmax", {maskedSoftmax, 2, 1}},
       {"log_softmax", {softmax, 1, 1}},

@@ -68,8 +68,8 @@ def main():
                      "--fuse=" + ("false" if args.no_fuse else "true")]
     run(["fsdpc", onnx_path, "-o", plan] + compile_flags)
     step_ir = run(["fsdpc", onnx_path, "--emit=graph"] + compile_flags)
-    print("fused ops in the step: %d graph.layer_norm, %d graph.gelu, %d graph.masked_softmax" % (
-        step_ir.count("graph.layer_norm "), step_ir.count("graph.gelu "), step_ir.count("graph.masked_softmax ")))
+    fused = ("graph.layer_norm", "graph.rms_norm", "graph.gelu", "graph.masked_softmax")
+    print("fused ops in the step: " + ", ".join("%d %s" % (step_ir.count(op + " "), op) for op in fused))
     launch = MPIRUN + ["-np", str(args.ranks)] if args.ranks > 1 else []
     run(launch + ["fsdp-run", plan, "--steps", str(args.steps), "--data", data, "--metrics-json", metrics])
     ours = read_losses(metrics)

@@ -62,8 +62,8 @@ cl::opt<int64_t> shardGroupSize("shard-group-size", cl::desc("ranks per shard gr
                                 cl::init(0), cl::cat(category));
 cl::opt<bool> prefetch("prefetch", cl::desc("gather each unit one unit early, overlapping compute (default true)"),
                        cl::init(true), cl::cat(category));
-cl::opt<bool> fuse("fuse", cl::desc("replace the layer norm, GELU and masked-softmax formulas of exports by single "
-                                    "ops (graph-fuse; default true)"),
+cl::opt<bool> fuse("fuse", cl::desc("replace the norm, GELU and masked-softmax formulas of exports by single ops "
+                                    "(graph-fuse; default true)"),
                    cl::init(true), cl::cat(category));
 cl::opt<bool> forwardOnly("forward-only",
                           cl::desc("compile the model's forward pass alone (no loss, gradients or optimizer), for "

@@ -103,3 +103,16 @@ func.func @train_step(%x: tensor<2x3xf32> {graph.param = "x"}, %m: tensor<2x3xi6
   %l = graph.mse_loss %y, %t : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// Tests rms_norm's rule: one rms_norm_grad from the saved inv_rms.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[Y:.*]], %[[R:.*]] = graph.rms_norm %arg0, %arg1
+// CHECK: %[[DX:.*]], %[[DW:.*]] = graph.rms_norm_grad %arg0, %arg1, %[[R]], %{{.*}} {axis = 1 : i64}
+// CHECK: return %{{.*}}, %[[DX]], %[[DW]]
+func.func @train_step(%x: tensor<4x6xf32> {graph.param = "x"}, %w: tensor<6xf32> {graph.param = "w"}, %t: tensor<4x6xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}) {
+  %y, %r = graph.rms_norm %x, %w {axis = 1 : i64, epsilon = 1.0e-6 : f64} : (tensor<4x6xf32>, tensor<6xf32>) -> (tensor<4x6xf32>, tensor<4x1xf32>)
+  %l = graph.mse_loss %y, %t : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}

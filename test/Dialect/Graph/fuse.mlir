@@ -220,3 +220,55 @@ func.func @not_masked_softmax(%x: tensor<2x4x4xf32>, %m: tensor<1x4x4xi64>) -> (
   %y2 = graph.softmax %w2 {axis = 1 : i64} : tensor<2x4x4xf32>
   return %y1, %y2 : tensor<2x4x4xf32>, tensor<2x4x4xf32>
 }
+
+// -----
+
+// Tests RMSNorm as LLaMA exports write it (Pow, ReduceMean, Add eps, Sqrt,
+// Div, Mul weight), and with x * reciprocal(sqrt(..)) and no weight.
+// CHECK-LABEL: func.func @rms_norm
+// CHECK: %[[ONES:.*]] = graph.constant dense<1.000000e+00> : tensor<6xf32>
+// CHECK: %[[Y1:.*]], %{{.*}} = graph.rms_norm %arg0, %arg1 {axis = 1 : i64, epsilon = 9.9999999747524271E-7 : f64} : (tensor<4x6xf32>, tensor<6xf32>) -> (tensor<4x6xf32>, tensor<4x1xf32>)
+// CHECK: %[[Y2:.*]], %{{.*}} = graph.rms_norm %arg0, %[[ONES]]
+// CHECK-NOT: graph.sqrt
+// CHECK: return %[[Y1]], %[[Y2]]
+func.func @rms_norm(%x: tensor<4x6xf32>, %w: tensor<6xf32>) -> (tensor<4x6xf32>, tensor<4x6xf32>) {
+  %two = graph.constant dense<2.0> : tensor<f32>
+  %eps = graph.constant dense<1.0e-6> : tensor<f32>
+  %q = graph.pow %x, %two : (tensor<4x6xf32>, tensor<f32>) -> tensor<4x6xf32>
+  %s = graph.reduce_sum %q {axes = array<i64: 1>, keepdims = true} : (tensor<4x6xf32>) -> tensor<4x1xf32>
+  %m = graph.scale %s {factor = 0.16666666666666666 : f64} : tensor<4x1xf32>
+  %a = graph.add %m, %eps : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %r = graph.sqrt %a : tensor<4x1xf32>
+  %n = graph.div %x, %r : (tensor<4x6xf32>, tensor<4x1xf32>) -> tensor<4x6xf32>
+  %y1 = graph.mul %n, %w : (tensor<4x6xf32>, tensor<6xf32>) -> tensor<4x6xf32>
+  %q2 = graph.mul %x, %x : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
+  %s2 = graph.reduce_sum %q2 {axes = array<i64: 1>, keepdims = true} : (tensor<4x6xf32>) -> tensor<4x1xf32>
+  %m2 = graph.scale %s2 {factor = 0.16666666666666666 : f64} : tensor<4x1xf32>
+  %a2 = graph.add %eps, %m2 : (tensor<f32>, tensor<4x1xf32>) -> tensor<4x1xf32>
+  %r2 = graph.sqrt %a2 : tensor<4x1xf32>
+  %i2 = graph.reciprocal %r2 : tensor<4x1xf32>
+  %y2 = graph.mul %x, %i2 : (tensor<4x6xf32>, tensor<4x1xf32>) -> tensor<4x6xf32>
+  return %y1, %y2 : tensor<4x6xf32>, tensor<4x6xf32>
+}
+
+// -----
+
+// Tests LLaMA's additive causal mask: softmax(x / c + M) with M a constant
+// of 0 and -inf becomes masked_softmax with an i64 mask of M's -inf places;
+// a mask with other values stays.
+// CHECK-LABEL: func.func @additive_mask
+// CHECK: %[[MASK:.*]] = graph.constant dense<{{\[}}[0, 1], [0, 0]]> : tensor<2x2xi64>
+// CHECK: %[[Y:.*]] = graph.masked_softmax %arg0, %[[MASK]] {scale = 5.000000e-01 : f64}
+// CHECK: graph.softmax
+// CHECK: return %[[Y]]
+func.func @additive_mask(%x: tensor<3x2x2xf32>) -> (tensor<3x2x2xf32>, tensor<3x2x2xf32>) {
+  %two = graph.constant dense<2.0> : tensor<f32>
+  %m = graph.constant dense<[[0.0, 0xFF800000], [0.0, 0.0]]> : tensor<2x2xf32>
+  %bias = graph.constant dense<[[0.0, -1.0], [0.0, 0.0]]> : tensor<2x2xf32>
+  %d = graph.div %x, %two : (tensor<3x2x2xf32>, tensor<f32>) -> tensor<3x2x2xf32>
+  %a = graph.add %d, %m : (tensor<3x2x2xf32>, tensor<2x2xf32>) -> tensor<3x2x2xf32>
+  %y = graph.softmax %a {axis = -1 : i64} : tensor<3x2x2xf32>
+  %a2 = graph.add %bias, %x : (tensor<2x2xf32>, tensor<3x2x2xf32>) -> tensor<3x2x2xf32>
+  %y2 = graph.softmax %a2 {axis = -1 : i64} : tensor<3x2x2xf32>
+  return %y, %y2 : tensor<3x2x2xf32>, tensor<3x2x2xf32>
+}

@@ -83,7 +83,7 @@ func.func @layer_norm_scale(%x: tensor<2x3x4xf32>, %w: tensor<3x4xf32>) -> tenso
 
 // Tests that layer_norm's statistics keep the leading dimensions.
 func.func @layer_norm_statistics(%x: tensor<2x3x4xf32>, %w: tensor<4xf32>) -> tensor<2x3x4xf32> {
-  // expected-error @+1 {{mean and inv_std_dev must have shape [2,3,1], got [2,1,1]}}
+  // expected-error @+1 {{per-slice statistics must have shape [2,3,1], got [2,1,1]}}
   %y, %m, %r = graph.layer_norm %x, %w, %w {axis = 2 : i64, epsilon = 1.0e-5 : f64} : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<2x1x1xf32>, tensor<2x1x1xf32>)
   return %y : tensor<2x3x4xf32>
 }

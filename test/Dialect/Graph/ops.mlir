@@ -66,7 +66,11 @@ func.func @fused_ops(%x: tensor<2x3x4xf32>, %w: tensor<4xf32>, %b: tensor<4xf32>
   // CHECK: graph.masked_softmax %{{.*}}, %{{.*}} {scale = 5.000000e-01 : f64}
   %mask = graph.constant dense<0> : tensor<3x4xi64>
   %p = graph.masked_softmax %y, %mask {scale = 0.5 : f64} : (tensor<2x3x4xf32>, tensor<3x4xi64>) -> tensor<2x3x4xf32>
+  // CHECK: graph.rms_norm %{{.*}}, %{{.*}} {axis = 2 : i64, epsilon = 9.9999999999999995E-7 : f64}
+  %rn, %rinv = graph.rms_norm %p, %w {axis = 2 : i64, epsilon = 1.0e-6 : f64} : (tensor<2x3x4xf32>, tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x1xf32>)
+  // CHECK: graph.rms_norm_grad
+  %drn, %drw = graph.rms_norm_grad %p, %w, %rinv, %rn {axis = 2 : i64} : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<2x3x1xf32>, tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<4xf32>)
   // CHECK: graph.layer_norm_grad
-  %dx, %dw, %db = graph.layer_norm_grad %dg, %w, %mean, %rstd, %p {axis = 2 : i64} : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<2x3x1xf32>, tensor<2x3x1xf32>, tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>)
+  %dx, %dw, %db = graph.layer_norm_grad %dg, %w, %mean, %rstd, %drn {axis = 2 : i64} : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<2x3x1xf32>, tensor<2x3x1xf32>, tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>)
   return %dx, %dw : tensor<2x3x4xf32>, tensor<4xf32>
 }

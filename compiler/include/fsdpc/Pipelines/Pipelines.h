@@ -21,7 +21,7 @@
 namespace fsdpc {
 
 struct TrainStepOptions : public mlir::PassPipelineOptions<TrainStepOptions> {
-  Option<bool> fuse{*this, "fuse", llvm::cl::desc("replace layer norm, GELU and masked-softmax formulas by single ops (graph-fuse)"),
+  Option<bool> fuse{*this, "fuse", llvm::cl::desc("replace norm, GELU and masked-softmax formulas by single ops (graph-fuse)"),
                     llvm::cl::init(true)};
   Option<std::string> loss{*this, "loss", llvm::cl::desc("cross_entropy, mse, output:NAME or auto"),
                            llvm::cl::init("auto")};

@@ -406,7 +406,7 @@ static LogicalResult verifyLayerNormOperands(Operation *op, Value input, int64_t
   std::fill(kept.begin() + axis, kept.end(), 1);
   for (Value v : statistics)
     if (shapeOf(v) != ArrayRef<int64_t>(kept))
-      return op->emitOpError("mean and inv_std_dev must have shape ")
+      return op->emitOpError("per-slice statistics must have shape ")
              << shapeString(kept) << ", got " << shapeString(shapeOf(v));
   return success();
 }
@@ -425,6 +425,22 @@ LogicalResult LayerNormGradOp::verify() {
   if (getDscale().getType() != getScale().getType() || getDbias().getType() != getScale().getType())
     return emitOpError("dscale and dbias types must equal the scale type");
   return verifyLayerNormOperands(*this, getInput(), getAxis(), {getScale()}, {getMean(), getInvStdDev()});
+}
+
+LogicalResult RmsNormOp::verify() {
+  if (getResult().getType() != getInput().getType())
+    return emitOpError("result type must equal the input type");
+  if (getEpsilon().convertToDouble() < 0)
+    return emitOpError("epsilon must not be negative");
+  return verifyLayerNormOperands(*this, getInput(), getAxis(), {getScale()}, {getInvRms()});
+}
+
+LogicalResult RmsNormGradOp::verify() {
+  if (getDy().getType() != getInput().getType() || getDinput().getType() != getInput().getType())
+    return emitOpError("dy and dinput types must equal the input type");
+  if (getDscale().getType() != getScale().getType())
+    return emitOpError("dscale type must equal the scale type");
+  return verifyLayerNormOperands(*this, getInput(), getAxis(), {getScale()}, {getInvRms()});
 }
 
 LogicalResult MaskedSoftmaxOp::verify() {

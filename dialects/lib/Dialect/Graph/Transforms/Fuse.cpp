@@ -1,8 +1,9 @@
 //===- Fuse.cpp - graph-fuse ----------------------------------------------===//
 //
-// Recognises the layer norm and GELU formulas that exporters write out op by
-// op and replaces each by one graph op whose kernel and gradient rule do the
-// same arithmetic in one pass over memory.
+// Recognises the layer norm, RMSNorm, GELU and attention masked-softmax
+// formulas that exporters write out op by op and replaces each by one graph
+// op whose kernel and gradient rule do the same arithmetic in one pass over
+// memory.
 //
 //===----------------------------------------------------------------------===//
 #include "fsdpc/Dialect/Graph/Transforms/Passes.h"
@@ -156,6 +157,72 @@ struct FuseLayerNorm : public OpRewritePattern<DivOp> {
   }
 };
 
+/// RMSNorm, anchored at the division by (or product with the reciprocal
+/// of) sqrt(mean(x^2) + eps), with an optional following `* scale`.
+struct FuseRmsNorm : public OpRewritePattern<SqrtOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(SqrtOp sqrt, PatternRewriter &rewriter) const override {
+    std::optional<double> epsilon;
+    Value meanSquare = otherOperand<AddOp>(sqrt.getInput().getDefiningOp(), [&](Value v) {
+      epsilon = splatValue(v);
+      return epsilon && *epsilon >= 0;
+    });
+    int64_t axis = -1;
+    Value squared = meanSquare ? meanOverTrailingDims(meanSquare, axis) : Value();
+    Operation *square = squared ? squared.getDefiningOp() : nullptr;
+    Value x;
+    if (isa_and_nonnull<PowOp>(square) && isConstantNear(square->getOperand(1), 2.0))
+      x = square->getOperand(0);
+    else if (isa_and_nonnull<MulOp>(square) && square->getOperand(0) == square->getOperand(1))
+      x = square->getOperand(0);
+    if (!x)
+      return failure();
+    // A centred input makes this a layer norm, which FuseLayerNorm takes whole.
+    if (auto centered = x.getDefiningOp<SubOp>()) {
+      int64_t meanAxis = -1;
+      if (meanOverTrailingDims(centered.getRhs(), meanAxis) == centered.getLhs())
+        return failure();
+    }
+    RankedTensorType type = tensorType(x);
+    // x / sqrt(..), or x * reciprocal(sqrt(..)).
+    Operation *normalized = nullptr, *user = soleUser(sqrt.getResult());
+    SmallVector<Location> locations = {square->getLoc(), sqrt.getLoc()};
+    if (auto div = dyn_cast_or_null<DivOp>(user); div && div.getLhs() == x && div.getRhs() == sqrt.getResult())
+      normalized = div;
+    else if (auto reciprocal = dyn_cast_or_null<ReciprocalOp>(user)) {
+      Operation *product = soleUser(reciprocal.getResult());
+      if (otherOperand<MulOp>(product, reciprocal.getResult()) == x) {
+        normalized = product;
+        locations.push_back(reciprocal.getLoc());
+      }
+    }
+    if (!normalized || normalized->getResult(0).getType() != type)
+      return failure();
+    locations.push_back(normalized->getLoc());
+    auto affineType = RankedTensorType::get(type.getShape().drop_front(axis), type.getElementType());
+    Operation *root = normalized;
+    Operation *scaling = soleUser(normalized->getResult(0));
+    Value scale = otherOperand<MulOp>(scaling, normalized->getResult(0));
+    if (scale && scale.getType() == affineType && scaling->getResult(0).getType() == type) {
+      root = scaling;
+      locations.push_back(scaling->getLoc());
+    } else {
+      scale = {};
+    }
+    rewriter.setInsertionPoint(root);
+    Location loc = rewriter.getFusedLoc(locations);
+    if (!scale)
+      scale = ConstantOp::create(rewriter, loc, affineType, DenseElementsAttr::get(affineType, 1.0f));
+    SmallVector<int64_t> kept(type.getShape());
+    std::fill(kept.begin() + axis, kept.end(), 1);
+    auto norm = RmsNormOp::create(rewriter, loc, type, RankedTensorType::get(kept, type.getElementType()), x, scale,
+                                  rewriter.getI64IntegerAttr(axis), rewriter.getF64FloatAttr(*epsilon));
+    rewriter.replaceOp(root, norm.getResult());
+    return success();
+  }
+};
+
 /// Given `f` (the erf or tanh term), matches `0.5 * x * (1 + f)` with the
 /// products in any order and returns the op that yields it.
 Operation *matchGeluTail(Value f, Value x) {
@@ -240,8 +307,26 @@ struct FuseTanhGelu : public OpRewritePattern<TanhOp> {
   }
 };
 
-/// softmax(where(mask, -inf, x * c)) over the last axis, anchored at the
-/// softmax; the scale may be a division or absent.
+/// The positions where an additive mask constant is -inf, as an i64 mask,
+/// if every element is 0 or -inf (LLaMA-style causal mask buffers).
+Value maskOfAdditiveConstant(PatternRewriter &rewriter, Value additive) {
+  auto constant = additive.getDefiningOp<ConstantOp>();
+  auto dense = constant ? dyn_cast<DenseElementsAttr>(constant.getValue()) : DenseElementsAttr();
+  if (!dense || !dense.getElementType().isF32())
+    return {};
+  for (APFloat v : dense.getValues<APFloat>())
+    if (!v.isZero() && !(v.isInfinity() && v.isNegative()))
+      return {};
+  auto maskType = RankedTensorType::get(dense.getType().getShape(), rewriter.getI64Type());
+  DenseElementsAttr mask =
+      dense.mapValues(rewriter.getI64Type(), [](const APFloat &v) { return APInt(64, v.isInfinity() ? 1 : 0); });
+  return ConstantOp::create(rewriter, constant.getLoc(), maskType, mask);
+}
+
+/// Attention's masked softmax over the last axis, anchored at the softmax:
+/// softmax(where(mask, -inf, x * c)) as GPT-2-style exports write it, or
+/// softmax(x * c + M) with a constant M of 0 and -inf (LLaMA-style buffers).
+/// The scale may be a product, a quotient or absent.
 struct FuseMaskedSoftmax : public OpRewritePattern<SoftmaxOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -250,13 +335,26 @@ struct FuseMaskedSoftmax : public OpRewritePattern<SoftmaxOp> {
     int64_t rank = type.getRank();
     if (rank == 0 || (softmax.getAxis() != -1 && softmax.getAxis() != rank - 1))
       return failure();
-    auto select = softmax.getInput().getDefiningOp<SelectOp>();
-    std::optional<double> fill = select ? splatValue(select.getLhs()) : std::nullopt;
-    if (!fill || !std::isinf(*fill) || *fill > 0 || select.getRhs().getType() != type)
+    Operation *masking = softmax.getInput().getDefiningOp();
+    Value x, mask;
+    if (auto select = dyn_cast_or_null<SelectOp>(masking)) {
+      std::optional<double> fill = splatValue(select.getLhs());
+      if (!fill || !std::isinf(*fill) || *fill > 0)
+        return failure();
+      x = select.getRhs();
+      mask = select.getCondition();
+    } else if (auto add = dyn_cast_or_null<AddOp>(masking)) {
+      for (auto [scores, additive] : {std::pair(add.getLhs(), add.getRhs()), std::pair(add.getRhs(), add.getLhs())})
+        if (!mask && scores.getType() == type && isa_and_nonnull<ConstantOp>(additive.getDefiningOp())) {
+          rewriter.setInsertionPoint(softmax);
+          if ((mask = maskOfAdditiveConstant(rewriter, additive)))
+            x = scores;
+        }
+    }
+    if (!mask || x.getType() != type)
       return failure();
-    Value x = select.getRhs();
     double scale = 1.0;
-    SmallVector<Location> locations = {select.getLoc(), softmax.getLoc()};
+    SmallVector<Location> locations = {masking->getLoc(), softmax.getLoc()};
     std::optional<double> factor;
     auto isFactor = [&](Value v) {
       factor = splatValue(v);
@@ -274,7 +372,7 @@ struct FuseMaskedSoftmax : public OpRewritePattern<SoftmaxOp> {
       locations.push_back(scaling->getLoc());
     }
     rewriter.setInsertionPoint(softmax);
-    auto fused = MaskedSoftmaxOp::create(rewriter, rewriter.getFusedLoc(locations), type, x, select.getCondition(),
+    auto fused = MaskedSoftmaxOp::create(rewriter, rewriter.getFusedLoc(locations), type, x, mask,
                                          rewriter.getF64FloatAttr(scale));
     rewriter.replaceOp(softmax, fused.getResult());
     return success();
@@ -284,7 +382,7 @@ struct FuseMaskedSoftmax : public OpRewritePattern<SoftmaxOp> {
 struct GraphFusePass : public fsdpc::graph::impl::GraphFuseBase<GraphFusePass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseLayerNorm, FuseErfGelu, FuseTanhGelu, FuseMaskedSoftmax>(&getContext());
+    patterns.add<FuseLayerNorm, FuseRmsNorm, FuseErfGelu, FuseTanhGelu, FuseMaskedSoftmax>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
   }

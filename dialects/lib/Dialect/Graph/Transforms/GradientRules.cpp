@@ -286,6 +286,17 @@ LogicalResult fsdpc::graph::buildGradient(OpBuilder &builder, Operation *op, Arr
             operandGrads[2] = grad.getDbias();
             return true;
           })
+          .Case<RmsNormOp>([&](RmsNormOp o) {
+            if (resultGrads[1]) {
+              unsupported = "the loss depends on rms_norm's inv_rms, which has no gradient rule";
+              return true;
+            }
+            auto grad = RmsNormGradOp::create(builder, r.loc, o.getInput().getType(), o.getScale().getType(),
+                                              o.getInput(), o.getScale(), o.getInvRms(), r.dy(), o.getAxisAttr());
+            operandGrads[0] = grad.getDinput();
+            operandGrads[1] = grad.getDscale();
+            return true;
+          })
           .Case<ReluOp>([&](ReluOp o) {
             operandGrads[0] = ReluGradOp::create(builder, r.loc, o.getResult(), r.dy());
             return true;

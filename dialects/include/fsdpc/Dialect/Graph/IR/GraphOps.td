@@ -195,6 +195,32 @@ def Graph_LayerNormOp : Graph_Op<"layer_norm", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Graph_RmsNormOp : Graph_Op<"rms_norm", [Pure]> {
+  let summary = "root-mean-square normalisation over the trailing dimensions";
+  let description = [{
+    `input / sqrt(mean(input^2) + epsilon) * scale`, the mean taken over
+    the dimensions from `axis` on: LLaMA's RMSNorm. `graph-fuse` makes it
+    from the Pow/ReduceMean/Add/Sqrt/Div formula exports write.
+
+    - `input`: an f32 tensor of rank r.
+    - `scale`: an f32 tensor shaped like `input`'s dimensions from `axis` on.
+    - `axis`: the first normalised dimension, in `[0, r)`.
+    - `epsilon`: added to the mean square.
+    - `result`: `input`'s type.
+    - `inv_rms`: per slice, `1 / sqrt(mean(input^2) + epsilon)`, shaped like
+      `input` with the normalised dimensions set to 1; backward reads it.
+
+    ```mlir
+    %y, %r = graph.rms_norm %x, %w {axis = 2 : i64, epsilon = 1.0e-06 : f64}
+        : (tensor<8x32x48xf32>, tensor<48xf32>) -> (tensor<8x32x48xf32>, tensor<8x32x1xf32>)
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$input, Graph_F32Tensor:$scale, I64Attr:$axis, F64Attr:$epsilon);
+  let results = (outs Graph_F32Tensor:$result, Graph_F32Tensor:$inv_rms);
+  let assemblyFormat = "$input `,` $scale attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Graph_ReduceSumOp : Graph_Op<"reduce_sum", [Pure]> {
   let summary = "sum over some dimensions";
   let description = [{
@@ -661,6 +687,30 @@ def Graph_LayerNormGradOp : Graph_Op<"layer_norm_grad", [Pure]> {
                        Graph_F32Tensor:$inv_std_dev, Graph_F32Tensor:$dy, I64Attr:$axis);
   let results = (outs Graph_F32Tensor:$dinput, Graph_F32Tensor:$dscale, Graph_F32Tensor:$dbias);
   let assemblyFormat = "$input `,` $scale `,` $mean `,` $inv_std_dev `,` $dy attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Graph_RmsNormGradOp : Graph_Op<"rms_norm_grad", [Pure]> {
+  let summary = "gradients of RMS normalisation";
+  let description = [{
+    With `r = inv_rms`, `xhat = input * r` and `g = dy * scale`, per slice:
+    `dinput = r * (g - xhat * mean(g * xhat))`; summed over all slices:
+    `dscale = sum(dy * xhat)`.
+
+    - `input`, `scale`, `inv_rms`, `axis`: the forward op's operands,
+      attribute and saved result.
+    - `dy`: the gradient of the loss with respect to the forward result.
+
+    ```mlir
+    %dx, %dw = graph.rms_norm_grad %x, %w, %r, %dy {axis = 2 : i64}
+        : (tensor<8x32x48xf32>, tensor<48xf32>, tensor<8x32x1xf32>, tensor<8x32x48xf32>)
+        -> (tensor<8x32x48xf32>, tensor<48xf32>)
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$input, Graph_F32Tensor:$scale, Graph_F32Tensor:$inv_rms,
+                       Graph_F32Tensor:$dy, I64Attr:$axis);
+  let results = (outs Graph_F32Tensor:$dinput, Graph_F32Tensor:$dscale);
+  let assemblyFormat = "$input `,` $scale `,` $inv_rms `,` $dy attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 

@@ -5,9 +5,9 @@
 include "mlir/Pass/PassBase.td"
 
 def GraphFuse : Pass<"graph-fuse", "mlir::ModuleOp"> {
-  let summary = "replace the formulas exporters write for layer norm, GELU and masked softmax by single ops";
+  let summary = "replace the formulas exporters write for norms, GELU and masked softmax by single ops";
   let description = [{
-    torch exports at opset 13 write layer normalisation and GELU out as
+    torch exports write layer normalisation, RMSNorm and GELU out as
     chains of elementwise ops and reductions. Differentiated one by one they
     cost a dozen kernels each way and as many temporaries. This pass finds
     them and puts one `graph.layer_norm` or `graph.gelu` in their place:
@@ -19,9 +19,12 @@ def GraphFuse : Pass<"graph-fuse", "mlir::ModuleOp"> {
     - GELU: `0.5 * x * (1 + erf(x / sqrt(2)))` and
       `0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3)))`, with the
       products and sums in any order;
-    - attention's masked softmax: `softmax(where(mask, -inf, x * c))` over
-      the last axis (the scale a product or quotient by a constant, or
-      absent) becomes `graph.masked_softmax`.
+    - RMSNorm: `x / sqrt(mean(x^2) + eps)` (or `x * reciprocal(..)`),
+      optionally `* scale`, becomes `graph.rms_norm`;
+    - attention's masked softmax: `softmax(where(mask, -inf, x * c))` or
+      `softmax(x * c + M)` with a constant M of 0 and -inf, over the last
+      axis (the scale a product or quotient by a constant, or absent),
+      becomes `graph.masked_softmax`.
 
     Constants must match to a relative 1e-6. The fused op's location joins
     the locations (ONNX node names) of the ops it replaces. Intermediate

@@ -215,10 +215,18 @@ Status matmul(const KernelCall &call) {
   if (k != kb || c.numElements() != m * n)
     return FSDPC_ERROR(kInvalidArgument, "matmul: shapes ", shapeString(a.shape), " x ", shapeString(b.shape),
                        " do not match output ", shapeString(c.shape));
+  // matmul_bias: C starts as the bias in every row and the GEMM adds to it,
+  // as torch's addmm does for a Linear layer.
+  const float *bias = call.inputs.size() > 2 ? call.inputs[2].f32() : nullptr;
+  if (bias && call.inputs[2].numElements() != n)
+    return FSDPC_ERROR(kInvalidArgument, "matmul_bias: bias of ", call.inputs[2].numElements(),
+                       " elements for ", n, " columns");
   if (m == 0 || n == 0)
     return Status::ok();
   if (k == 0) {
-    std::fill(c.f32(), c.f32() + m * n, 0.0f);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        c.f32()[i * n + j] = bias ? bias[j] : 0.0f;
     return Status::ok();
   }
   // Row blocks of C, one per thread: rows of op(A) start at row r of A, or
@@ -229,9 +237,12 @@ Status matmul(const KernelCall &call) {
     int64_t begin = m * t / threads, end = m * (t + 1) / threads;
     if (begin == end)
       continue;
+    if (bias)
+      for (int64_t i = begin; i < end; ++i)
+        std::memcpy(c.f32() + i * n, bias, n * sizeof(float));
     cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, end - begin, n,
-                k, 1.0f, a.f32() + (transA ? begin : begin * k), transA ? m : k, b.f32(), transB ? k : n, 0.0f,
-                c.f32() + begin * n, n);
+                k, 1.0f, a.f32() + (transA ? begin : begin * k), transA ? m : k, b.f32(), transB ? k : n,
+                bias ? 1.0f : 0.0f, c.f32() + begin * n, n);
   }
   return Status::ok();
 }
@@ -1171,6 +1182,7 @@ struct KernelEntry {
 const std::unordered_map<std::string, KernelEntry> &registry() {
   static const std::unordered_map<std::string, KernelEntry> table = {
       {"matmul", {matmul, 2, 1}},
+      {"matmul_bias", {matmul, 3, 1}},
       {"add", {[](const KernelCall &c) { return binaryBroadcast(c, [](float a, float b) { return a + b; }); }, 2, 1}},
       {"sub", {[](const KernelCall &c) { return binaryBroadcast(c, [](float a, float b) { return a - b; }); }, 2, 1}},
       {"mul", {[](const KernelCall &c) { return binaryBroadcast(c, [](float a, float b) { return a * b; }); }, 2, 1}},

@@ -35,6 +35,29 @@ module attributes {graph.loss_kind = "mse", graph.optimizer = "adamw"} {
 
 // -----
 
+// Tests that a bias added to a matmul's only use goes into the GEMM
+// (matmul_bias writes the add's result), and that a matmul read twice keeps
+// its own kernel and the add.
+// CHECK-LABEL: plan.program @train_step
+// CHECK: plan.kernel "matmul_bias" ins [@input, @w, @b] outs [@[[Y:t[0-9]+]]] on compute {transpose_a = false, transpose_b = true}
+// CHECK-NOT: plan.kernel "add" ins [@b
+// CHECK: plan.kernel "matmul" ins [@input, @w]
+// CHECK: plan.kernel "add"
+module attributes {graph.loss_kind = "mse", graph.optimizer = "sgd"} {
+  func.func @train_step(%x: tensor<4x3xf32> {graph.input = "input"}, %w: tensor<5x3xf32> {graph.param = "w"}, %b: tensor<5xf32> {graph.param = "b"}, %t: tensor<4x5xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}) {
+    %0 = graph.matmul %x, %w {transpose_b = true} : (tensor<4x3xf32>, tensor<5x3xf32>) -> tensor<4x5xf32>
+    %1 = graph.add %b, %0 : (tensor<5xf32>, tensor<4x5xf32>) -> tensor<4x5xf32>
+    %2 = graph.matmul %x, %w {transpose_b = true} : (tensor<4x3xf32>, tensor<5x3xf32>) -> tensor<4x5xf32>
+    %3 = graph.add %2, %b : (tensor<4x5xf32>, tensor<5xf32>) -> tensor<4x5xf32>
+    %4 = graph.mul %3, %2 : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<4x5xf32>
+    %5 = graph.add %1, %4 : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<4x5xf32>
+    %6 = graph.mse_loss %5, %t : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<f32>
+    return %6 : tensor<f32>
+  }
+}
+
+// -----
+
 // Tests the lowering of a sharded step: shards become persistent tensors of
 // their unit, a gather writes a transient the parameter views alias, each
 // collective runs on the communication stream between a pair of events,

@@ -11,6 +11,7 @@ Before timing torch it checks that the system BLAS torch calls is OpenBLAS
 reference BLAS torch is about 10x slower and the ratio means nothing.
 """
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -107,17 +108,19 @@ def bench_mlp(args, work):
     return ("MLP 4.2M params, batch 64, AdamW",) + best_of_rounds(ours, torch_timer(step), args)
 
 
-def bench_gpt(args, work):
-    data = os.path.join(work, "gpt-data")
+def bench_decoder(example, title, args, work):
+    """The example decoder `example` (gpt or llama) on its character corpus."""
+    data = os.path.join(work, example + "-data")
     run([sys.executable, os.path.join(ROOT, "examples", "gpt", "prepare_data.py"), "--out-dir", data])
-    path = os.path.join(work, "gpt.onnx")
-    run([sys.executable, os.path.join(ROOT, "examples", "gpt", "export.py"), "--out", path, "--data-dir", data])
+    path = os.path.join(work, example + ".onnx")
+    run([sys.executable, os.path.join(ROOT, "examples", example, "export.py"), "--out", path, "--data-dir", data])
     ours = fsdpc_timer(path, data, ["--batch-size", "16", "--lr", "3e-3"], args.threads, work)
-    sys.path.insert(0, os.path.join(ROOT, "examples", "gpt"))
-    from model import build  # noqa: E402
+    spec = importlib.util.spec_from_file_location(example + "_model", os.path.join(ROOT, "examples", example, "model.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
     vocab = len(json.load(open(os.path.join(data, "vocab.json"))))
     torch.manual_seed(0)
-    model = build(vocab)
+    model = module.build(vocab)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
     inputs = torch.tensor(np.load(os.path.join(data, "input_ids.npy")))
     labels = torch.tensor(np.load(os.path.join(data, "labels.npy")))
@@ -130,7 +133,15 @@ def bench_gpt(args, work):
         loss.backward()
         optimizer.step()
 
-    return ("GPT 2 layers, dim 48, context 32, batch 16, AdamW",) + best_of_rounds(ours, torch_timer(step), args)
+    return (title,) + best_of_rounds(ours, torch_timer(step), args)
+
+
+def bench_gpt(args, work):
+    return bench_decoder("gpt", "GPT 2 layers, dim 48, context 32, batch 16, AdamW", args, work)
+
+
+def bench_llama(args, work):
+    return bench_decoder("llama", "LLaMA 2 layers, dim 48, context 32, batch 16, AdamW", args, work)
 
 
 def main():
@@ -146,7 +157,7 @@ def main():
     torch.set_num_threads(args.threads)
     rows = []
     with tempfile.TemporaryDirectory() as work:
-        for bench in (bench_mlp, bench_gpt):
+        for bench in (bench_mlp, bench_gpt, bench_llama):
             rows.append(bench(args, work))
     print("CPU, %d threads, median of %d steps after %d warm-up, best of %d alternating rounds; torch %s on %s" % (
         args.threads, args.steps, args.warmup, args.rounds, torch.__version__, blas.split(":", 1)[1].strip()))

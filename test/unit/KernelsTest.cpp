@@ -37,6 +37,24 @@ TEST(Kernels, MatmulAllTranspositions) {
   }
 }
 
+TEST(Kernels, MatmulBiasStartsEveryRowWithTheBias) {
+  const int64_t m = 9, k = 4, n = 5;
+  Buffer a = randomBuffer({m, k}, 11), b = randomBuffer({n, k}, 12), bias = randomBuffer({n}, 13), c = zeros({m, n});
+  plan::Instruction inst;
+  (*inst.mutable_int_attrs())["transpose_b"] = 1;
+  ASSERT_TRUE(runKernel("matmul_bias", {&a, &b, &bias}, {&c}, inst).isOk());
+  std::vector<double> want(m * n, 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      want[i * n + j] = bias.f[j];
+      for (int64_t p = 0; p < k; ++p)
+        want[i * n + j] += at(a, {i, p}) * at(b, {j, p});
+    }
+  expectNear(c.f, want, 1e-5);
+  Buffer wrongBias = randomBuffer({n + 1}, 14);
+  EXPECT_FALSE(runKernel("matmul_bias", {&a, &b, &wrongBias}, {&c}, inst).isOk());
+}
+
 TEST(Kernels, MatmulBatchedLhs) {
   Buffer a = randomBuffer({2, 3, 4}, 3), b = randomBuffer({4, 5}, 4), c = zeros({2, 3, 5});
   ASSERT_TRUE(runKernel("matmul", {&a, &b}, {&c}).isOk());

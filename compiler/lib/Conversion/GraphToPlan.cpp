@@ -111,6 +111,24 @@ private:
     for (NamedAttribute param : params)
       op->setAttr(param.getName(), param.getValue());
   }
+  /// The add of a bias [N] to `matmul`'s result [..., N], its only use,
+  /// with the bias computed before the matmul; null if there is none.
+  std::pair<graph::AddOp, Value> biasAddOf(graph::MatmulOp matmul) {
+    if (!matmul.getResult().hasOneUse())
+      return {};
+    auto add = dyn_cast<graph::AddOp>(*matmul.getResult().getUsers().begin());
+    if (!add || add.getType() != matmul.getType())
+      return {};
+    Value bias = add.getLhs() == matmul.getResult() ? add.getRhs() : add.getLhs();
+    auto biasType = cast<RankedTensorType>(bias.getType());
+    auto type = cast<RankedTensorType>(matmul.getType());
+    if (bias == matmul.getResult() || biasType.getRank() != 1 || biasType.getShape()[0] != type.getShape().back())
+      return {};
+    Operation *def = bias.getDefiningOp();
+    if (def && !def->isBeforeInBlock(matmul))
+      return {};
+    return {add, bias};
+  }
   LogicalResult lowerArguments();
   LogicalResult lowerOp(Operation *op);
   LogicalResult lowerFsdpOp(Operation *op);
@@ -129,6 +147,7 @@ private:
   llvm::StringMap<std::string> storage_;
   llvm::StringMap<SmallVector<int64_t>> pendingEvents_;
   llvm::DenseSet<int64_t> waitedEvents_;
+  llvm::DenseSet<Operation *> biasAddsInGemm_;
 };
 
 std::string flatParamName(StringRef unit) { return (unit + ".flat_param").str(); }
@@ -247,6 +266,19 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     addKernel("copy", inputs, {tensors_.lookup(reshape.getResult())}, loc, {});
     return success();
   }
+  if (biasAddsInGemm_.contains(op))
+    return success(); // lowered with its matmul
+  // A bias added to a matmul's result (a Linear layer) goes into the GEMM:
+  // C starts as the bias and the GEMM adds to it, as torch's addmm does.
+  if (auto matmul = dyn_cast<graph::MatmulOp>(op))
+    if (auto [add, bias] = biasAddOf(matmul); add) {
+      SmallVector<Attribute> operands(inputs);
+      operands.push_back(tensors_.lookup(bias));
+      addKernel("matmul_bias", operands, {outputFor(add.getResult())},
+                builder_.getFusedLoc({loc, add.getLoc()}), graph::ownAttributes(op));
+      biasAddsInGemm_.insert(add);
+      return success();
+    }
   SmallVector<Attribute> outputs;
   for (Value result : op->getResults())
     outputs.push_back(outputFor(result));

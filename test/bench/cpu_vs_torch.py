@@ -149,7 +149,7 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds; each side's best median counts")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds; each side's best median counts")
     args = parser.parse_args()
     openblas, blas = blas_is_openblas()
     if not openblas:

@@ -66,8 +66,9 @@ def main():
     compile_flags = ["--batch-size", str(args.batch), "--optimizer", "adamw", "--lr", repr(args.lr), "--world-size",
                      str(args.ranks), "--strategy", "full_shard", "--wrap", r"module:blocks\.[0-9]+",
                      "--fuse=" + ("false" if args.no_fuse else "true")]
-    run(["fsdpc", onnx_path, "-o", plan] + compile_flags)
-    step_ir = run(["fsdpc", onnx_path, "--emit=graph"] + compile_flags)
+    ir_dir = os.path.join(args.work, "ir")
+    run(["fsdpc", onnx_path, "-o", plan, "--dump-ir", ir_dir] + compile_flags)
+    step_ir = open(os.path.join(ir_dir, "01-graph.mlir")).read()
     fused = ("graph.layer_norm", "graph.rms_norm", "graph.gelu", "graph.masked_softmax")
     print("fused ops in the step: " + ", ".join("%d %s" % (step_ir.count(op + " "), op) for op in fused))
     launch = MPIRUN + ["-np", str(args.ranks)] if args.ranks > 1 else []

@@ -11,6 +11,7 @@
 #include "fsdpc/Export/PlanWriter.h"
 #include "fsdpc/Import/OnnxImporter.h"
 #include "fsdpc/Dialect/Fsdp/Transforms/Passes.h"
+#include "fsdpc/Dialect/Graph/Transforms/Passes.h"
 #include "fsdpc/Pipelines/Pipelines.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
@@ -206,8 +207,13 @@ int main(int argc, char **argv) {
     if (emitStage == "graph" || emitStage == "fsdp")
       return fail("--forward-only has no " + emitStage + " stage (import, plan)");
     planOptions.function = "forward";
-    planOptions.fuse = fuse;
-    if (!runPipeline([&](PassManager &pm) { fsdpc::buildLowerToPlanPipeline(pm, planOptions); }))
+    // A train step fuses first thing in fsdpc-train-step; @forward alone
+    // fuses here.
+    if (!runPipeline([&](PassManager &pm) {
+          if (fuse)
+            pm.addPass(fsdpc::graph::createGraphFuse());
+          fsdpc::buildLowerToPlanPipeline(pm, planOptions);
+        }))
       return 1;
     stageIndex = 3;
   }

@@ -40,8 +40,6 @@ void buildShardPipeline(OpPassManager &pm, const ShardOptions &options) {
 }
 
 void buildLowerToPlanPipeline(OpPassManager &pm, const LowerToPlanOptions &options) {
-  if (options.fuse)
-    pm.addPass(graph::createGraphFuse());
   pm.addPass(createConvertGraphToPlan({options.worldSize, options.function}));
   pm.addNestedPass<plan_ir::ProgramOp>(plan_ir::createPlanAllocate());
 }

@@ -50,8 +50,6 @@ struct LowerToPlanOptions : public mlir::PassPipelineOptions<LowerToPlanOptions>
   Option<int64_t> worldSize{*this, "world-size", llvm::cl::desc("ranks"), llvm::cl::init(1)};
   Option<std::string> function{*this, "function", llvm::cl::desc("train_step, or forward for forward-only plans"),
                                llvm::cl::init("train_step")};
-  Option<bool> fuse{*this, "fuse", llvm::cl::desc("run graph-fuse first (forward-only plans; train steps fuse earlier)"),
-                    llvm::cl::init(false)};
 };
 
 void buildTrainStepPipeline(mlir::OpPassManager &pm, const TrainStepOptions &options);

@@ -387,10 +387,10 @@ static LogicalResult verifyApproximate(Operation *op, StringRef approximate) {
 LogicalResult GeluOp::verify() { return verifyApproximate(*this, getApproximate()); }
 LogicalResult GeluGradOp::verify() { return verifyApproximate(*this, getApproximate()); }
 
-/// Shared by layer_norm and its gradient: `scale` (and `bias`) cover the
-/// normalised dimensions, the saved statistics keep the others.
-static LogicalResult verifyLayerNormOperands(Operation *op, Value input, int64_t axis, ArrayRef<Value> affine,
-                                             ArrayRef<Value> statistics) {
+/// Shared by layer_norm, rms_norm and their gradients: `scale` (and `bias`)
+/// cover the normalised dimensions, the saved statistics keep the others.
+static LogicalResult verifyNormOperands(Operation *op, Value input, int64_t axis, ArrayRef<Value> affine,
+                                        ArrayRef<Value> statistics) {
   if (failed(verifyStaticShape(op)))
     return failure();
   ArrayRef<int64_t> shape = shapeOf(input);
@@ -416,7 +416,7 @@ LogicalResult LayerNormOp::verify() {
     return emitOpError("result type must equal the input type");
   if (getEpsilon().convertToDouble() < 0)
     return emitOpError("epsilon must not be negative");
-  return verifyLayerNormOperands(*this, getInput(), getAxis(), {getScale(), getBias()}, {getMean(), getInvStdDev()});
+  return verifyNormOperands(*this, getInput(), getAxis(), {getScale(), getBias()}, {getMean(), getInvStdDev()});
 }
 
 LogicalResult LayerNormGradOp::verify() {
@@ -424,7 +424,7 @@ LogicalResult LayerNormGradOp::verify() {
     return emitOpError("dy and dinput types must equal the input type");
   if (getDscale().getType() != getScale().getType() || getDbias().getType() != getScale().getType())
     return emitOpError("dscale and dbias types must equal the scale type");
-  return verifyLayerNormOperands(*this, getInput(), getAxis(), {getScale()}, {getMean(), getInvStdDev()});
+  return verifyNormOperands(*this, getInput(), getAxis(), {getScale()}, {getMean(), getInvStdDev()});
 }
 
 LogicalResult RmsNormOp::verify() {
@@ -432,7 +432,7 @@ LogicalResult RmsNormOp::verify() {
     return emitOpError("result type must equal the input type");
   if (getEpsilon().convertToDouble() < 0)
     return emitOpError("epsilon must not be negative");
-  return verifyLayerNormOperands(*this, getInput(), getAxis(), {getScale()}, {getInvRms()});
+  return verifyNormOperands(*this, getInput(), getAxis(), {getScale()}, {getInvRms()});
 }
 
 LogicalResult RmsNormGradOp::verify() {
@@ -440,7 +440,7 @@ LogicalResult RmsNormGradOp::verify() {
     return emitOpError("dy and dinput types must equal the input type");
   if (getDscale().getType() != getScale().getType())
     return emitOpError("dscale type must equal the scale type");
-  return verifyLayerNormOperands(*this, getInput(), getAxis(), {getScale()}, {getInvRms()});
+  return verifyNormOperands(*this, getInput(), getAxis(), {getScale()}, {getInvRms()});
 }
 
 LogicalResult MaskedSoftmaxOp::verify() {

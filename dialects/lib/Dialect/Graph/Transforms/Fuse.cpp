@@ -83,6 +83,28 @@ Value meanOverTrailingDims(Value mean, int64_t &axis) {
   return sum.getInput();
 }
 
+/// For `sqrt(mean(v^2) + eps)`, the mean as meanOverTrailingDims reads it,
+/// the square a pow by 2 or `v * v`, eps a constant >= 0: returns v and sets
+/// `axis`, `epsilon` and `square` (the op that squares v). The denominator
+/// of both layer norm (v centred) and RMSNorm.
+Value rootMeanSquareOf(SqrtOp sqrt, int64_t &axis, double &epsilon, Operation *&square) {
+  std::optional<double> constant;
+  Value meanSquare = otherOperand<AddOp>(sqrt.getInput().getDefiningOp(), [&](Value v) {
+    constant = splatValue(v);
+    return constant && *constant >= 0;
+  });
+  Value squared = meanSquare ? meanOverTrailingDims(meanSquare, axis) : Value();
+  square = squared ? squared.getDefiningOp() : nullptr;
+  Value base;
+  if (isa_and_nonnull<PowOp>(square) && isConstantNear(square->getOperand(1), 2.0))
+    base = square->getOperand(0);
+  else if (isa_and_nonnull<MulOp>(square) && square->getOperand(0) == square->getOperand(1))
+    base = square->getOperand(0);
+  if (base)
+    epsilon = *constant;
+  return base;
+}
+
 /// Layer norm, anchored at the division of the centred input by the
 /// standard deviation.
 struct FuseLayerNorm : public OpRewritePattern<DivOp> {
@@ -101,24 +123,10 @@ struct FuseLayerNorm : public OpRewritePattern<DivOp> {
       return failure();
 
     auto sqrt = div.getRhs().getDefiningOp<SqrtOp>();
-    if (!sqrt)
-      return failure();
-    std::optional<double> epsilon;
-    Value variance = otherOperand<AddOp>(sqrt.getInput().getDefiningOp(), [&](Value v) {
-      epsilon = splatValue(v);
-      return epsilon && *epsilon >= 0;
-    });
-    if (!variance)
-      return failure();
-    Value squared = meanOverTrailingDims(variance, varianceAxis);
-    if (!squared || varianceAxis != axis)
-      return failure();
-    Operation *square = squared.getDefiningOp();
-    bool isSquare = (isa_and_nonnull<PowOp>(square) && square->getOperand(0) == centered.getResult() &&
-                     isConstantNear(square->getOperand(1), 2.0)) ||
-                    (isa_and_nonnull<MulOp>(square) && square->getOperand(0) == centered.getResult() &&
-                     square->getOperand(1) == centered.getResult());
-    if (!isSquare)
+    double epsilon = 0;
+    Operation *square = nullptr;
+    if (!sqrt || rootMeanSquareOf(sqrt, varianceAxis, epsilon, square) != centered.getResult() ||
+        varianceAxis != axis)
       return failure();
 
     // The affine part, when it follows with parameters of the normalised shape.
@@ -151,7 +159,7 @@ struct FuseLayerNorm : public OpRewritePattern<DivOp> {
     auto statistics = RankedTensorType::get(kept, type.getElementType());
     auto norm = LayerNormOp::create(rewriter, loc, type, statistics, statistics, x, scale ? scale : filled(1.0f),
                                     bias ? bias : filled(0.0f), rewriter.getI64IntegerAttr(axis),
-                                    rewriter.getF64FloatAttr(*epsilon));
+                                    rewriter.getF64FloatAttr(epsilon));
     rewriter.replaceOp(root, norm.getResult());
     return success();
   }
@@ -163,19 +171,10 @@ struct FuseRmsNorm : public OpRewritePattern<SqrtOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(SqrtOp sqrt, PatternRewriter &rewriter) const override {
-    std::optional<double> epsilon;
-    Value meanSquare = otherOperand<AddOp>(sqrt.getInput().getDefiningOp(), [&](Value v) {
-      epsilon = splatValue(v);
-      return epsilon && *epsilon >= 0;
-    });
     int64_t axis = -1;
-    Value squared = meanSquare ? meanOverTrailingDims(meanSquare, axis) : Value();
-    Operation *square = squared ? squared.getDefiningOp() : nullptr;
-    Value x;
-    if (isa_and_nonnull<PowOp>(square) && isConstantNear(square->getOperand(1), 2.0))
-      x = square->getOperand(0);
-    else if (isa_and_nonnull<MulOp>(square) && square->getOperand(0) == square->getOperand(1))
-      x = square->getOperand(0);
+    double epsilon = 0;
+    Operation *square = nullptr;
+    Value x = rootMeanSquareOf(sqrt, axis, epsilon, square);
     if (!x)
       return failure();
     // A centred input makes this a layer norm, which FuseLayerNorm takes whole.
@@ -217,7 +216,7 @@ struct FuseRmsNorm : public OpRewritePattern<SqrtOp> {
     SmallVector<int64_t> kept(type.getShape());
     std::fill(kept.begin() + axis, kept.end(), 1);
     auto norm = RmsNormOp::create(rewriter, loc, type, RankedTensorType::get(kept, type.getElementType()), x, scale,
-                                  rewriter.getI64IntegerAttr(axis), rewriter.getF64FloatAttr(*epsilon));
+                                  rewriter.getI64IntegerAttr(axis), rewriter.getF64FloatAttr(epsilon));
     rewriter.replaceOp(root, norm.getResult());
     return success();
   }

@@ -2,9 +2,25 @@
 """Trains an ONNX model with fsdpc + fsdp-run and with PyTorch, and compares.
 
 The torch side does not use fsdpc at all (see torch_reference.py). Every
-step's loss must agree within --loss-rtol (relative) and the final
-parameters within --param-rtol (max-norm relative: max|ours - torch| /
-max|torch| per parameter).
+step's loss must agree with torch float32's within --loss-rtol (relative).
+
+The final parameters are measured against torch run in float64, the exact
+answer float32 rounding only approximates, and so is torch float32: fsdpc's
+distance from float64 must be within --spread-factor times torch float32's
+own distance (or within the floor, where torch's is tiny), per parameter,
+in two norms:
+
+- the 2-norm, ||p - exact|| / ||exact||: the tensor as a whole. Rounding
+  moves it by ~1e-6 even under AdamW, so a wrong optimizer shows here: a
+  missing weight decay alone moves it by lr * wd * steps (2e-4 by default).
+  Floor: --param-l2-floor.
+- the max-norm, max|p - exact| / max|exact|: the worst element. AdamW
+  divides each gradient element by its own running RMS, so a rounding-level
+  difference in a gradient element that is nearly zero becomes a step of up
+  to lr: a few elements of a large layer move by ~5e-4 of the largest
+  weight, by an amount that depends on the processor's BLAS summation
+  order. Comparing with torch's own float32 spread, measured in the same
+  run, keeps the limit true on every machine. Floor: --param-max-floor.
 
 Needs /usr/bin/python3 (torch, onnx, numpy) and fsdpc, fsdp-run on PATH.
 """
@@ -15,7 +31,7 @@ import sys
 import onnx
 import torch
 
-from torch_reference import (Dataset, export_example, max_norm_rel, print_loss_comparison, read_losses,
+from torch_reference import (HEADROOM, Dataset, export_example, max_norm_rel, norm_rel, print_loss_comparison, read_losses,
                              read_safetensors, run, train_torch)
 
 
@@ -30,15 +46,19 @@ def main():
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--samples", type=int, default=320)
     parser.add_argument("--loss", choices=["cross_entropy", "mse"], default="cross_entropy")
+    parser.add_argument("--seed", type=int, default=1234, help="of the synthetic data set")
     parser.add_argument("--loss-rtol", type=float, default=1e-4)
-    parser.add_argument("--param-rtol", type=float, default=1e-4)
+    parser.add_argument("--spread-factor", type=float, default=5.0,
+                        help="how far from float64 fsdpc may be, in multiples of torch float32's distance")
+    parser.add_argument("--param-l2-floor", type=float, default=1e-5)
+    parser.add_argument("--param-max-floor", type=float, default=1e-4)
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
     torch.set_num_threads(2)
 
     path = export_example(args.model, args.work) if args.model in ("mlp", "mlp_relu") else args.model
     model = onnx.load(path)
-    data = Dataset(model, args.work, args.samples, args.loss)
+    data = Dataset(model, args.work, args.samples, args.loss, args.seed)
     data_dir = data.dir
 
     lr = args.lr if args.lr is not None else (1e-3 if args.optimizer == "adamw" else 0.05)
@@ -67,21 +87,26 @@ def main():
     _, exact_params = torch_run(torch.float64)
 
     failures = print_loss_comparison(ours, reference, args.loss_rtol, args.steps)
-    for name, want in torch_params.items():
+    print("param                 norm  fsdpc-fp64  torch32-fp64  limit")
+    for name, exact in exact_params.items():
         got = our_params.get(name)
-        if got is None or got.shape != want.shape:
+        if got is None or got.shape != exact.shape:
             print("parameter %s: missing or misshaped in the saved state dict" % name)
             failures += 1
             continue
-        rel = max_norm_rel(got, want)
-        torch_rounding = max_norm_rel(want, exact_params[name])
-        flag = "" if rel <= args.param_rtol else "  <-- exceeds %g" % args.param_rtol
-        failures += bool(flag)
-        print("param %-20s max-norm rel.diff %.2e   (torch fp32 vs torch fp64: %.2e)%s"
-              % (name, rel, torch_rounding, flag))
+        for norm, distance, floor in (("l2", norm_rel, args.param_l2_floor),
+                                      ("max", max_norm_rel, args.param_max_floor)):
+            ours_off = distance(got, exact)
+            torch_off = distance(torch_params[name], exact)
+            limit = max(floor, args.spread_factor * torch_off)
+            flag = "" if ours_off <= limit else "  <-- exceeds"
+            failures += bool(flag)
+            HEADROOM.add("param %s vs float64" % norm, ours_off, limit)
+            print("param %-15s %-4s  %.2e    %.2e      %.2e%s" % (name, norm, ours_off, torch_off, limit, flag))
     if sum(ours[-3:]) >= sum(ours[:3]):
         print("the loss did not fall: %g -> %g" % (ours[0], ours[-1]))
         failures += 1
+    HEADROOM.print()
     print("RESULT:", "PASS" if failures == 0 else "FAIL (%d)" % failures)
     sys.exit(1 if failures else 0)
 

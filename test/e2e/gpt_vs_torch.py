@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from torch_reference import print_loss_comparison, read_losses, run
+from torch_reference import HEADROOM, print_loss_comparison, read_losses, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLES = os.path.join(HERE, "..", "..", "examples")
@@ -98,6 +98,7 @@ def main():
           " (no constant folding)" if args.no_constant_folding else "", args.ranks,
           sum(p.numel() for p in model.parameters())))
     failures = print_loss_comparison(ours, reference, args.rtol, args.steps)
+    HEADROOM.print()
     print("RESULT:", "PASS" if failures == 0 else "FAIL (%d)" % failures)
     sys.exit(1 if failures else 0)
 

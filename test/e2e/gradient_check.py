@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from onnx import TensorProto, helper, numpy_helper
 
-from torch_reference import norm_rel, read_losses, read_safetensors, run
+from torch_reference import HEADROOM, norm_rel, read_losses, read_safetensors, run
 
 LR = 1000.0
 
@@ -247,10 +247,12 @@ def check(spec, work, rtol, rng):
     magnitude = (y.abs() * torch.tensor(np.abs(weight).astype(np.float64))).sum().item()
     loss_rel = abs(ours_loss - loss.item()) / max(magnitude, 1e-12)
     worst = ("loss", loss_rel)
+    HEADROOM.add("loss vs float64", loss_rel, rtol)
     failures += loss_rel > rtol
     for p, tp in zip(spec["params"], torch_params):
         ours = (values[p].astype(np.float64) - after[p].astype(np.float64)) / LR
         rel = norm_rel(ours, tp.grad.numpy())
+        HEADROOM.add("gradient vs float64", rel, rtol)
         if rel > worst[1]:
             worst = (p, rel)
         failures += rel > rtol
@@ -320,6 +322,7 @@ def main():
     if args.filter in "dropout_mask_consistency":
         failures += check_dropout(os.path.join(args.work, "dropout"), rng)
         checked += 1
+    HEADROOM.print()
     print("gradient checks: %d passed, %d failed" % (checked - failures, failures))
     sys.exit(1 if failures else 0)
 

@@ -29,7 +29,7 @@ import sys
 
 import onnx
 
-from torch_reference import (Dataset, export_example, max_norm_rel, norm_rel, read_losses, read_safetensors, run,
+from torch_reference import (HEADROOM, Dataset, export_example, max_norm_rel, norm_rel, read_losses, read_safetensors, run,
                              train_torch)
 
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-x", "OMP_NUM_THREADS=1"]
@@ -79,6 +79,8 @@ def compare(label, losses, params, ref_losses, ref_params, loss_rtol, param_rtol
         worst_max = max(worst_max, max_norm_rel(got.astype("float64"), want.astype("float64")))
         if rel >= worst_param:
             worst_param, worst_name = rel, name
+    HEADROOM.add("loss vs " + label, worst_loss, loss_rtol)
+    HEADROOM.add("param l2 vs " + label, worst_param, param_rtol)
     bad = worst_loss > loss_rtol or worst_param > param_rtol
     failures += bad
     print("  vs %-7s losses %.2e (<= %g)  params %.2e (<= %g, worst %s; max-norm %.1e)%s"
@@ -128,6 +130,7 @@ def main():
         failures += compare("1 rank", losses, params, base_losses, base_params, args.rtol, args.rtol)
         failures += compare("torch", losses, params, torch_losses, torch_params, args.torch_loss_rtol,
                             args.torch_param_rtol)
+    HEADROOM.print()
     print("RESULT:", "PASS" if failures == 0 else "FAIL (%d)" % failures)
     sys.exit(1 if failures else 0)
 

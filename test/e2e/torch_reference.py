@@ -188,6 +188,29 @@ def read_steps(metrics_path):
     return steps
 
 
+class Headroom:
+    """The worst figure of each kind of check against its limit. A script
+    prints these last, as `headroom CHECK: worst X, limit Y (Zx)` lines, so a
+    run shows how close it came to failing (test/e2e/headroom.py collects
+    them over repeated runs)."""
+
+    def __init__(self):
+        self.worst = {}
+
+    def add(self, check, value, limit):
+        ratio = value / limit if limit > 0 else float("inf")
+        if check not in self.worst or ratio > self.worst[check][0]:
+            self.worst[check] = (ratio, value, limit)
+
+    def print(self):
+        for check, (ratio, value, limit) in self.worst.items():
+            print("headroom %s: worst %.2e, limit %.2e (%s)"
+                  % (check, value, limit, "%.1fx" % (1 / ratio) if ratio > 0 else "exact"))
+
+
+HEADROOM = Headroom()
+
+
 def print_loss_comparison(ours, reference, rtol, steps):
     """Prints fsdpc's and torch's loss per step; returns the failures (steps
     beyond rtol, or a missing step)."""
@@ -197,6 +220,7 @@ def print_loss_comparison(ours, reference, rtol, steps):
         rel = abs(a - b) / max(abs(b), 1e-12)
         flag = "" if rel <= rtol else "  <-- exceeds %g" % rtol
         failures += bool(flag)
+        HEADROOM.add("loss vs torch fp32", rel, rtol)
         print("%4d  %.9g  %.9g  %.2e%s" % (step, a, b, rel, flag))
     if len(ours) != steps:
         print("fsdp-run reported %d steps, expected %d" % (len(ours), steps))

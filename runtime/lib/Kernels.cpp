@@ -988,7 +988,7 @@ Status softmaxCrossEntropy(const KernelCall &call) {
     rowExpSum(row, classes, maxValue, sum);
     total += std::log(sum) + maxValue - row[labels[r]];
   }
-  bool mean = call.intAttr("mean", 1);
+  bool mean = call.stringAttr("reduction", "mean") == "mean";
   // torch returns NaN for a mean over zero labels; so do we.
   call.outputs[0].f32()[0] = static_cast<float>(mean ? total / counted : total);
   return Status::ok();
@@ -1001,7 +1001,7 @@ Status softmaxCrossEntropyGrad(const KernelCall &call) {
   const float *logits = call.inputs[0].f32();
   const int64_t *labels = call.inputs[1].i64();
   float seed = call.inputs[2].f32()[0];
-  bool mean = call.intAttr("mean", 1);
+  bool mean = call.stringAttr("reduction", "mean") == "mean";
   float scale = mean ? seed / static_cast<float>(counted) : seed;
   int64_t ignoreIndex = call.intAttr("ignore_index", INT64_MIN);
   float *dlogits = call.outputs[0].f32();
@@ -1155,86 +1155,80 @@ Status adamwUpdate(const KernelCall &call) {
   return Status::ok();
 }
 
-struct KernelEntry {
-  KernelFn fn;
-  int numInputs; // -1: variable
-  int numOutputs;
-};
-
-const std::unordered_map<std::string, KernelEntry> &registry() {
-  static const std::unordered_map<std::string, KernelEntry> table = {
-      {"matmul", {matmul, 2, 1}},
-      {"matmul_bias", {matmul, 3, 1}},
-      {"add", {[](const KernelCall &c) { return binaryBroadcast(c, [](float a, float b) { return a + b; }); }, 2, 1}},
-      {"sub", {[](const KernelCall &c) { return binaryBroadcast(c, [](float a, float b) { return a - b; }); }, 2, 1}},
-      {"mul", {[](const KernelCall &c) { return binaryBroadcast(c, [](float a, float b) { return a * b; }); }, 2, 1}},
-      {"div", {[](const KernelCall &c) { return binaryBroadcast(c, [](float a, float b) { return a / b; }); }, 2, 1}},
-      {"batch_matmul", {batchMatmul, 2, 1}},
-      {"reduce_sum", {reduceSum, 1, 1}},
-      {"broadcast_to", {broadcastTo, 1, 1}},
-      {"concat", {concat, -1, 1}},
-      {"slice", {slice, 1, 1}},
-      {"slice_grad", {sliceGrad, 1, 1}},
-      {"gather", {gather, 2, 1}},
-      {"gather_grad", {gatherGrad, 2, 1}},
-      {"select", {select, 3, 1}},
-      {"cast", {cast, 1, 1}},
-      {"trilu", {trilu, 1, 1}},
-      {"dropout", {dropout, 1, 1}},
-      {"dropout_grad", {dropout, 1, 1}},
-      {"pow", {[](const KernelCall &c) {
+// The CPU backend's kernel table: one entry for every signature of the
+// kernel contract (test/unit/KernelsTest.cpp checks both ways).
+const std::unordered_map<std::string, KernelFn> &registry() {
+  static const std::unordered_map<std::string, KernelFn> table = {
+      {"matmul", matmul},
+      {"matmul_bias", matmul},
+      {"add", [](const KernelCall &c) { return binaryBroadcast(c, [](float a, float b) { return a + b; }); }},
+      {"sub", [](const KernelCall &c) { return binaryBroadcast(c, [](float a, float b) { return a - b; }); }},
+      {"mul", [](const KernelCall &c) { return binaryBroadcast(c, [](float a, float b) { return a * b; }); }},
+      {"div", [](const KernelCall &c) { return binaryBroadcast(c, [](float a, float b) { return a / b; }); }},
+      {"batch_matmul", batchMatmul},
+      {"reduce_sum", reduceSum},
+      {"broadcast_to", broadcastTo},
+      {"concat", concat},
+      {"slice", slice},
+      {"slice_grad", sliceGrad},
+      {"gather", gather},
+      {"gather_grad", gatherGrad},
+      {"select", select},
+      {"cast", cast},
+      {"trilu", trilu},
+      {"dropout", dropout},
+      {"dropout_grad", dropout},
+      {"pow", [](const KernelCall &c) {
                  // Small integer exponents (GELU's x^3, x^2 in norms) as products, as torch does.
                  return binaryBroadcast(c, [](float a, float b) {
                    return b == 2.0f ? a * a : b == 3.0f ? a * a * a : b == 1.0f ? a : std::pow(a, b);
                  });
-               },
-               2, 1}},
-      {"neg", {[](const KernelCall &c) { return unary(c, [](float x) { return -x; }); }, 1, 1}},
-      {"exp", {[](const KernelCall &c) { return unary(c, [](float x) { return std::exp(x); }); }, 1, 1}},
-      {"log", {[](const KernelCall &c) { return unary(c, [](float x) { return std::log(x); }); }, 1, 1}},
-      {"sqrt", {[](const KernelCall &c) { return unary(c, [](float x) { return std::sqrt(x); }); }, 1, 1}},
-      {"erf", {[](const KernelCall &c) { return unary(c, [](float x) { return std::erf(x); }); }, 1, 1}},
-      {"reciprocal", {[](const KernelCall &c) { return unary(c, [](float x) { return 1.0f / x; }); }, 1, 1}},
+               }},
+      {"neg", [](const KernelCall &c) { return unary(c, [](float x) { return -x; }); }},
+      {"exp", [](const KernelCall &c) { return unary(c, [](float x) { return std::exp(x); }); }},
+      {"log", [](const KernelCall &c) { return unary(c, [](float x) { return std::log(x); }); }},
+      {"sqrt", [](const KernelCall &c) { return unary(c, [](float x) { return std::sqrt(x); }); }},
+      {"erf", [](const KernelCall &c) { return unary(c, [](float x) { return std::erf(x); }); }},
+      {"reciprocal", [](const KernelCall &c) { return unary(c, [](float x) { return 1.0f / x; }); }},
       {"scale",
-       {[](const KernelCall &c) {
+       [](const KernelCall &c) {
           float factor = static_cast<float>(c.floatAttr("factor", 1.0));
           return unary(c, [factor](float x) { return x * factor; });
-        },
-        1, 1}},
-      {"relu", {[](const KernelCall &c) { return unary(c, [](float x) { return x > 0 ? x : 0.0f; }); }, 1, 1}},
-      {"tanh", {[](const KernelCall &c) { return unary(c, [](float x) { return std::tanh(x); }); }, 1, 1}},
-      {"sigmoid", {[](const KernelCall &c) { return unary(c, [](float x) { return 1.0f / (1.0f + std::exp(-x)); }); }, 1, 1}},
+        }},
+      {"relu", [](const KernelCall &c) { return unary(c, [](float x) { return x > 0 ? x : 0.0f; }); }},
+      {"tanh", [](const KernelCall &c) { return unary(c, [](float x) { return std::tanh(x); }); }},
+      {"sigmoid", [](const KernelCall &c) { return unary(c, [](float x) { return 1.0f / (1.0f + std::exp(-x)); }); }},
       {"relu_grad",
-       {[](const KernelCall &c) { return unaryGrad(c, [](float y, float dy) { return y > 0 ? dy : 0.0f; }); }, 2, 1}},
+       [](const KernelCall &c) { return unaryGrad(c, [](float y, float dy) { return y > 0 ? dy : 0.0f; }); }},
       {"tanh_grad",
-       {[](const KernelCall &c) { return unaryGrad(c, [](float y, float dy) { return dy * (1 - y * y); }); }, 2, 1}},
+       [](const KernelCall &c) { return unaryGrad(c, [](float y, float dy) { return dy * (1 - y * y); }); }},
       {"sigmoid_grad",
-       {[](const KernelCall &c) { return unaryGrad(c, [](float y, float dy) { return dy * (y * (1 - y)); }); }, 2, 1}},
-      {"gelu", {gelu, 1, 1}},
-      {"gelu_grad", {geluGrad, 2, 1}},
-      {"layer_norm", {layerNorm, 3, 3}},
+       [](const KernelCall &c) { return unaryGrad(c, [](float y, float dy) { return dy * (y * (1 - y)); }); }},
+      {"gelu", gelu},
+      {"gelu_grad", geluGrad},
+      {"layer_norm", layerNorm},
       // input, scale, mean, inv_std_dev, dy -> dinput, dscale, dbias
-      {"layer_norm_grad", {layerNormGrad, 5, 3}},
-      {"rms_norm", {rmsNorm, 2, 2}},
+      {"layer_norm_grad", layerNormGrad},
+      {"rms_norm", rmsNorm},
       // input, scale, inv_rms, dy -> dinput, dscale
-      {"rms_norm_grad", {rmsNormGrad, 4, 2}},
-      {"softmax", {softmax, 1, 1}},
-      {"masked_softmax", {maskedSoftmax, 2, 1}},
-      {"log_softmax", {softmax, 1, 1}},
-      {"softmax_grad", {softmaxGrad, 2, 1}},
-      {"log_softmax_grad", {softmaxGrad, 2, 1}},
-      {"softmax_cross_entropy", {softmaxCrossEntropy, 2, 1}},
-      {"softmax_cross_entropy_grad", {softmaxCrossEntropyGrad, 3, 1}},
-      {"mse_loss", {mseLoss, 2, 1}},
-      {"mse_loss_grad", {mseLossGrad, 3, 1}},
-      {"sum_to", {sumTo, 1, 1}},
-      {"transpose", {transpose, 1, 1}},
-      {"copy", {copy, 1, 1}},
-      {"fill", {fill, 0, 1}},
+      {"rms_norm_grad", rmsNormGrad},
+      {"softmax", softmax},
+      {"masked_softmax", maskedSoftmax},
+      {"log_softmax", softmax},
+      {"softmax_grad", softmaxGrad},
+      {"log_softmax_grad", softmaxGrad},
+      {"softmax_cross_entropy", softmaxCrossEntropy},
+      {"softmax_cross_entropy_grad", softmaxCrossEntropyGrad},
+      {"mse_loss", mseLoss},
+      {"mse_loss_grad", mseLossGrad},
+      {"sum_to", sumTo},
+      {"transpose", transpose},
+      {"copy", copy},
+      {"fill", fill},
       // param, grad, [momentum_buffer], step -> param, [momentum_buffer]
-      {"sgd_update", {sgdUpdate, -1, -1}},
+      {"sgd_update", sgdUpdate},
       // param, grad, exp_avg, exp_avg_sq, step -> param, exp_avg, exp_avg_sq
-      {"adamw_update", {adamwUpdate, 5, 3}},
+      {"adamw_update", adamwUpdate},
   };
   return table;
 }
@@ -1249,16 +1243,15 @@ KernelFn lookupKernel(const std::string &name) {
   }();
   (void)blasSingleThreaded;
   auto it = registry().find(name);
-  return it == registry().end() ? nullptr : it->second.fn;
+  return it == registry().end() ? nullptr : it->second;
 }
 
-bool kernelArity(const std::string &name, int &numInputs, int &numOutputs) {
-  auto it = registry().find(name);
-  if (it == registry().end())
-    return false;
-  numInputs = it->second.numInputs;
-  numOutputs = it->second.numOutputs;
-  return true;
+std::vector<std::string> cpuKernelNames() {
+  std::vector<std::string> names;
+  for (const auto &entry : registry())
+    names.push_back(entry.first);
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 } // namespace fsdpc::runtime

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "fsdpc/runtime/AtomicFile.h"
+#include "fsdpc/runtime/KernelContract.h"
 
 #include <cstring>
 
@@ -130,6 +131,65 @@ StatusOr<PlanFile> readPlanFile(const std::string &path) {
   return plan;
 }
 
+bool isCollective(const std::string &op) {
+  return op == "all_gather" || op == "reduce_scatter" || op == "all_reduce";
+}
+
+namespace {
+
+/// Whether a plan file stores a parameter of `type` in the map it was found in.
+bool storedAs(contract::AttrType type, bool inInts, bool inFloats, bool inLists, bool inStrings) {
+  switch (type) {
+  case contract::AttrType::kBool:
+  case contract::AttrType::kInt:
+    return inInts;
+  case contract::AttrType::kFloat:
+    return inFloats;
+  case contract::AttrType::kIntList:
+    return inLists;
+  case contract::AttrType::kString:
+    return inStrings;
+  }
+  return false;
+}
+
+} // namespace
+
+Status checkKernelContract(const plan::Instruction &inst) {
+  const contract::KernelSignature *signature = contract::findKernel(inst.op());
+  if (!signature)
+    return FSDPC_ERROR(kUnimplemented, "plan uses kernel '", inst.op(), "' that this fsdp-run does not have (at ",
+                       inst.location(), ")");
+  std::string arity = contract::checkArity(*signature, inst.inputs_size(), inst.outputs_size());
+  if (!arity.empty())
+    return FSDPC_ERROR(kInvalidArgument, "kernel '", inst.op(), "' ", arity, " (at ", inst.location(), ")");
+  auto checkAll = [&](const auto &map, bool ints, bool floats, bool lists, bool strings) -> Status {
+    for (const auto &[name, value] : map) {
+      const contract::AttrSpec *spec = signature->findAttr(name);
+      if (!spec)
+        return FSDPC_ERROR(kInvalidArgument, "kernel '", inst.op(), "' has no parameter '", name, "' (at ",
+                           inst.location(), "); was the plan written by another fsdpc?");
+      if (!storedAs(spec->type, ints, floats, lists, strings))
+        return FSDPC_ERROR(kInvalidArgument, "kernel '", inst.op(), "' parameter '", name, "' must be ",
+                           contract::attrTypeName(spec->type), " (at ", inst.location(), ")");
+    }
+    return Status::ok();
+  };
+  FSDPC_RETURN_IF_ERROR(checkAll(inst.int_attrs(), true, false, false, false));
+  FSDPC_RETURN_IF_ERROR(checkAll(inst.float_attrs(), false, true, false, false));
+  FSDPC_RETURN_IF_ERROR(checkAll(inst.int_list_attrs(), false, false, true, false));
+  FSDPC_RETURN_IF_ERROR(checkAll(inst.string_attrs(), false, false, false, true));
+  for (const contract::AttrSpec &spec : signature->attrs) {
+    std::string name(spec.name);
+    bool present = inst.int_attrs().count(name) || inst.float_attrs().count(name) ||
+                   inst.int_list_attrs().count(name) || inst.string_attrs().count(name);
+    if (spec.required && !present)
+      return FSDPC_ERROR(kInvalidArgument, "kernel '", inst.op(), "' needs parameter '", name, "' (at ",
+                         inst.location(), ")");
+  }
+  return Status::ok();
+}
+
 Status validatePlan(const PlanFile &plan) {
   const plan::PlanHeader &h = plan.header;
   int numTensors = h.tensors_size();
@@ -165,8 +225,11 @@ Status validatePlan(const PlanFile &plan) {
     for (int id : inst.outputs())
       if (id < 0 || id >= numTensors)
         return FSDPC_ERROR(kInvalidArgument, "instruction '", inst.op(), "' writes a missing tensor ", id);
-    if ((inst.op() == "record_event" || inst.op() == "wait_event") && (inst.event() < 0 || inst.event() >= h.num_events()))
+    bool isEvent = inst.op() == "record_event" || inst.op() == "wait_event";
+    if (isEvent && (inst.event() < 0 || inst.event() >= h.num_events()))
       return FSDPC_ERROR(kInvalidArgument, "instruction '", inst.op(), "' names a missing event ", inst.event());
+    if (!isEvent && !isCollective(inst.op()))
+      FSDPC_RETURN_IF_ERROR(checkKernelContract(inst));
   }
   if (h.loss_tensor() >= numTensors || (h.loss_tensor() < 0 && h.output_tensors().empty()))
     return FSDPC_ERROR(kInvalidArgument, "plan has neither a loss tensor nor outputs");

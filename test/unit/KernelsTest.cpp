@@ -1,6 +1,10 @@
 // Each CPU kernel against a naive double-precision reference.
 #include "TestUtil.h"
 
+#include "fsdpc/runtime/KernelContract.h"
+#include "fsdpc/runtime/PlanFile.h"
+
+#include <algorithm>
 #include <cmath>
 
 using namespace fsdpc;
@@ -313,6 +317,69 @@ TEST(Kernels, NegScaleCopyFill) {
   (*fill.mutable_float_attrs())["value"] = 1.5;
   ASSERT_TRUE(runKernel("fill", {}, {&flat}, fill).isOk());
   EXPECT_EQ(flat.f, std::vector<float>(12, 1.5f));
+}
+
+} // namespace
+
+namespace {
+
+// The CPU backend implements exactly the kernel contract: every signature
+// has a kernel, and no kernel is outside the contract (so the compiler's
+// verifier knows it).
+TEST(KernelContract, CpuBackendImplementsEverySignature) {
+  std::vector<std::string> names;
+  for (const contract::KernelSignature &signature : contract::kernelSignatures()) {
+    names.emplace_back(signature.name);
+    EXPECT_NE(runtime::lookupKernel(names.back()), nullptr) << "no CPU kernel for " << names.back();
+  }
+  for (const std::string &name : runtime::cpuKernelNames())
+    EXPECT_NE(contract::findKernel(name), nullptr) << "CPU kernel " << name << " is not in the contract";
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(std::adjacent_find(names.begin(), names.end()), names.end()) << "a kernel is listed twice";
+}
+
+TEST(KernelContract, AritiesAndParameters) {
+  const contract::KernelSignature *sgd = contract::findKernel("sgd_update");
+  ASSERT_NE(sgd, nullptr);
+  EXPECT_EQ(contract::checkArity(*sgd, 3, 1), "");
+  EXPECT_EQ(contract::checkArity(*sgd, 4, 2), "");
+  EXPECT_EQ(contract::checkArity(*sgd, 5, 2), "takes 3 to 4 inputs, got 5");
+  const contract::KernelSignature *concat = contract::findKernel("concat");
+  ASSERT_NE(concat, nullptr);
+  EXPECT_EQ(contract::checkArity(*concat, 7, 1), "");
+  EXPECT_EQ(contract::checkArity(*concat, 0, 1), "takes 1 or more inputs, got 0");
+  ASSERT_NE(sgd->findAttr("nesterov"), nullptr);
+  EXPECT_EQ(sgd->findAttr("nesterov")->type, contract::AttrType::kBool);
+  EXPECT_EQ(sgd->findAttr("betas"), nullptr);
+  EXPECT_EQ(contract::findKernel("softplus"), nullptr);
+}
+
+// The plan loader checks instructions against the contract too: a plan
+// written by hand or by another fsdpc is refused with the kernel's name.
+TEST(KernelContract, PlanLoaderRefusesMismatches) {
+  plan::Instruction inst;
+  inst.set_op("softmax");
+  inst.add_inputs(0);
+  inst.add_outputs(1);
+  (*inst.mutable_int_attrs())["axis"] = 1;
+  EXPECT_TRUE(runtime::checkKernelContract(inst).isOk());
+  plan::Instruction wrongType = inst;
+  wrongType.mutable_int_attrs()->clear();
+  (*wrongType.mutable_float_attrs())["axis"] = 1.0;
+  EXPECT_NE(runtime::checkKernelContract(wrongType).message().find("parameter 'axis' must be int"), std::string::npos);
+  plan::Instruction missing = inst;
+  missing.mutable_int_attrs()->clear();
+  EXPECT_NE(runtime::checkKernelContract(missing).message().find("needs parameter 'axis'"), std::string::npos);
+  plan::Instruction oldEncoding;
+  oldEncoding.set_op("softmax_cross_entropy");
+  oldEncoding.add_inputs(0);
+  oldEncoding.add_inputs(1);
+  oldEncoding.add_outputs(2);
+  (*oldEncoding.mutable_int_attrs())["mean"] = 1; // what format version 1 wrote
+  EXPECT_NE(runtime::checkKernelContract(oldEncoding).message().find("has no parameter 'mean'"), std::string::npos);
+  plan::Instruction arity = inst;
+  arity.add_inputs(0);
+  EXPECT_NE(runtime::checkKernelContract(arity).message().find("takes 1 input, got 2"), std::string::npos);
 }
 
 } // namespace

@@ -282,8 +282,8 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   SmallVector<Attribute> outputs;
   for (Value result : op->getResults())
     outputs.push_back(outputFor(result));
-  // Other ops keep their attributes (the plan writer turns `reduction` into
-  // the runtime's `mean` flag).
+  // Other ops keep their attributes: the kernel contract names them as the
+  // graph dialect does.
   addKernel(op->getName().stripDialect(), inputs, outputs, loc, graph::ownAttributes(op));
   return success();
 }

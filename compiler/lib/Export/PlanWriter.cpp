@@ -54,7 +54,8 @@ std::string locationString(Location loc) {
   return "";
 }
 
-/// Kernel parameters: everything but the op's own structural attributes.
+/// Kernel parameters: everything but the op's own structural attributes,
+/// under the names and types the kernel contract gives them.
 bool copyParams(Operation *op, ArrayRef<StringRef> structural, plan::Instruction &inst, std::string &error) {
   for (NamedAttribute attr : op->getAttrDictionary()) {
     StringRef name = attr.getName().getValue();
@@ -72,10 +73,7 @@ bool copyParams(Operation *op, ArrayRef<StringRef> structural, plan::Instruction
       for (int64_t v : list.asArrayRef())
         out.add_values(v);
     } else if (auto s = dyn_cast<StringAttr>(value)) {
-      if (name == "reduction")
-        (*inst.mutable_int_attrs())["mean"] = s.getValue() == "avg" || s.getValue() == "mean";
-      else
-        (*inst.mutable_string_attrs())[name.str()] = s.str();
+      (*inst.mutable_string_attrs())[name.str()] = s.str();
     } else {
       error = "instruction '" + inst.op() + "' has a parameter '" + name.str() + "' of an unsupported kind";
       return false;

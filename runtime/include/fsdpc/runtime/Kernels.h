@@ -50,10 +50,11 @@ struct KernelCall {
 
 using KernelFn = Status (*)(const KernelCall &call);
 
-/// The kernel registered under `name`, or nullptr.
+/// The CPU kernel registered under `name`, or nullptr. Its operand counts
+/// and parameters are the kernel contract's (KernelContract.h).
 KernelFn lookupKernel(const std::string &name);
-/// The expected operand counts for a kernel, checked once when a plan loads.
-bool kernelArity(const std::string &name, int &numInputs, int &numOutputs);
+/// Every kernel the CPU backend has, sorted.
+std::vector<std::string> cpuKernelNames();
 
 } // namespace fsdpc::runtime
 

@@ -25,7 +25,9 @@
 namespace fsdpc::runtime {
 
 inline constexpr char kPlanMagic[8] = {'F', 'S', 'D', 'P', 'P', 'L', 'A', 'N'};
-inline constexpr uint32_t kPlanFormatVersion = 1;
+// 2: kernel parameters follow the kernel contract (KernelContract.h); the
+// losses' and collectives' `reduction` is a string, no longer a `mean` flag.
+inline constexpr uint32_t kPlanFormatVersion = 2;
 inline constexpr uint64_t kSectionAlignment = 64;
 
 struct PlanFile {
@@ -49,6 +51,13 @@ StatusOr<PlanFile> readPlanFile(const std::string &path);
 /// Checks the header's internal consistency (tensor indices, section bounds,
 /// region bounds), so the executor can trust it.
 Status validatePlan(const PlanFile &plan);
+
+/// Whether `op` names a collective (all_gather, reduce_scatter, all_reduce).
+bool isCollective(const std::string &op);
+
+/// Checks a compute instruction against the kernel contract: a known kernel,
+/// its operand counts, and its parameters' names, types and presence.
+Status checkKernelContract(const plan::Instruction &inst);
 
 int64_t numElements(const plan::Tensor &tensor);
 

@@ -1,6 +1,7 @@
 #include "fsdpc/Dialect/Plan/IR/PlanDialect.h"
 
 #include "fsdpc/Dialect/Plan/IR/PlanOps.h"
+#include "fsdpc/runtime/KernelContract.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/StringSet.h"
@@ -153,13 +154,51 @@ static LogicalResult verifyTensorRefs(Operation *op, SymbolTableCollection &symb
   return success();
 }
 
+/// Whether `value` is written the way the contract's `type` says.
+static bool hasContractType(Attribute value, fsdpc::contract::AttrType type) {
+  using fsdpc::contract::AttrType;
+  switch (type) {
+  case AttrType::kBool:
+    return isa<BoolAttr>(value);
+  case AttrType::kInt:
+    return isa<IntegerAttr>(value) && !isa<BoolAttr>(value);
+  case AttrType::kFloat:
+    return isa<FloatAttr>(value);
+  case AttrType::kIntList:
+    return isa<DenseI64ArrayAttr>(value);
+  case AttrType::kString:
+    return isa<StringAttr>(value);
+  }
+  return false;
+}
+
 LogicalResult KernelOp::verify() {
-  if (getKernel().empty())
-    return emitOpError("needs a kernel name");
-  if (getOutputs().empty())
-    return emitOpError("must write at least one tensor");
   if (getStream() != Stream::compute)
     return emitOpError("kernels run on the compute stream");
+  // The kernel contract every backend implements: name, arity, parameters.
+  const fsdpc::contract::KernelSignature *signature = fsdpc::contract::findKernel(getKernel().str());
+  if (!signature)
+    return emitOpError("unknown kernel \"") << getKernel() << "\"";
+  std::string arity = fsdpc::contract::checkArity(*signature, getInputs().size(), getOutputs().size());
+  if (!arity.empty())
+    return emitOpError("kernel \"") << getKernel() << "\" " << arity;
+  for (NamedAttribute attr : (*this)->getAttrDictionary()) {
+    StringRef name = attr.getName().getValue();
+    if (name == getKernelAttrName() || name == getInputsAttrName() || name == getOutputsAttrName() ||
+        name == getStreamAttrName())
+      continue;
+    const fsdpc::contract::AttrSpec *spec = signature->findAttr(std::string_view(name.data(), name.size()));
+    if (!spec)
+      return emitOpError("kernel \"") << getKernel() << "\" has no parameter '" << name << "'";
+    if (!hasContractType(attr.getValue(), spec->type))
+      return emitOpError("kernel \"") << getKernel() << "\" parameter '" << name << "' must be a "
+                                      << std::string(fsdpc::contract::attrTypeName(spec->type)) << ", got "
+                                      << attr.getValue();
+  }
+  for (const fsdpc::contract::AttrSpec &spec : signature->attrs)
+    if (spec.required && !(*this)->hasAttr(StringRef(spec.name.data(), spec.name.size())))
+      return emitOpError("kernel \"") << getKernel() << "\" needs parameter '"
+                                      << StringRef(spec.name.data(), spec.name.size()) << "'";
   return success();
 }
 

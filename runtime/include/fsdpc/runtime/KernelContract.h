@@ -1,0 +1,58 @@
+//===- KernelContract.h - the kernels a plan may call ----------*- C++ -*-===//
+//
+// One table of every kernel a plan instruction may name: its operand and
+// result counts and its parameters with their types. The compiler's
+// verifier of `plan.kernel` checks each instruction against it (so a wrong
+// name, arity or parameter is a compile-time error), the plan loader checks
+// each plan against it, and every backend's kernel table must implement
+// exactly these names (a unit test checks the CPU backend's).
+//
+// Plain C++ with no dependency at all: the MLIR dialects and the runtime
+// both link it, and the runtime never depends on MLIR.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDPC_RUNTIME_KERNELCONTRACT_H
+#define FSDPC_RUNTIME_KERNELCONTRACT_H
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fsdpc::contract {
+
+/// How a kernel parameter is written: in the plan dialect as a BoolAttr,
+/// IntegerAttr, FloatAttr, DenseI64ArrayAttr or StringAttr; in a plan file
+/// in int_attrs (bool and int), float_attrs, int_list_attrs or string_attrs.
+enum class AttrType { kBool, kInt, kFloat, kIntList, kString };
+
+struct AttrSpec {
+  std::string_view name;
+  AttrType type;
+  bool required;
+};
+
+struct KernelSignature {
+  std::string_view name;
+  int minInputs, maxInputs; // maxInputs -1: any number from minInputs
+  int minOutputs, maxOutputs;
+  std::vector<AttrSpec> attrs;
+
+  const AttrSpec *findAttr(std::string_view attr) const;
+};
+
+/// Every kernel, in a fixed order.
+const std::vector<KernelSignature> &kernelSignatures();
+
+/// The signature of the kernel called `name`, or nullptr.
+const KernelSignature *findKernel(std::string_view name);
+
+/// "bool", "int", "float", "int list", "string".
+std::string_view attrTypeName(AttrType type);
+
+/// Empty if `numInputs` operands and `numOutputs` results fit the
+/// signature; otherwise why not, e.g. "takes 2 inputs, got 3".
+std::string checkArity(const KernelSignature &signature, int numInputs, int numOutputs);
+
+} // namespace fsdpc::contract
+
+#endif // FSDPC_RUNTIME_KERNELCONTRACT_H

@@ -1,0 +1,166 @@
+//===- KernelContract.cpp - the table of kernel signatures ----------------===//
+#include "fsdpc/runtime/KernelContract.h"
+
+namespace fsdpc::contract {
+namespace {
+
+constexpr AttrType kBool = AttrType::kBool, kInt = AttrType::kInt, kFloat = AttrType::kFloat,
+                   kIntList = AttrType::kIntList, kString = AttrType::kString;
+constexpr bool kRequired = true, kOptional = false;
+
+KernelSignature fixed(std::string_view name, int inputs, int outputs, std::vector<AttrSpec> attrs = {}) {
+  return {name, inputs, inputs, outputs, outputs, std::move(attrs)};
+}
+
+std::vector<KernelSignature> buildTable() {
+  const std::vector<AttrSpec> gemm = {{"transpose_a", kBool, kOptional}, {"transpose_b", kBool, kOptional}};
+  const std::vector<AttrSpec> axis = {{"axis", kInt, kRequired}};
+  const std::vector<AttrSpec> normalize = {{"axis", kInt, kRequired}, {"epsilon", kFloat, kRequired}};
+  const std::vector<AttrSpec> strided = {{"starts", kIntList, kRequired}, {"steps", kIntList, kRequired}};
+  const std::vector<AttrSpec> dropout = {{"ratio", kFloat, kRequired}, {"seed", kInt, kRequired}};
+  const std::vector<AttrSpec> gelu = {{"approximate", kString, kOptional}};
+  // "mean" (torch's default: over the labels that count) or "sum".
+  const std::vector<AttrSpec> crossEntropy = {{"reduction", kString, kOptional}, {"ignore_index", kInt, kOptional}};
+
+  std::vector<KernelSignature> table = {
+      // GEMMs. matmul_bias: C = bias (broadcast over rows) + A B, as addmm.
+      fixed("matmul", 2, 1, gemm),
+      fixed("matmul_bias", 3, 1, gemm),
+      fixed("batch_matmul", 2, 1, gemm),
+      // Elementwise with broadcasting.
+      fixed("add", 2, 1),
+      fixed("sub", 2, 1),
+      fixed("mul", 2, 1),
+      fixed("div", 2, 1),
+      fixed("pow", 2, 1),
+      // Elementwise unary, and activation gradients from (y, dy).
+      fixed("neg", 1, 1),
+      fixed("exp", 1, 1),
+      fixed("log", 1, 1),
+      fixed("sqrt", 1, 1),
+      fixed("erf", 1, 1),
+      fixed("reciprocal", 1, 1),
+      fixed("scale", 1, 1, {{"factor", kFloat, kRequired}}),
+      fixed("relu", 1, 1),
+      fixed("tanh", 1, 1),
+      fixed("sigmoid", 1, 1),
+      fixed("relu_grad", 2, 1),
+      fixed("tanh_grad", 2, 1),
+      fixed("sigmoid_grad", 2, 1),
+      fixed("gelu", 1, 1, gelu),
+      fixed("gelu_grad", 2, 1, gelu),
+      // Reductions and broadcasts.
+      fixed("reduce_sum", 1, 1, {{"axes", kIntList, kRequired}, {"keepdims", kBool, kRequired}}),
+      fixed("broadcast_to", 1, 1),
+      fixed("sum_to", 1, 1),
+      // Shape and indexing.
+      {"concat", 1, -1, 1, 1, axis},
+      fixed("slice", 1, 1, strided),
+      fixed("slice_grad", 1, 1, strided),
+      fixed("gather", 2, 1, axis),
+      fixed("gather_grad", 2, 1, axis),
+      fixed("select", 3, 1),
+      fixed("cast", 1, 1, {{"to_bool", kBool, kOptional}}),
+      fixed("trilu", 1, 1, {{"k", kInt, kRequired}, {"upper", kBool, kRequired}}),
+      fixed("transpose", 1, 1, {{"perm", kIntList, kRequired}}),
+      fixed("copy", 1, 1),
+      fixed("fill", 0, 1, {{"value", kFloat, kRequired}}),
+      fixed("dropout", 1, 1, dropout),
+      fixed("dropout_grad", 1, 1, dropout),
+      // Softmax family.
+      fixed("softmax", 1, 1, axis),
+      fixed("log_softmax", 1, 1, axis),
+      fixed("softmax_grad", 2, 1, axis),
+      fixed("log_softmax_grad", 2, 1, axis),
+      fixed("masked_softmax", 2, 1, {{"scale", kFloat, kRequired}}),
+      // Norms: forward also writes the per-row statistics backward reads.
+      // layer_norm: input, scale, bias -> y, mean, inv_std_dev.
+      fixed("layer_norm", 3, 3, normalize),
+      // input, scale, mean, inv_std_dev, dy -> dinput, dscale, dbias.
+      fixed("layer_norm_grad", 5, 3, axis),
+      // rms_norm: input, scale -> y, inv_rms.
+      fixed("rms_norm", 2, 2, normalize),
+      // input, scale, inv_rms, dy -> dinput, dscale.
+      fixed("rms_norm_grad", 4, 2, axis),
+      // Losses: forward gives the scalar loss; grad takes the loss's seed.
+      fixed("softmax_cross_entropy", 2, 1, crossEntropy),
+      fixed("softmax_cross_entropy_grad", 3, 1, crossEntropy),
+      fixed("mse_loss", 2, 1),
+      fixed("mse_loss_grad", 3, 1),
+      // Optimizers, in place on a unit's shard.
+      // param, grad, [momentum_buffer], step -> param, [momentum_buffer].
+      {"sgd_update", 3, 4, 1, 2,
+       {{"lr", kFloat, kRequired},
+        {"momentum", kFloat, kRequired},
+        {"dampening", kFloat, kRequired},
+        {"weight_decay", kFloat, kRequired},
+        {"nesterov", kBool, kRequired}}},
+      // param, grad, exp_avg, exp_avg_sq, step -> param, exp_avg, exp_avg_sq.
+      fixed("adamw_update", 5, 3,
+            {{"lr", kFloat, kRequired},
+             {"beta1", kFloat, kRequired},
+             {"beta2", kFloat, kRequired},
+             {"eps", kFloat, kRequired},
+             {"weight_decay", kFloat, kRequired}}),
+  };
+  return table;
+}
+
+} // namespace
+
+const AttrSpec *KernelSignature::findAttr(std::string_view attr) const {
+  for (const AttrSpec &spec : attrs)
+    if (spec.name == attr)
+      return &spec;
+  return nullptr;
+}
+
+const std::vector<KernelSignature> &kernelSignatures() {
+  static const std::vector<KernelSignature> table = buildTable();
+  return table;
+}
+
+const KernelSignature *findKernel(std::string_view name) {
+  for (const KernelSignature &signature : kernelSignatures())
+    if (signature.name == name)
+      return &signature;
+  return nullptr;
+}
+
+std::string_view attrTypeName(AttrType type) {
+  switch (type) {
+  case AttrType::kBool:
+    return "bool";
+  case AttrType::kInt:
+    return "int";
+  case AttrType::kFloat:
+    return "float";
+  case AttrType::kIntList:
+    return "int list";
+  case AttrType::kString:
+    return "string";
+  }
+  return "?";
+}
+
+namespace {
+std::string countError(const char *what, int min, int max, int got) {
+  std::string expected = std::to_string(min);
+  if (max < 0)
+    expected += " or more";
+  else if (max != min)
+    expected += " to " + std::to_string(max);
+  bool plural = !(min == 1 && max == 1);
+  return std::string("takes ") + expected + " " + what + (plural ? "s" : "") + ", got " + std::to_string(got);
+}
+} // namespace
+
+std::string checkArity(const KernelSignature &signature, int numInputs, int numOutputs) {
+  if (numInputs < signature.minInputs || (signature.maxInputs >= 0 && numInputs > signature.maxInputs))
+    return countError("input", signature.minInputs, signature.maxInputs, numInputs);
+  if (numOutputs < signature.minOutputs || numOutputs > signature.maxOutputs)
+    return countError("output", signature.minOutputs, signature.maxOutputs, numOutputs);
+  return "";
+}
+
+} // namespace fsdpc::contract

@@ -1,0 +1,91 @@
+//===- CpuKernels.h - the CPU backend's kernels, by family -----*- C++ -*-===//
+//
+// Each kernel implements one signature of the kernel contract
+// (fsdpc/runtime/KernelContract.h); KernelTable.cpp maps the contract's
+// names to these functions. Operand counts and parameter types were checked
+// when the plan loaded, so a kernel checks only what depends on the data
+// (shapes, label ranges).
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDPC_RUNTIME_CPU_CPUKERNELS_H
+#define FSDPC_RUNTIME_CPU_CPUKERNELS_H
+
+#include "fsdpc/runtime/Kernels.h"
+
+namespace fsdpc::runtime::cpu {
+
+// Elementwise.cpp: binary ops with numpy broadcasting, unary ops and the
+// gradients of activations from (y, dy), select, cast, dropout, GELU.
+Status add(const KernelCall &call);
+Status sub(const KernelCall &call);
+Status mul(const KernelCall &call);
+Status div(const KernelCall &call);
+Status power(const KernelCall &call);
+Status negate(const KernelCall &call);
+Status exponential(const KernelCall &call);
+Status logarithm(const KernelCall &call);
+Status squareRoot(const KernelCall &call);
+Status errorFunction(const KernelCall &call);
+Status reciprocal(const KernelCall &call);
+Status scale(const KernelCall &call);
+Status relu(const KernelCall &call);
+Status hyperbolicTangent(const KernelCall &call);
+Status sigmoid(const KernelCall &call);
+Status reluGrad(const KernelCall &call);
+Status tanhGrad(const KernelCall &call);
+Status sigmoidGrad(const KernelCall &call);
+Status select(const KernelCall &call);
+Status cast(const KernelCall &call);
+/// dropout and dropout_grad: the same mask, redrawn from (seed, step, rank).
+Status dropout(const KernelCall &call);
+Status gelu(const KernelCall &call);
+Status geluGrad(const KernelCall &call);
+
+// Matmul.cpp: sgemm through BLAS, split by rows across OpenMP threads.
+/// matmul and matmul_bias (C starts as the bias, as torch's addmm).
+Status matmul(const KernelCall &call);
+Status batchMatmul(const KernelCall &call);
+
+// Reductions.cpp.
+Status reduceSum(const KernelCall &call);
+Status broadcastTo(const KernelCall &call);
+/// The gradient of a broadcast: sums over the broadcast dimensions.
+Status sumTo(const KernelCall &call);
+
+// Shape.cpp: shape and indexing.
+Status concat(const KernelCall &call);
+Status slice(const KernelCall &call);
+Status sliceGrad(const KernelCall &call);
+Status gather(const KernelCall &call);
+Status gatherGrad(const KernelCall &call);
+Status trilu(const KernelCall &call);
+Status transpose(const KernelCall &call);
+Status copy(const KernelCall &call);
+Status fill(const KernelCall &call);
+
+// Softmax.cpp.
+/// softmax and log_softmax.
+Status softmax(const KernelCall &call);
+Status maskedSoftmax(const KernelCall &call);
+/// softmax_grad and log_softmax_grad.
+Status softmaxGrad(const KernelCall &call);
+
+// Norms.cpp.
+Status layerNorm(const KernelCall &call);
+Status layerNormGrad(const KernelCall &call);
+Status rmsNorm(const KernelCall &call);
+Status rmsNormGrad(const KernelCall &call);
+
+// Losses.cpp.
+Status softmaxCrossEntropy(const KernelCall &call);
+Status softmaxCrossEntropyGrad(const KernelCall &call);
+Status mseLoss(const KernelCall &call);
+Status mseLossGrad(const KernelCall &call);
+
+// Optimizers.cpp: torch.optim's float operations, in torch's order.
+Status sgdUpdate(const KernelCall &call);
+Status adamwUpdate(const KernelCall &call);
+
+} // namespace fsdpc::runtime::cpu
+
+#endif // FSDPC_RUNTIME_CPU_CPUKERNELS_H

@@ -1,0 +1,207 @@
+//===- Elementwise.cpp - elementwise kernels --------------------------------===//
+#include "CpuKernels.h"
+#include "Indexing.h"
+#include "VectorMath.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace fsdpc::runtime::cpu {
+
+namespace {
+
+template <typename Op> Status binaryBroadcast(const KernelCall &call, Op op) {
+  const TensorView &a = call.inputs[0], &b = call.inputs[1], &out = call.outputs[0];
+  if (!broadcastsTo(a.shape, out.shape) || !broadcastsTo(b.shape, out.shape))
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": shapes ", shapeString(a.shape), " and ",
+                       shapeString(b.shape), " do not broadcast to ", shapeString(out.shape));
+  const float *pa = a.f32(), *pb = b.f32();
+  float *po = out.f32();
+  int64_t n = out.numElements();
+  if (a.numElements() == n && b.numElements() == n) {
+#pragma omp parallel for if (n > kParallelThreshold)
+    for (int64_t i = 0; i < n; ++i)
+      po[i] = op(pa[i], pb[i]);
+    return Status::ok();
+  }
+  if (a.numElements() == n && b.numElements() == 1) {
+    float s = pb[0];
+#pragma omp parallel for if (n > kParallelThreshold)
+    for (int64_t i = 0; i < n; ++i)
+      po[i] = op(pa[i], s);
+    return Status::ok();
+  }
+  forEachBroadcast(out.shape, broadcastStrides(a.shape, out.shape), broadcastStrides(b.shape, out.shape),
+                   [&](int64_t i, int64_t ia, int64_t ib) { po[i] = op(pa[ia], pb[ib]); });
+  return Status::ok();
+}
+
+template <typename Op> Status unary(const KernelCall &call, Op op) {
+  const float *in = call.inputs[0].f32();
+  float *out = call.outputs[0].f32();
+  int64_t n = call.outputs[0].numElements();
+  if (call.inputs[0].numElements() != n)
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": input and output sizes differ");
+#pragma omp parallel for if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = op(in[i]);
+  return Status::ok();
+}
+
+/// out = op(y, dy) elementwise: the shape of the gradient rules of unary ops.
+template <typename Op> Status unaryGrad(const KernelCall &call, Op op) {
+  const float *y = call.inputs[0].f32(), *dy = call.inputs[1].f32();
+  float *out = call.outputs[0].f32();
+  int64_t n = call.outputs[0].numElements();
+  if (call.inputs[0].numElements() != n || call.inputs[1].numElements() != n)
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": operand sizes differ");
+#pragma omp parallel for if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = op(y[i], dy[i]);
+  return Status::ok();
+}
+
+} // namespace
+
+Status add(const KernelCall &c) { return binaryBroadcast(c, [](float a, float b) { return a + b; }); }
+Status sub(const KernelCall &c) { return binaryBroadcast(c, [](float a, float b) { return a - b; }); }
+Status mul(const KernelCall &c) { return binaryBroadcast(c, [](float a, float b) { return a * b; }); }
+Status div(const KernelCall &c) { return binaryBroadcast(c, [](float a, float b) { return a / b; }); }
+
+Status power(const KernelCall &c) {
+  // Small integer exponents (GELU's x^3, x^2 in norms) as products, as torch does.
+  return binaryBroadcast(c, [](float a, float b) {
+    return b == 2.0f ? a * a : b == 3.0f ? a * a * a : b == 1.0f ? a : std::pow(a, b);
+  });
+}
+
+Status negate(const KernelCall &c) { return unary(c, [](float x) { return -x; }); }
+Status exponential(const KernelCall &c) { return unary(c, [](float x) { return std::exp(x); }); }
+Status logarithm(const KernelCall &c) { return unary(c, [](float x) { return std::log(x); }); }
+Status squareRoot(const KernelCall &c) { return unary(c, [](float x) { return std::sqrt(x); }); }
+Status errorFunction(const KernelCall &c) { return unary(c, [](float x) { return std::erf(x); }); }
+Status reciprocal(const KernelCall &c) { return unary(c, [](float x) { return 1.0f / x; }); }
+
+Status scale(const KernelCall &c) {
+  float factor = static_cast<float>(c.floatAttr("factor", 1.0));
+  return unary(c, [factor](float x) { return x * factor; });
+}
+
+Status relu(const KernelCall &c) { return unary(c, [](float x) { return x > 0 ? x : 0.0f; }); }
+Status hyperbolicTangent(const KernelCall &c) { return unary(c, [](float x) { return std::tanh(x); }); }
+Status sigmoid(const KernelCall &c) { return unary(c, [](float x) { return 1.0f / (1.0f + std::exp(-x)); }); }
+
+Status reluGrad(const KernelCall &c) {
+  return unaryGrad(c, [](float y, float dy) { return y > 0 ? dy : 0.0f; });
+}
+Status tanhGrad(const KernelCall &c) {
+  return unaryGrad(c, [](float y, float dy) { return dy * (1 - y * y); });
+}
+Status sigmoidGrad(const KernelCall &c) {
+  return unaryGrad(c, [](float y, float dy) { return dy * (y * (1 - y)); });
+}
+
+Status select(const KernelCall &call) {
+  const TensorView &c = call.inputs[0], &a = call.inputs[1], &b = call.inputs[2], &y = call.outputs[0];
+  if (!broadcastsTo(c.shape, y.shape) || !broadcastsTo(a.shape, y.shape) || !broadcastsTo(b.shape, y.shape))
+    return FSDPC_ERROR(kInvalidArgument, "select: operands do not broadcast to ", shapeString(y.shape));
+  forEachRow<3>(y.shape, {broadcastStrides(c.shape, y.shape), broadcastStrides(a.shape, y.shape),
+                          broadcastStrides(b.shape, y.shape)},
+                [&](int64_t row, const std::array<int64_t, 3> &o, int64_t count, const std::array<int64_t, 3> &st) {
+                  float *out = y.f32() + row * count;
+                  const int64_t *pc = c.i64() + o[0];
+                  const float *pa = a.f32() + o[1], *pb = b.f32() + o[2];
+                  for (int64_t i = 0; i < count; ++i)
+                    out[i] = pc[i * st[0]] ? pa[i * st[1]] : pb[i * st[2]];
+                });
+  return Status::ok();
+}
+
+Status cast(const KernelCall &call) {
+  const TensorView &x = call.inputs[0], &y = call.outputs[0];
+  int64_t n = y.numElements();
+  if (x.numElements() != n)
+    return FSDPC_ERROR(kInvalidArgument, "cast: input and output sizes differ");
+  if (call.intAttr("to_bool", 0)) {
+    if (x.dtype != plan::I64 || y.dtype != plan::I64)
+      return FSDPC_ERROR(kInvalidArgument, "cast: to_bool casts i64 to i64");
+    std::transform(x.i64(), x.i64() + n, y.i64(), [](int64_t v) { return static_cast<int64_t>(v != 0); });
+  } else if (x.dtype == y.dtype)
+    std::memcpy(y.data, x.data, n * dtypeSize(x.dtype));
+  else if (x.dtype == plan::F32)
+    std::transform(x.f32(), x.f32() + n, y.i64(), [](float v) { return static_cast<int64_t>(v); });
+  else
+    std::transform(x.i64(), x.i64() + n, y.f32(), [](int64_t v) { return static_cast<float>(v); });
+  return Status::ok();
+}
+
+namespace {
+
+/// Dropout's keep decision for one element: a counter-based hash of
+/// (seed, step, rank, index), so backward redraws forward's mask exactly.
+bool keepElement(uint64_t seed, const StepContext &context, int64_t index, double ratio) {
+  uint64_t x = seed ^ (static_cast<uint64_t>(context.step) * 0x9E3779B97F4A7C15ull) ^
+               (static_cast<uint64_t>(context.rank) * 0xC2B2AE3D27D4EB4Full) ^ static_cast<uint64_t>(index);
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  return static_cast<double>(x >> 11) * (1.0 / 9007199254740992.0) >= ratio;
+}
+
+} // namespace
+
+Status dropout(const KernelCall &call) {
+  const TensorView &x = call.inputs[0], &y = call.outputs[0];
+  double ratio = call.floatAttr("ratio", 0.5);
+  uint64_t seed = static_cast<uint64_t>(call.intAttr("seed", 0));
+  StepContext context = call.context ? *call.context : StepContext();
+  float scale = static_cast<float>(1.0 / (1.0 - ratio));
+  int64_t n = y.numElements();
+#pragma omp parallel for if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i)
+    y.f32()[i] = keepElement(seed, context, i, ratio) ? x.f32()[i] * scale : 0.0f;
+  return Status::ok();
+}
+
+constexpr float kSqrtTwoOverPi = 0.79788456080286536f;
+constexpr float kInvSqrtTwoPi = 0.39894228040143268f;
+constexpr float kGeluCubic = 0.044715f;
+
+/// Whether a gelu instruction asks for the tanh form; fails on other values.
+Status geluTanhForm(const KernelCall &call, bool &tanhForm) {
+  std::string approximate = call.stringAttr("approximate", "none");
+  if (approximate != "none" && approximate != "tanh")
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": approximate must be none or tanh, got ",
+                       approximate);
+  tanhForm = approximate == "tanh";
+  return Status::ok();
+}
+
+Status gelu(const KernelCall &call) {
+  bool tanhForm;
+  FSDPC_RETURN_IF_ERROR(geluTanhForm(call, tanhForm));
+  if (tanhForm)
+    return unary(call, [](float x) {
+      return 0.5f * x * (1.0f + vectorTanh(kSqrtTwoOverPi * (x + kGeluCubic * x * x * x)));
+    });
+  return unary(call, [](float x) { return 0.5f * x * twiceNormalCdf(x, vectorExp(-0.5f * x * x)); });
+}
+
+Status geluGrad(const KernelCall &call) {
+  bool tanhForm;
+  FSDPC_RETURN_IF_ERROR(geluTanhForm(call, tanhForm));
+  if (tanhForm)
+    return unaryGrad(call, [](float x, float dy) {
+      const float t = vectorTanh(kSqrtTwoOverPi * (x + kGeluCubic * x * x * x));
+      return dy * (0.5f * (1.0f + t) +
+                   0.5f * x * (1.0f - t * t) * kSqrtTwoOverPi * (1.0f + 3.0f * kGeluCubic * x * x));
+    });
+  return unaryGrad(call, [](float x, float dy) {
+    const float gaussian = vectorExp(-0.5f * x * x);
+    return dy * (0.5f * twiceNormalCdf(x, gaussian) + x * kInvSqrtTwoPi * gaussian);
+  });
+}
+
+} // namespace fsdpc::runtime::cpu

@@ -1,0 +1,168 @@
+//===- Indexing.h - shapes, strides and broadcasting ------------------------===//
+//
+// Index arithmetic the CPU kernels share: numpy broadcasting, row-major
+// strides, loops over rows of a strided view, and splitting a shape around
+// an axis.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDPC_RUNTIME_CPU_INDEXING_H
+#define FSDPC_RUNTIME_CPU_INDEXING_H
+
+#include "fsdpc/runtime/Kernels.h"
+#include "VectorMath.h"
+
+#include <array>
+#include <string>
+#include <vector>
+
+namespace fsdpc::runtime::cpu {
+
+
+inline std::string shapeString(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+/// Strides of `shape` seen from an index space of `outShape` under numpy
+/// broadcasting: 0 where `shape` broadcasts, missing leading dims included.
+inline std::vector<int64_t> broadcastStrides(const std::vector<int64_t> &shape, const std::vector<int64_t> &outShape) {
+  size_t rank = outShape.size();
+  std::vector<int64_t> strides(rank, 0);
+  int64_t stride = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    size_t dim = shape.size() - 1 - i;
+    size_t outDim = rank - 1 - i;
+    strides[outDim] = shape[dim] == 1 ? 0 : stride;
+    stride *= shape[dim];
+  }
+  return strides;
+}
+
+inline bool broadcastsTo(const std::vector<int64_t> &shape, const std::vector<int64_t> &outShape) {
+  if (shape.size() > outShape.size())
+    return false;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    int64_t d = shape[shape.size() - 1 - i], o = outShape[outShape.size() - 1 - i];
+    if (d != o && d != 1)
+      return false;
+  }
+  return true;
+}
+
+/// Calls body(outIndex, offsetA, offsetB) for every element of `outShape`.
+template <typename Body>
+void forEachBroadcast(const std::vector<int64_t> &outShape, const std::vector<int64_t> &stridesA,
+                      const std::vector<int64_t> &stridesB, Body body) {
+  int64_t total = 1;
+  for (int64_t d : outShape)
+    total *= d;
+  if (total == 0)
+    return;
+  size_t rank = outShape.size();
+  if (rank == 0) {
+    body(0, 0, 0);
+    return;
+  }
+  int64_t inner = outShape[rank - 1];
+  int64_t outer = total / inner;
+  int64_t innerA = stridesA[rank - 1], innerB = stridesB[rank - 1];
+#pragma omp parallel for if (total > kParallelThreshold)
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t rest = o, offA = 0, offB = 0;
+    for (size_t d = rank - 1; d-- > 0;) {
+      int64_t idx = rest % outShape[d];
+      rest /= outShape[d];
+      offA += idx * stridesA[d];
+      offB += idx * stridesB[d];
+    }
+    for (int64_t i = 0; i < inner; ++i)
+      body(o * inner + i, offA + i * innerA, offB + i * innerB);
+  }
+}
+
+
+/// Row-major strides of a shape, in elements.
+inline std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;)
+    strides[d - 1] = strides[d] * shape[d];
+  return strides;
+}
+
+/// Offset, under `strides`, of the element with row-major position `flat`
+/// in `shape`.
+inline int64_t offsetOf(int64_t flat, const std::vector<int64_t> &shape, const std::vector<int64_t> &strides) {
+  int64_t offset = 0;
+  for (size_t d = shape.size(); d-- > 0;) {
+    offset += (flat % shape[d]) * strides[d];
+    flat /= shape[d];
+  }
+  return offset;
+}
+
+/// Calls body(row, offsets, count, steps) for each row (run along the last
+/// dimension) of `shape`, in parallel: offsets[j] is where operand j's row
+/// starts under strides[j], and steps[j] its stride along the row. The
+/// div/mod work is per row, not per element.
+template <size_t N, typename Body>
+void forEachRow(const std::vector<int64_t> &shape, const std::array<std::vector<int64_t>, N> &strides, Body body) {
+  int64_t total = elementCount(shape);
+  if (total == 0)
+    return;
+  if (shape.empty()) {
+    std::array<int64_t, N> offsets{}, steps{};
+    body(0, offsets, 1, steps);
+    return;
+  }
+  int64_t count = shape.back(), rows = total / count;
+  std::vector<int64_t> outer(shape.begin(), shape.end() - 1);
+  std::array<int64_t, N> steps;
+  std::array<std::vector<int64_t>, N> outerStrides;
+  for (size_t j = 0; j < N; ++j) {
+    steps[j] = strides[j].back();
+    outerStrides[j].assign(strides[j].begin(), strides[j].end() - 1);
+  }
+#pragma omp parallel for if (total > kParallelThreshold)
+  for (int64_t r = 0; r < rows; ++r) {
+    std::array<int64_t, N> offsets;
+    for (size_t j = 0; j < N; ++j)
+      offsets[j] = offsetOf(r, outer, outerStrides[j]);
+    body(r, offsets, count, steps);
+  }
+}
+
+
+/// Splits a shape around `axis` into [outer, axisSize, inner].
+inline bool splitAroundAxis(const std::vector<int64_t> &shape, int64_t axis, int64_t &outer, int64_t &size, int64_t &inner) {
+  int64_t rank = shape.size();
+  if (axis < 0)
+    axis += rank;
+  if (axis < 0 || axis >= rank)
+    return false;
+  outer = inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= shape[d];
+  for (int64_t d = axis + 1; d < rank; ++d)
+    inner *= shape[d];
+  size = shape[axis];
+  return true;
+}
+
+/// Softmax-family kernels: `body(in..., out, count, stride)` runs on each
+/// slice along the axis, with the slice's elements `stride` apart.
+template <typename Body> Status alongAxis(const KernelCall &call, Body body) {
+  int64_t outer, size, inner;
+  if (!splitAroundAxis(call.outputs[0].shape, call.intAttr("axis", -1), outer, size, inner))
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": axis out of range");
+#pragma omp parallel for collapse(2) if (outer * size * inner > kParallelThreshold)
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i)
+      body(o * size * inner + i, size, inner);
+  return Status::ok();
+}
+
+} // namespace fsdpc::runtime::cpu
+
+#endif // FSDPC_RUNTIME_CPU_INDEXING_H

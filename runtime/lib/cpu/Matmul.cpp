@@ -1,0 +1,99 @@
+//===- Matmul.cpp - GEMM kernels --------------------------------------------===//
+#include "CpuKernels.h"
+#include "Indexing.h"
+#include "VectorMath.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace fsdpc::runtime::cpu {
+
+Status matmul(const KernelCall &call) {
+  const TensorView &a = call.inputs[0], &b = call.inputs[1], &c = call.outputs[0];
+  bool transA = call.intAttr("transpose_a", 0), transB = call.intAttr("transpose_b", 0);
+  if (a.shape.size() < 2 || b.shape.size() != 2 || (transA && a.shape.size() != 2))
+    return FSDPC_ERROR(kInvalidArgument, "matmul: unsupported operand ranks ", shapeString(a.shape), " x ",
+                       shapeString(b.shape));
+  int64_t k = transA ? a.shape[0] : a.shape.back();
+  int64_t m = transA ? a.shape[1] : a.numElements() / k;
+  int64_t kb = transB ? b.shape[1] : b.shape[0];
+  int64_t n = transB ? b.shape[0] : b.shape[1];
+  if (k != kb || c.numElements() != m * n)
+    return FSDPC_ERROR(kInvalidArgument, "matmul: shapes ", shapeString(a.shape), " x ", shapeString(b.shape),
+                       " do not match output ", shapeString(c.shape));
+  // matmul_bias: C starts as the bias in every row and the GEMM adds to it,
+  // as torch's addmm does for a Linear layer.
+  const float *bias = call.inputs.size() > 2 ? call.inputs[2].f32() : nullptr;
+  if (bias && call.inputs[2].numElements() != n)
+    return FSDPC_ERROR(kInvalidArgument, "matmul_bias: bias of ", call.inputs[2].numElements(),
+                       " elements for ", n, " columns");
+  if (m == 0 || n == 0)
+    return Status::ok();
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        c.f32()[i * n + j] = bias ? bias[j] : 0.0f;
+    return Status::ok();
+  }
+  // Row blocks of C, one per thread: rows of op(A) start at row r of A, or
+  // at column r when A is transposed.
+  int threads = m * n * k >= (1 << 18) ? std::min<int64_t>(omp_get_max_threads(), m) : 1;
+#pragma omp parallel for num_threads(threads) if (threads > 1)
+  for (int t = 0; t < threads; ++t) {
+    int64_t begin = m * t / threads, end = m * (t + 1) / threads;
+    if (begin == end)
+      continue;
+    if (bias)
+      for (int64_t i = begin; i < end; ++i)
+        std::memcpy(c.f32() + i * n, bias, n * sizeof(float));
+    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, end - begin, n,
+                k, 1.0f, a.f32() + (transA ? begin : begin * k), transA ? m : k, b.f32(), transB ? k : n,
+                bias ? 1.0f : 0.0f, c.f32() + begin * n, n);
+  }
+  return Status::ok();
+}
+
+/// One sgemm per index of the broadcast batch dimensions.
+Status batchMatmul(const KernelCall &call) {
+  const TensorView &a = call.inputs[0], &b = call.inputs[1], &c = call.outputs[0];
+  bool transA = call.intAttr("transpose_a", 0), transB = call.intAttr("transpose_b", 0);
+  size_t ra = a.shape.size(), rb = b.shape.size(), rc = c.shape.size();
+  if (ra < 2 || rb < 2 || rc < 2)
+    return FSDPC_ERROR(kInvalidArgument, "batch_matmul: operands must have rank 2 or more");
+  int64_t m = transA ? a.shape[ra - 1] : a.shape[ra - 2], k = transA ? a.shape[ra - 2] : a.shape[ra - 1];
+  int64_t kb = transB ? b.shape[rb - 1] : b.shape[rb - 2], n = transB ? b.shape[rb - 2] : b.shape[rb - 1];
+  std::vector<int64_t> batch(c.shape.begin(), c.shape.end() - 2);
+  std::vector<int64_t> batchA(a.shape.begin(), a.shape.end() - 2), batchB(b.shape.begin(), b.shape.end() - 2);
+  if (k != kb || c.shape[rc - 2] != m || c.shape[rc - 1] != n || !broadcastsTo(batchA, batch) ||
+      !broadcastsTo(batchB, batch))
+    return FSDPC_ERROR(kInvalidArgument, "batch_matmul: shapes ", shapeString(a.shape), " x ", shapeString(b.shape),
+                       " do not match output ", shapeString(c.shape));
+  std::vector<int64_t> stridesA = broadcastStrides(batchA, batch), stridesB = broadcastStrides(batchB, batch);
+  int64_t count = elementCount(batch);
+  const float *pa = a.f32(), *pb = b.f32();
+  float *pc = c.f32();
+#pragma omp parallel for if (count > 1 && m * n * k > 4096)
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t rest = i, offA = 0, offB = 0;
+    for (size_t d = batch.size(); d-- > 0;) {
+      int64_t index = rest % batch[d];
+      rest /= batch[d];
+      offA += index * stridesA[d];
+      offB += index * stridesB[d];
+    }
+    float *out = pc + i * m * n;
+    if (k == 0) {
+      std::fill(out, out + m * n, 0.0f);
+      continue;
+    }
+    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, m, n, k, 1.0f,
+                pa + offA * m * k, transA ? m : k, pb + offB * k * n, transB ? k : n, 0.0f, out, n);
+  }
+  return Status::ok();
+}
+
+} // namespace fsdpc::runtime::cpu

@@ -1,0 +1,69 @@
+//===- Optimizers.cpp - optimizer kernels -----------------------------------===//
+#include "CpuKernels.h"
+#include "Indexing.h"
+#include "VectorMath.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace fsdpc::runtime::cpu {
+
+int64_t optimizerStep(const KernelCall &call) { return call.inputs.back().i64()[0]; }
+
+// torch.optim.SGD (1.13, foreach=False), in the same order of float operations.
+Status sgdUpdate(const KernelCall &call) {
+  const TensorView &param = call.inputs[0], &grad = call.inputs[1];
+  float *p = param.f32();
+  const float *g = grad.f32();
+  int64_t n = param.numElements();
+  double lr = call.floatAttr("lr", 1e-3), momentum = call.floatAttr("momentum", 0);
+  double weightDecay = call.floatAttr("weight_decay", 0), dampening = call.floatAttr("dampening", 0);
+  bool nesterov = call.intAttr("nesterov", 0);
+  bool firstStep = optimizerStep(call) == 1;
+  float *buf = momentum != 0 ? call.inputs[2].f32() : nullptr;
+  float wd = static_cast<float>(weightDecay), mom = static_cast<float>(momentum);
+  float damp = static_cast<float>(1 - dampening), negLr = static_cast<float>(-lr);
+#pragma omp parallel for if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) {
+    float d = weightDecay != 0 ? g[i] + wd * p[i] : g[i];
+    if (buf) {
+      buf[i] = firstStep ? d : buf[i] * mom + damp * d;
+      d = nesterov ? d + mom * buf[i] : buf[i];
+    }
+    p[i] = p[i] + negLr * d;
+  }
+  return Status::ok();
+}
+
+// torch.optim.AdamW (1.13, foreach=False), in the same order of float operations.
+Status adamwUpdate(const KernelCall &call) {
+  float *p = call.inputs[0].f32();
+  const float *g = call.inputs[1].f32();
+  float *m = call.inputs[2].f32(), *v = call.inputs[3].f32();
+  int64_t n = call.inputs[0].numElements();
+  double lr = call.floatAttr("lr", 1e-3), beta1 = call.floatAttr("beta1", 0.9), beta2 = call.floatAttr("beta2", 0.999);
+  double eps = call.floatAttr("eps", 1e-8), weightDecay = call.floatAttr("weight_decay", 0.01);
+  int64_t step = optimizerStep(call);
+  double biasCorrection1 = 1 - std::pow(beta1, static_cast<double>(step));
+  double biasCorrection2 = 1 - std::pow(beta2, static_cast<double>(step));
+  float decay = static_cast<float>(1 - lr * weightDecay);
+  float b1 = static_cast<float>(beta1), oneMinusB1 = static_cast<float>(1 - beta1);
+  float b2 = static_cast<float>(beta2), oneMinusB2 = static_cast<float>(1 - beta2);
+  float negStepSize = static_cast<float>(-(lr / biasCorrection1));
+  float bc2Sqrt = static_cast<float>(std::sqrt(biasCorrection2));
+  float epsF = static_cast<float>(eps);
+#pragma omp parallel for if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) {
+    p[i] = p[i] * decay;
+    m[i] = m[i] * b1;
+    m[i] = m[i] + oneMinusB1 * g[i];
+    v[i] = v[i] * b2;
+    v[i] = v[i] + oneMinusB2 * (g[i] * g[i]);
+    float denom = std::sqrt(v[i]) / bc2Sqrt + epsF;
+    p[i] = p[i] + negStepSize * (m[i] / denom);
+  }
+  return Status::ok();
+}
+
+} // namespace fsdpc::runtime::cpu

@@ -1,0 +1,216 @@
+//===- Shape.cpp - shape and indexing kernels -------------------------------===//
+#include "CpuKernels.h"
+#include "Indexing.h"
+#include "VectorMath.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace fsdpc::runtime::cpu {
+
+Status concat(const KernelCall &call) {
+  const TensorView &y = call.outputs[0];
+  int64_t axis = call.intAttr("axis", 0);
+  if (axis < 0 || axis >= static_cast<int64_t>(y.shape.size()))
+    return FSDPC_ERROR(kInvalidArgument, "concat: axis ", axis, " is out of range");
+  size_t bytes = dtypeSize(y.dtype);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= y.shape[d];
+  for (size_t d = axis + 1; d < y.shape.size(); ++d)
+    inner *= y.shape[d];
+  uint8_t *dst = static_cast<uint8_t *>(y.data);
+  int64_t rowBytes = y.shape[axis] * inner * bytes, placed = 0;
+  for (const TensorView &x : call.inputs) {
+    int64_t chunk = x.shape[axis] * inner * bytes;
+    const uint8_t *src = static_cast<const uint8_t *>(x.data);
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(dst + o * rowBytes + placed, src + o * chunk, chunk);
+    placed += chunk;
+  }
+  return Status::ok();
+}
+
+/// Where a strided slice starts in its input, and its stride per dimension.
+struct SliceMap {
+  std::vector<int64_t> strides;
+  int64_t base = 0;
+  SliceMap(const std::vector<int64_t> &inShape, const std::vector<int64_t> &starts, const std::vector<int64_t> &steps) {
+    std::vector<int64_t> inStrides = stridesOf(inShape);
+    for (size_t d = 0; d < inShape.size(); ++d) {
+      base += starts[d] * inStrides[d];
+      strides.push_back(steps[d] * inStrides[d]);
+    }
+  }
+};
+
+Status checkSlice(const char *kernel, const std::vector<int64_t> &in, const std::vector<int64_t> &out,
+                  const std::vector<int64_t> &starts, const std::vector<int64_t> &steps) {
+  if (starts.size() != in.size() || steps.size() != in.size() || out.size() != in.size())
+    return FSDPC_ERROR(kInvalidArgument, kernel, ": starts and steps need one entry per dimension");
+  for (size_t d = 0; d < in.size(); ++d) {
+    int64_t last = starts[d] + (out[d] - 1) * steps[d];
+    if (out[d] > 0 && (starts[d] < 0 || starts[d] >= in[d] || last < 0 || last >= in[d]))
+      return FSDPC_ERROR(kInvalidArgument, kernel, ": dimension ", d, " reads outside [0, ", in[d], ")");
+  }
+  return Status::ok();
+}
+
+Status slice(const KernelCall &call) {
+  const TensorView &x = call.inputs[0], &y = call.outputs[0];
+  std::vector<int64_t> starts = call.intListAttr("starts"), steps = call.intListAttr("steps");
+  FSDPC_RETURN_IF_ERROR(checkSlice("slice", x.shape, y.shape, starts, steps));
+  SliceMap map(x.shape, starts, steps);
+  size_t bytes = dtypeSize(x.dtype);
+  const uint8_t *src = static_cast<const uint8_t *>(x.data);
+  uint8_t *dst = static_cast<uint8_t *>(y.data);
+  forEachRow<1>(y.shape, {map.strides},
+                [&](int64_t row, const std::array<int64_t, 1> &offsets, int64_t count, const std::array<int64_t, 1> &step) {
+                  const uint8_t *in = src + (map.base + offsets[0]) * bytes;
+                  uint8_t *out = dst + row * count * bytes;
+                  if (step[0] == 1)
+                    std::memcpy(out, in, count * bytes);
+                  else
+                    for (int64_t i = 0; i < count; ++i)
+                      std::memcpy(out + i * bytes, in + i * step[0] * bytes, bytes);
+                });
+  return Status::ok();
+}
+
+Status sliceGrad(const KernelCall &call) {
+  const TensorView &dy = call.inputs[0], &dx = call.outputs[0];
+  std::vector<int64_t> starts = call.intListAttr("starts"), steps = call.intListAttr("steps");
+  FSDPC_RETURN_IF_ERROR(checkSlice("slice_grad", dx.shape, dy.shape, starts, steps));
+  std::fill(dx.f32(), dx.f32() + dx.numElements(), 0.0f);
+  SliceMap map(dx.shape, starts, steps);
+  // A slice reads distinct elements, so rows scatter without conflicts.
+  forEachRow<1>(dy.shape, {map.strides},
+                [&](int64_t row, const std::array<int64_t, 1> &offsets, int64_t count, const std::array<int64_t, 1> &step) {
+                  float *out = dx.f32() + map.base + offsets[0];
+                  const float *in = dy.f32() + row * count;
+                  for (int64_t i = 0; i < count; ++i)
+                    out[i * step[0]] = in[i];
+                });
+  return Status::ok();
+}
+
+/// The [outer, rows, inner] view of gathering along `axis`, checking indices.
+struct GatherLayout {
+  int64_t outer = 1, rows = 1, inner = 1, count = 1;
+};
+
+Status gatherLayout(const char *kernel, const std::vector<int64_t> &data, const TensorView &indices, int64_t axis,
+                    GatherLayout &layout) {
+  if (axis < 0 || axis >= static_cast<int64_t>(data.size()))
+    return FSDPC_ERROR(kInvalidArgument, kernel, ": axis ", axis, " is out of range");
+  for (int64_t d = 0; d < axis; ++d)
+    layout.outer *= data[d];
+  layout.rows = data[axis];
+  for (size_t d = axis + 1; d < data.size(); ++d)
+    layout.inner *= data[d];
+  layout.count = indices.numElements();
+  for (int64_t j = 0; j < layout.count; ++j) {
+    int64_t index = indices.i64()[j];
+    if (index < -layout.rows || index >= layout.rows)
+      return FSDPC_ERROR(kInvalidArgument, kernel, ": index ", index, " is outside [", -layout.rows, ", ",
+                         layout.rows, ")");
+  }
+  return Status::ok();
+}
+
+Status gather(const KernelCall &call) {
+  const TensorView &data = call.inputs[0], &indices = call.inputs[1], &out = call.outputs[0];
+  GatherLayout g;
+  FSDPC_RETURN_IF_ERROR(gatherLayout("gather", data.shape, indices, call.intAttr("axis", 0), g));
+  size_t bytes = dtypeSize(data.dtype);
+  const uint8_t *src = static_cast<const uint8_t *>(data.data);
+  uint8_t *dst = static_cast<uint8_t *>(out.data);
+  for (int64_t o = 0; o < g.outer; ++o)
+    for (int64_t j = 0; j < g.count; ++j) {
+      int64_t index = indices.i64()[j];
+      index += index < 0 ? g.rows : 0;
+      std::memcpy(dst + ((o * g.count + j) * g.inner) * bytes, src + ((o * g.rows + index) * g.inner) * bytes,
+                  g.inner * bytes);
+    }
+  return Status::ok();
+}
+
+Status gatherGrad(const KernelCall &call) {
+  const TensorView &dy = call.inputs[0], &indices = call.inputs[1], &dx = call.outputs[0];
+  GatherLayout g;
+  FSDPC_RETURN_IF_ERROR(gatherLayout("gather_grad", dx.shape, indices, call.intAttr("axis", 0), g));
+  std::fill(dx.f32(), dx.f32() + dx.numElements(), 0.0f);
+  // Sequential over indices, so repeated indices add up in a fixed order.
+  for (int64_t o = 0; o < g.outer; ++o)
+    for (int64_t j = 0; j < g.count; ++j) {
+      int64_t index = indices.i64()[j];
+      index += index < 0 ? g.rows : 0;
+      float *row = dx.f32() + (o * g.rows + index) * g.inner;
+      const float *grad = dy.f32() + (o * g.count + j) * g.inner;
+      for (int64_t k = 0; k < g.inner; ++k)
+        row[k] += grad[k];
+    }
+  return Status::ok();
+}
+
+Status trilu(const KernelCall &call) {
+  const TensorView &x = call.inputs[0], &y = call.outputs[0];
+  if (x.shape.size() < 2 || x.numElements() != y.numElements())
+    return FSDPC_ERROR(kInvalidArgument, "trilu: needs rank 2 or more and equal sizes");
+  int64_t rows = x.shape[x.shape.size() - 2], cols = x.shape.back(), k = call.intAttr("k", 0);
+  bool upper = call.intAttr("upper", 1);
+  int64_t n = y.numElements();
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t r = (i / cols) % rows, c = i % cols;
+    bool keep = upper ? c - r >= k : c - r <= k;
+    y.f32()[i] = keep ? x.f32()[i] : 0.0f;
+  }
+  return Status::ok();
+}
+
+
+Status transpose(const KernelCall &call) {
+  const TensorView &x = call.inputs[0], &y = call.outputs[0];
+  std::vector<int64_t> perm = call.intListAttr("perm");
+  size_t rank = x.shape.size();
+  if (perm.size() != rank)
+    return FSDPC_ERROR(kInvalidArgument, "transpose: perm has ", perm.size(), " entries for rank ", rank);
+  std::vector<int64_t> inStrides(rank);
+  int64_t stride = 1;
+  for (size_t d = rank; d-- > 0;) {
+    inStrides[d] = stride;
+    stride *= x.shape[d];
+  }
+  std::vector<int64_t> permStrides(rank);
+  for (size_t d = 0; d < rank; ++d)
+    permStrides[d] = inStrides[perm[d]];
+  const float *px = x.f32();
+  float *py = y.f32();
+  // Output rows in parallel; each reads its input elements a fixed stride apart.
+  forEachRow<1>(y.shape, {permStrides},
+                [&](int64_t row, const std::array<int64_t, 1> &offset, int64_t count,
+                    const std::array<int64_t, 1> &step) {
+                  float *out = py + row * count;
+                  const float *in = px + offset[0];
+                  for (int64_t i = 0; i < count; ++i)
+                    out[i] = in[i * step[0]];
+                });
+  return Status::ok();
+}
+
+Status copy(const KernelCall &call) {
+  const TensorView &x = call.inputs[0], &y = call.outputs[0];
+  if (x.numElements() != y.numElements() || x.dtype != y.dtype)
+    return FSDPC_ERROR(kInvalidArgument, "copy: ", shapeString(x.shape), " and ", shapeString(y.shape), " differ");
+  std::memcpy(y.data, x.data, x.numElements() * (x.dtype == plan::I64 ? 8 : 4));
+  return Status::ok();
+}
+
+Status fill(const KernelCall &call) {
+  float value = static_cast<float>(call.floatAttr("value", 0.0));
+  std::fill(call.outputs[0].f32(), call.outputs[0].f32() + call.outputs[0].numElements(), value);
+  return Status::ok();
+}
+
+} // namespace fsdpc::runtime::cpu

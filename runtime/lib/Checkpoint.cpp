@@ -32,8 +32,8 @@ std::string rankFile(const std::string &dir, const std::string &checkpoint, int 
 }
 
 /// Makes every rank fail if any did, so none waits on the others forever.
-Status agreeAllSucceeded(Communicator &communicator, const Status &local, const char *what) {
-  Status agreed = communicator.agreeOn(local.isOk() ? 0 : 1, what);
+Status agreeAllSucceeded(HostControl &control, const Status &local, const char *what) {
+  Status agreed = control.agreeOn(local.isOk() ? 0 : 1, what);
   if (!local.isOk())
     return local;
   if (!agreed.isOk())
@@ -43,32 +43,35 @@ Status agreeAllSucceeded(Communicator &communicator, const Status &local, const 
 
 } // namespace
 
-Status saveShardedCheckpoint(const std::string &dir, Executor &executor, Communicator &communicator,
+Status saveShardedCheckpoint(const std::string &dir, Executor &executor, HostControl &control,
                              int64_t completedSteps, uint64_t planHash) {
   const std::string checkpoint = "step-" + std::to_string(completedSteps);
   Status written = makeDirectory(dir);
   if (written.isOk())
     written = makeDirectory(dir + "/" + checkpoint);
+  StatusOr<NamedArrays> state = executor.localState();
+  if (written.isOk() && !state.isOk())
+    written = state.status();
   if (written.isOk())
-    written = writeSafetensors(executor.localState(), rankFile(dir, checkpoint, communicator.rank()),
+    written = writeSafetensors(*state, rankFile(dir, checkpoint, control.rank()),
                                {{"producer", "fsdp-run"},
                                 {"plan_hash", hex(planHash)},
-                                {"world_size", std::to_string(communicator.worldSize())},
-                                {"rank", std::to_string(communicator.rank())},
+                                {"world_size", std::to_string(control.worldSize())},
+                                {"rank", std::to_string(control.rank())},
                                 {"completed_steps", std::to_string(completedSteps)},
                                 // Step i reads global batch i, so the steps are the data position.
                                 {"data_position_samples",
                                  std::to_string(completedSteps * executor.header().global_batch())}});
-  FSDPC_RETURN_IF_ERROR(agreeAllSucceeded(communicator, written, "writing the sharded checkpoint"));
+  FSDPC_RETURN_IF_ERROR(agreeAllSucceeded(control, written, "writing the sharded checkpoint"));
   Status pointed = Status::ok();
-  if (communicator.rank() == 0)
+  if (control.rank() == 0)
     pointed = writeFileAtomically(dir + "/latest", [&](FILE *file) {
       return writeBytes(file, (checkpoint + "\n").data(), checkpoint.size() + 1, dir + "/latest");
     });
-  return agreeAllSucceeded(communicator, pointed, "publishing the sharded checkpoint");
+  return agreeAllSucceeded(control, pointed, "publishing the sharded checkpoint");
 }
 
-StatusOr<int64_t> loadShardedCheckpoint(const std::string &dir, Executor &executor, Communicator &communicator,
+StatusOr<int64_t> loadShardedCheckpoint(const std::string &dir, Executor &executor, HostControl &control,
                                         uint64_t planHash) {
   int64_t completedSteps = 0;
   Status loaded = [&]() -> Status {
@@ -80,14 +83,14 @@ StatusOr<int64_t> loadShardedCheckpoint(const std::string &dir, Executor &execut
       checkpoint.pop_back();
     if (checkpoint.empty() || checkpoint.find('/') != std::string::npos)
       return FSDPC_ERROR(kInvalidArgument, "'", dir, "/latest' does not name a checkpoint");
-    std::string path = rankFile(dir, checkpoint, communicator.rank());
+    std::string path = rankFile(dir, checkpoint, control.rank());
     std::map<std::string, std::string> metadata;
     StatusOr<NamedArrays> arrays = readSafetensors(path, &metadata);
     if (!arrays.isOk())
       return arrays.status();
-    if (metadata["world_size"] != std::to_string(communicator.worldSize()))
+    if (metadata["world_size"] != std::to_string(control.worldSize()))
       return FSDPC_ERROR(kInvalidArgument, "'", path, "' was saved by ", metadata["world_size"],
-                         " rank(s) but this launch has ", communicator.worldSize());
+                         " rank(s) but this launch has ", control.worldSize());
     if (metadata["plan_hash"] != hex(planHash))
       return FSDPC_ERROR(kInvalidArgument, "'", path, "' was saved by another plan (hash ", metadata["plan_hash"],
                          ", this plan ", hex(planHash), "); resume with the plan that wrote it");
@@ -97,7 +100,7 @@ StatusOr<int64_t> loadShardedCheckpoint(const std::string &dir, Executor &execut
       return FSDPC_ERROR(kInvalidArgument, "'", path, "' has no valid completed_steps");
     return executor.loadLocalState(*arrays);
   }();
-  FSDPC_RETURN_IF_ERROR(agreeAllSucceeded(communicator, loaded, "loading the sharded checkpoint"));
+  FSDPC_RETURN_IF_ERROR(agreeAllSucceeded(control, loaded, "loading the sharded checkpoint"));
   return completedSteps;
 }
 

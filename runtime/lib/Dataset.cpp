@@ -162,15 +162,17 @@ StatusOr<std::unique_ptr<Dataset>> Dataset::synthetic(const Executor &executor, 
 
 Status Dataset::fillBatch(Executor &executor, int64_t stepIndex, int rank, int worldSize) const {
   for (const Column &column : columns_) {
-    TensorView destination = executor.view(column.tensorIndex);
-    int64_t localBatch = destination.shape.empty() ? 1 : destination.shape[0];
+    const plan::Tensor &destination = executor.header().tensors(column.tensorIndex);
+    int64_t localBatch = destination.shape().empty() ? 1 : destination.shape(0);
     int64_t globalBatch = localBatch * worldSize;
     size_t sampleBytes = column.samples.bytes.size() / numSamples_;
-    auto *out = static_cast<uint8_t *>(destination.data);
+    // Staged on the host, then one upload per input.
+    staging_.resize(localBatch * sampleBytes);
     for (int64_t j = 0; j < localBatch; ++j) {
       int64_t sample = (stepIndex * globalBatch + rank * localBatch + j) % numSamples_;
-      std::memcpy(out + j * sampleBytes, column.samples.bytes.data() + sample * sampleBytes, sampleBytes);
+      std::memcpy(staging_.data() + j * sampleBytes, column.samples.bytes.data() + sample * sampleBytes, sampleBytes);
     }
+    FSDPC_RETURN_IF_ERROR(executor.uploadTensor(column.tensorIndex, staging_.data(), staging_.size()));
   }
   return Status::ok();
 }

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <vector>
 
+using namespace fsdpc;
 using namespace fsdpc::runtime;
 
 namespace {
@@ -45,7 +46,7 @@ void testGroup(Communicator &comm, Group g) {
   std::vector<float> shard(count), full(count * g.size);
   for (int64_t i = 0; i < count; ++i)
     shard[i] = valueOf(rank, i);
-  expect(comm.allGather(shard.data(), full.data(), count, g).isOk(), "all_gather status", rank);
+  expect(comm.allGather(shard.data(), full.data(), count, plan::F32, g).isOk(), "all_gather status", rank);
   bool same = true;
   for (int m = 0; m < g.size; ++m)
     for (int64_t i = 0; i < count; ++i)
@@ -56,7 +57,7 @@ void testGroup(Communicator &comm, Group g) {
   // Only the group's first member receives the gathered tensor.
   const bool first = (rank / g.stride) % g.size == 0;
   std::vector<float> gathered(first ? count * g.size : 0, -1.0f);
-  expect(comm.gatherToFirst(shard.data(), first ? gathered.data() : nullptr, count, g).isOk(), "gather status", rank);
+  expect(comm.gatherBytesToFirst(shard.data(), first ? gathered.data() : nullptr, count * sizeof(float), g).isOk(), "gather status", rank);
   same = true;
   for (int m = 0; first && m < g.size; ++m)
     for (int64_t i = 0; i < count; ++i)
@@ -64,11 +65,23 @@ void testGroup(Communicator &comm, Group g) {
   std::snprintf(what, sizeof(what), "gather to the first member, size %d stride %d", g.size, g.stride);
   expect(same, what, rank);
 
+  // The channel moves any dtype the plan holds: int64 gathers exactly.
+  std::vector<int64_t> ids(count), allIds(count * g.size);
+  for (int64_t i = 0; i < count; ++i)
+    ids[i] = (int64_t{1} << 40) * rank + i;
+  expect(comm.allGather(ids.data(), allIds.data(), count, plan::I64, g).isOk(), "i64 all_gather status", rank);
+  same = true;
+  for (int m = 0; m < g.size; ++m)
+    for (int64_t i = 0; i < count; ++i)
+      same &= allIds[m * count + i] == (int64_t{1} << 40) * memberRank(rank, m, g) + i;
+  std::snprintf(what, sizeof(what), "i64 all_gather size %d stride %d", g.size, g.stride);
+  expect(same, what, rank);
+
   for (Reduction reduction : {Reduction::kSum, Reduction::kAvg}) {
     std::vector<float> local(count * g.size), out(count);
     for (int64_t i = 0; i < count * g.size; ++i)
       local[i] = valueOf(rank, i);
-    expect(comm.reduceScatter(local.data(), out.data(), count, reduction, g).isOk(), "reduce_scatter status", rank);
+    expect(comm.reduceScatter(local.data(), out.data(), count, plan::F32, reduction, g).isOk(), "reduce_scatter status", rank);
     int myIndex = (rank / g.stride) % g.size;
     bool close = true;
     for (int64_t i = 0; i < count; ++i) {
@@ -82,7 +95,7 @@ void testGroup(Communicator &comm, Group g) {
     std::vector<float> data(count);
     for (int64_t i = 0; i < count; ++i)
       data[i] = valueOf(rank, i);
-    expect(comm.allReduce(data.data(), count, reduction, g).isOk(), "all_reduce status", rank);
+    expect(comm.allReduce(data.data(), count, plan::F32, reduction, g).isOk(), "all_reduce status", rank);
     close = true;
     for (int64_t i = 0; i < count; ++i) {
       double want = reducedValue(rank, g, reduction, i);
@@ -109,9 +122,19 @@ int main(int argc, char **argv) {
     testGroup(comm, {2, 1});           // hybrid: shard groups
     testGroup(comm, {world / 2, 2});   // hybrid: replica groups
   }
-  expect(!comm.allReduce(nullptr, 0, Reduction::kSum, {world + 1, 1}).isOk(), "a group larger than the world is refused",
+  expect(!comm.allReduce(nullptr, 0, plan::F32, Reduction::kSum, {world + 1, 1}).isOk(), "a group larger than the world is refused",
          rank);
   expect(comm.agreeOn(42, "a constant").isOk(), "agreeing ranks pass", rank);
+  uint64_t fromLast = rank == world - 1 ? 0xfeedULL : 0;
+  expect(comm.broadcastBytes(&fromLast, sizeof(fromLast), world - 1).isOk() && fromLast == 0xfeedULL,
+         "broadcast from the last rank", rank);
+  std::vector<int32_t> ranks(world, -1);
+  int32_t mine = rank;
+  expect(comm.allGatherBytes(&mine, ranks.data(), sizeof(mine)).isOk(), "all_gather of host bytes status", rank);
+  bool inOrder = true;
+  for (int r = 0; r < world; ++r)
+    inOrder &= ranks[r] == r;
+  expect(inOrder, "all_gather of host bytes, in rank order", rank);
   Status disagree = comm.agreeOn(static_cast<uint64_t>(rank), "the rank");
   expect(world == 1 ? disagree.isOk() : !disagree.isOk(), "disagreeing ranks fail everywhere", rank);
   if (rank == 0)

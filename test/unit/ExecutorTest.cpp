@@ -1,4 +1,5 @@
 // The executor runs both streams and orders them with events.
+#include "fsdpc/runtime/CpuDevice.h"
 #include "fsdpc/runtime/Executor.h"
 
 #include <gtest/gtest.h>
@@ -53,7 +54,7 @@ TEST(Executor, EventsOrderTheTwoStreams) {
   add("mul", {1, 1}, {2}, plan::COMPUTE);
   h.set_loss_tensor(2);
 
-  StatusOr<std::unique_ptr<Executor>> executor = Executor::create(std::move(plan));
+  StatusOr<std::unique_ptr<Executor>> executor = Executor::create(std::move(plan), createCpuDevice());
   ASSERT_TRUE(executor.isOk()) << executor.status().toString();
   for (int64_t step = 1; step <= 20; ++step) {
     StatusOr<float> loss = (*executor)->runStep(step);
@@ -71,7 +72,7 @@ TEST(Executor, UnknownKernelIsRefusedAtLoad) {
   h.add_instructions()->set_op("no_such_kernel");
   h.mutable_instructions(0)->add_outputs(0);
   h.set_loss_tensor(0);
-  StatusOr<std::unique_ptr<Executor>> executor = Executor::create(std::move(plan));
+  StatusOr<std::unique_ptr<Executor>> executor = Executor::create(std::move(plan), createCpuDevice());
   ASSERT_FALSE(executor.isOk());
   EXPECT_NE(executor.status().message().find("no_such_kernel"), std::string::npos);
 }

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "fsdpc/runtime/Checkpoint.h"
 #include "fsdpc/runtime/Communicator.h"
+#include "fsdpc/runtime/CpuDevice.h"
 #include "fsdpc/runtime/Dataset.h"
 #include "fsdpc/runtime/Executor.h"
 #include "fsdpc/runtime/Npy.h"
@@ -158,17 +159,16 @@ Status runForward(Executor &executor, const Options &options) {
     if (array->shape != shape || array->dtype != tensor.dtype())
       return FSDPC_ERROR(kInvalidArgument, "'", path, "' does not have the shape and dtype of the plan input '",
                          tensor.name(), "'");
-    std::memcpy(executor.view(id).data, array->bytes.data(), tensor.bytes());
+    FSDPC_RETURN_IF_ERROR(executor.uploadTensor(id, array->bytes.data(), array->bytes.size()));
   }
   StatusOr<float> ran = executor.runStep(1);
   if (!ran.isOk())
     return ran.status();
   for (int id : header.output_tensors()) {
-    const plan::Tensor &tensor = header.tensors(id);
-    std::vector<int64_t> shape(tensor.shape().begin(), tensor.shape().end());
-    TensorView view = executor.view(id);
-    HostArray array = tensor.dtype() == plan::I64 ? HostArray::i64(shape, view.i64()) : HostArray::f32(shape, view.f32());
-    FSDPC_RETURN_IF_ERROR(writeNpy(array, options.outputsDir + "/" + tensor.name() + ".npy"));
+    StatusOr<HostArray> array = executor.downloadTensor(id);
+    if (!array.isOk())
+      return array.status();
+    FSDPC_RETURN_IF_ERROR(writeNpy(*array, options.outputsDir + "/" + header.tensors(id).name() + ".npy"));
   }
   return Status::ok();
 }
@@ -220,7 +220,8 @@ int main(int argc, char **argv) {
   Status samePlan = communicator->agreeOn(planHash, "the plan's content hash");
   if (!samePlan.isOk())
     return fail(samePlan);
-  StatusOr<std::unique_ptr<Executor>> created = Executor::create(std::move(*loaded), communicator);
+  StatusOr<std::unique_ptr<Executor>> created =
+      Executor::create(std::move(*loaded), createCpuDevice(), communicator, communicator);
   if (!created.isOk())
     return fail(created.status());
   Executor &executor = **created;
@@ -284,7 +285,7 @@ int main(int argc, char **argv) {
       return fail(loss.status());
     if (worldSize > 1) {
       // Every rank's loss is the mean over its equal slice of the batch.
-      Status reduced = communicator->allReduce(&*loss, 1, Reduction::kAvg, {worldSize, 1});
+      Status reduced = communicator->allReduceHostFloats(&*loss, 1, Reduction::kAvg);
       if (!reduced.isOk())
         return fail(reduced);
     }
@@ -314,7 +315,7 @@ int main(int argc, char **argv) {
   // rank, collected on rank 0 (as KiB, exact in a float up to 16 GiB).
   std::vector<float> residentKiB(worldSize, 0.0f);
   float localKiB = static_cast<float>(executor.residentTensorBytes() / 1024);
-  Status gathered = communicator->allGather(&localKiB, residentKiB.data(), 1, {worldSize, 1});
+  Status gathered = communicator->allGatherBytes(&localKiB, residentKiB.data(), sizeof(localKiB));
   if (!gathered.isOk())
     return fail(gathered);
   if (reports) {

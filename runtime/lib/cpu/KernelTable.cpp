@@ -4,35 +4,7 @@
 #include <algorithm>
 #include <unordered_map>
 
-// OpenBLAS's own thread pool spins between calls; next to OpenMP's it
-// makes both pools fight over the cores (elementwise kernels ran 40x
-// slower). So BLAS runs single-threaded and the kernels split GEMMs across
-// OpenMP threads themselves. Weak, so another BLAS still links.
-extern "C" void openblas_set_num_threads(int) __attribute__((weak));
-
 namespace fsdpc::runtime {
-
-double KernelCall::floatAttr(const std::string &name, double fallback) const {
-  auto it = instruction->float_attrs().find(name);
-  return it == instruction->float_attrs().end() ? fallback : it->second;
-}
-
-int64_t KernelCall::intAttr(const std::string &name, int64_t fallback) const {
-  auto it = instruction->int_attrs().find(name);
-  return it == instruction->int_attrs().end() ? fallback : it->second;
-}
-
-std::vector<int64_t> KernelCall::intListAttr(const std::string &name) const {
-  auto it = instruction->int_list_attrs().find(name);
-  if (it == instruction->int_list_attrs().end())
-    return {};
-  return {it->second.values().begin(), it->second.values().end()};
-}
-
-std::string KernelCall::stringAttr(const std::string &name, const std::string &fallback) const {
-  auto it = instruction->string_attrs().find(name);
-  return it == instruction->string_attrs().end() ? fallback : it->second;
-}
 
 namespace {
 
@@ -102,12 +74,6 @@ const std::unordered_map<std::string, KernelFn> &registry() {
 } // namespace
 
 KernelFn lookupKernel(const std::string &name) {
-  static const bool blasSingleThreaded = [] {
-    if (openblas_set_num_threads)
-      openblas_set_num_threads(1);
-    return true;
-  }();
-  (void)blasSingleThreaded;
   auto it = registry().find(name);
   return it == registry().end() ? nullptr : it->second;
 }

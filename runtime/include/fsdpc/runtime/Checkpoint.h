@@ -25,13 +25,13 @@ namespace fsdpc::runtime {
 
 /// Saves this rank's shards after `completedSteps` steps. Collective: every
 /// rank calls it, and all fail if one does.
-Status saveShardedCheckpoint(const std::string &dir, Executor &executor, Communicator &communicator,
+Status saveShardedCheckpoint(const std::string &dir, Executor &executor, HostControl &control,
                              int64_t completedSteps, uint64_t planHash);
 
 /// Restores this rank's shards from the checkpoint `DIR/latest` names and
 /// returns its completed steps. Refuses a checkpoint of another plan or
 /// world size.
-StatusOr<int64_t> loadShardedCheckpoint(const std::string &dir, Executor &executor, Communicator &communicator,
+StatusOr<int64_t> loadShardedCheckpoint(const std::string &dir, Executor &executor, HostControl &control,
                                         uint64_t planHash);
 
 } // namespace fsdpc::runtime

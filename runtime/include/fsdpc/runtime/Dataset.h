@@ -30,7 +30,8 @@ public:
 
   int64_t numSamples() const { return numSamples_; }
   /// Copies the samples of global step `stepIndex` (0-based) for `rank` of
-  /// `worldSize` into the executor's input tensors.
+  /// `worldSize` into the executor's input tensors (through the device's
+  /// upload).
   Status fillBatch(Executor &executor, int64_t stepIndex, int rank, int worldSize) const;
 
 private:
@@ -40,6 +41,7 @@ private:
   };
   std::vector<Column> columns_;
   int64_t numSamples_ = 0;
+  mutable std::vector<uint8_t> staging_; // one input's batch on the host
 };
 
 } // namespace fsdpc::runtime

@@ -1,0 +1,91 @@
+//===- Device.h - What runs a plan: memory, streams, kernels ----*- C++ -*-===//
+//
+// A Device owns everything a plan's step touches: the plan's two memory
+// regions (persistent and transient arena, sized by the compiler), the two
+// streams (compute and communication) and their events, the kernels that
+// implement the kernel contract, and the collective channel the
+// communication stream calls. The Executor is device-neutral: it validates
+// the plan, asks the device for memory, uploads initial values, resolves
+// every instruction once (kernel entry, tensor views, stream, event,
+// collective group) and hands the resolved step to the device, which runs it
+// each step.
+//
+// Device memory is addressed by raw pointers that only the device and its
+// kernels may dereference; the host moves bytes in and out through upload
+// and download (state dicts, checkpoints, batches, the loss).
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDPC_RUNTIME_DEVICE_H
+#define FSDPC_RUNTIME_DEVICE_H
+
+#include "fsdpc/runtime/Communicator.h"
+#include "fsdpc/runtime/Kernels.h"
+#include "fsdpc/runtime/Status.h"
+#include "plan.pb.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace fsdpc::runtime {
+
+enum class Collective { kAllGather, kReduceScatter, kAllReduce };
+
+/// One plan instruction, decoded once when the plan loads.
+struct ResolvedInstruction {
+  enum class Kind { kKernel, kCollective, kRecordEvent, kWaitEvent };
+
+  const plan::Instruction *instruction = nullptr;
+  Kind kind = Kind::kKernel;
+  plan::Stream stream = plan::COMPUTE;
+  int event = -1; // record / wait
+  // Kernels: the device's implementation and its operands (device views).
+  KernelFn kernel = nullptr;
+  KernelCall call;
+  // Collectives.
+  Collective collective = Collective::kAllGather;
+  Group group;
+  Reduction reduction = Reduction::kSum;
+  plan::DType dtype = plan::F32;
+};
+
+class Device {
+public:
+  virtual ~Device() = default;
+  /// "cpu", "cuda:0", ...
+  virtual std::string name() const = 0;
+
+  /// Reserves the plan's regions, zero-filled; each starts at a multiple of
+  /// `alignment` bytes.
+  virtual Status allocateRegions(uint64_t persistentBytes, uint64_t transientBytes, uint64_t alignment) = 0;
+  /// The device address of byte `offset` of `region`.
+  virtual void *address(plan::Region region, uint64_t offset) const = 0;
+  /// Host to device and back; `bytes` bytes at a device address.
+  virtual Status upload(void *device, const void *host, uint64_t bytes) = 0;
+  virtual Status download(void *host, const void *device, uint64_t bytes) = 0;
+  /// Bytes of the regions the step has really used so far (the peak).
+  virtual uint64_t residentBytes() const = 0;
+
+  /// This device's kernel for a signature of the kernel contract, or null.
+  virtual KernelFn kernel(const std::string &name) const = 0;
+
+  /// Takes the resolved step (in plan order) once, with the number of
+  /// events it uses and the channel its collectives go to (null: a plan
+  /// without collectives).
+  virtual Status prepare(std::vector<ResolvedInstruction> step, int numEvents, CollectiveChannel *channel) = 0;
+  /// Runs the prepared step once: each stream in plan order, ordered against
+  /// the other by the events; returns when both are done. A failing
+  /// instruction's error names its ONNX node.
+  virtual Status runStep(const StepContext &context) = 0;
+
+  /// From now on, times every instruction (a little overhead per call).
+  virtual void enableProfiling() = 0;
+  /// Seconds spent per instruction kind (kernel name, or collective with
+  /// " (comm)"), largest first.
+  virtual std::vector<std::pair<std::string, double>> profile() const = 0;
+};
+
+} // namespace fsdpc::runtime
+
+#endif // FSDPC_RUNTIME_DEVICE_H

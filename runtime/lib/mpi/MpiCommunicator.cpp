@@ -1,0 +1,245 @@
+//===- MpiCommunicator.cpp - MPI as control plane and channel -------------===//
+#include "fsdpc/runtime/Communicator.h"
+#include "fsdpc/runtime/HostArray.h"
+
+#include <mpi.h>
+
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <vector>
+
+namespace fsdpc::runtime {
+
+namespace {
+
+/// A world of one: every collective is a copy.
+class LocalCommunicator final : public Communicator {
+public:
+  int rank() const override { return 0; }
+  int worldSize() const override { return 1; }
+  Status agreeOn(uint64_t, const char *) override { return Status::ok(); }
+  Status broadcastBytes(void *, uint64_t, int root) override {
+    return root == 0 ? Status::ok() : FSDPC_ERROR(kInvalidArgument, "broadcast from rank ", root, " in a world of 1");
+  }
+  Status gatherBytesToFirst(const void *mine, void *all, uint64_t bytes, Group group) override {
+    FSDPC_RETURN_IF_ERROR(checkGroup(group, 1));
+    std::memmove(all, mine, bytes);
+    return Status::ok();
+  }
+  Status allGatherBytes(const void *mine, void *all, uint64_t bytes) override {
+    std::memmove(all, mine, bytes);
+    return Status::ok();
+  }
+  Status allReduceHostFloats(float *, int64_t, Reduction) override { return Status::ok(); }
+  void finish() override {}
+
+  Status allGather(const void *shard, void *full, int64_t count, plan::DType dtype, Group group) override {
+    FSDPC_RETURN_IF_ERROR(checkGroup(group, 1));
+    std::memmove(full, shard, count * dtypeSize(dtype));
+    return Status::ok();
+  }
+  Status reduceScatter(const void *full, void *shard, int64_t count, plan::DType dtype, Reduction,
+                       Group group) override {
+    FSDPC_RETURN_IF_ERROR(checkGroup(group, 1));
+    std::memmove(shard, full, count * dtypeSize(dtype));
+    return Status::ok();
+  }
+  Status allReduce(void *, int64_t, plan::DType, Reduction, Group group) override { return checkGroup(group, 1); }
+};
+
+class MpiCommunicator final : public Communicator {
+public:
+  MpiCommunicator() {
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &worldSize_);
+  }
+  ~MpiCommunicator() override { finish(); }
+
+  int rank() const override { return rank_; }
+  int worldSize() const override { return worldSize_; }
+
+  // Control plane.
+
+  Status agreeOn(uint64_t value, const char *what) override {
+    unsigned long long local = value, lowest = 0, highest = 0;
+    FSDPC_RETURN_IF_ERROR(check(MPI_Allreduce(&local, &lowest, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD),
+                                "agree"));
+    FSDPC_RETURN_IF_ERROR(check(MPI_Allreduce(&local, &highest, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD),
+                                "agree"));
+    if (lowest != highest)
+      return FSDPC_ERROR(kInvalidArgument, "the ranks disagree on ", what, ": every rank must run the same plan");
+    return Status::ok();
+  }
+
+  Status broadcastBytes(void *data, uint64_t bytes, int root) override {
+    FSDPC_RETURN_IF_ERROR(checkCount(bytes));
+    return check(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, MPI_COMM_WORLD), "broadcast");
+  }
+
+  Status gatherBytesToFirst(const void *mine, void *all, uint64_t bytes, Group group) override {
+    StatusOr<MPI_Comm> comm = groupComm(group);
+    if (!comm.isOk())
+      return comm.status();
+    FSDPC_RETURN_IF_ERROR(checkCount(bytes));
+    int count = static_cast<int>(bytes);
+    return check(MPI_Gather(mine, count, MPI_BYTE, all, count, MPI_BYTE, 0, *comm), "gather");
+  }
+
+  Status allGatherBytes(const void *mine, void *all, uint64_t bytes) override {
+    FSDPC_RETURN_IF_ERROR(checkCount(bytes));
+    int count = static_cast<int>(bytes);
+    return check(MPI_Allgather(mine, count, MPI_BYTE, all, count, MPI_BYTE, MPI_COMM_WORLD), "all_gather");
+  }
+
+  Status allReduceHostFloats(float *data, int64_t count, Reduction reduction) override {
+    return allReduce(data, count, plan::F32, reduction, {worldSize_, 1});
+  }
+
+  void finish() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized)
+      return;
+    for (auto &[key, comm] : groups_)
+      MPI_Comm_free(&comm);
+    groups_.clear();
+    MPI_Finalize();
+  }
+
+  // Data plane: device memory is host memory for the devices MPI serves.
+
+  Status allGather(const void *shard, void *full, int64_t count, plan::DType dtype, Group group) override {
+    StatusOr<MPI_Comm> comm = groupComm(group);
+    if (!comm.isOk())
+      return comm.status();
+    StatusOr<MPI_Datatype> type = mpiType(dtype, "all_gather");
+    if (!type.isOk())
+      return type.status();
+    FSDPC_RETURN_IF_ERROR(checkCount(count));
+    return check(MPI_Allgather(shard, static_cast<int>(count), *type, full, static_cast<int>(count), *type, *comm),
+                 "all_gather");
+  }
+
+  Status reduceScatter(const void *full, void *shard, int64_t count, plan::DType dtype, Reduction reduction,
+                       Group group) override {
+    StatusOr<MPI_Comm> comm = groupComm(group);
+    if (!comm.isOk())
+      return comm.status();
+    StatusOr<MPI_Datatype> type = reducibleType(dtype, reduction, "reduce_scatter");
+    if (!type.isOk())
+      return type.status();
+    FSDPC_RETURN_IF_ERROR(checkCount(count));
+    FSDPC_RETURN_IF_ERROR(
+        check(MPI_Reduce_scatter_block(full, shard, static_cast<int>(count), *type, MPI_SUM, *comm), "reduce_scatter"));
+    if (reduction == Reduction::kAvg)
+      scale(static_cast<float *>(shard), count, group.size);
+    return Status::ok();
+  }
+
+  Status allReduce(void *data, int64_t count, plan::DType dtype, Reduction reduction, Group group) override {
+    StatusOr<MPI_Comm> comm = groupComm(group);
+    if (!comm.isOk())
+      return comm.status();
+    StatusOr<MPI_Datatype> type = reducibleType(dtype, reduction, "all_reduce");
+    if (!type.isOk())
+      return type.status();
+    FSDPC_RETURN_IF_ERROR(checkCount(count));
+    FSDPC_RETURN_IF_ERROR(
+        check(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), *type, MPI_SUM, *comm), "all_reduce"));
+    if (reduction == Reduction::kAvg)
+      scale(static_cast<float *>(data), count, group.size);
+    return Status::ok();
+  }
+
+private:
+  static StatusOr<MPI_Datatype> mpiType(plan::DType dtype, const char *what) {
+    switch (dtype) {
+    case plan::F32:
+      return MPI_FLOAT;
+    case plan::I64:
+      return MPI_INT64_T;
+    default:
+      return FSDPC_ERROR(kUnimplemented, "the MPI channel has no ", what, " of dtype ", plan::DType_Name(dtype));
+    }
+  }
+  /// The averages FSDP takes are of floats: sum, then scale by 1/size.
+  static StatusOr<MPI_Datatype> reducibleType(plan::DType dtype, Reduction reduction, const char *what) {
+    if (reduction == Reduction::kAvg && dtype != plan::F32)
+      return FSDPC_ERROR(kUnimplemented, "the MPI channel averages f32 only, not ", plan::DType_Name(dtype));
+    return mpiType(dtype, what);
+  }
+  static void scale(float *data, int64_t count, int divisor) {
+    float inverse = 1.0f / static_cast<float>(divisor);
+    for (int64_t i = 0; i < count; ++i)
+      data[i] *= inverse;
+  }
+  static Status check(int code, const char *what) {
+    if (code == MPI_SUCCESS)
+      return Status::ok();
+    char text[MPI_MAX_ERROR_STRING];
+    int length = 0;
+    MPI_Error_string(code, text, &length);
+    return FSDPC_ERROR(kInternal, "MPI ", what, " failed: ", std::string(text, length));
+  }
+  static Status checkCount(uint64_t count) {
+    // MPI counts are int; larger tensors are split by the caller's plan.
+    if (count > static_cast<uint64_t>(INT_MAX))
+      return FSDPC_ERROR(kInvalidArgument, "a collective of ", count, " elements exceeds MPI's int count");
+    return Status::ok();
+  }
+
+  /// The communicator of this rank's group, made once per group shape.
+  StatusOr<MPI_Comm> groupComm(Group group) {
+    FSDPC_RETURN_IF_ERROR(checkGroup(group, worldSize_));
+    if (group.size == worldSize_)
+      return MPI_COMM_WORLD;
+    auto key = std::make_pair(group.size, group.stride);
+    auto it = groups_.find(key);
+    if (it != groups_.end())
+      return it->second;
+    // Blocks of size*stride ranks; inside a block, ranks with the same
+    // (rank % stride) form a group, ordered by (rank / stride).
+    int block = rank_ / (group.size * group.stride);
+    int color = block * group.stride + rank_ % group.stride;
+    int member = (rank_ / group.stride) % group.size;
+    MPI_Comm comm;
+    FSDPC_RETURN_IF_ERROR(check(MPI_Comm_split(MPI_COMM_WORLD, color, member, &comm), "comm_split"));
+    groups_[key] = comm;
+    return comm;
+  }
+
+  int rank_ = 0;
+  int worldSize_ = 1;
+  std::map<std::pair<int, int>, MPI_Comm> groups_;
+};
+
+/// Set by OpenMPI's, MPICH's and Slurm's PMI launchers.
+bool launchedByMpi() {
+  for (const char *name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"})
+    if (std::getenv(name))
+      return true;
+  return false;
+}
+
+} // namespace
+
+StatusOr<std::unique_ptr<Communicator>> createCommunicator(int *argc, char ***argv) {
+  if (!launchedByMpi())
+    return std::unique_ptr<Communicator>(new LocalCommunicator());
+  // Collectives run on the device's communication stream worker, control
+  // calls on the main thread, never at the same time.
+  int provided = 0;
+  if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
+    return FSDPC_ERROR(kInternal, "MPI_Init_thread failed");
+  if (provided < MPI_THREAD_SERIALIZED) {
+    MPI_Finalize();
+    return FSDPC_ERROR(kInternal, "this MPI does not support calls from more than one thread (MPI_THREAD_SERIALIZED)");
+  }
+  // Errors come back as codes, so a failed collective becomes a Status.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  return std::unique_ptr<Communicator>(new MpiCommunicator());
+}
+
+} // namespace fsdpc::runtime

@@ -1,5 +1,7 @@
 #include "fsdpc/runtime/Npy.h"
 
+#include "fsdpc/runtime/Float16.h"
+
 #include "fsdpc/runtime/AtomicFile.h"
 
 #include <cstdlib>
@@ -135,12 +137,24 @@ StatusOr<HostArray> readNpy(const std::string &path) {
   return array;
 }
 
-Status writeNpy(const HostArray &array, const std::string &path) {
+Status writeNpy(const HostArray &stored, const std::string &path) {
+  // numpy has no bf16: it is written as the f32 it widens to.
+  HostArray widened;
+  if (stored.dtype == plan::BF16) {
+    widened.dtype = plan::F32;
+    widened.shape = stored.shape;
+    widened.bytes.resize(stored.numElements() * sizeof(float));
+    for (int64_t i = 0; i < stored.numElements(); ++i)
+      widened.data<float>()[i] = bf16ToFloat(stored.data<uint16_t>()[i]);
+  }
+  const HostArray &array = stored.dtype == plan::BF16 ? widened : stored;
+  const char *descr = array.dtype == plan::F32 ? "<f4" : array.dtype == plan::F16 ? "<f2"
+                      : array.dtype == plan::I32 ? "<i4" : array.dtype == plan::BOOL ? "|b1" : "<i8";
   std::string shape = "(";
   for (size_t i = 0; i < array.shape.size(); ++i)
     shape += std::to_string(array.shape[i]) + (array.shape.size() == 1 ? "," : (i + 1 < array.shape.size() ? ", " : ""));
   shape += ")";
-  std::string header = std::string("{'descr': '") + (array.dtype == plan::F32 ? "<f4" : "<i8") +
+  std::string header = std::string("{'descr': '") + descr +
                        "', 'fortran_order': False, 'shape': " + shape + ", }";
   // Pad so the data starts 64-byte aligned, header ends with '\n'.
   size_t total = 10 + header.size() + 1;

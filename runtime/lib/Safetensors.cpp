@@ -1,11 +1,32 @@
 #include "fsdpc/runtime/Safetensors.h"
 
+#include "fsdpc/runtime/Float16.h"
+
 #include "fsdpc/runtime/AtomicFile.h"
 
 #include <cstdlib>
 #include <memory>
 
 namespace fsdpc::runtime {
+
+namespace {
+const char *safetensorsDtype(plan::DType dtype) {
+  switch (dtype) {
+  case plan::I64:
+    return "I64";
+  case plan::BF16:
+    return "BF16";
+  case plan::F16:
+    return "F16";
+  case plan::I32:
+    return "I32";
+  case plan::BOOL:
+    return "BOOL";
+  default:
+    return "F32";
+  }
+}
+} // namespace
 
 namespace {
 
@@ -144,7 +165,7 @@ Status writeSafetensors(const NamedArrays &arrays, const std::string &path,
   for (const auto &[name, array] : arrays) {
     if (header.size() > 1)
       header += ",";
-    header += "\"" + jsonEscape(name) + "\":{\"dtype\":\"" + (array.dtype == plan::F32 ? "F32" : "I64") + "\",\"shape\":[";
+    header += "\"" + jsonEscape(name) + "\":{\"dtype\":\"" + safetensorsDtype(array.dtype) + "\",\"shape\":[";
     for (size_t i = 0; i < array.shape.size(); ++i)
       header += (i ? "," : "") + std::to_string(array.shape[i]);
     header += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + array.bytes.size()) + "]}";
@@ -205,10 +226,16 @@ StatusOr<NamedArrays> readSafetensors(const std::string &path, std::map<std::str
     } else if (dtype->text == "I64" || dtype->text == "I32") {
       array.dtype = plan::I64;
       sourceBytes = dtype->text == "I64" ? 8 : 4;
+    } else if (dtype->text == "BF16" || dtype->text == "F16") {
+      // Parameters are trained from f32 master values; a bf16 or f16
+      // checkpoint widens exactly.
+      array.dtype = plan::F32;
+      sourceBytes = 2;
     } else {
       return FSDPC_ERROR(kInvalidArgument, "'", path, "': tensor '", name, "' has dtype ", dtype->text,
-                         "; supported are F32, F64, I32, I64");
+                         "; supported are F32, F64, BF16, F16, I32, I64");
     }
+    const bool bf16 = dtype->text == "BF16";
     for (const auto &dim : shape->elements)
       array.shape.push_back(dim->number);
     int64_t begin = offsets->elements[0]->number, end = offsets->elements[1]->number;
@@ -221,6 +248,10 @@ StatusOr<NamedArrays> readSafetensors(const std::string &path, std::map<std::str
     for (int64_t i = 0; i < count; ++i) {
       if (sourceBytes == dtypeSize(array.dtype)) {
         std::memcpy(array.bytes.data() + i * sourceBytes, src + i * sourceBytes, sourceBytes);
+      } else if (array.dtype == plan::F32 && sourceBytes == 2) {
+        uint16_t h;
+        std::memcpy(&h, src + 2 * i, 2);
+        array.data<float>()[i] = bf16 ? bf16ToFloat(h) : halfToFloat(h);
       } else if (array.dtype == plan::F32) {
         double d;
         std::memcpy(&d, src + 8 * i, 8);

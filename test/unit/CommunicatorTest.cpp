@@ -2,6 +2,7 @@
 // FSDP uses: the whole world, consecutive shard groups, strided replica
 // groups. Run as one process (a world of one) and under mpirun -np 4.
 #include "fsdpc/runtime/Communicator.h"
+#include "fsdpc/runtime/Float16.h"
 
 #include <cmath>
 #include <cstdio>
@@ -76,6 +77,28 @@ void testGroup(Communicator &comm, Group g) {
       same &= allIds[m * count + i] == (int64_t{1} << 40) * memberRank(rank, m, g) + i;
   std::snprintf(what, sizeof(what), "i64 all_gather size %d stride %d", g.size, g.stride);
   expect(same, what, rank);
+
+  // bf16: small integers are exact, so the group's sum is too; the average
+  // rounds once, to nearest even.
+  for (Reduction reduction : {Reduction::kSum, Reduction::kAvg}) {
+    std::vector<uint16_t> local(count * g.size), out(count);
+    for (int64_t i = 0; i < count * g.size; ++i)
+      local[i] = floatToBf16(static_cast<float>(rank + i));
+    expect(comm.reduceScatter(local.data(), out.data(), count, plan::BF16, reduction, g).isOk(),
+           "bf16 reduce_scatter status", rank);
+    int myIndex = (rank / g.stride) % g.size;
+    bool exact = true;
+    for (int64_t i = 0; i < count; ++i) {
+      float sum = 0;
+      for (int m = 0; m < g.size; ++m)
+        sum += static_cast<float>(memberRank(rank, m, g) + myIndex * count + i);
+      float want = reduction == Reduction::kAvg ? bf16ToFloat(floatToBf16(sum * (1.0f / g.size))) : sum;
+      exact &= bf16ToFloat(out[i]) == want;
+    }
+    std::snprintf(what, sizeof(what), "bf16 reduce_scatter %s size %d stride %d",
+                  reduction == Reduction::kSum ? "sum" : "avg", g.size, g.stride);
+    expect(exact, what, rank);
+  }
 
   for (Reduction reduction : {Reduction::kSum, Reduction::kAvg}) {
     std::vector<float> local(count * g.size), out(count);

@@ -303,7 +303,7 @@ void Lowering::placeFlatGradients() {
                              !isa<graph::ConstantOp>(def) && !tensors_.count(grad);
       if (computedInPlace) {
         std::string name = cast<StringAttr>(unit.getParams()[i]).str() + ".grad";
-        tensors_[grad] = viewOf(flat, offset * 4, name, type, grad.getLoc());
+        tensors_[grad] = viewOf(flat, offset * plan_ir::elementBytes(type.getElementType()), name, type, grad.getLoc());
       }
       offset += type.getNumElements();
     }
@@ -323,7 +323,8 @@ LogicalResult Lowering::lowerFsdpOp(Operation *op) {
   }
   if (auto view = dyn_cast<fsdp::ParamViewOp>(op)) {
     tensors_[view.getResult()] =
-        viewOf(tensors_.lookup(view.getFlat()), view.getOffset() * 4, view.getParam(), view.getType(), loc);
+        viewOf(tensors_.lookup(view.getFlat()), view.getOffset() * plan_ir::elementBytes(view.getType().getElementType()),
+               view.getParam(), view.getType(), loc);
     return success();
   }
   if (isa<fsdp::FreeOp>(op))
@@ -336,15 +337,17 @@ LogicalResult Lowering::lowerFsdpOp(Operation *op) {
       FlatSymbolRefAttr source = tensors_.lookup(grad);
       if (storage(source) != flat.getValue()) {
         std::string name = cast<StringAttr>(unit.getParams()[i]).str() + ".grad";
-        addKernel("copy", {source}, {viewOf(flat, offset * 4, name, grad.getType(), loc)}, loc, {});
+        int64_t byteOffset = offset * plan_ir::elementBytes(tensorType(grad).getElementType());
+        addKernel("copy", {source}, {viewOf(flat, byteOffset, name, grad.getType(), loc)}, loc, {});
       }
       offset += tensorType(grad).getNumElements();
     }
     int64_t padded = tensorType(flatten.getResult()).getNumElements();
     if (padded > offset) {
-      auto paddingType = RankedTensorType::get({padded - offset}, builder_.getF32Type());
+      auto paddingType = RankedTensorType::get({padded - offset}, tensorType(flatten.getResult()).getElementType());
       FlatSymbolRefAttr padding =
-          viewOf(flat, offset * 4, (flatten.getUnit() + ".grad_padding").str(), paddingType, loc);
+          viewOf(flat, offset * plan_ir::elementBytes(paddingType.getElementType()), (flatten.getUnit() + ".grad_padding").str(),
+                 paddingType, loc);
       addKernel("fill", {}, {padding}, loc, {builder_.getNamedAttr("value", builder_.getF64FloatAttr(0.0))});
     }
     return success();

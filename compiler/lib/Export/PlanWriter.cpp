@@ -8,6 +8,8 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Location.h"
 
+#include <cstring>
+
 using namespace mlir;
 using namespace fsdpc;
 using namespace fsdpc::plan_ir;
@@ -36,6 +38,48 @@ plan::TensorKind toProto(TensorKind kind) {
     return plan::VIEW;
   }
   return plan::KIND_UNSPECIFIED;
+}
+
+plan::DType toProto(Type element) {
+  if (element.isF32())
+    return plan::F32;
+  if (element.isBF16())
+    return plan::BF16;
+  if (element.isF16())
+    return plan::F16;
+  if (element.isInteger(64))
+    return plan::I64;
+  if (element.isInteger(32))
+    return plan::I32;
+  if (element.isInteger(1))
+    return plan::BOOL;
+  return plan::DTYPE_UNSPECIFIED;
+}
+
+/// A constant's elements as the plan stores them (bool as one byte).
+std::vector<uint8_t> constantBytes(DenseElementsAttr dense, uint64_t bytes) {
+  std::vector<uint8_t> out(bytes);
+  Type element = dense.getElementType();
+  auto store = [&](auto values, auto convert) {
+    using Stored = decltype(convert(*values.begin()));
+    int64_t i = 0;
+    for (auto v : values) {
+      Stored s = convert(v);
+      std::memcpy(out.data() + i++ * sizeof(Stored), &s, sizeof(Stored));
+    }
+  };
+  if (element.isF32())
+    store(dense.getValues<float>(), [](float v) { return v; });
+  else if (element.isInteger(64))
+    store(dense.getValues<int64_t>(), [](int64_t v) { return v; });
+  else if (element.isInteger(32))
+    store(dense.getValues<int32_t>(), [](int32_t v) { return v; });
+  else if (element.isInteger(1))
+    store(dense.getValues<bool>(), [](bool v) { return static_cast<uint8_t>(v); });
+  else // bf16, f16: their bit patterns
+    store(dense.getValues<APFloat>(),
+          [](const APFloat &v) { return static_cast<uint16_t>(v.bitcastToAPInt().getZExtValue()); });
+  return out;
 }
 
 /// The ONNX node names behind an instruction, for runtime error messages.
@@ -118,7 +162,7 @@ std::optional<runtime::PlanFile> fsdpc::buildPlanFile(ModuleOp module, const Wei
     plan::Tensor *out = h.add_tensors();
     RankedTensorType type = tensor.getTensorType();
     out->set_name(tensor.getSourceName() ? tensor.getSourceName()->str() : tensor.getSymName().str());
-    out->set_dtype(type.getElementType().isF32() ? plan::F32 : plan::I64);
+    out->set_dtype(toProto(type.getElementType()));
     for (int64_t d : type.getShape())
       out->add_shape(d);
     out->set_kind(toProto(tensor.getKind()));
@@ -149,14 +193,7 @@ std::optional<runtime::PlanFile> fsdpc::buildPlanFile(ModuleOp module, const Wei
         error = "constant '" + tensor.getSymName().str() + "' is not a dense value";
         return std::nullopt;
       }
-      std::vector<uint8_t> bytes(out->bytes());
-      if (type.getElementType().isF32()) {
-        auto values = dense.getValues<float>();
-        std::copy(values.begin(), values.end(), reinterpret_cast<float *>(bytes.data()));
-      } else {
-        auto values = dense.getValues<int64_t>();
-        std::copy(values.begin(), values.end(), reinterpret_cast<int64_t *>(bytes.data()));
-      }
+      std::vector<uint8_t> bytes = constantBytes(dense, out->bytes());
       out->set_init_section(file.addSection(bytes.data(), bytes.size()));
     }
   }

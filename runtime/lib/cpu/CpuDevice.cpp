@@ -1,6 +1,8 @@
 //===- CpuDevice.cpp - The CPU backend as a Device ------------------------===//
 #include "fsdpc/runtime/CpuDevice.h"
 
+#include "Indexing.h"
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -53,9 +55,78 @@ struct MappedRegion {
   }
 };
 
+/// bf16, f16, i32 and bool are storage types on the CPU: a kernel call on
+/// them runs the f32 / i64 kernel on widened copies of its operands, and its
+/// outputs are narrowed back (bf16 and f16 rounded to nearest even), so every
+/// kernel is written once and computes in f32, as torch does on the CPU.
+struct Widening {
+  struct Operand {
+    bool output;
+    size_t index;       // in the call's inputs or outputs
+    TensorView storage; // the tensor in the plan's region
+    TensorView wide;    // its f32 / i64 copy in the scratch pool
+    uint64_t scratchOffset;
+  };
+  std::vector<Operand> operands;
+  KernelCall call; // the kernel's call, on the wide copies
+
+  bool active() const { return !operands.empty(); }
+};
+
+bool isNarrow(plan::DType dtype) { return isNarrowFloat(dtype) || dtype == plan::I32 || dtype == plan::BOOL; }
+plan::DType wideOf(plan::DType dtype) { return isNarrowFloat(dtype) ? plan::F32 : plan::I64; }
+
+/// The widening of `r`'s call, with scratch offsets from 0; empty if the
+/// kernel needs none (cast and copy handle every dtype themselves).
+Widening planWidening(const ResolvedInstruction &r, uint64_t &scratchBytes) {
+  Widening w;
+  scratchBytes = 0;
+  if (r.kind != ResolvedInstruction::Kind::kKernel || r.instruction->op() == "cast" || r.instruction->op() == "copy")
+    return w;
+  bool any = false;
+  for (const auto *views : {&r.call.inputs, &r.call.outputs})
+    for (const TensorView &v : *views)
+      any |= isNarrow(v.dtype);
+  if (!any)
+    return w;
+  w.call = r.call;
+  auto widen = [&](const TensorView &view, bool output, size_t index) {
+    if (!isNarrow(view.dtype))
+      return;
+    // An output written in place over an input shares the input's copy.
+    for (const Widening::Operand &o : w.operands)
+      if (!o.output && o.storage.data == view.data && o.storage.dtype == view.dtype) {
+        w.operands.push_back({output, index, view, o.wide, o.scratchOffset});
+        return;
+      }
+    TensorView wide = view;
+    wide.dtype = wideOf(view.dtype);
+    w.operands.push_back({output, index, view, wide, scratchBytes});
+    scratchBytes += (view.numElements() * dtypeSize(wide.dtype) + 63) / 64 * 64;
+  };
+  for (size_t i = 0; i < r.call.inputs.size(); ++i)
+    widen(r.call.inputs[i], false, i);
+  for (size_t i = 0; i < r.call.outputs.size(); ++i)
+    widen(r.call.outputs[i], true, i);
+  return w;
+}
+
+void convert(const TensorView &from, const TensorView &to) {
+  int64_t n = from.numElements();
+  bool isFloat = from.dtype == plan::F32 || isNarrowFloat(from.dtype);
+#pragma omp parallel for if (n > (1 << 15))
+  for (int64_t i = 0; i < n; ++i) {
+    if (isFloat)
+      cpu::storeFloat(to, i, cpu::loadFloat(from, i));
+    else
+      cpu::storeInteger(to, i, cpu::loadInteger(from, i));
+  }
+}
+
 /// One stream's instructions, and the time each took when profiling.
 struct Stream {
   std::vector<ResolvedInstruction> instructions;
+  std::vector<Widening> widenings; // per instruction; inactive for most
   std::vector<double> seconds;
 };
 
@@ -103,6 +174,24 @@ public:
     }
     compute_.seconds.assign(compute_.instructions.size(), 0.0);
     comm_.seconds.assign(comm_.instructions.size(), 0.0);
+    // Kernels on narrow dtypes: one scratch pool, as large as the largest
+    // call's copies, shared since each stream runs one kernel at a time.
+    uint64_t poolBytes = 0;
+    for (Stream *stream : {&compute_, &comm_}) {
+      for (const ResolvedInstruction &r : stream->instructions) {
+        uint64_t bytes = 0;
+        stream->widenings.push_back(planWidening(r, bytes));
+        poolBytes = std::max(poolBytes, bytes);
+      }
+    }
+    scratch_.assign(poolBytes + 64, 0);
+    uint8_t *pool = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(scratch_.data()) + 63) / 64 * 64);
+    for (Stream *stream : {&compute_, &comm_})
+      for (Widening &w : stream->widenings)
+        for (Widening::Operand &o : w.operands) {
+          o.wide.data = pool + o.scratchOffset;
+          (o.output ? w.call.outputs : w.call.inputs)[o.index] = o.wide;
+        }
     eventRecordedAtStep_.assign(numEvents, 0);
     if (!comm_.instructions.empty())
       worker_ = std::thread([this] { commWorker(); });
@@ -206,6 +295,17 @@ private:
     return FSDPC_ERROR(kInternal, "unknown collective");
   }
 
+  Status runWidened(const ResolvedInstruction &r, const Widening &w) {
+    for (const Widening::Operand &o : w.operands)
+      if (!o.output)
+        convert(o.storage, o.wide);
+    FSDPC_RETURN_IF_ERROR(r.kernel(w.call));
+    for (const Widening::Operand &o : w.operands)
+      if (o.output)
+        convert(o.wide, o.storage);
+    return Status::ok();
+  }
+
   Status runStream(Stream &stream, int64_t step) {
     for (size_t i = 0; i < stream.instructions.size(); ++i) {
       const ResolvedInstruction &r = stream.instructions[i];
@@ -219,7 +319,9 @@ private:
         continue;
       }
       auto start = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
-      Status status = r.kind == ResolvedInstruction::Kind::kCollective ? runCollective(r) : r.kernel(r.call);
+      Status status = r.kind == ResolvedInstruction::Kind::kCollective ? runCollective(r)
+                      : stream.widenings[i].active()                  ? runWidened(r, stream.widenings[i])
+                                                                       : r.kernel(r.call);
       if (profile_)
         stream.seconds[i] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (!status.isOk()) {
@@ -239,6 +341,7 @@ private:
   }
 
   MappedRegion persistent_, transient_;
+  std::vector<uint8_t> scratch_; // widened copies of narrow operands
   CollectiveChannel *channel_ = nullptr;
   Stream compute_, comm_;
   StepContext context_;

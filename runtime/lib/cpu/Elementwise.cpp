@@ -2,6 +2,7 @@
 #include "CpuKernels.h"
 #include "Indexing.h"
 #include "VectorMath.h"
+#include "fsdpc/runtime/Float16.h"
 
 #include <algorithm>
 #include <cmath>
@@ -127,12 +128,27 @@ Status cast(const KernelCall &call) {
     if (x.dtype != plan::I64 || y.dtype != plan::I64)
       return FSDPC_ERROR(kInvalidArgument, "cast: to_bool casts i64 to i64");
     std::transform(x.i64(), x.i64() + n, y.i64(), [](int64_t v) { return static_cast<int64_t>(v != 0); });
-  } else if (x.dtype == y.dtype)
+    return Status::ok();
+  }
+  if (x.dtype == y.dtype) {
     std::memcpy(y.data, x.data, n * dtypeSize(x.dtype));
-  else if (x.dtype == plan::F32)
-    std::transform(x.f32(), x.f32() + n, y.i64(), [](float v) { return static_cast<int64_t>(v); });
-  else
-    std::transform(x.i64(), x.i64() + n, y.f32(), [](int64_t v) { return static_cast<float>(v); });
+    return Status::ok();
+  }
+  // Through f32 for floats (bf16 and f16 round to nearest even on the
+  // store) and through i64 for integers; float to integer truncates.
+  bool floatIn = x.dtype == plan::F32 || isNarrowFloat(x.dtype);
+  bool floatOut = y.dtype == plan::F32 || isNarrowFloat(y.dtype);
+#pragma omp parallel for if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) {
+    if (floatIn && floatOut)
+      storeFloat(y, i, loadFloat(x, i));
+    else if (floatIn)
+      storeInteger(y, i, static_cast<int64_t>(loadFloat(x, i)));
+    else if (floatOut)
+      storeFloat(y, i, static_cast<float>(loadInteger(x, i)));
+    else
+      storeInteger(y, i, loadInteger(x, i));
+  }
   return Status::ok();
 }
 

@@ -8,6 +8,7 @@
 #ifndef FSDPC_RUNTIME_CPU_INDEXING_H
 #define FSDPC_RUNTIME_CPU_INDEXING_H
 
+#include "fsdpc/runtime/Float16.h"
 #include "fsdpc/runtime/Kernels.h"
 #include "VectorMath.h"
 
@@ -16,6 +17,54 @@
 #include <vector>
 
 namespace fsdpc::runtime::cpu {
+
+/// Element i of a float tensor of any float dtype, as f32.
+inline float loadFloat(const TensorView &v, int64_t i) {
+  switch (v.dtype) {
+  case plan::BF16:
+    return bf16ToFloat(static_cast<const uint16_t *>(v.data)[i]);
+  case plan::F16:
+    return halfToFloat(static_cast<const uint16_t *>(v.data)[i]);
+  default:
+    return v.f32()[i];
+  }
+}
+/// Stores `value` as element i, rounding to nearest even for bf16 and f16.
+inline void storeFloat(const TensorView &v, int64_t i, float value) {
+  switch (v.dtype) {
+  case plan::BF16:
+    static_cast<uint16_t *>(v.data)[i] = floatToBf16(value);
+    break;
+  case plan::F16:
+    static_cast<uint16_t *>(v.data)[i] = floatToHalf(value);
+    break;
+  default:
+    v.f32()[i] = value;
+  }
+}
+/// Element i of an integer or bool tensor, as i64.
+inline int64_t loadInteger(const TensorView &v, int64_t i) {
+  switch (v.dtype) {
+  case plan::I32:
+    return static_cast<const int32_t *>(v.data)[i];
+  case plan::BOOL:
+    return static_cast<const uint8_t *>(v.data)[i] != 0;
+  default:
+    return v.i64()[i];
+  }
+}
+inline void storeInteger(const TensorView &v, int64_t i, int64_t value) {
+  switch (v.dtype) {
+  case plan::I32:
+    static_cast<int32_t *>(v.data)[i] = static_cast<int32_t>(value);
+    break;
+  case plan::BOOL:
+    static_cast<uint8_t *>(v.data)[i] = value != 0;
+    break;
+  default:
+    v.i64()[i] = value;
+  }
+}
 
 
 inline std::string shapeString(const std::vector<int64_t> &shape) {

@@ -203,7 +203,7 @@ Status copy(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &y = call.outputs[0];
   if (x.numElements() != y.numElements() || x.dtype != y.dtype)
     return FSDPC_ERROR(kInvalidArgument, "copy: ", shapeString(x.shape), " and ", shapeString(y.shape), " differ");
-  std::memcpy(y.data, x.data, x.numElements() * (x.dtype == plan::I64 ? 8 : 4));
+  std::memcpy(y.data, x.data, x.numElements() * dtypeSize(x.dtype));
   return Status::ok();
 }
 

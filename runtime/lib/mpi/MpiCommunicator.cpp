@@ -1,5 +1,6 @@
 //===- MpiCommunicator.cpp - MPI as control plane and channel -------------===//
 #include "fsdpc/runtime/Communicator.h"
+#include "fsdpc/runtime/Float16.h"
 #include "fsdpc/runtime/HostArray.h"
 
 #include <mpi.h>
@@ -13,6 +14,21 @@
 namespace fsdpc::runtime {
 
 namespace {
+
+// MPI has no bf16 or f16 sum: these add in f32 and round to nearest even,
+// element by element, as NCCL's bf16 reductions do.
+void sumBf16(void *in, void *inout, int *count, MPI_Datatype *) {
+  auto *a = static_cast<const uint16_t *>(in);
+  auto *b = static_cast<uint16_t *>(inout);
+  for (int i = 0; i < *count; ++i)
+    b[i] = floatToBf16(bf16ToFloat(a[i]) + bf16ToFloat(b[i]));
+}
+void sumF16(void *in, void *inout, int *count, MPI_Datatype *) {
+  auto *a = static_cast<const uint16_t *>(in);
+  auto *b = static_cast<uint16_t *>(inout);
+  for (int i = 0; i < *count; ++i)
+    b[i] = floatToHalf(halfToFloat(a[i]) + halfToFloat(b[i]));
+}
 
 /// A world of one: every collective is a copy.
 class LocalCommunicator final : public Communicator {
@@ -56,6 +72,11 @@ public:
     MPI_Comm_size(MPI_COMM_WORLD, &worldSize_);
   }
   ~MpiCommunicator() override { finish(); }
+
+  Status createOps() {
+    FSDPC_RETURN_IF_ERROR(check(MPI_Op_create(sumBf16, /*commute=*/1, &sumBf16_), "op_create"));
+    return check(MPI_Op_create(sumF16, /*commute=*/1, &sumF16_), "op_create");
+  }
 
   int rank() const override { return rank_; }
   int worldSize() const override { return worldSize_; }
@@ -105,6 +126,9 @@ public:
     for (auto &[key, comm] : groups_)
       MPI_Comm_free(&comm);
     groups_.clear();
+    for (MPI_Op *op : {&sumBf16_, &sumF16_})
+      if (*op != MPI_OP_NULL)
+        MPI_Op_free(op);
     MPI_Finalize();
   }
 
@@ -131,10 +155,10 @@ public:
     if (!type.isOk())
       return type.status();
     FSDPC_RETURN_IF_ERROR(checkCount(count));
-    FSDPC_RETURN_IF_ERROR(
-        check(MPI_Reduce_scatter_block(full, shard, static_cast<int>(count), *type, MPI_SUM, *comm), "reduce_scatter"));
+    FSDPC_RETURN_IF_ERROR(check(
+        MPI_Reduce_scatter_block(full, shard, static_cast<int>(count), *type, sumOp(dtype), *comm), "reduce_scatter"));
     if (reduction == Reduction::kAvg)
-      scale(static_cast<float *>(shard), count, group.size);
+      scale(shard, count, dtype, group.size);
     return Status::ok();
   }
 
@@ -147,9 +171,9 @@ public:
       return type.status();
     FSDPC_RETURN_IF_ERROR(checkCount(count));
     FSDPC_RETURN_IF_ERROR(
-        check(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), *type, MPI_SUM, *comm), "all_reduce"));
+        check(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), *type, sumOp(dtype), *comm), "all_reduce"));
     if (reduction == Reduction::kAvg)
-      scale(static_cast<float *>(data), count, group.size);
+      scale(data, count, dtype, group.size);
     return Status::ok();
   }
 
@@ -160,20 +184,41 @@ private:
       return MPI_FLOAT;
     case plan::I64:
       return MPI_INT64_T;
+    case plan::I32:
+      return MPI_INT32_T;
+    case plan::BF16:
+    case plan::F16:
+      return MPI_UINT16_T; // moved as bits; reduced by sumBf16 / sumF16
+    case plan::BOOL:
+      return MPI_UINT8_T;
     default:
       return FSDPC_ERROR(kUnimplemented, "the MPI channel has no ", what, " of dtype ", plan::DType_Name(dtype));
     }
   }
-  /// The averages FSDP takes are of floats: sum, then scale by 1/size.
+  /// Sums of floats and integers; averages (sum, then scale by 1/size, as
+  /// FSDP does) of floats only.
   static StatusOr<MPI_Datatype> reducibleType(plan::DType dtype, Reduction reduction, const char *what) {
-    if (reduction == Reduction::kAvg && dtype != plan::F32)
-      return FSDPC_ERROR(kUnimplemented, "the MPI channel averages f32 only, not ", plan::DType_Name(dtype));
+    bool isFloat = dtype == plan::F32 || isNarrowFloat(dtype);
+    if ((reduction == Reduction::kAvg && !isFloat) || dtype == plan::BOOL)
+      return FSDPC_ERROR(kUnimplemented, "the MPI channel cannot ", reduction == Reduction::kAvg ? "average" : "sum",
+                         " ", plan::DType_Name(dtype));
     return mpiType(dtype, what);
   }
-  static void scale(float *data, int64_t count, int divisor) {
+  MPI_Op sumOp(plan::DType dtype) const {
+    return dtype == plan::BF16 ? sumBf16_ : dtype == plan::F16 ? sumF16_ : MPI_SUM;
+  }
+  /// data *= 1/divisor in f32, rounding to nearest even for bf16 and f16.
+  static void scale(void *data, int64_t count, plan::DType dtype, int divisor) {
     float inverse = 1.0f / static_cast<float>(divisor);
-    for (int64_t i = 0; i < count; ++i)
-      data[i] *= inverse;
+    auto *bits = static_cast<uint16_t *>(data);
+    for (int64_t i = 0; i < count; ++i) {
+      if (dtype == plan::BF16)
+        bits[i] = floatToBf16(bf16ToFloat(bits[i]) * inverse);
+      else if (dtype == plan::F16)
+        bits[i] = floatToHalf(halfToFloat(bits[i]) * inverse);
+      else
+        static_cast<float *>(data)[i] *= inverse;
+    }
   }
   static Status check(int code, const char *what) {
     if (code == MPI_SUCCESS)
@@ -213,6 +258,7 @@ private:
   int rank_ = 0;
   int worldSize_ = 1;
   std::map<std::pair<int, int>, MPI_Comm> groups_;
+  MPI_Op sumBf16_ = MPI_OP_NULL, sumF16_ = MPI_OP_NULL;
 };
 
 /// Set by OpenMPI's, MPICH's and Slurm's PMI launchers.
@@ -239,7 +285,9 @@ StatusOr<std::unique_ptr<Communicator>> createCommunicator(int *argc, char ***ar
   }
   // Errors come back as codes, so a failed collective becomes a Status.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  return std::unique_ptr<Communicator>(new MpiCommunicator());
+  auto communicator = std::make_unique<MpiCommunicator>();
+  FSDPC_RETURN_IF_ERROR(communicator->createOps());
+  return std::unique_ptr<Communicator>(std::move(communicator));
 }
 
 } // namespace fsdpc::runtime

@@ -14,13 +14,22 @@ namespace fsdpc::runtime {
 inline size_t dtypeSize(plan::DType dtype) {
   switch (dtype) {
   case plan::F32:
+  case plan::I32:
     return 4;
   case plan::I64:
     return 8;
+  case plan::BF16:
+  case plan::F16:
+    return 2;
+  case plan::BOOL:
+    return 1;
   default:
     return 0;
   }
 }
+
+/// Whether `dtype` is a float type kernels widen to f32 (bf16, f16).
+inline bool isNarrowFloat(plan::DType dtype) { return dtype == plan::BF16 || dtype == plan::F16; }
 
 /// Elements of a shape (1 for a scalar).
 inline int64_t elementCount(const std::vector<int64_t> &shape) {

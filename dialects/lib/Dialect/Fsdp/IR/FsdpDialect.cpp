@@ -67,6 +67,16 @@ LogicalResult UnitOp::verify() {
   return success();
 }
 
+static Type elementOf(Value v) { return cast<ShapedType>(v.getType()).getElementType(); }
+
+/// Collectives move one element type: mixed precision casts around them.
+static LogicalResult verifySameElementType(Operation *op, Value input, Value result) {
+  if (elementOf(input) != elementOf(result))
+    return op->emitOpError("input and result element types differ: ") << elementOf(input) << " vs "
+                                                                      << elementOf(result);
+  return success();
+}
+
 LogicalResult ShardOp::verify() {
   if (getGroupSize() < 1)
     return emitOpError("group_size must be positive");
@@ -74,7 +84,8 @@ LogicalResult ShardOp::verify() {
 }
 
 LogicalResult AllGatherOp::verify() {
-  if (failed(verifyGroup(*this, getGroupSize(), getGroupStride())))
+  if (failed(verifyGroup(*this, getGroupSize(), getGroupStride())) ||
+      failed(verifySameElementType(*this, getShard(), getResult())))
     return failure();
   return verifyShardSizes(*this, flatSize(getResult()), flatSize(getShard()), getGroupSize());
 }
@@ -83,7 +94,8 @@ LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &symbolTable) 
 }
 
 LogicalResult ReduceScatterOp::verify() {
-  if (failed(verifyGroup(*this, getGroupSize(), getGroupStride())) || failed(verifyReduction(*this, getReduction())))
+  if (failed(verifyGroup(*this, getGroupSize(), getGroupStride())) || failed(verifyReduction(*this, getReduction())) ||
+      failed(verifySameElementType(*this, getInput(), getResult())))
     return failure();
   return verifyShardSizes(*this, flatSize(getInput()), flatSize(getResult()), getGroupSize());
 }
@@ -101,6 +113,8 @@ LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &symbolTable) 
 }
 
 LogicalResult ParamViewOp::verify() {
+  if (failed(verifySameElementType(*this, getFlat(), getResult())))
+    return failure();
   int64_t count = cast<RankedTensorType>(getResult().getType()).getNumElements();
   if (getOffset() < 0 || getOffset() + count > flatSize(getFlat()))
     return emitOpError("elements [") << getOffset() << ", " << getOffset() + count << ") are outside the flat tensor of "
@@ -110,8 +124,11 @@ LogicalResult ParamViewOp::verify() {
 
 LogicalResult FlattenOp::verify() {
   int64_t total = 0;
-  for (Value grad : getGrads())
+  for (Value grad : getGrads()) {
+    if (failed(verifySameElementType(*this, grad, getResult())))
+      return failure();
     total += cast<RankedTensorType>(grad.getType()).getNumElements();
+  }
   if (total > flatSize(getResult()))
     return emitOpError("gradients of ") << total << " elements do not fit a flat tensor of " << flatSize(getResult());
   return success();
@@ -123,8 +140,10 @@ LogicalResult FlattenOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   if (unit.getParamTypes().size() != getGrads().size())
     return emitOpError("has ") << getGrads().size() << " gradients for the " << unit.getParamTypes().size()
                                << " parameters of " << getUnitAttr();
+  // Gradients have their parameter's shape; under mixed precision with a
+  // low-precision reduce dtype they are flattened in that dtype.
   for (auto [grad, type] : llvm::zip(getGrads(), unit.getParamTypes()))
-    if (grad.getType() != cast<TypeAttr>(type).getValue())
+    if (cast<ShapedType>(grad.getType()).getShape() != cast<ShapedType>(cast<TypeAttr>(type).getValue()).getShape())
       return emitOpError("gradient type ") << grad.getType() << " does not match its parameter's type "
                                            << cast<TypeAttr>(type).getValue();
   if (flatSize(getResult()) != unit.getPaddedSize())

@@ -254,8 +254,8 @@ LogicalResult CastOp::verify() {
   if (shapeOf(getInput()) != shapeOf(getResult()))
     return emitOpError("shapes differ");
   for (Type t : {elementOf(getInput()), elementOf(getResult())})
-    if (!t.isF32() && !t.isInteger(64))
-      return emitOpError("casts between f32 and i64, got ") << t;
+    if (!t.isF32() && !t.isBF16() && !t.isF16() && !t.isInteger(64))
+      return emitOpError("casts between f32, bf16, f16 and i64, got ") << t;
   if (getToBool() && !(elementOf(getInput()).isInteger(64) && elementOf(getResult()).isInteger(64)))
     return emitOpError("to_bool casts i64 to i64");
   return success();
@@ -268,6 +268,11 @@ LogicalResult CastOp::verify() {
 static LogicalResult verifyBroadcastBinary(Operation *op) {
   if (failed(verifyStaticShape(op)))
     return failure();
+  Type element = elementOf(op->getResult(0));
+  for (Value operand : op->getOperands())
+    if (elementOf(operand) != element)
+      return op->emitOpError("operands and result must share one element type, got ") << elementOf(operand)
+                                                                                       << " and " << element;
   ArrayRef<int64_t> lhs = shapeOf(op->getOperand(0)), rhs = shapeOf(op->getOperand(1));
   FailureOr<SmallVector<int64_t>> expected = broadcastShapes(lhs, rhs);
   if (failed(expected))

@@ -42,19 +42,26 @@ Value matmul(OpBuilder &b, Location loc, Value lhs, Value rhs, bool transA, bool
     shape = {l[1], n};
   else
     shape.back() = n;
-  return MatmulOp::create(b, loc, RankedTensorType::get(shape, b.getF32Type()), lhs, rhs, transA, transB);
+  return MatmulOp::create(b, loc, RankedTensorType::get(shape, tensorType(lhs).getElementType()), lhs, rhs, transA,
+                          transB);
 }
 
-/// A scalar f32 constant, broadcast by the elementwise ops it feeds.
-Value scalar(OpBuilder &b, Location loc, float value) {
-  auto type = RankedTensorType::get({}, b.getF32Type());
-  return ConstantOp::create(b, loc, type, DenseElementsAttr::get(type, value));
+/// A scalar constant of `like`'s element type, broadcast by the elementwise
+/// ops it feeds.
+Value scalar(OpBuilder &b, Location loc, float value, Value like) {
+  Type element = tensorType(like).getElementType();
+  auto type = RankedTensorType::get({}, element);
+  APFloat converted(value);
+  bool losesInfo;
+  converted.convert(cast<FloatType>(element).getFloatSemantics(), APFloat::rmNearestTiesToEven, &losesInfo);
+  return ConstantOp::create(b, loc, type, DenseElementsAttr::get(type, converted));
 }
 
 Value batchMatmul(OpBuilder &b, Location loc, Value lhs, Value rhs, bool transA, bool transB) {
   FailureOr<SmallVector<int64_t>> shape =
       BatchMatmulOp::inferShape(tensorType(lhs).getShape(), tensorType(rhs).getShape(), transA, transB);
-  return BatchMatmulOp::create(b, loc, RankedTensorType::get(*shape, b.getF32Type()), lhs, rhs, transA, transB);
+  return BatchMatmulOp::create(b, loc, RankedTensorType::get(*shape, tensorType(lhs).getElementType()), lhs, rhs,
+                               transA, transB);
 }
 
 struct Rule {
@@ -155,7 +162,7 @@ LogicalResult fsdpc::graph::buildGradient(OpBuilder &builder, Operation *op, Arr
             // y = a^b: da = dy * b * a^(b-1), db = dy * y * log(a).
             Type type = r.dy().getType();
             if (r.needs(0)) {
-              Value bMinusOne = AddOp::create(builder, r.loc, o.getRhs().getType(), o.getRhs(), scalar(builder, r.loc, -1.0f));
+              Value bMinusOne = AddOp::create(builder, r.loc, o.getRhs().getType(), o.getRhs(), scalar(builder, r.loc, -1.0f, o.getRhs()));
               Value power = PowOp::create(builder, r.loc, type, o.getLhs(), bMinusOne);
               Value slope = MulOp::create(builder, r.loc, type, power, o.getRhs());
               operandGrads[0] = sumTo(builder, r.loc, MulOp::create(builder, r.loc, type, r.dy(), slope), o.getLhs());
@@ -202,7 +209,7 @@ LogicalResult fsdpc::graph::buildGradient(OpBuilder &builder, Operation *op, Arr
             SmallVector<int64_t> kept(in.getShape().begin(), in.getShape().end());
             for (int64_t axis : o.getAxes())
               kept[axis] = 1;
-            Value dy = ReshapeOp::create(builder, r.loc, RankedTensorType::get(kept, builder.getF32Type()), r.dy());
+            Value dy = ReshapeOp::create(builder, r.loc, RankedTensorType::get(kept, in.getElementType()), r.dy());
             operandGrads[0] = BroadcastToOp::create(builder, r.loc, in, dy);
             return true;
           })
@@ -236,7 +243,7 @@ LogicalResult fsdpc::graph::buildGradient(OpBuilder &builder, Operation *op, Arr
           })
           .Case<SelectOp>([&](SelectOp o) {
             // The gradient flows to the operand each element was taken from.
-            Value zero = scalar(builder, r.loc, 0.0f);
+            Value zero = scalar(builder, r.loc, 0.0f, r.dy());
             Type type = r.dy().getType();
             if (r.needs(1))
               operandGrads[1] = sumTo(builder, r.loc,
@@ -256,9 +263,12 @@ LogicalResult fsdpc::graph::buildGradient(OpBuilder &builder, Operation *op, Arr
             return true;
           })
           .Case<CastOp>([&](CastOp o) {
-            // Only a float-to-float cast carries a gradient.
-            if (tensorType(o.getInput()).getElementType().isF32() && tensorType(o.getResult()).getElementType().isF32())
-              operandGrads[0] = r.dy();
+            // Only a float-to-float cast carries a gradient: dy cast back to
+            // the input's type (mixed precision's casts between f32 and bf16).
+            Type from = tensorType(o.getInput()).getElementType(), to = tensorType(o.getResult()).getElementType();
+            if (isa<FloatType>(from) && isa<FloatType>(to))
+              operandGrads[0] = from == to ? r.dy()
+                                           : CastOp::create(builder, r.loc, o.getInput().getType(), r.dy()).getResult();
             return true;
           })
           .Case<NegOp>([&](NegOp) {

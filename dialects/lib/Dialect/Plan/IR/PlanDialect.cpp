@@ -71,9 +71,18 @@ LogicalResult ProgramOp::verify() {
 // TensorOp
 //===----------------------------------------------------------------------===//
 
+bool fsdpc::plan_ir::isPlanElementType(Type type) {
+  return type.isF32() || type.isBF16() || type.isF16() || type.isInteger(64) || type.isInteger(32) ||
+         type.isInteger(1);
+}
+
+int64_t fsdpc::plan_ir::elementBytes(Type type) {
+  return type.isInteger(1) ? 1 : type.getIntOrFloatBitWidth() / 8;
+}
+
 int64_t TensorOp::getByteSize() {
   RankedTensorType type = getTensorType();
-  return type.getNumElements() * (type.getElementType().getIntOrFloatBitWidth() / 8);
+  return type.getNumElements() * elementBytes(type.getElementType());
 }
 
 TensorOp TensorOp::getStorage() {
@@ -108,8 +117,8 @@ LogicalResult TensorOp::verify() {
   if (!type.hasStaticShape())
     return emitOpError("requires a static shape, got ") << type;
   Type element = type.getElementType();
-  if (!element.isF32() && !element.isInteger(64))
-    return emitOpError("element type must be f32 or i64, got ") << element;
+  if (!isPlanElementType(element))
+    return emitOpError("element type must be f32, bf16, f16, i64, i32 or i1, got ") << element;
   if (getKind() == TensorKind::constant) {
     if (!getValue())
       return emitOpError("of kind constant needs a value");

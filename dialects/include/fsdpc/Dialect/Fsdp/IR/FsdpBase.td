@@ -26,6 +26,8 @@ def Fsdp_Dialect : Dialect {
 class Fsdp_Op<string mnemonic, list<Trait> traits = []> :
     Op<Fsdp_Dialect, mnemonic, traits>;
 
-def Fsdp_FlatTensor : 1DTensorOf<[F32]>;
+// A flat parameter, gradient or state: f32, or bf16 / f16 where mixed
+// precision gathers parameters or reduces gradients in low precision.
+def Fsdp_FlatTensor : 1DTensorOf<[F32, BF16, F16]>;
 
 #endif // FSDPC_DIALECT_FSDP_FSDPBASE_TD

@@ -141,7 +141,7 @@ def Fsdp_ParamViewOp : Fsdp_Op<"param_view", [Pure]> {
     ```
   }];
   let arguments = (ins Fsdp_FlatTensor:$flat, StrAttr:$param, I64Attr:$offset);
-  let results = (outs StaticShapeTensorOf<[F32]>:$result);
+  let results = (outs StaticShapeTensorOf<[F32, BF16, F16]>:$result);
   let assemblyFormat = "$flat attr-dict `:` type($flat) `->` type($result)";
   let hasVerifier = 1;
 }
@@ -161,7 +161,7 @@ def Fsdp_FlattenOp : Fsdp_UnitUserOp<"flatten", [Pure]> {
     %flat = fsdp.flatten %gw, %gb {unit = @unit0} : tensor<2048x10xf32>, tensor<2048xf32> -> tensor<22528xf32>
     ```
   }];
-  let arguments = (ins Variadic<StaticShapeTensorOf<[F32]>>:$grads, FlatSymbolRefAttr:$unit);
+  let arguments = (ins Variadic<StaticShapeTensorOf<[F32, BF16, F16]>>:$grads, FlatSymbolRefAttr:$unit);
   let results = (outs Fsdp_FlatTensor:$result);
   let assemblyFormat = "$grads attr-dict `:` type($grads) `->` type($result)";
   let hasVerifier = 1;

@@ -11,8 +11,10 @@ def Graph_Dialect : Dialect {
   let description = [{
     The `graph` dialect is where an imported ONNX model lives and where the
     training step is built. Every op is pure and works on ranked, statically
-    shaped builtin tensors of `f32` (activations, parameters, gradients) or
-    `i64` (class labels, the optimizer step).
+    shaped builtin tensors of `f32` (activations, parameters, gradients),
+    `bf16` or `f16` (activations and gradients under mixed precision), or
+    `i64` (class labels, indices, the optimizer step). Norms, softmax, the
+    losses and the optimizer updates take f32 only.
 
     A model is a `func.func` whose arguments carry one of these attributes:
     `graph.input = "name"` (a batch input fed from data), `graph.param =
@@ -30,6 +32,9 @@ def Graph_Dialect : Dialect {
 class Graph_Op<string mnemonic, list<Trait> traits = []> :
     Op<Graph_Dialect, mnemonic, traits>;
 
+// Floats: f32, or the storage types bf16 and f16 of mixed precision.
+// Norms, softmax, losses and optimizer updates take f32 only.
+def Graph_FloatTensor : RankedTensorOf<[F32, BF16, F16]>;
 def Graph_F32Tensor : RankedTensorOf<[F32]>;
 def Graph_I64Tensor : RankedTensorOf<[I64]>;
 def Graph_F32Scalar : 0DTensorOf<[F32]>;

@@ -49,10 +49,10 @@ def Graph_MatmulOp : Graph_Op<"matmul", [Pure]> {
         : (tensor<64x10xf32>, tensor<2048x10xf32>) -> tensor<64x2048xf32>
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$lhs, Graph_F32Tensor:$rhs,
+  let arguments = (ins Graph_FloatTensor:$lhs, Graph_FloatTensor:$rhs,
                        DefaultValuedAttr<BoolAttr, "false">:$transpose_a,
                        DefaultValuedAttr<BoolAttr, "false">:$transpose_b);
-  let results = (outs Graph_F32Tensor:$result);
+  let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -77,10 +77,10 @@ def Graph_BatchMatmulOp : Graph_Op<"batch_matmul", [Pure]> {
         : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x16x16xf32>
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$lhs, Graph_F32Tensor:$rhs,
+  let arguments = (ins Graph_FloatTensor:$lhs, Graph_FloatTensor:$rhs,
                        DefaultValuedAttr<BoolAttr, "false">:$transpose_a,
                        DefaultValuedAttr<BoolAttr, "false">:$transpose_b);
-  let results = (outs Graph_F32Tensor:$result);
+  let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -103,8 +103,8 @@ class Graph_BroadcastBinaryOp<string mnemonic, string what> : Graph_Op<mnemonic,
     %y = graph.}] # mnemonic # [{ %a, %b : (tensor<64x5xf32>, tensor<5xf32>) -> tensor<64x5xf32>
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$lhs, Graph_F32Tensor:$rhs);
-  let results = (outs Graph_F32Tensor:$result);
+  let arguments = (ins Graph_FloatTensor:$lhs, Graph_FloatTensor:$rhs);
+  let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -127,8 +127,8 @@ class Graph_UnaryOp<string mnemonic, string what> :
     %y = graph.}] # mnemonic # [{ %x : tensor<64x2048xf32>
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$input);
-  let results = (outs Graph_F32Tensor:$result);
+  let arguments = (ins Graph_FloatTensor:$input);
+  let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
@@ -158,8 +158,8 @@ def Graph_GeluOp : Graph_Op<"gelu", [Pure, SameOperandsAndResultType]> {
     %y = graph.gelu %x {approximate = "none"} : tensor<8x32x192xf32>
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$input, DefaultValuedStrAttr<StrAttr, "none">:$approximate);
-  let results = (outs Graph_F32Tensor:$result);
+  let arguments = (ins Graph_FloatTensor:$input, DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+  let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
   let hasVerifier = 1;
 }
@@ -237,8 +237,8 @@ def Graph_ReduceSumOp : Graph_Op<"reduce_sum", [Pure]> {
     %s = graph.reduce_sum %x {axes = array<i64: 2>, keepdims = true} : (tensor<2x16x64xf32>) -> tensor<2x16x1xf32>
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$input, DenseI64ArrayAttr:$axes, BoolAttr:$keepdims);
-  let results = (outs Graph_F32Tensor:$result);
+  let arguments = (ins Graph_FloatTensor:$input, DenseI64ArrayAttr:$axes, BoolAttr:$keepdims);
+  let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -314,8 +314,8 @@ def Graph_SliceGradOp : Graph_Op<"slice_grad", [Pure]> {
     %dx = graph.slice_grad %dy {starts = array<i64: 0, 2>, steps = array<i64: 1, 1>} : (tensor<4x3xf32>) -> tensor<4x8xf32>
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$grad, DenseI64ArrayAttr:$starts, DenseI64ArrayAttr:$steps);
-  let results = (outs Graph_F32Tensor:$result);
+  let arguments = (ins Graph_FloatTensor:$grad, DenseI64ArrayAttr:$starts, DenseI64ArrayAttr:$steps);
+  let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$grad attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -356,8 +356,8 @@ def Graph_GatherGradOp : Graph_Op<"gather_grad", [Pure]> {
     %dwte = graph.gather_grad %dy, %ids {axis = 0 : i64} : (tensor<2x8x16xf32>, tensor<2x8xi64>) -> tensor<50x16xf32>
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$grad, Graph_I64Tensor:$indices, I64Attr:$axis);
-  let results = (outs Graph_F32Tensor:$result);
+  let arguments = (ins Graph_FloatTensor:$grad, Graph_I64Tensor:$indices, I64Attr:$axis);
+  let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$grad `,` $indices attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -375,8 +375,8 @@ def Graph_SelectOp : Graph_Op<"select", [Pure]> {
     %y = graph.select %mask, %scores, %ninf : (tensor<1x1x8x8xi64>, tensor<2x4x8x8xf32>, tensor<f32>) -> tensor<2x4x8x8xf32>
     ```
   }];
-  let arguments = (ins Graph_I64Tensor:$condition, Graph_F32Tensor:$lhs, Graph_F32Tensor:$rhs);
-  let results = (outs Graph_F32Tensor:$result);
+  let arguments = (ins Graph_I64Tensor:$condition, Graph_FloatTensor:$lhs, Graph_FloatTensor:$rhs);
+  let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$condition `,` $lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -395,8 +395,8 @@ def Graph_TriluOp : Graph_Op<"trilu", [Pure, SameOperandsAndResultType]> {
     %y = graph.trilu %x {k = 0 : i64, upper = false} : tensor<8x8xf32>
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$input, I64Attr:$k, BoolAttr:$upper);
-  let results = (outs Graph_F32Tensor:$result);
+  let arguments = (ins Graph_FloatTensor:$input, I64Attr:$k, BoolAttr:$upper);
+  let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
@@ -417,8 +417,8 @@ class Graph_DropoutLikeOp<string mnemonic, string what> : Graph_Op<mnemonic, [Pu
     %y = graph.}] # mnemonic # [{ %x {ratio = 1.000000e-01 : f64, seed = 42 : i64} : tensor<8x32x48xf32>
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$input, F64Attr:$ratio, I64Attr:$seed);
-  let results = (outs Graph_F32Tensor:$result);
+  let arguments = (ins Graph_FloatTensor:$input, F64Attr:$ratio, I64Attr:$seed);
+  let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
   let hasVerifier = 1;
 }
@@ -459,8 +459,8 @@ def Graph_ScaleOp : Graph_Op<"scale", [Pure, SameOperandsAndResultType]> {
     %y = graph.scale %x {factor = 5.000000e-01 : f64} : tensor<4x3xf32>
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$input, F64Attr:$factor);
-  let results = (outs Graph_F32Tensor:$result);
+  let arguments = (ins Graph_FloatTensor:$input, F64Attr:$factor);
+  let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
@@ -497,8 +497,8 @@ def Graph_TransposeOp : Graph_Op<"transpose", [Pure]> {
     %y = graph.transpose %x {perm = array<i64: 1, 0>} : (tensor<3x4xf32>) -> tensor<4x3xf32>
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$input, DenseI64ArrayAttr:$perm);
-  let results = (outs Graph_F32Tensor:$result);
+  let arguments = (ins Graph_FloatTensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -614,8 +614,8 @@ class Graph_ActivationGradOp<string mnemonic, string formula> :
     %dx = graph.}] # mnemonic # [{ %y, %dy : tensor<64x2048xf32>
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$y, Graph_F32Tensor:$dy);
-  let results = (outs Graph_F32Tensor:$result);
+  let arguments = (ins Graph_FloatTensor:$y, Graph_FloatTensor:$dy);
+  let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$y `,` $dy attr-dict `:` type($y)";
 }
 
@@ -658,8 +658,8 @@ def Graph_GeluGradOp : Graph_Op<"gelu_grad", [Pure, SameOperandsAndResultType]> 
     %dx = graph.gelu_grad %x, %dy {approximate = "none"} : tensor<8x32x192xf32>
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$x, Graph_F32Tensor:$dy, DefaultValuedStrAttr<StrAttr, "none">:$approximate);
-  let results = (outs Graph_F32Tensor:$result);
+  let arguments = (ins Graph_FloatTensor:$x, Graph_FloatTensor:$dy, DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+  let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$x `,` $dy attr-dict `:` type($x)";
   let hasVerifier = 1;
 }
@@ -770,8 +770,8 @@ def Graph_SumToOp : Graph_Op<"sum_to", [Pure]> {
     %db = graph.sum_to %dy : (tensor<64x5xf32>) -> tensor<5xf32>
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$input);
-  let results = (outs Graph_F32Tensor:$result);
+  let arguments = (ins Graph_FloatTensor:$input);
+  let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
   let hasFolder = 1;

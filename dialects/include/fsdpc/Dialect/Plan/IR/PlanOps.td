@@ -53,7 +53,9 @@ def Plan_TensorOp : Plan_Op<"tensor", [Symbol, HasParent<"ProgramOp">]> {
       gradient shards, constants and the step counter live in the persistent
       region, inputs and transients in the transient arena. A `view` is an
       alias of part of another tensor and takes no memory of its own.
-    - `type`: its static shape and element type (f32 or i64).
+    - `type`: its static shape and element type: f32, bf16, f16 (floats;
+      bf16 and f16 are storage types that kernels widen to f32), i64, i32,
+      or i1 (bool, one byte).
     - `source_name`: the ONNX name of a parameter or input.
     - `value`: the initial value of a constant.
     - `optimizer_slot`, `owner`: for optimizer state, the slot (`"exp_avg"`)

@@ -74,6 +74,16 @@ cl::opt<bool> printReport("report", cl::desc("print each rank's memory and commu
                           cl::cat(category));
 cl::opt<std::string> reportJson("report-json", cl::desc("write the memory report as JSON to this file"),
                                 cl::value_desc("file"), cl::cat(category));
+cl::opt<std::string> mixedPrecision("mixed-precision",
+                                    cl::desc("none, bf16 or f16: compute in this type around f32 master parameters "
+                                             "(FSDP MixedPrecision(param_dtype=...)); default none"),
+                                    cl::init("none"), cl::cat(category));
+cl::opt<std::string> reduceDtype("reduce-dtype",
+                                 cl::desc("with --mixed-precision: fp32 (default) or the low-precision type, the "
+                                          "dtype gradients are reduce-scattered in"),
+                                 cl::init("fp32"), cl::cat(category));
+cl::opt<std::string> keepFp32("keep-fp32", cl::desc("with --mixed-precision: ONNX nodes (regex) that stay in f32"),
+                              cl::value_desc("regex"), cl::cat(category));
 cl::opt<std::string> freezeRegex("freeze", cl::desc("do not train parameters whose name matches this regex"),
                                  cl::value_desc("regex"), cl::cat(category));
 
@@ -217,7 +227,16 @@ int main(int argc, char **argv) {
       return 1;
     stageIndex = 3;
   }
+  if (mixedPrecision != "none" && mixedPrecision != "bf16" && mixedPrecision != "f16")
+    return fail("--mixed-precision must be none, bf16 or f16, got '" + mixedPrecision + "'");
+  if (reduceDtype != "fp32" && reduceDtype != "f32" && reduceDtype != mixedPrecision)
+    return fail("--reduce-dtype must be fp32" +
+                llvm::Twine(mixedPrecision == "none" ? "" : " or " + mixedPrecision) + ", got '" + reduceDtype + "'");
+  if (mixedPrecision == "none" && !keepFp32.empty())
+    return fail("--keep-fp32 needs --mixed-precision");
   fsdpc::TrainStepOptions trainOptions;
+  trainOptions.mixedPrecision = mixedPrecision;
+  trainOptions.keepFp32 = keepFp32;
   trainOptions.fuse = fuse;
   trainOptions.loss = lossKind;
   trainOptions.optimizer = optimizer;
@@ -237,6 +256,7 @@ int main(int argc, char **argv) {
   shardOptions.worldSize = worldSize;
   shardOptions.shardGroupSize = shardGroupSize;
   shardOptions.prefetch = prefetch;
+  shardOptions.reduceDtype = reduceDtype == mixedPrecision ? "low" : "f32";
   if (!forwardOnly && !runPipeline([&](PassManager &pm) { fsdpc::buildShardPipeline(pm, shardOptions); }))
     return 1;
   if (!forwardOnly && !finishStage("fsdp"))

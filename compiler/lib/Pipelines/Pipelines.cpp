@@ -17,6 +17,8 @@ void buildTrainStepPipeline(OpPassManager &pm, const TrainStepOptions &options) 
   if (options.fuse)
     pm.addPass(graph::createGraphFuse());
   pm.addPass(graph::createGraphAppendLoss({options.loss}));
+  if (options.mixedPrecision != "none")
+    pm.addPass(graph::createGraphMixedPrecision({options.mixedPrecision, options.keepFp32}));
   pm.addPass(graph::createGraphAutodiff());
   graph::GraphOptimizerOptions optimizer;
   optimizer.optimizer = options.optimizer;
@@ -34,7 +36,7 @@ void buildTrainStepPipeline(OpPassManager &pm, const TrainStepOptions &options) 
 
 void buildShardPipeline(OpPassManager &pm, const ShardOptions &options) {
   pm.addPass(fsdp::createFsdpWrap({options.wrap}));
-  pm.addPass(fsdp::createFsdpShard({options.strategy, options.worldSize, options.shardGroupSize}));
+  pm.addPass(fsdp::createFsdpShard({options.strategy, options.worldSize, options.shardGroupSize, options.reduceDtype}));
   if (options.prefetch)
     pm.addPass(fsdp::createFsdpPrefetch());
 }

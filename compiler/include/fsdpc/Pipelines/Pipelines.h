@@ -1,7 +1,8 @@
 //===- Pipelines.h - The named compilation pipelines ------------*- C++ -*-===//
 //
-//   fsdpc-train-step:  graph-append-loss, graph-autodiff, graph-optimizer,
-//                      canonicalize, cse                (@forward -> @train_step)
+//   fsdpc-train-step:  graph-fuse, graph-append-loss, [graph-mixed-precision],
+//                      graph-autodiff, graph-optimizer, canonicalize, cse
+//                                                       (@forward -> @train_step)
 //   fsdpc-shard:       fsdp-wrap, fsdp-shard, fsdp-prefetch (units and collectives)
 //   fsdpc-lower-to-plan: convert-graph-to-plan, plan-allocate
 //
@@ -33,6 +34,11 @@ struct TrainStepOptions : public mlir::PassPipelineOptions<TrainStepOptions> {
   Option<double> weightDecay{*this, "weight-decay", llvm::cl::desc("weight decay (negative: optimizer default)"),
                              llvm::cl::init(-1.0)};
   Option<double> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"), llvm::cl::init(0.0)};
+  Option<std::string> mixedPrecision{*this, "mixed-precision",
+                                     llvm::cl::desc("none, bf16 or f16 (graph-mixed-precision)"),
+                                     llvm::cl::init("none")};
+  Option<std::string> keepFp32{*this, "keep-fp32", llvm::cl::desc("regex of ONNX nodes that stay f32"),
+                               llvm::cl::init("")};
 };
 
 struct ShardOptions : public mlir::PassPipelineOptions<ShardOptions> {
@@ -44,6 +50,10 @@ struct ShardOptions : public mlir::PassPipelineOptions<ShardOptions> {
                                  llvm::cl::init(0)};
   Option<bool> prefetch{*this, "prefetch", llvm::cl::desc("gather each unit one unit early (fsdp-prefetch)"),
                         llvm::cl::init(true)};
+  Option<std::string> reduceDtype{*this, "reduce-dtype",
+                                  llvm::cl::desc("f32, or low to reduce-scatter mixed-precision gradients in their "
+                                                 "low-precision type"),
+                                  llvm::cl::init("f32")};
 };
 
 struct LowerToPlanOptions : public mlir::PassPipelineOptions<LowerToPlanOptions> {

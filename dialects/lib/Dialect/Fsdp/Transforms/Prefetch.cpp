@@ -45,7 +45,13 @@ struct FsdpPrefetchPass : public fsdpc::fsdp::impl::FsdpPrefetchBase<FsdpPrefetc
       while (isa<fsdp::ParamViewOp>(anchor->getNextNode()) &&
              cast<fsdp::ParamViewOp>(anchor->getNextNode()).getFlat() == previous.getResult())
         anchor = anchor->getNextNode();
-      SmallVector<Operation *> moving = {current};
+      // Under mixed precision the gather reads a cast of the shard: it moves
+      // along.
+      SmallVector<Operation *> moving;
+      if (Operation *shardCast = current.getShard().getDefiningOp())
+        if (isa<graph::CastOp>(shardCast) && shardCast->hasOneUse())
+          moving.push_back(shardCast);
+      moving.push_back(current);
       for (Operation *next = current->getNextNode(); isa<fsdp::ParamViewOp>(next); next = next->getNextNode())
         if (cast<fsdp::ParamViewOp>(next).getFlat() == current.getResult())
           moving.push_back(next);

@@ -34,8 +34,15 @@ struct UnitParams {
   SmallVector<Operation *> updates;
 };
 
-RankedTensorType flatType(MLIRContext *context, int64_t size) {
-  return RankedTensorType::get({size}, Float32Type::get(context));
+RankedTensorType flatType(Type element, int64_t size) { return RankedTensorType::get({size}, element); }
+
+/// The low-precision type a float-to-float cast produces, or null.
+Type lowPrecisionCastType(Operation *op) {
+  auto cast = dyn_cast<graph::CastOp>(op);
+  if (!cast)
+    return Type();
+  Type to = cast.getType().getElementType();
+  return isa<FloatType>(to) && !to.isF32() && cast.getInput().getType().getElementType().isF32() ? to : Type();
 }
 
 /// The earliest and latest of `ops` (all in one block).
@@ -97,6 +104,11 @@ struct FsdpShardPass : public fsdpc::fsdp::impl::FsdpShardBase<FsdpShardPass> {
                          << static_cast<int64_t>(worldSize) << ", got " << static_cast<int64_t>(shardGroupSize);
       return signalPassFailure();
     }
+    if (reduceDtype != "f32" && reduceDtype != "low") {
+      train.emitError() << "fsdp-shard: reduce-dtype must be f32 or low, got '" << reduceDtype << "'";
+      return signalPassFailure();
+    }
+    reduceLow_ = reduceDtype == "low";
     kind_ = kind;
     groupSize_ = kind == Strategy::kNoShard ? 1 : kind == Strategy::kHybridShard ? shardGroupSize : worldSize;
 
@@ -110,12 +122,15 @@ struct FsdpShardPass : public fsdpc::fsdp::impl::FsdpShardBase<FsdpShardPass> {
 
   LogicalResult collectUnits(ModuleOp module, func::FuncOp train, SmallVectorImpl<UnitParams> &units);
   LogicalResult shard(ModuleOp module, func::FuncOp train);
-  /// Points the uses of the unit's parameters in `users` at views of `flat`
-  /// created at the builder's insertion point.
-  void readThroughViews(OpBuilder &builder, UnitParams &unit, Value flat, ArrayRef<Operation *> users);
+  /// Points the uses in `users` of each parameter's reads (the parameter, or
+  /// the casts it is read through) at views of `flat` created at the
+  /// builder's insertion point.
+  void readThroughViews(OpBuilder &builder, UnitParams &unit, Value flat, ArrayRef<Operation *> users,
+                        ArrayRef<SmallVector<Value>> reads);
 
   Strategy kind_ = Strategy::kFullShard;
   int64_t groupSize_ = 1;
+  bool reduceLow_ = false;
 };
 
 LogicalResult FsdpShardPass::collectUnits(ModuleOp module, func::FuncOp train, SmallVectorImpl<UnitParams> &units) {
@@ -151,18 +166,21 @@ LogicalResult FsdpShardPass::collectUnits(ModuleOp module, func::FuncOp train, S
   return success();
 }
 
-void FsdpShardPass::readThroughViews(OpBuilder &builder, UnitParams &unit, Value flat, ArrayRef<Operation *> users) {
+void FsdpShardPass::readThroughViews(OpBuilder &builder, UnitParams &unit, Value flat, ArrayRef<Operation *> users,
+                                     ArrayRef<SmallVector<Value>> reads) {
   int64_t offset = 0;
+  Type element = cast<RankedTensorType>(flat.getType()).getElementType();
   for (auto [i, param] : llvm::enumerate(unit.params)) {
     auto paramType = cast<RankedTensorType>(cast<TypeAttr>(unit.unit.getParamTypes()[i]).getValue());
     SmallVector<OpOperand *> uses;
-    for (OpOperand &use : param.getUses())
-      if (llvm::is_contained(users, use.getOwner()))
-        uses.push_back(&use);
+    for (Value read : reads[i])
+      for (OpOperand &use : read.getUses())
+        if (llvm::is_contained(users, use.getOwner()))
+          uses.push_back(&use);
     if (!uses.empty()) {
       auto name = cast<StringAttr>(unit.unit.getParams()[i]);
-      auto view = fsdp::ParamViewOp::create(builder, param.getLoc(), paramType, flat, name,
-                                            builder.getI64IntegerAttr(offset));
+      auto view = fsdp::ParamViewOp::create(builder, param.getLoc(), RankedTensorType::get(paramType.getShape(), element),
+                                            flat, name, builder.getI64IntegerAttr(offset));
       for (OpOperand *use : uses)
         use->set(view.getResult());
     }
@@ -202,7 +220,8 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
     int64_t flat = unit.unit.getFlatSize();
     int64_t padded = (flat + groupSize_ - 1) / groupSize_ * groupSize_;
     unit.unit.setPaddedSize(padded);
-    RankedTensorType fullType = flatType(context, padded), shardType = flatType(context, padded / groupSize_);
+    Type f32 = Float32Type::get(context);
+    RankedTensorType fullType = flatType(f32, padded), shardType = flatType(f32, padded / groupSize_);
 
     // This rank's shards: the flat parameter and one per optimizer-state slot.
     Operation *first = unit.updates.front();
@@ -217,20 +236,56 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
                                      builder.getNamedAttr(graph::kStateSlotAttr, slot)})));
     }
 
+    // Mixed precision: parameters read only through casts to one
+    // low-precision type are gathered in that type (half the bytes).
+    Type low;
+    bool readOnlyThroughCasts = true;
+    for (auto [param, update] : llvm::zip(unit.params, unit.updates))
+      for (Operation *user : param.getUsers()) {
+        if (user == update)
+          continue;
+        Type castType = lowPrecisionCastType(user);
+        readOnlyThroughCasts &= castType && (!low || castType == low);
+        low = low ? low : castType;
+      }
+    const bool gatherLow = low && readOnlyThroughCasts && groupSize_ > 1;
+    SmallVector<SmallVector<Value>> reads;
+    SmallVector<Operation *> castsToErase;
+    for (auto [param, update] : llvm::zip(unit.params, unit.updates)) {
+      reads.emplace_back();
+      if (!gatherLow) {
+        reads.back().push_back(param);
+        continue;
+      }
+      for (Operation *user : param.getUsers())
+        if (user != update) {
+          reads.back().push_back(user->getResult(0));
+          castsToErase.push_back(user);
+        }
+    }
+
     // Reads of the parameters, split into forward and backward.
     SmallVector<Operation *> forwardUsers, backwardUsers, allUsers;
-    for (auto [param, update] : llvm::zip(unit.params, unit.updates))
-      for (Operation *user : param.getUsers())
-        if (user != update && !llvm::is_contained(allUsers, user)) {
-          allUsers.push_back(user);
-          (inForward(user) ? forwardUsers : backwardUsers).push_back(user);
-        }
+    for (const SmallVector<Value> &paramReads : reads)
+      for (Value read : paramReads)
+        for (Operation *user : read.getUsers())
+          if (!llvm::is_contained(unit.updates, user) && !llvm::is_contained(allUsers, user)) {
+            allUsers.push_back(user);
+            (inForward(user) ? forwardUsers : backwardUsers).push_back(user);
+          }
 
     auto gatherAround = [&](ArrayRef<Operation *> users) {
       builder.setInsertionPoint(earliest(users));
-      auto gather = fsdp::AllGatherOp::create(builder, unit.unit.getLoc(), fullType, shardArg, symbol,
+      Value shard = shardArg;
+      RankedTensorType gatheredType = fullType;
+      if (gatherLow) {
+        shard = graph::CastOp::create(builder, unit.unit.getLoc(), flatType(low, shardType.getNumElements()), shardArg)
+                    .getResult();
+        gatheredType = flatType(low, padded);
+      }
+      auto gather = fsdp::AllGatherOp::create(builder, unit.unit.getLoc(), gatheredType, shard, symbol,
                                               i64(groupSize_), i64(1));
-      readThroughViews(builder, unit, gather.getResult(), users);
+      readThroughViews(builder, unit, gather.getResult(), users, reads);
       builder.setInsertionPointAfter(latest(users));
       fsdp::FreeOp::create(builder, unit.unit.getLoc(), gather.getResult());
     };
@@ -238,7 +293,7 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
       // Nothing reads the parameters.
     } else if (groupSize_ == 1) {
       builder.setInsertionPointToStart(&body);
-      readThroughViews(builder, unit, shardArg, allUsers);
+      readThroughViews(builder, unit, shardArg, allUsers, reads);
     } else if (kind_ == Strategy::kShardGradOp) {
       gatherAround(allUsers);
     } else {
@@ -247,6 +302,9 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
       if (!backwardUsers.empty())
         gatherAround(backwardUsers);
     }
+    for (Operation *cast : castsToErase)
+      if (cast->use_empty())
+        cast->erase();
 
     // The flat gradient, reduced as soon as its last part is computed.
     SmallVector<Value> grads;
@@ -256,17 +314,38 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
       if (Operation *def = updateGrad(update).getDefiningOp())
         gradDefs.push_back(def);
     }
+    // reduce-dtype=low: gradients that arrive through a cast from the
+    // low-precision type are reduced in that type.
+    Type reduceElement = f32;
+    if (reduceLow_ && !gradDefs.empty() && gradDefs.size() == grads.size()) {
+      Type from;
+      bool allLow = true;
+      for (Operation *def : gradDefs) {
+        auto cast = dyn_cast<graph::CastOp>(def);
+        Type element = cast ? cast.getInput().getType().getElementType() : Type();
+        allLow &= cast && isa<FloatType>(element) && !element.isF32() && (!from || element == from);
+        from = from ? from : element;
+      }
+      if (allLow) {
+        reduceElement = from;
+        for (auto [i, def] : llvm::enumerate(gradDefs))
+          grads[i] = cast<graph::CastOp>(def).getInput();
+      }
+    }
     if (gradDefs.empty())
       builder.setInsertionPointToStart(&body);
     else
       builder.setInsertionPointAfter(latest(gradDefs));
     Location loc = unit.unit.getLoc();
-    Value grad = fsdp::FlattenOp::create(builder, loc, fullType, grads, symbol).getResult();
+    Value grad = fsdp::FlattenOp::create(builder, loc, flatType(reduceElement, padded), grads, symbol).getResult();
     if (groupSize_ > 1)
-      grad = fsdp::ReduceScatterOp::create(builder, loc, shardType, grad, symbol, avg, i64(groupSize_), i64(1))
+      grad = fsdp::ReduceScatterOp::create(builder, loc, flatType(reduceElement, shardType.getNumElements()), grad,
+                                           symbol, avg, i64(groupSize_), i64(1))
                  .getResult();
     if (replicas > 1)
       grad = fsdp::AllReduceOp::create(builder, loc, grad, symbol, avg, i64(replicas), i64(groupSize_)).getResult();
+    if (reduceElement != f32)
+      grad = graph::CastOp::create(builder, loc, shardType, grad).getResult();
 
     // One update of the unit's shards, after the whole backward pass.
     builder.setInsertionPoint(terminator);

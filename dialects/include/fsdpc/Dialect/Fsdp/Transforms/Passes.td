@@ -58,13 +58,24 @@ def FsdpShard : Pass<"fsdp-shard", "mlir::ModuleOp"> {
 
     Collectives over a group of one rank are left out, so at N = 1 every
     strategy is plain single-process training on flat parameters.
+
+    Mixed precision (after graph-mixed-precision): a unit whose parameters
+    are read only through `graph.cast`s to one low-precision type is
+    gathered in that type. Its f32 shard is cast before the all_gather,
+    which then moves half the bytes, and the views are of that type. With
+    `reduce-dtype=low`, gradients that reach their parameter through a cast
+    from the low-precision type are flattened and reduce-scattered in that
+    type, and the shard is cast to f32 for the update. The default, `f32`,
+    reduces in f32, like FSDP's `reduce_dtype=torch.float32`.
   }];
   let options = [
     Option<"strategy", "strategy", "std::string", /*default=*/"\"full_shard\"",
            "full_shard, shard_grad_op, no_shard or hybrid_shard">,
     Option<"worldSize", "world-size", "int64_t", /*default=*/"1", "number of ranks">,
     Option<"shardGroupSize", "shard-group-size", "int64_t", /*default=*/"0",
-           "ranks per shard group (hybrid_shard only)">
+           "ranks per shard group (hybrid_shard only)">,
+    Option<"reduceDtype", "reduce-dtype", "std::string", /*default=*/"\"f32\"",
+           "f32, or low: reduce mixed-precision gradients in their low-precision type">
   ];
   let dependentDialects = ["::fsdpc::fsdp::FsdpDialect"];
 }

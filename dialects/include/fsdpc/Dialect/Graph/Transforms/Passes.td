@@ -60,6 +60,40 @@ def GraphAppendLoss : Pass<"graph-append-loss", "mlir::ModuleOp"> {
   let dependentDialects = ["::fsdpc::graph::GraphDialect"];
 }
 
+def GraphMixedPrecision : Pass<"graph-mixed-precision", "mlir::ModuleOp"> {
+  let summary = "compute @train_step's forward pass in bf16 or f16 around f32 master parameters";
+  let description = [{
+    FSDP's `MixedPrecision(param_dtype=...)` as casts in the IR, before
+    autodiff. Parameters stay f32 (the master copy the optimizer updates);
+    every read of a parameter, of a float model input and of a float
+    constant becomes a `graph.cast` to `param-dtype`, and every op computes
+    on and produces `param-dtype` values, except the ops that need f32
+    range: layer_norm, rms_norm, softmax, log_softmax, masked_softmax and the
+    losses. Their float operands are cast to f32, and they produce f32 (as
+    torch computes them internally). The loss stays f32.
+
+    Autodiff then differentiates through the casts: each cast's gradient is
+    a cast back, so gradients flow in `param-dtype` and reach the
+    parameters as f32. `fsdp-shard` gathers a parameter read only through a
+    cast in the cast's type, so its all_gather moves half the bytes.
+
+    Ops whose location (ONNX node name) matches `keep-fp32` stay in f32.
+
+    ```mlir
+    // before: %y = graph.matmul %x, %w : (tensor<4x8xf32>, tensor<8x3xf32>) -> tensor<4x3xf32>
+    %xl = graph.cast %x : (tensor<4x8xf32>) -> tensor<4x8xbf16>
+    %wl = graph.cast %w : (tensor<8x3xf32>) -> tensor<8x3xbf16>
+    %y = graph.matmul %xl, %wl : (tensor<4x8xbf16>, tensor<8x3xbf16>) -> tensor<4x3xbf16>
+    ```
+  }];
+  let options = [
+    Option<"paramDtype", "param-dtype", "std::string", /*default=*/"\"bf16\"", "bf16 or f16">,
+    Option<"keepFp32", "keep-fp32", "std::string", /*default=*/"\"\"",
+           "regex of ONNX node names whose ops stay in f32">
+  ];
+  let dependentDialects = ["::fsdpc::graph::GraphDialect"];
+}
+
 def GraphAutodiff : Pass<"graph-autodiff", "mlir::ModuleOp"> {
   let summary = "reverse-mode differentiation of @train_step";
   let description = [{

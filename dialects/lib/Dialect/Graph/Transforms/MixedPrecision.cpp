@@ -1,0 +1,164 @@
+//===- MixedPrecision.cpp - graph-mixed-precision -------------------------===//
+//
+// FSDP's MixedPrecision(param_dtype=bf16) as casts: @train_step's forward
+// pass computes in the low-precision type around f32 master parameters,
+// with norms, softmax and the loss in f32.
+//
+//===----------------------------------------------------------------------===//
+#include "fsdpc/Dialect/Graph/Transforms/Passes.h"
+
+#include "fsdpc/Dialect/Graph/IR/GraphDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/Support/Regex.h"
+
+namespace fsdpc::graph {
+#define GEN_PASS_DEF_GRAPHMIXEDPRECISION
+#include "fsdpc/Dialect/Graph/Transforms/Passes.h.inc"
+} // namespace fsdpc::graph
+
+using namespace mlir;
+using namespace fsdpc::graph;
+
+namespace {
+
+RankedTensorType withElement(Value v, Type element) {
+  return RankedTensorType::get(cast<RankedTensorType>(v.getType()).getShape(), element);
+}
+bool isF32Tensor(Value v) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  return type && type.getElementType().isF32();
+}
+bool isFloatTensor(Value v) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  return type && isa<FloatType>(type.getElementType());
+}
+
+/// The ops that keep f32 under mixed precision: they need its range (sums
+/// of exponentials, reciprocal square roots), and torch computes them in f32
+/// internally even on bf16 tensors.
+bool needsF32(Operation *op) {
+  return isa<LayerNormOp, RmsNormOp, SoftmaxOp, LogSoftmaxOp, MaskedSoftmaxOp, SoftmaxCrossEntropyOp, MseLossOp>(op);
+}
+
+/// The ONNX node names in a location.
+void collectNames(Location loc, SmallVectorImpl<StringRef> &names) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    names.push_back(name.getName().getValue());
+  else if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location part : fused.getLocations())
+      collectNames(part, names);
+}
+
+struct GraphMixedPrecisionPass : public fsdpc::graph::impl::GraphMixedPrecisionBase<GraphMixedPrecisionPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    func::FuncOp train = lookupFunction(module, kTrainStepFunc, "graph-mixed-precision");
+    if (!train)
+      return signalPassFailure();
+    OpBuilder builder(&getContext());
+    if (paramDtype == "bf16")
+      low_ = builder.getBF16Type();
+    else if (paramDtype == "f16")
+      low_ = builder.getF16Type();
+    else {
+      train.emitError() << "graph-mixed-precision: param-dtype must be bf16 or f16, got '" << paramDtype << "'";
+      return signalPassFailure();
+    }
+    std::string regexError;
+    llvm::Regex keep(keepFp32.getValue());
+    keep_ = &keep;
+    if (!keepFp32.empty() && !keep.isValid(regexError)) {
+      train.emitError() << "graph-mixed-precision: keep-fp32 '" << keepFp32 << "' is not a valid regex: "
+                        << regexError;
+      return signalPassFailure();
+    }
+
+    Block &body = train.getBody().front();
+    Operation *terminator = body.getTerminator();
+    SmallVector<Type> returnedTypes(terminator->getOperandTypes());
+    SmallVector<Operation *> ops;
+    for (Operation &op : body.without_terminator())
+      ops.push_back(&op);
+    for (Operation *op : ops)
+      rewrite(op);
+    // The step still returns what it returned (the f32 loss).
+    builder.setInsertionPoint(terminator);
+    for (auto [i, type] : llvm::enumerate(returnedTypes)) {
+      Value value = terminator->getOperand(i);
+      if (value.getType() != type)
+        terminator->setOperand(i, CastOp::create(builder, value.getLoc(), type, value).getResult());
+    }
+    module->setAttr("graph.mixed_precision", builder.getStringAttr(paramDtype));
+  }
+
+  /// Whether `value` is one FSDP casts on the way in: a parameter, a float
+  /// model input, a float constant.
+  bool castOnRead(Value value) {
+    if (auto arg = dyn_cast<BlockArgument>(value))
+      return isF32Tensor(arg);
+    return isF32Tensor(value) && isa<ConstantOp>(value.getDefiningOp());
+  }
+
+  /// `value` cast to `element`, made once, right after its definition.
+  Value castTo(Value value, Type element) {
+    auto key = std::make_pair(value, element);
+    if (Value cached = casts_.lookup(key))
+      return cached;
+    OpBuilder builder(value.getContext());
+    if (auto arg = dyn_cast<BlockArgument>(value))
+      builder.setInsertionPointToStart(arg.getOwner());
+    else
+      builder.setInsertionPointAfter(value.getDefiningOp());
+    Value result = CastOp::create(builder, value.getLoc(), withElement(value, element), value).getResult();
+    casts_[key] = result;
+    return result;
+  }
+
+  bool keptInF32(Operation *op) {
+    if (needsF32(op))
+      return true;
+    if (keepFp32.empty())
+      return false;
+    SmallVector<StringRef> names;
+    collectNames(op->getLoc(), names);
+    return llvm::any_of(names, [&](StringRef name) { return keep_->match(name); });
+  }
+
+  void rewrite(Operation *op) {
+    if (isa<ConstantOp, CastOp>(op) || op->getDialect()->getNamespace() != "graph")
+      return;
+    bool touchesFloats = llvm::any_of(op->getOperands(), isFloatTensor) || llvm::any_of(op->getResults(), isFloatTensor);
+    if (!touchesFloats)
+      return;
+    Type f32 = Float32Type::get(op->getContext());
+    if (keptInF32(op)) {
+      // f32 operands; a parameter, input or constant still goes through the
+      // low-precision type, as FSDP casts it before any op sees it.
+      for (OpOperand &operand : op->getOpOperands()) {
+        Value value = operand.get();
+        if (!isFloatTensor(value))
+          continue;
+        if (castOnRead(value))
+          operand.set(castTo(castTo(value, low_), f32));
+        else if (!isF32Tensor(value))
+          operand.set(castTo(value, f32));
+      }
+      return;
+    }
+    for (OpOperand &operand : op->getOpOperands())
+      if (isF32Tensor(operand.get()))
+        operand.set(castTo(operand.get(), low_));
+    for (Value result : op->getResults())
+      if (isF32Tensor(result))
+        result.setType(withElement(result, low_));
+  }
+
+  Type low_;
+  const llvm::Regex *keep_ = nullptr; // keep-fp32, compiled in runOnOperation
+  llvm::DenseMap<std::pair<Value, Type>, Value> casts_;
+};
+
+} // namespace

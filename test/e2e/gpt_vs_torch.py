@@ -9,10 +9,18 @@ including the LM head tied to the token embedding. Both read the same
 character-level batches from examples/gpt/corpus.txt and train with AdamW;
 each step's loss must agree within --rtol.
 
+With --mixed-precision bf16, fsdpc compiles with that flag and torch does
+the same casts by hand, as FSDP's MixedPrecision(param_dtype=bf16,
+reduce_dtype=fp32) does: a bf16 copy of the module, refreshed from the f32
+master parameters before every step (rounding to nearest even), computes
+the forward and backward pass; the loss is taken in f32 on f32 logits; the
+bf16 gradients are cast to f32 and AdamW updates the f32 masters.
+
 Needs /usr/bin/python3 (torch, onnx, numpy), and fsdpc, fsdp-run and mpirun
 on PATH.
 """
 import argparse
+import copy
 import importlib.util
 import json
 import os
@@ -48,6 +56,8 @@ def main():
     parser.add_argument("--batch", type=int, default=12)
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--rtol", type=float, default=1e-4)
+    parser.add_argument("--mixed-precision", choices=["none", "bf16"], default="none")
+    parser.add_argument("--reduce-dtype", choices=["fp32", "bf16"], default="fp32")
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
     torch.set_num_threads(2)
@@ -65,7 +75,8 @@ def main():
     metrics = os.path.join(args.work, "metrics.jsonl")
     compile_flags = ["--batch-size", str(args.batch), "--optimizer", "adamw", "--lr", repr(args.lr), "--world-size",
                      str(args.ranks), "--strategy", "full_shard", "--wrap", r"module:blocks\.[0-9]+",
-                     "--fuse=" + ("false" if args.no_fuse else "true")]
+                     "--fuse=" + ("false" if args.no_fuse else "true"), "--mixed-precision", args.mixed_precision,
+                     "--reduce-dtype", args.reduce_dtype]
     ir_dir = os.path.join(args.work, "ir")
     run(["fsdpc", onnx_path, "-o", plan, "--dump-ir", ir_dir] + compile_flags)
     step_ir = open(os.path.join(ir_dir, "01-graph.mlir")).read()
@@ -80,24 +91,50 @@ def main():
     inputs = np.load(os.path.join(data, "input_ids.npy"))
     labels = np.load(os.path.join(data, "labels.npy"))
     vocab = len(json.load(open(os.path.join(data, "vocab.json"))))
-    torch.manual_seed(0)
-    model = module.build(vocab)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
-    reference = []
-    samples = len(inputs)
-    for step in range(args.steps):
-        index = [(step * args.batch + j) % samples for j in range(args.batch)]
-        logits = model(torch.tensor(inputs[index]))
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), torch.tensor(labels[index]).reshape(-1))
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        reference.append(loss.item())
+    def train_torch(mixed_precision):
+        torch.manual_seed(0)
+        model = module.build(vocab)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+        # Mixed precision: the module that computes is a bf16 copy of the f32
+        # masters (tied weights stay tied); float buffers are cast too.
+        compute = copy.deepcopy(model).to(torch.bfloat16) if mixed_precision == "bf16" else model
+        masters, lows = list(model.parameters()), list(compute.parameters())
+        losses = []
+        samples = len(inputs)
+        for step in range(args.steps):
+            if compute is not model:
+                with torch.no_grad():
+                    for low, master in zip(lows, masters):
+                        low.copy_(master)
+            index = [(step * args.batch + j) % samples for j in range(args.batch)]
+            logits = compute(torch.tensor(inputs[index])).float()
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), torch.tensor(labels[index]).reshape(-1))
+            optimizer.zero_grad()
+            compute.zero_grad()
+            loss.backward()
+            if compute is not model:
+                for low, master in zip(lows, masters):
+                    master.grad = low.grad.float()
+            optimizer.step()
+            losses.append(loss.item())
+        return model, losses
 
-    print("%s opset %d%s on %d rank(s), %d parameters" % (args.model, args.opset,
+    model, reference = train_torch(args.mixed_precision)
+
+    print("%s opset %d%s on %d rank(s), %d parameters%s" % (args.model, args.opset,
           " (no constant folding)" if args.no_constant_folding else "", args.ranks,
-          sum(p.numel() for p in model.parameters())))
-    failures = print_loss_comparison(ours, reference, args.rtol, args.steps)
+          sum(p.numel() for p in model.parameters()),
+          ", mixed precision %s (reduce %s)" % (args.mixed_precision, args.reduce_dtype)
+          if args.mixed_precision != "none" else ""))
+    name = "torch bf16" if args.mixed_precision == "bf16" else "torch fp32"
+    failures = print_loss_comparison(ours, reference, args.rtol, args.steps, name)
+    if args.mixed_precision == "bf16":
+        # How far bf16 itself moves torch: context for the figures above.
+        _, exact = train_torch("none")
+        spread = [abs(a - b) / abs(b) for a, b in zip(reference, exact)]
+        worst = max(range(len(spread)), key=spread.__getitem__)
+        print("torch bf16 vs torch fp32: worst %.2e at step %d (fsdpc vs torch bf16 there: %.2e)"
+              % (spread[worst], worst, abs(ours[worst] - reference[worst]) / abs(reference[worst])))
     HEADROOM.print()
     print("RESULT:", "PASS" if failures == 0 else "FAIL (%d)" % failures)
     sys.exit(1 if failures else 0)

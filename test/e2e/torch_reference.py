@@ -211,7 +211,7 @@ class Headroom:
 HEADROOM = Headroom()
 
 
-def print_loss_comparison(ours, reference, rtol, steps):
+def print_loss_comparison(ours, reference, rtol, steps, reference_name="torch fp32"):
     """Prints fsdpc's and torch's loss per step; returns the failures (steps
     beyond rtol, or a missing step)."""
     failures = 0
@@ -220,7 +220,7 @@ def print_loss_comparison(ours, reference, rtol, steps):
         rel = abs(a - b) / max(abs(b), 1e-12)
         flag = "" if rel <= rtol else "  <-- exceeds %g" % rtol
         failures += bool(flag)
-        HEADROOM.add("loss vs torch fp32", rel, rtol)
+        HEADROOM.add("loss vs " + reference_name, rel, rtol)
         print("%4d  %.9g  %.9g  %.2e%s" % (step, a, b, rel, flag))
     if len(ours) != steps:
         print("fsdp-run reported %d steps, expected %d" % (len(ours), steps))

@@ -1,4 +1,5 @@
 // RUN: fsdp-opt %s -split-input-file -fsdpc-train-step '-fsdp-wrap=policy=module:fc[0-9]' -fsdp-shard=world-size=2 -fsdp-prefetch | FileCheck %s
+// RUN: fsdp-opt %s -split-input-file '-fsdpc-train-step=mixed-precision=bf16' '-fsdp-wrap=policy=module:fc[0-9]' -fsdp-shard=world-size=2 -fsdp-prefetch | FileCheck %s --check-prefix=MP
 
 // Tests that each unit's gather moves up next to the previous unit's, so
 // fc2 and fc3 are gathered while fc1 and fc2 compute; frees stay put, and
@@ -22,6 +23,14 @@
 // CHECK-NEXT: fsdp.param_view %[[B2]]
 // CHECK-NEXT: graph.matmul {{.*}}fsdp.uses = [@fc3]
 // CHECK-NEXT: fsdp.free %[[B3]]
+// Under mixed precision, the cast of a shard to bf16 moves with its gather.
+// MP-LABEL: func.func @train_step
+// MP: %[[G1:.*]] = fsdp.all_gather {{.*}}unit = @fc1
+// MP-NEXT: fsdp.param_view %[[G1]]
+// MP-NEXT: %[[C2:.*]] = graph.cast %{{.*}} -> tensor<15xbf16>
+// MP-NEXT: %[[G2:.*]] = fsdp.all_gather %[[C2]] {group_size = 2 : i64, unit = @fc2} : tensor<15xbf16> -> tensor<30xbf16>
+// MP-NEXT: fsdp.param_view %[[G2]]
+// MP-NEXT: graph.matmul %{{.*}}, %{{.*}} {transpose_b = true} : (tensor<4x3xbf16>, tensor<5x3xbf16>) -> tensor<4x5xbf16>
 func.func @forward(%x: tensor<4x3xf32> {graph.input = "input"},
                    %w1: tensor<5x3xf32> {graph.param = "fc1.weight"},
                    %w2: tensor<6x5xf32> {graph.param = "fc2.weight"},

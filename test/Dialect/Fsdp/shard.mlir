@@ -4,6 +4,8 @@
 // RUN: fsdp-opt %s -split-input-file -fsdpc-train-step '-fsdp-wrap=policy=module:fc[0-9]' '-fsdp-shard=strategy=hybrid_shard world-size=4 shard-group-size=2' | FileCheck %s --check-prefix=HYBRID
 // RUN: fsdp-opt %s -split-input-file -fsdpc-train-step '-fsdp-wrap=policy=module:fc[0-9]' -fsdp-shard=world-size=3 | FileCheck %s --check-prefix=PAD
 // RUN: fsdp-opt %s -split-input-file -fsdpc-train-step '-fsdp-wrap=policy=module:fc[0-9]' -fsdp-shard | FileCheck %s --check-prefix=ONE
+// RUN: fsdp-opt %s -split-input-file '-fsdpc-train-step=mixed-precision=bf16' '-fsdp-wrap=policy=module:fc[0-9]' -fsdp-shard=world-size=2 | FileCheck %s --check-prefix=MP
+// RUN: fsdp-opt %s -split-input-file '-fsdpc-train-step=mixed-precision=bf16' '-fsdp-wrap=policy=module:fc[0-9]' '-fsdp-shard=world-size=2 reduce-dtype=low' | FileCheck %s --check-prefix=MPLOW
 
 // Tests each strategy on a two-layer MLP with one unit per layer (fc1: 20
 // parameters, fc2: 10).
@@ -79,6 +81,26 @@
 // PAD-SAME: tensor<7xf32> {fsdp.shard_of = @fc1}
 // PAD-SAME: tensor<4xf32> {fsdp.shard_of = @fc2}
 // PAD: fsdp.all_gather {{.*}} : tensor<7xf32> -> tensor<21xf32>
+
+// Mixed precision: each f32 shard is cast to bf16 before its all_gather,
+// which moves bf16, and the views are bf16; gradients reach the flat
+// gradient as f32 (reduce-dtype f32) and the f32 shards are updated.
+// MP-LABEL: func.func @train_step
+// MP-SAME: %[[S1:[a-z0-9]+]]: tensor<10xf32> {fsdp.shard_of = @fc1}
+// MP: %[[C1:.*]] = graph.cast %[[S1]] : (tensor<10xf32>) -> tensor<10xbf16>
+// MP-NEXT: %[[F1:.*]] = fsdp.all_gather %[[C1]] {group_size = 2 : i64, unit = @fc1} : tensor<10xbf16> -> tensor<20xbf16>
+// MP-NEXT: fsdp.param_view %[[F1]] {offset = 0 : i64, param = "fc1.weight"} : tensor<20xbf16> -> tensor<5x3xbf16>
+// MP: fsdp.flatten %{{.*}}, %{{.*}} {unit = @fc1} : tensor<5x3xf32>, tensor<5xf32> -> tensor<20xf32>
+// MP-NEXT: %[[R1:.*]] = fsdp.reduce_scatter %{{.*}} {group_size = 2 : i64, reduction = "avg", unit = @fc1} : tensor<20xf32> -> tensor<10xf32>
+// MP: graph.adamw_update %[[S1]], %[[R1]]
+// With reduce-dtype=low the bf16 gradients are flattened and
+// reduce-scattered as bf16, and the shard is cast to f32 for the update.
+// MPLOW-LABEL: func.func @train_step
+// MPLOW-SAME: %[[S1:[a-z0-9]+]]: tensor<10xf32> {fsdp.shard_of = @fc1}
+// MPLOW: fsdp.flatten %{{.*}}, %{{.*}} {unit = @fc1} : tensor<5x3xbf16>, tensor<5xbf16> -> tensor<20xbf16>
+// MPLOW-NEXT: %[[R1:.*]] = fsdp.reduce_scatter %{{.*}} {group_size = 2 : i64, reduction = "avg", unit = @fc1} : tensor<20xbf16> -> tensor<10xbf16>
+// MPLOW-NEXT: %[[G1:.*]] = graph.cast %[[R1]] : (tensor<10xbf16>) -> tensor<10xf32>
+// MPLOW: graph.adamw_update %[[S1]], %[[G1]]
 
 // One rank: flat parameters and no collectives.
 // ONE-LABEL: func.func @train_step

@@ -214,6 +214,8 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
   SmallVector<BlockArgument> updatedArgs = {BlockArgument()};
   llvm::BitVector oldArgs(train.getNumArguments());
   SmallVector<Operation *> oldUpdates;
+  // reduce-dtype=low: the casts of gradients to f32 the old updates read.
+  SmallVector<Operation *> deadGradCasts;
 
   for (UnitParams &unit : units) {
     auto symbol = FlatSymbolRefAttr::get(unit.unit.getSymNameAttr());
@@ -328,8 +330,10 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
       }
       if (allLow) {
         reduceElement = from;
-        for (auto [i, def] : llvm::enumerate(gradDefs))
+        for (auto [i, def] : llvm::enumerate(gradDefs)) {
           grads[i] = cast<graph::CastOp>(def).getInput();
+          deadGradCasts.push_back(def);
+        }
       }
     }
     if (gradDefs.empty())
@@ -387,6 +391,9 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
   graph::setReturnedValues(train, returned, returnedAttrs);
   for (Operation *old : oldUpdates)
     old->erase();
+  for (Operation *cast : deadGradCasts)
+    if (cast->use_empty())
+      cast->erase();
   oldArgs.resize(train.getNumArguments());
   for (unsigned i : oldArgs.set_bits())
     if (!train.getArgument(i).use_empty())

@@ -94,15 +94,15 @@ StatusOr<HostArray> readNpy(const std::string &path) {
     return FSDPC_ERROR(kInvalidArgument, "'", path, "' has a malformed shape ", shapeText);
 
   size_t sourceElementBytes;
-  if (descr == "'<f4'" || descr == "'<f8'") {
+  if (descr == "'<f4'" || descr == "'<f8'" || descr == "'<f2'") {
     array.dtype = plan::F32;
-    sourceElementBytes = descr == "'<f4'" ? 4 : 8;
+    sourceElementBytes = descr == "'<f4'" ? 4 : descr == "'<f2'" ? 2 : 8;
   } else if (descr == "'<i8'" || descr == "'<i4'") {
     array.dtype = plan::I64;
     sourceElementBytes = descr == "'<i8'" ? 8 : 4;
   } else {
     return FSDPC_ERROR(kInvalidArgument, "'", path, "' has dtype ", descr,
-                       "; fsdp-run reads float32, float64, int32 and int64");
+                       "; fsdp-run reads float16, float32, float64, int32 and int64");
   }
   int64_t count = array.numElements();
   size_t payloadStart = headerStart + headerLength;
@@ -116,6 +116,10 @@ StatusOr<HostArray> readNpy(const std::string &path) {
     for (int64_t i = 0; i < count; ++i) {
       if (sourceElementBytes == 4) {
         std::memcpy(&out[i], payload + 4 * i, 4);
+      } else if (sourceElementBytes == 2) {
+        uint16_t bits;
+        std::memcpy(&bits, payload + 2 * i, 2);
+        out[i] = halfToFloat(bits);
       } else {
         double d;
         std::memcpy(&d, payload + 8 * i, 8);

@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "fsdpc/Import/OnnxImporter.h"
 
+#include "fsdpc/runtime/Float16.h"
+
 #include "ImportContext.h"
 #include "fsdpc/Dialect/Graph/IR/GraphOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -86,6 +88,11 @@ std::string elementTypeName(int32_t type) {
   return onnx::TensorProto_DataType_IsValid(type) ? onnx::TensorProto_DataType_Name(type) : std::to_string(type);
 }
 
+bool isFloatType(int32_t type) {
+  return type == onnx::TensorProto::FLOAT || type == onnx::TensorProto::DOUBLE || type == onnx::TensorProto::FLOAT16 ||
+         type == onnx::TensorProto::BFLOAT16;
+}
+
 /// Reads the elements of `tensor` as f32 (`floats`) or i64 (`ints`).
 bool readTensorElements(const onnx::TensorProto &tensor, const std::string &baseDir, std::vector<float> *floats,
                         std::vector<int64_t> *ints, std::string &error) {
@@ -106,12 +113,22 @@ bool readTensorElements(const onnx::TensorProto &tensor, const std::string &base
   case onnx::TensorProto::BOOL:
     elementBytes = 1;
     break;
+  case onnx::TensorProto::FLOAT16:
+  case onnx::TensorProto::BFLOAT16:
+    elementBytes = 2;
+    break;
   default:
     error = "tensor '" + tensor.name() + "' has element type " + elementTypeName(type) +
-            "; supported are FLOAT, DOUBLE, INT64, INT32 and BOOL";
+            "; supported are FLOAT, DOUBLE, FLOAT16, BFLOAT16, INT64, INT32 and BOOL";
     return false;
   }
-  bool isFloat = type == onnx::TensorProto::FLOAT || type == onnx::TensorProto::DOUBLE;
+  bool isFloat = isFloatType(type);
+  // bf16 and f16 widen to f32 exactly: parameters train from f32 masters
+  // (--mixed-precision computes in bf16 again).
+  auto narrowFloat = [type](uint16_t bits) {
+    return type == onnx::TensorProto::BFLOAT16 ? fsdpc::runtime::bf16ToFloat(bits)
+                                               : fsdpc::runtime::halfToFloat(bits);
+  };
   if (floats)
     floats->resize(count);
   if (ints)
@@ -188,6 +205,13 @@ bool readTensorElements(const onnx::TensorProto &tensor, const std::string &base
         store(i, 0, v);
         break;
       }
+      case onnx::TensorProto::FLOAT16:
+      case onnx::TensorProto::BFLOAT16: {
+        uint16_t bits;
+        std::memcpy(&bits, p, 2);
+        store(i, narrowFloat(bits), 0);
+        break;
+      }
       default:
         store(i, 0, *p != 0);
       }
@@ -215,6 +239,10 @@ bool readTensorElements(const onnx::TensorProto &tensor, const std::string &base
     case onnx::TensorProto::INT64:
       store(i, 0, tensor.int64_data(i));
       break;
+    case onnx::TensorProto::FLOAT16:
+    case onnx::TensorProto::BFLOAT16: // ONNX keeps their bits in int32_data
+      store(i, narrowFloat(static_cast<uint16_t>(tensor.int32_data(i))), 0);
+      break;
     default:
       store(i, 0, tensor.int32_data(i));
     }
@@ -227,8 +255,6 @@ bool readTensorElements(const onnx::TensorProto &tensor, const std::string &base
 std::string nodeName(const onnx::NodeProto &node, size_t index) {
   return node.name().empty() ? node.op_type() + "_" + std::to_string(index) : node.name();
 }
-
-bool isFloatType(int32_t type) { return type == onnx::TensorProto::FLOAT || type == onnx::TensorProto::DOUBLE; }
 
 std::string firstLine(const std::string &text) { return text.substr(0, text.find('\n')); }
 
@@ -441,14 +467,14 @@ std::optional<Type> ModelImporter::tensorType(const onnx::ValueInfoProto &info) 
   for (const auto &dim : tensor.shape().dim())
     shape.push_back(dim.dim_value());
   Type element;
-  if (tensor.elem_type() == onnx::TensorProto::FLOAT)
-    element = builder_.getF32Type();
+  if (isFloatType(tensor.elem_type()))
+    element = builder_.getF32Type(); // bf16 and f16 inputs widen exactly to f32
   else if (tensor.elem_type() == onnx::TensorProto::INT64 || tensor.elem_type() == onnx::TensorProto::INT32 ||
            tensor.elem_type() == onnx::TensorProto::BOOL)
     element = builder_.getI64Type(); // integers and bools are computed as i64
   else {
     fail("graph input '" + info.name() + "' has element type " + elementTypeName(tensor.elem_type()) +
-         "; fsdpc takes FLOAT, INT64, INT32 and BOOL inputs");
+         "; fsdpc takes FLOAT, DOUBLE, FLOAT16, BFLOAT16, INT64, INT32 and BOOL inputs");
     return std::nullopt;
   }
   return RankedTensorType::get(shape, element);

@@ -65,7 +65,13 @@ module attributes {graph.loss_kind = "mse", graph.optimizer = "sgd"} {
 // computed in place in the flat gradient, the padding is zeroed, and the
 // gradient shard is a persistent `gradient` tensor.
 // CHECK-LABEL: plan.program @train_step
+// CHECK-SAME: opset = 13 : i64
+// CHECK-SAME: shard_group_size = 2 : i64
+// CHECK-SAME: source = "model.onnx"
+// CHECK-SAME: strategy = "full_shard"
 // CHECK-SAME: world_size = 2 : i64
+// The unit, with what the plan writer needs to cut and gather its shards:
+// CHECK-DAG: plan.unit "u" params ["w"] : [tensor<5x3xf32>] flat_size 15 padded_size 16 shard @u.flat_param
 // CHECK-DAG: plan.tensor @u.flat_param parameter : tensor<8xf32> {source_name = "u.flat_param", unit = "u"}
 // CHECK-DAG: plan.tensor @u.flat_param.momentum_buffer optimizer_state : tensor<8xf32> {optimizer_slot = "momentum_buffer", owner = "u.flat_param", unit = "u"}
 // CHECK-DAG: plan.tensor @[[FLATGRAD:t[0-9]+]] transient : tensor<16xf32>
@@ -88,7 +94,7 @@ module attributes {graph.loss_kind = "mse", graph.optimizer = "sgd"} {
 // CHECK-NEXT: plan.record_event 3 on communication
 // CHECK-NEXT: plan.wait_event 3 on compute
 // CHECK-NEXT: plan.kernel "sgd_update" ins [@u.flat_param, @u.grad_shard, @u.flat_param.momentum_buffer, @step] outs [@u.flat_param, @u.flat_param.momentum_buffer]
-module attributes {fsdp.world_size = 2 : i64, graph.loss_kind = "mse", graph.optimizer = "sgd"} {
+module attributes {fsdp.shard_group_size = 2 : i64, fsdp.strategy = "full_shard", fsdp.world_size = 2 : i64, graph.loss_kind = "mse", graph.optimizer = "sgd", graph.opset = 13 : i64, graph.source = "model.onnx"} {
   fsdp.unit @u params ["w"] : [tensor<5x3xf32>] flat_size 15 padded_size 16
   func.func @train_step(%x: tensor<4x3xf32> {graph.input = "input"}, %t: tensor<4x5xf32> {graph.input = "labels"}, %step: tensor<i64> {graph.step}, %shard: tensor<8xf32> {fsdp.shard_of = @u}, %buf: tensor<8xf32> {fsdp.state_shard_of = @u, graph.state_slot = "momentum_buffer"}) -> (tensor<f32> {graph.loss}, tensor<8xf32> {graph.updates = 3 : i64}, tensor<8xf32> {graph.updates = 4 : i64}) {
     %full = fsdp.all_gather %shard {unit = @u, group_size = 2 : i64} : tensor<8xf32> -> tensor<16xf32>

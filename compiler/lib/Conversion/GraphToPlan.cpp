@@ -391,12 +391,20 @@ LogicalResult Lowering::run() {
       builder_, func_.getLoc(), builder_.getStringAttr(func_.getName()), builder_.getI64IntegerAttr(worldSize_),
       builder_.getI64IntegerAttr(1), FlatSymbolRefAttr(), stringAttr(graph::kLossKindAttr),
       stringAttr(graph::kOptimizerAttr), builder_.getI64IntegerAttr(classes ? classes.getInt() : 0), IntegerAttr(),
-      IntegerAttr(), ArrayAttr());
+      IntegerAttr(), ArrayAttr(), module_->getAttrOfType<StringAttr>(graph::kSourceAttr),
+      module_->getAttrOfType<IntegerAttr>(graph::kOpsetAttr), module_->getAttrOfType<StringAttr>(fsdp::kStrategyAttr),
+      module_->getAttrOfType<IntegerAttr>(fsdp::kShardGroupSizeAttr));
   program_.getBody().emplaceBlock();
   symbols_ = std::make_unique<SymbolTable>(program_);
 
   if (failed(lowerArguments()))
     return failure();
+  // The units, next to their shards: what the writer needs to cut and
+  // gather them.
+  for (fsdp::UnitOp unit : module_.getOps<fsdp::UnitOp>())
+    plan_ir::UnitOp::create(builder_, unit.getLoc(), unit.getSymNameAttr(), unit.getParams(), unit.getParamTypes(),
+                            unit.getFlatSizeAttr(), unit.getPaddedSizeAttr(),
+                            FlatSymbolRefAttr::get(builder_.getContext(), flatParamName(unit.getSymName())));
   placeFlatGradients();
   for (Operation &op : func_.getBody().front().without_terminator())
     if (failed(lowerOp(&op)))

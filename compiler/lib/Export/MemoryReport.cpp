@@ -1,8 +1,6 @@
 //===- MemoryReport.cpp - What each rank needs, before it runs ------------===//
 #include "fsdpc/Export/MemoryReport.h"
 
-#include "fsdpc/Dialect/Fsdp/IR/FsdpDialect.h"
-#include "fsdpc/Dialect/Fsdp/IR/FsdpOps.h"
 #include "fsdpc/Dialect/Plan/IR/PlanOps.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -20,11 +18,11 @@ std::optional<MemoryReport> fsdpc::buildMemoryReport(ModuleOp module, std::strin
   plan_ir::ProgramOp program = *programs.begin();
   MemoryReport report;
   report.worldSize = program.getWorldSize();
-  if (auto strategy = module->getAttrOfType<StringAttr>(fsdp::kStrategyAttr))
-    report.strategy = strategy.str();
-  if (auto group = module->getAttrOfType<IntegerAttr>(fsdp::kShardGroupSizeAttr))
-    report.shardGroupSize = group.getInt();
-  for (fsdp::UnitOp unit : module.getOps<fsdp::UnitOp>()) {
+  if (std::optional<StringRef> strategy = program.getStrategy())
+    report.strategy = strategy->str();
+  if (std::optional<int64_t> group = program.getShardGroupSize())
+    report.shardGroupSize = *group;
+  for (plan_ir::UnitOp unit : program.getBlock().getOps<plan_ir::UnitOp>()) {
     report.parameters += unit.getFlatSize();
     report.paddingElements += unit.getPaddedSize() - unit.getFlatSize();
   }

@@ -1,9 +1,6 @@
 //===- PlanWriter.cpp - plan.program to plan.bin --------------------------===//
 #include "fsdpc/Export/PlanWriter.h"
 
-#include "fsdpc/Dialect/Fsdp/IR/FsdpDialect.h"
-#include "fsdpc/Dialect/Fsdp/IR/FsdpOps.h"
-#include "fsdpc/Dialect/Graph/IR/GraphDialect.h"
 #include "fsdpc/Dialect/Plan/IR/PlanOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Location.h"
@@ -144,10 +141,10 @@ std::optional<runtime::PlanFile> fsdpc::buildPlanFile(ModuleOp module, const Wei
   runtime::PlanFile file;
   plan::PlanHeader &h = file.header;
   h.set_producer("fsdpc");
-  if (auto source = module->getAttrOfType<StringAttr>(graph::kSourceAttr))
-    h.set_source_model(source.str());
-  if (auto opset = module->getAttrOfType<IntegerAttr>(graph::kOpsetAttr))
-    h.set_opset(opset.getInt());
+  if (std::optional<StringRef> source = program.getSource())
+    h.set_source_model(source->str());
+  if (std::optional<int64_t> opset = program.getOpset())
+    h.set_opset(*opset);
   h.set_world_size(program.getWorldSize());
   h.set_persistent_bytes(*program.getPersistentBytes());
   h.set_transient_bytes(*program.getTransientBytes());
@@ -200,19 +197,16 @@ std::optional<runtime::PlanFile> fsdpc::buildPlanFile(ModuleOp module, const Wei
 
   // Units: where each parameter sits in its flat parameter, and the full
   // padded initial value every rank cuts its shard from.
-  if (auto strategy = module->getAttrOfType<StringAttr>(fsdp::kStrategyAttr))
-    h.set_strategy(strategy.str());
-  if (auto groupSize = module->getAttrOfType<IntegerAttr>(fsdp::kShardGroupSizeAttr))
-    h.set_shard_group_size(groupSize.getInt());
-  for (fsdp::UnitOp unit : module.getOps<fsdp::UnitOp>()) {
+  if (std::optional<StringRef> strategy = program.getStrategy())
+    h.set_strategy(strategy->str());
+  if (std::optional<int64_t> groupSize = program.getShardGroupSize())
+    h.set_shard_group_size(*groupSize);
+  for (UnitOp unit : program.getBlock().getOps<UnitOp>()) {
     plan::Unit *out = h.add_units();
-    out->set_name(unit.getSymName().str());
+    out->set_name(unit.getName().str());
     out->set_flat_size(unit.getFlatSize());
     out->set_padded_size(unit.getPaddedSize());
-    out->set_shard_tensor(-1);
-    for (auto [i, tensor] : llvm::enumerate(h.tensors()))
-      if (tensor.kind() == plan::PARAMETER && tensor.unit() == out->name())
-        out->set_shard_tensor(i);
+    out->set_shard_tensor(index.lookup(unit.getShard()));
     std::vector<float> flat(unit.getPaddedSize(), 0.0f);
     int64_t offset = 0;
     for (auto [name, type] : llvm::zip(unit.getParams(), unit.getParamTypes())) {
@@ -240,7 +234,7 @@ std::optional<runtime::PlanFile> fsdpc::buildPlanFile(ModuleOp module, const Wei
   };
   int numEvents = 0;
   for (Operation &op : program.getBlock()) {
-    if (isa<TensorOp>(op))
+    if (isa<TensorOp, UnitOp>(op))
       continue;
     plan::Instruction *inst = h.add_instructions();
     inst->set_location(locationString(op.getLoc()));

@@ -71,3 +71,33 @@ plan.program @p attributes {world_size = 1 : i64, global_batch = 1 : i64, loss =
   // expected-error @+1 {{view_of and view_offset are set exactly for kind view}}
   plan.tensor @v transient : tensor<8xf32> {view_of = @l, view_offset = 0 : i64}
 }
+
+// -----
+
+// Tests that a unit's shard is a parameter tensor of that unit.
+plan.program @p attributes {world_size = 2 : i64, global_batch = 4 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd", shard_group_size = 2 : i64} {
+  plan.tensor @l transient : tensor<f32>
+  plan.tensor @s transient : tensor<8xf32>
+  // expected-error @+1 {{shard @s must be a parameter tensor of unit "u"}}
+  plan.unit "u" params ["w"] : [tensor<5x3xf32>] flat_size 15 padded_size 16 shard @s
+}
+
+// -----
+
+// Tests that the shards of a unit make its padded size.
+plan.program @p attributes {world_size = 2 : i64, global_batch = 4 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd", shard_group_size = 2 : i64} {
+  plan.tensor @l transient : tensor<f32>
+  plan.tensor @s parameter : tensor<7xf32> {source_name = "u.flat_param", unit = "u"}
+  // expected-error @+1 {{shard of 7 elements on 2 rank(s) does not make padded_size 16}}
+  plan.unit "u" params ["w"] : [tensor<5x3xf32>] flat_size 15 padded_size 16 shard @s
+}
+
+// -----
+
+// Tests that flat_size is the parameters' element count.
+plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+  plan.tensor @l transient : tensor<f32>
+  plan.tensor @s parameter : tensor<16xf32> {source_name = "u.flat_param", unit = "u"}
+  // expected-error @+1 {{flat_size (14) must be the parameters' element count (15)}}
+  plan.unit "u" params ["w"] : [tensor<5x3xf32>] flat_size 14 padded_size 16 shard @s
+}

@@ -2,10 +2,13 @@
 
 // Tests that a program with every kind of instruction prints and parses back.
 // CHECK-LABEL: plan.program @train_step
-plan.program @train_step attributes {world_size = 2 : i64, global_batch = 8 : i64, loss = @loss, loss_kind = "cross_entropy", optimizer = "adamw", num_classes = 5 : i64} {
+plan.program @train_step attributes {world_size = 2 : i64, global_batch = 8 : i64, loss = @loss, loss_kind = "cross_entropy", optimizer = "adamw", num_classes = 5 : i64, shard_group_size = 2 : i64, strategy = "full_shard", source = "mlp.onnx", opset = 13 : i64} {
   // CHECK: plan.tensor @x input : tensor<4x3xf32> {source_name = "input"}
   plan.tensor @x input : tensor<4x3xf32> {source_name = "input"}
   plan.tensor @w parameter : tensor<5x3xf32> {source_name = "fc.weight"}
+  plan.tensor @shard parameter : tensor<8xf32> {source_name = "u.flat_param", unit = "u"}
+  // CHECK: plan.unit "u" params ["fc.weight"] : [tensor<5x3xf32>] flat_size 15 padded_size 16 shard @shard
+  plan.unit "u" params ["fc.weight"] : [tensor<5x3xf32>] flat_size 15 padded_size 16 shard @shard
   plan.tensor @m optimizer_state : tensor<5x3xf32> {optimizer_slot = "exp_avg", owner = "fc.weight"}
   plan.tensor @c constant : tensor<2xi64> {value = dense<[1, 2]> : tensor<2xi64>}
   plan.tensor @step step_counter : tensor<i64>

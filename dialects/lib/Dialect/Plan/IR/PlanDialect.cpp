@@ -211,6 +211,36 @@ LogicalResult KernelOp::verify() {
   return success();
 }
 
+LogicalResult UnitOp::verify() {
+  if (getParams().empty() || getParams().size() != getParamTypes().size())
+    return emitOpError("needs one type per parameter, and at least one parameter");
+  int64_t total = 0;
+  for (Attribute attr : getParamTypes()) {
+    auto type = dyn_cast<RankedTensorType>(cast<TypeAttr>(attr).getValue());
+    if (!type || !type.hasStaticShape() || !type.getElementType().isF32())
+      return emitOpError("parameter types must be static f32 tensors, got ") << attr;
+    total += type.getNumElements();
+  }
+  if (total != getFlatSize())
+    return emitOpError("flat_size (") << getFlatSize() << ") must be the parameters' element count (" << total << ")";
+  if (getPaddedSize() < getFlatSize())
+    return emitOpError("padded_size (") << getPaddedSize() << ") must be at least flat_size (" << getFlatSize() << ")";
+  return success();
+}
+
+LogicalResult UnitOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto shard = symbolTable.lookupNearestSymbolFrom<TensorOp>(*this, getShardAttr());
+  if (!shard || shard.getKind() != TensorKind::parameter || shard.getUnit() != getName())
+    return emitOpError("shard ") << getShardAttr() << " must be a parameter tensor of unit \"" << getName() << "\"";
+  int64_t groupSize = 1;
+  if (auto program = (*this)->getParentOfType<ProgramOp>(); program && program.getShardGroupSize())
+    groupSize = *program.getShardGroupSize();
+  if (shard.getTensorType().getNumElements() * groupSize != getPaddedSize())
+    return emitOpError("shard of ") << shard.getTensorType().getNumElements() << " elements on " << groupSize
+                                    << " rank(s) does not make padded_size " << getPaddedSize();
+  return success();
+}
+
 LogicalResult KernelOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   if (failed(verifyTensorRefs(*this, symbolTable, getInputs())))
     return failure();

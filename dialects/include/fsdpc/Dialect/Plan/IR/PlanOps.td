@@ -24,6 +24,12 @@ def Plan_ProgramOp : Plan_Op<"program", [Symbol, SymbolTable, IsolatedFromAbove,
     - `num_classes`: classes of a cross-entropy loss (0 otherwise).
     - `persistent_bytes`, `transient_bytes`: region sizes, set by
       `plan-allocate`.
+    - `source`, `opset`: the ONNX model the plan came from, for reports.
+    - `strategy`, `shard_group_size`: the sharding strategy and the ranks
+      that share one copy of the parameters; the units are `plan.unit` ops.
+
+    Everything the plan writer puts in a plan file is in the program, so
+    the writer reads the plan dialect only.
 
     ```mlir
     plan.program @train_step attributes {world_size = 1 : i64, global_batch = 64 : i64, loss = @loss,
@@ -36,7 +42,9 @@ def Plan_ProgramOp : Plan_Op<"program", [Symbol, SymbolTable, IsolatedFromAbove,
                        OptionalAttr<FlatSymbolRefAttr>:$loss, StrAttr:$loss_kind, StrAttr:$optimizer,
                        DefaultValuedAttr<I64Attr, "0">:$num_classes,
                        OptionalAttr<I64Attr>:$persistent_bytes, OptionalAttr<I64Attr>:$transient_bytes,
-                       OptionalAttr<FlatSymbolRefArrayAttr>:$outputs);
+                       OptionalAttr<FlatSymbolRefArrayAttr>:$outputs, OptionalAttr<StrAttr>:$source,
+                       OptionalAttr<I64Attr>:$opset, OptionalAttr<StrAttr>:$strategy,
+                       OptionalAttr<I64Attr>:$shard_group_size);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
   let hasVerifier = 1;
@@ -88,6 +96,35 @@ def Plan_TensorOp : Plan_Op<"tensor", [Symbol, HasParent<"ProgramOp">]> {
     /// The tensor a view aliases, through views of views; itself otherwise.
     TensorOp getStorage();
   }];
+}
+
+def Plan_UnitOp : Plan_Op<"unit", [HasParent<"ProgramOp">, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "a sharding unit: its parameters' places in the flat parameter";
+  let description = [{
+    The plan's record of an `fsdp.unit`: its parameters are concatenated in
+    order into one flat parameter of `flat_size` elements, padded to
+    `padded_size`; member i of a shard group holds elements
+    `[i * S, (i + 1) * S)` with `S = padded_size / shard_group_size`, in the
+    `parameter` tensor `shard`. The runtime cuts each rank's shard from the
+    unit's full initial value and gathers the shards back for a state dict.
+
+    - `name`: the unit's name (the `unit` of its tensors).
+    - `params`, `param_types`: the parameters' ONNX names and f32 types, in
+      flat order.
+    - `flat_size`, `padded_size`: as in `fsdp.unit`.
+    - `shard`: the `plan.tensor` holding this rank's shard.
+
+    ```mlir
+    plan.unit "fc1" params ["fc1.weight", "fc1.bias"] : [tensor<5x3xf32>, tensor<5xf32>] flat_size 20 padded_size 20
+        shard @fc1.flat_param
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, StrArrayAttr:$params, TypeArrayAttr:$param_types, I64Attr:$flat_size,
+                       I64Attr:$padded_size, FlatSymbolRefAttr:$shard);
+  let assemblyFormat = [{
+    $name `params` $params `:` $param_types `flat_size` $flat_size `padded_size` $padded_size `shard` $shard attr-dict
+  }];
+  let hasVerifier = 1;
 }
 
 def Plan_KernelOp : Plan_Op<"kernel", [HasParent<"ProgramOp">, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {

@@ -121,31 +121,37 @@ int main(int argc, char **argv) {
     return fail("--emit=" + emitStage + " is not a stage (import, graph, fsdp, plan)");
   if (emitStage.empty() && outputPath.empty() && dumpDir.empty() && !printReport && reportJson.empty())
     return fail("nothing to do: pass -o plan.bin, --emit=STAGE, --dump-ir DIR or --report");
-  if (optimizer != "adamw" && optimizer != "sgd")
-    return fail("--optimizer " + optimizer + " is not supported (adamw, sgd)");
   auto [beta1Text, beta2Text] = llvm::StringRef(betas).split(',');
   double beta1, beta2;
-  if (!parseDouble(beta1Text, beta1) || !parseDouble(beta2Text, beta2) || beta1 < 0 || beta1 >= 1 || beta2 < 0 ||
-      beta2 >= 1)
+  if (!parseDouble(beta1Text, beta1) || !parseDouble(beta2Text, beta2))
     return fail("--betas expects B1,B2 with both in [0, 1), got '" + betas + "'");
-  if (lr < 0 || eps < 0 || momentum < 0)
-    return fail("--lr, --eps and --momentum must be non-negative");
   if (batchSize < 0)
     return fail("--batch-size must be positive");
-  if (worldSize < 1)
-    return fail("--world-size must be positive");
-  static const llvm::StringRef strategies[] = {"full_shard", "shard_grad_op", "no_shard", "hybrid_shard"};
-  if (!llvm::is_contained(strategies, strategy))
-    return fail("--strategy " + strategy + " is not a strategy (full_shard, shard_grad_op, no_shard, hybrid_shard)");
-  if (shardGroupSize != 0 && strategy != "hybrid_shard")
-    return fail("--shard-group-size applies only to --strategy hybrid_shard");
-  if (strategy == "hybrid_shard" && (shardGroupSize < 1 || worldSize % shardGroupSize != 0))
-    return fail(llvm::formatv("--strategy hybrid_shard needs --shard-group-size G dividing --world-size {0}, got {1}",
-                              static_cast<int64_t>(worldSize), static_cast<int64_t>(shardGroupSize))
-                    .str());
-  llvm::StringRef loss(lossKind);
-  if (loss != "auto" && loss != "cross_entropy" && loss != "mse" && !loss.starts_with("output:"))
-    return fail("--loss " + lossKind + " is not supported (cross_entropy, mse, output:NAME)");
+  fsdpc::CompileOptions options;
+  options.fuse = fuse;
+  options.loss = lossKind;
+  options.optimizer = optimizer;
+  options.lr = lr;
+  options.beta1 = beta1;
+  options.beta2 = beta2;
+  options.eps = eps;
+  options.weightDecay = weightDecay;
+  options.momentum = momentum;
+  options.mixedPrecision = mixedPrecision;
+  options.keepFp32 = keepFp32;
+  options.wrap = wrapPolicy;
+  options.strategy = strategy;
+  options.worldSize = worldSize;
+  options.shardGroupSize = shardGroupSize;
+  options.prefetch = prefetch;
+  options.reduceDtype = reduceDtype;
+  options.forwardOnly = forwardOnly;
+  if (std::string invalid = fsdpc::validateCompileOptions(options); !invalid.empty())
+    return fail(invalid);
+  const std::vector<fsdpc::CompileStage> compileStages = fsdpc::compileStages(options);
+  if (!emitStage.empty() && emitStage != "import" &&
+      llvm::none_of(compileStages, [&](const fsdpc::CompileStage &stage) { return stage.name == emitStage; }))
+    return fail("--forward-only has no " + emitStage + " stage (import, plan)");
 
   DialectRegistry registry;
   fsdpc::registerFsdpcDialects(registry);
@@ -174,7 +180,6 @@ int main(int argc, char **argv) {
     return fail(error);
   ModuleOp module = *imported->module;
 
-  int stageIndex = 0;
   auto finishStage = [&](llvm::StringRef stage) -> bool {
     if (!dumpDir.empty()) {
       if (std::error_code ec = llvm::sys::fs::create_directories(dumpDir)) {
@@ -182,7 +187,7 @@ int main(int argc, char **argv) {
         return false;
       }
       llvm::SmallString<256> path(dumpDir);
-      llvm::sys::path::append(path, llvm::formatv("{0:02}-{1}.mlir", stageIndex, stage).str());
+      llvm::sys::path::append(path, llvm::formatv("{0:02}-{1}.mlir", fsdpc::stageNumber(stage), stage).str());
       std::error_code ec;
       llvm::raw_fd_ostream out(path, ec);
       if (ec) {
@@ -191,7 +196,6 @@ int main(int argc, char **argv) {
       }
       module.print(out);
     }
-    ++stageIndex;
     if (emitStage == stage) {
       module.print(llvm::outs());
       return false;
@@ -208,64 +212,13 @@ int main(int argc, char **argv) {
 
   if (!finishStage("import"))
     return emitStage == "import" ? 0 : 1;
-
-  fsdpc::LowerToPlanOptions planOptions;
-  planOptions.worldSize = worldSize;
-  if (forwardOnly) {
-    if (worldSize != 1)
-      return fail("--forward-only plans run on one rank");
-    if (emitStage == "graph" || emitStage == "fsdp")
-      return fail("--forward-only has no " + emitStage + " stage (import, plan)");
-    planOptions.function = "forward";
-    // A train step fuses first thing in fsdpc-train-step; @forward alone
-    // fuses here.
-    if (!runPipeline([&](PassManager &pm) {
-          if (fuse)
-            pm.addPass(fsdpc::graph::createGraphFuse());
-          fsdpc::buildLowerToPlanPipeline(pm, planOptions);
-        }))
+  // The pipeline's stages, each followed by its dump (Pipelines.h).
+  for (const fsdpc::CompileStage &stage : compileStages) {
+    if (!runPipeline(stage.build))
       return 1;
-    stageIndex = 3;
+    if (!finishStage(stage.name))
+      return emitStage == stage.name ? 0 : 1;
   }
-  if (mixedPrecision != "none" && mixedPrecision != "bf16" && mixedPrecision != "f16")
-    return fail("--mixed-precision must be none, bf16 or f16, got '" + mixedPrecision + "'");
-  if (reduceDtype != "fp32" && reduceDtype != "f32" && reduceDtype != mixedPrecision)
-    return fail("--reduce-dtype must be fp32" +
-                llvm::Twine(mixedPrecision == "none" ? "" : " or " + mixedPrecision) + ", got '" + reduceDtype + "'");
-  if (mixedPrecision == "none" && !keepFp32.empty())
-    return fail("--keep-fp32 needs --mixed-precision");
-  fsdpc::TrainStepOptions trainOptions;
-  trainOptions.mixedPrecision = mixedPrecision;
-  trainOptions.keepFp32 = keepFp32;
-  trainOptions.fuse = fuse;
-  trainOptions.loss = lossKind;
-  trainOptions.optimizer = optimizer;
-  trainOptions.lr = lr;
-  trainOptions.beta1 = beta1;
-  trainOptions.beta2 = beta2;
-  trainOptions.eps = eps;
-  trainOptions.weightDecay = weightDecay;
-  trainOptions.momentum = momentum;
-  if (!forwardOnly && !runPipeline([&](PassManager &pm) { fsdpc::buildTrainStepPipeline(pm, trainOptions); }))
-    return 1;
-  if (!forwardOnly && !finishStage("graph"))
-    return emitStage == "graph" ? 0 : 1;
-  fsdpc::ShardOptions shardOptions;
-  shardOptions.wrap = wrapPolicy;
-  shardOptions.strategy = strategy;
-  shardOptions.worldSize = worldSize;
-  shardOptions.shardGroupSize = shardGroupSize;
-  shardOptions.prefetch = prefetch;
-  shardOptions.reduceDtype = reduceDtype == mixedPrecision ? "low" : "f32";
-  if (!forwardOnly && !runPipeline([&](PassManager &pm) { fsdpc::buildShardPipeline(pm, shardOptions); }))
-    return 1;
-  if (!forwardOnly && !finishStage("fsdp"))
-    return emitStage == "fsdp" ? 0 : 1;
-
-  if (!forwardOnly && !runPipeline([&](PassManager &pm) { fsdpc::buildLowerToPlanPipeline(pm, planOptions); }))
-    return 1;
-  if (!finishStage("plan"))
-    return emitStage == "plan" ? 0 : 1;
 
   if (printReport || !reportJson.empty()) {
     std::optional<fsdpc::MemoryReport> report = fsdpc::buildMemoryReport(module, error);

@@ -1,13 +1,19 @@
-//===- Pipelines.h - The named compilation pipelines ------------*- C++ -*-===//
+//===- Pipelines.h - The compilation pipeline, built in one place -*- C++ -*-===//
 //
-//   fsdpc-train-step:  graph-fuse, graph-append-loss, [graph-mixed-precision],
-//                      graph-autodiff, graph-optimizer, canonicalize, cse
-//                                                       (@forward -> @train_step)
-//   fsdpc-shard:       fsdp-wrap, fsdp-shard, fsdp-prefetch (units and collectives)
-//   fsdpc-lower-to-plan: convert-graph-to-plan, plan-allocate
+// After import, a compilation runs three stages, each with an IR dump:
 //
-// `fsdpc` runs them in that order with a stage boundary (and an IR dump)
-// after each.
+//   graph: graph-fuse, graph-append-loss, [graph-mixed-precision],
+//          graph-autodiff, graph-optimizer, canonicalize, cse
+//                                            (@forward -> @train_step)
+//   fsdp:  fsdp-wrap, fsdp-shard, [fsdp-prefetch] (units and collectives)
+//   plan:  convert-graph-to-plan, plan-allocate
+//
+// A forward-only compilation has one: plan (graph-fuse, then the lowering of
+// @forward). `compileStages` builds them from one `CompileOptions`, which
+// `validateCompileOptions` checks once; fsdpc runs the stages one by one
+// (to dump and emit each), and fsdp-opt registers the same builders as
+// `fsdpc-pipeline` (all stages) and `fsdpc-train-step`, `fsdpc-shard`,
+// `fsdpc-lower-to-plan` (one each).
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDPC_PIPELINES_PIPELINES_H
@@ -17,11 +23,15 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
 
+#include <functional>
 #include <string>
+#include <vector>
 
 namespace fsdpc {
 
-struct TrainStepOptions : public mlir::PassPipelineOptions<TrainStepOptions> {
+/// Every option of one compilation after import.
+struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
+  // graph stage
   Option<bool> fuse{*this, "fuse", llvm::cl::desc("replace norm, GELU and masked-softmax formulas by single ops (graph-fuse)"),
                     llvm::cl::init(true)};
   Option<std::string> loss{*this, "loss", llvm::cl::desc("cross_entropy, mse, output:NAME or auto"),
@@ -39,9 +49,7 @@ struct TrainStepOptions : public mlir::PassPipelineOptions<TrainStepOptions> {
                                      llvm::cl::init("none")};
   Option<std::string> keepFp32{*this, "keep-fp32", llvm::cl::desc("regex of ONNX nodes that stay f32"),
                                llvm::cl::init("")};
-};
-
-struct ShardOptions : public mlir::PassPipelineOptions<ShardOptions> {
+  // fsdp stage
   Option<std::string> wrap{*this, "wrap", llvm::cl::desc("none, size:N or module:REGEX"), llvm::cl::init("none")};
   Option<std::string> strategy{*this, "strategy", llvm::cl::desc("full_shard, shard_grad_op, no_shard, hybrid_shard"),
                                llvm::cl::init("full_shard")};
@@ -51,24 +59,34 @@ struct ShardOptions : public mlir::PassPipelineOptions<ShardOptions> {
   Option<bool> prefetch{*this, "prefetch", llvm::cl::desc("gather each unit one unit early (fsdp-prefetch)"),
                         llvm::cl::init(true)};
   Option<std::string> reduceDtype{*this, "reduce-dtype",
-                                  llvm::cl::desc("f32, or low to reduce-scatter mixed-precision gradients in their "
-                                                 "low-precision type"),
-                                  llvm::cl::init("f32")};
+                                  llvm::cl::desc("with mixed precision: fp32, or its low-precision type to reduce "
+                                                 "gradients in"),
+                                  llvm::cl::init("fp32")};
+  // plan stage
+  Option<bool> forwardOnly{*this, "forward-only",
+                           llvm::cl::desc("lower @forward alone (no loss, gradients or optimizer)"),
+                           llvm::cl::init(false)};
 };
 
-struct LowerToPlanOptions : public mlir::PassPipelineOptions<LowerToPlanOptions> {
-  Option<int64_t> worldSize{*this, "world-size", llvm::cl::desc("ranks"), llvm::cl::init(1)};
-  Option<std::string> function{*this, "function", llvm::cl::desc("train_step, or forward for forward-only plans"),
-                               llvm::cl::init("train_step")};
+/// Empty if the options fit together; else why not, as a one-line message
+/// naming the flag (e.g. "--reduce-dtype must be fp32 or bf16, got 'f16'").
+std::string validateCompileOptions(const CompileOptions &options);
+
+/// A stage: its name (the --emit / --dump-ir name) and what builds it.
+struct CompileStage {
+  std::string name;
+  std::function<void(mlir::OpPassManager &)> build;
 };
 
-void buildTrainStepPipeline(mlir::OpPassManager &pm, const TrainStepOptions &options);
-void buildShardPipeline(mlir::OpPassManager &pm, const ShardOptions &options);
-void buildLowerToPlanPipeline(mlir::OpPassManager &pm, const LowerToPlanOptions &options);
+/// The stages after import, in order, for valid `options`.
+std::vector<CompileStage> compileStages(const CompileOptions &options);
+
+/// The number of a stage in --dump-ir file names (00-import ... 03-plan).
+int stageNumber(llvm::StringRef stage);
 
 /// Our dialects, and the ones our passes create.
 void registerFsdpcDialects(mlir::DialectRegistry &registry);
-/// Every fsdpc pass and the named pipelines, for fsdp-opt and fsdpc.
+/// Every fsdpc pass and the pipelines, for fsdp-opt and fsdpc.
 void registerFsdpcPassesAndPipelines();
 
 } // namespace fsdpc

@@ -1,0 +1,30 @@
+// RUN: fsdp-opt %s '-fsdpc-pipeline=world-size=2 wrap=module:fc[0-9] mixed-precision=bf16' | FileCheck %s
+// RUN: fsdp-opt %s '-fsdpc-pipeline=forward-only=true' | FileCheck %s --check-prefix=FORWARD
+// RUN: not fsdp-opt %s '-fsdpc-pipeline=mixed-precision=fp8' 2>&1 | FileCheck %s --check-prefix=BADTYPE
+// RUN: not fsdp-opt %s '-fsdpc-pipeline=forward-only=true world-size=2' 2>&1 | FileCheck %s --check-prefix=BADFORWARD
+
+// Tests that fsdp-opt's -fsdpc-pipeline runs every stage fsdpc runs after
+// import, from the same builder and options: a sharded, mixed-precision,
+// allocated plan.program; a forward-only one; and the options validated
+// once, with fsdpc's messages.
+// CHECK-LABEL: plan.program @train_step
+// CHECK-SAME: strategy = "full_shard"
+// CHECK-SAME: world_size = 2 : i64
+// CHECK: plan.unit "fc1" params ["fc1.weight"] : [tensor<5x3xf32>] flat_size 15 padded_size 16 shard @fc1.flat_param
+// CHECK: plan.kernel "cast" ins [@fc1.flat_param] outs [@[[CAST:t[0-9]+]]]
+// CHECK: plan.collective "all_gather" ins [@[[CAST]]] outs [@fc1.full] on communication {group_size = 2 : i64}
+// CHECK: plan.kernel "adamw_update" ins [@fc1.flat_param
+// FORWARD-LABEL: plan.program @forward
+// FORWARD-NOT: adamw_update
+// FORWARD: plan.kernel "matmul"
+// BADTYPE: --mixed-precision must be none, bf16 or f16, got 'fp8'
+// BADFORWARD: --forward-only plans run on one rank
+module attributes {graph.opset = 13 : i64} {
+  func.func @forward(%x: tensor<4x3xf32> {graph.input = "input"}, %w1: tensor<5x3xf32> {graph.param = "fc1.weight"},
+                     %w2: tensor<2x5xf32> {graph.param = "fc2.weight"}) -> (tensor<4x2xf32> {graph.output = "logits"}) {
+    %0 = graph.matmul %x, %w1 {transpose_b = true} : (tensor<4x3xf32>, tensor<5x3xf32>) -> tensor<4x5xf32>
+    %1 = graph.relu %0 : tensor<4x5xf32>
+    %2 = graph.matmul %1, %w2 {transpose_b = true} : (tensor<4x5xf32>, tensor<2x5xf32>) -> tensor<4x2xf32>
+    return %2 : tensor<4x2xf32>
+  }
+}

@@ -79,9 +79,14 @@ StatusOr<ResolvedInstruction> Executor::resolve(const plan::Instruction &inst) c
                                                    : Collective::kAllReduce;
     if (inst.inputs_size() != 1 || inst.outputs_size() != 1)
       return FSDPC_ERROR(kInvalidArgument, "collective '", inst.op(), "' needs one input and one output");
-    r.group.size = static_cast<int>(r.call.intAttr("group_size", 1));
-    r.group.stride = static_cast<int>(r.call.intAttr("group_stride", 1));
-    std::string reduction = r.call.stringAttr("reduction", "sum");
+    auto intAttr = [&](const char *name, int64_t fallback) {
+      auto it = inst.int_attrs().find(name);
+      return it == inst.int_attrs().end() ? fallback : it->second;
+    };
+    r.group.size = static_cast<int>(intAttr("group_size", 1));
+    r.group.stride = static_cast<int>(intAttr("group_stride", 1));
+    auto reductionAttr = inst.string_attrs().find("reduction");
+    std::string reduction = reductionAttr == inst.string_attrs().end() ? "sum" : reductionAttr->second;
     if (r.collective != Collective::kAllGather && reduction != "sum" && reduction != "avg")
       return FSDPC_ERROR(kInvalidArgument, "collective '", inst.op(), "' has reduction '", reduction,
                          "'; it must be 'sum' or 'avg'");
@@ -98,8 +103,11 @@ StatusOr<ResolvedInstruction> Executor::resolve(const plan::Instruction &inst) c
     r.dtype = in.dtype();
     return r;
   }
-  // validatePlan checked the instruction against the kernel contract.
+  // validatePlan checked the instruction against the kernel contract; its
+  // parameters are decoded once, here.
   r.kind = ResolvedInstruction::Kind::kKernel;
+  r.params = std::make_shared<const DecodedParams>(decodeParams(inst));
+  r.call.params = r.params.get();
   r.kernel = device_->kernel(inst.op());
   if (!r.kernel)
     return FSDPC_ERROR(kUnimplemented, "the ", device_->name(), " device has no kernel '", inst.op(), "' (at ",

@@ -2,26 +2,29 @@
 
 namespace fsdpc::runtime {
 
-double KernelCall::floatAttr(const std::string &name, double fallback) const {
-  auto it = instruction->float_attrs().find(name);
-  return it == instruction->float_attrs().end() ? fallback : it->second;
-}
-
-int64_t KernelCall::intAttr(const std::string &name, int64_t fallback) const {
-  auto it = instruction->int_attrs().find(name);
-  return it == instruction->int_attrs().end() ? fallback : it->second;
-}
-
-std::vector<int64_t> KernelCall::intListAttr(const std::string &name) const {
-  auto it = instruction->int_list_attrs().find(name);
-  if (it == instruction->int_list_attrs().end())
-    return {};
-  return {it->second.values().begin(), it->second.values().end()};
-}
-
-std::string KernelCall::stringAttr(const std::string &name, const std::string &fallback) const {
-  auto it = instruction->string_attrs().find(name);
-  return it == instruction->string_attrs().end() ? fallback : it->second;
+DecodedParams decodeParams(const plan::Instruction &inst) {
+  DecodedParams params;
+  auto slot = [&](const std::string &name) -> ParamValue * {
+    contract::Param id = contract::findParam(name);
+    if (id == contract::Param::kCount)
+      return nullptr;
+    ParamValue &value = params[static_cast<size_t>(id)];
+    value.present = true;
+    return &value;
+  };
+  for (const auto &[name, v] : inst.int_attrs())
+    if (ParamValue *p = slot(name))
+      p->i = v;
+  for (const auto &[name, v] : inst.float_attrs())
+    if (ParamValue *p = slot(name))
+      p->f = v;
+  for (const auto &[name, v] : inst.int_list_attrs())
+    if (ParamValue *p = slot(name))
+      p->list.assign(v.values().begin(), v.values().end());
+  for (const auto &[name, v] : inst.string_attrs())
+    if (ParamValue *p = slot(name))
+      p->s = v;
+  return params;
 }
 
 } // namespace fsdpc::runtime

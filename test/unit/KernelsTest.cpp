@@ -338,6 +338,30 @@ TEST(KernelContract, CpuBackendImplementsEverySignature) {
   EXPECT_EQ(std::adjacent_find(names.begin(), names.end()), names.end()) << "a kernel is listed twice";
 }
 
+// Kernels read parameters by id, decoded once at load: every parameter of
+// the contract has one, and decoding puts each plan attribute under it.
+TEST(KernelContract, EveryParameterHasAnId) {
+  for (const contract::KernelSignature &signature : contract::kernelSignatures())
+    for (const contract::AttrSpec &attr : signature.attrs) {
+      ASSERT_NE(attr.id(), contract::Param::kCount) << signature.name << "." << attr.name;
+      EXPECT_EQ(contract::paramName(attr.id()), attr.name);
+    }
+  plan::Instruction inst;
+  inst.set_op("adamw_update");
+  (*inst.mutable_float_attrs())["lr"] = 0.25;
+  (*inst.mutable_int_attrs())["axis"] = -2;
+  (*inst.mutable_string_attrs())["reduction"] = "sum";
+  (*inst.mutable_int_list_attrs())["perm"].add_values(3);
+  runtime::DecodedParams params = runtime::decodeParams(inst);
+  runtime::KernelCall call;
+  call.params = &params;
+  EXPECT_EQ(call.floatParam(contract::Param::kLr, 1.0), 0.25);
+  EXPECT_EQ(call.floatParam(contract::Param::kEps, 1e-8), 1e-8); // absent: the fallback
+  EXPECT_EQ(call.intParam(contract::Param::kAxis, 0), -2);
+  EXPECT_EQ(call.stringParam(contract::Param::kReduction, "mean"), "sum");
+  EXPECT_EQ(call.intListParam(contract::Param::kPerm), std::vector<int64_t>{3});
+}
+
 TEST(KernelContract, AritiesAndParameters) {
   const contract::KernelSignature *sgd = contract::findKernel("sgd_update");
   ASSERT_NE(sgd, nullptr);

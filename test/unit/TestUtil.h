@@ -53,8 +53,10 @@ inline Buffer zeros(std::vector<int64_t> shape) {
 inline runtime::Status runKernel(const std::string &name, std::vector<Buffer *> inputs, std::vector<Buffer *> outputs,
                                  plan::Instruction inst = {}) {
   inst.set_op(name);
+  runtime::DecodedParams params = runtime::decodeParams(inst);
   runtime::KernelCall call;
   call.instruction = &inst;
+  call.params = &params;
   for (Buffer *b : inputs)
     call.inputs.push_back(b->view());
   for (Buffer *b : outputs)

@@ -106,7 +106,50 @@ std::vector<KernelSignature> buildTable() {
   return table;
 }
 
+constexpr std::string_view kParamNames[] = {
+    "transpose_a",
+    "transpose_b",
+    "axis",
+    "epsilon",
+    "starts",
+    "steps",
+    "ratio",
+    "seed",
+    "approximate",
+    "reduction",
+    "ignore_index",
+    "factor",
+    "axes",
+    "keepdims",
+    "to_bool",
+    "k",
+    "upper",
+    "perm",
+    "value",
+    "lr",
+    "momentum",
+    "dampening",
+    "weight_decay",
+    "nesterov",
+    "beta1",
+    "beta2",
+    "eps",
+    "scale"};
+static_assert(sizeof(kParamNames) / sizeof(kParamNames[0]) == static_cast<size_t>(Param::kCount),
+              "one name per Param");
+
 } // namespace
+
+std::string_view paramName(Param param) {
+  return param < Param::kCount ? kParamNames[static_cast<size_t>(param)] : std::string_view("?");
+}
+
+Param findParam(std::string_view name) {
+  for (size_t i = 0; i < static_cast<size_t>(Param::kCount); ++i)
+    if (kParamNames[i] == name)
+      return static_cast<Param>(i);
+  return Param::kCount;
+}
 
 const AttrSpec *KernelSignature::findAttr(std::string_view attr) const {
   for (const AttrSpec &spec : attrs)

@@ -85,7 +85,7 @@ Status errorFunction(const KernelCall &c) { return unary(c, [](float x) { return
 Status reciprocal(const KernelCall &c) { return unary(c, [](float x) { return 1.0f / x; }); }
 
 Status scale(const KernelCall &c) {
-  float factor = static_cast<float>(c.floatAttr("factor", 1.0));
+  float factor = static_cast<float>(c.floatParam(contract::Param::kFactor, 1.0));
   return unary(c, [factor](float x) { return x * factor; });
 }
 
@@ -124,7 +124,7 @@ Status cast(const KernelCall &call) {
   int64_t n = y.numElements();
   if (x.numElements() != n)
     return FSDPC_ERROR(kInvalidArgument, "cast: input and output sizes differ");
-  if (call.intAttr("to_bool", 0)) {
+  if (call.intParam(contract::Param::kToBool, 0)) {
     if (x.dtype != plan::I64 || y.dtype != plan::I64)
       return FSDPC_ERROR(kInvalidArgument, "cast: to_bool casts i64 to i64");
     std::transform(x.i64(), x.i64() + n, y.i64(), [](int64_t v) { return static_cast<int64_t>(v != 0); });
@@ -170,8 +170,8 @@ bool keepElement(uint64_t seed, const StepContext &context, int64_t index, doubl
 
 Status dropout(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &y = call.outputs[0];
-  double ratio = call.floatAttr("ratio", 0.5);
-  uint64_t seed = static_cast<uint64_t>(call.intAttr("seed", 0));
+  double ratio = call.floatParam(contract::Param::kRatio, 0.5);
+  uint64_t seed = static_cast<uint64_t>(call.intParam(contract::Param::kSeed, 0));
   StepContext context = call.context ? *call.context : StepContext();
   float scale = static_cast<float>(1.0 / (1.0 - ratio));
   int64_t n = y.numElements();
@@ -187,7 +187,7 @@ constexpr float kGeluCubic = 0.044715f;
 
 /// Whether a gelu instruction asks for the tanh form; fails on other values.
 Status geluTanhForm(const KernelCall &call, bool &tanhForm) {
-  std::string approximate = call.stringAttr("approximate", "none");
+  std::string approximate = call.stringParam(contract::Param::kApproximate, "none");
   if (approximate != "none" && approximate != "tanh")
     return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": approximate must be none or tanh, got ",
                        approximate);

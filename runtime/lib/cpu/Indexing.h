@@ -203,7 +203,7 @@ inline bool splitAroundAxis(const std::vector<int64_t> &shape, int64_t axis, int
 /// slice along the axis, with the slice's elements `stride` apart.
 template <typename Body> Status alongAxis(const KernelCall &call, Body body) {
   int64_t outer, size, inner;
-  if (!splitAroundAxis(call.outputs[0].shape, call.intAttr("axis", -1), outer, size, inner))
+  if (!splitAroundAxis(call.outputs[0].shape, call.intParam(contract::Param::kAxis, -1), outer, size, inner))
     return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": axis out of range");
 #pragma omp parallel for collapse(2) if (outer * size * inner > kParallelThreshold)
   for (int64_t o = 0; o < outer; ++o)

@@ -12,7 +12,7 @@ namespace fsdpc::runtime::cpu {
 /// Checks labels and counts those that are not ignored.
 Status countCrossEntropyLabels(const KernelCall &call, int64_t rows, int64_t classes, int64_t &counted) {
   const int64_t *labels = call.inputs[1].i64();
-  int64_t ignoreIndex = call.intAttr("ignore_index", INT64_MIN);
+  int64_t ignoreIndex = call.intParam(contract::Param::kIgnoreIndex, INT64_MIN);
   counted = 0;
   for (int64_t r = 0; r < rows; ++r) {
     if (labels[r] == ignoreIndex)
@@ -57,7 +57,7 @@ Status softmaxCrossEntropy(const KernelCall &call) {
   FSDPC_RETURN_IF_ERROR(countCrossEntropyLabels(call, rows, classes, counted));
   const float *logits = call.inputs[0].f32();
   const int64_t *labels = call.inputs[1].i64();
-  int64_t ignoreIndex = call.intAttr("ignore_index", INT64_MIN);
+  int64_t ignoreIndex = call.intParam(contract::Param::kIgnoreIndex, INT64_MIN);
   double total = 0;
   for (int64_t r = 0; r < rows; ++r) {
     if (labels[r] == ignoreIndex)
@@ -68,7 +68,7 @@ Status softmaxCrossEntropy(const KernelCall &call) {
     rowExpSum(row, classes, maxValue, sum);
     total += std::log(sum) + maxValue - row[labels[r]];
   }
-  bool mean = call.stringAttr("reduction", "mean") == "mean";
+  bool mean = call.stringParam(contract::Param::kReduction, "mean") == "mean";
   // torch returns NaN for a mean over zero labels; so do we.
   call.outputs[0].f32()[0] = static_cast<float>(mean ? total / counted : total);
   return Status::ok();
@@ -81,9 +81,9 @@ Status softmaxCrossEntropyGrad(const KernelCall &call) {
   const float *logits = call.inputs[0].f32();
   const int64_t *labels = call.inputs[1].i64();
   float seed = call.inputs[2].f32()[0];
-  bool mean = call.stringAttr("reduction", "mean") == "mean";
+  bool mean = call.stringParam(contract::Param::kReduction, "mean") == "mean";
   float scale = mean ? seed / static_cast<float>(counted) : seed;
-  int64_t ignoreIndex = call.intAttr("ignore_index", INT64_MIN);
+  int64_t ignoreIndex = call.intParam(contract::Param::kIgnoreIndex, INT64_MIN);
   float *dlogits = call.outputs[0].f32();
 #pragma omp parallel for if (rows * classes > kParallelThreshold)
   for (int64_t r = 0; r < rows; ++r) {

@@ -14,7 +14,7 @@ namespace fsdpc::runtime::cpu {
 
 Status matmul(const KernelCall &call) {
   const TensorView &a = call.inputs[0], &b = call.inputs[1], &c = call.outputs[0];
-  bool transA = call.intAttr("transpose_a", 0), transB = call.intAttr("transpose_b", 0);
+  bool transA = call.intParam(contract::Param::kTransposeA, 0), transB = call.intParam(contract::Param::kTransposeB, 0);
   if (a.shape.size() < 2 || b.shape.size() != 2 || (transA && a.shape.size() != 2))
     return FSDPC_ERROR(kInvalidArgument, "matmul: unsupported operand ranks ", shapeString(a.shape), " x ",
                        shapeString(b.shape));
@@ -60,7 +60,7 @@ Status matmul(const KernelCall &call) {
 /// One sgemm per index of the broadcast batch dimensions.
 Status batchMatmul(const KernelCall &call) {
   const TensorView &a = call.inputs[0], &b = call.inputs[1], &c = call.outputs[0];
-  bool transA = call.intAttr("transpose_a", 0), transB = call.intAttr("transpose_b", 0);
+  bool transA = call.intParam(contract::Param::kTransposeA, 0), transB = call.intParam(contract::Param::kTransposeB, 0);
   size_t ra = a.shape.size(), rb = b.shape.size(), rc = c.shape.size();
   if (ra < 2 || rb < 2 || rc < 2)
     return FSDPC_ERROR(kInvalidArgument, "batch_matmul: operands must have rank 2 or more");

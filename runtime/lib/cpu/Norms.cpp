@@ -13,7 +13,7 @@ namespace fsdpc::runtime::cpu {
 /// checked against the scale and the per-row statistics.
 Status normLayout(const KernelCall &call, const TensorView &x, const TensorView &scale,
                        const TensorView &statistic, int64_t &rows, int64_t &cols) {
-  int64_t axis = call.intAttr("axis", -1), rank = x.shape.size();
+  int64_t axis = call.intParam(contract::Param::kAxis, -1), rank = x.shape.size();
   if (axis < 0 || axis >= rank)
     return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": axis ", axis, " is out of range for rank ", rank);
   rows = elementCount(std::vector<int64_t>(x.shape.begin(), x.shape.begin() + axis));
@@ -83,7 +83,7 @@ Status layerNorm(const KernelCall &call) {
   FSDPC_RETURN_IF_ERROR(normLayout(call, x, scale, call.outputs[1], rows, cols));
   if (bias.numElements() != cols)
     return FSDPC_ERROR(kInvalidArgument, "layer_norm: bias has ", bias.numElements(), " elements, not ", cols);
-  normalizeRows(x.f32(), scale.f32(), bias.f32(), rows, cols, call.floatAttr("epsilon", 1e-5),
+  normalizeRows(x.f32(), scale.f32(), bias.f32(), rows, cols, call.floatParam(contract::Param::kEpsilon, 1e-5),
                 call.outputs[0].f32(), call.outputs[1].f32(), call.outputs[2].f32());
   return Status::ok();
 }
@@ -101,7 +101,7 @@ Status rmsNorm(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &scale = call.inputs[1];
   int64_t rows, cols;
   FSDPC_RETURN_IF_ERROR(normLayout(call, x, scale, call.outputs[1], rows, cols));
-  normalizeRows(x.f32(), scale.f32(), /*bias=*/nullptr, rows, cols, call.floatAttr("epsilon", 1e-6),
+  normalizeRows(x.f32(), scale.f32(), /*bias=*/nullptr, rows, cols, call.floatParam(contract::Param::kEpsilon, 1e-6),
                 call.outputs[0].f32(), /*mean=*/nullptr, call.outputs[1].f32());
   return Status::ok();
 }

@@ -17,9 +17,9 @@ Status sgdUpdate(const KernelCall &call) {
   float *p = param.f32();
   const float *g = grad.f32();
   int64_t n = param.numElements();
-  double lr = call.floatAttr("lr", 1e-3), momentum = call.floatAttr("momentum", 0);
-  double weightDecay = call.floatAttr("weight_decay", 0), dampening = call.floatAttr("dampening", 0);
-  bool nesterov = call.intAttr("nesterov", 0);
+  double lr = call.floatParam(contract::Param::kLr, 1e-3), momentum = call.floatParam(contract::Param::kMomentum, 0);
+  double weightDecay = call.floatParam(contract::Param::kWeightDecay, 0), dampening = call.floatParam(contract::Param::kDampening, 0);
+  bool nesterov = call.intParam(contract::Param::kNesterov, 0);
   bool firstStep = optimizerStep(call) == 1;
   float *buf = momentum != 0 ? call.inputs[2].f32() : nullptr;
   float wd = static_cast<float>(weightDecay), mom = static_cast<float>(momentum);
@@ -42,8 +42,8 @@ Status adamwUpdate(const KernelCall &call) {
   const float *g = call.inputs[1].f32();
   float *m = call.inputs[2].f32(), *v = call.inputs[3].f32();
   int64_t n = call.inputs[0].numElements();
-  double lr = call.floatAttr("lr", 1e-3), beta1 = call.floatAttr("beta1", 0.9), beta2 = call.floatAttr("beta2", 0.999);
-  double eps = call.floatAttr("eps", 1e-8), weightDecay = call.floatAttr("weight_decay", 0.01);
+  double lr = call.floatParam(contract::Param::kLr, 1e-3), beta1 = call.floatParam(contract::Param::kBeta1, 0.9), beta2 = call.floatParam(contract::Param::kBeta2, 0.999);
+  double eps = call.floatParam(contract::Param::kEps, 1e-8), weightDecay = call.floatParam(contract::Param::kWeightDecay, 0.01);
   int64_t step = optimizerStep(call);
   double biasCorrection1 = 1 - std::pow(beta1, static_cast<double>(step));
   double biasCorrection2 = 1 - std::pow(beta2, static_cast<double>(step));

@@ -11,7 +11,7 @@ namespace fsdpc::runtime::cpu {
 
 Status reduceSum(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &y = call.outputs[0];
-  std::vector<int64_t> axes = call.intListAttr("axes");
+  std::vector<int64_t> axes = call.intListParam(contract::Param::kAxes);
   std::vector<int64_t> keptShape, keptStrides, reducedShape, reducedStrides;
   std::vector<int64_t> strides = stridesOf(x.shape);
   for (size_t d = 0; d < x.shape.size(); ++d) {

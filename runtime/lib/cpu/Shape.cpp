@@ -11,7 +11,7 @@ namespace fsdpc::runtime::cpu {
 
 Status concat(const KernelCall &call) {
   const TensorView &y = call.outputs[0];
-  int64_t axis = call.intAttr("axis", 0);
+  int64_t axis = call.intParam(contract::Param::kAxis, 0);
   if (axis < 0 || axis >= static_cast<int64_t>(y.shape.size()))
     return FSDPC_ERROR(kInvalidArgument, "concat: axis ", axis, " is out of range");
   size_t bytes = dtypeSize(y.dtype);
@@ -59,7 +59,7 @@ Status checkSlice(const char *kernel, const std::vector<int64_t> &in, const std:
 
 Status slice(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &y = call.outputs[0];
-  std::vector<int64_t> starts = call.intListAttr("starts"), steps = call.intListAttr("steps");
+  std::vector<int64_t> starts = call.intListParam(contract::Param::kStarts), steps = call.intListParam(contract::Param::kSteps);
   FSDPC_RETURN_IF_ERROR(checkSlice("slice", x.shape, y.shape, starts, steps));
   SliceMap map(x.shape, starts, steps);
   size_t bytes = dtypeSize(x.dtype);
@@ -80,7 +80,7 @@ Status slice(const KernelCall &call) {
 
 Status sliceGrad(const KernelCall &call) {
   const TensorView &dy = call.inputs[0], &dx = call.outputs[0];
-  std::vector<int64_t> starts = call.intListAttr("starts"), steps = call.intListAttr("steps");
+  std::vector<int64_t> starts = call.intListParam(contract::Param::kStarts), steps = call.intListParam(contract::Param::kSteps);
   FSDPC_RETURN_IF_ERROR(checkSlice("slice_grad", dx.shape, dy.shape, starts, steps));
   std::fill(dx.f32(), dx.f32() + dx.numElements(), 0.0f);
   SliceMap map(dx.shape, starts, steps);
@@ -122,7 +122,7 @@ Status gatherLayout(const char *kernel, const std::vector<int64_t> &data, const 
 Status gather(const KernelCall &call) {
   const TensorView &data = call.inputs[0], &indices = call.inputs[1], &out = call.outputs[0];
   GatherLayout g;
-  FSDPC_RETURN_IF_ERROR(gatherLayout("gather", data.shape, indices, call.intAttr("axis", 0), g));
+  FSDPC_RETURN_IF_ERROR(gatherLayout("gather", data.shape, indices, call.intParam(contract::Param::kAxis, 0), g));
   size_t bytes = dtypeSize(data.dtype);
   const uint8_t *src = static_cast<const uint8_t *>(data.data);
   uint8_t *dst = static_cast<uint8_t *>(out.data);
@@ -139,7 +139,7 @@ Status gather(const KernelCall &call) {
 Status gatherGrad(const KernelCall &call) {
   const TensorView &dy = call.inputs[0], &indices = call.inputs[1], &dx = call.outputs[0];
   GatherLayout g;
-  FSDPC_RETURN_IF_ERROR(gatherLayout("gather_grad", dx.shape, indices, call.intAttr("axis", 0), g));
+  FSDPC_RETURN_IF_ERROR(gatherLayout("gather_grad", dx.shape, indices, call.intParam(contract::Param::kAxis, 0), g));
   std::fill(dx.f32(), dx.f32() + dx.numElements(), 0.0f);
   // Sequential over indices, so repeated indices add up in a fixed order.
   for (int64_t o = 0; o < g.outer; ++o)
@@ -158,8 +158,8 @@ Status trilu(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &y = call.outputs[0];
   if (x.shape.size() < 2 || x.numElements() != y.numElements())
     return FSDPC_ERROR(kInvalidArgument, "trilu: needs rank 2 or more and equal sizes");
-  int64_t rows = x.shape[x.shape.size() - 2], cols = x.shape.back(), k = call.intAttr("k", 0);
-  bool upper = call.intAttr("upper", 1);
+  int64_t rows = x.shape[x.shape.size() - 2], cols = x.shape.back(), k = call.intParam(contract::Param::kK, 0);
+  bool upper = call.intParam(contract::Param::kUpper, 1);
   int64_t n = y.numElements();
   for (int64_t i = 0; i < n; ++i) {
     int64_t r = (i / cols) % rows, c = i % cols;
@@ -172,7 +172,7 @@ Status trilu(const KernelCall &call) {
 
 Status transpose(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &y = call.outputs[0];
-  std::vector<int64_t> perm = call.intListAttr("perm");
+  std::vector<int64_t> perm = call.intListParam(contract::Param::kPerm);
   size_t rank = x.shape.size();
   if (perm.size() != rank)
     return FSDPC_ERROR(kInvalidArgument, "transpose: perm has ", perm.size(), " entries for rank ", rank);
@@ -208,7 +208,7 @@ Status copy(const KernelCall &call) {
 }
 
 Status fill(const KernelCall &call) {
-  float value = static_cast<float>(call.floatAttr("value", 0.0));
+  float value = static_cast<float>(call.floatParam(contract::Param::kValue, 0.0));
   std::fill(call.outputs[0].f32(), call.outputs[0].f32() + call.outputs[0].numElements(), value);
   return Status::ok();
 }

@@ -45,7 +45,7 @@ Status maskedSoftmax(const KernelCall &call) {
   if (x.shape.empty() || x.shape != y.shape || !broadcastsTo(mask.shape, y.shape))
     return FSDPC_ERROR(kInvalidArgument, "masked_softmax: mask ", shapeString(mask.shape), " and input ",
                        shapeString(x.shape), " do not fit the output ", shapeString(y.shape));
-  const float scale = static_cast<float>(call.floatAttr("scale", 1.0));
+  const float scale = static_cast<float>(call.floatParam(contract::Param::kScale, 1.0));
   const float *px = x.f32();
   const int64_t *pm = mask.i64();
   float *py = y.f32();

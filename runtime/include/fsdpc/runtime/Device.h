@@ -24,6 +24,7 @@
 #include "plan.pb.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,9 +41,12 @@ struct ResolvedInstruction {
   Kind kind = Kind::kKernel;
   plan::Stream stream = plan::COMPUTE;
   int event = -1; // record / wait
-  // Kernels: the device's implementation and its operands (device views).
+  // Kernels: the device's implementation, its operands (device views) and
+  // its parameters, decoded once (shared, so the call's pointer stays valid
+  // when the instruction moves).
   KernelFn kernel = nullptr;
   KernelCall call;
+  std::shared_ptr<const DecodedParams> params;
   // Collectives.
   Collective collective = Collective::kAllGather;
   Group group;

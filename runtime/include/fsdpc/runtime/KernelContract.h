@@ -20,6 +20,45 @@
 
 namespace fsdpc::contract {
 
+/// Every kernel parameter name as one id. Kernels read their parameters,
+/// decoded once when the plan loads, by id (KernelCall::floatParam, ...).
+enum class Param : uint8_t {
+  kTransposeA,
+  kTransposeB,
+  kAxis,
+  kEpsilon,
+  kStarts,
+  kSteps,
+  kRatio,
+  kSeed,
+  kApproximate,
+  kReduction,
+  kIgnoreIndex,
+  kFactor,
+  kAxes,
+  kKeepdims,
+  kToBool,
+  kK,
+  kUpper,
+  kPerm,
+  kValue,
+  kLr,
+  kMomentum,
+  kDampening,
+  kWeightDecay,
+  kNesterov,
+  kBeta1,
+  kBeta2,
+  kEps,
+  kScale,
+  kCount
+};
+
+/// The name of a parameter id, as plans and the plan dialect write it.
+std::string_view paramName(Param param);
+/// The id of a parameter name, or Param::kCount for none.
+Param findParam(std::string_view name);
+
 /// How a kernel parameter is written: in the plan dialect as a BoolAttr,
 /// IntegerAttr, FloatAttr, DenseI64ArrayAttr or StringAttr; in a plan file
 /// in int_attrs (bool and int), float_attrs, int_list_attrs or string_attrs.
@@ -29,6 +68,8 @@ struct AttrSpec {
   std::string_view name;
   AttrType type;
   bool required;
+
+  Param id() const { return findParam(name); }
 };
 
 struct KernelSignature {

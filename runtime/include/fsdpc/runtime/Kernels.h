@@ -10,9 +10,11 @@
 #define FSDPC_RUNTIME_KERNELS_H
 
 #include "fsdpc/runtime/HostArray.h"
+#include "fsdpc/runtime/KernelContract.h"
 #include "fsdpc/runtime/Status.h"
 #include "plan.pb.h"
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -36,16 +38,41 @@ struct StepContext {
   int rank = 0;
 };
 
+/// One kernel parameter, decoded from the plan: bool and int parameters in
+/// `i`, floats in `f`, int lists in `list`, strings in `s`.
+struct ParamValue {
+  bool present = false;
+  double f = 0;
+  int64_t i = 0;
+  std::vector<int64_t> list;
+  std::string s;
+};
+using DecodedParams = std::array<ParamValue, static_cast<size_t>(contract::Param::kCount)>;
+
+/// An instruction's kernel parameters by id, decoded once when the plan
+/// loads (validatePlan has checked them against the kernel contract).
+DecodedParams decodeParams(const plan::Instruction &inst);
+
 struct KernelCall {
-  const plan::Instruction *instruction;
+  const plan::Instruction *instruction; // for the op name in messages
+  const DecodedParams *params = nullptr;
   std::vector<TensorView> inputs;
   std::vector<TensorView> outputs;
   const StepContext *context = nullptr;
 
-  double floatAttr(const std::string &name, double fallback) const;
-  int64_t intAttr(const std::string &name, int64_t fallback) const;
-  std::vector<int64_t> intListAttr(const std::string &name) const;
-  std::string stringAttr(const std::string &name, const std::string &fallback) const;
+  double floatParam(contract::Param p, double fallback) const {
+    const ParamValue &v = (*params)[static_cast<size_t>(p)];
+    return v.present ? v.f : fallback;
+  }
+  int64_t intParam(contract::Param p, int64_t fallback) const {
+    const ParamValue &v = (*params)[static_cast<size_t>(p)];
+    return v.present ? v.i : fallback;
+  }
+  const std::vector<int64_t> &intListParam(contract::Param p) const { return (*params)[static_cast<size_t>(p)].list; }
+  std::string stringParam(contract::Param p, const std::string &fallback) const {
+    const ParamValue &v = (*params)[static_cast<size_t>(p)];
+    return v.present ? v.s : fallback;
+  }
 };
 
 using KernelFn = Status (*)(const KernelCall &call);

@@ -51,6 +51,7 @@ def scalar(value):
 
 # Attention's causal mask on [5, 7] scores: True where a position is hidden.
 CAUSAL = np.triu(np.ones((5, 7), bool), k=1)
+CAUSAL5 = np.triu(np.ones((5, 5), dtype=bool), 1)  # True above the diagonal: masked
 
 
 def layer_norm_formula(axes):
@@ -186,6 +187,17 @@ def cases():
              nodes=[helper.make_node("Div", ["x", "const.c"], ["scaled"]),
                     helper.make_node("Add", ["scaled", "const.bias"], ["masked"]),
                     helper.make_node("Softmax", ["masked"], ["y"], axis=-1)]),
+        # Attention as GPT-2 exports write it (q @ k^T with k^T given, scale,
+        # causal Where, softmax, @ v): graph-fuse makes one graph.attention.
+        case("attention_formula", "graph.attention",
+             {"q": ((2, 3, 5, 4), normal), "kt": ((2, 3, 4, 5), normal), "v": ((2, 3, 5, 6), normal)}, {},
+             lambda q, kt, v: torch.softmax((q @ kt * 0.45).masked_fill(torch.tensor(CAUSAL5), float("-inf")), -1) @ v,
+             constants={"scale": scalar(0.45), "ninf": scalar(-np.inf), "mask": CAUSAL5},
+             nodes=[helper.make_node("MatMul", ["q", "kt"], ["scores"]),
+                    helper.make_node("Mul", ["scores", "const.scale"], ["scaled"]),
+                    helper.make_node("Where", ["const.mask", "const.ninf", "scaled"], ["masked"]),
+                    helper.make_node("Softmax", ["masked"], ["p"], axis=-1),
+                    helper.make_node("MatMul", ["p", "v"], ["y"])]),
         case("gelu_tanh_formula", "graph.gelu", {"x": ((5, 7), normal)}, {}, lambda x: F.gelu(x, approximate="tanh"),
              constants={"cubic": scalar(0.044715), "k": scalar(math.sqrt(2 / math.pi)), "one": scalar(1.0),
                         "half": scalar(0.5)}, nodes=gelu_tanh_formula()),

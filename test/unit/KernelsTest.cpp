@@ -407,3 +407,86 @@ TEST(KernelContract, PlanLoaderRefusesMismatches) {
 }
 
 } // namespace
+
+namespace {
+
+// attention and attention_grad against the explicit formulas in double
+// (scores, masked softmax, products), on odd sizes, with keys in both
+// layouts and a mask broadcast over the batch.
+TEST(Kernels, AttentionForwardAndGradient) {
+  const int64_t batch = 3, tq = 5, tk = 7, d = 3, dv = 4;
+  const double scale = 0.7;
+  for (bool keyTransposed : {false, true}) {
+    Buffer q = randomBuffer({batch, tq, d}, 21), v = randomBuffer({batch, tk, dv}, 23),
+           k = randomBuffer(keyTransposed ? std::vector<int64_t>{batch, d, tk} : std::vector<int64_t>{batch, tk, d}, 22),
+           dout = randomBuffer({batch, tq, dv}, 24);
+    Buffer mask;
+    mask.shape = {tq, tk};
+    for (int64_t i = 0; i < tq; ++i)
+      for (int64_t j = 0; j < tk; ++j)
+        mask.i.push_back(j > i + 2); // every row keeps some keys
+    auto keyAt = [&](int64_t b, int64_t j, int64_t c) {
+      return static_cast<double>(keyTransposed ? k.f[(b * d + c) * tk + j] : k.f[(b * tk + j) * d + c]);
+    };
+    // Reference: P, out, and the gradients from the explicit formulas.
+    std::vector<double> p(batch * tq * tk, 0.0), out(batch * tq * dv, 0.0), dq(q.f.size(), 0.0), dk(k.f.size(), 0.0),
+        dvRef(v.f.size(), 0.0);
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t i = 0; i < tq; ++i) {
+        double maxValue = -INFINITY, sum = 0;
+        std::vector<double> s(tk);
+        for (int64_t j = 0; j < tk; ++j) {
+          s[j] = -INFINITY;
+          if (mask.i[i * tk + j])
+            continue;
+          double dot = 0;
+          for (int64_t c = 0; c < d; ++c)
+            dot += q.f[(b * tq + i) * d + c] * keyAt(b, j, c);
+          s[j] = dot * scale;
+          maxValue = std::max(maxValue, s[j]);
+        }
+        for (int64_t j = 0; j < tk; ++j)
+          sum += std::exp(s[j] - maxValue);
+        for (int64_t j = 0; j < tk; ++j) {
+          double pj = std::exp(s[j] - maxValue) / sum;
+          p[(b * tq + i) * tk + j] = pj;
+          for (int64_t c = 0; c < dv; ++c)
+            out[(b * tq + i) * dv + c] += pj * v.f[(b * tk + j) * dv + c];
+        }
+      }
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t i = 0; i < tq; ++i) {
+        std::vector<double> dp(tk, 0.0);
+        double rowDot = 0;
+        for (int64_t j = 0; j < tk; ++j)
+          for (int64_t c = 0; c < dv; ++c) {
+            dp[j] += dout.f[(b * tq + i) * dv + c] * v.f[(b * tk + j) * dv + c];
+            dvRef[(b * tk + j) * dv + c] += p[(b * tq + i) * tk + j] * dout.f[(b * tq + i) * dv + c];
+          }
+        for (int64_t j = 0; j < tk; ++j)
+          rowDot += p[(b * tq + i) * tk + j] * dp[j];
+        for (int64_t j = 0; j < tk; ++j) {
+          double ds = p[(b * tq + i) * tk + j] * (dp[j] - rowDot) * scale;
+          for (int64_t c = 0; c < d; ++c) {
+            dq[(b * tq + i) * d + c] += ds * keyAt(b, j, c);
+            size_t kIndex = keyTransposed ? (b * d + c) * tk + j : (b * tk + j) * d + c;
+            dk[kIndex] += ds * q.f[(b * tq + i) * d + c];
+          }
+        }
+      }
+
+    plan::Instruction inst;
+    (*inst.mutable_float_attrs())["scale"] = scale;
+    (*inst.mutable_int_attrs())["key_transposed"] = keyTransposed;
+    Buffer o = zeros({batch, tq, dv}), lse = zeros({batch, tq});
+    ASSERT_TRUE(runKernel("attention", {&q, &k, &v, &mask}, {&o, &lse}, inst).isOk());
+    expectNear(o.f, out, 1e-5);
+    Buffer gq = zeros(q.shape), gk = zeros(k.shape), gv = zeros(v.shape);
+    ASSERT_TRUE(runKernel("attention_grad", {&q, &k, &v, &mask, &o, &lse, &dout}, {&gq, &gk, &gv}, inst).isOk());
+    expectNear(gq.f, dq, 1e-5);
+    expectNear(gk.f, dk, 1e-5);
+    expectNear(gv.f, dvRef, 1e-5);
+  }
+}
+
+} // namespace

@@ -19,6 +19,7 @@ std::vector<KernelSignature> buildTable() {
   const std::vector<AttrSpec> strided = {{"starts", kIntList, kRequired}, {"steps", kIntList, kRequired}};
   const std::vector<AttrSpec> dropout = {{"ratio", kFloat, kRequired}, {"seed", kInt, kRequired}};
   const std::vector<AttrSpec> gelu = {{"approximate", kString, kOptional}};
+  const std::vector<AttrSpec> attention = {{"scale", kFloat, kRequired}, {"key_transposed", kBool, kOptional}};
   // "mean" (torch's default: over the labels that count) or "sum".
   const std::vector<AttrSpec> crossEntropy = {{"reduction", kString, kOptional}, {"ignore_index", kInt, kOptional}};
 
@@ -73,6 +74,10 @@ std::vector<KernelSignature> buildTable() {
       fixed("softmax_grad", 2, 1, axis),
       fixed("log_softmax_grad", 2, 1, axis),
       fixed("masked_softmax", 2, 1, {{"scale", kFloat, kRequired}}),
+      // query, key, value, mask -> out, logsumexp.
+      fixed("attention", 4, 2, attention),
+      // query, key, value, mask, out, logsumexp, dout -> dquery, dkey, dvalue.
+      fixed("attention_grad", 7, 3, attention),
       // Norms: forward also writes the per-row statistics backward reads.
       // layer_norm: input, scale, bias -> y, mean, inv_std_dev.
       fixed("layer_norm", 3, 3, normalize),
@@ -134,7 +139,8 @@ constexpr std::string_view kParamNames[] = {
     "beta1",
     "beta2",
     "eps",
-    "scale"};
+    "scale",
+    "key_transposed"};
 static_assert(sizeof(kParamNames) / sizeof(kParamNames[0]) == static_cast<size_t>(Param::kCount),
               "one name per Param");
 

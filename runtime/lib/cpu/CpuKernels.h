@@ -70,6 +70,11 @@ Status maskedSoftmax(const KernelCall &call);
 /// softmax_grad and log_softmax_grad.
 Status softmaxGrad(const KernelCall &call);
 
+// Attention.cpp: scaled dot-product attention, keeping only each query
+// row's logsumexp for the gradient.
+Status attention(const KernelCall &call);
+Status attentionGrad(const KernelCall &call);
+
 // Norms.cpp.
 Status layerNorm(const KernelCall &call);
 Status layerNormGrad(const KernelCall &call);

@@ -57,6 +57,8 @@ const std::unordered_map<std::string, KernelFn> &registry() {
       {"softmax_grad", softmaxGrad},
       {"log_softmax_grad", softmaxGrad},
       {"masked_softmax", maskedSoftmax},
+      {"attention", attention},
+      {"attention_grad", attentionGrad},
       {"layer_norm", layerNorm},
       {"layer_norm_grad", layerNormGrad},
       {"rms_norm", rmsNorm},

@@ -116,3 +116,18 @@ func.func @train_step(%x: tensor<4x6xf32> {graph.param = "x"}, %w: tensor<6xf32>
   %l = graph.mse_loss %y, %t : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// Tests attention's rule: one attention_grad from the operands, the forward
+// results (out, logsumexp) and dout, giving the query, key and value
+// gradients.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[OUT:.*]], %[[LSE:.*]] = graph.attention %arg0, %arg1, %arg2, %arg3
+// CHECK: %[[DQ:.*]], %[[DK:.*]], %[[DV:.*]] = graph.attention_grad %arg0, %arg1, %arg2, %arg3, %[[OUT]], %[[LSE]], %{{.*}} {key_transposed = true, scale = 5.000000e-01 : f64}
+// CHECK: return %{{.*}}, %[[DQ]], %[[DK]], %[[DV]]
+func.func @train_step(%q: tensor<3x5x4xf32> {graph.param = "q"}, %kt: tensor<3x4x5xf32> {graph.param = "k"}, %v: tensor<3x5x6xf32> {graph.param = "v"}, %m: tensor<5x5xi64> {graph.input = "mask"}, %t: tensor<3x5x6xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}) {
+  %o, %lse = graph.attention %q, %kt, %v, %m {key_transposed = true, scale = 0.5 : f64} : (tensor<3x5x4xf32>, tensor<3x4x5xf32>, tensor<3x5x6xf32>, tensor<5x5xi64>) -> (tensor<3x5x6xf32>, tensor<3x5xf32>)
+  %l = graph.mse_loss %o, %t : (tensor<3x5x6xf32>, tensor<3x5x6xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}

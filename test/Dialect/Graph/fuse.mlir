@@ -272,3 +272,42 @@ func.func @additive_mask(%x: tensor<3x2x2xf32>) -> (tensor<3x2x2xf32>, tensor<3x
   %y2 = graph.softmax %a2 {axis = -1 : i64} : tensor<3x2x2xf32>
   return %y, %y2 : tensor<3x2x2xf32>, tensor<3x2x2xf32>
 }
+
+// -----
+
+// Tests that attention (scores q @ k^T with k^T given, scale, causal Where,
+// softmax, times V) becomes one graph.attention with key_transposed, whose
+// logsumexp has the query rows' shape, and no T x T value remains.
+// CHECK-LABEL: func.func @attention
+// CHECK: %[[OUT:.*]], %{{.*}} = graph.attention %arg0, %arg1, %arg2, %arg3 {key_transposed = true, scale = 5.000000e-01 : f64} : (tensor<2x3x5x4xf32>, tensor<2x3x4x5xf32>, tensor<2x3x5x6xf32>, tensor<1x1x5x5xi64>) -> (tensor<2x3x5x6xf32>, tensor<2x3x5xf32>)
+// CHECK-NOT: graph.batch_matmul
+// CHECK-NOT: graph.masked_softmax
+// CHECK: return %[[OUT]]
+func.func @attention(%q: tensor<2x3x5x4xf32>, %kt: tensor<2x3x4x5xf32>, %v: tensor<2x3x5x6xf32>, %m: tensor<1x1x5x5xi64>) -> tensor<2x3x5x6xf32> {
+  %s = graph.batch_matmul %q, %kt : (tensor<2x3x5x4xf32>, tensor<2x3x4x5xf32>) -> tensor<2x3x5x5xf32>
+  %p = graph.masked_softmax %s, %m {scale = 0.5 : f64} : (tensor<2x3x5x5xf32>, tensor<1x1x5x5xi64>) -> tensor<2x3x5x5xf32>
+  %o = graph.batch_matmul %p, %v : (tensor<2x3x5x5xf32>, tensor<2x3x5x6xf32>) -> tensor<2x3x5x6xf32>
+  return %o : tensor<2x3x5x6xf32>
+}
+
+// -----
+
+// Tests that keys in [T, D] layout (scores with transpose_b) fuse without
+// key_transposed, and that probabilities read elsewhere do not fuse.
+// CHECK-LABEL: func.func @attention_key_rows
+// CHECK: graph.attention %arg0, %arg1, %arg2, %arg3 {scale = 5.000000e-01 : f64}
+// CHECK-LABEL: func.func @probabilities_used_twice
+// CHECK-NOT: graph.attention
+// CHECK: graph.masked_softmax
+func.func @attention_key_rows(%q: tensor<3x5x4xf32>, %k: tensor<3x5x4xf32>, %v: tensor<3x5x6xf32>, %m: tensor<5x5xi64>) -> tensor<3x5x6xf32> {
+  %s = graph.batch_matmul %q, %k {transpose_b = true} : (tensor<3x5x4xf32>, tensor<3x5x4xf32>) -> tensor<3x5x5xf32>
+  %p = graph.masked_softmax %s, %m {scale = 0.5 : f64} : (tensor<3x5x5xf32>, tensor<5x5xi64>) -> tensor<3x5x5xf32>
+  %o = graph.batch_matmul %p, %v : (tensor<3x5x5xf32>, tensor<3x5x6xf32>) -> tensor<3x5x6xf32>
+  return %o : tensor<3x5x6xf32>
+}
+func.func @probabilities_used_twice(%q: tensor<3x5x4xf32>, %k: tensor<3x5x4xf32>, %v: tensor<3x5x6xf32>, %m: tensor<5x5xi64>) -> (tensor<3x5x6xf32>, tensor<3x5x5xf32>) {
+  %s = graph.batch_matmul %q, %k {transpose_b = true} : (tensor<3x5x4xf32>, tensor<3x5x4xf32>) -> tensor<3x5x5xf32>
+  %p = graph.masked_softmax %s, %m {scale = 0.5 : f64} : (tensor<3x5x5xf32>, tensor<5x5xi64>) -> tensor<3x5x5xf32>
+  %o = graph.batch_matmul %p, %v : (tensor<3x5x5xf32>, tensor<3x5x6xf32>) -> tensor<3x5x6xf32>
+  return %o, %p : tensor<3x5x6xf32>, tensor<3x5x5xf32>
+}

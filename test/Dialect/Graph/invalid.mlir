@@ -105,3 +105,12 @@ func.func @masked_softmax_mask(%x: tensor<2x4xf32>, %m: tensor<3x4xi64>) -> tens
   %y = graph.masked_softmax %x, %m {scale = 1.0 : f64} : (tensor<2x4xf32>, tensor<3x4xi64>) -> tensor<2x4xf32>
   return %y : tensor<2x4xf32>
 }
+
+// -----
+
+// Tests that attention's key fits its query and value.
+func.func @attention_shapes(%q: tensor<3x5x4xf32>, %k: tensor<3x5x7xf32>, %v: tensor<3x5x6xf32>, %m: tensor<5x5xi64>) {
+  // expected-error @+1 {{key [3,5,7] and value [3,5,6] do not fit query [3,5,4]}}
+  %o, %lse = graph.attention %q, %k, %v, %m {scale = 0.5 : f64} : (tensor<3x5x4xf32>, tensor<3x5x7xf32>, tensor<3x5x6xf32>, tensor<5x5xi64>) -> (tensor<3x5x6xf32>, tensor<3x5xf32>)
+  return
+}

@@ -51,6 +51,7 @@ enum class Param : uint8_t {
   kBeta2,
   kEps,
   kScale,
+  kKeyTransposed,
   kCount
 };
 

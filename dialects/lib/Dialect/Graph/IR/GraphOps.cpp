@@ -463,6 +463,53 @@ LogicalResult MaskedSoftmaxOp::verify() {
   return success();
 }
 
+/// The shapes attention's operands must have: equal leading axes, query
+/// [Tq, D], key [Tk, D] (or [D, Tk]), value [Tk, Dv], a mask broadcasting to
+/// [Tq, Tk]; `out` [Tq, Dv] and `logsumexp` [Tq].
+static LogicalResult verifyAttention(Operation *op, Value query, Value key, Value value, Value mask, Value out,
+                                     Value logsumexp, bool keyTransposed) {
+  ArrayRef<int64_t> q = shapeOf(query), k = shapeOf(key), v = shapeOf(value);
+  size_t rank = q.size();
+  if (rank < 2 || k.size() != rank || v.size() != rank)
+    return op->emitOpError("query, key and value need one rank of 2 or more");
+  ArrayRef<int64_t> batch = q.drop_back(2);
+  if (k.drop_back(2) != batch || v.drop_back(2) != batch)
+    return op->emitOpError("query, key and value need the same leading axes");
+  int64_t tq = q[rank - 2], d = q[rank - 1];
+  int64_t tk = keyTransposed ? k[rank - 1] : k[rank - 2], kd = keyTransposed ? k[rank - 2] : k[rank - 1];
+  if (kd != d || v[rank - 2] != tk)
+    return op->emitOpError("key ") << shapeString(k) << " and value " << shapeString(v)
+                                   << " do not fit query " << shapeString(q);
+  SmallVector<int64_t> scores(batch.begin(), batch.end());
+  scores.append({tq, tk});
+  FailureOr<SmallVector<int64_t>> joined = broadcastShapes(shapeOf(mask), scores);
+  if (failed(joined) || ArrayRef<int64_t>(*joined) != ArrayRef<int64_t>(scores))
+    return op->emitOpError("mask ") << shapeString(shapeOf(mask)) << " does not broadcast to the scores "
+                                    << shapeString(scores);
+  SmallVector<int64_t> outShape(batch.begin(), batch.end());
+  outShape.append({tq, v[rank - 1]});
+  SmallVector<int64_t> lseShape(batch.begin(), batch.end());
+  lseShape.push_back(tq);
+  if (shapeOf(out) != ArrayRef<int64_t>(outShape) || shapeOf(logsumexp) != ArrayRef<int64_t>(lseShape))
+    return op->emitOpError("out must be ") << shapeString(outShape) << " and logsumexp " << shapeString(lseShape);
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  return verifyAttention(*this, getQuery(), getKey(), getValue(), getMask(), getOut(), getLogsumexp(),
+                         getKeyTransposed());
+}
+
+LogicalResult AttentionGradOp::verify() {
+  if (failed(verifyAttention(*this, getQuery(), getKey(), getValue(), getMask(), getOut(), getLogsumexp(),
+                             getKeyTransposed())))
+    return failure();
+  if (getDout().getType() != getOut().getType() || getDquery().getType() != getQuery().getType() ||
+      getDkey().getType() != getKey().getType() || getDvalue().getType() != getValue().getType())
+    return emitOpError("gradients must have the types of dout's and the operands'");
+  return success();
+}
+
 LogicalResult SumToOp::verify() {
   if (failed(verifyStaticShape(*this)))
     return failure();

@@ -379,10 +379,42 @@ struct FuseMaskedSoftmax : public OpRewritePattern<SoftmaxOp> {
   }
 };
 
+/// Attention, anchored at its second product: masked_softmax(q @ k^T) @ v,
+/// where the scores and the probabilities have no other use, becomes one
+/// graph.attention that keeps no T x T tensor for backward.
+struct FuseAttention : public OpRewritePattern<BatchMatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(BatchMatmulOp output, PatternRewriter &rewriter) const override {
+    if (output.getTransposeA() || output.getTransposeB())
+      return failure();
+    auto softmax = output.getLhs().getDefiningOp<MaskedSoftmaxOp>();
+    if (!softmax || !softmax->hasOneUse())
+      return failure();
+    auto scores = softmax.getInput().getDefiningOp<BatchMatmulOp>();
+    if (!scores || !scores->hasOneUse() || scores.getTransposeA())
+      return failure();
+    Value query = scores.getLhs(), key = scores.getRhs(), value = output.getRhs();
+    // No broadcasting of the batch axes: each query row meets its own keys.
+    RankedTensorType q = tensorType(query), k = tensorType(key), v = tensorType(value);
+    if (q.getRank() < 3 || k.getRank() != q.getRank() || v.getRank() != q.getRank() ||
+        q.getShape().drop_back(2) != k.getShape().drop_back(2) || q.getShape().drop_back(2) != v.getShape().drop_back(2))
+      return failure();
+    SmallVector<int64_t> lseShape(q.getShape().drop_back());
+    auto lseType = RankedTensorType::get(lseShape, q.getElementType());
+    rewriter.setInsertionPoint(output);
+    auto fused = AttentionOp::create(rewriter, rewriter.getFusedLoc({scores.getLoc(), softmax.getLoc(), output.getLoc()}),
+                                     output.getType(), lseType, query, key, value, softmax.getMask(),
+                                     softmax.getScaleAttr(), rewriter.getBoolAttr(!scores.getTransposeB()));
+    rewriter.replaceOp(output, fused.getOut());
+    return success();
+  }
+};
+
 struct GraphFusePass : public fsdpc::graph::impl::GraphFuseBase<GraphFusePass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseLayerNorm, FuseRmsNorm, FuseErfGelu, FuseTanhGelu, FuseMaskedSoftmax>(&getContext());
+    patterns.add<FuseLayerNorm, FuseRmsNorm, FuseErfGelu, FuseTanhGelu, FuseMaskedSoftmax, FuseAttention>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
   }

@@ -38,7 +38,8 @@ bool isFloatTensor(Value v) {
 /// of exponentials, reciprocal square roots), and torch computes them in f32
 /// internally even on bf16 tensors.
 bool needsF32(Operation *op) {
-  return isa<LayerNormOp, RmsNormOp, SoftmaxOp, LogSoftmaxOp, MaskedSoftmaxOp, SoftmaxCrossEntropyOp, MseLossOp>(op);
+  return isa<LayerNormOp, RmsNormOp, SoftmaxOp, LogSoftmaxOp, MaskedSoftmaxOp, AttentionOp, SoftmaxCrossEntropyOp,
+             MseLossOp>(op);
 }
 
 /// The ONNX node names in a location.

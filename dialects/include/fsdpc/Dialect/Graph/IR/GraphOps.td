@@ -551,6 +551,65 @@ def Graph_MaskedSoftmaxOp : Graph_Op<"masked_softmax", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Graph_AttentionOp : Graph_Op<"attention", [Pure]> {
+  let summary = "scaled dot-product attention with a mask, without keeping the scores";
+  let description = [{
+    `out = masked_softmax(query @ key^T, mask, scale) @ value` over the last
+    two axes, for every index of the leading (batch and head) axes:
+    attention as GPT-2 and LLaMA exports write it, which `graph-fuse`
+    makes from batch_matmul, masked_softmax and batch_matmul. The T x T
+    probabilities are not a result: `logsumexp`, the log of each query
+    row's softmax denominator (with its maximum), is enough for the
+    gradient to recompute them, as flash attention does.
+
+    - `query`: `[..., Tq, D]`.
+    - `key`: `[..., Tk, D]`, or `[..., D, Tk]` with `key_transposed`.
+    - `value`: `[..., Tk, Dv]`; the leading axes of all three are equal.
+    - `mask`: i64, broadcasts to `[..., Tq, Tk]`; nonzero positions are
+      excluded.
+    - `scale`: the factor on the scores.
+    - results: `out` `[..., Tq, Dv]` and `logsumexp` `[..., Tq]`.
+
+    ```mlir
+    %o, %lse = graph.attention %q, %kt, %v, %causal {key_transposed = true, scale = 0.288675 : f64}
+        : (tensor<8x4x32x12xf32>, tensor<8x4x12x32xf32>, tensor<8x4x32x12xf32>, tensor<1x1x32x32xi64>)
+        -> (tensor<8x4x32x12xf32>, tensor<8x4x32xf32>)
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$query, Graph_F32Tensor:$key, Graph_F32Tensor:$value, Graph_I64Tensor:$mask,
+                       F64Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$key_transposed);
+  let results = (outs Graph_F32Tensor:$out, Graph_F32Tensor:$logsumexp);
+  let assemblyFormat = "$query `,` $key `,` $value `,` $mask attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Graph_AttentionGradOp : Graph_Op<"attention_grad", [Pure]> {
+  let summary = "the gradients of attention's query, key and value";
+  let description = [{
+    Recomputes each probability from the scores and `logsumexp`, then
+    `dvalue = P^T dout`, `dS = P * (dout value^T - rowsum(dout * out))`,
+    `dquery = scale dS key`, `dkey = scale dS^T query` (in `key`'s layout).
+
+    - `query`, `key`, `value`, `mask`, `scale`, `key_transposed`: as the
+      forward op.
+    - `out`, `logsumexp`: the forward op's results.
+    - `dout`: the gradient of `out`.
+
+    ```mlir
+    %dq, %dk, %dv = graph.attention_grad %q, %kt, %v, %causal, %o, %lse, %do {key_transposed = true, scale = 0.288675 : f64}
+        : (...) -> (tensor<8x4x32x12xf32>, tensor<8x4x12x32xf32>, tensor<8x4x32x12xf32>)
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$query, Graph_F32Tensor:$key, Graph_F32Tensor:$value, Graph_I64Tensor:$mask,
+                       Graph_F32Tensor:$out, Graph_F32Tensor:$logsumexp, Graph_F32Tensor:$dout, F64Attr:$scale,
+                       DefaultValuedAttr<BoolAttr, "false">:$key_transposed);
+  let results = (outs Graph_F32Tensor:$dquery, Graph_F32Tensor:$dkey, Graph_F32Tensor:$dvalue);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $mask `,` $out `,` $logsumexp `,` $dout attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Graph_SoftmaxCrossEntropyOp : Graph_Op<"softmax_cross_entropy", [Pure]> {
   let summary = "cross entropy of class logits against integer labels";
   let description = [{

@@ -70,8 +70,8 @@ Status maskedSoftmax(const KernelCall &call);
 /// softmax_grad and log_softmax_grad.
 Status softmaxGrad(const KernelCall &call);
 
-// Attention.cpp: scaled dot-product attention, keeping only each query
-// row's logsumexp for the gradient.
+// Attention.cpp: scaled dot-product attention per batch index, keeping only
+// each query row's logsumexp for the gradient.
 Status attention(const KernelCall &call);
 Status attentionGrad(const KernelCall &call);
 

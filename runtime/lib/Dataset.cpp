@@ -1,5 +1,7 @@
 #include "fsdpc/runtime/Dataset.h"
 
+#include "fsdpc/runtime/Random.h"
+
 #include "fsdpc/runtime/Npy.h"
 
 #include <cmath>
@@ -17,29 +19,6 @@ std::string shapeString(const std::vector<int64_t> &shape) {
 }
 
 const char *dtypeName(plan::DType dtype) { return dtype == plan::I64 ? "int64" : "float32"; }
-
-/// SplitMix64: a tiny counter-based generator, identical on every platform,
-/// so a sample's values depend only on (seed, sample, column).
-uint64_t splitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-class NormalStream {
-public:
-  explicit NormalStream(uint64_t seed) : state_(seed) {}
-  float next() {
-    // Box-Muller on two uniforms in (0, 1].
-    double u1 = (static_cast<double>(splitMix64(state_++) >> 11) + 1.0) / 9007199254740992.0;
-    double u2 = static_cast<double>(splitMix64(state_++) >> 11) / 9007199254740992.0;
-    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
-  }
-
-private:
-  uint64_t state_;
-};
 
 std::vector<int64_t> perSampleShape(const plan::Tensor &tensor) {
   return std::vector<int64_t>(tensor.shape().begin() + (tensor.shape_size() ? 1 : 0), tensor.shape().end());

@@ -1,5 +1,7 @@
 #include "fsdpc/runtime/Executor.h"
 
+#include "fsdpc/runtime/Random.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -24,6 +26,24 @@ bool isLocalState(const plan::Tensor &tensor) {
 }
 
 } // namespace
+
+NamedArrays normalInitialParameters(const plan::PlanHeader &h, double std, uint64_t seed) {
+  NamedArrays arrays;
+  auto draw = [&](const std::string &name, std::vector<int64_t> shape) {
+    NormalStream normal(splitMix64(seed ^ fnv1a64(name.data(), name.size())));
+    HostArray array = HostArray::f32(std::move(shape), nullptr);
+    for (int64_t i = 0; i < array.numElements(); ++i)
+      array.data<float>()[i] = static_cast<float>(std * normal.next());
+    arrays.emplace_back(name, std::move(array));
+  };
+  for (const plan::Tensor &tensor : h.tensors())
+    if (isWholeParameter(tensor))
+      draw(tensor.name(), shapeOf(tensor.shape()));
+  for (const plan::Unit &unit : h.units())
+    for (const plan::UnitParam &param : unit.params())
+      draw(param.name(), shapeOf(param.shape()));
+  return arrays;
+}
 
 int Executor::shardIndex() const {
   int groupSize = std::max(plan_.header.shard_group_size(), 1);
@@ -143,6 +163,8 @@ StatusOr<std::unique_ptr<Executor>> Executor::create(PlanFile plan, std::unique_
   // Each rank's shard of each unit, cut from the unit's full initial value.
   for (const plan::Unit &unit : h.units()) {
     const plan::Tensor &shard = h.tensors(unit.shard_tensor());
+    if (unit.init_section() < 0) // a --no-weights plan: the launch provides them
+      continue;
     FSDPC_RETURN_IF_ERROR(executor->uploadTensor(
         unit.shard_tensor(), executor->plan_.sectionData(unit.init_section()) + executor->shardIndex() * shard.bytes(),
         shard.bytes()));

@@ -244,8 +244,9 @@ Status validatePlan(const PlanFile &plan) {
     if (unit.padded_size() < unit.flat_size() || unit.padded_size() % groupSize != 0 ||
         numElements(h.tensors(unit.shard_tensor())) * groupSize != unit.padded_size())
       return FSDPC_ERROR(kInvalidArgument, "unit '", unit.name(), "' has a shard that does not match its padded size");
-    if (unit.init_section() < 0 || unit.init_section() >= h.sections_size() ||
-        h.sections(unit.init_section()).bytes() != static_cast<uint64_t>(unit.padded_size()) * sizeof(float))
+    bool omitted = h.weights_omitted() && unit.init_section() == -1;
+    if (!omitted && (unit.init_section() < 0 || unit.init_section() >= h.sections_size() ||
+                     h.sections(unit.init_section()).bytes() != static_cast<uint64_t>(unit.padded_size()) * sizeof(float)))
       return FSDPC_ERROR(kInvalidArgument, "unit '", unit.name(), "' has no initial value of its padded size");
     for (const plan::UnitParam &param : unit.params()) {
       int64_t count = 1;

@@ -38,6 +38,7 @@ struct Options {
   std::string metricsPath;
   std::string savePath;
   std::string initFrom;
+  std::string init; // "normal:STD,SEED"
   std::string saveShardedDir;
   std::string loadShardedDir;
   bool forward = false;
@@ -49,11 +50,13 @@ struct Options {
 };
 
 const char *kUsage = "usage: fsdp-run PLAN [--steps N] [--data DIR] [--seed S] [--metrics-json FILE]\n"
-                     "                [--save FILE.safetensors] [--init-from FILE.safetensors]\n"
+                     "                [--save FILE.safetensors] [--init-from FILE.safetensors | --init normal:STD,SEED]\n"
                      "                [--save-sharded DIR] [--load-sharded DIR]\n"
                      "  --steps N           run N more steps from where the run starts (default 10)\n"
                      "  --save FILE         after training, the full parameters (gathered to rank 0)\n"
                      "  --init-from FILE    start from full parameters by name\n"
+                     "  --init normal:STD,SEED  start from parameters drawn from N(0, STD^2), the same\n"
+                     "                      for any world size (a --no-weights plan needs this or --init-from)\n"
                      "  --save-sharded DIR  after training, each rank's shards, optimizer state and step\n"
                      "  --load-sharded DIR  resume from a sharded checkpoint of the same plan\n"
                      "  --profile           after training, print the time spent per kernel (rank 0)\n"
@@ -110,6 +113,8 @@ Status parseOptions(int argc, char **argv, Options &options) {
       FSDPC_RETURN_IF_ERROR(takeValue(options.savePath));
     } else if (arg == "--init-from") {
       FSDPC_RETURN_IF_ERROR(takeValue(options.initFrom));
+    } else if (arg == "--init") {
+      FSDPC_RETURN_IF_ERROR(takeValue(options.init));
     } else if (arg == "--save-sharded") {
       FSDPC_RETURN_IF_ERROR(takeValue(options.saveShardedDir));
     } else if (arg == "--load-sharded") {
@@ -137,6 +142,15 @@ Status parseOptions(int argc, char **argv, Options &options) {
     return FSDPC_ERROR(kInvalidArgument, "no plan file given");
   if (options.forward && (options.inputsDir.empty() || options.outputsDir.empty()))
     return FSDPC_ERROR(kInvalidArgument, "--forward needs --inputs DIR and --outputs DIR");
+  if (!options.init.empty()) {
+    double std = -1;
+    unsigned long long seed = 0;
+    char tail = 0;
+    if (std::sscanf(options.init.c_str(), "normal:%lf,%llu%c", &std, &seed, &tail) != 2 || !(std >= 0))
+      return FSDPC_ERROR(kInvalidArgument, "--init expects normal:STD,SEED with STD >= 0, got '", options.init, "'");
+    if (!options.initFrom.empty())
+      return FSDPC_ERROR(kInvalidArgument, "--init and --init-from both set the parameters; pass one");
+  }
   if (!options.initFrom.empty() && !options.loadShardedDir.empty())
     return FSDPC_ERROR(kInvalidArgument, "--init-from and --load-sharded both set the parameters; pass one");
   return Status::ok();
@@ -227,6 +241,26 @@ int main(int argc, char **argv) {
   Executor &executor = **created;
   const plan::PlanHeader &header = executor.header();
 
+  // Parameters from a file or drawn, before a forward pass or training.
+  if (!options.initFrom.empty()) {
+    StatusOr<NamedArrays> full = readSafetensors(options.initFrom);
+    Status initialized = full.isOk() ? executor.loadFullParameters(*full) : full.status();
+    if (!initialized.isOk())
+      return fail(Status::error(initialized.code(), "--init-from '" + options.initFrom + "': " + initialized.message(),
+                                initialized.file(), initialized.line()));
+  } else if (!options.init.empty()) {
+    double std = 0;
+    unsigned long long seed = 0;
+    std::sscanf(options.init.c_str(), "normal:%lf,%llu", &std, &seed);
+    Status initialized = executor.loadFullParameters(normalInitialParameters(header, std, seed));
+    if (!initialized.isOk())
+      return fail(initialized);
+  } else if (header.weights_omitted() && options.loadShardedDir.empty()) {
+    return fail(FSDPC_ERROR(kInvalidArgument, "plan '", options.planPath,
+                            "' was compiled with --no-weights: pass --init-from FILE.safetensors or --init "
+                            "normal:STD,SEED"));
+  }
+
   if (options.forward) {
     Status ran = runForward(executor, options);
     if (!ran.isOk())
@@ -238,13 +272,6 @@ int main(int argc, char **argv) {
   if (options.profile)
     executor.enableProfiling();
   int64_t firstStep = 0;
-  if (!options.initFrom.empty()) {
-    StatusOr<NamedArrays> full = readSafetensors(options.initFrom);
-    Status initialized = full.isOk() ? executor.loadFullParameters(*full) : full.status();
-    if (!initialized.isOk())
-      return fail(Status::error(initialized.code(), "--init-from '" + options.initFrom + "': " + initialized.message(),
-                                initialized.file(), initialized.line()));
-  }
   if (!options.loadShardedDir.empty()) {
     StatusOr<int64_t> resumed = loadShardedCheckpoint(options.loadShardedDir, executor, *communicator, planHash);
     if (!resumed.isOk())

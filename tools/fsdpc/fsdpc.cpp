@@ -84,6 +84,10 @@ cl::opt<std::string> reduceDtype("reduce-dtype",
                                  cl::init("fp32"), cl::cat(category));
 cl::opt<std::string> keepFp32("keep-fp32", cl::desc("with --mixed-precision: ONNX nodes (regex) that stay in f32"),
                               cl::value_desc("regex"), cl::cat(category));
+cl::opt<bool> noWeights("no-weights",
+                        cl::desc("leave the parameter values out of the plan (fsdp-run --init-from FILE or --init "
+                                 "normal:STD,SEED provides them): a plan for a large model stays small"),
+                        cl::cat(category));
 cl::opt<std::string> freezeRegex("freeze", cl::desc("do not train parameters whose name matches this regex"),
                                  cl::value_desc("regex"), cl::cat(category));
 
@@ -236,7 +240,7 @@ int main(int argc, char **argv) {
   }
   if (outputPath.empty())
     return 0;
-  std::optional<fsdpc::runtime::PlanFile> plan = fsdpc::buildPlanFile(module, imported->weights, error);
+  std::optional<fsdpc::runtime::PlanFile> plan = fsdpc::buildPlanFile(module, imported->weights, error, !noWeights);
   if (!plan)
     return fail(error);
   fsdpc::runtime::Status written = fsdpc::runtime::writePlanFile(*plan, outputPath);

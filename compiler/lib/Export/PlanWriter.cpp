@@ -126,7 +126,7 @@ bool copyParams(Operation *op, ArrayRef<StringRef> structural, plan::Instruction
 } // namespace
 
 std::optional<runtime::PlanFile> fsdpc::buildPlanFile(ModuleOp module, const WeightStore &weights,
-                                                      std::string &error) {
+                                                      std::string &error, bool includeWeights) {
   auto programs = module.getOps<ProgramOp>();
   if (programs.empty()) {
     error = "the module holds no plan.program";
@@ -176,7 +176,7 @@ std::optional<runtime::PlanFile> fsdpc::buildPlanFile(ModuleOp module, const Wei
 
     // A unit's shard is cut from the unit's flat initial value at load time.
     bool isShard = tensor.getUnit().has_value();
-    if (!isShard &&
+    if (!isShard && includeWeights &&
         (tensor.getKind() == TensorKind::parameter || tensor.getKind() == TensorKind::frozen_parameter)) {
       auto it = weights.values.find(out->name());
       if (it == weights.values.end() || it->second.size() * sizeof(float) != static_cast<size_t>(out->bytes())) {
@@ -207,7 +207,7 @@ std::optional<runtime::PlanFile> fsdpc::buildPlanFile(ModuleOp module, const Wei
     out->set_flat_size(unit.getFlatSize());
     out->set_padded_size(unit.getPaddedSize());
     out->set_shard_tensor(index.lookup(unit.getShard()));
-    std::vector<float> flat(unit.getPaddedSize(), 0.0f);
+    std::vector<float> flat(includeWeights ? unit.getPaddedSize() : 0, 0.0f);
     int64_t offset = 0;
     for (auto [name, type] : llvm::zip(unit.getParams(), unit.getParamTypes())) {
       plan::UnitParam *param = out->add_params();
@@ -217,6 +217,10 @@ std::optional<runtime::PlanFile> fsdpc::buildPlanFile(ModuleOp module, const Wei
         param->add_shape(d);
       param->set_offset(offset);
       int64_t count = cast<RankedTensorType>(cast<TypeAttr>(type).getValue()).getNumElements();
+      if (!includeWeights) {
+        offset += count;
+        continue;
+      }
       auto it = weights.values.find(param->name());
       if (it == weights.values.end() || static_cast<int64_t>(it->second.size()) != count) {
         error = "no initial value of the right size for parameter '" + param->name() + "'";
@@ -225,8 +229,9 @@ std::optional<runtime::PlanFile> fsdpc::buildPlanFile(ModuleOp module, const Wei
       std::copy(it->second.begin(), it->second.end(), flat.begin() + offset);
       offset += count;
     }
-    out->set_init_section(file.addSection(flat.data(), flat.size() * sizeof(float)));
+    out->set_init_section(includeWeights ? file.addSection(flat.data(), flat.size() * sizeof(float)) : -1);
   }
+  h.set_weights_omitted(!includeWeights);
 
   auto addRefs = [&](ArrayAttr refs, auto add) {
     for (Attribute ref : refs)

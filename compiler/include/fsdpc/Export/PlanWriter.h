@@ -15,7 +15,10 @@ namespace fsdpc {
 /// tensors in declaration order, instructions in program order, parameter
 /// values from `weights`, constant values from the IR. Sets `error` and
 /// returns nothing if the program is not allocated or a value is missing.
-std::optional<runtime::PlanFile> buildPlanFile(mlir::ModuleOp module, const WeightStore &weights, std::string &error);
+/// With `includeWeights` false, parameter values are left out (a
+/// --no-weights plan: fsdp-run fills them with --init-from or --init).
+std::optional<runtime::PlanFile> buildPlanFile(mlir::ModuleOp module, const WeightStore &weights, std::string &error,
+                                               bool includeWeights = true);
 
 } // namespace fsdpc
 

@@ -31,6 +31,11 @@
 
 namespace fsdpc::runtime {
 
+/// Every parameter of the plan (whole ones and each unit's) drawn from
+/// N(0, std^2), deterministically from (seed, parameter name, element): the
+/// same on every rank and for every sharding (fsdp-run --init normal:STD,SEED).
+NamedArrays normalInitialParameters(const plan::PlanHeader &header, double std, uint64_t seed);
+
 class Executor {
 public:
   /// `device` runs the step. `control` tells this rank's place and decides

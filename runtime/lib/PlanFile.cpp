@@ -137,20 +137,23 @@ bool isCollective(const std::string &op) {
 
 namespace {
 
-/// Whether a plan file stores a parameter of `type` in the map it was found in.
-bool storedAs(contract::AttrType type, bool inInts, bool inFloats, bool inLists, bool inStrings) {
+/// The parameter maps of a plan instruction.
+enum class ParamMap { kInts, kFloats, kIntLists, kStrings };
+
+/// The map a plan file stores a parameter of `type` in.
+ParamMap storedIn(contract::AttrType type) {
   switch (type) {
   case contract::AttrType::kBool:
   case contract::AttrType::kInt:
-    return inInts;
+    return ParamMap::kInts;
   case contract::AttrType::kFloat:
-    return inFloats;
+    return ParamMap::kFloats;
   case contract::AttrType::kIntList:
-    return inLists;
+    return ParamMap::kIntLists;
   case contract::AttrType::kString:
-    return inStrings;
+    return ParamMap::kStrings;
   }
-  return false;
+  return ParamMap::kInts;
 }
 
 } // namespace
@@ -163,22 +166,22 @@ Status checkKernelContract(const plan::Instruction &inst) {
   std::string arity = contract::checkArity(*signature, inst.inputs_size(), inst.outputs_size());
   if (!arity.empty())
     return FSDPC_ERROR(kInvalidArgument, "kernel '", inst.op(), "' ", arity, " (at ", inst.location(), ")");
-  auto checkAll = [&](const auto &map, bool ints, bool floats, bool lists, bool strings) -> Status {
+  auto checkAll = [&](const auto &map, ParamMap where) -> Status {
     for (const auto &[name, value] : map) {
       const contract::AttrSpec *spec = signature->findAttr(name);
       if (!spec)
         return FSDPC_ERROR(kInvalidArgument, "kernel '", inst.op(), "' has no parameter '", name, "' (at ",
                            inst.location(), "); was the plan written by another fsdpc?");
-      if (!storedAs(spec->type, ints, floats, lists, strings))
+      if (storedIn(spec->type) != where)
         return FSDPC_ERROR(kInvalidArgument, "kernel '", inst.op(), "' parameter '", name, "' must be ",
                            contract::attrTypeName(spec->type), " (at ", inst.location(), ")");
     }
     return Status::ok();
   };
-  FSDPC_RETURN_IF_ERROR(checkAll(inst.int_attrs(), true, false, false, false));
-  FSDPC_RETURN_IF_ERROR(checkAll(inst.float_attrs(), false, true, false, false));
-  FSDPC_RETURN_IF_ERROR(checkAll(inst.int_list_attrs(), false, false, true, false));
-  FSDPC_RETURN_IF_ERROR(checkAll(inst.string_attrs(), false, false, false, true));
+  FSDPC_RETURN_IF_ERROR(checkAll(inst.int_attrs(), ParamMap::kInts));
+  FSDPC_RETURN_IF_ERROR(checkAll(inst.float_attrs(), ParamMap::kFloats));
+  FSDPC_RETURN_IF_ERROR(checkAll(inst.int_list_attrs(), ParamMap::kIntLists));
+  FSDPC_RETURN_IF_ERROR(checkAll(inst.string_attrs(), ParamMap::kStrings));
   for (const contract::AttrSpec &spec : signature->attrs) {
     std::string name(spec.name);
     bool present = inst.int_attrs().count(name) || inst.float_attrs().count(name) ||

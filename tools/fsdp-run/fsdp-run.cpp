@@ -38,7 +38,9 @@ struct Options {
   std::string metricsPath;
   std::string savePath;
   std::string initFrom;
-  std::string init; // "normal:STD,SEED"
+  std::string init; // "normal:STD,SEED", parsed into initStd and initSeed
+  double initStd = 0;
+  uint64_t initSeed = 0;
   std::string saveShardedDir;
   std::string loadShardedDir;
   bool forward = false;
@@ -148,6 +150,8 @@ Status parseOptions(int argc, char **argv, Options &options) {
     char tail = 0;
     if (std::sscanf(options.init.c_str(), "normal:%lf,%llu%c", &std, &seed, &tail) != 2 || !(std >= 0))
       return FSDPC_ERROR(kInvalidArgument, "--init expects normal:STD,SEED with STD >= 0, got '", options.init, "'");
+    options.initStd = std;
+    options.initSeed = seed;
     if (!options.initFrom.empty())
       return FSDPC_ERROR(kInvalidArgument, "--init and --init-from both set the parameters; pass one");
   }
@@ -249,10 +253,8 @@ int main(int argc, char **argv) {
       return fail(Status::error(initialized.code(), "--init-from '" + options.initFrom + "': " + initialized.message(),
                                 initialized.file(), initialized.line()));
   } else if (!options.init.empty()) {
-    double std = 0;
-    unsigned long long seed = 0;
-    std::sscanf(options.init.c_str(), "normal:%lf,%llu", &std, &seed);
-    Status initialized = executor.loadFullParameters(normalInitialParameters(header, std, seed));
+    Status initialized =
+        executor.loadFullParameters(normalInitialParameters(header, options.initStd, options.initSeed));
     if (!initialized.isOk())
       return fail(initialized);
   } else if (header.weights_omitted() && options.loadShardedDir.empty()) {

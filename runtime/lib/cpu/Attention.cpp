@@ -26,7 +26,6 @@ struct AttentionLayout {
   bool keyTransposed = false;
   std::vector<int64_t> maskBase; // per batch index: the mask's offset
   int64_t maskRowStride = 0, maskColStride = 0;
-
 };
 
 Status attentionLayout(const KernelCall &call, AttentionLayout &l) {
@@ -50,14 +49,8 @@ Status attentionLayout(const KernelCall &call, AttentionLayout &l) {
   l.maskRowStride = strides[rank - 2];
   l.maskColStride = strides[rank - 1];
   l.maskBase.resize(l.batch);
-  for (int64_t b = 0; b < l.batch; ++b) {
-    int64_t rest = b, offset = 0;
-    for (size_t axis = rank - 2; axis-- > 0;) {
-      offset += (rest % scores[axis]) * strides[axis];
-      rest /= scores[axis];
-    }
-    l.maskBase[b] = offset;
-  }
+  for (int64_t b = 0; b < l.batch; ++b) // where score (b, 0, 0) reads the mask
+    l.maskBase[b] = offsetOf(b * l.tq * l.tk, scores, strides);
   return Status::ok();
 }
 

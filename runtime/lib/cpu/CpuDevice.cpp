@@ -111,18 +111,6 @@ Widening planWidening(const ResolvedInstruction &r, uint64_t &scratchBytes) {
   return w;
 }
 
-void convert(const TensorView &from, const TensorView &to) {
-  int64_t n = from.numElements();
-  bool isFloat = from.dtype == plan::F32 || isNarrowFloat(from.dtype);
-#pragma omp parallel for if (n > (1 << 15))
-  for (int64_t i = 0; i < n; ++i) {
-    if (isFloat)
-      cpu::storeFloat(to, i, cpu::loadFloat(from, i));
-    else
-      cpu::storeInteger(to, i, cpu::loadInteger(from, i));
-  }
-}
-
 /// One stream's instructions, and the time each took when profiling.
 struct Stream {
   std::vector<ResolvedInstruction> instructions;
@@ -298,11 +286,11 @@ private:
   Status runWidened(const ResolvedInstruction &r, const Widening &w) {
     for (const Widening::Operand &o : w.operands)
       if (!o.output)
-        convert(o.storage, o.wide);
+        cpu::castElements(o.storage, o.wide);
     FSDPC_RETURN_IF_ERROR(r.kernel(w.call));
     for (const Widening::Operand &o : w.operands)
       if (o.output)
-        convert(o.wide, o.storage);
+        cpu::castElements(o.wide, o.storage);
     return Status::ok();
   }
 

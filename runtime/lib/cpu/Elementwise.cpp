@@ -134,21 +134,7 @@ Status cast(const KernelCall &call) {
     std::memcpy(y.data, x.data, n * dtypeSize(x.dtype));
     return Status::ok();
   }
-  // Through f32 for floats (bf16 and f16 round to nearest even on the
-  // store) and through i64 for integers; float to integer truncates.
-  bool floatIn = x.dtype == plan::F32 || isNarrowFloat(x.dtype);
-  bool floatOut = y.dtype == plan::F32 || isNarrowFloat(y.dtype);
-#pragma omp parallel for if (n > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) {
-    if (floatIn && floatOut)
-      storeFloat(y, i, loadFloat(x, i));
-    else if (floatIn)
-      storeInteger(y, i, static_cast<int64_t>(loadFloat(x, i)));
-    else if (floatOut)
-      storeFloat(y, i, static_cast<float>(loadInteger(x, i)));
-    else
-      storeInteger(y, i, loadInteger(x, i));
-  }
+  castElements(x, y);
   return Status::ok();
 }
 

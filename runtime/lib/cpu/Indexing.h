@@ -66,6 +66,27 @@ inline void storeInteger(const TensorView &v, int64_t i, int64_t value) {
   }
 }
 
+/// to = from, element by element, between any dtypes of the same count:
+/// through f32 for floats (bf16 and f16 round to nearest even on the store)
+/// and through i64 for integers; float to integer truncates. The cast kernel
+/// and the CPU device's widening of narrow operands both use it.
+inline void castElements(const TensorView &from, const TensorView &to) {
+  const int64_t n = from.numElements();
+  const bool floatIn = from.dtype == plan::F32 || isNarrowFloat(from.dtype);
+  const bool floatOut = to.dtype == plan::F32 || isNarrowFloat(to.dtype);
+#pragma omp parallel for if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) {
+    if (floatIn && floatOut)
+      storeFloat(to, i, loadFloat(from, i));
+    else if (floatIn)
+      storeInteger(to, i, static_cast<int64_t>(loadFloat(from, i)));
+    else if (floatOut)
+      storeFloat(to, i, static_cast<float>(loadInteger(from, i)));
+    else
+      storeInteger(to, i, loadInteger(from, i));
+  }
+}
+
 
 inline std::string shapeString(const std::vector<int64_t> &shape) {
   std::string s = "[";

@@ -36,13 +36,23 @@ struct UnitParams {
 
 RankedTensorType flatType(Type element, int64_t size) { return RankedTensorType::get({size}, element); }
 
-/// The low-precision type a float-to-float cast produces, or null.
-Type lowPrecisionCastType(Operation *op) {
-  auto cast = dyn_cast<graph::CastOp>(op);
-  if (!cast)
-    return Type();
-  Type to = cast.getType().getElementType();
-  return isa<FloatType>(to) && !to.isF32() && cast.getInput().getType().getElementType().isF32() ? to : Type();
+/// The one low-precision float type that every op of `ops` casts f32 to
+/// (`toLow`) or from (`!toLow`); null if `ops` is empty, an op is not such a
+/// cast, or they disagree. Mixed precision's reads of a parameter and the
+/// gradients that reach it look like that.
+Type commonLowPrecisionType(ArrayRef<Operation *> ops, bool toLow) {
+  Type common;
+  for (Operation *op : ops) {
+    auto cast = dyn_cast<graph::CastOp>(op);
+    if (!cast)
+      return Type();
+    Type f32 = toLow ? cast.getInput().getType().getElementType() : cast.getType().getElementType();
+    Type low = toLow ? cast.getType().getElementType() : cast.getInput().getType().getElementType();
+    if (!f32.isF32() || !isa<FloatType>(low) || low.isF32() || (common && low != common))
+      return Type();
+    common = low;
+  }
+  return common;
 }
 
 /// The earliest and latest of `ops` (all in one block).
@@ -240,17 +250,13 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
 
     // Mixed precision: parameters read only through casts to one
     // low-precision type are gathered in that type (half the bytes).
-    Type low;
-    bool readOnlyThroughCasts = true;
+    SmallVector<Operation *> paramReaders;
     for (auto [param, update] : llvm::zip(unit.params, unit.updates))
-      for (Operation *user : param.getUsers()) {
-        if (user == update)
-          continue;
-        Type castType = lowPrecisionCastType(user);
-        readOnlyThroughCasts &= castType && (!low || castType == low);
-        low = low ? low : castType;
-      }
-    const bool gatherLow = low && readOnlyThroughCasts && groupSize_ > 1;
+      for (Operation *user : param.getUsers())
+        if (user != update)
+          paramReaders.push_back(user);
+    const Type low = commonLowPrecisionType(paramReaders, /*toLow=*/true);
+    const bool gatherLow = low && groupSize_ > 1;
     SmallVector<SmallVector<Value>> reads;
     SmallVector<Operation *> castsToErase;
     for (auto [param, update] : llvm::zip(unit.params, unit.updates)) {
@@ -319,23 +325,14 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
     // reduce-dtype=low: gradients that arrive through a cast from the
     // low-precision type are reduced in that type.
     Type reduceElement = f32;
-    if (reduceLow_ && !gradDefs.empty() && gradDefs.size() == grads.size()) {
-      Type from;
-      bool allLow = true;
-      for (Operation *def : gradDefs) {
-        auto cast = dyn_cast<graph::CastOp>(def);
-        Type element = cast ? cast.getInput().getType().getElementType() : Type();
-        allLow &= cast && isa<FloatType>(element) && !element.isF32() && (!from || element == from);
-        from = from ? from : element;
-      }
-      if (allLow) {
+    if (reduceLow_ && gradDefs.size() == grads.size())
+      if (Type from = commonLowPrecisionType(gradDefs, /*toLow=*/false)) {
         reduceElement = from;
         for (auto [i, def] : llvm::enumerate(gradDefs)) {
           grads[i] = cast<graph::CastOp>(def).getInput();
           deadGradCasts.push_back(def);
         }
       }
-    }
     if (gradDefs.empty())
       builder.setInsertionPointToStart(&body);
     else

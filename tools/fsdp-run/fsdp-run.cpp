@@ -2,13 +2,14 @@
 //
 //   [mpirun -np N] fsdp-run plan.bin [--steps N] [--data DIR] [--seed S]
 //       [--metrics-json FILE] [--save FILE.safetensors] [--init-from FILE.safetensors]
-//       [--save-sharded DIR] [--load-sharded DIR]
+//       [--save-sharded DIR] [--load-sharded DIR] [--device auto|cpu|cuda]
 //   fsdp-run forward.bin --forward --inputs DIR --outputs DIR
 //
 //===----------------------------------------------------------------------===//
 #include "fsdpc/runtime/Checkpoint.h"
 #include "fsdpc/runtime/Communicator.h"
 #include "fsdpc/runtime/CpuDevice.h"
+#include "fsdpc/runtime/CudaDevice.h"
 #include "fsdpc/runtime/Dataset.h"
 #include "fsdpc/runtime/Executor.h"
 #include "fsdpc/runtime/Npy.h"
@@ -45,6 +46,7 @@ struct Options {
   std::string loadShardedDir;
   bool forward = false;
   bool profile = false;
+  std::string device = "auto"; // auto, cpu or cuda
   std::string inputsDir;
   std::string outputsDir;
   uint64_t seed = 0;
@@ -53,7 +55,7 @@ struct Options {
 
 const char *kUsage = "usage: fsdp-run PLAN [--steps N] [--data DIR] [--seed S] [--metrics-json FILE]\n"
                      "                [--save FILE.safetensors] [--init-from FILE.safetensors | --init normal:STD,SEED]\n"
-                     "                [--save-sharded DIR] [--load-sharded DIR]\n"
+                     "                [--save-sharded DIR] [--load-sharded DIR] [--device auto|cpu|cuda]\n"
                      "  --steps N           run N more steps from where the run starts (default 10)\n"
                      "  --save FILE         after training, the full parameters (gathered to rank 0)\n"
                      "  --init-from FILE    start from full parameters by name\n"
@@ -62,6 +64,7 @@ const char *kUsage = "usage: fsdp-run PLAN [--steps N] [--data DIR] [--seed S] [
                      "  --save-sharded DIR  after training, each rank's shards, optimizer state and step\n"
                      "  --load-sharded DIR  resume from a sharded checkpoint of the same plan\n"
                      "  --profile           after training, print the time spent per kernel (rank 0)\n"
+                     "  --device D          auto (default: cuda when a GPU is visible, else cpu), cpu or cuda\n"
                      "  --forward           run a --forward-only plan once on --inputs DIR (<input>.npy)\n"
                      "                      and write <output>.npy to --outputs DIR\n";
 
@@ -123,6 +126,10 @@ Status parseOptions(int argc, char **argv, Options &options) {
       FSDPC_RETURN_IF_ERROR(takeValue(options.loadShardedDir));
     } else if (arg == "--profile") {
       options.profile = true;
+    } else if (arg == "--device") {
+      FSDPC_RETURN_IF_ERROR(takeValue(options.device));
+      if (options.device != "auto" && options.device != "cpu" && options.device != "cuda")
+        return FSDPC_ERROR(kInvalidArgument, "--device expects auto, cpu or cuda, got '", options.device, "'");
     } else if (arg == "--forward") {
       options.forward = true;
     } else if (arg == "--inputs") {
@@ -238,8 +245,25 @@ int main(int argc, char **argv) {
   Status samePlan = communicator->agreeOn(planHash, "the plan's content hash");
   if (!samePlan.isOk())
     return fail(samePlan);
+  // The device: the GPU of this rank when asked for or, by default, when
+  // one is visible; every rank must take the same kind.
+  const bool useCuda = options.device == "cuda" || (options.device == "auto" && cudaDeviceCount() > 0);
+  Status sameDevice = communicator->agreeOn(useCuda ? 1 : 0, "the device kind (cpu or cuda)");
+  if (!sameDevice.isOk())
+    return fail(sameDevice);
+  std::unique_ptr<Device> device;
+  if (useCuda) {
+    StatusOr<std::unique_ptr<Device>> cudaDevice = createCudaDevice(communicator);
+    if (!cudaDevice.isOk())
+      return fail(cudaDevice.status());
+    device = std::move(*cudaDevice);
+  } else {
+    device = createCpuDevice();
+  }
+  if (rank == 0)
+    std::printf("fsdp-run: device %s\n", device->name().c_str());
   StatusOr<std::unique_ptr<Executor>> created =
-      Executor::create(std::move(*loaded), createCpuDevice(), communicator, communicator);
+      Executor::create(std::move(*loaded), std::move(device), communicator, communicator);
   if (!created.isOk())
     return fail(created.status());
   Executor &executor = **created;

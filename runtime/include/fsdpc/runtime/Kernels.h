@@ -59,6 +59,10 @@ struct KernelCall {
   std::vector<TensorView> inputs;
   std::vector<TensorView> outputs;
   const StepContext *context = nullptr;
+  /// The backend's per-instruction launch state, set by the device when it
+  /// prepares the step (the CUDA backend's stream, error word, scratch and
+  /// cached GEMM algorithm); null on the CPU.
+  void *backend = nullptr;
 
   double floatParam(contract::Param p, double fallback) const {
     const ParamValue &v = (*params)[static_cast<size_t>(p)];

@@ -1,0 +1,515 @@
+//===- CudaDevice.cpp - The CUDA backend as a Device ----------------------===//
+//
+// Enqueue model: runStep walks the plan once, in plan order, on the calling
+// thread. Kernels go to their instruction's stream, record_event /
+// wait_event become cudaEventRecord / cudaStreamWaitEvent, collectives go
+// to NCCL on the communication stream. The plan is a valid serial order of
+// both streams, so every wait is enqueued after the record it waits for
+// (prepare checks it). The step ends with both streams synchronised and the
+// device error word read.
+//
+//===----------------------------------------------------------------------===//
+#include "fsdpc/runtime/CudaDevice.h"
+
+#include "CudaCheck.h"
+#include "CudaKernels.h"
+
+#include <nccl.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <set>
+
+#define FSDPC_NCCL_RETURN_IF_ERROR(expr)                                                                        \
+  do {                                                                                                          \
+    ncclResult_t fsdpcNcclResult = (expr);                                                                      \
+    if (fsdpcNcclResult != ncclSuccess)                                                                         \
+      return ::fsdpc::runtime::Status::error(::fsdpc::runtime::StatusCode::kInternal,                           \
+                                             std::string(#expr) + ": " + ncclGetErrorString(fsdpcNcclResult),   \
+                                             __FILE__, __LINE__);                                               \
+  } while (0)
+
+namespace fsdpc::runtime {
+
+namespace {
+
+using cuda::CudaLaunch;
+using cuda::DeviceError;
+
+/// cuBLASLt's workspace per stream (its heuristics assume some; 32 MiB is
+/// what PyTorch gives it on Hopper).
+constexpr size_t kGemmWorkspaceBytes = 32ull << 20;
+
+int localRankFromLaunch() {
+  // The launch variables of torchrun / srun (LOCAL_RANK) and of Open MPI.
+  for (const char *name : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
+    if (const char *value = std::getenv(name))
+      return std::atoi(value);
+  return 0;
+}
+
+StatusOr<ncclDataType_t> ncclTypeOf(plan::DType dtype) {
+  switch (dtype) {
+  case plan::F32:
+    return ncclFloat32;
+  case plan::BF16:
+    return ncclBfloat16;
+  case plan::F16:
+    return ncclFloat16;
+  case plan::I64:
+    return ncclInt64;
+  case plan::I32:
+    return ncclInt32;
+  case plan::BOOL:
+    return ncclUint8;
+  default:
+    return FSDPC_ERROR(kInvalidArgument, "no NCCL type for dtype ", static_cast<int>(dtype));
+  }
+}
+
+/// Device memory freed with its owner.
+struct DeviceBuffer {
+  void *data = nullptr;
+  size_t bytes = 0;
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer &) = delete;
+  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+  ~DeviceBuffer() {
+    if (data)
+      cudaFree(data);
+  }
+  Status allocate(size_t size) {
+    bytes = std::max<size_t>(size, 256);
+    FSDPC_CUDA_RETURN_IF_ERROR(cudaMalloc(&data, bytes));
+    FSDPC_CUDA_RETURN_IF_ERROR(cudaMemset(data, 0, bytes));
+    return Status::ok();
+  }
+};
+
+/// Pinned host memory, for the staged collectives.
+struct PinnedBuffer {
+  void *data = nullptr;
+  ~PinnedBuffer() {
+    if (data)
+      cudaFreeHost(data);
+  }
+  Status allocate(size_t bytes) {
+    FSDPC_CUDA_RETURN_IF_ERROR(cudaMallocHost(&data, std::max<size_t>(bytes, 256)));
+    return Status::ok();
+  }
+};
+
+/// The first member of `group` that contains world rank `rank`: the NCCL
+/// split colour of that group.
+int groupFirstMember(int rank, Group group) {
+  const int span = group.size * group.stride;
+  return (rank / span) * span + rank % group.stride;
+}
+
+class CudaDevice final : public Device {
+public:
+  CudaDevice(int ordinal, HostControl *control) : ordinal_(ordinal), control_(control) {}
+
+  ~CudaDevice() override {
+    cudaSetDevice(ordinal_);
+    if (compute_)
+      cudaStreamSynchronize(compute_);
+    if (comm_)
+      cudaStreamSynchronize(comm_);
+    for (auto &[key, comm] : groupComms_)
+      ncclCommDestroy(comm);
+    if (worldComm_)
+      ncclCommDestroy(worldComm_);
+    for (cudaEvent_t e : events_)
+      cudaEventDestroy(e);
+    for (auto &[start, stop] : timers_) {
+      cudaEventDestroy(start);
+      cudaEventDestroy(stop);
+    }
+    if (lt_)
+      cublasLtDestroy(lt_);
+    if (compute_)
+      cudaStreamDestroy(compute_);
+    if (comm_)
+      cudaStreamDestroy(comm_);
+  }
+
+  Status initialize() {
+    FSDPC_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal_));
+    cudaDeviceProp props;
+    FSDPC_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&props, ordinal_));
+    name_ = "cuda:" + std::to_string(ordinal_) + " (" + props.name + ")";
+    multiprocessors_ = props.multiProcessorCount;
+    std::memcpy(uuid_, props.uuid.bytes, sizeof(uuid_));
+    FSDPC_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
+    FSDPC_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&comm_, cudaStreamNonBlocking));
+    FSDPC_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&lt_));
+    FSDPC_RETURN_IF_ERROR(errorWord_.allocate(sizeof(DeviceError)));
+    return Status::ok();
+  }
+
+  std::string name() const override { return name_; }
+
+  Status allocateRegions(uint64_t persistentBytes, uint64_t transientBytes, uint64_t alignment) override {
+    if (256 % alignment != 0)
+      return FSDPC_ERROR(kInvalidArgument, "the CUDA device aligns regions to 256 bytes, not to ", alignment);
+    FSDPC_RETURN_IF_ERROR(persistent_.allocate(persistentBytes));
+    FSDPC_RETURN_IF_ERROR(transient_.allocate(transientBytes));
+    return Status::ok();
+  }
+  void *address(plan::Region region, uint64_t offset) const override {
+    return static_cast<uint8_t *>(region == plan::PERSISTENT ? persistent_.data : transient_.data) + offset;
+  }
+  // Between steps nothing runs on the device (runStep returns after both
+  // streams finish), so plain synchronous copies are ordered correctly.
+  Status upload(void *device, const void *host, uint64_t bytes) override {
+    FSDPC_CUDA_RETURN_IF_ERROR(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice));
+    return Status::ok();
+  }
+  Status download(void *host, const void *device, uint64_t bytes) override {
+    FSDPC_CUDA_RETURN_IF_ERROR(cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost));
+    return Status::ok();
+  }
+  /// What the step holds on the device: the plan's regions, the kernels'
+  /// scratch and cuBLASLt's workspaces (cudaMalloc has no untouched pages).
+  uint64_t residentBytes() const override {
+    uint64_t bytes = persistent_.bytes + transient_.bytes;
+    for (const DeviceBuffer *b : {&computeScratch_, &commScratch_, &computeWorkspace_, &commWorkspace_})
+      bytes += b->data ? b->bytes : 0;
+    return bytes;
+  }
+
+  KernelFn kernel(const std::string &name) const override { return cuda::lookupCudaKernel(name).run; }
+
+  Status prepare(std::vector<ResolvedInstruction> step, int numEvents, CollectiveChannel *hostChannel) override {
+    FSDPC_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal_));
+    step_ = std::move(step);
+    hostChannel_ = hostChannel;
+    events_.assign(numEvents, nullptr);
+    for (cudaEvent_t &e : events_)
+      FSDPC_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+
+    // Every wait must come after the record it waits for, in plan order.
+    std::vector<bool> recorded(numEvents, false);
+    uint64_t computeScratch = 0, commScratch = 0, collectiveBytes = 0;
+    bool commKernels = false;
+    for (const ResolvedInstruction &r : step_) {
+      if (r.kind == ResolvedInstruction::Kind::kRecordEvent)
+        recorded[r.event] = true;
+      if (r.kind == ResolvedInstruction::Kind::kWaitEvent && !recorded[r.event])
+        return FSDPC_ERROR(kInvalidArgument, "the plan waits on event ", r.event,
+                           " before recording it; the CUDA device enqueues in plan order");
+      if (r.kind == ResolvedInstruction::Kind::kKernel) {
+        const cuda::ScratchFn scratch = cuda::lookupCudaKernel(r.instruction->op()).scratch;
+        const uint64_t bytes = scratch ? scratch(r.call) : 0;
+        if (r.stream == plan::COMMUNICATION) {
+          commScratch = std::max(commScratch, bytes);
+          commKernels = true;
+        } else {
+          computeScratch = std::max(computeScratch, bytes);
+        }
+      }
+      if (r.kind == ResolvedInstruction::Kind::kCollective) {
+        if (!hostChannel_ && !control_)
+          return FSDPC_ERROR(kInvalidArgument, "plan has collective '", r.instruction->op(),
+                             "' but no other ranks were given");
+        const TensorView &in = r.call.inputs[0], &out = r.call.outputs[0];
+        collectiveBytes = std::max<uint64_t>(
+            collectiveBytes, std::max(in.numElements(), out.numElements()) * dtypeSize(in.dtype));
+      }
+    }
+    // Kernels on one stream run one at a time, so they share its scratch.
+    FSDPC_RETURN_IF_ERROR(computeScratch_.allocate(computeScratch));
+    FSDPC_RETURN_IF_ERROR(computeWorkspace_.allocate(kGemmWorkspaceBytes));
+    if (commKernels) {
+      FSDPC_RETURN_IF_ERROR(commScratch_.allocate(commScratch));
+      FSDPC_RETURN_IF_ERROR(commWorkspace_.allocate(kGemmWorkspaceBytes));
+    }
+    launches_.resize(step_.size());
+    for (size_t i = 0; i < step_.size(); ++i) {
+      ResolvedInstruction &r = step_[i];
+      r.call.context = &context_;
+      CudaLaunch &launch = launches_[i];
+      const bool onComm = r.stream == plan::COMMUNICATION;
+      launch.stream = onComm ? comm_ : compute_;
+      launch.error = static_cast<DeviceError *>(errorWord_.data);
+      launch.instruction = static_cast<int>(i);
+      launch.lt = lt_;
+      const DeviceBuffer &workspace = onComm ? commWorkspace_ : computeWorkspace_;
+      const DeviceBuffer &scratch = onComm ? commScratch_ : computeScratch_;
+      launch.workspace = workspace.data;
+      launch.workspaceBytes = workspace.data ? workspace.bytes : 0;
+      launch.scratch = scratch.data;
+      launch.scratchBytes = scratch.data ? scratch.bytes : 0;
+      launch.multiprocessors = multiprocessors_;
+      r.call.backend = &launch;
+    }
+    if (collectiveBytes > 0)
+      FSDPC_RETURN_IF_ERROR(prepareCollectives(collectiveBytes));
+    return Status::ok();
+  }
+
+  Status runStep(const StepContext &context) override {
+    FSDPC_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal_));
+    context_ = context;
+    for (size_t i = 0; i < step_.size(); ++i) {
+      const ResolvedInstruction &r = step_[i];
+      const cudaStream_t stream = r.stream == plan::COMMUNICATION ? comm_ : compute_;
+      Status status;
+      if (profile_ && r.kind != ResolvedInstruction::Kind::kRecordEvent &&
+          r.kind != ResolvedInstruction::Kind::kWaitEvent)
+        FSDPC_CUDA_RETURN_IF_ERROR(cudaEventRecord(timers_[i].first, stream));
+      switch (r.kind) {
+      case ResolvedInstruction::Kind::kRecordEvent:
+        status = cudaCall(cudaEventRecord(events_[r.event], stream), "cudaEventRecord");
+        break;
+      case ResolvedInstruction::Kind::kWaitEvent:
+        status = cudaCall(cudaStreamWaitEvent(stream, events_[r.event], 0), "cudaStreamWaitEvent");
+        break;
+      case ResolvedInstruction::Kind::kCollective:
+        status = runCollective(r, stream);
+        break;
+      case ResolvedInstruction::Kind::kKernel:
+        status = r.kernel(r.call);
+        break;
+      }
+      if (profile_ && r.kind != ResolvedInstruction::Kind::kRecordEvent &&
+          r.kind != ResolvedInstruction::Kind::kWaitEvent)
+        FSDPC_CUDA_RETURN_IF_ERROR(cudaEventRecord(timers_[i].second, stream));
+      if (!status.isOk()) {
+        cudaStreamSynchronize(compute_);
+        cudaStreamSynchronize(comm_);
+        return atNode(status, r);
+      }
+    }
+    FSDPC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(compute_));
+    FSDPC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(comm_));
+    FSDPC_RETURN_IF_ERROR(checkDeviceError());
+    if (profile_)
+      for (size_t i = 0; i < step_.size(); ++i)
+        if (timers_[i].first) {
+          float ms = 0;
+          FSDPC_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, timers_[i].first, timers_[i].second));
+          seconds_[i] += ms / 1000.0;
+        }
+    return Status::ok();
+  }
+
+  void enableProfiling() override {
+    if (profile_)
+      return;
+    timers_.assign(step_.size(), {nullptr, nullptr});
+    seconds_.assign(step_.size(), 0.0);
+    for (size_t i = 0; i < step_.size(); ++i) {
+      const ResolvedInstruction::Kind kind = step_[i].kind;
+      if (kind == ResolvedInstruction::Kind::kRecordEvent || kind == ResolvedInstruction::Kind::kWaitEvent)
+        continue;
+      if (cudaEventCreate(&timers_[i].first) != cudaSuccess || cudaEventCreate(&timers_[i].second) != cudaSuccess)
+        return; // profiling stays off
+    }
+    profile_ = true;
+  }
+
+  std::vector<std::pair<std::string, double>> profile() const override {
+    std::map<std::string, double> byOp;
+    for (size_t i = 0; i < seconds_.size(); ++i)
+      if (seconds_[i] > 0) {
+        const plan::Instruction &inst = *step_[i].instruction;
+        byOp[inst.op() + (inst.stream() == plan::COMMUNICATION ? " (comm)" : "")] += seconds_[i];
+      }
+    std::vector<std::pair<std::string, double>> sorted(byOp.begin(), byOp.end());
+    std::sort(sorted.begin(), sorted.end(), [](const auto &a, const auto &b) { return a.second > b.second; });
+    return sorted;
+  }
+
+private:
+  static Status cudaCall(cudaError_t error, const char *what) {
+    if (error == cudaSuccess)
+      return Status::ok();
+    return FSDPC_ERROR(kInternal, what, ": ", cudaGetErrorString(error));
+  }
+
+  static Status atNode(const Status &status, const ResolvedInstruction &r) {
+    const std::string &location = r.instruction->location();
+    if (location.empty())
+      return status;
+    return Status::error(status.code(), status.message() + " (at ONNX node " + location + ")", status.file(),
+                         status.line());
+  }
+
+  /// Reads the error word the kernels report bad data through, and clears it.
+  Status checkDeviceError() {
+    DeviceError error;
+    FSDPC_CUDA_RETURN_IF_ERROR(cudaMemcpy(&error, errorWord_.data, sizeof(error), cudaMemcpyDeviceToHost));
+    if (error.instruction == 0)
+      return Status::ok();
+    FSDPC_CUDA_RETURN_IF_ERROR(cudaMemset(errorWord_.data, 0, sizeof(error)));
+    const size_t index = static_cast<size_t>(error.instruction - 1);
+    if (index >= step_.size())
+      return FSDPC_ERROR(kInternal, "the device error word names no instruction");
+    const ResolvedInstruction &r = step_[index];
+    const std::string &op = r.instruction->op();
+    Status status = op.find("cross_entropy") != std::string::npos
+                        ? FSDPC_ERROR(kInvalidArgument, op, ": label ", error.value, " at row ", error.position,
+                                      " is outside [0, ", error.limit, ")")
+                        : FSDPC_ERROR(kInvalidArgument, op, ": index ", error.value, " at position ", error.position,
+                                      " is outside [", -error.limit, ", ", error.limit, ")");
+    return atNode(status, r);
+  }
+
+  /// NCCL when every rank has a GPU of its own, else MPI on pinned host
+  /// copies (NCCL refuses two ranks on one GPU).
+  Status prepareCollectives(uint64_t collectiveBytes) {
+    const int worldSize = control_ ? control_->worldSize() : 1;
+    const int rank = control_ ? control_->rank() : 0;
+    sharedGpu_ = false;
+    size_t gpus = 1;
+    if (worldSize > 1) {
+      std::vector<unsigned char> all(16 * worldSize);
+      FSDPC_RETURN_IF_ERROR(control_->allGatherBytes(uuid_, all.data(), 16));
+      std::set<std::string> distinct;
+      for (int r = 0; r < worldSize; ++r)
+        distinct.insert(std::string(reinterpret_cast<const char *>(all.data() + 16 * r), 16));
+      gpus = distinct.size();
+      sharedGpu_ = static_cast<int>(gpus) < worldSize;
+    }
+    if (sharedGpu_) {
+      if (!hostChannel_)
+        return FSDPC_ERROR(kInvalidArgument, "ranks share a GPU and no host channel was given");
+      if (rank == 0)
+        std::fprintf(stderr, "fsdp-run: %d ranks share %zu GPU(s); NCCL refuses that, so collectives go through "
+                             "MPI on host-staged buffers\n",
+                     worldSize, gpus);
+      FSDPC_RETURN_IF_ERROR(stagingIn_.allocate(collectiveBytes));
+      FSDPC_RETURN_IF_ERROR(stagingOut_.allocate(collectiveBytes));
+      return Status::ok();
+    }
+    ncclUniqueId id;
+    if (rank == 0)
+      FSDPC_NCCL_RETURN_IF_ERROR(ncclGetUniqueId(&id));
+    if (control_ && worldSize > 1)
+      FSDPC_RETURN_IF_ERROR(control_->broadcastBytes(&id, sizeof(id), 0));
+    FSDPC_NCCL_RETURN_IF_ERROR(ncclCommInitRank(&worldComm_, worldSize, id, rank));
+    // One communicator per group shape the plan uses, split from the world
+    // in plan order (the same on every rank).
+    for (const ResolvedInstruction &r : step_) {
+      if (r.kind != ResolvedInstruction::Kind::kCollective || r.group.size <= 1)
+        continue;
+      const std::pair<int, int> key(r.group.size, r.group.stride);
+      if (groupComms_.count(key))
+        continue;
+      ncclComm_t comm;
+      if (r.group.size == worldSize)
+        FSDPC_NCCL_RETURN_IF_ERROR(ncclCommSplit(worldComm_, 0, rank, &comm, nullptr));
+      else
+        FSDPC_NCCL_RETURN_IF_ERROR(ncclCommSplit(worldComm_, groupFirstMember(rank, r.group), rank, &comm, nullptr));
+      groupComms_[key] = comm;
+    }
+    return Status::ok();
+  }
+
+  Status runCollective(const ResolvedInstruction &r, cudaStream_t stream) {
+    const TensorView &in = r.call.inputs[0], &out = r.call.outputs[0];
+    const uint64_t inBytes = in.numElements() * dtypeSize(in.dtype), outBytes = out.numElements() * dtypeSize(out.dtype);
+    if (r.group.size <= 1) { // a group of one: the collective is a copy
+      if (in.data != out.data)
+        FSDPC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out.data, in.data, outBytes, cudaMemcpyDeviceToDevice, stream));
+      return Status::ok();
+    }
+    if (sharedGpu_)
+      return runStagedCollective(r, stream, inBytes, outBytes);
+    StatusOr<ncclDataType_t> type = ncclTypeOf(r.dtype);
+    if (!type.isOk())
+      return type.status();
+    ncclComm_t comm = groupComms_.at({r.group.size, r.group.stride});
+    const ncclRedOp_t op = r.reduction == Reduction::kAvg ? ncclAvg : ncclSum;
+    switch (r.collective) {
+    case Collective::kAllGather:
+      FSDPC_NCCL_RETURN_IF_ERROR(ncclAllGather(in.data, out.data, in.numElements(), *type, comm, stream));
+      break;
+    case Collective::kReduceScatter:
+      FSDPC_NCCL_RETURN_IF_ERROR(ncclReduceScatter(in.data, out.data, out.numElements(), *type, op, comm, stream));
+      break;
+    case Collective::kAllReduce:
+      FSDPC_NCCL_RETURN_IF_ERROR(ncclAllReduce(in.data, out.data, out.numElements(), *type, op, comm, stream));
+      break;
+    }
+    return Status::ok();
+  }
+
+  /// Waits for the stream, copies the input to pinned memory, runs the
+  /// host channel's collective and copies the result back.
+  Status runStagedCollective(const ResolvedInstruction &r, cudaStream_t stream, uint64_t inBytes, uint64_t outBytes) {
+    const TensorView &in = r.call.inputs[0], &out = r.call.outputs[0];
+    FSDPC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(stagingIn_.data, in.data, inBytes, cudaMemcpyDeviceToHost, stream));
+    FSDPC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+    switch (r.collective) {
+    case Collective::kAllGather:
+      FSDPC_RETURN_IF_ERROR(
+          hostChannel_->allGather(stagingIn_.data, stagingOut_.data, in.numElements(), r.dtype, r.group));
+      break;
+    case Collective::kReduceScatter:
+      FSDPC_RETURN_IF_ERROR(hostChannel_->reduceScatter(stagingIn_.data, stagingOut_.data, out.numElements(), r.dtype,
+                                                        r.reduction, r.group));
+      break;
+    case Collective::kAllReduce:
+      std::memcpy(stagingOut_.data, stagingIn_.data, inBytes);
+      FSDPC_RETURN_IF_ERROR(
+          hostChannel_->allReduce(stagingOut_.data, out.numElements(), r.dtype, r.reduction, r.group));
+      break;
+    }
+    FSDPC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out.data, stagingOut_.data, outBytes, cudaMemcpyHostToDevice, stream));
+    return Status::ok();
+  }
+
+  int ordinal_;
+  HostControl *control_;
+  std::string name_;
+  int multiprocessors_ = 1;
+  unsigned char uuid_[16] = {};
+  cudaStream_t compute_ = nullptr, comm_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+  DeviceBuffer persistent_, transient_, errorWord_;
+  DeviceBuffer computeScratch_, commScratch_, computeWorkspace_, commWorkspace_;
+  std::vector<ResolvedInstruction> step_;
+  std::vector<CudaLaunch> launches_;
+  std::vector<cudaEvent_t> events_;
+  StepContext context_;
+  CollectiveChannel *hostChannel_ = nullptr;
+  bool sharedGpu_ = false;
+  PinnedBuffer stagingIn_, stagingOut_;
+  ncclComm_t worldComm_ = nullptr;
+  std::map<std::pair<int, int>, ncclComm_t> groupComms_;
+  bool profile_ = false;
+  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> timers_;
+  std::vector<double> seconds_;
+};
+
+} // namespace
+
+bool cudaBackendBuilt() { return true; }
+
+int cudaDeviceCount() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError(); // no driver or no GPU: clear the sticky error
+    return 0;
+  }
+  return count;
+}
+
+StatusOr<std::unique_ptr<Device>> createCudaDevice(HostControl *control) {
+  const int count = cudaDeviceCount();
+  if (count == 0)
+    return FSDPC_ERROR(kUnimplemented, "no CUDA device is visible");
+  auto device = std::make_unique<CudaDevice>(localRankFromLaunch() % count, control);
+  FSDPC_RETURN_IF_ERROR(device->initialize());
+  return std::unique_ptr<Device>(std::move(device));
+}
+
+std::vector<std::string> cudaKernelNames() { return cuda::cudaKernelNames(); }
+
+} // namespace fsdpc::runtime

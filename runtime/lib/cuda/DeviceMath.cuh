@@ -1,0 +1,179 @@
+//===- DeviceMath.cuh - what the CUDA kernels share -------------*- CUDA -*-===//
+//
+// Loads and stores of any plan dtype as f32 / i64 (bf16 and f16 round to
+// nearest even, as the CPU's Float16.h), the broadcast index arithmetic of
+// up to kMaxRank dimensions, grid sizing, block reductions and the device
+// error word.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDPC_RUNTIME_CUDA_DEVICEMATH_CUH
+#define FSDPC_RUNTIME_CUDA_DEVICEMATH_CUH
+
+#include "CudaCheck.h"
+#include "CudaKernels.h"
+#include "../cpu/Indexing.h" // host-side shape helpers: broadcastsTo, stridesOf, ...
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <vector>
+
+namespace fsdpc::runtime::cuda {
+
+constexpr int kThreads = 256;
+constexpr int kMaxRank = 8;
+
+/// A tensor operand as kernels see it: its address and dtype.
+struct Operand {
+  void *data;
+  int dtype;
+};
+inline Operand operandOf(const TensorView &v) { return {v.data, static_cast<int>(v.dtype)}; }
+
+__device__ __forceinline__ float loadFloat(Operand o, long long i) {
+  if (o.dtype == plan::BF16)
+    return __bfloat162float(static_cast<const __nv_bfloat16 *>(o.data)[i]);
+  if (o.dtype == plan::F16)
+    return __half2float(static_cast<const __half *>(o.data)[i]);
+  return static_cast<const float *>(o.data)[i];
+}
+__device__ __forceinline__ void storeFloat(Operand o, long long i, float value) {
+  if (o.dtype == plan::BF16)
+    static_cast<__nv_bfloat16 *>(o.data)[i] = __float2bfloat16_rn(value);
+  else if (o.dtype == plan::F16)
+    static_cast<__half *>(o.data)[i] = __float2half_rn(value);
+  else
+    static_cast<float *>(o.data)[i] = value;
+}
+__device__ __forceinline__ long long loadInteger(Operand o, long long i) {
+  if (o.dtype == plan::I32)
+    return static_cast<const int *>(o.data)[i];
+  if (o.dtype == plan::BOOL)
+    return static_cast<const unsigned char *>(o.data)[i] != 0;
+  return static_cast<const long long *>(o.data)[i];
+}
+__device__ __forceinline__ void storeInteger(Operand o, long long i, long long value) {
+  if (o.dtype == plan::I32)
+    static_cast<int *>(o.data)[i] = static_cast<int>(value);
+  else if (o.dtype == plan::BOOL)
+    static_cast<unsigned char *>(o.data)[i] = value != 0;
+  else
+    static_cast<long long *>(o.data)[i] = value;
+}
+__host__ __device__ __forceinline__ bool isFloatDtype(int dtype) {
+  return dtype == plan::F32 || dtype == plan::BF16 || dtype == plan::F16;
+}
+
+/// An index space of up to kMaxRank dimensions and, for up to N operands,
+/// each one's stride per dimension (0 where it broadcasts): element `flat`
+/// of the space reads operand j at offset(j, flat). Passed by value.
+template <int N> struct Layout {
+  int rank = 0;
+  long long dims[kMaxRank] = {};
+  long long strides[N][kMaxRank] = {};
+
+  __device__ __forceinline__ void offsets(long long flat, long long (&out)[N]) const {
+#pragma unroll
+    for (int j = 0; j < N; ++j)
+      out[j] = 0;
+    for (int d = rank - 1; d >= 0; --d) {
+      const long long index = flat % dims[d];
+      flat /= dims[d];
+#pragma unroll
+      for (int j = 0; j < N; ++j)
+        out[j] += index * strides[j][d];
+    }
+  }
+};
+
+/// A layout over `shape` with each operand's strides (as many entries as
+/// `shape`); false if the rank is above kMaxRank.
+template <int N>
+bool makeLayout(const std::vector<int64_t> &shape, const std::vector<std::vector<int64_t>> &strides, Layout<N> &l) {
+  if (shape.size() > static_cast<size_t>(kMaxRank) || strides.size() != static_cast<size_t>(N))
+    return false;
+  l.rank = static_cast<int>(shape.size());
+  for (int d = 0; d < l.rank; ++d) {
+    l.dims[d] = shape[d];
+    for (int j = 0; j < N; ++j)
+      l.strides[j][d] = strides[j][d];
+  }
+  return true;
+}
+
+inline Status rankError(const KernelCall &call, size_t rank) {
+  return FSDPC_ERROR(kUnimplemented, call.instruction->op(), ": the CUDA backend handles up to ", kMaxRank,
+                     " dimensions, not ", rank);
+}
+
+/// Blocks of kThreads for a grid-stride loop over n elements: enough to
+/// fill the device, no more.
+inline unsigned blocksFor(int64_t n, const CudaLaunch &launch) {
+  const int64_t wanted = (n + kThreads - 1) / kThreads;
+  const int64_t cap = static_cast<int64_t>(launch.multiprocessors) * 16;
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min(wanted, cap)));
+}
+
+#define FSDPC_GRID_STRIDE_LOOP(i, n)                                                                            \
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);                    \
+       i += static_cast<long long>(blockDim.x) * gridDim.x)
+
+/// Records bad data for the step's error report; the first report wins.
+__device__ __forceinline__ void reportDataError(DeviceError *error, int instruction, long long value,
+                                                long long position, long long limit) {
+  if (atomicCAS(&error->instruction, 0ull, static_cast<unsigned long long>(instruction) + 1) == 0ull) {
+    error->value = value;
+    error->position = position;
+    error->limit = limit;
+  }
+}
+
+/// Sum over the block (blockDim.x a multiple of 32, at most 1024), in a
+/// fixed order; every thread gets the total. `shared` holds 32 values.
+template <typename T> __device__ __forceinline__ T blockSum(T value, T *shared) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1)
+    value += __shfl_xor_sync(0xffffffffu, value, offset);
+  __syncthreads(); // `shared` may still be read from a previous call
+  if (lane == 0)
+    shared[warp] = value;
+  __syncthreads();
+  T total = 0;
+  for (int w = 0; w < warps; ++w)
+    total += shared[w];
+  return total;
+}
+
+template <typename T> __device__ __forceinline__ T blockMax(T value, T *shared) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1)
+    value = max(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  __syncthreads();
+  if (lane == 0)
+    shared[warp] = value;
+  __syncthreads();
+  T total = shared[0];
+  for (int w = 1; w < warps; ++w)
+    total = max(total, shared[w]);
+  return total;
+}
+
+/// Element i of `out` = `in` at `layout`'s offset i, for elements of 1, 2,
+/// 4 or 8 bytes (broadcast_to, slice and transpose; Reductions.cu).
+Status gatherElements(const KernelCall &call, const void *in, void *out, int64_t n, size_t bytes,
+                      const Layout<1> &layout);
+
+inline Status requireF32(const KernelCall &call) {
+  for (const auto *views : {&call.inputs, &call.outputs})
+    for (const TensorView &v : *views)
+      if (v.dtype != plan::F32 && v.dtype != plan::I64)
+        return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": the CUDA kernel takes f32 tensors");
+  return Status::ok();
+}
+
+} // namespace fsdpc::runtime::cuda
+
+#endif // FSDPC_RUNTIME_CUDA_DEVICEMATH_CUH

@@ -1,0 +1,330 @@
+//===- Elementwise.cu - elementwise kernels on the GPU --------------------===//
+//
+// One grid-stride kernel per op family, on operands of any float dtype
+// (loaded as f32, stored rounded to nearest even): a warp-uniform branch on
+// the dtype costs nothing next to the memory traffic of these kernels.
+//
+//===----------------------------------------------------------------------===//
+#include "DeviceMath.cuh"
+
+#include <cmath>
+
+namespace fsdpc::runtime::cuda {
+
+namespace {
+
+enum class Binary { kAdd, kSub, kMul, kDiv, kPow };
+
+template <Binary Op> __device__ __forceinline__ float applyBinary(float a, float b) {
+  if constexpr (Op == Binary::kAdd)
+    return a + b;
+  else if constexpr (Op == Binary::kSub)
+    return a - b;
+  else if constexpr (Op == Binary::kMul)
+    return a * b;
+  else if constexpr (Op == Binary::kDiv)
+    return a / b;
+  else // small integer exponents as products, as torch and the CPU kernel do
+    return b == 2.0f ? a * a : b == 3.0f ? a * a * a : b == 1.0f ? a : powf(a, b);
+}
+
+/// How an operand of a broadcasting op is read: at the output's index, as a
+/// scalar, or through the layout's strides.
+enum Access : int { kSameIndex = 0, kScalar = 1, kStrided = 2 };
+
+inline int accessOf(const TensorView &v, int64_t n) {
+  return v.numElements() == n ? kSameIndex : v.numElements() == 1 ? kScalar : kStrided;
+}
+
+template <Binary Op>
+__global__ void binaryKernel(Operand a, Operand b, Operand out, long long n, int accessA, int accessB, Layout<2> layout) {
+  FSDPC_GRID_STRIDE_LOOP(i, n) {
+    long long offsets[2] = {i, i};
+    if (accessA == kStrided || accessB == kStrided)
+      layout.offsets(i, offsets);
+    const long long ia = accessA == kSameIndex ? i : accessA == kScalar ? 0 : offsets[0];
+    const long long ib = accessB == kSameIndex ? i : accessB == kScalar ? 0 : offsets[1];
+    storeFloat(out, i, applyBinary<Op>(loadFloat(a, ia), loadFloat(b, ib)));
+  }
+}
+
+template <Binary Op> Status binary(const KernelCall &call) {
+  const TensorView &a = call.inputs[0], &b = call.inputs[1], &out = call.outputs[0];
+  if (!cpu::broadcastsTo(a.shape, out.shape) || !cpu::broadcastsTo(b.shape, out.shape))
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": shapes ", cpu::shapeString(a.shape), " and ",
+                       cpu::shapeString(b.shape), " do not broadcast to ", cpu::shapeString(out.shape));
+  const int64_t n = out.numElements();
+  if (n == 0)
+    return Status::ok();
+  Layout<2> layout;
+  if (!makeLayout(out.shape, {cpu::broadcastStrides(a.shape, out.shape), cpu::broadcastStrides(b.shape, out.shape)},
+                  layout))
+    return rankError(call, out.shape.size());
+  const CudaLaunch &launch = launchOf(call);
+  binaryKernel<Op><<<blocksFor(n, launch), kThreads, 0, launch.stream>>>(
+      operandOf(a), operandOf(b), operandOf(out), n, accessOf(a, n), accessOf(b, n), layout);
+  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::ok();
+}
+
+enum class Unary { kNeg, kExp, kLog, kSqrt, kErf, kReciprocal, kScale, kRelu, kTanh, kSigmoid, kGelu, kGeluTanh };
+
+constexpr float kSqrtTwoOverPi = 0.79788456080286536f;
+constexpr float kInvSqrtTwoPi = 0.39894228040143268f;
+constexpr float kInvSqrtTwo = 0.70710678118654752f;
+constexpr float kGeluCubic = 0.044715f;
+
+template <Unary Op> __device__ __forceinline__ float applyUnary(float x, float factor) {
+  if constexpr (Op == Unary::kNeg)
+    return -x;
+  else if constexpr (Op == Unary::kExp)
+    return expf(x);
+  else if constexpr (Op == Unary::kLog)
+    return logf(x);
+  else if constexpr (Op == Unary::kSqrt)
+    return sqrtf(x);
+  else if constexpr (Op == Unary::kErf)
+    return erff(x);
+  else if constexpr (Op == Unary::kReciprocal)
+    return 1.0f / x;
+  else if constexpr (Op == Unary::kScale)
+    return x * factor;
+  else if constexpr (Op == Unary::kRelu)
+    return x > 0.0f ? x : 0.0f;
+  else if constexpr (Op == Unary::kTanh)
+    return tanhf(x);
+  else if constexpr (Op == Unary::kSigmoid)
+    return 1.0f / (1.0f + expf(-x));
+  else if constexpr (Op == Unary::kGelu)
+    return 0.5f * x * (1.0f + erff(x * kInvSqrtTwo));
+  else
+    return 0.5f * x * (1.0f + tanhf(kSqrtTwoOverPi * (x + kGeluCubic * x * x * x)));
+}
+
+template <Unary Op> __global__ void unaryKernel(Operand in, Operand out, long long n, float factor) {
+  FSDPC_GRID_STRIDE_LOOP(i, n) { storeFloat(out, i, applyUnary<Op>(loadFloat(in, i), factor)); }
+}
+
+template <Unary Op> Status unary(const KernelCall &call, float factor = 1.0f) {
+  const TensorView &in = call.inputs[0], &out = call.outputs[0];
+  const int64_t n = out.numElements();
+  if (in.numElements() != n)
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": input and output sizes differ");
+  if (n == 0)
+    return Status::ok();
+  const CudaLaunch &launch = launchOf(call);
+  unaryKernel<Op><<<blocksFor(n, launch), kThreads, 0, launch.stream>>>(operandOf(in), operandOf(out), n, factor);
+  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::ok();
+}
+
+/// Gradients from (y, dy) for relu, tanh and sigmoid; from (x, dy) for GELU.
+enum class UnaryGrad { kRelu, kTanh, kSigmoid, kGelu, kGeluTanh };
+
+template <UnaryGrad Op> __device__ __forceinline__ float applyUnaryGrad(float y, float dy) {
+  if constexpr (Op == UnaryGrad::kRelu)
+    return y > 0.0f ? dy : 0.0f;
+  else if constexpr (Op == UnaryGrad::kTanh)
+    return dy * (1.0f - y * y);
+  else if constexpr (Op == UnaryGrad::kSigmoid)
+    return dy * (y * (1.0f - y));
+  else if constexpr (Op == UnaryGrad::kGelu) {
+    const float x = y;
+    return dy * (0.5f * (1.0f + erff(x * kInvSqrtTwo)) + x * kInvSqrtTwoPi * expf(-0.5f * x * x));
+  } else {
+    const float x = y;
+    const float t = tanhf(kSqrtTwoOverPi * (x + kGeluCubic * x * x * x));
+    return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kSqrtTwoOverPi * (1.0f + 3.0f * kGeluCubic * x * x));
+  }
+}
+
+template <UnaryGrad Op> __global__ void unaryGradKernel(Operand y, Operand dy, Operand out, long long n) {
+  FSDPC_GRID_STRIDE_LOOP(i, n) { storeFloat(out, i, applyUnaryGrad<Op>(loadFloat(y, i), loadFloat(dy, i))); }
+}
+
+template <UnaryGrad Op> Status unaryGrad(const KernelCall &call) {
+  const TensorView &y = call.inputs[0], &dy = call.inputs[1], &out = call.outputs[0];
+  const int64_t n = out.numElements();
+  if (y.numElements() != n || dy.numElements() != n)
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": operand sizes differ");
+  if (n == 0)
+    return Status::ok();
+  const CudaLaunch &launch = launchOf(call);
+  unaryGradKernel<Op>
+      <<<blocksFor(n, launch), kThreads, 0, launch.stream>>>(operandOf(y), operandOf(dy), operandOf(out), n);
+  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::ok();
+}
+
+Status geluTanhForm(const KernelCall &call, bool &tanhForm) {
+  std::string approximate = call.stringParam(contract::Param::kApproximate, "none");
+  if (approximate != "none" && approximate != "tanh")
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": approximate must be none or tanh, got ",
+                       approximate);
+  tanhForm = approximate == "tanh";
+  return Status::ok();
+}
+
+__global__ void selectKernel(Operand c, Operand a, Operand b, Operand out, long long n, Layout<3> layout) {
+  FSDPC_GRID_STRIDE_LOOP(i, n) {
+    long long offsets[3];
+    layout.offsets(i, offsets);
+    storeFloat(out, i, loadInteger(c, offsets[0]) ? loadFloat(a, offsets[1]) : loadFloat(b, offsets[2]));
+  }
+}
+
+__global__ void castKernel(Operand in, Operand out, long long n, bool toBool) {
+  const bool floatIn = isFloatDtype(in.dtype), floatOut = isFloatDtype(out.dtype);
+  FSDPC_GRID_STRIDE_LOOP(i, n) {
+    if (toBool)
+      storeInteger(out, i, loadInteger(in, i) != 0);
+    else if (floatIn && floatOut)
+      storeFloat(out, i, loadFloat(in, i));
+    else if (floatIn) // float to integer truncates, as static_cast does
+      storeInteger(out, i, static_cast<long long>(loadFloat(in, i)));
+    else if (floatOut)
+      storeFloat(out, i, static_cast<float>(loadInteger(in, i)));
+    else
+      storeInteger(out, i, loadInteger(in, i));
+  }
+}
+
+/// The CPU kernel's keep decision (Elementwise.cpp), bit for bit: a
+/// counter-based hash of (seed, step, rank, index).
+__device__ __forceinline__ bool keepElement(unsigned long long seed, long long step, int rank, long long index,
+                                            double ratio) {
+  unsigned long long x = seed ^ (static_cast<unsigned long long>(step) * 0x9E3779B97F4A7C15ull) ^
+                         (static_cast<unsigned long long>(rank) * 0xC2B2AE3D27D4EB4Full) ^
+                         static_cast<unsigned long long>(index);
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  return static_cast<double>(x >> 11) * (1.0 / 9007199254740992.0) >= ratio;
+}
+
+__global__ void dropoutKernel(Operand in, Operand out, long long n, unsigned long long seed, long long step, int rank,
+                              double ratio, float scale) {
+  FSDPC_GRID_STRIDE_LOOP(i, n) {
+    storeFloat(out, i, keepElement(seed, step, rank, i, ratio) ? loadFloat(in, i) * scale : 0.0f);
+  }
+}
+
+__global__ void fillKernel(Operand out, long long n, float value) {
+  const bool isFloat = isFloatDtype(out.dtype);
+  FSDPC_GRID_STRIDE_LOOP(i, n) {
+    if (isFloat)
+      storeFloat(out, i, value);
+    else
+      storeInteger(out, i, static_cast<long long>(value));
+  }
+}
+
+} // namespace
+
+Status add(const KernelCall &c) { return binary<Binary::kAdd>(c); }
+Status sub(const KernelCall &c) { return binary<Binary::kSub>(c); }
+Status mul(const KernelCall &c) { return binary<Binary::kMul>(c); }
+Status div(const KernelCall &c) { return binary<Binary::kDiv>(c); }
+Status power(const KernelCall &c) { return binary<Binary::kPow>(c); }
+
+Status negate(const KernelCall &c) { return unary<Unary::kNeg>(c); }
+Status exponential(const KernelCall &c) { return unary<Unary::kExp>(c); }
+Status logarithm(const KernelCall &c) { return unary<Unary::kLog>(c); }
+Status squareRoot(const KernelCall &c) { return unary<Unary::kSqrt>(c); }
+Status errorFunction(const KernelCall &c) { return unary<Unary::kErf>(c); }
+Status reciprocal(const KernelCall &c) { return unary<Unary::kReciprocal>(c); }
+Status scale(const KernelCall &c) {
+  return unary<Unary::kScale>(c, static_cast<float>(c.floatParam(contract::Param::kFactor, 1.0)));
+}
+Status relu(const KernelCall &c) { return unary<Unary::kRelu>(c); }
+Status hyperbolicTangent(const KernelCall &c) { return unary<Unary::kTanh>(c); }
+Status sigmoid(const KernelCall &c) { return unary<Unary::kSigmoid>(c); }
+Status reluGrad(const KernelCall &c) { return unaryGrad<UnaryGrad::kRelu>(c); }
+Status tanhGrad(const KernelCall &c) { return unaryGrad<UnaryGrad::kTanh>(c); }
+Status sigmoidGrad(const KernelCall &c) { return unaryGrad<UnaryGrad::kSigmoid>(c); }
+
+Status gelu(const KernelCall &c) {
+  bool tanhForm;
+  FSDPC_RETURN_IF_ERROR(geluTanhForm(c, tanhForm));
+  return tanhForm ? unary<Unary::kGeluTanh>(c) : unary<Unary::kGelu>(c);
+}
+Status geluGrad(const KernelCall &c) {
+  bool tanhForm;
+  FSDPC_RETURN_IF_ERROR(geluTanhForm(c, tanhForm));
+  return tanhForm ? unaryGrad<UnaryGrad::kGeluTanh>(c) : unaryGrad<UnaryGrad::kGelu>(c);
+}
+
+Status select(const KernelCall &call) {
+  const TensorView &c = call.inputs[0], &a = call.inputs[1], &b = call.inputs[2], &y = call.outputs[0];
+  if (!cpu::broadcastsTo(c.shape, y.shape) || !cpu::broadcastsTo(a.shape, y.shape) ||
+      !cpu::broadcastsTo(b.shape, y.shape))
+    return FSDPC_ERROR(kInvalidArgument, "select: operands do not broadcast to ", cpu::shapeString(y.shape));
+  const int64_t n = y.numElements();
+  if (n == 0)
+    return Status::ok();
+  Layout<3> layout;
+  if (!makeLayout(y.shape,
+                  {cpu::broadcastStrides(c.shape, y.shape), cpu::broadcastStrides(a.shape, y.shape),
+                   cpu::broadcastStrides(b.shape, y.shape)},
+                  layout))
+    return rankError(call, y.shape.size());
+  const CudaLaunch &launch = launchOf(call);
+  selectKernel<<<blocksFor(n, launch), kThreads, 0, launch.stream>>>(operandOf(c), operandOf(a), operandOf(b),
+                                                                     operandOf(y), n, layout);
+  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::ok();
+}
+
+Status cast(const KernelCall &call) {
+  const TensorView &x = call.inputs[0], &y = call.outputs[0];
+  const int64_t n = y.numElements();
+  if (x.numElements() != n)
+    return FSDPC_ERROR(kInvalidArgument, "cast: input and output sizes differ");
+  const bool toBool = call.intParam(contract::Param::kToBool, 0);
+  if (toBool && (x.dtype != plan::I64 || y.dtype != plan::I64))
+    return FSDPC_ERROR(kInvalidArgument, "cast: to_bool casts i64 to i64");
+  const CudaLaunch &launch = launchOf(call);
+  if (n == 0)
+    return Status::ok();
+  if (x.dtype == y.dtype && !toBool) {
+    FSDPC_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(y.data, x.data, n * dtypeSize(x.dtype), cudaMemcpyDeviceToDevice, launch.stream));
+    return Status::ok();
+  }
+  castKernel<<<blocksFor(n, launch), kThreads, 0, launch.stream>>>(operandOf(x), operandOf(y), n, toBool);
+  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::ok();
+}
+
+Status dropout(const KernelCall &call) {
+  const TensorView &x = call.inputs[0], &y = call.outputs[0];
+  const double ratio = call.floatParam(contract::Param::kRatio, 0.5);
+  const auto seed = static_cast<unsigned long long>(call.intParam(contract::Param::kSeed, 0));
+  const StepContext context = call.context ? *call.context : StepContext();
+  const float scale = static_cast<float>(1.0 / (1.0 - ratio));
+  const int64_t n = y.numElements();
+  if (x.numElements() != n)
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": input and output sizes differ");
+  if (n == 0)
+    return Status::ok();
+  const CudaLaunch &launch = launchOf(call);
+  dropoutKernel<<<blocksFor(n, launch), kThreads, 0, launch.stream>>>(operandOf(x), operandOf(y), n, seed,
+                                                                      context.step, context.rank, ratio, scale);
+  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::ok();
+}
+
+Status fill(const KernelCall &call) {
+  const TensorView &y = call.outputs[0];
+  const int64_t n = y.numElements();
+  if (n == 0)
+    return Status::ok();
+  const CudaLaunch &launch = launchOf(call);
+  fillKernel<<<blocksFor(n, launch), kThreads, 0, launch.stream>>>(
+      operandOf(y), n, static_cast<float>(call.floatParam(contract::Param::kValue, 0.0)));
+  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::ok();
+}
+
+} // namespace fsdpc::runtime::cuda

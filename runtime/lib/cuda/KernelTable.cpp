@@ -1,0 +1,90 @@
+//===- KernelTable.cpp - the CUDA backend's kernel table ------------------===//
+#include "CudaKernels.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace fsdpc::runtime::cuda {
+
+namespace {
+
+// One entry for every signature of the kernel contract, as the CPU table
+// (the CUDA kernel test checks both ways), with the scratch each needs.
+const std::unordered_map<std::string, CudaKernel> &registry() {
+  static const std::unordered_map<std::string, CudaKernel> table = {
+      {"matmul", {matmul}},
+      {"matmul_bias", {matmul}},
+      {"batch_matmul", {batchMatmul}},
+      {"add", {add}},
+      {"sub", {sub}},
+      {"mul", {mul}},
+      {"div", {div}},
+      {"pow", {power}},
+      {"neg", {negate}},
+      {"exp", {exponential}},
+      {"log", {logarithm}},
+      {"sqrt", {squareRoot}},
+      {"erf", {errorFunction}},
+      {"reciprocal", {reciprocal}},
+      {"scale", {scale}},
+      {"relu", {relu}},
+      {"tanh", {hyperbolicTangent}},
+      {"sigmoid", {sigmoid}},
+      {"relu_grad", {reluGrad}},
+      {"tanh_grad", {tanhGrad}},
+      {"sigmoid_grad", {sigmoidGrad}},
+      {"gelu", {gelu}},
+      {"gelu_grad", {geluGrad}},
+      {"reduce_sum", {reduceSum, reduceSumScratch}},
+      {"broadcast_to", {broadcastTo}},
+      {"sum_to", {sumTo, sumToScratch}},
+      {"concat", {concat}},
+      {"slice", {slice}},
+      {"slice_grad", {sliceGrad}},
+      {"gather", {gather}},
+      {"gather_grad", {gatherGrad, gatherGradScratch}},
+      {"select", {select}},
+      {"cast", {cast}},
+      {"trilu", {trilu}},
+      {"transpose", {transpose}},
+      {"copy", {copy}},
+      {"fill", {fill}},
+      {"dropout", {dropout}},
+      {"dropout_grad", {dropout}},
+      {"softmax", {softmax}},
+      {"log_softmax", {softmax}},
+      {"softmax_grad", {softmaxGrad}},
+      {"log_softmax_grad", {softmaxGrad}},
+      {"masked_softmax", {maskedSoftmax}},
+      {"attention", {attention}},
+      {"attention_grad", {attentionGrad, attentionGradScratch}},
+      {"layer_norm", {layerNorm}},
+      {"layer_norm_grad", {layerNormGrad, normGradScratch}},
+      {"rms_norm", {rmsNorm}},
+      {"rms_norm_grad", {rmsNormGrad, normGradScratch}},
+      {"softmax_cross_entropy", {softmaxCrossEntropy, crossEntropyScratch}},
+      {"softmax_cross_entropy_grad", {softmaxCrossEntropyGrad, crossEntropyScratch}},
+      {"mse_loss", {mseLoss}},
+      {"mse_loss_grad", {mseLossGrad}},
+      {"sgd_update", {sgdUpdate}},
+      {"adamw_update", {adamwUpdate}},
+  };
+  return table;
+}
+
+} // namespace
+
+CudaKernel lookupCudaKernel(const std::string &name) {
+  auto it = registry().find(name);
+  return it == registry().end() ? CudaKernel() : it->second;
+}
+
+std::vector<std::string> cudaKernelNames() {
+  std::vector<std::string> names;
+  for (const auto &entry : registry())
+    names.push_back(entry.first);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+} // namespace fsdpc::runtime::cuda

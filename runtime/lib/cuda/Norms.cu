@@ -1,0 +1,206 @@
+//===- Norms.cu - layer norm and RMS norm ---------------------------------===//
+//
+// rms_norm is layer_norm without centring or bias, as on the CPU: one
+// kernel each way with `centered` telling them apart.
+// - Forward: one block per row; the row's mean and variance in double, the
+//   statistics backward reads written beside the output.
+// - Backward: one block per row for the input gradient; the scale and bias
+//   gradients as column sums over chunks of rows into scratch, then the
+//   chunks in order (the same bits every run).
+//
+//===----------------------------------------------------------------------===//
+#include "DeviceMath.cuh"
+
+namespace fsdpc::runtime::cuda {
+
+namespace {
+
+constexpr int64_t kColumnTile = 32, kRowLanes = 8, kMaxChunks = 128, kMinRowsPerChunk = 32;
+
+Status normLayout(const KernelCall &call, const TensorView &x, const TensorView &scale, const TensorView &statistic,
+                  int64_t &rows, int64_t &cols) {
+  FSDPC_RETURN_IF_ERROR(requireF32(call));
+  const int64_t axis = call.intParam(contract::Param::kAxis, -1), rank = x.shape.size();
+  if (axis < 0 || axis >= rank)
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": axis ", axis, " is out of range for rank ", rank);
+  rows = elementCount(std::vector<int64_t>(x.shape.begin(), x.shape.begin() + axis));
+  cols = elementCount(std::vector<int64_t>(x.shape.begin() + axis, x.shape.end()));
+  if (scale.numElements() != cols || statistic.numElements() != rows)
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": scale of ", scale.numElements(),
+                       " elements and statistics of ", statistic.numElements(), " do not fit ",
+                       cpu::shapeString(x.shape), " normalised from axis ", axis);
+  return Status::ok();
+}
+
+int64_t chunksFor(int64_t rows) { return std::min(kMaxChunks, std::max<int64_t>(1, rows / kMinRowsPerChunk)); }
+
+__global__ void normalizeKernel(const float *x, const float *scale, const float *bias, long long rows, long long cols,
+                                double epsilon, bool centered, float *y, float *mean, float *invStd) {
+  __shared__ double shared[32];
+  for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float *row = x + r * cols;
+    double mu = 0;
+    if (centered) {
+      double local = 0;
+      for (long long j = threadIdx.x; j < cols; j += blockDim.x)
+        local += row[j];
+      mu = blockSum(local, shared) / cols;
+    }
+    double local = 0;
+    for (long long j = threadIdx.x; j < cols; j += blockDim.x)
+      local += (row[j] - mu) * (row[j] - mu);
+    const double squares = blockSum(local, shared);
+    const float m = static_cast<float>(mu), rs = static_cast<float>(1.0 / sqrt(squares / cols + epsilon));
+    if (threadIdx.x == 0) {
+      if (centered)
+        mean[r] = m;
+      invStd[r] = rs;
+    }
+    for (long long j = threadIdx.x; j < cols; j += blockDim.x)
+      y[r * cols + j] = (row[j] - m) * rs * scale[j] + (bias ? bias[j] : 0.0f);
+  }
+}
+
+__global__ void normalizeGradKernel(const float *x, const float *scale, const float *mean, const float *invStd,
+                                    const float *dy, long long rows, long long cols, float *dx) {
+  __shared__ double shared[32];
+  for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float *row = x + r * cols, *g = dy + r * cols;
+    const float m = mean ? mean[r] : 0.0f, rs = invStd[r];
+    double localG = 0, localGX = 0;
+    for (long long j = threadIdx.x; j < cols; j += blockDim.x) {
+      localG += g[j] * scale[j];
+      localGX += g[j] * scale[j] * ((row[j] - m) * rs);
+    }
+    const double sumG = mean ? blockSum(localG, shared) : 0.0;
+    const double sumGX = blockSum(localGX, shared);
+    const float meanG = static_cast<float>(sumG / cols), meanGX = static_cast<float>(sumGX / cols);
+    for (long long j = threadIdx.x; j < cols; j += blockDim.x)
+      dx[r * cols + j] = rs * (g[j] * scale[j] - meanG - (row[j] - m) * rs * meanGX);
+  }
+}
+
+/// partial[0][chunk][col] = sum of dy * x_hat, partial[1][chunk][col] = sum
+/// of dy, over the chunk's rows.
+__global__ void normParamPartialsKernel(const float *x, const float *mean, const float *invStd, const float *dy,
+                                        long long rows, long long cols, long long rowsPerChunk, long long chunks,
+                                        double *partial) {
+  __shared__ double lanesScale[kRowLanes][kColumnTile], lanesBias[kRowLanes][kColumnTile];
+  const long long col = static_cast<long long>(blockIdx.x) * kColumnTile + threadIdx.x;
+  const long long begin = blockIdx.y * rowsPerChunk, end = min(rows, begin + rowsPerChunk);
+  double sumScale = 0, sumBias = 0;
+  if (col < cols)
+    for (long long r = begin + threadIdx.y; r < end; r += kRowLanes) {
+      const float m = mean ? mean[r] : 0.0f, rs = invStd[r];
+      const float g = dy[r * cols + col];
+      sumScale += g * ((x[r * cols + col] - m) * rs);
+      sumBias += g;
+    }
+  lanesScale[threadIdx.y][threadIdx.x] = sumScale;
+  lanesBias[threadIdx.y][threadIdx.x] = sumBias;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < cols) {
+    double totalScale = 0, totalBias = 0;
+    for (int lane = 0; lane < kRowLanes; ++lane) {
+      totalScale += lanesScale[lane][threadIdx.x];
+      totalBias += lanesBias[lane][threadIdx.x];
+    }
+    partial[blockIdx.y * cols + col] = totalScale;
+    partial[(chunks + blockIdx.y) * cols + col] = totalBias;
+  }
+}
+
+__global__ void normParamSumKernel(const double *partial, long long chunks, long long cols, float *dscale,
+                                   float *dbias) {
+  FSDPC_GRID_STRIDE_LOOP(col, cols) {
+    double totalScale = 0, totalBias = 0;
+    for (long long c = 0; c < chunks; ++c) {
+      totalScale += partial[c * cols + col];
+      totalBias += partial[(chunks + c) * cols + col];
+    }
+    dscale[col] = static_cast<float>(totalScale);
+    if (dbias)
+      dbias[col] = static_cast<float>(totalBias);
+  }
+}
+
+unsigned rowBlocks(int64_t rows) { return static_cast<unsigned>(std::min<int64_t>(rows, 1 << 20)); }
+
+Status normalize(const KernelCall &call, const float *bias, float *mean, float *invStd, double epsilon,
+                 int64_t rows, int64_t cols) {
+  if (rows == 0 || cols == 0)
+    return Status::ok();
+  const CudaLaunch &launch = launchOf(call);
+  normalizeKernel<<<rowBlocks(rows), kThreads, 0, launch.stream>>>(call.inputs[0].f32(), call.inputs[1].f32(), bias,
+                                                                   rows, cols, epsilon, mean != nullptr,
+                                                                   call.outputs[0].f32(), mean, invStd);
+  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::ok();
+}
+
+Status normalizeGrad(const KernelCall &call, const float *mean, const float *invStd, const float *dy, int64_t rows,
+                     int64_t cols, float *dbias) {
+  if (rows == 0 || cols == 0)
+    return Status::ok();
+  const CudaLaunch &launch = launchOf(call);
+  const float *x = call.inputs[0].f32(), *scale = call.inputs[1].f32();
+  normalizeGradKernel<<<rowBlocks(rows), kThreads, 0, launch.stream>>>(x, scale, mean, invStd, dy, rows, cols,
+                                                                       call.outputs[0].f32());
+  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  const int64_t chunks = chunksFor(rows), rowsPerChunk = (rows + chunks - 1) / chunks;
+  if (launch.scratchBytes < normGradScratch(call))
+    return FSDPC_ERROR(kInternal, call.instruction->op(), ": scratch too small");
+  auto *partial = static_cast<double *>(launch.scratch);
+  const dim3 grid(static_cast<unsigned>((cols + kColumnTile - 1) / kColumnTile), static_cast<unsigned>(chunks));
+  normParamPartialsKernel<<<grid, dim3(kColumnTile, kRowLanes), 0, launch.stream>>>(x, mean, invStd, dy, rows, cols,
+                                                                                    rowsPerChunk, chunks, partial);
+  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  normParamSumKernel<<<blocksFor(cols, launch), kThreads, 0, launch.stream>>>(partial, chunks, cols,
+                                                                              call.outputs[1].f32(), dbias);
+  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::ok();
+}
+
+} // namespace
+
+uint64_t normGradScratch(const KernelCall &call) {
+  const TensorView &x = call.inputs[0], &scale = call.inputs[1];
+  const int64_t cols = scale.numElements(), rows = cols == 0 ? 0 : x.numElements() / cols;
+  return static_cast<uint64_t>(2 * chunksFor(rows) * cols) * sizeof(double);
+}
+
+Status layerNorm(const KernelCall &call) {
+  const TensorView &x = call.inputs[0], &scale = call.inputs[1], &bias = call.inputs[2];
+  int64_t rows, cols;
+  FSDPC_RETURN_IF_ERROR(normLayout(call, x, scale, call.outputs[1], rows, cols));
+  if (bias.numElements() != cols)
+    return FSDPC_ERROR(kInvalidArgument, "layer_norm: bias has ", bias.numElements(), " elements, not ", cols);
+  return normalize(call, bias.f32(), call.outputs[1].f32(), call.outputs[2].f32(),
+                   call.floatParam(contract::Param::kEpsilon, 1e-5), rows, cols);
+}
+
+Status layerNormGrad(const KernelCall &call) {
+  const TensorView &x = call.inputs[0], &scale = call.inputs[1];
+  int64_t rows, cols;
+  FSDPC_RETURN_IF_ERROR(normLayout(call, x, scale, call.inputs[2], rows, cols));
+  return normalizeGrad(call, call.inputs[2].f32(), call.inputs[3].f32(), call.inputs[4].f32(), rows, cols,
+                       call.outputs[2].f32());
+}
+
+Status rmsNorm(const KernelCall &call) {
+  const TensorView &x = call.inputs[0], &scale = call.inputs[1];
+  int64_t rows, cols;
+  FSDPC_RETURN_IF_ERROR(normLayout(call, x, scale, call.outputs[1], rows, cols));
+  return normalize(call, /*bias=*/nullptr, /*mean=*/nullptr, call.outputs[1].f32(),
+                   call.floatParam(contract::Param::kEpsilon, 1e-6), rows, cols);
+}
+
+Status rmsNormGrad(const KernelCall &call) {
+  const TensorView &x = call.inputs[0], &scale = call.inputs[1];
+  int64_t rows, cols;
+  FSDPC_RETURN_IF_ERROR(normLayout(call, x, scale, call.inputs[2], rows, cols));
+  return normalizeGrad(call, /*mean=*/nullptr, call.inputs[2].f32(), call.inputs[3].f32(), rows, cols,
+                       /*dbias=*/nullptr);
+}
+
+} // namespace fsdpc::runtime::cuda

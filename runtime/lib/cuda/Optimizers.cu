@@ -1,0 +1,96 @@
+//===- Optimizers.cu - SGD and AdamW over a unit's flat shard -------------===//
+//
+// One launch per unit and step, in place, with the float operations in
+// torch.optim's order (foreach=False), as the CPU kernels. The step count
+// lives in device memory, so the scalars derived from it (AdamW's bias
+// corrections) are computed on the device, in double, then rounded to
+// float exactly as the CPU kernel rounds them.
+//
+//===----------------------------------------------------------------------===//
+#include "DeviceMath.cuh"
+
+namespace fsdpc::runtime::cuda {
+
+namespace {
+
+__global__ void sgdKernel(float *p, const float *g, float *buf, const long long *step, long long n, double lr,
+                          double momentum, double dampening, double weightDecay, bool nesterov) {
+  const bool firstStep = step[0] == 1;
+  const float wd = static_cast<float>(weightDecay), mom = static_cast<float>(momentum);
+  const float damp = static_cast<float>(1 - dampening), negLr = static_cast<float>(-lr);
+  FSDPC_GRID_STRIDE_LOOP(i, n) {
+    // Rounded operation by operation (no FMA contraction), as on the CPU.
+    float d = weightDecay != 0 ? __fadd_rn(g[i], __fmul_rn(wd, p[i])) : g[i];
+    if (buf) {
+      buf[i] = firstStep ? d : __fadd_rn(__fmul_rn(buf[i], mom), __fmul_rn(damp, d));
+      d = nesterov ? __fadd_rn(d, __fmul_rn(mom, buf[i])) : buf[i];
+    }
+    p[i] = __fadd_rn(p[i], __fmul_rn(negLr, d));
+  }
+}
+
+__global__ void adamwKernel(float *p, const float *g, float *m, float *v, const long long *stepCount, long long n,
+                            double lr, double beta1, double beta2, double eps, double weightDecay) {
+  const double step = static_cast<double>(stepCount[0]);
+  const double biasCorrection1 = 1 - pow(beta1, step), biasCorrection2 = 1 - pow(beta2, step);
+  const float decay = static_cast<float>(1 - lr * weightDecay);
+  const float b1 = static_cast<float>(beta1), oneMinusB1 = static_cast<float>(1 - beta1);
+  const float b2 = static_cast<float>(beta2), oneMinusB2 = static_cast<float>(1 - beta2);
+  const float negStepSize = static_cast<float>(-(lr / biasCorrection1));
+  const float bc2Sqrt = static_cast<float>(sqrt(biasCorrection2));
+  const float epsF = static_cast<float>(eps);
+  FSDPC_GRID_STRIDE_LOOP(i, n) {
+    // __fmul_rn / __fadd_rn: no contraction into FMAs, so each operation
+    // rounds as torch's separate tensor operations (and the CPU kernel) do.
+    float pi = __fmul_rn(p[i], decay);
+    float mi = __fmul_rn(m[i], b1);
+    mi = __fadd_rn(mi, __fmul_rn(oneMinusB1, g[i]));
+    float vi = __fmul_rn(v[i], b2);
+    vi = __fadd_rn(vi, __fmul_rn(oneMinusB2, __fmul_rn(g[i], g[i])));
+    const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), bc2Sqrt), epsF);
+    p[i] = __fadd_rn(pi, __fmul_rn(negStepSize, __fdiv_rn(mi, denom)));
+    m[i] = mi;
+    v[i] = vi;
+  }
+}
+
+} // namespace
+
+Status sgdUpdate(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(requireF32(call));
+  const TensorView &param = call.inputs[0], &grad = call.inputs[1];
+  const int64_t n = param.numElements();
+  const double momentum = call.floatParam(contract::Param::kMomentum, 0);
+  if (grad.numElements() != n || (momentum != 0 && call.inputs.size() < 4))
+    return FSDPC_ERROR(kInvalidArgument, "sgd_update: operands do not fit the parameter shard");
+  if (n == 0)
+    return Status::ok();
+  const CudaLaunch &launch = launchOf(call);
+  float *buf = momentum != 0 ? call.inputs[2].f32() : nullptr;
+  sgdKernel<<<blocksFor(n, launch), kThreads, 0, launch.stream>>>(
+      param.f32(), grad.f32(), buf, static_cast<const long long *>(call.inputs.back().data), n,
+      call.floatParam(contract::Param::kLr, 1e-3), momentum, call.floatParam(contract::Param::kDampening, 0),
+      call.floatParam(contract::Param::kWeightDecay, 0), call.intParam(contract::Param::kNesterov, 0) != 0);
+  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::ok();
+}
+
+Status adamwUpdate(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(requireF32(call));
+  const int64_t n = call.inputs[0].numElements();
+  for (int i = 1; i < 4; ++i)
+    if (call.inputs[i].numElements() != n)
+      return FSDPC_ERROR(kInvalidArgument, "adamw_update: operands do not fit the parameter shard");
+  if (n == 0)
+    return Status::ok();
+  const CudaLaunch &launch = launchOf(call);
+  adamwKernel<<<blocksFor(n, launch), kThreads, 0, launch.stream>>>(
+      call.inputs[0].f32(), call.inputs[1].f32(), call.inputs[2].f32(), call.inputs[3].f32(),
+      static_cast<const long long *>(call.inputs[4].data), n, call.floatParam(contract::Param::kLr, 1e-3),
+      call.floatParam(contract::Param::kBeta1, 0.9), call.floatParam(contract::Param::kBeta2, 0.999),
+      call.floatParam(contract::Param::kEps, 1e-8), call.floatParam(contract::Param::kWeightDecay, 0.01));
+  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::ok();
+}
+
+} // namespace fsdpc::runtime::cuda

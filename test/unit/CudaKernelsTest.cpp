@@ -1,0 +1,521 @@
+//===- CudaKernelsTest.cpp - every CUDA kernel against the CPU kernel -----===//
+//
+// For each kernel of the contract, random inputs of odd sizes (never a
+// multiple of a block or tile) run through the CPU kernel and the CUDA
+// kernel; the outputs must agree within the case's tolerance. bf16 cases
+// feed the CPU kernel the same rounded inputs in f32 and compare with a
+// bf16 tolerance. Data errors (a label or an index out of range) must reach
+// the device error word.
+//
+// A plain program, not GoogleTest, so it builds on a GPU machine that has
+// only the runtime's dependencies. Without a visible GPU it checks the
+// kernel tables, prints why it skips and exits 77 (ctest: skipped).
+//
+//===----------------------------------------------------------------------===//
+#include "../../runtime/lib/cpu/Indexing.h"
+#include "../../runtime/lib/cuda/CudaKernels.h"
+#include "fsdpc/runtime/CudaDevice.h"
+#include "fsdpc/runtime/Float16.h"
+#include "fsdpc/runtime/KernelContract.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+using namespace fsdpc;
+using namespace fsdpc::runtime;
+
+namespace {
+
+int failures = 0;
+
+#define CHECK_CUDA(expr)                                                                                        \
+  do {                                                                                                          \
+    cudaError_t error = (expr);                                                                                 \
+    if (error != cudaSuccess) {                                                                                 \
+      std::printf("FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(error));                \
+      std::exit(1);                                                                                             \
+    }                                                                                                           \
+  } while (0)
+
+/// How a tensor's values are drawn.
+struct Fill {
+  enum Kind { kNormal, kPositive, kIntegers, kCausal, kConstant, kZeros } kind = kNormal;
+  double a = 0, b = 0; // kIntegers: [a, b); kConstant: a
+};
+Fill normal() { return {}; }
+Fill positive() { return {Fill::kPositive}; }
+Fill integers(int64_t lo, int64_t hi) { return {Fill::kIntegers, static_cast<double>(lo), static_cast<double>(hi)}; }
+Fill causal() { return {Fill::kCausal}; }
+Fill constant(double v) { return {Fill::kConstant, v}; }
+
+struct Spec {
+  std::vector<int64_t> shape;
+  plan::DType dtype = plan::F32;
+  Fill fill;
+  int aliasOf = -1; // an output written in place over this input
+};
+
+/// One kernel call to run on both backends.
+struct Case {
+  std::string kernel, label;
+  std::vector<Spec> inputs, outputs;
+  plan::Instruction inst;
+  double tolerance = 1e-5; // |gpu - cpu| <= tolerance * (1 + |cpu|)
+  /// Expected data error: the device error word must name the call.
+  bool expectDataError = false;
+
+  explicit Case(std::string name, std::string what = "") : kernel(name), label(name + (what.empty() ? "" : " " + what)) {
+    inst.set_op(kernel);
+  }
+  Case &in(std::vector<int64_t> shape, Fill fill = normal(), plan::DType dtype = plan::F32) {
+    inputs.push_back({std::move(shape), dtype, fill});
+    return *this;
+  }
+  Case &out(std::vector<int64_t> shape, plan::DType dtype = plan::F32) {
+    outputs.push_back({std::move(shape), dtype, {Fill::kZeros}});
+    return *this;
+  }
+  Case &inPlace(int input) {
+    Spec s = inputs[input];
+    s.aliasOf = input;
+    outputs.push_back(s);
+    return *this;
+  }
+  Case &attr(const std::string &name, int64_t value) {
+    (*inst.mutable_int_attrs())[name] = value;
+    return *this;
+  }
+  Case &attr(const std::string &name, double value) {
+    (*inst.mutable_float_attrs())[name] = value;
+    return *this;
+  }
+  Case &attr(const std::string &name, const std::string &value) {
+    (*inst.mutable_string_attrs())[name] = value;
+    return *this;
+  }
+  Case &attr(const std::string &name, const std::vector<int64_t> &value) {
+    auto &list = (*inst.mutable_int_list_attrs())[name];
+    for (int64_t v : value)
+      list.add_values(v);
+    return *this;
+  }
+  Case &tol(double t) {
+    tolerance = t;
+    return *this;
+  }
+  Case &dataError() {
+    expectDataError = true;
+    return *this;
+  }
+};
+
+bool isNarrow(plan::DType dtype) { return dtype == plan::BF16 || dtype == plan::F16; }
+
+/// A host tensor: its stored bytes (as the plan would hold them).
+struct HostTensor {
+  Spec spec;
+  std::vector<uint8_t> bytes;
+  int64_t count() const { return elementCount(spec.shape); }
+};
+
+HostTensor makeTensor(const Spec &spec, std::mt19937 &rng) {
+  HostTensor t{spec, {}};
+  const int64_t n = t.count();
+  t.bytes.assign(n * dtypeSize(spec.dtype), 0);
+  std::normal_distribution<float> gauss;
+  std::uniform_real_distribution<float> uniform(0.5f, 2.0f);
+  for (int64_t i = 0; i < n; ++i) {
+    double v = 0;
+    switch (spec.fill.kind) {
+    case Fill::kNormal:
+      v = gauss(rng);
+      break;
+    case Fill::kPositive:
+      v = uniform(rng);
+      break;
+    case Fill::kIntegers:
+      v = std::uniform_int_distribution<int64_t>(static_cast<int64_t>(spec.fill.a),
+                                                 static_cast<int64_t>(spec.fill.b) - 1)(rng);
+      break;
+    case Fill::kCausal: {
+      const int64_t cols = spec.shape.back();
+      v = (i % cols) > ((i / cols) % spec.shape[spec.shape.size() - 2]);
+      break;
+    }
+    case Fill::kConstant:
+      v = spec.fill.a;
+      break;
+    case Fill::kZeros:
+      v = 0;
+      break;
+    }
+    TensorView view{t.bytes.data(), spec.dtype, spec.shape};
+    if (spec.dtype == plan::I64 || spec.dtype == plan::I32 || spec.dtype == plan::BOOL)
+      cpu::storeInteger(view, i, static_cast<int64_t>(v));
+    else
+      cpu::storeFloat(view, i, static_cast<float>(v));
+  }
+  return t;
+}
+
+/// The tensor as the CPU kernels take it: narrow floats widened to f32.
+HostTensor widened(const HostTensor &t) {
+  if (!isNarrow(t.spec.dtype))
+    return t;
+  HostTensor w{t.spec, std::vector<uint8_t>(t.count() * sizeof(float))};
+  w.spec.dtype = plan::F32;
+  TensorView from{const_cast<uint8_t *>(t.bytes.data()), t.spec.dtype, t.spec.shape},
+      to{w.bytes.data(), plan::F32, t.spec.shape};
+  cpu::castElements(from, to);
+  return w;
+}
+
+double valueAt(const HostTensor &t, int64_t i) {
+  TensorView view{const_cast<uint8_t *>(t.bytes.data()), t.spec.dtype, t.spec.shape};
+  if (t.spec.dtype == plan::I64 || t.spec.dtype == plan::I32 || t.spec.dtype == plan::BOOL)
+    return static_cast<double>(cpu::loadInteger(view, i));
+  return cpu::loadFloat(view, i);
+}
+
+/// What the GPU side of a run needs besides the tensors.
+struct GpuContext {
+  cudaStream_t stream = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  void *workspace = nullptr;
+  cuda::DeviceError *error = nullptr;
+  int multiprocessors = 1;
+};
+
+/// Runs one case on both backends and compares every output.
+void runCase(const Case &c, GpuContext &gpu, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<HostTensor> inputs;
+  for (const Spec &s : c.inputs)
+    inputs.push_back(makeTensor(s, rng));
+  std::vector<HostTensor> outputs;
+  for (const Spec &s : c.outputs)
+    outputs.push_back(s.aliasOf >= 0 ? inputs[s.aliasOf] : makeTensor(s, rng));
+
+  // CPU: widened copies; in-place outputs share their input's buffer.
+  std::vector<HostTensor> cpuIn, cpuOut;
+  for (const HostTensor &t : inputs)
+    cpuIn.push_back(widened(t));
+  for (size_t j = 0; j < outputs.size(); ++j)
+    cpuOut.push_back(widened(outputs[j]));
+  DecodedParams params = decodeParams(c.inst);
+  StepContext context{3, 1};
+  KernelCall cpuCall;
+  cpuCall.instruction = &c.inst;
+  cpuCall.params = &params;
+  cpuCall.context = &context;
+  for (HostTensor &t : cpuIn)
+    cpuCall.inputs.push_back({t.bytes.data(), t.spec.dtype, t.spec.shape});
+  for (size_t j = 0; j < cpuOut.size(); ++j) {
+    const int alias = c.outputs[j].aliasOf;
+    HostTensor &t = alias >= 0 ? cpuIn[alias] : cpuOut[j];
+    cpuCall.outputs.push_back({t.bytes.data(), t.spec.dtype, t.spec.shape});
+  }
+  Status cpuStatus = lookupKernel(c.kernel)(cpuCall);
+
+  // GPU: the stored bytes, narrow dtypes as they are.
+  std::vector<void *> deviceIn, deviceOut;
+  for (const HostTensor &t : inputs) {
+    void *p;
+    CHECK_CUDA(cudaMalloc(&p, std::max<size_t>(t.bytes.size(), 16)));
+    CHECK_CUDA(cudaMemcpy(p, t.bytes.data(), t.bytes.size(), cudaMemcpyHostToDevice));
+    deviceIn.push_back(p);
+  }
+  for (size_t j = 0; j < outputs.size(); ++j) {
+    const int alias = c.outputs[j].aliasOf;
+    if (alias >= 0) {
+      deviceOut.push_back(deviceIn[alias]);
+      continue;
+    }
+    void *p;
+    const size_t bytes = std::max<size_t>(outputs[j].bytes.size(), 16);
+    CHECK_CUDA(cudaMalloc(&p, bytes));
+    CHECK_CUDA(cudaMemset(p, 0xff, bytes)); // poisoned: every element must be written
+    deviceOut.push_back(p);
+  }
+  KernelCall gpuCall;
+  gpuCall.instruction = &c.inst;
+  gpuCall.params = &params;
+  gpuCall.context = &context;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    gpuCall.inputs.push_back({deviceIn[i], inputs[i].spec.dtype, inputs[i].spec.shape});
+  for (size_t j = 0; j < outputs.size(); ++j)
+    gpuCall.outputs.push_back({deviceOut[j], outputs[j].spec.dtype, outputs[j].spec.shape});
+  cuda::CudaKernel kernel = cuda::lookupCudaKernel(c.kernel);
+  cuda::CudaLaunch launch;
+  launch.stream = gpu.stream;
+  launch.error = gpu.error;
+  launch.instruction = 41;
+  launch.lt = gpu.lt;
+  launch.workspace = gpu.workspace;
+  launch.workspaceBytes = 32ull << 20;
+  launch.multiprocessors = gpu.multiprocessors;
+  launch.scratchBytes = kernel.scratch ? kernel.scratch(gpuCall) : 0;
+  if (launch.scratchBytes)
+    CHECK_CUDA(cudaMalloc(&launch.scratch, launch.scratchBytes));
+  gpuCall.backend = &launch;
+  CHECK_CUDA(cudaMemset(gpu.error, 0, sizeof(cuda::DeviceError)));
+  Status gpuStatus = kernel.run(gpuCall);
+  CHECK_CUDA(cudaStreamSynchronize(gpu.stream));
+  cuda::DeviceError error{};
+  CHECK_CUDA(cudaMemcpy(&error, gpu.error, sizeof(error), cudaMemcpyDeviceToHost));
+
+  bool ok = true;
+  std::string why;
+  if (c.expectDataError) {
+    ok = !cpuStatus.isOk() && gpuStatus.isOk() && error.instruction == 42;
+    why = "expected the CPU kernel to fail and the device error word to name instruction 41; CPU: " +
+          cpuStatus.toString() + ", error word " + std::to_string(error.instruction);
+  } else if (!cpuStatus.isOk() || !gpuStatus.isOk() || error.instruction != 0) {
+    ok = false;
+    why = "CPU: " + cpuStatus.toString() + "; GPU: " + gpuStatus.toString() + "; error word " +
+          std::to_string(error.instruction);
+  }
+  double worst = 0;
+  if (ok && !c.expectDataError) {
+    for (size_t j = 0; j < outputs.size(); ++j) {
+      HostTensor got = outputs[j];
+      CHECK_CUDA(cudaMemcpy(got.bytes.data(), deviceOut[j], got.bytes.size(), cudaMemcpyDeviceToHost));
+      const int alias = c.outputs[j].aliasOf;
+      const HostTensor &want = alias >= 0 ? cpuIn[alias] : cpuOut[j];
+      for (int64_t i = 0; i < got.count(); ++i) {
+        const double g = valueAt(got, i), w = valueAt(want, i);
+        const double excess = std::fabs(g - w) / (1 + std::fabs(w));
+        if (!(excess <= c.tolerance)) { // NaN fails too
+          ok = false;
+          char line[256];
+          std::snprintf(line, sizeof(line), "output %zu element %lld: gpu %.9g cpu %.9g", j,
+                        static_cast<long long>(i), g, w);
+          why = line;
+          break;
+        }
+        worst = std::max(worst, excess);
+      }
+      if (!ok)
+        break;
+    }
+  }
+  std::printf("%s %-44s worst %.2e (tolerance %.0e)%s%s\n", ok ? "PASS" : "FAIL", c.label.c_str(), worst,
+              c.tolerance, ok ? "" : ": ", ok ? "" : why.c_str());
+  failures += !ok;
+  for (void *p : deviceIn)
+    cudaFree(p);
+  for (size_t j = 0; j < deviceOut.size(); ++j)
+    if (c.outputs[j].aliasOf < 0)
+      cudaFree(deviceOut[j]);
+  if (launch.scratch)
+    cudaFree(launch.scratch);
+}
+
+std::vector<Case> cases() {
+  using V = std::vector<int64_t>;
+  std::vector<Case> all;
+  // GEMMs: every transposition, a batched left side, the bias epilogue,
+  // bf16 inputs with f32 accumulation.
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb)
+      all.push_back(Case("matmul", "ta=" + std::to_string(ta) + " tb=" + std::to_string(tb))
+                        .in(ta ? V{53, 37} : V{37, 53})
+                        .in(tb ? V{29, 53} : V{53, 29})
+                        .out({37, 29})
+                        .attr("transpose_a", int64_t(ta))
+                        .attr("transpose_b", int64_t(tb)));
+  all.push_back(Case("matmul", "batched lhs").in({3, 11, 53}).in({53, 29}).out({3, 11, 29}));
+  all.push_back(Case("matmul", "bf16").in({37, 67}, normal(), plan::BF16).in({67, 45}, normal(), plan::BF16)
+                    .out({37, 45}, plan::BF16).tol(1e-2));
+  all.push_back(Case("matmul", "bf16 -> f32").in({37, 67}, normal(), plan::BF16).in({67, 45}, normal(), plan::BF16)
+                    .out({37, 45}).tol(1e-5));
+  all.push_back(Case("matmul_bias").in({41, 23}).in({19, 23}).in({19}).out({41, 19}).attr("transpose_b", int64_t(1)));
+  all.push_back(Case("matmul_bias", "bf16").in({41, 24}, normal(), plan::BF16).in({24, 18}, normal(), plan::BF16)
+                    .in({18}, normal(), plan::BF16).out({41, 18}, plan::BF16).tol(1e-2));
+  all.push_back(Case("batch_matmul").in({3, 5, 37, 19}).in({3, 5, 19, 23}).out({3, 5, 37, 23}));
+  all.push_back(Case("batch_matmul", "tb, shared rhs").in({4, 37, 19}).in({1, 23, 19}).out({4, 37, 23})
+                    .attr("transpose_b", int64_t(1)));
+  // Elementwise, with broadcasting and in bf16.
+  for (const char *op : {"add", "sub", "mul", "div"}) {
+    all.push_back(Case(op, "broadcast").in({4, 1, 37}).in({5, 1}).out({4, 5, 37}));
+    all.push_back(Case(op, "scalar").in({1001}).in({1}).out({1001}));
+  }
+  all.push_back(Case("add", "bf16").in({999}, normal(), plan::BF16).in({999}, normal(), plan::BF16)
+                    .out({999}, plan::BF16).tol(1e-2));
+  all.push_back(Case("pow").in({3, 333}, positive()).in({1}, constant(3.0)).out({3, 333}).tol(1e-5));
+  all.push_back(Case("pow", "fractional").in({777}, positive()).in({777}, positive()).out({777}).tol(1e-5));
+  for (const char *op : {"neg", "exp", "erf", "relu", "tanh", "sigmoid"})
+    all.push_back(Case(op).in({3, 677}).out({3, 677}).tol(2e-6));
+  for (const char *op : {"log", "sqrt", "reciprocal"})
+    all.push_back(Case(op).in({2031}, positive()).out({2031}).tol(2e-6));
+  all.push_back(Case("scale").in({1037}).out({1037}).attr("factor", 0.37));
+  for (const char *op : {"relu_grad", "tanh_grad", "sigmoid_grad"})
+    all.push_back(Case(op).in({1531}).in({1531}).out({1531}).tol(2e-6));
+  all.push_back(Case("gelu").in({4099}).out({4099}).tol(1e-6));
+  all.push_back(Case("gelu", "tanh").in({4099}).out({4099}).attr("approximate", std::string("tanh")).tol(1e-6));
+  all.push_back(Case("gelu_grad").in({4099}).in({4099}).out({4099}).tol(1e-6));
+  all.push_back(Case("gelu_grad", "tanh").in({4099}).in({4099}).out({4099})
+                    .attr("approximate", std::string("tanh")).tol(1e-6));
+  all.push_back(Case("select").in({5, 1}, integers(0, 2), plan::I64).in({5, 37}).in({37}).out({5, 37}));
+  all.push_back(Case("cast", "f32 -> bf16").in({1111}).out({1111}, plan::BF16).tol(0));
+  all.push_back(Case("cast", "bf16 -> f32").in({1111}, normal(), plan::BF16).out({1111}).tol(0));
+  all.push_back(Case("cast", "i64 -> f32").in({333}, integers(-50, 50), plan::I64).out({333}).tol(0));
+  all.push_back(Case("cast", "to_bool").in({333}, integers(-2, 3), plan::I64).out({333}, plan::I64)
+                    .attr("to_bool", int64_t(1)).tol(0));
+  all.push_back(Case("dropout").in({3, 1001}).out({3, 1001}).attr("ratio", 0.3).attr("seed", int64_t(7)).tol(0));
+  all.push_back(Case("dropout_grad").in({3, 1001}).out({3, 1001}).attr("ratio", 0.3).attr("seed", int64_t(7)).tol(0));
+  all.push_back(Case("fill").out({3, 77}).attr("value", -1.5).tol(0));
+  // Reductions, in double on both sides.
+  all.push_back(Case("reduce_sum", "last").in({7, 9, 301}).out({7, 9}).attr("axes", V{2}).attr("keepdims", int64_t(0)));
+  all.push_back(Case("reduce_sum", "leading (columns)").in({1025, 37}).out({37}).attr("axes", V{0})
+                    .attr("keepdims", int64_t(0)));
+  all.push_back(Case("reduce_sum", "middle").in({5, 301, 7}).out({5, 1, 7}).attr("axes", V{1})
+                    .attr("keepdims", int64_t(1)));
+  all.push_back(Case("sum_to", "bias gradient").in({3, 343, 29}).out({29}));
+  all.push_back(Case("sum_to", "inner broadcast").in({7, 13, 5}).out({7, 1, 5}));
+  all.push_back(Case("broadcast_to").in({1, 37}).out({5, 37}).tol(0));
+  all.push_back(Case("broadcast_to", "i64").in({5, 1}, integers(0, 100), plan::I64).out({5, 3}, plan::I64).tol(0));
+  // Shape and indexing.
+  all.push_back(Case("concat").in({3, 5, 7}).in({3, 2, 7}).out({3, 7, 7}).attr("axis", int64_t(1)).tol(0));
+  all.push_back(Case("slice").in({9, 31}).out({3, 10}).attr("starts", V{1, 2}).attr("steps", V{3, 3}).tol(0));
+  all.push_back(Case("slice_grad").in({3, 10}).out({9, 31}).attr("starts", V{1, 2}).attr("steps", V{3, 3}).tol(0));
+  all.push_back(Case("gather", "embedding").in({1001, 37}).in({5, 13}, integers(-1001, 1001), plan::I64)
+                    .out({5, 13, 37}).attr("axis", int64_t(0)).tol(0));
+  all.push_back(Case("gather", "index out of range").in({11, 7}).in({5}, integers(11, 12), plan::I64)
+                    .out({5, 7}).attr("axis", int64_t(0)).dataError());
+  all.push_back(Case("gather_grad").in({5, 13, 37}).in({5, 13}, integers(0, 17), plan::I64).out({17, 37})
+                    .attr("axis", int64_t(0)).tol(1e-6));
+  all.push_back(Case("gather_grad", "bf16").in({5, 13, 37}, normal(), plan::BF16).in({5, 13}, integers(0, 17), plan::I64)
+                    .out({17, 37}, plan::BF16).attr("axis", int64_t(0)).tol(1e-2));
+  all.push_back(Case("trilu").in({3, 19, 23}).out({3, 19, 23}).attr("k", int64_t(1)).attr("upper", int64_t(0)).tol(0));
+  all.push_back(Case("transpose").in({3, 5, 7, 11}).out({7, 3, 11, 5}).attr("perm", V{2, 0, 3, 1}).tol(0));
+  all.push_back(Case("copy").in({3, 333}).out({3, 333}).tol(0));
+  // Softmax family.
+  all.push_back(Case("softmax").in({33, 1027}).out({33, 1027}).attr("axis", int64_t(-1)).tol(1e-5));
+  all.push_back(Case("softmax", "middle axis").in({3, 37, 5}).out({3, 37, 5}).attr("axis", int64_t(1)).tol(1e-5));
+  all.push_back(Case("log_softmax").in({33, 1027}).out({33, 1027}).attr("axis", int64_t(1)).tol(1e-5));
+  all.push_back(Case("softmax_grad").in({33, 517}).in({33, 517}).out({33, 517}).attr("axis", int64_t(-1)).tol(1e-5));
+  all.push_back(Case("log_softmax_grad").in({3, 37, 5}).in({3, 37, 5}).out({3, 37, 5}).attr("axis", int64_t(1))
+                    .tol(1e-5));
+  all.push_back(Case("masked_softmax").in({2, 3, 37, 41}).in({37, 41}, causal(), plan::I64).out({2, 3, 37, 41})
+                    .attr("scale", 0.125).tol(1e-5));
+  // Attention: a causal mask, odd lengths, both key layouts, head sizes in
+  // each accumulator width.
+  for (int64_t d : {64, 80, 40}) {
+    for (int kt = 0; kt < 2; ++kt) {
+      const int64_t tq = 67, tk = 67;
+      const std::string what = "d=" + std::to_string(d) + (kt ? " key transposed" : "");
+      const V key = kt ? V{2, 3, d, tk} : V{2, 3, tk, d};
+      all.push_back(Case("attention", what).in({2, 3, tq, d}).in(key).in({2, 3, tk, d}).in({tq, tk}, causal(), plan::I64)
+                        .out({2, 3, tq, d}).out({2, 3, tq}).attr("scale", 1.0 / std::sqrt(double(d)))
+                        .attr("key_transposed", int64_t(kt)).tol(2e-5));
+      all.push_back(Case("attention_grad", what).in({2, 3, tq, d}).in(key).in({2, 3, tk, d})
+                        .in({tq, tk}, causal(), plan::I64).in({2, 3, tq, d}).in({2, 3, tq}, constant(3.0))
+                        .in({2, 3, tq, d}).out({2, 3, tq, d}).out(key).out({2, 3, tk, d})
+                        .attr("scale", 1.0 / std::sqrt(double(d))).attr("key_transposed", int64_t(kt)).tol(5e-5));
+    }
+  }
+  // Norms.
+  all.push_back(Case("layer_norm").in({45, 771}).in({771}).in({771}).out({45, 771}).out({45}).out({45})
+                    .attr("axis", int64_t(1)).attr("epsilon", 1e-5).tol(1e-5));
+  all.push_back(Case("layer_norm_grad").in({3, 45, 771}).in({771}).in({3, 45}).in({3, 45}, positive())
+                    .in({3, 45, 771}).out({3, 45, 771}).out({771}).out({771}).attr("axis", int64_t(2)).tol(1e-5));
+  all.push_back(Case("rms_norm").in({45, 771}).in({771}).out({45, 771}).out({45}).attr("axis", int64_t(1))
+                    .attr("epsilon", 1e-6).tol(1e-5));
+  all.push_back(Case("rms_norm_grad").in({45, 771}).in({771}).in({45}, positive()).in({45, 771}).out({45, 771})
+                    .out({771}).attr("axis", int64_t(1)).tol(1e-5));
+  // Losses.
+  all.push_back(Case("softmax_cross_entropy").in({37, 5003}).in({37}, integers(0, 5003), plan::I64).out({})
+                    .tol(1e-6));
+  all.push_back(Case("softmax_cross_entropy", "ignore_index, sum").in({37, 503}).in({37}, integers(-1, 503), plan::I64)
+                    .out({}).attr("ignore_index", int64_t(-1)).attr("reduction", std::string("sum")).tol(1e-6));
+  all.push_back(Case("softmax_cross_entropy", "label out of range").in({7, 11}).in({7}, integers(11, 12), plan::I64)
+                    .out({}).dataError());
+  all.push_back(Case("softmax_cross_entropy_grad").in({37, 5003}).in({37}, integers(-1, 5003), plan::I64)
+                    .in({}, constant(1.0)).out({37, 5003}).attr("ignore_index", int64_t(-1)).tol(1e-6));
+  all.push_back(Case("mse_loss").in({3, 1001}).in({3, 1001}).out({}).tol(1e-6));
+  all.push_back(Case("mse_loss_grad").in({3, 1001}).in({3, 1001}).in({}, constant(0.5)).out({3, 1001}).tol(1e-6));
+  // Optimizers, in place over a flat shard; step 3 (not the first).
+  all.push_back(Case("adamw_update").in({100003}).in({100003}).in({100003}).in({100003}, positive())
+                    .in({}, constant(3), plan::I64).inPlace(0).inPlace(2).inPlace(3).attr("lr", 1e-3)
+                    .attr("beta1", 0.9).attr("beta2", 0.999).attr("eps", 1e-8).attr("weight_decay", 0.01).tol(1e-6));
+  all.push_back(Case("sgd_update", "momentum, nesterov").in({100003}).in({100003}).in({100003})
+                    .in({}, constant(3), plan::I64).inPlace(0).inPlace(2).attr("lr", 0.05).attr("momentum", 0.9)
+                    .attr("dampening", 0.0).attr("weight_decay", 1e-4).attr("nesterov", int64_t(1)).tol(1e-6));
+  all.push_back(Case("sgd_update", "plain").in({1003}).in({1003}).in({}, constant(1), plan::I64).inPlace(0)
+                    .attr("lr", 0.05).attr("momentum", 0.0).attr("dampening", 0.0).attr("weight_decay", 0.0)
+                    .attr("nesterov", int64_t(0)).tol(1e-6));
+  return all;
+}
+
+/// The CUDA table implements exactly the contract, as the CPU table does.
+void checkTables(const std::vector<Case> &all) {
+  std::set<std::string> contract, tested;
+  for (const contract::KernelSignature &s : contract::kernelSignatures())
+    contract.insert(std::string(s.name));
+  const std::vector<std::string> names = cudaKernelNames();
+  const std::set<std::string> cudaNames(names.begin(), names.end());
+  for (const Case &c : all)
+    tested.insert(c.kernel);
+  for (const std::string &name : contract) {
+    if (!cudaNames.count(name)) {
+      std::printf("FAIL the CUDA backend has no kernel '%s'\n", name.c_str());
+      ++failures;
+    }
+    if (!tested.count(name)) {
+      std::printf("FAIL no case tests kernel '%s'\n", name.c_str());
+      ++failures;
+    }
+  }
+  for (const std::string &name : cudaNames)
+    if (!contract.count(name)) {
+      std::printf("FAIL the CUDA kernel '%s' is not in the contract\n", name.c_str());
+      ++failures;
+    }
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  const std::string only = argc > 1 ? argv[1] : "";
+  const std::vector<Case> all = cases();
+  checkTables(all);
+  if (cudaDeviceCount() == 0) {
+    std::printf("%s: kernel tables checked; SKIP the kernel comparisons: no CUDA device is visible\n",
+                failures ? "FAIL" : "PASS");
+    return failures ? 1 : 77;
+  }
+  GpuContext gpu;
+  cudaDeviceProp props;
+  CHECK_CUDA(cudaGetDeviceProperties(&props, 0));
+  std::printf("device: %s, %d multiprocessors\n", props.name, props.multiProcessorCount);
+  gpu.multiprocessors = props.multiProcessorCount;
+  CHECK_CUDA(cudaStreamCreate(&gpu.stream));
+  if (cublasLtCreate(&gpu.lt) != CUBLAS_STATUS_SUCCESS) {
+    std::printf("FAIL cublasLtCreate\n");
+    return 1;
+  }
+  CHECK_CUDA(cudaMalloc(&gpu.workspace, 32ull << 20));
+  CHECK_CUDA(cudaMalloc(&gpu.error, sizeof(cuda::DeviceError)));
+  unsigned seed = 1;
+  int ran = 0;
+  for (const Case &c : all) {
+    if (!only.empty() && c.kernel.find(only) == std::string::npos)
+      continue;
+    runCase(c, gpu, seed++);
+    ++ran;
+  }
+  std::printf("%s: %d of %d CUDA kernel cases agree with the CPU kernels\n", failures ? "FAIL" : "PASS",
+              ran - failures, ran);
+  return failures ? 1 : 0;
+}

@@ -13,9 +13,13 @@ from torch.nn import functional as F
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, dim, heads, context, dropout):
+    def __init__(self, dim, heads, context, dropout, sdpa=False):
         super().__init__()
         self.heads = heads
+        # sdpa: torch 2's fused scaled_dot_product_attention (the same
+        # function; what a torch baseline on a GPU runs). The ONNX export
+        # keeps the explicit masked softmax that exporters write.
+        self.sdpa = sdpa
         self.qkv = nn.Linear(dim, 3 * dim)
         self.proj = nn.Linear(dim, dim)
         self.dropout = nn.Dropout(dropout)
@@ -27,6 +31,9 @@ class CausalSelfAttention(nn.Module):
         q = q.view(b, t, self.heads, c // self.heads).transpose(1, 2)
         k = k.view(b, t, self.heads, c // self.heads).transpose(1, 2)
         v = v.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+        if self.sdpa:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=self.dropout.p if self.training else 0.0)
+            return self.proj(y.transpose(1, 2).contiguous().view(b, t, c))
         scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
         scores = scores.masked_fill(~self.mask[:, :, :t, :t], float("-inf"))
         weights = self.dropout(F.softmax(scores, dim=-1))
@@ -35,10 +42,10 @@ class CausalSelfAttention(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, dim, heads, context, dropout):
+    def __init__(self, dim, heads, context, dropout, sdpa=False):
         super().__init__()
         self.ln1 = nn.LayerNorm(dim)
-        self.attn = CausalSelfAttention(dim, heads, context, dropout)
+        self.attn = CausalSelfAttention(dim, heads, context, dropout, sdpa)
         self.ln2 = nn.LayerNorm(dim)
         self.fc = nn.Linear(dim, 4 * dim)
         self.out = nn.Linear(4 * dim, dim)
@@ -50,11 +57,11 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, vocab=67, context=32, dim=48, heads=4, layers=2, dropout=0.0):
+    def __init__(self, vocab=67, context=32, dim=48, heads=4, layers=2, dropout=0.0, sdpa=False):
         super().__init__()
         self.wte = nn.Embedding(vocab, dim)
         self.wpe = nn.Embedding(context, dim)
-        self.blocks = nn.ModuleList([Block(dim, heads, context, dropout) for _ in range(layers)])
+        self.blocks = nn.ModuleList([Block(dim, heads, context, dropout, sdpa) for _ in range(layers)])
         self.ln_f = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, vocab, bias=False)
         self.head.weight = self.wte.weight  # tied, as GPT-2 does
@@ -70,7 +77,7 @@ class GPT(nn.Module):
 
     def forward(self, input_ids):
         t = input_ids.shape[1]
-        positions = torch.arange(0, t, dtype=torch.long).unsqueeze(0)
+        positions = torch.arange(0, t, dtype=torch.long, device=input_ids.device).unsqueeze(0)
         x = self.wte(input_ids) + self.wpe(positions)
         for block in self.blocks:
             x = block(x)

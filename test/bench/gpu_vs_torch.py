@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""GPT-2 124M (12 layers, d 768, 12 heads, vocabulary 50257, context 1024,
+tied head), batch 16, AdamW, bf16, on one GPU: fsdp-run against torch eager
+(bf16 autocast, fused AdamW, SDPA), torch.compile and torch FSDP2
+(fully_shard with MixedPrecisionPolicy(bf16, fp32)), all measured in one
+run from the same initial weights and batches. Prints the median step time
+after warm-up, peak GPU memory, tokens/s and MFU of each, the ratios to
+fsdp-run, and fsdp-run's first 20 losses against FSDP2's. Printed, not
+asserted, but the losses, which must agree within 2e-2 relative.
+
+Two halves, since plans are compiled where MLIR is and run where the GPU is:
+
+  gpu_vs_torch.py prepare --fsdpc BIN --out DIR        (/usr/bin/python3, torch 1.13)
+      exports GPT-2 124M from examples/gpt/model.py with every parameter
+      drawn at random (so each ONNX initializer identifies the torch
+      parameter it came from, transposed or not, even where the exporter
+      folded a transpose into it), compiles a weight-free bf16 plan and
+      writes DIR/param_map.json: plan parameter -> [torch name, transposed].
+  gpu_vs_torch.py run --fsdp-run BIN --plans DIR [--work DIR]   (torch 2.x, a GPU)
+      builds the model in torch with GPT-2's initialisation, writes it as
+      safetensors under the plan's names, random batches as .npy, and runs
+      everything above.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "examples", "gpt"))
+sys.path.insert(0, os.path.join(ROOT, "test", "e2e"))
+
+CONFIG = dict(vocab=50257, context=1024, dim=768, heads=12, layers=12)
+BATCH, LR, WEIGHT_DECAY = 16, 6e-4, 0.01
+WARMUP, MEASURED, COMPARED = 8, 20, 20
+PEAK_BF16_FLOPS = 989e12  # H100 / H200 SXM dense bf16, the datasheet's
+
+
+def prepare(fsdpc, out):
+    import onnx
+    import torch
+    from onnx import numpy_helper
+    from model import GPT
+
+    os.makedirs(out, exist_ok=True)
+    torch.manual_seed(0)
+    model = GPT(**CONFIG).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_()
+    onnx_path = os.path.join(out, "gpt2-124m.onnx")
+    ids = torch.zeros(1, CONFIG["context"], dtype=torch.long)
+    torch.onnx.export(model, (ids,), onnx_path, input_names=["input_ids"], output_names=["logits"],
+                      dynamic_axes={"input_ids": {0: "batch"}, "logits": {0: "batch"}}, opset_version=13)
+    by_prefix = {}
+    for name, p in model.state_dict().items():
+        a = p.detach().numpy()
+        if a.dtype != np.float32:
+            continue
+        by_prefix.setdefault(a.ravel()[:4].tobytes(), []).append((name, False, a))
+        if a.ndim == 2:
+            by_prefix.setdefault(np.ascontiguousarray(a.T).ravel()[:4].tobytes(), []).append((name, True, a.T))
+    mapping = {}
+    for init in onnx.load(onnx_path).graph.initializer:
+        value = numpy_helper.to_array(init)
+        if value.dtype != np.float32 or value.size < 4:
+            continue
+        for name, transposed, a in by_prefix.get(value.ravel()[:4].tobytes(), []):
+            if a.shape == value.shape and np.array_equal(a, value):
+                mapping[init.name] = [name, transposed]
+                break
+    with open(os.path.join(out, "param_map.json"), "w") as f:
+        json.dump(mapping, f, indent=1, sort_keys=True)
+    plan = os.path.join(out, "gpt2-124m-bf16.bin")
+    subprocess.run([fsdpc, onnx_path, "-o", plan, "--no-weights", "--batch-size", str(BATCH), "--mixed-precision",
+                    "bf16", "--optimizer", "adamw", "--lr", repr(LR), "--world-size", "1", "--strategy",
+                    "full_shard", "--wrap", r"module:blocks\.[0-9]+", "--report"], check=True)
+    os.remove(onnx_path)
+    print("prepared %s (%.1f MB) and %d parameter names" % (plan, os.path.getsize(plan) / 1e6, len(mapping)))
+
+
+def flops_per_step(params):
+    """PaLM's count: 6 N per token, plus attention's 12 L T d per token."""
+    tokens = BATCH * CONFIG["context"]
+    return 6 * params * tokens + 12 * CONFIG["layers"] * CONFIG["context"] * CONFIG["dim"] * tokens
+
+
+def torch_variant(kind, state, batches, steps):
+    """Step times (s), losses and peak memory of one torch configuration."""
+    import copy
+    import torch
+    import torch.nn.functional as F
+    from model import GPT
+
+    torch.manual_seed(0)
+    model = GPT(**CONFIG, sdpa=True).cuda()
+    model.load_state_dict(copy.deepcopy(state))
+    if kind == "fsdp2":
+        import torch.distributed as dist
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+        if not dist.is_initialized():
+            dist.init_process_group("nccl", init_method="tcp://127.0.0.1:29517", rank=0, world_size=1)
+        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        for block in model.blocks:
+            fully_shard(block, mp_policy=policy)
+        fully_shard(model, mp_policy=policy)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY, fused=True)
+    run = torch.compile(model) if kind == "compile" else model
+    torch.cuda.reset_peak_memory_stats()
+    times, losses = [], []
+    for step in range(steps):
+        inputs, labels = batches[step % len(batches)]
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        if kind == "fsdp2":
+            logits = run(inputs)
+        else:
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                logits = run(inputs)
+        loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), labels.view(-1))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())  # synchronises
+        times.append(time.perf_counter() - start)
+    peak = torch.cuda.max_memory_allocated()
+    del model, optimizer, run
+    torch.cuda.empty_cache()
+    return times, losses, peak
+
+
+def run_bench(fsdp_run, plans, work):
+    import torch
+    from model import GPT
+    from torch_reference import write_safetensors
+
+    if not torch.cuda.is_available():
+        print("SKIP: no GPU is visible to torch")
+        return 77
+    os.makedirs(work, exist_ok=True)
+    mapping = json.load(open(os.path.join(plans, "param_map.json")))
+    torch.manual_seed(0)
+    model = GPT(**CONFIG)  # GPT-2's initialisation
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    params = sum(p.numel() for p in model.parameters())
+    weights = os.path.join(work, "init.safetensors")
+    write_safetensors(weights, {plan_name: (state[name].numpy().T if transposed else state[name].numpy())
+                                for plan_name, (name, transposed) in mapping.items()})
+    # Random tokens; each label is the next token, so the loss can fall.
+    rng = np.random.default_rng(0)
+    steps = WARMUP + MEASURED
+    tokens = rng.integers(0, CONFIG["vocab"], size=(steps * BATCH, CONFIG["context"] + 1), dtype=np.int64)
+    data = os.path.join(work, "data")
+    os.makedirs(data, exist_ok=True)
+    np.save(os.path.join(data, "input_ids.npy"), tokens[:, :-1])
+    np.save(os.path.join(data, "labels.npy"), tokens[:, 1:])
+    batches = [(torch.tensor(tokens[s * BATCH:(s + 1) * BATCH, :-1]).cuda(),
+                torch.tensor(tokens[s * BATCH:(s + 1) * BATCH, 1:]).cuda()) for s in range(steps)]
+
+    results = {}
+    metrics = os.path.join(work, "fsdp-run.jsonl")
+    out = subprocess.run([fsdp_run, os.path.join(plans, "gpt2-124m-bf16.bin"), "--device", "cuda", "--init-from",
+                          weights, "--data", data, "--steps", str(steps), "--metrics-json", metrics],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        print(out.stdout[-3000:], out.stderr[-3000:])
+        print("RESULT: FAIL (fsdp-run)")
+        return 1
+    records = [json.loads(line) for line in open(metrics)]
+    ours = [r for r in records if "loss" in r]
+    peaks = [r["measured_peak_tensor_bytes"] for r in records if "measured_peak_tensor_bytes" in r]
+    results["fsdp-run"] = ([r["step_ms"] / 1000 for r in ours], [r["loss"] for r in ours], peaks[0] if peaks else 0)
+    for kind in ("eager", "compile", "fsdp2"):
+        results[kind] = torch_variant(kind, state, batches, steps)
+
+    flops = flops_per_step(params)
+    print("GPT-2 124M (%d parameters), batch %d x %d, bf16, AdamW, one GPU (%s)" % (
+        params, BATCH, CONFIG["context"], torch.cuda.get_device_name()))
+    print("%-10s %10s %10s %12s %7s %10s %10s" % ("", "step ms", "peak GiB", "tokens/s", "MFU", "time/ours",
+                                                   "mem/ours"))
+    ours_ms = statistics.median(results["fsdp-run"][0][WARMUP:]) * 1000
+    ours_peak = results["fsdp-run"][2]
+    for kind, (times, _, peak) in results.items():
+        ms = statistics.median(times[WARMUP:]) * 1000
+        print("%-10s %10.1f %10.2f %12.0f %6.1f%% %10.2f %10.2f" % (
+            kind, ms, peak / 2**30, BATCH * CONFIG["context"] / (ms / 1000), 100 * flops / (ms / 1000) / PEAK_BF16_FLOPS,
+            ms / ours_ms, peak / max(ours_peak, 1)))
+    print("(fsdp-run's peak: its plan's regions, kernel scratch and cuBLASLt workspaces; torch's: "
+          "max_memory_allocated)")
+    worst = 0.0
+    print("step  fsdp-run     FSDP2        rel")
+    for step in range(COMPARED):
+        a, b = results["fsdp-run"][1][step], results["fsdp2"][1][step]
+        rel = abs(a - b) / abs(b)
+        worst = max(worst, rel)
+        print("%4d  %.6f  %.6f  %.2e" % (step, a, b, rel))
+    ok = worst <= 2e-2
+    print("losses: worst relative difference to FSDP2 %.2e (limit 2e-2)" % worst)
+    print("RESULT:", "PASS" if ok else "FAIL", "(fsdp-run %.1f ms, eager %.2fx, compile %.2fx, FSDP2 %.2fx of ours)" % (
+        ours_ms, statistics.median(results["eager"][0][WARMUP:]) * 1000 / ours_ms,
+        statistics.median(results["compile"][0][WARMUP:]) * 1000 / ours_ms,
+        statistics.median(results["fsdp2"][0][WARMUP:]) * 1000 / ours_ms))
+    return 0 if ok else 1
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("prepare")
+    p.add_argument("--fsdpc", required=True)
+    p.add_argument("--out", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--fsdp-run", required=True)
+    r.add_argument("--plans", required=True)
+    r.add_argument("--work", default="/tmp/fsdpc-gpu-bench")
+    args = parser.parse_args()
+    if args.command == "prepare":
+        prepare(args.fsdpc, args.out)
+        return 0
+    return run_bench(args.fsdp_run, args.plans, args.work)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

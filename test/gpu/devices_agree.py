@@ -1,0 +1,192 @@
+#!/usr/bin/python3
+"""The example models on the GPU against the CPU backend, and 2 ranks on one
+GPU against 1 rank: every step's loss must agree.
+
+Plans are compiled where the compiler is (MLIR is not on the GPU machines)
+and run where the GPU is, so the script has two halves:
+
+  devices_agree.py prepare --fsdpc BIN --out DIR
+      exports the example MLP, GPT and LLaMA with torch (/usr/bin/python3,
+      torch 1.13 is enough), compiles the plans of every check into DIR and
+      writes DIR/checks.json.
+  devices_agree.py run --fsdp-run BIN --plans DIR [--work DIR]
+      runs every check on this machine's GPU and prints one line per check
+      and a RESULT line; exits 77 (skipped) when no GPU is visible.
+  devices_agree.py all --build BUILD --work DIR
+      both, for ctest; skips before compiling anything when no GPU is there.
+
+A check compares the per-step losses of two runs of one plan (or of two
+plans of one model): |a - b| <= tolerance * max(1, |b|) at every step.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+EXAMPLES = os.path.join(ROOT, "examples")
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-x", "OMP_NUM_THREADS=1"]
+STEPS = 20
+
+# name: (export command, fsdpc flags, runs, data); each run is
+# (device, ranks, plan world size).
+GPT_FLAGS = ["--batch-size", "12", "--optimizer", "adamw", "--lr", "3e-3", "--strategy", "full_shard",
+             "--wrap", r"module:blocks\.[0-9]+"]
+MODELS = {
+    # The example MLP: 4.2M parameters, drawn at run time (--no-weights).
+    "mlp": {"export": [os.path.join(EXAMPLES, "mlp", "export.py"), "--out-dir", "{work}"], "onnx": "mlp.onnx",
+            "flags": ["--lr", "1e-4", "--strategy", "full_shard", "--wrap", "module:fc[0-9]", "--no-weights"],
+            "init": "normal:0.02,1", "data": None},
+    "gpt": {"export": [os.path.join(EXAMPLES, "gpt", "export.py"), "--out", "{work}/gpt.onnx", "--data-dir", "{data}",
+                       "--batch", "12"], "onnx": "gpt.onnx", "flags": GPT_FLAGS, "init": None, "data": "gpt-data"},
+    "llama": {"export": [os.path.join(EXAMPLES, "llama", "export.py"), "--out", "{work}/llama.onnx", "--data-dir",
+                         "{data}", "--batch", "12"], "onnx": "llama.onnx", "flags": GPT_FLAGS, "init": None,
+              "data": "gpt-data"},
+}
+
+# (check, plan, device, ranks, reference check or None, tolerance)
+PLANS = {
+    "mlp-w1": ("mlp", 1, []),
+    "gpt-w1": ("gpt", 1, []),
+    "gpt-w2": ("gpt", 2, []),
+    "llama-w1": ("llama", 1, []),
+    "gpt-bf16-w1": ("gpt", 1, ["--mixed-precision", "bf16"]),
+}
+RUNS = [
+    # name, plan, device, ranks
+    ("mlp-cpu", "mlp-w1", "cpu", 1),
+    ("mlp-cuda", "mlp-w1", "cuda", 1),
+    ("gpt-cpu", "gpt-w1", "cpu", 1),
+    ("gpt-cuda", "gpt-w1", "cuda", 1),
+    ("gpt-cuda-2-ranks", "gpt-w2", "cuda", 2),
+    ("llama-cpu", "llama-w1", "cpu", 1),
+    ("llama-cuda", "llama-w1", "cuda", 1),
+    ("gpt-bf16-cpu", "gpt-bf16-w1", "cpu", 1),
+    ("gpt-bf16-cuda", "gpt-bf16-w1", "cuda", 1),
+]
+CHECKS = [
+    # what, run, reference run, tolerance
+    ("MLP fp32, GPU vs CPU", "mlp-cuda", "mlp-cpu", 1e-4),
+    ("GPT fp32, GPU vs CPU", "gpt-cuda", "gpt-cpu", 1e-4),
+    ("LLaMA fp32, GPU vs CPU", "llama-cuda", "llama-cpu", 1e-4),
+    ("GPT fp32, 2 ranks on one GPU vs 1 rank", "gpt-cuda-2-ranks", "gpt-cuda", 1e-5),
+    # bf16 rounds where each backend rounds (the CPU widens to f32 per
+    # kernel, cuBLASLt accumulates a whole GEMM in f32): bf16's own spread.
+    ("GPT bf16, GPU vs CPU", "gpt-bf16-cuda", "gpt-bf16-cpu", 2e-2),
+]
+
+
+def run(cmd, **kwargs):
+    result = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
+    if result.returncode != 0:
+        sys.exit("command failed: %s\n%s%s" % (" ".join(cmd), result.stdout[-4000:], result.stderr[-4000:]))
+    return result.stdout
+
+
+def gpu_visible():
+    nvidia_smi = shutil.which("nvidia-smi")
+    if not nvidia_smi:
+        return False
+    result = subprocess.run([nvidia_smi, "-L"], capture_output=True, text=True)
+    return result.returncode == 0 and "GPU" in result.stdout
+
+
+def prepare(fsdpc, out):
+    os.makedirs(out, exist_ok=True)
+    data = os.path.join(out, "gpt-data")
+    run([sys.executable, os.path.join(EXAMPLES, "gpt", "prepare_data.py"), "--out-dir", data])
+    for name, model in MODELS.items():
+        cmd = [sys.executable] + [a.format(work=out, data=data) for a in model["export"]]
+        run(cmd)
+    for plan, (model, world, extra) in PLANS.items():
+        spec = MODELS[model]
+        run([fsdpc, os.path.join(out, spec["onnx"]), "-o", os.path.join(out, plan + ".bin"), "--world-size",
+             str(world)] + spec["flags"] + extra)
+    manifest = {"plans": {p: {"model": m, "world": w} for p, (m, w, _) in PLANS.items()},
+                "models": {m: {"init": s["init"], "data": s["data"]} for m, s in MODELS.items()}}
+    with open(os.path.join(out, "checks.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+    for name in os.listdir(out):  # the plans hold what the runs need
+        if name.endswith(".onnx"):
+            os.remove(os.path.join(out, name))
+    print("prepared %d plans in %s" % (len(PLANS), out))
+
+
+def read_losses(path):
+    steps = {}
+    for line in open(path):
+        record = json.loads(line)
+        if "loss" in record:
+            steps[record["step"]] = record["loss"]
+    return [steps[s] for s in sorted(steps)]
+
+
+def run_checks(fsdp_run, plans, work):
+    if not gpu_visible():
+        print("SKIP: no GPU is visible (nvidia-smi -L lists none)")
+        return 77
+    manifest = json.load(open(os.path.join(plans, "checks.json")))
+    os.makedirs(work, exist_ok=True)
+    losses = {}
+    for name, plan, device, ranks in RUNS:
+        info = manifest["plans"][plan]
+        model = manifest["models"][info["model"]]
+        metrics = os.path.join(work, name + ".jsonl")
+        cmd = [fsdp_run, os.path.join(plans, plan + ".bin"), "--device", device, "--steps", str(STEPS),
+               "--metrics-json", metrics]
+        if model["init"]:
+            cmd += ["--init", model["init"]]
+        if model["data"]:
+            cmd += ["--data", os.path.join(plans, model["data"])]
+        if ranks > 1:
+            cmd = MPIRUN + ["-np", str(ranks)] + cmd
+        out = run(cmd)
+        first = out.splitlines()[0] if out else ""
+        losses[name] = read_losses(metrics)
+        print("ran %-18s %s; step 0 loss %.6f, step %d loss %.6f" % (name, first, losses[name][0], STEPS - 1,
+                                                                    losses[name][-1]))
+    failures = 0
+    print("%-44s %12s %10s  %s" % ("check", "worst", "tolerance", "at step"))
+    for what, got_name, want_name, tolerance in CHECKS:
+        got, want = losses[got_name], losses[want_name]
+        excess = [abs(a - b) / max(1.0, abs(b)) for a, b in zip(got, want)]
+        worst = max(range(len(excess)), key=excess.__getitem__)
+        ok = len(got) == len(want) == STEPS and all(e <= tolerance for e in excess)
+        failures += not ok
+        print("%-44s %12.3e %10.0e  %d%s" % (what, excess[worst], tolerance, worst, "" if ok else "  <-- FAIL"))
+    print("RESULT:", "PASS" if failures == 0 else "FAIL (%d of %d checks)" % (failures, len(CHECKS)))
+    return 1 if failures else 0
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("prepare")
+    p.add_argument("--fsdpc", required=True)
+    p.add_argument("--out", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--fsdp-run", required=True)
+    r.add_argument("--plans", required=True)
+    r.add_argument("--work", default="/tmp/fsdpc-devices-agree")
+    a = sub.add_parser("all")
+    a.add_argument("--build", required=True)
+    a.add_argument("--work", required=True)
+    args = parser.parse_args()
+    if args.command == "prepare":
+        prepare(args.fsdpc, args.out)
+        return 0
+    if args.command == "run":
+        return run_checks(args.fsdp_run, args.plans, args.work)
+    if not gpu_visible():
+        print("SKIP: no GPU is visible (nvidia-smi -L lists none)")
+        return 77
+    plans = os.path.join(args.work, "plans")
+    prepare(os.path.join(args.build, "bin", "fsdpc"), plans)
+    return run_checks(os.path.join(args.build, "bin", "fsdp-run"), plans, os.path.join(args.work, "runs"))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

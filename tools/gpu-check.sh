@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The whole GPU check, on a GPU machine, in one call (planned to take under
+# 8 minutes on an H200). Prepare it on a development machine first:
+#   bash tools/gpu-prepare.sh          (builds gpu-carry/)
+# then, on the GPU machine, from the repository root:
+#   bash tools/gpu-check.sh            (logs under $OUT, or /tmp/gpu-check)
+# Steps, each with its own time limit so one hang cannot eat the rest:
+#   1. the carried binaries, or a runtime-only build here if they do not run;
+#   2. every CUDA kernel against its CPU kernel (fsdpc-cuda-kernel-test),
+#      then the same under compute-sanitizer's memcheck;
+#   3. the example MLP / GPT / LLaMA on the GPU against the CPU backend, and
+#      2 ranks on one GPU (host-staged MPI) against 1 rank
+#      (test/gpu/devices_agree.py);
+#   4. GPT-2 124M bf16 against torch eager, torch.compile and FSDP2
+#      (test/bench/gpu_vs_torch.py).
+# Ends with one SUMMARY line.
+set -uo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+carry="$root/gpu-carry"
+out="${OUT:-/tmp/gpu-check}"
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+start=$(date +%s)
+elapsed() { echo "$(( $(date +%s) - start ))s"; }
+
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+echo "carried from commit $(cat "$carry/commit" 2>/dev/null || echo '?'); this tree: $(git -C "$root" rev-parse HEAD 2>/dev/null || echo '?')"
+
+bin="$carry/bin"
+if ! "$bin/fsdp-run" --help > /dev/null 2>&1; then
+  echo "== the carried binaries do not run here; building the runtime ($(elapsed))"
+  ldd "$bin/fsdp-run" 2>&1 | grep -i "not found" || true
+  build=/tmp/fsdpc-build
+  if ! { cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DFSDPC_BUILD_COMPILER=OFF -DFSDPC_CUDA=ON \
+           -DCMAKE_CUDA_ARCHITECTURES=90 && ninja -C "$build" fsdp-run fsdpc-cuda-kernel-test; } > "$out/build.log" 2>&1; then
+    tail -30 "$out/build.log"
+    echo "SUMMARY: FAIL: the runtime does not build here ($(elapsed))"
+    exit 1
+  fi
+  bin="$build/bin"
+fi
+
+echo "== CUDA kernels against the CPU kernels ($(elapsed))"
+timeout 150 "$bin/fsdpc-cuda-kernel-test" 2>&1 | tee "$out/kernels.txt"
+kernels=${PIPESTATUS[0]}
+memcheck=skipped
+if command -v compute-sanitizer > /dev/null; then
+  echo "== the same under compute-sanitizer memcheck ($(elapsed))"
+  timeout 120 compute-sanitizer --tool memcheck --print-limit 20 "$bin/fsdpc-cuda-kernel-test" > "$out/memcheck.txt" 2>&1
+  memcheck=$?
+  grep -E "ERROR SUMMARY|Invalid|out of bounds|^FAIL" "$out/memcheck.txt" | head -20
+fi
+
+echo "== the example models: GPU against CPU, 2 ranks on one GPU against 1 ($(elapsed))"
+timeout 200 python3 "$root/test/gpu/devices_agree.py" run --fsdp-run "$bin/fsdp-run" --plans "$carry/plans" \
+  --work /tmp/fsdpc-devices-agree 2>&1 | tee "$out/devices.txt"
+devices=${PIPESTATUS[0]}
+
+echo "== GPT-2 124M bf16 against torch ($(elapsed))"
+timeout 240 python3 "$root/test/bench/gpu_vs_torch.py" run --fsdp-run "$bin/fsdp-run" --plans "$carry/bench" \
+  --work /tmp/fsdpc-gpu-bench 2>&1 | tee "$out/bench.txt"
+bench=${PIPESTATUS[0]}
+
+word() { case "$1" in 0) echo pass ;; 77) echo skipped ;; 124) echo "timed out" ;; skipped) echo skipped ;; *) echo "FAIL ($1)" ;; esac; }
+echo "SUMMARY: kernels $(word $kernels), memcheck $(word $memcheck), models $(word $devices), bench $(word $bench) ($(elapsed))"
+[ "$kernels" = 0 ] && [ "$devices" = 0 ] && [ "$bench" = 0 ]

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Prepares, on a development machine (no GPU needed), everything
+# tools/gpu-check.sh runs on a GPU machine, into gpu-carry/ (git-ignored,
+# about 25 MB, so it travels within the device tool's 64 MiB):
+#   gpu-carry/bin/    fsdp-run and fsdpc-cuda-kernel-test, a runtime-only
+#                     build for sm_90 with protobuf linked statically (the GPU
+#                     machine has another protobuf and no MLIR);
+#   gpu-carry/plans/  the example MLP / GPT / LLaMA plans of
+#                     test/gpu/devices_agree.py, with their data;
+#   gpu-carry/bench/  GPT-2 124M's weight-free bf16 plan and parameter-name
+#                     map for test/bench/gpu_vs_torch.py.
+# Needs the compiler built (tools/build.sh) and /usr/bin/python3 with torch.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+carry="$root/gpu-carry"
+build="$root/build-gpu"
+if [ ! -x "$root/build/bin/fsdpc" ]; then
+  echo "gpu-prepare: build the compiler first (bash tools/build.sh)" >&2
+  exit 1
+fi
+if [ ! -f "$build/build.ninja" ]; then
+  cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DFSDPC_BUILD_COMPILER=OFF \
+    -DFSDPC_CUDA=ON -DFSDPC_STATIC_PROTOBUF=ON -DCMAKE_CUDA_ARCHITECTURES=90 > /dev/null
+fi
+ninja -C "$build" -j "$(nproc)" fsdp-run fsdpc-cuda-kernel-test
+rm -rf "$carry"
+mkdir -p "$carry/bin"
+cp "$build/bin/fsdp-run" "$build/bin/fsdpc-cuda-kernel-test" "$carry/bin/"
+/usr/bin/python3 "$root/test/gpu/devices_agree.py" prepare --fsdpc "$root/build/bin/fsdpc" --out "$carry/plans"
+/usr/bin/python3 "$root/test/bench/gpu_vs_torch.py" prepare --fsdpc "$root/build/bin/fsdpc" --out "$carry/bench" \
+  > "$carry/bench-prepare.log" 2>&1
+git -C "$root" rev-parse HEAD > "$carry/commit"
+du -sh "$carry"
+echo "gpu-prepare: carry gpu-carry to the GPU machine and run: bash tools/gpu-check.sh"

@@ -86,12 +86,16 @@ def run(cmd, **kwargs):
     return result.stdout
 
 
-def gpu_visible():
+def gpu_count():
     nvidia_smi = shutil.which("nvidia-smi")
     if not nvidia_smi:
-        return False
+        return 0
     result = subprocess.run([nvidia_smi, "-L"], capture_output=True, text=True)
-    return result.returncode == 0 and "GPU" in result.stdout
+    return result.stdout.count("GPU ") if result.returncode == 0 else 0
+
+
+def gpu_visible():
+    return gpu_count() > 0
 
 
 def prepare(fsdpc, out):
@@ -131,7 +135,11 @@ def run_checks(fsdp_run, plans, work):
     manifest = json.load(open(os.path.join(plans, "checks.json")))
     os.makedirs(work, exist_ok=True)
     losses = {}
-    for name, plan, device, ranks in RUNS:
+    runs, checks = list(RUNS), list(CHECKS)
+    if gpu_count() >= 2:  # one rank per GPU: NCCL, not the host-staged fallback
+        runs.append(("gpt-nccl-2-gpus", "gpt-w2", "cuda", 2))
+        checks.append(("GPT fp32, 2 ranks on 2 GPUs (NCCL) vs 1 rank", "gpt-nccl-2-gpus", "gpt-cuda", 1e-5))
+    for name, plan, device, ranks in runs:
         info = manifest["plans"][plan]
         model = manifest["models"][info["model"]]
         metrics = os.path.join(work, name + ".jsonl")
@@ -142,7 +150,10 @@ def run_checks(fsdp_run, plans, work):
         if model["data"]:
             cmd += ["--data", os.path.join(plans, model["data"])]
         if ranks > 1:
-            cmd = MPIRUN + ["-np", str(ranks)] + cmd
+            # Both ranks on GPU 0 (LOCAL_RANK picks the GPU), unless the run
+            # is the one-rank-per-GPU NCCL run.
+            local = [] if name.endswith("gpus") else ["-x", "LOCAL_RANK=0"]
+            cmd = MPIRUN + local + ["-np", str(ranks)] + cmd
         out = run(cmd)
         first = out.splitlines()[0] if out else ""
         losses[name] = read_losses(metrics)
@@ -150,14 +161,14 @@ def run_checks(fsdp_run, plans, work):
                                                                     losses[name][-1]))
     failures = 0
     print("%-44s %12s %10s  %s" % ("check", "worst", "tolerance", "at step"))
-    for what, got_name, want_name, tolerance in CHECKS:
+    for what, got_name, want_name, tolerance in checks:
         got, want = losses[got_name], losses[want_name]
         excess = [abs(a - b) / max(1.0, abs(b)) for a, b in zip(got, want)]
         worst = max(range(len(excess)), key=excess.__getitem__)
         ok = len(got) == len(want) == STEPS and all(e <= tolerance for e in excess)
         failures += not ok
         print("%-44s %12.3e %10.0e  %d%s" % (what, excess[worst], tolerance, worst, "" if ok else "  <-- FAIL"))
-    print("RESULT:", "PASS" if failures == 0 else "FAIL (%d of %d checks)" % (failures, len(CHECKS)))
+    print("RESULT:", "PASS" if failures == 0 else "FAIL (%d of %d checks)" % (failures, len(checks)))
     return 1 if failures else 0
 
 

@@ -15,6 +15,7 @@
 #include "fsdpc/runtime/Npy.h"
 #include "fsdpc/runtime/PlanFile.h"
 #include "fsdpc/runtime/Safetensors.h"
+#include "fsdpc/runtime/Trace.h"
 
 #include <algorithm>
 #include <chrono>
@@ -47,6 +48,7 @@ struct Options {
   bool forward = false;
   bool profile = false;
   std::string device = "auto"; // auto, cpu or cuda
+  std::string tracePath;
   std::string inputsDir;
   std::string outputsDir;
   uint64_t seed = 0;
@@ -65,6 +67,8 @@ const char *kUsage = "usage: fsdp-run PLAN [--steps N] [--data DIR] [--seed S] [
                      "  --load-sharded DIR  resume from a sharded checkpoint of the same plan\n"
                      "  --profile           after training, print the time spent per kernel (rank 0)\n"
                      "  --device D          auto (default: cuda when a GPU is visible, else cpu), cpu or cuda\n"
+                     "  --trace FILE.json   a Chrome / Perfetto trace of every step: one track per rank and\n"
+                     "                      stream, one slice per instruction (open it in ui.perfetto.dev)\n"
                      "  --forward           run a --forward-only plan once on --inputs DIR (<input>.npy)\n"
                      "                      and write <output>.npy to --outputs DIR\n";
 
@@ -126,6 +130,8 @@ Status parseOptions(int argc, char **argv, Options &options) {
       FSDPC_RETURN_IF_ERROR(takeValue(options.loadShardedDir));
     } else if (arg == "--profile") {
       options.profile = true;
+    } else if (arg == "--trace") {
+      FSDPC_RETURN_IF_ERROR(takeValue(options.tracePath));
     } else if (arg == "--device") {
       FSDPC_RETURN_IF_ERROR(takeValue(options.device));
       if (options.device != "auto" && options.device != "cpu" && options.device != "cuda")
@@ -297,6 +303,9 @@ int main(int argc, char **argv) {
 
   if (options.profile)
     executor.enableProfiling();
+  if (!options.tracePath.empty())
+    executor.enableTracing();
+  TraceRecorder trace(header);
   int64_t firstStep = 0;
   if (!options.loadShardedDir.empty()) {
     StatusOr<int64_t> resumed = loadShardedCheckpoint(options.loadShardedDir, executor, *communicator, planHash);
@@ -328,14 +337,26 @@ int main(int argc, char **argv) {
                 std::max(header.shard_group_size(), 1), header.global_batch(), header.optimizer().c_str(),
                 executor.tensorBytes() / 1048576.0, options.dataDir.empty() ? "synthetic" : options.dataDir.c_str(),
                 firstStep ? (", resuming after step " + std::to_string(firstStep)).c_str() : "");
+  // The trace's clock starts on every rank as they leave this agreement
+  // together, so the ranks' tracks line up.
+  if (!options.tracePath.empty()) {
+    Status together = communicator->agreeOn(1, "the start of the trace");
+    if (!together.isOk())
+      return fail(together);
+  }
+  const auto runStart = std::chrono::steady_clock::now();
   for (int64_t step = firstStep; step < firstStep + options.steps; ++step) {
     auto start = std::chrono::steady_clock::now();
     Status filled = (*dataset)->fillBatch(executor, step, rank, worldSize);
     if (!filled.isOk())
       return fail(filled);
+    const double stepBegin = std::chrono::duration<double>(std::chrono::steady_clock::now() - runStart).count();
     StatusOr<float> loss = executor.runStep(step + 1);
     if (!loss.isOk())
       return fail(loss.status());
+    const double exposedCommMs = executor.lastStepExposedCommSeconds() * 1000;
+    if (!options.tracePath.empty())
+      trace.addStep(step, stepBegin, executor.lastStepTrace());
     if (worldSize > 1) {
       // Every rank's loss is the mean over its equal slice of the batch.
       Status reduced = communicator->allReduceHostFloats(&*loss, 1, Reduction::kAvg);
@@ -351,8 +372,18 @@ int main(int argc, char **argv) {
     }
     if (metrics)
       std::fprintf(metrics,
-                   "{\"step\": %" PRId64 ", \"loss\": %.9g, \"step_ms\": %.4f, \"samples_per_s\": %.2f}\n", step,
-                   *loss, stepMs, samplesPerSecond);
+                   "{\"step\": %" PRId64 ", \"loss\": %.9g, \"step_ms\": %.4f, \"samples_per_s\": %.2f, "
+                   "\"exposed_comm_ms\": %.4f}\n",
+                   step, *loss, stepMs, samplesPerSecond, exposedCommMs);
+  }
+
+  if (!options.tracePath.empty()) {
+    Status written = trace.write(options.tracePath, communicator);
+    if (!written.isOk())
+      return fail(written);
+    if (reports)
+      std::printf("fsdp-run: wrote the trace of %" PRId64 " steps to %s (open it in ui.perfetto.dev)\n",
+                  options.steps, options.tracePath.c_str());
   }
 
   if (options.profile && reports) {

@@ -114,9 +114,12 @@ Widening planWidening(const ResolvedInstruction &r, uint64_t &scratchBytes) {
 /// One stream's instructions, and the time each took when profiling.
 struct Stream {
   std::vector<ResolvedInstruction> instructions;
+  std::vector<size_t> planIndex;   // each instruction's place in the plan
   std::vector<Widening> widenings; // per instruction; inactive for most
   std::vector<double> seconds;
 };
+
+using Clock = std::chrono::steady_clock;
 
 class CpuDevice final : public Device {
 public:
@@ -153,12 +156,16 @@ public:
 
   Status prepare(std::vector<ResolvedInstruction> step, int numEvents, CollectiveChannel *channel) override {
     channel_ = channel;
-    for (ResolvedInstruction &r : step) {
+    numInstructions_ = step.size();
+    for (size_t i = 0; i < step.size(); ++i) {
+      ResolvedInstruction &r = step[i];
       r.call.context = &context_;
       if (r.kind == ResolvedInstruction::Kind::kCollective && !channel_)
         return FSDPC_ERROR(kInvalidArgument, "plan has collective '", r.instruction->op(),
                            "' but no collective channel was given");
-      (r.stream == plan::COMMUNICATION ? comm_ : compute_).instructions.push_back(std::move(r));
+      Stream &stream = r.stream == plan::COMMUNICATION ? comm_ : compute_;
+      stream.instructions.push_back(std::move(r));
+      stream.planIndex.push_back(i);
     }
     compute_.seconds.assign(compute_.instructions.size(), 0.0);
     comm_.seconds.assign(comm_.instructions.size(), 0.0);
@@ -188,6 +195,8 @@ public:
 
   Status runStep(const StepContext &context) override {
     context_ = context;
+    stepStart_ = Clock::now();
+    computeWaitSeconds_ = 0;
     if (worker_.joinable()) {
       std::lock_guard<std::mutex> lock(mutex_);
       requestedStep_ = context.step;
@@ -203,6 +212,13 @@ public:
   }
 
   void enableProfiling() override { profile_ = true; }
+
+  void enableTracing() override {
+    trace_ = true;
+    timings_.assign(numInstructions_, InstructionTiming());
+  }
+  std::vector<InstructionTiming> lastStepTrace() const override { return timings_; }
+  double lastStepExposedCommSeconds() const override { return computeWaitSeconds_; }
 
   std::vector<std::pair<std::string, double>> profile() const override {
     std::map<std::string, double> byOp;
@@ -294,24 +310,50 @@ private:
     return Status::ok();
   }
 
+  double sinceStepStart(Clock::time_point t) const { return std::chrono::duration<double>(t - stepStart_).count(); }
+
   Status runStream(Stream &stream, int64_t step) {
+    const bool isCompute = &stream == &compute_;
     for (size_t i = 0; i < stream.instructions.size(); ++i) {
       const ResolvedInstruction &r = stream.instructions[i];
+      InstructionTiming *timing = trace_ ? &timings_[stream.planIndex[i]] : nullptr;
       if (r.kind == ResolvedInstruction::Kind::kRecordEvent) {
+        // Read the clock first: once recorded, the waiting thread may run
+        // before this one reads it.
+        if (timing)
+          timing->start = timing->end = sinceStepStart(Clock::now());
         recordEvent(r.event, step);
         continue;
       }
       if (r.kind == ResolvedInstruction::Kind::kWaitEvent) {
+        // Waits on the compute stream are for the communication stream's
+        // records: the communication that computation did not hide.
+        const Clock::time_point waitStart = Clock::now();
         if (!waitEvent(r.event, step))
           return FSDPC_ERROR(kInternal, "the other stream failed");
+        const Clock::time_point waitEnd = Clock::now();
+        if (isCompute)
+          computeWaitSeconds_ += std::chrono::duration<double>(waitEnd - waitStart).count();
+        if (timing) {
+          timing->start = sinceStepStart(waitStart);
+          timing->end = sinceStepStart(waitEnd);
+        }
         continue;
       }
-      auto start = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+      const bool timed = profile_ || timing;
+      const Clock::time_point start = timed ? Clock::now() : Clock::time_point();
       Status status = r.kind == ResolvedInstruction::Kind::kCollective ? runCollective(r)
                       : stream.widenings[i].active()                  ? runWidened(r, stream.widenings[i])
                                                                        : r.kernel(r.call);
-      if (profile_)
-        stream.seconds[i] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (timed) {
+        const Clock::time_point end = Clock::now();
+        if (profile_)
+          stream.seconds[i] += std::chrono::duration<double>(end - start).count();
+        if (timing) {
+          timing->start = sinceStepStart(start);
+          timing->end = sinceStepStart(end);
+        }
+      }
       if (!status.isOk()) {
         {
           std::lock_guard<std::mutex> lock(mutex_);
@@ -334,6 +376,11 @@ private:
   Stream compute_, comm_;
   StepContext context_;
   bool profile_ = false;
+  bool trace_ = false;
+  size_t numInstructions_ = 0;
+  std::vector<InstructionTiming> timings_; // per plan instruction, last step
+  Clock::time_point stepStart_;
+  double computeWaitSeconds_ = 0; // written by the compute stream only
 
   // Events and the worker's hand-over, under one mutex.
   std::mutex mutex_;

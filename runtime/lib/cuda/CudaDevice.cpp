@@ -125,10 +125,15 @@ public:
       ncclCommDestroy(worldComm_);
     for (cudaEvent_t e : events_)
       cudaEventDestroy(e);
-    for (auto &[start, stop] : timers_) {
-      cudaEventDestroy(start);
-      cudaEventDestroy(stop);
-    }
+    for (const auto *pairs : {&timers_, &waitTimers_})
+      for (const auto &[start, stop] : *pairs) {
+        if (start)
+          cudaEventDestroy(start);
+        if (stop)
+          cudaEventDestroy(stop);
+      }
+    if (origin_)
+      cudaEventDestroy(origin_);
     if (lt_)
       cublasLtDestroy(lt_);
     if (compute_)
@@ -228,6 +233,14 @@ public:
       FSDPC_RETURN_IF_ERROR(commScratch_.allocate(commScratch));
       FSDPC_RETURN_IF_ERROR(commWorkspace_.allocate(kGemmWorkspaceBytes));
     }
+    // Exposed communication: two timing events around each wait of the
+    // compute stream measure how long it stalled there.
+    waitTimers_.assign(step_.size(), {nullptr, nullptr});
+    for (size_t i = 0; i < step_.size(); ++i)
+      if (step_[i].kind == ResolvedInstruction::Kind::kWaitEvent && step_[i].stream != plan::COMMUNICATION) {
+        FSDPC_CUDA_RETURN_IF_ERROR(cudaEventCreate(&waitTimers_[i].first));
+        FSDPC_CUDA_RETURN_IF_ERROR(cudaEventCreate(&waitTimers_[i].second));
+      }
     launches_.resize(step_.size());
     for (size_t i = 0; i < step_.size(); ++i) {
       ResolvedInstruction &r = step_[i];
@@ -255,13 +268,17 @@ public:
   Status runStep(const StepContext &context) override {
     FSDPC_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal_));
     context_ = context;
+    const bool timed = profile_ || trace_;
+    if (trace_)
+      FSDPC_CUDA_RETURN_IF_ERROR(cudaEventRecord(origin_, compute_));
     for (size_t i = 0; i < step_.size(); ++i) {
       const ResolvedInstruction &r = step_[i];
       const cudaStream_t stream = r.stream == plan::COMMUNICATION ? comm_ : compute_;
       Status status;
-      if (profile_ && r.kind != ResolvedInstruction::Kind::kRecordEvent &&
-          r.kind != ResolvedInstruction::Kind::kWaitEvent)
+      if (timed)
         FSDPC_CUDA_RETURN_IF_ERROR(cudaEventRecord(timers_[i].first, stream));
+      if (waitTimers_[i].first)
+        FSDPC_CUDA_RETURN_IF_ERROR(cudaEventRecord(waitTimers_[i].first, stream));
       switch (r.kind) {
       case ResolvedInstruction::Kind::kRecordEvent:
         status = cudaCall(cudaEventRecord(events_[r.event], stream), "cudaEventRecord");
@@ -276,8 +293,9 @@ public:
         status = r.kernel(r.call);
         break;
       }
-      if (profile_ && r.kind != ResolvedInstruction::Kind::kRecordEvent &&
-          r.kind != ResolvedInstruction::Kind::kWaitEvent)
+      if (waitTimers_[i].second)
+        FSDPC_CUDA_RETURN_IF_ERROR(cudaEventRecord(waitTimers_[i].second, stream));
+      if (timed)
         FSDPC_CUDA_RETURN_IF_ERROR(cudaEventRecord(timers_[i].second, stream));
       if (!status.isOk()) {
         cudaStreamSynchronize(compute_);
@@ -288,30 +306,45 @@ public:
     FSDPC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(compute_));
     FSDPC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(comm_));
     FSDPC_RETURN_IF_ERROR(checkDeviceError());
-    if (profile_)
-      for (size_t i = 0; i < step_.size(); ++i)
-        if (timers_[i].first) {
-          float ms = 0;
-          FSDPC_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, timers_[i].first, timers_[i].second));
-          seconds_[i] += ms / 1000.0;
-        }
+    exposedCommSeconds_ = 0;
+    for (const auto &[start, stop] : waitTimers_)
+      if (start) {
+        float ms = 0;
+        FSDPC_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start, stop));
+        exposedCommSeconds_ += ms / 1000.0;
+      }
+    for (size_t i = 0; timed && i < step_.size(); ++i) {
+      float ms = 0;
+      FSDPC_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, timers_[i].first, timers_[i].second));
+      const ResolvedInstruction::Kind kind = step_[i].kind;
+      if (profile_ && kind != ResolvedInstruction::Kind::kRecordEvent && kind != ResolvedInstruction::Kind::kWaitEvent)
+        seconds_[i] += ms / 1000.0;
+      if (trace_) {
+        float startMs = 0;
+        FSDPC_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&startMs, origin_, timers_[i].first));
+        timings_[i] = {startMs / 1000.0, (startMs + ms) / 1000.0};
+      }
+    }
     return Status::ok();
   }
 
   void enableProfiling() override {
-    if (profile_)
-      return;
-    timers_.assign(step_.size(), {nullptr, nullptr});
-    seconds_.assign(step_.size(), 0.0);
-    for (size_t i = 0; i < step_.size(); ++i) {
-      const ResolvedInstruction::Kind kind = step_[i].kind;
-      if (kind == ResolvedInstruction::Kind::kRecordEvent || kind == ResolvedInstruction::Kind::kWaitEvent)
-        continue;
-      if (cudaEventCreate(&timers_[i].first) != cudaSuccess || cudaEventCreate(&timers_[i].second) != cudaSuccess)
-        return; // profiling stays off
+    if (createTimers()) {
+      seconds_.assign(step_.size(), 0.0);
+      profile_ = true;
     }
-    profile_ = true;
   }
+
+  void enableTracing() override {
+    if (!origin_ && cudaEventCreate(&origin_) != cudaSuccess)
+      return;
+    if (createTimers()) {
+      timings_.assign(step_.size(), InstructionTiming());
+      trace_ = true;
+    }
+  }
+  std::vector<InstructionTiming> lastStepTrace() const override { return timings_; }
+  double lastStepExposedCommSeconds() const override { return exposedCommSeconds_; }
 
   std::vector<std::pair<std::string, double>> profile() const override {
     std::map<std::string, double> byOp;
@@ -326,6 +359,19 @@ public:
   }
 
 private:
+  /// Timing events around every instruction, for profiling and tracing;
+  /// false (and both stay off) if they cannot be made.
+  bool createTimers() {
+    if (!timers_.empty())
+      return true;
+    std::vector<std::pair<cudaEvent_t, cudaEvent_t>> timers(step_.size(), {nullptr, nullptr});
+    for (auto &[start, stop] : timers)
+      if (cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&stop) != cudaSuccess)
+        return false;
+    timers_ = std::move(timers);
+    return true;
+  }
+
   static Status cudaCall(cudaError_t error, const char *what) {
     if (error == cudaSuccess)
       return Status::ok();
@@ -483,9 +529,12 @@ private:
   PinnedBuffer stagingIn_, stagingOut_;
   ncclComm_t worldComm_ = nullptr;
   std::map<std::pair<int, int>, ncclComm_t> groupComms_;
-  bool profile_ = false;
-  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> timers_;
+  bool profile_ = false, trace_ = false;
+  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> timers_, waitTimers_;
+  cudaEvent_t origin_ = nullptr; // the step's start, for the trace
   std::vector<double> seconds_;
+  std::vector<InstructionTiming> timings_;
+  double exposedCommSeconds_ = 0;
 };
 
 } // namespace

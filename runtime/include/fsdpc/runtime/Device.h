@@ -54,6 +54,12 @@ struct ResolvedInstruction {
   plan::DType dtype = plan::F32;
 };
 
+/// When one instruction ran in a step, in seconds since the step began on
+/// the host (record and wait instructions: where the stream reached them).
+struct InstructionTiming {
+  double start = 0, end = 0;
+};
+
 class Device {
 public:
   virtual ~Device() = default;
@@ -88,6 +94,16 @@ public:
   /// Seconds spent per instruction kind (kernel name, or collective with
   /// " (comm)"), largest first.
   virtual std::vector<std::pair<std::string, double>> profile() const = 0;
+
+  /// From now on, records when each instruction of every step runs.
+  virtual void enableTracing() = 0;
+  /// The last step's timings, one per plan instruction in plan order
+  /// (empty unless tracing).
+  virtual std::vector<InstructionTiming> lastStepTrace() const = 0;
+  /// Seconds the compute stream spent waiting, in wait_event, for the
+  /// communication stream during the last step: communication that
+  /// computation did not hide.
+  virtual double lastStepExposedCommSeconds() const = 0;
 };
 
 } // namespace fsdpc::runtime

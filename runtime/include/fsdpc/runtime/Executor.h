@@ -82,6 +82,10 @@ public:
   /// Seconds spent per instruction kind (kernel name, or collective with
   /// " (comm)"), largest first.
   std::vector<std::pair<std::string, double>> profile() const { return device_->profile(); }
+  /// Records when every instruction runs, from now on (see Device).
+  void enableTracing() { device_->enableTracing(); }
+  std::vector<InstructionTiming> lastStepTrace() const { return device_->lastStepTrace(); }
+  double lastStepExposedCommSeconds() const { return device_->lastStepExposedCommSeconds(); }
 
 private:
   Executor() = default;

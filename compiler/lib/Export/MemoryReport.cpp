@@ -1,13 +1,78 @@
 //===- MemoryReport.cpp - What each rank needs, before it runs ------------===//
 #include "fsdpc/Export/MemoryReport.h"
 
+#include "fsdpc/Dialect/Plan/IR/Lifetimes.h"
 #include "fsdpc/Dialect/Plan/IR/PlanOps.h"
+#include "fsdpc/Export/PlanWriter.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 
 using namespace mlir;
 using namespace fsdpc;
 using plan_ir::TensorKind;
+
+namespace {
+
+/// The live bytes after every instruction, from the same lifetimes
+/// plan-allocate packed, and what is live at their largest.
+void addTimeline(plan_ir::ProgramOp program, const llvm::StringMap<plan_ir::TensorOp> &tensors, MemoryReport &report) {
+  const plan_ir::ProgramLifetimes lifetimes = plan_ir::computeLifetimes(program);
+  const int64_t count = lifetimes.instructions.size();
+  // What each transient tensor holds, from the collectives that touch it.
+  llvm::StringMap<int> role; // 1 gathered unit, 2 flat gradient
+  for (auto collective : program.getBlock().getOps<plan_ir::CollectiveOp>()) {
+    const bool gather = collective.getCollective() == "all_gather";
+    if (!gather && collective.getCollective() != "reduce_scatter")
+      continue;
+    for (Attribute ref : gather ? collective.getOutputs() : collective.getInputs()) {
+      plan_ir::TensorOp tensor = tensors.lookup(cast<FlatSymbolRefAttr>(ref).getValue());
+      for (int depth = 0; tensor && tensor.getKind() == TensorKind::view && depth < 64; ++depth)
+        tensor = tensors.lookup(*tensor.getViewOf());
+      if (tensor)
+        role[tensor.getSymName()] = gather ? 1 : 2;
+    }
+  }
+  // Live bytes after instruction i: a difference array over [first, last].
+  std::vector<int64_t> delta(count + 2, 0);
+  for (const plan_ir::TensorLifetime &t : lifetimes.transients) {
+    const int64_t first = std::max<int64_t>(t.first, 0), last = std::min<int64_t>(t.last, count - 1);
+    if (first > last)
+      continue;
+    delta[first] += t.bytes;
+    delta[last + 1] -= t.bytes;
+  }
+  report.liveAfter.assign(count, 0);
+  int64_t live = 0, peak = -1;
+  for (int64_t i = 0; i < count; ++i) {
+    live += delta[i];
+    report.liveAfter[i] = report.persistent + live;
+    if (report.liveAfter[i] > peak) {
+      peak = report.liveAfter[i];
+      report.peakInstruction = i;
+    }
+  }
+  if (report.peakInstruction < 0)
+    return;
+  Operation *op = lifetimes.instructions[report.peakInstruction];
+  if (auto kernel = dyn_cast<plan_ir::KernelOp>(op))
+    report.peakOp = kernel.getKernel().str();
+  else if (auto collective = dyn_cast<plan_ir::CollectiveOp>(op))
+    report.peakOp = collective.getCollective().str();
+  else
+    report.peakOp = op->getName().stripDialect().str();
+  report.peakNode = onnxNodeNames(op->getLoc());
+  for (plan_ir::TensorLifetime t : lifetimes.transients) {
+    if (t.first > report.peakInstruction || t.last < report.peakInstruction)
+      continue;
+    const int kind = role.lookup(t.tensor.getSymName());
+    (t.tensor.getKind() == TensorKind::input ? report.liveAtPeak.inputs
+     : kind == 1                              ? report.liveAtPeak.gatheredUnits
+     : kind == 2                              ? report.liveAtPeak.flatGradients
+                                              : report.liveAtPeak.activations) += t.bytes;
+  }
+}
+
+} // namespace
 
 std::optional<MemoryReport> fsdpc::buildMemoryReport(ModuleOp module, std::string &error) {
   auto programs = module.getOps<plan_ir::ProgramOp>();
@@ -72,6 +137,7 @@ std::optional<MemoryReport> fsdpc::buildMemoryReport(ModuleOp module, std::strin
     if (kind == "all_gather")
       report.largestGatheredUnit = std::max(report.largestGatheredUnit, full);
   }
+  addTimeline(program, tensors, report);
   return report;
 }
 
@@ -92,6 +158,17 @@ void fsdpc::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
   os << "  transient arena       " << mib(r.transientPeak)
      << "   (activations, gathered units, flat gradients, at their peak)\n";
   os << "  predicted peak        " << mib(r.predictedPeak) << "\n";
+  if (r.peakInstruction >= 0) {
+    const int64_t live = r.persistent + r.liveAtPeak.total();
+    os << "live at the peak:       " << mib(live) << "   after instruction " << r.peakInstruction + 1 << " of "
+       << r.liveAfter.size() << " (" << r.peakOp << (r.peakNode.empty() ? "" : " at " + r.peakNode) << ")\n";
+    os << "  activations           " << mib(r.liveAtPeak.activations) << "\n";
+    os << "  gathered units        " << mib(r.liveAtPeak.gatheredUnits) << "\n";
+    os << "  flat gradients        " << mib(r.liveAtPeak.flatGradients) << "\n";
+    os << "  inputs                " << mib(r.liveAtPeak.inputs) << "\n";
+    os << "  persistent state      " << mib(r.persistent) << "   (shards, optimizer state, constants)\n";
+    os << "  arena fragmentation   " << mib(r.predictedPeak - live) << "\n";
+  }
   os << "communication per step per rank:\n";
   if (r.communication.empty())
     os << "  none\n";
@@ -122,6 +199,19 @@ void fsdpc::printMemoryReportJson(const MemoryReport &r, llvm::raw_ostream &os) 
                           {"transient_bytes", r.transientPeak},
                           {"predicted_peak_bytes", r.predictedPeak}}},
       {"communication_per_step", std::move(communication)},
+      {"timeline",
+       llvm::json::Object{
+           {"live_bytes_after_instruction", llvm::json::Array(r.liveAfter)},
+           {"peak",
+            llvm::json::Object{{"instruction", r.peakInstruction},
+                               {"op", r.peakOp},
+                               {"node", r.peakNode},
+                               {"live_bytes", r.persistent + r.liveAtPeak.total()},
+                               {"activation_bytes", r.liveAtPeak.activations},
+                               {"gathered_unit_bytes", r.liveAtPeak.gatheredUnits},
+                               {"flat_gradient_bytes", r.liveAtPeak.flatGradients},
+                               {"input_bytes", r.liveAtPeak.inputs},
+                               {"persistent_bytes", r.persistent}}}}},
   };
   os << llvm::formatv("{0:2}", value) << "\n";
 }

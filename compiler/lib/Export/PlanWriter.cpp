@@ -79,22 +79,6 @@ std::vector<uint8_t> constantBytes(DenseElementsAttr dense, uint64_t bytes) {
   return out;
 }
 
-/// The ONNX node names behind an instruction, for runtime error messages.
-std::string locationString(Location loc) {
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return name.getName().str();
-  if (auto fused = dyn_cast<FusedLoc>(loc)) {
-    std::string joined;
-    for (Location part : fused.getLocations()) {
-      std::string s = locationString(part);
-      if (!s.empty())
-        joined += (joined.empty() ? "" : ",") + s;
-    }
-    return joined;
-  }
-  return "";
-}
-
 /// Kernel parameters: everything but the op's own structural attributes,
 /// under the names and types the kernel contract gives them.
 bool copyParams(Operation *op, ArrayRef<StringRef> structural, plan::Instruction &inst, std::string &error) {
@@ -124,6 +108,21 @@ bool copyParams(Operation *op, ArrayRef<StringRef> structural, plan::Instruction
 }
 
 } // namespace
+
+std::string fsdpc::onnxNodeNames(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  if (auto fused = dyn_cast<FusedLoc>(loc)) {
+    std::string joined;
+    for (Location part : fused.getLocations()) {
+      std::string s = onnxNodeNames(part);
+      if (!s.empty())
+        joined += (joined.empty() ? "" : ",") + s;
+    }
+    return joined;
+  }
+  return "";
+}
 
 std::optional<runtime::PlanFile> fsdpc::buildPlanFile(ModuleOp module, const WeightStore &weights,
                                                       std::string &error, bool includeWeights) {
@@ -242,7 +241,7 @@ std::optional<runtime::PlanFile> fsdpc::buildPlanFile(ModuleOp module, const Wei
     if (isa<TensorOp, UnitOp>(op))
       continue;
     plan::Instruction *inst = h.add_instructions();
-    inst->set_location(locationString(op.getLoc()));
+    inst->set_location(onnxNodeNames(op.getLoc()));
     if (auto kernel = dyn_cast<KernelOp>(op)) {
       inst->set_op(kernel.getKernel().str());
       inst->set_stream(plan::COMPUTE);

@@ -17,6 +17,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace fsdpc {
 
@@ -28,6 +29,15 @@ struct CollectiveVolume {
   /// Bytes each rank sends with a ring algorithm: (G-1)/G of the full tensor
   /// for gather and reduce-scatter, twice that for all-reduce.
   int64_t ringBytesPerRank = 0;
+};
+
+/// Transient bytes live at one point of the step, by what they hold.
+struct LiveBytes {
+  int64_t activations = 0;   // everything else: activations, their gradients, temporaries
+  int64_t gatheredUnits = 0; // all_gather outputs: a unit's full parameters
+  int64_t flatGradients = 0; // reduce_scatter inputs: a unit's full gradient
+  int64_t inputs = 0;        // the batch
+  int64_t total() const { return activations + gatheredUnits + flatGradients + inputs; }
 };
 
 struct MemoryReport {
@@ -46,6 +56,14 @@ struct MemoryReport {
   int64_t transientPeak = 0;   // the transient arena: activations, gathered units, flat gradients
   int64_t predictedPeak = 0;   // persistent + transient
   std::map<std::string, CollectiveVolume> communication;
+
+  // The timeline: live bytes (persistent + live transient tensors) after
+  // every instruction, and what is live at the largest of them. The arena
+  // (transientPeak) is at least the live peak; the rest is fragmentation.
+  std::vector<int64_t> liveAfter;
+  int64_t peakInstruction = -1;
+  std::string peakOp, peakNode;
+  LiveBytes liveAtPeak;
 };
 
 /// The report of the allocated program in `module`, or nothing (with

@@ -11,6 +11,10 @@
 
 namespace fsdpc {
 
+/// The ONNX node names behind an instruction ("a,b" for a fused one), as
+/// plans record them for error messages and traces.
+std::string onnxNodeNames(mlir::Location loc);
+
 /// Serialises the allocated `plan.program` of `module` 1:1 into a PlanFile:
 /// tensors in declaration order, instructions in program order, parameter
 /// values from `weights`, constant values from the IR. Sets `error` and

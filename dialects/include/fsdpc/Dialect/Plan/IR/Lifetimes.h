@@ -1,0 +1,41 @@
+//===- Lifetimes.h - When each transient tensor is live ---------*- C++ -*-===//
+//
+// The instructions of a plan.program in program order, and for every
+// transient tensor (activations, gathered units, flat gradients, inputs)
+// the first and last instruction that touch its bytes. plan-allocate packs
+// the arena from these intervals; the memory report adds them up after
+// every instruction for its timeline. One computation, so the two agree.
+//
+// A view's uses are its storage's. A collective on the communication stream
+// keeps its tensors live until the compute stream waits for its record. The
+// loss and the outputs stay live to the end (they are read after the step);
+// inputs are live from before the first instruction.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDPC_DIALECT_PLAN_IR_LIFETIMES_H
+#define FSDPC_DIALECT_PLAN_IR_LIFETIMES_H
+
+#include "fsdpc/Dialect/Plan/IR/PlanOps.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace fsdpc::plan_ir {
+
+struct TensorLifetime {
+  TensorOp tensor;
+  int64_t bytes;
+  int64_t first; // index of the first instruction touching it (-1: before the first)
+  int64_t last;  // index of the last (the instruction count: read after the step)
+};
+
+struct ProgramLifetimes {
+  std::vector<mlir::Operation *> instructions; // every op but plan.tensor and plan.unit, in order
+  std::vector<TensorLifetime> transients;      // in the order of their plan.tensor ops
+};
+
+ProgramLifetimes computeLifetimes(ProgramOp program);
+
+} // namespace fsdpc::plan_ir
+
+#endif // FSDPC_DIALECT_PLAN_IR_LIFETIMES_H

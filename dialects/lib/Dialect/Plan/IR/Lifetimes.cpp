@@ -1,0 +1,98 @@
+//===- Lifetimes.cpp - When each transient tensor is live -----------------===//
+#include "fsdpc/Dialect/Plan/IR/Lifetimes.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <algorithm>
+#include <climits>
+
+using namespace mlir;
+
+namespace fsdpc::plan_ir {
+
+ProgramLifetimes computeLifetimes(ProgramOp program) {
+  Block &block = program.getBlock();
+  ProgramLifetimes result;
+  llvm::StringMap<TensorOp> tensors;
+  llvm::StringMap<size_t> index;
+  for (TensorOp tensor : block.getOps<TensorOp>()) {
+    tensors[tensor.getSymName()] = tensor;
+    if (tensor.getKind() == TensorKind::view || tensor.isPersistent())
+      continue;
+    index[tensor.getSymName()] = result.transients.size();
+    const bool isInput = tensor.getKind() == TensorKind::input;
+    // Inputs are filled before the first instruction runs.
+    result.transients.push_back(
+        {tensor, tensor.getByteSize(), isInput ? -1 : INT64_MAX, isInput ? -1 : INT64_MIN});
+  }
+
+  llvm::DenseMap<int64_t, int64_t> computeWaitIndex;
+  for (Operation &op : block) {
+    if (isa<TensorOp, UnitOp>(op)) // declarations, not instructions
+      continue;
+    if (auto wait = dyn_cast<WaitEventOp>(op); wait && wait.getStream() == Stream::compute)
+      computeWaitIndex.try_emplace(wait.getEvent(), result.instructions.size());
+    result.instructions.push_back(&op);
+  }
+  // The tensor owning a tensor's bytes, through views of views (the
+  // verifier has checked every base exists).
+  auto storageOf = [&](TensorOp tensor) {
+    for (int depth = 0; tensor.getKind() == TensorKind::view && depth < 64; ++depth)
+      tensor = tensors.lookup(*tensor.getViewOf());
+    return tensor;
+  };
+  auto touch = [&](ArrayAttr refs, int64_t from, int64_t to) {
+    for (Attribute ref : refs) {
+      auto it = index.find(storageOf(tensors.lookup(cast<FlatSymbolRefAttr>(ref).getValue())).getSymName());
+      if (it == index.end())
+        continue;
+      TensorLifetime &lifetime = result.transients[it->second];
+      lifetime.first = std::min(lifetime.first, from);
+      lifetime.last = std::max(lifetime.last, to);
+    }
+  };
+  const std::vector<Operation *> &instructions = result.instructions;
+  const int64_t end = instructions.size();
+  for (int64_t i = 0; i < end; ++i) {
+    Operation *op = instructions[i];
+    if (auto kernel = dyn_cast<KernelOp>(op)) {
+      touch(kernel.getInputs(), i, i);
+      touch(kernel.getOutputs(), i, i);
+    } else if (auto collective = dyn_cast<CollectiveOp>(op)) {
+      // On the communication stream, compute does not wait for it until the
+      // wait_event of the record that follows it there.
+      int64_t until = i;
+      if (collective.getStream() == Stream::communication) {
+        until = end;
+        for (int64_t next = i + 1; next < end; ++next)
+          if (auto record = dyn_cast<RecordEventOp>(instructions[next]);
+              record && record.getStream() == Stream::communication) {
+            until = computeWaitIndex.lookup_or(record.getEvent(), end);
+            break;
+          }
+      }
+      touch(collective.getInputs(), i, until);
+      touch(collective.getOutputs(), i, until);
+    }
+  }
+  // The loss and outputs are read after the step; unused tensors still get
+  // a slot at the end.
+  llvm::StringSet<> readAfterStep;
+  auto readAfter = [&](StringRef name) { readAfterStep.insert(storageOf(tensors.lookup(name)).getSymName()); };
+  if (program.getLoss())
+    readAfter(*program.getLoss());
+  if (std::optional<ArrayAttr> outputs = program.getOutputs())
+    for (Attribute output : *outputs)
+      readAfter(cast<FlatSymbolRefAttr>(output).getValue());
+  for (TensorLifetime &lifetime : result.transients) {
+    if (lifetime.first == INT64_MAX)
+      lifetime.first = lifetime.last = end;
+    if (readAfterStep.contains(lifetime.tensor.getSymName()))
+      lifetime.last = end;
+  }
+  return result;
+}
+
+} // namespace fsdpc::plan_ir

@@ -7,7 +7,7 @@ from lit.llvm import llvm_config
 config.name = "fsdpc"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".test"]
-config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit", "Inputs", "compare_with_torch.py", "export_foreign_mlp.py", "torch_reference.py", "sharded_equality.py", "compare_losses.py", "state_dicts.py", "run_node_tests.py", "skip.txt", "gradient_check.py", "gpt_vs_torch.py", "headroom.py", "narrow_floats.py"]
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit", "Inputs", "compare_with_torch.py", "export_foreign_mlp.py", "torch_reference.py", "sharded_equality.py", "compare_losses.py", "state_dicts.py", "run_node_tests.py", "skip.txt", "gradient_check.py", "gpt_vs_torch.py", "headroom.py", "narrow_floats.py", "recompute_equality.py", "devices_agree.py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.fsdpc_obj_root, "test")
 

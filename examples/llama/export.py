@@ -25,11 +25,12 @@ def main():
     parser.add_argument("--no-constant-folding", action="store_true")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--context", type=int, default=32)
+    parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     vocab = len(json.load(open(os.path.join(args.data_dir, "vocab.json"))))
     torch.manual_seed(args.seed)
-    model = build(vocab, args.context).eval()
+    model = build(vocab, args.context, layers=args.layers).eval()
     ids = torch.zeros(args.batch, args.context, dtype=torch.long)
     torch.onnx.export(model, (ids,), args.out, input_names=["input_ids"], output_names=["logits"],
                       dynamic_axes={"input_ids": {0: "batch"}, "logits": {0: "batch"}},

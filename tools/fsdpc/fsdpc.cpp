@@ -84,6 +84,15 @@ cl::opt<std::string> reduceDtype("reduce-dtype",
                                  cl::init("fp32"), cl::cat(category));
 cl::opt<std::string> keepFp32("keep-fp32", cl::desc("with --mixed-precision: ONNX nodes (regex) that stay in f32"),
                               cl::value_desc("regex"), cl::cat(category));
+cl::opt<std::string> recompute("recompute",
+                               cl::desc("activation checkpointing: none (default), units:REGEX (replay those units' "
+                                        "forward before their backward), cheap:REGEX (keep GEMM and attention "
+                                        "outputs, replay the rest), or auto (the least that fits --memory-budget)"),
+                               cl::init("none"), cl::cat(category));
+cl::opt<std::string> memoryBudget("memory-budget",
+                                  cl::desc("tensor memory per rank that --recompute auto must fit, in bytes with an "
+                                           "optional K, M or G suffix (powers of 1024)"),
+                                  cl::value_desc("bytes"), cl::cat(category));
 cl::opt<bool> noWeights("no-weights",
                         cl::desc("leave the parameter values out of the plan (fsdp-run --init-from FILE or --init "
                                  "normal:STD,SEED provides them): a plan for a large model stays small"),
@@ -97,6 +106,35 @@ int fail(const llvm::Twine &message) {
 }
 
 bool parseDouble(llvm::StringRef text, double &value) { return !text.trim().getAsDouble(value); }
+
+/// "2G", "1536M", "800K", "1000000": bytes (K, M, G are powers of 1024; a
+/// fraction such as 1.5G is allowed). False if malformed or not positive.
+bool parseBytes(llvm::StringRef text, int64_t &bytes) {
+  text = text.trim();
+  double scale = 1;
+  if (!text.empty()) {
+    switch (text.back() & ~0x20) { // upper case
+    case 'K':
+      scale = 1024.0;
+      break;
+    case 'M':
+      scale = 1024.0 * 1024;
+      break;
+    case 'G':
+      scale = 1024.0 * 1024 * 1024;
+      break;
+    default:
+      break;
+    }
+    if (scale != 1)
+      text = text.drop_back();
+  }
+  double value;
+  if (text.empty() || text.getAsDouble(value) || !(value > 0) || value * scale > 9.0e18)
+    return false;
+  bytes = static_cast<int64_t>(value * scale);
+  return bytes > 0;
+}
 
 } // namespace
 
@@ -150,6 +188,13 @@ int main(int argc, char **argv) {
   options.prefetch = prefetch;
   options.reduceDtype = reduceDtype;
   options.forwardOnly = forwardOnly;
+  options.recompute = recompute;
+  if (!memoryBudget.empty()) {
+    int64_t budget;
+    if (!parseBytes(memoryBudget, budget))
+      return fail("--memory-budget expects bytes with an optional K, M or G suffix, got '" + memoryBudget + "'");
+    options.memoryBudget = budget;
+  }
   if (std::string invalid = fsdpc::validateCompileOptions(options); !invalid.empty())
     return fail(invalid);
   const std::vector<fsdpc::CompileStage> compileStages = fsdpc::compileStages(options);
@@ -218,6 +263,17 @@ int main(int argc, char **argv) {
     return emitStage == "import" ? 0 : 1;
   // The pipeline's stages, each followed by its dump (Pipelines.h).
   for (const fsdpc::CompileStage &stage : compileStages) {
+    // --recompute auto: settled on the graph stage's result, before the
+    // fsdp stage runs with it (the stages read `options` when they run).
+    if (stage.name == "fsdp" && options.recompute == "auto") {
+      int64_t peak = 0;
+      std::string chosen = fsdpc::chooseRecomputePolicy(module, options, error, &peak);
+      if (chosen.empty())
+        return fail(error);
+      llvm::outs() << llvm::formatv("fsdpc: --recompute auto: {0} (predicted peak {1:F1} MiB, budget {2:F1} MiB)\n",
+                                    chosen, peak / 1048576.0, options.memoryBudget / 1048576.0);
+      options.recompute = chosen;
+    }
     if (!runPipeline(stage.build))
       return 1;
     if (!finishStage(stage.name))

@@ -5,11 +5,14 @@
 #include "fsdpc/Dialect/Fsdp/Transforms/Passes.h"
 #include "fsdpc/Dialect/Graph/Transforms/Passes.h"
 #include "fsdpc/Dialect/Plan/Transforms/Passes.h"
+#include "fsdpc/Export/MemoryReport.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Regex.h"
 
 using namespace mlir;
 
@@ -46,6 +49,14 @@ std::string validateCompileOptions(const CompileOptions &o) {
     return "--keep-fp32 needs --mixed-precision";
   if (o.forwardOnly && o.worldSize != 1)
     return "--forward-only plans run on one rank";
+  llvm::StringRef recompute(o.recompute);
+  if (recompute != "none" && recompute != "auto" && !recompute.starts_with("units:") && !recompute.starts_with("cheap:"))
+    return "--recompute must be none, units:REGEX, cheap:REGEX or auto, got '" + o.recompute + "'";
+  if (o.memoryBudget < 0)
+    return "--memory-budget must be positive";
+  if ((recompute == "auto") != (o.memoryBudget > 0))
+    return recompute == "auto" ? "--recompute auto needs --memory-budget BYTES"
+                               : "--memory-budget needs --recompute auto";
   return "";
 }
 
@@ -74,6 +85,9 @@ void buildGraphStage(OpPassManager &pm, const CompileOptions &o) {
 
 void buildFsdpStage(OpPassManager &pm, const CompileOptions &o) {
   pm.addPass(fsdp::createFsdpWrap({o.wrap}));
+  // `auto` is settled before this stage runs (chooseRecomputePolicy).
+  if (o.recompute != "none" && o.recompute != "auto")
+    pm.addPass(fsdp::createFsdpRecompute({o.recompute}));
   // fsdp-shard's "low" is the mixed-precision type the gradients arrive in.
   std::string reduce = o.reduceDtype == o.mixedPrecision ? "low" : "f32";
   pm.addPass(fsdp::createFsdpShard({o.strategy, o.worldSize, o.shardGroupSize, reduce}));
@@ -106,6 +120,109 @@ void registerPipeline(llvm::StringRef name, llvm::StringRef description,
 }
 
 } // namespace
+
+namespace {
+
+std::string gib(int64_t bytes) {
+  return bytes >= (int64_t(1) << 30) ? llvm::formatv("{0:F1} GiB", bytes / 1073741824.0).str()
+                                     : llvm::formatv("{0:F1} MiB", bytes / 1048576.0).str();
+}
+
+/// The memory report of `module`'s fsdp and plan stages under `policy`,
+/// run on a copy; nothing if they fail (the failure is reported).
+std::optional<MemoryReport> trialReport(ModuleOp module, const CompileOptions &base, const std::string &policy) {
+  CompileOptions options;
+  options.copyOptionValuesFrom(base);
+  options.recompute = policy;
+  OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
+  PassManager pm(module.getContext());
+  buildFsdpStage(pm, options);
+  buildPlanStage(pm, options);
+  if (failed(pm.run(*copy)))
+    return std::nullopt;
+  std::string error;
+  return buildMemoryReport(*copy, error);
+}
+
+} // namespace
+
+std::string chooseRecomputePolicy(ModuleOp module, const CompileOptions &options, std::string &error,
+                                  int64_t *predictedPeak) {
+  const int64_t budget = options.memoryBudget;
+  // The units fsdp-wrap will make, but the root: it holds what no other
+  // unit does, usually at both ends of forward.
+  SmallVector<std::string> units;
+  {
+    OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
+    PassManager pm(module.getContext());
+    pm.addPass(fsdp::createFsdpWrap({options.wrap}));
+    if (failed(pm.run(*copy))) {
+      error = "--recompute auto: fsdp-wrap failed";
+      return "";
+    }
+    for (fsdp::UnitOp unit : copy->getOps<fsdp::UnitOp>())
+      if (unit.getSymName() != "root")
+        units.push_back(llvm::Regex::escape(unit.getSymName()));
+  }
+  auto alternation = [&](size_t begin, size_t end) { return llvm::join(llvm::ArrayRef(units).slice(begin, end - begin), "|"); };
+  // Least recomputation first; each candidate recomputes at least what the
+  // one before it did, so the predicted peak does not grow along the list.
+  std::vector<std::string> candidates = {"none"};
+  if (!units.empty()) {
+    candidates.push_back("cheap:" + alternation(0, units.size()));
+    for (size_t k = 1; k < units.size(); ++k)
+      candidates.push_back("units:" + alternation(0, k) + ";cheap:" + alternation(k, units.size()));
+    candidates.push_back("units:" + alternation(0, units.size()));
+  }
+  auto peakOf = [&](size_t i, std::optional<MemoryReport> &report) -> int64_t {
+    report = trialReport(module, options, candidates[i]);
+    return report ? report->predictedPeak : -1;
+  };
+  std::optional<MemoryReport> report;
+  int64_t peak = peakOf(0, report);
+  if (peak < 0) {
+    error = "--recompute auto: the trial compilation failed";
+    return "";
+  }
+  if (peak <= budget) {
+    if (predictedPeak)
+      *predictedPeak = peak;
+    return candidates[0];
+  }
+  // The smallest reachable peak: everything recomputed.
+  std::optional<MemoryReport> least;
+  const int64_t leastPeak = peakOf(candidates.size() - 1, least);
+  if (leastPeak < 0 || leastPeak > budget) {
+    const MemoryReport &r = leastPeak < 0 ? *report : *least;
+    error = llvm::formatv("cannot fit in {0} per rank: the smallest peak with every unit recomputed is {1} "
+                          "(parameter shards {2}, gradient shards {3}, optimizer state {4}, other persistent {5}, "
+                          "largest gathered unit {6}, live activations at the peak {7})",
+                          gib(budget), gib(r.predictedPeak), gib(r.parameterShards), gib(r.gradientShards),
+                          gib(r.optimizerStateShards), gib(r.otherPersistent), gib(r.largestGatheredUnit),
+                          gib(r.liveAtPeak.activations))
+                .str();
+    return "";
+  }
+  // Binary search for the first candidate that fits (the last one does).
+  size_t lo = 1, hi = candidates.size() - 1;
+  int64_t fitting = leastPeak;
+  while (lo < hi) {
+    const size_t mid = (lo + hi) / 2;
+    std::optional<MemoryReport> trial;
+    const int64_t midPeak = peakOf(mid, trial);
+    if (midPeak >= 0 && midPeak <= budget) {
+      hi = mid;
+      fitting = midPeak;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  if (lo == candidates.size() - 1)
+    fitting = leastPeak;
+  if (predictedPeak)
+    *predictedPeak = fitting;
+  return candidates[lo];
+}
 
 std::vector<CompileStage> compileStages(const CompileOptions &options) {
   auto stage = [&](const char *name, void (*build)(OpPassManager &, const CompileOptions &)) {

@@ -5,7 +5,8 @@
 //   graph: graph-fuse, graph-append-loss, [graph-mixed-precision],
 //          graph-autodiff, graph-optimizer, canonicalize, cse
 //                                            (@forward -> @train_step)
-//   fsdp:  fsdp-wrap, fsdp-shard, [fsdp-prefetch] (units and collectives)
+//   fsdp:  fsdp-wrap, [fsdp-recompute], fsdp-shard, [fsdp-prefetch]
+//          (units, activation checkpointing and collectives)
 //   plan:  convert-graph-to-plan, plan-allocate
 //
 // A forward-only compilation has one: plan (graph-fuse, then the lowering of
@@ -19,6 +20,7 @@
 #ifndef FSDPC_PIPELINES_PIPELINES_H
 #define FSDPC_PIPELINES_PIPELINES_H
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
@@ -58,6 +60,13 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
                                  llvm::cl::init(0)};
   Option<bool> prefetch{*this, "prefetch", llvm::cl::desc("gather each unit one unit early (fsdp-prefetch)"),
                         llvm::cl::init(true)};
+  Option<std::string> recompute{*this, "recompute",
+                                llvm::cl::desc("none, units:REGEX, cheap:REGEX (';'-separated clauses), or auto "
+                                               "(chosen for memory-budget by chooseRecomputePolicy)"),
+                                llvm::cl::init("none")};
+  Option<int64_t> memoryBudget{*this, "memory-budget",
+                               llvm::cl::desc("bytes of tensor memory per rank --recompute auto must fit (0: none)"),
+                               llvm::cl::init(0)};
   Option<std::string> reduceDtype{*this, "reduce-dtype",
                                   llvm::cl::desc("with mixed precision: fp32, or its low-precision type to reduce "
                                                  "gradients in"),
@@ -71,6 +80,15 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
 /// Empty if the options fit together; else why not, as a one-line message
 /// naming the flag (e.g. "--reduce-dtype must be fp32 or bf16, got 'f16'").
 std::string validateCompileOptions(const CompileOptions &options);
+
+/// The recompute policy `--recompute auto` settles on for `module` after
+/// its graph stage: the least recomputation whose predicted peak (fsdp and
+/// plan stages run on copies) fits `options.memoryBudget`. In order: none;
+/// cheap ops in every unit; then whole units, the earliest first, with
+/// cheap ops in the rest. Empty, with `error` naming the smallest reachable
+/// peak and what it holds, if even every unit recomputed does not fit.
+std::string chooseRecomputePolicy(mlir::ModuleOp module, const CompileOptions &options, std::string &error,
+                                  int64_t *predictedPeak = nullptr);
 
 /// A stage: its name (the --emit / --dump-ir name) and what builds it.
 struct CompileStage {

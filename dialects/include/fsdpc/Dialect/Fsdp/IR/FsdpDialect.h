@@ -13,6 +13,8 @@ namespace fsdpc::fsdp {
 inline constexpr llvm::StringLiteral kUnitAttr = "fsdp.unit";
 /// On an op: the units whose parameters it reads (fsdp-wrap).
 inline constexpr llvm::StringLiteral kUsesAttr = "fsdp.uses";
+/// On an op: replayed in backward for this unit instead of kept (fsdp-recompute).
+inline constexpr llvm::StringLiteral kRecomputeAttr = "fsdp.recompute";
 /// On an argument: this rank's shard of the unit's flat parameter.
 inline constexpr llvm::StringLiteral kShardOfAttr = "fsdp.shard_of";
 /// On an argument: a shard of the unit's optimizer state (with graph.state_slot).

@@ -32,6 +32,41 @@ def FsdpWrap : Pass<"fsdp-wrap", "mlir::ModuleOp"> {
   let dependentDialects = ["::fsdpc::fsdp::FsdpDialect"];
 }
 
+def FsdpRecompute : Pass<"fsdp-recompute", "mlir::ModuleOp"> {
+  let summary = "replay chosen units' forward before their backward instead of keeping activations";
+  let description = [{
+    Activation checkpointing, decided at compile time. Runs after fsdp-wrap
+    and before fsdp-shard on @train_step. A unit's forward segment is every
+    op from the first to the last forward op that reads the unit's
+    parameters or comes from an ONNX node of its module (torch names nodes
+    by module path: `/blocks.0/attn/Softmax`): a transformer block from its
+    first norm to its closing residual add. The
+    policy is `;`-separated clauses, the first whose regex fully matches a
+    unit's name deciding for it:
+
+    - `units:REGEX` (PyTorch's `checkpoint_wrapper` on those modules): no
+      value of the segment is kept for backward. Just before the first
+      backward op that reads one, the segment is replayed from its inputs
+      (kept) and backward reads the replayed values.
+    - `cheap:REGEX` (selective checkpointing): GEMM and attention outputs
+      (`graph.matmul`, `graph.batch_matmul`, `graph.attention`) are kept;
+      everything else that backward reads (norms, elementwise ops, softmax,
+      reshapes) is replayed from them.
+
+    Replayed ops carry `fsdp.recompute = @unit`. They read the unit's
+    parameters in backward, so fsdp-shard's backward all_gather comes before
+    the replay and serves replay and backward together: a unit is gathered
+    once for both, not twice. Kernels are deterministic (dropout redraws its
+    mask from seed, step and rank), so the step computes the same numbers.
+    Two chosen units whose segments overlap are an error.
+  }];
+  let options = [
+    Option<"policy", "policy", "std::string", /*default=*/"\"none\"",
+           "none, or clauses units:REGEX / cheap:REGEX separated by ';'">
+  ];
+  let dependentDialects = ["::fsdpc::fsdp::FsdpDialect"];
+}
+
 def FsdpShard : Pass<"fsdp-shard", "mlir::ModuleOp"> {
   let summary = "shard each unit's flat parameter, gradient and optimizer state by a strategy";
   let description = [{

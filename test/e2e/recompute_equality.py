@@ -1,8 +1,10 @@
 #!/usr/bin/python3
 """Activation checkpointing must not change a number: trains the example GPT
 or LLaMA (4 layers, batch 48, so activations dominate memory) on N ranks
-with --recompute none, units:blocks.N (every block replayed) and auto at
-60% of none's predicted peak, and checks that
+with --recompute none, units:blocks.N (every block replayed), cheap:blocks.N
+(GEMM and attention outputs kept, the rest replayed) and auto at 60% of
+none's predicted peak, in fp32 or with --mixed-precision bf16, and checks
+that
 
 - every step's loss is bit-identical to the run without recompute (CPU
   kernels are deterministic; a replay computes exactly what forward did);
@@ -37,6 +39,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", choices=["gpt", "llama"], default="gpt")
     parser.add_argument("--ranks", type=int, default=1)
+    parser.add_argument("--mixed-precision", choices=["none", "bf16"], default="none")
     parser.add_argument("--work", required=True)
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
@@ -46,7 +49,7 @@ def main():
     run([sys.executable, os.path.join(EXAMPLES, args.model, "export.py"), "--out", onnx_path, "--data-dir", data,
          "--batch", str(BATCH), "--layers", str(LAYERS)])
     common = ["--batch-size", str(BATCH), "--world-size", str(args.ranks), "--strategy", "full_shard",
-              "--wrap", r"module:blocks\.[0-9]+", "--lr", "3e-3"]
+              "--wrap", r"module:blocks\.[0-9]+", "--lr", "3e-3", "--mixed-precision", args.mixed_precision]
 
     def compile_plan(name, flags):
         plan, report = os.path.join(args.work, name + ".bin"), os.path.join(args.work, name + ".json")
@@ -68,6 +71,8 @@ def main():
     runs = [("none", none_plan, none_peak)]
     plan, peak, _ = compile_plan("units", ["--recompute", r"units:blocks\.[0-9]+"])
     runs.append(("units", plan, peak))
+    plan, peak, _ = compile_plan("cheap", ["--recompute", r"cheap:blocks\.[0-9]+"])
+    runs.append(("cheap", plan, peak))
     plan, peak, out = compile_plan("auto", ["--recompute", "auto", "--memory-budget", str(budget)])
     chosen = [line for line in out.splitlines() if "--recompute auto" in line]
     print(chosen[0] if chosen else "auto chose nothing?")
@@ -75,8 +80,8 @@ def main():
     if peak > budget:
         failures.append("auto's predicted peak %d exceeds its budget %d" % (peak, budget))
 
-    print("%s on %d rank(s), %d layers, batch %d; budget for auto: 60%% of %.3f MiB = %.3f MiB" % (
-        args.model, args.ranks, LAYERS, BATCH, none_peak / 2**20, budget / 2**20))
+    print("%s on %d rank(s), %d layers, batch %d, mixed precision %s; budget for auto: 60%% of %.3f MiB = %.3f MiB" % (
+        args.model, args.ranks, LAYERS, BATCH, args.mixed_precision, none_peak / 2**20, budget / 2**20))
     reference = None
     for name, plan, predicted in runs:
         losses, measured = train(name, plan)

@@ -38,6 +38,20 @@ struct Clause {
 /// GEMMs and attention: what selective checkpointing keeps.
 bool isExpensive(Operation *op) { return isa<graph::MatmulOp, graph::BatchMatmulOp, graph::AttentionOp>(op); }
 
+/// The add of a bias to a matmul's result (a Linear layer): kept with its
+/// GEMM, since the lowering folds the bias into the GEMM (matmul_bias) only
+/// while the add is the matmul's one use. Replaying the add alone would
+/// give the matmul a second use, unfold the bias and round differently.
+bool isBiasOfGemm(Operation *op) {
+  auto add = dyn_cast<graph::AddOp>(op);
+  if (!add)
+    return false;
+  for (Value operand : {add.getLhs(), add.getRhs()})
+    if (auto matmul = operand.getDefiningOp<graph::MatmulOp>(); matmul && matmul.getResult().hasOneUse())
+      return true;
+  return false;
+}
+
 /// A cast of a parameter argument (mixed precision's reads): a read of the
 /// parameter itself, neither part of a segment nor replayed.
 bool isParameterCast(Operation *op) {
@@ -165,7 +179,9 @@ struct FsdpRecomputePass : public fsdpc::fsdp::impl::FsdpRecomputeBase<FsdpRecom
     }
     // Whether a segment op's results are replayed: all of them in a full
     // replay; all but the GEMMs' and attention's in a cheap one.
-    auto replayed = [&](Operation *op) { return segment.contains(op) && (mode == Mode::kFull || !isExpensive(op)); };
+    auto replayed = [&](Operation *op) {
+      return segment.contains(op) && (mode == Mode::kFull || (!isExpensive(op) && !isBiasOfGemm(op)));
+    };
 
     // The values backward reads, and the ops that recompute them.
     SmallVector<Value> needed;

@@ -49,7 +49,8 @@ def FsdpRecompute : Pass<"fsdp-recompute", "mlir::ModuleOp"> {
       backward op that reads one, the segment is replayed from its inputs
       (kept) and backward reads the replayed values.
     - `cheap:REGEX` (selective checkpointing): GEMM and attention outputs
-      (`graph.matmul`, `graph.batch_matmul`, `graph.attention`) are kept;
+      (`graph.matmul`, `graph.batch_matmul`, `graph.attention`, and a bias
+      added to a matmul, which the lowering folds into its GEMM) are kept;
       everything else that backward reads (norms, elementwise ops, softmax,
       reshapes) is replayed from them.
 

@@ -63,6 +63,11 @@ cl::opt<int64_t> shardGroupSize("shard-group-size", cl::desc("ranks per shard gr
                                 cl::init(0), cl::cat(category));
 cl::opt<bool> prefetch("prefetch", cl::desc("gather each unit one unit early, overlapping compute (default true)"),
                        cl::init(true), cl::cat(category));
+cl::opt<int64_t> maxInflightGathers("max-inflight-gathers",
+                                    cl::desc("units gathered at once (FSDP's limit_all_gathers): 1 issues each "
+                                             "gather just before its unit, K > 1 issues it K - 1 units early "
+                                             "(default 2)"),
+                                    cl::init(2), cl::cat(category));
 cl::opt<bool> fuse("fuse", cl::desc("replace the norm, GELU and masked-softmax formulas of exports by single ops "
                                     "(graph-fuse; default true)"),
                    cl::init(true), cl::cat(category));
@@ -186,6 +191,7 @@ int main(int argc, char **argv) {
   options.worldSize = worldSize;
   options.shardGroupSize = shardGroupSize;
   options.prefetch = prefetch;
+  options.maxInflightGathers = maxInflightGathers;
   options.reduceDtype = reduceDtype;
   options.forwardOnly = forwardOnly;
   options.recompute = recompute;

@@ -52,6 +52,8 @@ std::string validateCompileOptions(const CompileOptions &o) {
   llvm::StringRef recompute(o.recompute);
   if (recompute != "none" && recompute != "auto" && !recompute.starts_with("units:") && !recompute.starts_with("cheap:"))
     return "--recompute must be none, units:REGEX, cheap:REGEX or auto, got '" + o.recompute + "'";
+  if (o.maxInflightGathers < 1)
+    return "--max-inflight-gathers must be at least 1";
   if (o.memoryBudget < 0)
     return "--memory-budget must be positive";
   if ((recompute == "auto") != (o.memoryBudget > 0))
@@ -91,8 +93,9 @@ void buildFsdpStage(OpPassManager &pm, const CompileOptions &o) {
   // fsdp-shard's "low" is the mixed-precision type the gradients arrive in.
   std::string reduce = o.reduceDtype == o.mixedPrecision ? "low" : "f32";
   pm.addPass(fsdp::createFsdpShard({o.strategy, o.worldSize, o.shardGroupSize, reduce}));
-  if (o.prefetch)
-    pm.addPass(fsdp::createFsdpPrefetch());
+  // K gathered units at once: each gather issued K - 1 units early.
+  if (o.prefetch && o.maxInflightGathers > 1)
+    pm.addPass(fsdp::createFsdpPrefetch({o.maxInflightGathers - 1}));
 }
 
 void buildPlanStage(OpPassManager &pm, const CompileOptions &o) {

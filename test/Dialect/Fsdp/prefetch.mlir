@@ -1,5 +1,7 @@
 // RUN: fsdp-opt %s -split-input-file -fsdpc-train-step '-fsdp-wrap=policy=module:fc[0-9]' -fsdp-shard=world-size=2 -fsdp-prefetch | FileCheck %s
 // RUN: fsdp-opt %s -split-input-file '-fsdpc-train-step=mixed-precision=bf16' '-fsdp-wrap=policy=module:fc[0-9]' -fsdp-shard=world-size=2 -fsdp-prefetch | FileCheck %s --check-prefix=MP
+// RUN: fsdp-opt %s -split-input-file -fsdpc-train-step '-fsdp-wrap=policy=module:fc[0-9]' -fsdp-shard=world-size=2 '-fsdp-prefetch=depth=2' | FileCheck %s --check-prefix=DEPTH2
+// RUN: not fsdp-opt %s -fsdpc-train-step '-fsdp-wrap=policy=module:fc[0-9]' -fsdp-shard=world-size=2 '-fsdp-prefetch=depth=0' 2>&1 | FileCheck %s --check-prefix=DEPTH0
 
 // Tests that each unit's gather moves up next to the previous unit's, so
 // fc2 and fc3 are gathered while fc1 and fc2 compute; frees stay put, and
@@ -23,6 +25,24 @@
 // CHECK-NEXT: fsdp.param_view %[[B2]]
 // CHECK-NEXT: graph.matmul {{.*}}fsdp.uses = [@fc3]
 // CHECK-NEXT: fsdp.free %[[B3]]
+// depth=2 (fsdpc --max-inflight-gathers 3): each gather two units early, in
+// order, so all three units are gathered before fc1 computes and at most
+// three are in flight; frees stay put.
+// DEPTH2-LABEL: func.func @train_step
+// DEPTH2: %[[G1:.*]] = fsdp.all_gather {{.*}}unit = @fc1
+// DEPTH2-NEXT: fsdp.param_view %[[G1]]
+// DEPTH2-NEXT: %[[G2:.*]] = fsdp.all_gather {{.*}}unit = @fc2
+// DEPTH2-NEXT: fsdp.param_view %[[G2]]
+// DEPTH2-NEXT: %[[G3:.*]] = fsdp.all_gather {{.*}}unit = @fc3
+// DEPTH2-NEXT: fsdp.param_view %[[G3]]
+// DEPTH2-NEXT: graph.matmul {{.*}}fsdp.uses = [@fc1]
+// DEPTH2-NEXT: fsdp.free %[[G1]]
+// DEPTH2: graph.softmax_cross_entropy_grad
+// DEPTH2-NEXT: fsdp.all_gather {{.*}}unit = @fc3
+// DEPTH2-NEXT: fsdp.param_view
+// DEPTH2-NEXT: fsdp.all_gather {{.*}}unit = @fc2
+// DEPTH0: fsdp-prefetch: depth must be at least 1, got 0
+
 // Under mixed precision, the cast of a shard to bf16 moves with its gather.
 // MP-LABEL: func.func @train_step
 // MP: %[[G1:.*]] = fsdp.all_gather {{.*}}unit = @fc1

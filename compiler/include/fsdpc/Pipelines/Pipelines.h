@@ -60,6 +60,9 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
                                  llvm::cl::init(0)};
   Option<bool> prefetch{*this, "prefetch", llvm::cl::desc("gather each unit one unit early (fsdp-prefetch)"),
                         llvm::cl::init(true)};
+  Option<int64_t> maxInflightGathers{*this, "max-inflight-gathers",
+                                     llvm::cl::desc("units gathered at once with prefetch (FSDP limit_all_gathers)"),
+                                     llvm::cl::init(2)};
   Option<std::string> recompute{*this, "recompute",
                                 llvm::cl::desc("none, units:REGEX, cheap:REGEX (';'-separated clauses), or auto "
                                                "(chosen for memory-budget by chooseRecomputePolicy)"),

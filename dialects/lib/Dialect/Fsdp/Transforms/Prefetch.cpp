@@ -23,10 +23,23 @@ using namespace fsdpc;
 namespace {
 
 struct FsdpPrefetchPass : public fsdpc::fsdp::impl::FsdpPrefetchBase<FsdpPrefetchPass> {
+  using Base::Base;
+
   void runOnOperation() override {
+    if (depth < 1) {
+      getOperation().emitError() << "fsdp-prefetch: depth must be at least 1, got " << static_cast<int64_t>(depth);
+      return signalPassFailure();
+    }
+    // Each round moves every gather one unit earlier than it is now.
+    for (int64_t round = 0; round < depth; ++round)
+      if (failed(moveOneUnitEarly()))
+        return signalPassFailure();
+  }
+
+  LogicalResult moveOneUnitEarly() {
     func::FuncOp train = graph::lookupFunction(getOperation(), graph::kTrainStepFunc, "fsdp-prefetch");
     if (!train)
-      return signalPassFailure();
+      return failure();
     int lossIndex = graph::findResultWithAttr(train, graph::kLossAttr);
     Block &body = train.getBody().front();
     Operation *lossOp = lossIndex < 0 ? nullptr : body.getTerminator()->getOperand(lossIndex).getDefiningOp();
@@ -58,6 +71,7 @@ struct FsdpPrefetchPass : public fsdpc::fsdp::impl::FsdpPrefetchBase<FsdpPrefetc
       for (Operation *op : llvm::reverse(moving))
         op->moveAfter(anchor);
     }
+    return success();
   }
 };
 

@@ -126,7 +126,15 @@ def FsdpPrefetch : Pass<"fsdp-prefetch", "mlir::ModuleOp"> {
     `backward_prefetch=BACKWARD_PRE` do. The frees stay where they were, so
     at most two units are gathered at once; the first gather of backward
     stays in backward.
+
+    `depth` D moves each gather D units early (FSDP's `limit_all_gathers`
+    with D + 1 all-gathers in flight; fsdpc's `--max-inflight-gathers K`
+    is D = K - 1): the one-unit move applied D times, each time next to the
+    previous gather's current place, so gathers keep their order.
   }];
+  let options = [
+    Option<"depth", "depth", "int64_t", /*default=*/"1", "units each gather moves early (at least 1)">
+  ];
   let dependentDialects = ["::fsdpc::fsdp::FsdpDialect"];
 }
 

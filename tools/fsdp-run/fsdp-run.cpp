@@ -268,6 +268,17 @@ int main(int argc, char **argv) {
   }
   if (rank == 0)
     std::printf("fsdp-run: device %s\n", device->name().c_str());
+  // --offload moves state to host memory on a GPU. The CPU device holds
+  // everything in host memory already; the CUDA device does not offload yet.
+  if (!loaded->header.offload().empty()) {
+    if (useCuda)
+      return fail(FSDPC_ERROR(kUnimplemented, "plan '", options.planPath, "' was compiled with --offload ",
+                              loaded->header.offload(), ", which the CUDA device does not implement yet"));
+    if (rank == 0)
+      std::printf("fsdp-run: note: --offload %s changes nothing on the CPU device: all state is in host memory "
+                  "already\n",
+                  loaded->header.offload().c_str());
+  }
   StatusOr<std::unique_ptr<Executor>> created =
       Executor::create(std::move(*loaded), std::move(device), communicator, communicator);
   if (!created.isOk())

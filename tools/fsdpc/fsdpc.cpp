@@ -98,6 +98,11 @@ cl::opt<std::string> memoryBudget("memory-budget",
                                   cl::desc("tensor memory per rank that --recompute auto must fit, in bytes with an "
                                            "optional K, M or G suffix (powers of 1024)"),
                                   cl::value_desc("bytes"), cl::cat(category));
+cl::opt<std::string> offload("offload",
+                             cl::desc("what a GPU keeps in pinned host memory (FSDP CPUOffload): none (default), "
+                                      "optimizer (optimizer-state shards) or params (parameter, gradient and "
+                                      "optimizer-state shards); the CPU device holds everything in host memory"),
+                             cl::init("none"), cl::cat(category));
 cl::opt<bool> noWeights("no-weights",
                         cl::desc("leave the parameter values out of the plan (fsdp-run --init-from FILE or --init "
                                  "normal:STD,SEED provides them): a plan for a large model stays small"),
@@ -203,6 +208,9 @@ int main(int argc, char **argv) {
   }
   if (std::string invalid = fsdpc::validateCompileOptions(options); !invalid.empty())
     return fail(invalid);
+  if (offload != "none" && offload != "optimizer" && offload != "params")
+    return fail("--offload must be none, optimizer or params, got '" + offload + "'");
+  const std::string offloaded = offload == "none" ? "" : std::string(offload);
   const std::vector<fsdpc::CompileStage> compileStages = fsdpc::compileStages(options);
   if (!emitStage.empty() && emitStage != "import" &&
       llvm::none_of(compileStages, [&](const fsdpc::CompileStage &stage) { return stage.name == emitStage; }))
@@ -290,6 +298,11 @@ int main(int argc, char **argv) {
     std::optional<fsdpc::MemoryReport> report = fsdpc::buildMemoryReport(module, error);
     if (!report)
       return fail(error);
+    report->offload = offloaded;
+    if (offloaded == "optimizer")
+      report->hostBytes = report->optimizerStateShards;
+    else if (offloaded == "params")
+      report->hostBytes = report->parameterShards + report->gradientShards + report->optimizerStateShards;
     if (printReport)
       fsdpc::printMemoryReport(*report, llvm::outs());
     if (!reportJson.empty()) {
@@ -305,6 +318,7 @@ int main(int argc, char **argv) {
   std::optional<fsdpc::runtime::PlanFile> plan = fsdpc::buildPlanFile(module, imported->weights, error, !noWeights);
   if (!plan)
     return fail(error);
+  plan->header.set_offload(offloaded);
   fsdpc::runtime::Status written = fsdpc::runtime::writePlanFile(*plan, outputPath);
   if (!written.isOk())
     return fail(written.toString());

@@ -169,6 +169,9 @@ void fsdpc::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
     os << "  persistent state      " << mib(r.persistent) << "   (shards, optimizer state, constants)\n";
     os << "  arena fragmentation   " << mib(r.predictedPeak - live) << "\n";
   }
+  if (!r.offload.empty())
+    os << "offload (" << r.offload << "):     " << mib(r.hostBytes) << "   in host memory on a GPU; device peak "
+       << mib(r.predictedPeak - r.hostBytes) << "\n";
   os << "communication per step per rank:\n";
   if (r.communication.empty())
     os << "  none\n";
@@ -199,6 +202,9 @@ void fsdpc::printMemoryReportJson(const MemoryReport &r, llvm::raw_ostream &os) 
                           {"transient_bytes", r.transientPeak},
                           {"predicted_peak_bytes", r.predictedPeak}}},
       {"communication_per_step", std::move(communication)},
+      {"offload", llvm::json::Object{{"kind", r.offload.empty() ? "none" : r.offload},
+                                     {"host_bytes", r.hostBytes},
+                                     {"device_peak_bytes", r.predictedPeak - r.hostBytes}}},
       {"timeline",
        llvm::json::Object{
            {"live_bytes_after_instruction", llvm::json::Array(r.liveAfter)},

@@ -56,6 +56,10 @@ struct MemoryReport {
   int64_t transientPeak = 0;   // the transient arena: activations, gathered units, flat gradients
   int64_t predictedPeak = 0;   // persistent + transient
   std::map<std::string, CollectiveVolume> communication;
+  /// --offload: "", "optimizer" or "params"; hostBytes of the state a GPU
+  /// device keeps in host memory instead (counted apart from the device).
+  std::string offload;
+  int64_t hostBytes = 0;
 
   // The timeline: live bytes (persistent + live transient tensors) after
   // every instruction, and what is live at the largest of them. The arena

@@ -1,5 +1,6 @@
 //===- Elementwise.cpp - elementwise kernels --------------------------------===//
 #include "CpuKernels.h"
+#include "../KernelChecks.h"
 #include "Indexing.h"
 #include "VectorMath.h"
 #include "fsdpc/runtime/Float16.h"
@@ -170,16 +171,6 @@ Status dropout(const KernelCall &call) {
 constexpr float kSqrtTwoOverPi = 0.79788456080286536f;
 constexpr float kInvSqrtTwoPi = 0.39894228040143268f;
 constexpr float kGeluCubic = 0.044715f;
-
-/// Whether a gelu instruction asks for the tanh form; fails on other values.
-Status geluTanhForm(const KernelCall &call, bool &tanhForm) {
-  std::string approximate = call.stringParam(contract::Param::kApproximate, "none");
-  if (approximate != "none" && approximate != "tanh")
-    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": approximate must be none or tanh, got ",
-                       approximate);
-  tanhForm = approximate == "tanh";
-  return Status::ok();
-}
 
 Status gelu(const KernelCall &call) {
   bool tanhForm;

@@ -1,5 +1,6 @@
 //===- Norms.cpp - layer norm and RMS norm ----------------------------------===//
 #include "CpuKernels.h"
+#include "../KernelChecks.h"
 #include "Indexing.h"
 #include "VectorMath.h"
 
@@ -8,22 +9,6 @@
 #include <cstring>
 
 namespace fsdpc::runtime::cpu {
-
-/// The [rows, cols] layout of a layer or RMS norm's input split at `axis`,
-/// checked against the scale and the per-row statistics.
-Status normLayout(const KernelCall &call, const TensorView &x, const TensorView &scale,
-                       const TensorView &statistic, int64_t &rows, int64_t &cols) {
-  int64_t axis = call.intParam(contract::Param::kAxis, -1), rank = x.shape.size();
-  if (axis < 0 || axis >= rank)
-    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": axis ", axis, " is out of range for rank ", rank);
-  rows = elementCount(std::vector<int64_t>(x.shape.begin(), x.shape.begin() + axis));
-  cols = elementCount(std::vector<int64_t>(x.shape.begin() + axis, x.shape.end()));
-  if (scale.numElements() != cols || statistic.numElements() != rows)
-    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": scale of ", scale.numElements(),
-                       " elements and statistics of ", statistic.numElements(), " do not fit ", shapeString(x.shape),
-                       " normalised from axis ", axis);
-  return Status::ok();
-}
 
 /// Row-wise normalisation shared by layer_norm and rms_norm: rms_norm is
 /// layer_norm without centring or bias, so `mean` and `bias` are null for it

@@ -1,5 +1,6 @@
 //===- Shape.cpp - shape and indexing kernels -------------------------------===//
 #include "CpuKernels.h"
+#include "../KernelChecks.h"
 #include "Indexing.h"
 #include "VectorMath.h"
 
@@ -28,31 +29,6 @@ Status concat(const KernelCall &call) {
     for (int64_t o = 0; o < outer; ++o)
       std::memcpy(dst + o * rowBytes + placed, src + o * chunk, chunk);
     placed += chunk;
-  }
-  return Status::ok();
-}
-
-/// Where a strided slice starts in its input, and its stride per dimension.
-struct SliceMap {
-  std::vector<int64_t> strides;
-  int64_t base = 0;
-  SliceMap(const std::vector<int64_t> &inShape, const std::vector<int64_t> &starts, const std::vector<int64_t> &steps) {
-    std::vector<int64_t> inStrides = stridesOf(inShape);
-    for (size_t d = 0; d < inShape.size(); ++d) {
-      base += starts[d] * inStrides[d];
-      strides.push_back(steps[d] * inStrides[d]);
-    }
-  }
-};
-
-Status checkSlice(const char *kernel, const std::vector<int64_t> &in, const std::vector<int64_t> &out,
-                  const std::vector<int64_t> &starts, const std::vector<int64_t> &steps) {
-  if (starts.size() != in.size() || steps.size() != in.size() || out.size() != in.size())
-    return FSDPC_ERROR(kInvalidArgument, kernel, ": starts and steps need one entry per dimension");
-  for (size_t d = 0; d < in.size(); ++d) {
-    int64_t last = starts[d] + (out[d] - 1) * steps[d];
-    if (out[d] > 0 && (starts[d] < 0 || starts[d] >= in[d] || last < 0 || last >= in[d]))
-      return FSDPC_ERROR(kInvalidArgument, kernel, ": dimension ", d, " reads outside [0, ", in[d], ")");
   }
   return Status::ok();
 }

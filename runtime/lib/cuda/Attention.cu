@@ -78,6 +78,43 @@ __device__ __forceinline__ long long maskBase(const AttentionShape &s, long long
   return offset[0];
 }
 
+__device__ __forceinline__ bool isMasked(const AttentionShape &s, long long maskOffset, long long query,
+                                         long long key) {
+  return loadInteger(s.mask, maskOffset + query * s.maskRowStride + key * s.maskColStride) != 0;
+}
+
+/// For one unmasked (query, key) pair, from their rows in shared memory:
+/// the probability p recomputed from the query's logsumexp, and the score
+/// gradient dS = p (dO . V - delta) * scale. Both backward kernels use it.
+__device__ __forceinline__ void scoreGradient(const AttentionShape &s, const float *qRow, const float *kRow,
+                                              const float *doRow, const float *vRow, float lse, float delta, float &p,
+                                              float &ds) {
+  float dot = 0.0f, dp = 0.0f;
+  for (int c = 0; c < s.d; ++c)
+    dot += qRow[c] * kRow[c];
+  for (int c = 0; c < s.dv; ++c)
+    dp += doRow[c] * vRow[c];
+  p = expf(dot * s.scale - lse);
+  ds = p * (dp - delta) * s.scale;
+}
+
+/// acc[t] += sum over the tile's 32 rows j of value_j * tile[j][lane + 32 t]
+/// (columns below `width`), value_j being lane j's `value`: one warp's row
+/// of P or dS times a tile (P V, P^T dO, dS K, dS^T Q).
+template <int Cols>
+__device__ __forceinline__ void accumulateRowTimesTile(float (&acc)[Cols], float value, const float *tile, int pitch,
+                                                       long long width, int lane) {
+  for (int j = 0; j < kTile; ++j) {
+    const float vj = __shfl_sync(0xffffffffu, value, j);
+#pragma unroll
+    for (int t = 0; t < Cols; ++t) {
+      const int c = lane + 32 * t;
+      if (c < width)
+        acc[t] += vj * tile[j * pitch + c];
+    }
+  }
+}
+
 /// Key j's element c, in either key layout.
 __device__ __forceinline__ float keyAt(const float *k, const AttentionShape &s, long long j, long long c) {
   return s.keyTransposed ? k[c * s.tk + j] : k[j * s.d + c];
@@ -134,8 +171,7 @@ __global__ void __launch_bounds__(kWarps * 32) attentionForwardKernel(const floa
       const long long query = firstQuery + row;
       float score = -INFINITY;
       if (key < s.tk && query < s.tq) {
-        const bool masked = loadInteger(s.mask, maskOffset + query * s.maskRowStride + key * s.maskColStride);
-        if (!masked) {
+        if (!isMasked(s, maskOffset, query, key)) {
           float dot = 0.0f;
           for (int c = 0; c < s.d; ++c)
             dot += qTile[row * pitchD + c] * keyTile[lane * pitchD + c];
@@ -159,15 +195,7 @@ __global__ void __launch_bounds__(kWarps * 32) attentionForwardKernel(const floa
 #pragma unroll
       for (int t = 0; t < Cols; ++t)
         acc[r][t] *= correction;
-      for (int j = 0; j < kTile; ++j) {
-        const float pj = __shfl_sync(0xffffffffu, p, j);
-#pragma unroll
-        for (int t = 0; t < Cols; ++t) {
-          const int c = lane + 32 * t;
-          if (c < s.dv)
-            acc[r][t] += pj * vTile[j * pitchV + c];
-        }
-      }
+      accumulateRowTimesTile<Cols>(acc[r], p, vTile, pitchV, s.dv, lane);
     }
   }
 #pragma unroll
@@ -243,27 +271,11 @@ __global__ void __launch_bounds__(kWarps * 32)
       const int row = warp * kRowsPerWarp + r;
       const long long key = firstKey + row;
       float p = 0.0f, ds = 0.0f;
-      if (key < s.tk && query < s.tq &&
-          !loadInteger(s.mask, maskOffset + query * s.maskRowStride + key * s.maskColStride)) {
-        float dot = 0.0f, dp = 0.0f;
-        for (int c = 0; c < s.d; ++c)
-          dot += qTile[lane * pitchD + c] * keyTile[row * pitchD + c];
-        for (int c = 0; c < s.dv; ++c)
-          dp += doTile[lane * pitchV + c] * vTile[row * pitchV + c];
-        p = expf(dot * s.scale - lseTile[lane]);
-        ds = p * (dp - deltaTile[lane]) * s.scale;
-      }
-      for (int i = 0; i < kTile; ++i) {
-        const float pi = __shfl_sync(0xffffffffu, p, i), dsi = __shfl_sync(0xffffffffu, ds, i);
-#pragma unroll
-        for (int t = 0; t < Cols; ++t) {
-          const int c = lane + 32 * t;
-          if (c < s.dv)
-            dvAcc[r][t] += pi * doTile[i * pitchV + c];
-          if (c < s.d)
-            dkAcc[r][t] += dsi * qTile[i * pitchD + c];
-        }
-      }
+      if (key < s.tk && query < s.tq && !isMasked(s, maskOffset, query, key))
+        scoreGradient(s, qTile + lane * pitchD, keyTile + row * pitchD, doTile + lane * pitchV, vTile + row * pitchV,
+                      lseTile[lane], deltaTile[lane], p, ds);
+      accumulateRowTimesTile<Cols>(dvAcc[r], p, doTile, pitchV, s.dv, lane);
+      accumulateRowTimesTile<Cols>(dkAcc[r], ds, qTile, pitchD, s.d, lane);
     }
   }
 #pragma unroll
@@ -322,26 +334,11 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int r = 0; r < kRowsPerWarp; ++r) {
       const int row = warp * kRowsPerWarp + r;
       const long long query = firstQuery + row;
-      float ds = 0.0f;
-      if (key < s.tk && query < s.tq &&
-          !loadInteger(s.mask, maskOffset + query * s.maskRowStride + key * s.maskColStride)) {
-        float dot = 0.0f, dp = 0.0f;
-        for (int c = 0; c < s.d; ++c)
-          dot += qTile[row * pitchD + c] * keyTile[lane * pitchD + c];
-        for (int c = 0; c < s.dv; ++c)
-          dp += doTile[row * pitchV + c] * vTile[lane * pitchV + c];
-        const float p = expf(dot * s.scale - rowLse[r]);
-        ds = p * (dp - rowDelta[r]) * s.scale;
-      }
-      for (int j = 0; j < kTile; ++j) {
-        const float dsj = __shfl_sync(0xffffffffu, ds, j);
-#pragma unroll
-        for (int t = 0; t < Cols; ++t) {
-          const int c = lane + 32 * t;
-          if (c < s.d)
-            dqAcc[r][t] += dsj * keyTile[j * pitchD + c];
-        }
-      }
+      float p = 0.0f, ds = 0.0f;
+      if (key < s.tk && query < s.tq && !isMasked(s, maskOffset, query, key))
+        scoreGradient(s, qTile + row * pitchD, keyTile + lane * pitchD, doTile + row * pitchV, vTile + lane * pitchV,
+                      rowLse[r], rowDelta[r], p, ds);
+      accumulateRowTimesTile<Cols>(dqAcc[r], ds, keyTile, pitchD, s.d, lane);
     }
   }
 #pragma unroll

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "DeviceMath.cuh"
+#include "../KernelChecks.h"
 
 #include <cmath>
 
@@ -153,15 +154,6 @@ template <UnaryGrad Op> Status unaryGrad(const KernelCall &call) {
   unaryGradKernel<Op>
       <<<blocksFor(n, launch), kThreads, 0, launch.stream>>>(operandOf(y), operandOf(dy), operandOf(out), n);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
-  return Status::ok();
-}
-
-Status geluTanhForm(const KernelCall &call, bool &tanhForm) {
-  std::string approximate = call.stringParam(contract::Param::kApproximate, "none");
-  if (approximate != "none" && approximate != "tanh")
-    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": approximate must be none or tanh, got ",
-                       approximate);
-  tanhForm = approximate == "tanh";
   return Status::ok();
 }
 

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "DeviceMath.cuh"
+#include "../KernelChecks.h"
 
 namespace fsdpc::runtime::cuda {
 
@@ -17,19 +18,11 @@ namespace {
 
 constexpr int64_t kColumnTile = 32, kRowLanes = 8, kMaxChunks = 128, kMinRowsPerChunk = 32;
 
-Status normLayout(const KernelCall &call, const TensorView &x, const TensorView &scale, const TensorView &statistic,
-                  int64_t &rows, int64_t &cols) {
+/// The shared layout check (KernelChecks.h), on f32 tensors.
+Status checkedNormLayout(const KernelCall &call, const TensorView &x, const TensorView &scale,
+                         const TensorView &statistic, int64_t &rows, int64_t &cols) {
   FSDPC_RETURN_IF_ERROR(requireF32(call));
-  const int64_t axis = call.intParam(contract::Param::kAxis, -1), rank = x.shape.size();
-  if (axis < 0 || axis >= rank)
-    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": axis ", axis, " is out of range for rank ", rank);
-  rows = elementCount(std::vector<int64_t>(x.shape.begin(), x.shape.begin() + axis));
-  cols = elementCount(std::vector<int64_t>(x.shape.begin() + axis, x.shape.end()));
-  if (scale.numElements() != cols || statistic.numElements() != rows)
-    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": scale of ", scale.numElements(),
-                       " elements and statistics of ", statistic.numElements(), " do not fit ",
-                       cpu::shapeString(x.shape), " normalised from axis ", axis);
-  return Status::ok();
+  return normLayout(call, x, scale, statistic, rows, cols);
 }
 
 int64_t chunksFor(int64_t rows) { return std::min(kMaxChunks, std::max<int64_t>(1, rows / kMinRowsPerChunk)); }
@@ -172,7 +165,7 @@ uint64_t normGradScratch(const KernelCall &call) {
 Status layerNorm(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &scale = call.inputs[1], &bias = call.inputs[2];
   int64_t rows, cols;
-  FSDPC_RETURN_IF_ERROR(normLayout(call, x, scale, call.outputs[1], rows, cols));
+  FSDPC_RETURN_IF_ERROR(checkedNormLayout(call, x, scale, call.outputs[1], rows, cols));
   if (bias.numElements() != cols)
     return FSDPC_ERROR(kInvalidArgument, "layer_norm: bias has ", bias.numElements(), " elements, not ", cols);
   return normalize(call, bias.f32(), call.outputs[1].f32(), call.outputs[2].f32(),
@@ -182,7 +175,7 @@ Status layerNorm(const KernelCall &call) {
 Status layerNormGrad(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &scale = call.inputs[1];
   int64_t rows, cols;
-  FSDPC_RETURN_IF_ERROR(normLayout(call, x, scale, call.inputs[2], rows, cols));
+  FSDPC_RETURN_IF_ERROR(checkedNormLayout(call, x, scale, call.inputs[2], rows, cols));
   return normalizeGrad(call, call.inputs[2].f32(), call.inputs[3].f32(), call.inputs[4].f32(), rows, cols,
                        call.outputs[2].f32());
 }
@@ -190,7 +183,7 @@ Status layerNormGrad(const KernelCall &call) {
 Status rmsNorm(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &scale = call.inputs[1];
   int64_t rows, cols;
-  FSDPC_RETURN_IF_ERROR(normLayout(call, x, scale, call.outputs[1], rows, cols));
+  FSDPC_RETURN_IF_ERROR(checkedNormLayout(call, x, scale, call.outputs[1], rows, cols));
   return normalize(call, /*bias=*/nullptr, /*mean=*/nullptr, call.outputs[1].f32(),
                    call.floatParam(contract::Param::kEpsilon, 1e-6), rows, cols);
 }
@@ -198,7 +191,7 @@ Status rmsNorm(const KernelCall &call) {
 Status rmsNormGrad(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &scale = call.inputs[1];
   int64_t rows, cols;
-  FSDPC_RETURN_IF_ERROR(normLayout(call, x, scale, call.inputs[2], rows, cols));
+  FSDPC_RETURN_IF_ERROR(checkedNormLayout(call, x, scale, call.inputs[2], rows, cols));
   return normalizeGrad(call, /*mean=*/nullptr, call.inputs[2].f32(), call.inputs[3].f32(), rows, cols,
                        /*dbias=*/nullptr);
 }

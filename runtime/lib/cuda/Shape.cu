@@ -1,34 +1,10 @@
 //===- Shape.cu - shape and indexing kernels ------------------------------===//
 #include "DeviceMath.cuh"
+#include "../KernelChecks.h"
 
 namespace fsdpc::runtime::cuda {
 
 namespace {
-
-/// The CPU kernel's slice check (Shape.cpp): every read lies in the input.
-Status checkSlice(const char *kernel, const std::vector<int64_t> &in, const std::vector<int64_t> &out,
-                  const std::vector<int64_t> &starts, const std::vector<int64_t> &steps) {
-  if (starts.size() != in.size() || steps.size() != in.size() || out.size() != in.size())
-    return FSDPC_ERROR(kInvalidArgument, kernel, ": starts and steps need one entry per dimension");
-  for (size_t d = 0; d < in.size(); ++d) {
-    const int64_t last = starts[d] + (out[d] - 1) * steps[d];
-    if (out[d] > 0 && (starts[d] < 0 || starts[d] >= in[d] || last < 0 || last >= in[d]))
-      return FSDPC_ERROR(kInvalidArgument, kernel, ": dimension ", d, " reads outside [0, ", in[d], ")");
-  }
-  return Status::ok();
-}
-
-/// Where a strided slice starts in its input, and its stride per dimension.
-void sliceMap(const std::vector<int64_t> &inShape, const std::vector<int64_t> &starts,
-              const std::vector<int64_t> &steps, int64_t &base, std::vector<int64_t> &strides) {
-  const std::vector<int64_t> inStrides = cpu::stridesOf(inShape);
-  base = 0;
-  strides.clear();
-  for (size_t d = 0; d < inShape.size(); ++d) {
-    base += starts[d] * inStrides[d];
-    strides.push_back(steps[d] * inStrides[d]);
-  }
-}
 
 __global__ void scatterSliceKernel(Operand dy, Operand dx, long long base, long long n, Layout<1> layout) {
   FSDPC_GRID_STRIDE_LOOP(i, n) {
@@ -144,11 +120,10 @@ Status slice(const KernelCall &call) {
   const std::vector<int64_t> &starts = call.intListParam(contract::Param::kStarts),
                              &steps = call.intListParam(contract::Param::kSteps);
   FSDPC_RETURN_IF_ERROR(checkSlice("slice", x.shape, y.shape, starts, steps));
-  int64_t base;
-  std::vector<int64_t> strides;
-  sliceMap(x.shape, starts, steps, base, strides);
+  const SliceMap map(x.shape, starts, steps);
+  const int64_t base = map.base;
   Layout<1> layout;
-  if (!makeLayout(y.shape, {strides}, layout))
+  if (!makeLayout(y.shape, {map.strides}, layout))
     return rankError(call, y.shape.size());
   const size_t bytes = dtypeSize(x.dtype);
   return gatherElements(call, static_cast<const uint8_t *>(x.data) + base * bytes, y.data, y.numElements(), bytes,
@@ -160,11 +135,10 @@ Status sliceGrad(const KernelCall &call) {
   const std::vector<int64_t> &starts = call.intListParam(contract::Param::kStarts),
                              &steps = call.intListParam(contract::Param::kSteps);
   FSDPC_RETURN_IF_ERROR(checkSlice("slice_grad", dx.shape, dy.shape, starts, steps));
-  int64_t base;
-  std::vector<int64_t> strides;
-  sliceMap(dx.shape, starts, steps, base, strides);
+  const SliceMap map(dx.shape, starts, steps);
+  const int64_t base = map.base;
   Layout<1> layout;
-  if (!makeLayout(dy.shape, {strides}, layout))
+  if (!makeLayout(dy.shape, {map.strides}, layout))
     return rankError(call, dy.shape.size());
   const CudaLaunch &launch = launchOf(call);
   FSDPC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dx.data, 0, dx.numElements() * dtypeSize(dx.dtype), launch.stream));

@@ -1,0 +1,73 @@
+//===- KernelChecks.h - shape and parameter checks both backends share ----===//
+//
+// What a kernel checks on the host before it touches data, written once so
+// the CPU and CUDA kernels of a signature accept and refuse exactly the
+// same calls, with the same messages.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDPC_RUNTIME_KERNELCHECKS_H
+#define FSDPC_RUNTIME_KERNELCHECKS_H
+
+#include "cpu/Indexing.h"
+#include "fsdpc/runtime/Kernels.h"
+
+#include <string>
+#include <vector>
+
+namespace fsdpc::runtime {
+
+/// The [rows, cols] layout of a layer or RMS norm's input split at `axis`,
+/// checked against the scale and the per-row statistics.
+inline Status normLayout(const KernelCall &call, const TensorView &x, const TensorView &scale,
+                         const TensorView &statistic, int64_t &rows, int64_t &cols) {
+  int64_t axis = call.intParam(contract::Param::kAxis, -1), rank = x.shape.size();
+  if (axis < 0 || axis >= rank)
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": axis ", axis, " is out of range for rank ", rank);
+  rows = elementCount(std::vector<int64_t>(x.shape.begin(), x.shape.begin() + axis));
+  cols = elementCount(std::vector<int64_t>(x.shape.begin() + axis, x.shape.end()));
+  if (scale.numElements() != cols || statistic.numElements() != rows)
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": scale of ", scale.numElements(),
+                       " elements and statistics of ", statistic.numElements(), " do not fit ",
+                       cpu::shapeString(x.shape), " normalised from axis ", axis);
+  return Status::ok();
+}
+
+/// Where a strided slice starts in its input, and its stride per dimension.
+struct SliceMap {
+  std::vector<int64_t> strides;
+  int64_t base = 0;
+  SliceMap(const std::vector<int64_t> &inShape, const std::vector<int64_t> &starts, const std::vector<int64_t> &steps) {
+    std::vector<int64_t> inStrides = cpu::stridesOf(inShape);
+    for (size_t d = 0; d < inShape.size(); ++d) {
+      base += starts[d] * inStrides[d];
+      strides.push_back(steps[d] * inStrides[d]);
+    }
+  }
+};
+
+/// Every read of a strided slice lies in its input.
+inline Status checkSlice(const char *kernel, const std::vector<int64_t> &in, const std::vector<int64_t> &out,
+                         const std::vector<int64_t> &starts, const std::vector<int64_t> &steps) {
+  if (starts.size() != in.size() || steps.size() != in.size() || out.size() != in.size())
+    return FSDPC_ERROR(kInvalidArgument, kernel, ": starts and steps need one entry per dimension");
+  for (size_t d = 0; d < in.size(); ++d) {
+    int64_t last = starts[d] + (out[d] - 1) * steps[d];
+    if (out[d] > 0 && (starts[d] < 0 || starts[d] >= in[d] || last < 0 || last >= in[d]))
+      return FSDPC_ERROR(kInvalidArgument, kernel, ": dimension ", d, " reads outside [0, ", in[d], ")");
+  }
+  return Status::ok();
+}
+
+/// Whether a gelu instruction asks for the tanh form; fails on other values.
+inline Status geluTanhForm(const KernelCall &call, bool &tanhForm) {
+  std::string approximate = call.stringParam(contract::Param::kApproximate, "none");
+  if (approximate != "none" && approximate != "tanh")
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": approximate must be none or tanh, got ",
+                       approximate);
+  tanhForm = approximate == "tanh";
+  return Status::ok();
+}
+
+} // namespace fsdpc::runtime
+
+#endif // FSDPC_RUNTIME_KERNELCHECKS_H

@@ -21,3 +21,11 @@ config.substitutions.append(("%python", "/usr/bin/python3"))
 config.substitutions.append(("%fsdpc_src", config.fsdpc_src_root))
 config.environment["PYTHONDONTWRITEBYTECODE"] = "1"
 config.environment["OMP_NUM_THREADS"] = os.environ.get("OMP_NUM_THREADS", "2")
+
+# "gpu" where nvidia-smi lists a GPU: tests of what happens without one are
+# UNSUPPORTED there (and the GPU checks run through ctest's gpu label).
+import shutil as _shutil
+import subprocess as _subprocess
+_smi = _shutil.which("nvidia-smi")
+if _smi and "GPU " in _subprocess.run([_smi, "-L"], capture_output=True, text=True).stdout:
+    config.available_features.add("gpu")

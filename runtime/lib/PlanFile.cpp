@@ -5,6 +5,9 @@
 #include "fsdpc/runtime/AtomicFile.h"
 #include "fsdpc/runtime/KernelContract.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
 #include <cstring>
 
 namespace fsdpc::runtime {
@@ -77,9 +80,17 @@ int64_t PlanFile::addSection(const void *src, uint64_t bytes) {
 const uint8_t *PlanFile::sectionData(int64_t index) const { return data.data() + header.sections(index).offset(); }
 
 Status writePlanFile(PlanFile &plan, const std::string &path) {
+  // Deterministic serialisation: protobuf writes map fields (an
+  // instruction's attributes) in hash-table order otherwise, so compiling
+  // the same model twice gave plans with different bytes and hashes.
   std::string headerBytes;
-  if (!plan.header.SerializeToString(&headerBytes))
-    return FSDPC_ERROR(kInternal, "cannot serialise the plan header");
+  {
+    google::protobuf::io::StringOutputStream stream(&headerBytes);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    if (!plan.header.SerializeToCodedStream(&coded) || coded.HadError())
+      return FSDPC_ERROR(kInternal, "cannot serialise the plan header");
+  }
   uint64_t hash = fnv1a64(headerBytes.data(), headerBytes.size());
   plan.contentHash = fnv1a64(plan.data.data(), plan.data.size(), hash);
 

@@ -1,5 +1,7 @@
 #include "fsdpc/runtime/Checkpoint.h"
 
+#include "fsdpc/runtime/PlanFile.h"
+
 #include "fsdpc/runtime/AtomicFile.h"
 #include "fsdpc/runtime/Safetensors.h"
 
@@ -56,6 +58,7 @@ Status saveShardedCheckpoint(const std::string &dir, Executor &executor, HostCon
     written = writeSafetensors(*state, rankFile(dir, checkpoint, control.rank()),
                                {{"producer", "fsdp-run"},
                                 {"plan_hash", hex(planHash)},
+                                {"layout_hash", hex(layoutHash(executor.header()))},
                                 {"world_size", std::to_string(control.worldSize())},
                                 {"rank", std::to_string(control.rank())},
                                 {"completed_steps", std::to_string(completedSteps)},
@@ -91,9 +94,15 @@ StatusOr<int64_t> loadShardedCheckpoint(const std::string &dir, Executor &execut
     if (metadata["world_size"] != std::to_string(control.worldSize()))
       return FSDPC_ERROR(kInvalidArgument, "'", path, "' was saved by ", metadata["world_size"],
                          " rank(s) but this launch has ", control.worldSize());
-    if (metadata["plan_hash"] != hex(planHash))
-      return FSDPC_ERROR(kInvalidArgument, "'", path, "' was saved by another plan (hash ", metadata["plan_hash"],
-                         ", this plan ", hex(planHash), "); resume with the plan that wrote it");
+    // The state's layout must match; the rest of the plan (learning rate,
+    // schedule, kernels) may differ. Checkpoints older than the layout hash
+    // carry only the whole plan's hash.
+    const std::string layout = hex(layoutHash(executor.header()));
+    if (metadata.count("layout_hash") ? metadata["layout_hash"] != layout : metadata["plan_hash"] != hex(planHash))
+      return FSDPC_ERROR(kInvalidArgument, "'", path, "' was saved by a plan with another state layout (units, ",
+                         "shards or optimizer state differ: layout hash ",
+                         metadata.count("layout_hash") ? metadata["layout_hash"] : "none", ", this plan ", layout,
+                         "); resume with a plan of the same model, wrap, strategy, world size and optimizer");
     char *end = nullptr;
     completedSteps = std::strtoll(metadata["completed_steps"].c_str(), &end, 10);
     if (metadata["completed_steps"].empty() || *end || completedSteps < 0)

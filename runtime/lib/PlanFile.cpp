@@ -276,4 +276,27 @@ Status validatePlan(const PlanFile &plan) {
   return Status::ok();
 }
 
+uint64_t layoutHash(const plan::PlanHeader &h) {
+  // Every field as text with separators, so no two layouts read the same.
+  std::string text = "world " + std::to_string(h.world_size()) + " group " + std::to_string(h.shard_group_size()) +
+                     " strategy " + h.strategy() + "\n";
+  auto shapeText = [](const auto &shape) {
+    std::string out = "[";
+    for (int64_t d : shape)
+      out += std::to_string(d) + ",";
+    return out + "]";
+  };
+  for (const plan::Unit &unit : h.units()) {
+    text += "unit " + unit.name() + " " + std::to_string(unit.flat_size()) + " " +
+            std::to_string(unit.padded_size()) + "\n";
+    for (const plan::UnitParam &param : unit.params())
+      text += " param " + param.name() + " " + shapeText(param.shape()) + " " + std::to_string(param.offset()) + "\n";
+  }
+  for (const plan::Tensor &tensor : h.tensors())
+    if (tensor.region() == plan::PERSISTENT && tensor.kind() != plan::VIEW && tensor.kind() != plan::CONSTANT)
+      text += "state " + tensor.name() + " " + std::to_string(tensor.kind()) + " " + std::to_string(tensor.dtype()) +
+              " " + shapeText(tensor.shape()) + "\n";
+  return fnv1a64(text.data(), text.size());
+}
+
 } // namespace fsdpc::runtime

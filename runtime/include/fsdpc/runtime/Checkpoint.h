@@ -29,8 +29,9 @@ Status saveShardedCheckpoint(const std::string &dir, Executor &executor, HostCon
                              int64_t completedSteps, uint64_t planHash);
 
 /// Restores this rank's shards from the checkpoint `DIR/latest` names and
-/// returns its completed steps. Refuses a checkpoint of another plan or
-/// world size.
+/// returns its completed steps. Refuses a checkpoint of another world size
+/// or state layout (layoutHash); a plan recompiled with other
+/// hyperparameters resumes it.
 StatusOr<int64_t> loadShardedCheckpoint(const std::string &dir, Executor &executor, HostControl &control,
                                         uint64_t planHash);
 

@@ -65,6 +65,14 @@ int64_t numElements(const plan::Tensor &tensor);
 /// parameters outside units.
 int64_t countTrainableParameters(const plan::PlanHeader &header);
 
+/// A hash of what a sharded checkpoint holds and how: the world size, shard
+/// group and strategy, every unit (name, sizes, parameters with shapes and
+/// offsets) and every tensor of a rank's local state (name, kind, dtype,
+/// shape). Learning rate, schedule, clipping or kernel choices do not enter
+/// it, so a plan recompiled with other hyperparameters resumes the same
+/// checkpoint.
+uint64_t layoutHash(const plan::PlanHeader &header);
+
 } // namespace fsdpc::runtime
 
 #endif // FSDPC_RUNTIME_PLANFILE_H

@@ -25,13 +25,14 @@ in two norms:
 Needs /usr/bin/python3 (torch, onnx, numpy) and fsdpc, fsdp-run on PATH.
 """
 import argparse
+import json
 import os
 import sys
 
 import onnx
 import torch
 
-from torch_reference import (HEADROOM, Dataset, export_example, max_norm_rel, norm_rel, print_loss_comparison, read_losses,
+from torch_reference import (schedule_lambda, HEADROOM, Dataset, export_example, max_norm_rel, norm_rel, print_loss_comparison, read_losses,
                              read_safetensors, run, train_torch)
 
 
@@ -47,6 +48,10 @@ def main():
     parser.add_argument("--samples", type=int, default=320)
     parser.add_argument("--loss", choices=["cross_entropy", "mse"], default="cross_entropy")
     parser.add_argument("--seed", type=int, default=1234, help="of the synthetic data set")
+    parser.add_argument("--lr-schedule", choices=["constant", "linear", "cosine"], default=None)
+    parser.add_argument("--warmup-steps", type=int, default=0)
+    parser.add_argument("--total-steps", type=int, default=0)
+    parser.add_argument("--min-lr", type=float, default=0.0)
     parser.add_argument("--loss-rtol", type=float, default=1e-4)
     parser.add_argument("--spread-factor", type=float, default=5.0,
                         help="how far from float64 fsdpc may be, in multiples of torch float32's distance")
@@ -72,6 +77,9 @@ def main():
                    "--lr", repr(lr), "--weight-decay", repr(wd)]
     if args.optimizer == "sgd":
         compile_cmd += ["--momentum", repr(args.momentum)]
+    if args.lr_schedule:
+        compile_cmd += ["--lr-schedule", args.lr_schedule, "--warmup-steps", str(args.warmup_steps),
+                        "--total-steps", str(args.total_steps), "--min-lr", repr(args.min_lr)]
     run(compile_cmd)
     run(["fsdp-run", plan, "--steps", str(args.steps), "--data", data_dir, "--save", saved,
          "--metrics-json", metrics])
@@ -80,13 +88,29 @@ def main():
 
     # torch, in float32 (the reference) and in float64 (to show how far
     # float32 rounding alone moves torch's own result).
+    schedule = (schedule_lambda(args.lr_schedule, args.warmup_steps, args.total_steps, args.min_lr, lr)
+                if args.lr_schedule else None)
+
     def torch_run(dtype):
-        return train_torch(model, data, args.steps, args.optimizer, lr, wd, args.momentum, args.loss, dtype)
+        result = train_torch(model, data, args.steps, args.optimizer, lr, wd, args.momentum, args.loss, dtype,
+                             schedule)
+        return result[:2]
 
     reference, torch_params = torch_run(torch.float32)
     _, exact_params = torch_run(torch.float64)
 
     failures = print_loss_comparison(ours, reference, args.loss_rtol, args.steps)
+    if schedule:
+        # The learning rate of every step, as fsdp-run reports it, against
+        # torch's scheduler.
+        _, _, torch_rates = train_torch(model, data, args.steps, args.optimizer, lr, wd, args.momentum, args.loss,
+                                        torch.float32, schedule)
+        our_rates = [json.loads(line)["lr"] for line in open(metrics) if '"loss"' in line]
+        worst = max(abs(a - b) / max(abs(b), 1e-30) for a, b in zip(our_rates, torch_rates))
+        print("lr schedule %s: %s" % (args.lr_schedule, " ".join("%.6g" % r for r in our_rates)))
+        print("lr per step vs torch LambdaLR: worst relative difference %.2e" % worst)
+        if len(our_rates) != len(torch_rates) or worst > 1e-6:
+            failures += 1
     print("param                 norm  fsdpc-fp64  torch32-fp64  limit")
     for name, exact in exact_params.items():
         got = our_params.get(name)

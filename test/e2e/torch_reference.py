@@ -6,6 +6,7 @@ initializers, makes a dataset both sides train on, and trains with
 torch.optim. Needs /usr/bin/python3 (torch, onnx, numpy).
 """
 import json
+import math
 import os
 import struct
 import subprocess
@@ -140,8 +141,29 @@ class Dataset:
         np.save(os.path.join(self.dir, "labels.npy"), self.labels)
 
 
-def train_torch(model, data, steps, optimizer, lr, weight_decay, momentum, loss, dtype=torch.float32):
-    """Per-step losses and final parameters (float64 numpy) of torch."""
+def schedule_lambda(kind, warmup, total, min_lr, lr):
+    """transformers' get_{constant,linear,cosine}_schedule_with_warmup
+    multipliers (with get_cosine_with_min_lr_schedule_with_warmup's floor),
+    written out here as transformers writes them, for torch's LambdaLR."""
+    def factor(current):
+        if current < warmup:
+            return float(current) / float(max(1, warmup))
+        if kind == "constant":
+            return 1.0
+        if kind == "linear":
+            value = max(0.0, float(total - current) / float(max(1, total - warmup)))
+        else:
+            progress = float(current - warmup) / float(max(1, total - warmup))
+            value = max(0.0, 0.5 * (1.0 + math.cos(math.pi * float(0.5) * 2.0 * progress)))
+        if min_lr > 0:
+            value = value * (1 - min_lr / lr) + min_lr / lr
+        return value
+    return factor
+
+
+def train_torch(model, data, steps, optimizer, lr, weight_decay, momentum, loss, dtype=torch.float32, schedule=None):
+    """Per-step losses and final parameters (float64 numpy) of torch; with
+    `schedule` (a LambdaLR multiplier), the learning rate of each step too."""
     net = OnnxInTorch(model)
     for name in net.params:
         net.params[name] = net.params[name].detach().to(dtype).requires_grad_(True)
@@ -150,8 +172,10 @@ def train_torch(model, data, steps, optimizer, lr, weight_decay, momentum, loss,
         opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
     else:
         opt = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
-    losses = []
+    scheduler = torch.optim.lr_scheduler.LambdaLR(opt, schedule) if schedule else None
+    losses, rates = [], []
     for step in range(steps):
+        rates.append(opt.param_groups[0]["lr"])
         index = [(step * data.batch + j) % data.samples for j in range(data.batch)]
         (logits,) = net({data.input_name: torch.tensor(data.inputs[index]).to(dtype)})
         target = torch.tensor(data.labels[index])
@@ -162,8 +186,11 @@ def train_torch(model, data, steps, optimizer, lr, weight_decay, momentum, loss,
         opt.zero_grad()
         value.backward()
         opt.step()
+        if scheduler:
+            scheduler.step()
         losses.append(value.item())
-    return losses, {k: v.detach().double().numpy() for k, v in net.params.items()}
+    params = {k: v.detach().double().numpy() for k, v in net.params.items()}
+    return (losses, params, rates) if schedule else (losses, params)
 
 
 def read_losses(metrics_path):

@@ -449,6 +449,11 @@ std::vector<Case> cases() {
   all.push_back(Case("adamw_update").in({100003}).in({100003}).in({100003}).in({100003}, positive())
                     .in({}, constant(3), plan::I64).inPlace(0).inPlace(2).inPlace(3).attr("lr", 1e-3)
                     .attr("beta1", 0.9).attr("beta2", 0.999).attr("eps", 1e-8).attr("weight_decay", 0.01).tol(1e-6));
+  all.push_back(Case("adamw_update", "cosine schedule").in({1003}).in({1003}).in({1003}).in({1003}, positive())
+                    .in({}, constant(5), plan::I64).inPlace(0).inPlace(2).inPlace(3).attr("lr", 1e-3)
+                    .attr("lr_schedule", std::string("cosine")).attr("warmup_steps", int64_t(2))
+                    .attr("total_steps", int64_t(10)).attr("min_lr", 1e-5).attr("beta1", 0.9).attr("beta2", 0.999)
+                    .attr("eps", 1e-8).attr("weight_decay", 0.01).tol(1e-6));
   all.push_back(Case("sgd_update", "momentum, nesterov").in({100003}).in({100003}).in({100003})
                     .in({}, constant(3), plan::I64).inPlace(0).inPlace(2).attr("lr", 0.05).attr("momentum", 0.9)
                     .attr("dampening", 0.0).attr("weight_decay", 1e-4).attr("nesterov", int64_t(1)).tol(1e-6));

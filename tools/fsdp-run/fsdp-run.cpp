@@ -12,6 +12,8 @@
 #include "fsdpc/runtime/CudaDevice.h"
 #include "fsdpc/runtime/Dataset.h"
 #include "fsdpc/runtime/Executor.h"
+#include "fsdpc/runtime/KernelContract.h"
+#include "fsdpc/runtime/LrSchedule.h"
 #include "fsdpc/runtime/Npy.h"
 #include "fsdpc/runtime/PlanFile.h"
 #include "fsdpc/runtime/Safetensors.h"
@@ -28,6 +30,7 @@
 
 using namespace fsdpc::runtime;
 namespace plan = fsdpc::plan;
+namespace contract = fsdpc::contract;
 
 namespace {
 
@@ -218,6 +221,24 @@ int fail(const Status &status) {
   return 1;
 }
 
+/// The learning rate step `step` (1-based) uses: the first optimizer
+/// update's lr along its schedule (every unit's update shares one
+/// configuration); 0 for a plan without one.
+double learningRateAt(const plan::PlanHeader &header, int64_t step) {
+  for (const plan::Instruction &inst : header.instructions()) {
+    if (inst.op() != "adamw_update" && inst.op() != "sgd_update")
+      continue;
+    DecodedParams params = decodeParams(inst);
+    auto get = [&](contract::Param p) -> const ParamValue & { return params[static_cast<size_t>(p)]; };
+    const ParamValue &schedule = get(contract::Param::kLrSchedule);
+    const int kind = lrScheduleKind(schedule.present ? schedule.s : "constant");
+    return scheduledLr(get(contract::Param::kLr).f, kind < 0 ? kLrConstant : kind,
+                       get(contract::Param::kWarmupSteps).i, get(contract::Param::kTotalSteps).i,
+                       get(contract::Param::kMinLr).f, step);
+  }
+  return 0.0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -384,8 +405,8 @@ int main(int argc, char **argv) {
     if (metrics)
       std::fprintf(metrics,
                    "{\"step\": %" PRId64 ", \"loss\": %.9g, \"step_ms\": %.4f, \"samples_per_s\": %.2f, "
-                   "\"exposed_comm_ms\": %.4f}\n",
-                   step, *loss, stepMs, samplesPerSecond, exposedCommMs);
+                   "\"exposed_comm_ms\": %.4f, \"lr\": %.9g}\n",
+                   step, *loss, stepMs, samplesPerSecond, exposedCommMs, learningRateAt(header, step + 1));
   }
 
   if (!options.tracePath.empty()) {

@@ -50,6 +50,16 @@ cl::opt<double> momentum("momentum", cl::desc("SGD momentum"), cl::init(0.0), cl
 cl::opt<double> weightDecay("weight-decay", cl::desc("weight decay (default: adamw 0.01, sgd 0)"), cl::init(-1.0),
                             cl::cat(category));
 cl::opt<std::string> betas("betas", cl::desc("AdamW betas as B1,B2"), cl::init("0.9,0.999"), cl::cat(category));
+cl::opt<std::string> lrSchedule("lr-schedule",
+                                cl::desc("constant (default), linear or cosine: each step's learning rate as "
+                                         "transformers' get_*_schedule_with_warmup gives it, --lr its peak"),
+                                cl::init("constant"), cl::cat(category));
+cl::opt<int64_t> warmupSteps("warmup-steps", cl::desc("steps of linear warm-up from 0 to --lr (default 0)"),
+                             cl::init(0), cl::cat(category));
+cl::opt<int64_t> totalSteps("total-steps", cl::desc("steps over which linear and cosine schedules decay"),
+                            cl::init(0), cl::cat(category));
+cl::opt<double> minLr("min-lr", cl::desc("where linear and cosine schedules end (default 0)"), cl::init(0.0),
+                      cl::cat(category));
 cl::opt<double> eps("eps", cl::desc("AdamW epsilon"), cl::init(1e-8), cl::cat(category));
 cl::opt<int64_t> batchSize("batch-size", cl::desc("global batch when the model's batch dimension is symbolic"),
                            cl::init(0), cl::cat(category));
@@ -189,6 +199,10 @@ int main(int argc, char **argv) {
   options.eps = eps;
   options.weightDecay = weightDecay;
   options.momentum = momentum;
+  options.lrSchedule = lrSchedule;
+  options.warmupSteps = warmupSteps;
+  options.totalSteps = totalSteps;
+  options.minLr = minLr;
   options.mixedPrecision = mixedPrecision;
   options.keepFp32 = keepFp32;
   options.wrap = wrapPolicy;

@@ -52,6 +52,15 @@ std::string validateCompileOptions(const CompileOptions &o) {
   llvm::StringRef recompute(o.recompute);
   if (recompute != "none" && recompute != "auto" && !recompute.starts_with("units:") && !recompute.starts_with("cheap:"))
     return "--recompute must be none, units:REGEX, cheap:REGEX or auto, got '" + o.recompute + "'";
+  llvm::StringRef schedule(o.lrSchedule);
+  if (schedule != "constant" && schedule != "linear" && schedule != "cosine")
+    return "--lr-schedule must be constant, linear or cosine, got '" + o.lrSchedule + "'";
+  if (o.warmupSteps < 0 || o.minLr < 0)
+    return "--warmup-steps and --min-lr must be non-negative";
+  if (schedule != "constant" && o.totalSteps <= o.warmupSteps)
+    return "--lr-schedule " + o.lrSchedule + " needs --total-steps above --warmup-steps";
+  if (o.minLr > o.lr)
+    return "--min-lr must not exceed --lr";
   if (o.maxInflightGathers < 1)
     return "--max-inflight-gathers must be at least 1";
   if (o.memoryBudget < 0)
@@ -79,6 +88,10 @@ void buildGraphStage(OpPassManager &pm, const CompileOptions &o) {
   optimizer.eps = o.eps;
   optimizer.weightDecay = o.weightDecay;
   optimizer.momentum = o.momentum;
+  optimizer.lrSchedule = o.lrSchedule;
+  optimizer.warmupSteps = o.warmupSteps;
+  optimizer.totalSteps = o.totalSteps;
+  optimizer.minLr = o.minLr;
   pm.addPass(graph::createGraphOptimizer(optimizer));
   // Drops the forward outputs the loss does not need and merges duplicates.
   pm.addPass(createCanonicalizerPass());

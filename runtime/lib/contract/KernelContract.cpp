@@ -92,10 +92,16 @@ std::vector<KernelSignature> buildTable() {
       fixed("softmax_cross_entropy_grad", 3, 1, crossEntropy),
       fixed("mse_loss", 2, 1),
       fixed("mse_loss_grad", 3, 1),
-      // Optimizers, in place on a unit's shard.
+      // Optimizers, in place on a unit's shard. lr is the peak learning
+      // rate; lr_schedule (constant, linear, cosine), warmup_steps,
+      // total_steps and min_lr give each step's (LrSchedule.h).
       // param, grad, [momentum_buffer], step -> param, [momentum_buffer].
       {"sgd_update", 3, 4, 1, 2,
        {{"lr", kFloat, kRequired},
+        {"lr_schedule", kString, kOptional},
+        {"warmup_steps", kInt, kOptional},
+        {"total_steps", kInt, kOptional},
+        {"min_lr", kFloat, kOptional},
         {"momentum", kFloat, kRequired},
         {"dampening", kFloat, kRequired},
         {"weight_decay", kFloat, kRequired},
@@ -103,6 +109,10 @@ std::vector<KernelSignature> buildTable() {
       // param, grad, exp_avg, exp_avg_sq, step -> param, exp_avg, exp_avg_sq.
       fixed("adamw_update", 5, 3,
             {{"lr", kFloat, kRequired},
+             {"lr_schedule", kString, kOptional},
+             {"warmup_steps", kInt, kOptional},
+             {"total_steps", kInt, kOptional},
+             {"min_lr", kFloat, kOptional},
              {"beta1", kFloat, kRequired},
              {"beta2", kFloat, kRequired},
              {"eps", kFloat, kRequired},
@@ -140,7 +150,11 @@ constexpr std::string_view kParamNames[] = {
     "beta2",
     "eps",
     "scale",
-    "key_transposed"};
+    "key_transposed",
+    "lr_schedule",
+    "warmup_steps",
+    "total_steps",
+    "min_lr"};
 static_assert(sizeof(kParamNames) / sizeof(kParamNames[0]) == static_cast<size_t>(Param::kCount),
               "one name per Param");
 

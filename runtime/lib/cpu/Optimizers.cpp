@@ -1,5 +1,6 @@
 //===- Optimizers.cpp - optimizer kernels -----------------------------------===//
 #include "CpuKernels.h"
+#include "fsdpc/runtime/LrSchedule.h"
 #include "Indexing.h"
 #include "VectorMath.h"
 
@@ -11,13 +12,25 @@ namespace fsdpc::runtime::cpu {
 
 int64_t optimizerStep(const KernelCall &call) { return call.inputs.back().i64()[0]; }
 
+/// This step's learning rate: `lr` along the instruction's schedule.
+Status stepLr(const KernelCall &call, int64_t step, double &lr) {
+  const int kind = lrScheduleKind(call.stringParam(contract::Param::kLrSchedule, "constant"));
+  if (kind < 0)
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": unknown lr_schedule '",
+                       call.stringParam(contract::Param::kLrSchedule, ""), "'");
+  lr = scheduledLr(call.floatParam(contract::Param::kLr, 1e-3), kind, call.intParam(contract::Param::kWarmupSteps, 0),
+                   call.intParam(contract::Param::kTotalSteps, 0), call.floatParam(contract::Param::kMinLr, 0), step);
+  return Status::ok();
+}
+
 // torch.optim.SGD (1.13, foreach=False), in the same order of float operations.
 Status sgdUpdate(const KernelCall &call) {
   const TensorView &param = call.inputs[0], &grad = call.inputs[1];
   float *p = param.f32();
   const float *g = grad.f32();
   int64_t n = param.numElements();
-  double lr = call.floatParam(contract::Param::kLr, 1e-3), momentum = call.floatParam(contract::Param::kMomentum, 0);
+  double lr, momentum = call.floatParam(contract::Param::kMomentum, 0);
+  FSDPC_RETURN_IF_ERROR(stepLr(call, optimizerStep(call), lr));
   double weightDecay = call.floatParam(contract::Param::kWeightDecay, 0), dampening = call.floatParam(contract::Param::kDampening, 0);
   bool nesterov = call.intParam(contract::Param::kNesterov, 0);
   bool firstStep = optimizerStep(call) == 1;
@@ -42,9 +55,11 @@ Status adamwUpdate(const KernelCall &call) {
   const float *g = call.inputs[1].f32();
   float *m = call.inputs[2].f32(), *v = call.inputs[3].f32();
   int64_t n = call.inputs[0].numElements();
-  double lr = call.floatParam(contract::Param::kLr, 1e-3), beta1 = call.floatParam(contract::Param::kBeta1, 0.9), beta2 = call.floatParam(contract::Param::kBeta2, 0.999);
+  double beta1 = call.floatParam(contract::Param::kBeta1, 0.9), beta2 = call.floatParam(contract::Param::kBeta2, 0.999);
   double eps = call.floatParam(contract::Param::kEps, 1e-8), weightDecay = call.floatParam(contract::Param::kWeightDecay, 0.01);
   int64_t step = optimizerStep(call);
+  double lr;
+  FSDPC_RETURN_IF_ERROR(stepLr(call, step, lr));
   double biasCorrection1 = 1 - std::pow(beta1, static_cast<double>(step));
   double biasCorrection2 = 1 - std::pow(beta2, static_cast<double>(step));
   float decay = static_cast<float>(1 - lr * weightDecay);

@@ -8,14 +8,38 @@
 //
 //===----------------------------------------------------------------------===//
 #include "DeviceMath.cuh"
+#include "fsdpc/runtime/LrSchedule.h"
 
 namespace fsdpc::runtime::cuda {
 
 namespace {
 
-__global__ void sgdKernel(float *p, const float *g, float *buf, const long long *step, long long n, double lr,
+/// The learning rate's schedule, evaluated on the device from the step
+/// counter (LrSchedule.h, shared with the CPU kernels).
+struct Schedule {
+  double lr;
+  int kind;
+  long long warmup, total;
+  double minLr;
+  __device__ double at(long long step) const { return scheduledLr(lr, kind, warmup, total, minLr, step); }
+};
+
+Status scheduleOf(const KernelCall &call, Schedule &schedule) {
+  schedule.kind = lrScheduleKind(call.stringParam(contract::Param::kLrSchedule, "constant"));
+  if (schedule.kind < 0)
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": unknown lr_schedule '",
+                       call.stringParam(contract::Param::kLrSchedule, ""), "'");
+  schedule.lr = call.floatParam(contract::Param::kLr, 1e-3);
+  schedule.warmup = call.intParam(contract::Param::kWarmupSteps, 0);
+  schedule.total = call.intParam(contract::Param::kTotalSteps, 0);
+  schedule.minLr = call.floatParam(contract::Param::kMinLr, 0);
+  return Status::ok();
+}
+
+__global__ void sgdKernel(float *p, const float *g, float *buf, const long long *step, long long n, Schedule schedule,
                           double momentum, double dampening, double weightDecay, bool nesterov) {
   const bool firstStep = step[0] == 1;
+  const double lr = schedule.at(step[0]);
   const float wd = static_cast<float>(weightDecay), mom = static_cast<float>(momentum);
   const float damp = static_cast<float>(1 - dampening), negLr = static_cast<float>(-lr);
   FSDPC_GRID_STRIDE_LOOP(i, n) {
@@ -30,8 +54,9 @@ __global__ void sgdKernel(float *p, const float *g, float *buf, const long long 
 }
 
 __global__ void adamwKernel(float *p, const float *g, float *m, float *v, const long long *stepCount, long long n,
-                            double lr, double beta1, double beta2, double eps, double weightDecay) {
+                            Schedule schedule, double beta1, double beta2, double eps, double weightDecay) {
   const double step = static_cast<double>(stepCount[0]);
+  const double lr = schedule.at(stepCount[0]);
   const double biasCorrection1 = 1 - pow(beta1, step), biasCorrection2 = 1 - pow(beta2, step);
   const float decay = static_cast<float>(1 - lr * weightDecay);
   const float b1 = static_cast<float>(beta1), oneMinusB1 = static_cast<float>(1 - beta1);
@@ -66,10 +91,12 @@ Status sgdUpdate(const KernelCall &call) {
   if (n == 0)
     return Status::ok();
   const CudaLaunch &launch = launchOf(call);
+  Schedule schedule;
+  FSDPC_RETURN_IF_ERROR(scheduleOf(call, schedule));
   float *buf = momentum != 0 ? call.inputs[2].f32() : nullptr;
   sgdKernel<<<blocksFor(n, launch), kThreads, 0, launch.stream>>>(
-      param.f32(), grad.f32(), buf, static_cast<const long long *>(call.inputs.back().data), n,
-      call.floatParam(contract::Param::kLr, 1e-3), momentum, call.floatParam(contract::Param::kDampening, 0),
+      param.f32(), grad.f32(), buf, static_cast<const long long *>(call.inputs.back().data), n, schedule, momentum,
+      call.floatParam(contract::Param::kDampening, 0),
       call.floatParam(contract::Param::kWeightDecay, 0), call.intParam(contract::Param::kNesterov, 0) != 0);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
@@ -84,9 +111,11 @@ Status adamwUpdate(const KernelCall &call) {
   if (n == 0)
     return Status::ok();
   const CudaLaunch &launch = launchOf(call);
+  Schedule schedule;
+  FSDPC_RETURN_IF_ERROR(scheduleOf(call, schedule));
   adamwKernel<<<blocksFor(n, launch), kThreads, 0, launch.stream>>>(
       call.inputs[0].f32(), call.inputs[1].f32(), call.inputs[2].f32(), call.inputs[3].f32(),
-      static_cast<const long long *>(call.inputs[4].data), n, call.floatParam(contract::Param::kLr, 1e-3),
+      static_cast<const long long *>(call.inputs[4].data), n, schedule,
       call.floatParam(contract::Param::kBeta1, 0.9), call.floatParam(contract::Param::kBeta2, 0.999),
       call.floatParam(contract::Param::kEps, 1e-8), call.floatParam(contract::Param::kWeightDecay, 0.01));
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();

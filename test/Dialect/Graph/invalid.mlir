@@ -63,6 +63,23 @@ func.func @sgd_state(%p: tensor<5xf32>, %s: tensor<i64>) -> tensor<5xf32> {
 
 // -----
 
+// Tests that adamw_update checks its learning-rate schedule.
+func.func @adamw_schedule(%p: tensor<5xf32>, %s: tensor<i64>) -> tensor<5xf32> {
+  // expected-error @+1 {{lr_schedule must be constant, linear or cosine, got 'step'}}
+  %0, %1, %2 = graph.adamw_update %p, %p, %p, %p, step %s {lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64, lr_schedule = "step"} : (tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<i64>) -> (tensor<5xf32>, tensor<5xf32>, tensor<5xf32>)
+  return %0 : tensor<5xf32>
+}
+
+// -----
+
+func.func @sgd_schedule_total(%p: tensor<5xf32>, %s: tensor<i64>) -> tensor<5xf32> {
+  // expected-error @+1 {{a cosine schedule needs total_steps above warmup_steps}}
+  %0 = graph.sgd_update %p, %p step %s {lr = 0.1 : f64, momentum = 0.0 : f64, dampening = 0.0 : f64, weight_decay = 0.0 : f64, nesterov = false, lr_schedule = "cosine", warmup_steps = 4 : i64, total_steps = 4 : i64} : (tensor<5xf32>, tensor<5xf32>, tensor<i64>) -> tensor<5xf32>
+  return %0 : tensor<5xf32>
+}
+
+// -----
+
 // Tests that adamw_update checks its betas.
 func.func @adamw_betas(%p: tensor<5xf32>, %s: tensor<i64>) -> tensor<5xf32> {
   // expected-error @+1 {{betas must lie in [0, 1)}}

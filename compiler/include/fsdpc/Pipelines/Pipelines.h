@@ -46,6 +46,12 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
   Option<double> weightDecay{*this, "weight-decay", llvm::cl::desc("weight decay (negative: optimizer default)"),
                              llvm::cl::init(-1.0)};
   Option<double> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"), llvm::cl::init(0.0)};
+  Option<std::string> lrSchedule{*this, "lr-schedule", llvm::cl::desc("constant, linear or cosine"),
+                                 llvm::cl::init("constant")};
+  Option<int64_t> warmupSteps{*this, "warmup-steps", llvm::cl::desc("linear warm-up steps"), llvm::cl::init(0)};
+  Option<int64_t> totalSteps{*this, "total-steps", llvm::cl::desc("steps of a linear or cosine schedule"),
+                             llvm::cl::init(0)};
+  Option<double> minLr{*this, "min-lr", llvm::cl::desc("where linear and cosine decay end"), llvm::cl::init(0.0)};
   Option<std::string> mixedPrecision{*this, "mixed-precision",
                                      llvm::cl::desc("none, bf16 or f16 (graph-mixed-precision)"),
                                      llvm::cl::init("none")};

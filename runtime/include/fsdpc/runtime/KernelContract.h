@@ -52,6 +52,10 @@ enum class Param : uint8_t {
   kEps,
   kScale,
   kKeyTransposed,
+  kLrSchedule,
+  kWarmupSteps,
+  kTotalSteps,
+  kMinLr,
   kCount
 };
 

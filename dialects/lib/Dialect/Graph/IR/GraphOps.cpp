@@ -531,7 +531,24 @@ OpFoldResult SumToOp::fold(FoldAdaptor) {
 // Optimizer updates
 //===----------------------------------------------------------------------===//
 
+namespace {
+/// The learning-rate schedule attributes of an optimizer update.
+LogicalResult verifySchedule(Operation *op, std::optional<StringRef> schedule, std::optional<int64_t> warmup,
+                             std::optional<int64_t> total, std::optional<APFloat> minLr) {
+  StringRef kind = schedule.value_or("constant");
+  if (kind != "constant" && kind != "linear" && kind != "cosine")
+    return op->emitOpError("lr_schedule must be constant, linear or cosine, got '") << kind << "'";
+  if (warmup.value_or(0) < 0 || (minLr && minLr->convertToDouble() < 0))
+    return op->emitOpError("warmup_steps and min_lr must be non-negative");
+  if (kind != "constant" && total.value_or(0) <= warmup.value_or(0))
+    return op->emitOpError("a ") << kind << " schedule needs total_steps above warmup_steps";
+  return success();
+}
+} // namespace
+
 LogicalResult SgdUpdateOp::verify() {
+  if (failed(verifySchedule(*this, getLrSchedule(), getWarmupSteps(), getTotalSteps(), getMinLr())))
+    return failure();
   Type type = getParam().getType();
   if (getGrad().getType() != type || getNewParam().getType() != type)
     return emitOpError("param, grad and new_param types must be equal");
@@ -550,6 +567,8 @@ LogicalResult SgdUpdateOp::verify() {
 }
 
 LogicalResult AdamwUpdateOp::verify() {
+  if (failed(verifySchedule(*this, getLrSchedule(), getWarmupSteps(), getTotalSteps(), getMinLr())))
+    return failure();
   Type type = getParam().getType();
   for (Value v : {getGrad(), getExpAvg(), getExpAvgSq(), getNewParam(), getNewExpAvg(), getNewExpAvgSq()})
     if (v.getType() != type)

@@ -36,6 +36,15 @@ struct GraphOptimizerPass : public fsdpc::graph::impl::GraphOptimizerBase<GraphO
       return signalPassFailure();
     }
     double decay = weightDecay < 0 ? (adamw ? 0.01 : 0.0) : static_cast<double>(weightDecay);
+    if (lrSchedule != "constant" && lrSchedule != "linear" && lrSchedule != "cosine") {
+      module.emitError("graph-optimizer: lr-schedule must be constant, linear or cosine, got '") << lrSchedule << "'";
+      return signalPassFailure();
+    }
+    if (warmupSteps < 0 || minLr < 0 || (lrSchedule != "constant" && totalSteps <= warmupSteps)) {
+      module.emitError("graph-optimizer: warmup-steps and min-lr must be non-negative, and linear and cosine "
+                       "schedules need total-steps above warmup-steps");
+      return signalPassFailure();
+    }
     if (lr < 0 || eps < 0 || momentum < 0 || beta1 < 0 || beta1 >= 1 || beta2 < 0 || beta2 >= 1) {
       module.emitError("graph-optimizer: lr, eps and momentum must be non-negative and betas in [0, 1)");
       return signalPassFailure();
@@ -87,7 +96,9 @@ struct GraphOptimizerPass : public fsdpc::graph::impl::GraphOptimizerBase<GraphO
         auto update = AdamwUpdateOp::create(builder, loc, type, type, type, param, grad, expAvg, expAvgSq, step,
                                             builder.getF64FloatAttr(lr), builder.getF64FloatAttr(beta1),
                                             builder.getF64FloatAttr(beta2), builder.getF64FloatAttr(eps),
-                                            builder.getF64FloatAttr(decay));
+                                            builder.getF64FloatAttr(decay), /*lr_schedule=*/nullptr,
+                                            /*warmup_steps=*/nullptr, /*total_steps=*/nullptr, /*min_lr=*/nullptr);
+        setSchedule(update, builder);
         returned.append({update.getNewParam(), update.getNewExpAvg(), update.getNewExpAvgSq()});
         attrs.append({updatesAttr(param), updatesAttr(expAvg), updatesAttr(expAvgSq)});
       } else {
@@ -102,7 +113,9 @@ struct GraphOptimizerPass : public fsdpc::graph::impl::GraphOptimizerBase<GraphO
         auto update = SgdUpdateOp::create(builder, loc, type, stateTypes, param, grad, state, step,
                                           builder.getF64FloatAttr(lr), builder.getF64FloatAttr(momentum),
                                           builder.getF64FloatAttr(dampening), builder.getF64FloatAttr(decay),
-                                          builder.getBoolAttr(nesterov));
+                                          builder.getBoolAttr(nesterov), /*lr_schedule=*/nullptr,
+                                          /*warmup_steps=*/nullptr, /*total_steps=*/nullptr, /*min_lr=*/nullptr);
+        setSchedule(update, builder);
         returned.push_back(update.getNewParam());
         attrs.push_back(updatesAttr(param));
         if (buffer) {
@@ -123,7 +136,21 @@ struct GraphOptimizerPass : public fsdpc::graph::impl::GraphOptimizerBase<GraphO
                     ", weight_decay=" + num(decay) + ")"
               : "sgd(lr=" + num(lr) + ", momentum=" + num(momentum) + ", dampening=" + num(dampening) +
                     ", weight_decay=" + num(decay) + ", nesterov=" + (nesterov ? "true" : "false") + ")";
+    if (lrSchedule != "constant" || warmupSteps > 0)
+      description += ", " + lrSchedule + " schedule (warmup " + std::to_string(warmupSteps) + ", total " +
+                     std::to_string(totalSteps) + ", min_lr " + num(minLr) + ")";
     module->setAttr(kOptimizerAttr, builder.getStringAttr(description));
+  }
+
+  /// The schedule's attributes, on updates that have one (a constant
+  /// learning rate without warm-up needs none).
+  template <typename UpdateOp> void setSchedule(UpdateOp update, Builder &builder) {
+    if (lrSchedule == "constant" && warmupSteps == 0)
+      return;
+    update.setLrScheduleAttr(builder.getStringAttr(lrSchedule));
+    update.setWarmupStepsAttr(builder.getI64IntegerAttr(warmupSteps));
+    update.setTotalStepsAttr(builder.getI64IntegerAttr(totalSteps));
+    update.setMinLrAttr(builder.getF64FloatAttr(minLr));
   }
 };
 

@@ -864,7 +864,8 @@ def Graph_SgdUpdateOp : Graph_Op<"sgd_update", [Pure]> {
   }];
   let arguments = (ins Graph_F32Tensor:$param, Graph_F32Tensor:$grad, Variadic<Graph_F32Tensor>:$state,
                        Graph_I64Scalar:$step, F64Attr:$lr, F64Attr:$momentum, F64Attr:$dampening,
-                       F64Attr:$weight_decay, BoolAttr:$nesterov);
+                       F64Attr:$weight_decay, BoolAttr:$nesterov, OptionalAttr<StrAttr>:$lr_schedule, OptionalAttr<I64Attr>:$warmup_steps,
+                       OptionalAttr<I64Attr>:$total_steps, OptionalAttr<F64Attr>:$min_lr);
   let results = (outs Graph_F32Tensor:$new_param, Variadic<Graph_F32Tensor>:$new_state);
   let assemblyFormat = [{
     $param `,` $grad (`state` `(` $state^ `)`)? `step` $step attr-dict `:` functional-type(operands, results)
@@ -883,6 +884,9 @@ def Graph_AdamwUpdateOp : Graph_Op<"adamw_update", [Pure]> {
     - `param`, `grad`, `exp_avg`, `exp_avg_sq`: same type.
     - `step`: the 1-based step counter.
     - `lr`, `beta1`, `beta2`, `eps`, `weight_decay`: as torch.
+    - `lr_schedule` (`constant`, `linear`, `cosine`), `warmup_steps`,
+      `total_steps`, `min_lr` (optional): `lr` is the peak of a schedule
+      that the step counter drives (runtime/include/fsdpc/runtime/LrSchedule.h).
     - results: the new parameter, exp_avg and exp_avg_sq.
 
     ```mlir
@@ -895,7 +899,8 @@ def Graph_AdamwUpdateOp : Graph_Op<"adamw_update", [Pure]> {
   }];
   let arguments = (ins Graph_F32Tensor:$param, Graph_F32Tensor:$grad, Graph_F32Tensor:$exp_avg,
                        Graph_F32Tensor:$exp_avg_sq, Graph_I64Scalar:$step, F64Attr:$lr, F64Attr:$beta1,
-                       F64Attr:$beta2, F64Attr:$eps, F64Attr:$weight_decay);
+                       F64Attr:$beta2, F64Attr:$eps, F64Attr:$weight_decay, OptionalAttr<StrAttr>:$lr_schedule, OptionalAttr<I64Attr>:$warmup_steps,
+                       OptionalAttr<I64Attr>:$total_steps, OptionalAttr<F64Attr>:$min_lr);
   let results = (outs Graph_F32Tensor:$new_param, Graph_F32Tensor:$new_exp_avg, Graph_F32Tensor:$new_exp_avg_sq);
   let assemblyFormat = [{
     $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` `step` $step attr-dict `:` functional-type(operands, results)

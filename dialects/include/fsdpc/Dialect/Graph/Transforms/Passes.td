@@ -126,7 +126,12 @@ def GraphOptimizer : Pass<"graph-optimizer", "mlir::ModuleOp"> {
            "weight decay; negative means the optimizer's default (adamw 0.01, sgd 0)">,
     Option<"momentum", "momentum", "double", /*default=*/"0", "SGD momentum">,
     Option<"dampening", "dampening", "double", /*default=*/"0", "SGD dampening">,
-    Option<"nesterov", "nesterov", "bool", /*default=*/"false", "SGD Nesterov momentum">
+    Option<"nesterov", "nesterov", "bool", /*default=*/"false", "SGD Nesterov momentum">,
+    Option<"lrSchedule", "lr-schedule", "std::string", /*default=*/"\"constant\"",
+           "constant, linear or cosine (transformers' schedules with warmup)">,
+    Option<"warmupSteps", "warmup-steps", "int64_t", /*default=*/"0", "steps of linear warm-up from 0 to lr">,
+    Option<"totalSteps", "total-steps", "int64_t", /*default=*/"0", "steps over which linear and cosine decay">,
+    Option<"minLr", "min-lr", "double", /*default=*/"0", "where linear and cosine decay end">
   ];
   let dependentDialects = ["::fsdpc::graph::GraphDialect"];
 }

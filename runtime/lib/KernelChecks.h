@@ -58,6 +58,59 @@ inline Status checkSlice(const char *kernel, const std::vector<int64_t> &in, con
   return Status::ok();
 }
 
+/// Gathering along `axis` of `data`: the [outer, rows, inner] view of the
+/// data around the axis and the number of indices.
+struct GatherLayout {
+  int64_t outer = 1, rows = 1, inner = 1, count = 1;
+};
+
+/// The layout of gathering `indices` along `axis` of a tensor of shape
+/// `data`; each backend checks the indices' values itself (the CPU before
+/// it runs, the CUDA kernel through the device error word).
+inline Status gatherLayout(const char *kernel, const std::vector<int64_t> &data, const TensorView &indices,
+                           int64_t axis, GatherLayout &layout) {
+  if (axis < 0 || axis >= static_cast<int64_t>(data.size()))
+    return FSDPC_ERROR(kInvalidArgument, kernel, ": axis ", axis, " is out of range");
+  for (int64_t d = 0; d < axis; ++d)
+    layout.outer *= data[d];
+  layout.rows = data[axis];
+  for (size_t d = axis + 1; d < data.size(); ++d)
+    layout.inner *= data[d];
+  layout.count = indices.numElements();
+  return Status::ok();
+}
+
+/// The sizes of an attention call (query, key, value, mask, ...): `batch`
+/// batch indices (batch and heads) of `tq` queries and `tk` keys, head
+/// sizes `d` (query, key) and `dv` (value), and the mask's strides over the
+/// scores' index space [batch dims..., tq, tk] (0 where it broadcasts).
+struct AttentionDims {
+  int64_t batch = 1, tq = 0, tk = 0, d = 0, dv = 0;
+  bool keyTransposed = false;
+  std::vector<int64_t> scores, maskStrides;
+};
+
+inline Status attentionDims(const KernelCall &call, AttentionDims &a) {
+  const TensorView &q = call.inputs[0], &k = call.inputs[1], &v = call.inputs[2], &mask = call.inputs[3];
+  const size_t rank = q.shape.size();
+  a.keyTransposed = call.intParam(contract::Param::kKeyTransposed, 0);
+  if (rank < 2 || k.shape.size() != rank || v.shape.size() != rank)
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": query, key and value need one rank of 2 or more");
+  a.tq = q.shape[rank - 2];
+  a.d = q.shape[rank - 1];
+  a.tk = a.keyTransposed ? k.shape[rank - 1] : k.shape[rank - 2];
+  a.dv = v.shape[rank - 1];
+  a.scores.assign(q.shape.begin(), q.shape.end() - 2);
+  a.batch = elementCount(a.scores);
+  a.scores.push_back(a.tq);
+  a.scores.push_back(a.tk);
+  if (!cpu::broadcastsTo(mask.shape, a.scores))
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": mask ", cpu::shapeString(mask.shape),
+                       " does not broadcast to the scores ", cpu::shapeString(a.scores));
+  a.maskStrides = cpu::broadcastStrides(mask.shape, a.scores);
+  return Status::ok();
+}
+
 /// Whether a gelu instruction asks for the tanh form; fails on other values.
 inline Status geluTanhForm(const KernelCall &call, bool &tanhForm) {
   std::string approximate = call.stringParam(contract::Param::kApproximate, "none");

@@ -221,23 +221,33 @@ int fail(const Status &status) {
   return 1;
 }
 
-/// The learning rate step `step` (1-based) uses: the first optimizer
-/// update's lr along its schedule (every unit's update shares one
-/// configuration); 0 for a plan without one.
-double learningRateAt(const plan::PlanHeader &header, int64_t step) {
-  for (const plan::Instruction &inst : header.instructions()) {
-    if (inst.op() != "adamw_update" && inst.op() != "sgd_update")
-      continue;
-    DecodedParams params = decodeParams(inst);
-    auto get = [&](contract::Param p) -> const ParamValue & { return params[static_cast<size_t>(p)]; };
-    const ParamValue &schedule = get(contract::Param::kLrSchedule);
-    const int kind = lrScheduleKind(schedule.present ? schedule.s : "constant");
-    return scheduledLr(get(contract::Param::kLr).f, kind < 0 ? kLrConstant : kind,
-                       get(contract::Param::kWarmupSteps).i, get(contract::Param::kTotalSteps).i,
-                       get(contract::Param::kMinLr).f, step);
+/// The plan's learning-rate schedule: the first optimizer update's lr and
+/// schedule (every unit's update shares one configuration), read once;
+/// a plan without an update has lr 0.
+struct PlanSchedule {
+  double lr = 0, minLr = 0;
+  int kind = kLrConstant;
+  int64_t warmup = 0, total = 0;
+
+  explicit PlanSchedule(const plan::PlanHeader &header) {
+    for (const plan::Instruction &inst : header.instructions()) {
+      if (inst.op() != "adamw_update" && inst.op() != "sgd_update")
+        continue;
+      const DecodedParams params = decodeParams(inst);
+      auto get = [&](contract::Param p) -> const ParamValue & { return params[static_cast<size_t>(p)]; };
+      const ParamValue &schedule = get(contract::Param::kLrSchedule);
+      const int named = lrScheduleKind(schedule.present ? schedule.s : "constant");
+      lr = get(contract::Param::kLr).f;
+      kind = named < 0 ? kLrConstant : named;
+      warmup = get(contract::Param::kWarmupSteps).i;
+      total = get(contract::Param::kTotalSteps).i;
+      minLr = get(contract::Param::kMinLr).f;
+      return;
+    }
   }
-  return 0.0;
-}
+  /// The learning rate step `step` (1-based) uses.
+  double at(int64_t step) const { return scheduledLr(lr, kind, warmup, total, minLr, step); }
+};
 
 } // namespace
 
@@ -376,6 +386,7 @@ int main(int argc, char **argv) {
     if (!together.isOk())
       return fail(together);
   }
+  const PlanSchedule schedule(header);
   const auto runStart = std::chrono::steady_clock::now();
   for (int64_t step = firstStep; step < firstStep + options.steps; ++step) {
     auto start = std::chrono::steady_clock::now();
@@ -406,7 +417,7 @@ int main(int argc, char **argv) {
       std::fprintf(metrics,
                    "{\"step\": %" PRId64 ", \"loss\": %.9g, \"step_ms\": %.4f, \"samples_per_s\": %.2f, "
                    "\"exposed_comm_ms\": %.4f, \"lr\": %.9g}\n",
-                   step, *loss, stepMs, samplesPerSecond, exposedCommMs, learningRateAt(header, step + 1));
+                   step, *loss, stepMs, samplesPerSecond, exposedCommMs, schedule.at(step + 1));
   }
 
   if (!options.tracePath.empty()) {

@@ -25,9 +25,8 @@ void addTimeline(plan_ir::ProgramOp program, const llvm::StringMap<plan_ir::Tens
     if (!gather && collective.getCollective() != "reduce_scatter")
       continue;
     for (Attribute ref : gather ? collective.getOutputs() : collective.getInputs()) {
-      plan_ir::TensorOp tensor = tensors.lookup(cast<FlatSymbolRefAttr>(ref).getValue());
-      for (int depth = 0; tensor && tensor.getKind() == TensorKind::view && depth < 64; ++depth)
-        tensor = tensors.lookup(*tensor.getViewOf());
+      plan_ir::TensorOp tensor =
+          plan_ir::storageOf(tensors.lookup(cast<FlatSymbolRefAttr>(ref).getValue()), tensors).first;
       if (tensor)
         role[tensor.getSymName()] = gather ? 1 : 2;
     }

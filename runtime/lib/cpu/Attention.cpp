@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
+#include "../KernelChecks.h"
 #include "Indexing.h"
 #include "VectorMath.h"
 
@@ -29,28 +30,20 @@ struct AttentionLayout {
 };
 
 Status attentionLayout(const KernelCall &call, AttentionLayout &l) {
-  const TensorView &q = call.inputs[0], &k = call.inputs[1], &v = call.inputs[2], &mask = call.inputs[3];
-  size_t rank = q.shape.size();
-  l.keyTransposed = call.intParam(contract::Param::kKeyTransposed, 0);
-  if (rank < 2 || k.shape.size() != rank || v.shape.size() != rank)
-    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": query, key and value need one rank of 2 or more");
-  l.tq = q.shape[rank - 2];
-  l.d = q.shape[rank - 1];
-  l.tk = l.keyTransposed ? k.shape[rank - 1] : k.shape[rank - 2];
-  l.dv = v.shape[rank - 1];
-  std::vector<int64_t> scores(q.shape.begin(), q.shape.end() - 2);
-  l.batch = elementCount(scores);
-  scores.push_back(l.tq);
-  scores.push_back(l.tk);
-  if (!broadcastsTo(mask.shape, scores))
-    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": mask ", shapeString(mask.shape),
-                       " does not broadcast to the scores ", shapeString(scores));
-  std::vector<int64_t> strides = broadcastStrides(mask.shape, scores);
-  l.maskRowStride = strides[rank - 2];
-  l.maskColStride = strides[rank - 1];
+  AttentionDims a;
+  FSDPC_RETURN_IF_ERROR(attentionDims(call, a));
+  l.batch = a.batch;
+  l.tq = a.tq;
+  l.tk = a.tk;
+  l.d = a.d;
+  l.dv = a.dv;
+  l.keyTransposed = a.keyTransposed;
+  const size_t rank = a.scores.size();
+  l.maskRowStride = a.maskStrides[rank - 2];
+  l.maskColStride = a.maskStrides[rank - 1];
   l.maskBase.resize(l.batch);
   for (int64_t b = 0; b < l.batch; ++b) // where score (b, 0, 0) reads the mask
-    l.maskBase[b] = offsetOf(b * l.tq * l.tk, scores, strides);
+    l.maskBase[b] = offsetOf(b * l.tq * l.tk, a.scores, a.maskStrides);
   return Status::ok();
 }
 

@@ -156,7 +156,6 @@ public:
 
   Status prepare(std::vector<ResolvedInstruction> step, int numEvents, CollectiveChannel *channel) override {
     channel_ = channel;
-    numInstructions_ = step.size();
     for (size_t i = 0; i < step.size(); ++i) {
       ResolvedInstruction &r = step[i];
       r.call.context = &context_;
@@ -215,7 +214,7 @@ public:
 
   void enableTracing() override {
     trace_ = true;
-    timings_.assign(numInstructions_, InstructionTiming());
+    timings_.assign(compute_.instructions.size() + comm_.instructions.size(), InstructionTiming());
   }
   std::vector<InstructionTiming> lastStepTrace() const override { return timings_; }
   double lastStepExposedCommSeconds() const override { return computeWaitSeconds_; }
@@ -377,7 +376,6 @@ private:
   StepContext context_;
   bool profile_ = false;
   bool trace_ = false;
-  size_t numInstructions_ = 0;
   std::vector<InstructionTiming> timings_; // per plan instruction, last step
   Clock::time_point stepStart_;
   double computeWaitSeconds_ = 0; // written by the compute stream only

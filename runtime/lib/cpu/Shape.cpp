@@ -71,21 +71,10 @@ Status sliceGrad(const KernelCall &call) {
   return Status::ok();
 }
 
-/// The [outer, rows, inner] view of gathering along `axis`, checking indices.
-struct GatherLayout {
-  int64_t outer = 1, rows = 1, inner = 1, count = 1;
-};
-
-Status gatherLayout(const char *kernel, const std::vector<int64_t> &data, const TensorView &indices, int64_t axis,
-                    GatherLayout &layout) {
-  if (axis < 0 || axis >= static_cast<int64_t>(data.size()))
-    return FSDPC_ERROR(kInvalidArgument, kernel, ": axis ", axis, " is out of range");
-  for (int64_t d = 0; d < axis; ++d)
-    layout.outer *= data[d];
-  layout.rows = data[axis];
-  for (size_t d = axis + 1; d < data.size(); ++d)
-    layout.inner *= data[d];
-  layout.count = indices.numElements();
+/// The shared layout (KernelChecks.h), then every index checked on the host.
+Status checkedGatherLayout(const char *kernel, const std::vector<int64_t> &data, const TensorView &indices,
+                           int64_t axis, GatherLayout &layout) {
+  FSDPC_RETURN_IF_ERROR(gatherLayout(kernel, data, indices, axis, layout));
   for (int64_t j = 0; j < layout.count; ++j) {
     int64_t index = indices.i64()[j];
     if (index < -layout.rows || index >= layout.rows)
@@ -98,7 +87,7 @@ Status gatherLayout(const char *kernel, const std::vector<int64_t> &data, const 
 Status gather(const KernelCall &call) {
   const TensorView &data = call.inputs[0], &indices = call.inputs[1], &out = call.outputs[0];
   GatherLayout g;
-  FSDPC_RETURN_IF_ERROR(gatherLayout("gather", data.shape, indices, call.intParam(contract::Param::kAxis, 0), g));
+  FSDPC_RETURN_IF_ERROR(checkedGatherLayout("gather", data.shape, indices, call.intParam(contract::Param::kAxis, 0), g));
   size_t bytes = dtypeSize(data.dtype);
   const uint8_t *src = static_cast<const uint8_t *>(data.data);
   uint8_t *dst = static_cast<uint8_t *>(out.data);
@@ -115,7 +104,7 @@ Status gather(const KernelCall &call) {
 Status gatherGrad(const KernelCall &call) {
   const TensorView &dy = call.inputs[0], &indices = call.inputs[1], &dx = call.outputs[0];
   GatherLayout g;
-  FSDPC_RETURN_IF_ERROR(gatherLayout("gather_grad", dx.shape, indices, call.intParam(contract::Param::kAxis, 0), g));
+  FSDPC_RETURN_IF_ERROR(checkedGatherLayout("gather_grad", dx.shape, indices, call.intParam(contract::Param::kAxis, 0), g));
   std::fill(dx.f32(), dx.f32() + dx.numElements(), 0.0f);
   // Sequential over indices, so repeated indices add up in a fixed order.
   for (int64_t o = 0; o < g.outer; ++o)

@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "DeviceMath.cuh"
+#include "../KernelChecks.h"
 
 namespace fsdpc::runtime::cuda {
 
@@ -39,35 +40,29 @@ struct AttentionShape {
 };
 
 Status attentionShape(const KernelCall &call, AttentionShape &s) {
-  const TensorView &q = call.inputs[0], &k = call.inputs[1], &v = call.inputs[2], &mask = call.inputs[3];
   FSDPC_RETURN_IF_ERROR(requireF32(call));
-  const size_t rank = q.shape.size();
-  s.keyTransposed = call.intParam(contract::Param::kKeyTransposed, 0);
-  if (rank < 2 || k.shape.size() != rank || v.shape.size() != rank)
-    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": query, key and value need one rank of 2 or more");
-  s.tq = q.shape[rank - 2];
-  s.d = q.shape[rank - 1];
-  s.tk = s.keyTransposed ? k.shape[rank - 1] : k.shape[rank - 2];
-  s.dv = v.shape[rank - 1];
+  AttentionDims a;
+  FSDPC_RETURN_IF_ERROR(attentionDims(call, a));
+  s.batch = a.batch;
+  s.tq = a.tq;
+  s.tk = a.tk;
+  s.d = a.d;
+  s.dv = a.dv;
+  s.keyTransposed = a.keyTransposed;
   if (s.d > kMaxHeadDim || s.dv > kMaxHeadDim)
     return FSDPC_ERROR(kUnimplemented, call.instruction->op(), ": the CUDA kernel takes head sizes up to ",
                        kMaxHeadDim, ", not ", std::max(s.d, s.dv));
-  std::vector<int64_t> scores(q.shape.begin(), q.shape.end() - 2);
-  const std::vector<int64_t> batchShape = scores;
-  s.batch = elementCount(batchShape);
-  scores.push_back(s.tq);
-  scores.push_back(s.tk);
-  if (!cpu::broadcastsTo(mask.shape, scores))
-    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": mask ", cpu::shapeString(mask.shape),
-                       " does not broadcast to the scores ", cpu::shapeString(scores));
+  const TensorView &k = call.inputs[1], &v = call.inputs[2];
   if (k.numElements() != s.batch * s.tk * s.d || v.numElements() != s.batch * s.tk * s.dv)
     return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": key and value do not fit the query");
-  const std::vector<int64_t> strides = cpu::broadcastStrides(mask.shape, scores);
-  s.maskRowStride = strides[rank - 2];
-  s.maskColStride = strides[rank - 1];
-  if (!makeLayout(batchShape, {std::vector<int64_t>(strides.begin(), strides.end() - 2)}, s.maskBatch))
+  const size_t rank = a.scores.size();
+  s.maskRowStride = a.maskStrides[rank - 2];
+  s.maskColStride = a.maskStrides[rank - 1];
+  // Batch index -> the mask's offset of its (0, 0) score.
+  const std::vector<int64_t> batchShape(a.scores.begin(), a.scores.end() - 2);
+  if (!makeLayout(batchShape, {std::vector<int64_t>(a.maskStrides.begin(), a.maskStrides.end() - 2)}, s.maskBatch))
     return rankError(call, rank);
-  s.mask = operandOf(mask);
+  s.mask = operandOf(call.inputs[3]);
   s.scale = static_cast<float>(call.floatParam(contract::Param::kScale, 1.0));
   return Status::ok();
 }

@@ -14,24 +14,13 @@ __global__ void scatterSliceKernel(Operand dy, Operand dx, long long base, long 
   }
 }
 
-/// [outer, rows, inner] around the gather axis.
-struct GatherLayout {
-  int64_t outer = 1, rows = 1, inner = 1, count = 1;
-};
-
-Status gatherLayout(const char *kernel, const std::vector<int64_t> &data, const TensorView &indices, int64_t axis,
-                    GatherLayout &g) {
-  if (axis < 0 || axis >= static_cast<int64_t>(data.size()))
-    return FSDPC_ERROR(kInvalidArgument, kernel, ": axis ", axis, " is out of range");
+/// The shared layout (KernelChecks.h) for integer indices; their values
+/// are checked in the kernel, through the device error word.
+Status integerGatherLayout(const char *kernel, const std::vector<int64_t> &data, const TensorView &indices,
+                           int64_t axis, GatherLayout &g) {
   if (indices.dtype != plan::I64 && indices.dtype != plan::I32)
     return FSDPC_ERROR(kInvalidArgument, kernel, ": indices must be integers");
-  for (int64_t d = 0; d < axis; ++d)
-    g.outer *= data[d];
-  g.rows = data[axis];
-  for (size_t d = axis + 1; d < data.size(); ++d)
-    g.inner *= data[d];
-  g.count = indices.numElements();
-  return Status::ok();
+  return gatherLayout(kernel, data, indices, axis, g);
 }
 
 /// out[o, j, :] = data[o, index[j], :]; an index outside [-rows, rows) is
@@ -155,7 +144,7 @@ Status sliceGrad(const KernelCall &call) {
 Status gather(const KernelCall &call) {
   const TensorView &data = call.inputs[0], &indices = call.inputs[1], &out = call.outputs[0];
   GatherLayout g;
-  FSDPC_RETURN_IF_ERROR(gatherLayout("gather", data.shape, indices, call.intParam(contract::Param::kAxis, 0), g));
+  FSDPC_RETURN_IF_ERROR(integerGatherLayout("gather", data.shape, indices, call.intParam(contract::Param::kAxis, 0), g));
   if (out.numElements() != g.outer * g.count * g.inner || out.dtype != data.dtype)
     return FSDPC_ERROR(kInvalidArgument, "gather: output ", cpu::shapeString(out.shape), " does not fit");
   const int64_t n = out.numElements();
@@ -195,7 +184,7 @@ Status gatherGrad(const KernelCall &call) {
   const TensorView &dy = call.inputs[0], &indices = call.inputs[1], &dx = call.outputs[0];
   GatherLayout g;
   FSDPC_RETURN_IF_ERROR(
-      gatherLayout("gather_grad", dx.shape, indices, call.intParam(contract::Param::kAxis, 0), g));
+      integerGatherLayout("gather_grad", dx.shape, indices, call.intParam(contract::Param::kAxis, 0), g));
   if (dy.numElements() != g.outer * g.count * g.inner || !isFloatDtype(dx.dtype))
     return FSDPC_ERROR(kInvalidArgument, "gather_grad: gradient ", cpu::shapeString(dy.shape), " does not fit");
   const CudaLaunch &launch = launchOf(call);

@@ -31,7 +31,6 @@ enum class Mode { kKeep, kFull, kCheap };
 
 struct Clause {
   Mode mode;
-  std::string pattern;
   llvm::Regex regex;
 };
 
@@ -161,7 +160,7 @@ struct FsdpRecomputePass : public fsdpc::fsdp::impl::FsdpRecomputeBase<FsdpRecom
       std::string error;
       if (!regex.isValid(error))
         return module.emitError("fsdp-recompute: bad regex '") << part << "': " << error;
-      clauses.push_back({mode, part.str(), std::move(regex)});
+      clauses.push_back({mode, std::move(regex)});
     }
     return success();
   }

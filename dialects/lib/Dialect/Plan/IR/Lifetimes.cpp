@@ -12,6 +12,15 @@ using namespace mlir;
 
 namespace fsdpc::plan_ir {
 
+std::pair<TensorOp, int64_t> storageOf(TensorOp tensor, const llvm::StringMap<TensorOp> &tensors) {
+  int64_t offset = 0;
+  for (int depth = 0; tensor && tensor.getKind() == TensorKind::view && depth < 64; ++depth) {
+    offset += *tensor.getViewOffset();
+    tensor = tensors.lookup(*tensor.getViewOf());
+  }
+  return {tensor, offset};
+}
+
 ProgramLifetimes computeLifetimes(ProgramOp program) {
   Block &block = program.getBlock();
   ProgramLifetimes result;
@@ -36,16 +45,10 @@ ProgramLifetimes computeLifetimes(ProgramOp program) {
       computeWaitIndex.try_emplace(wait.getEvent(), result.instructions.size());
     result.instructions.push_back(&op);
   }
-  // The tensor owning a tensor's bytes, through views of views (the
-  // verifier has checked every base exists).
-  auto storageOf = [&](TensorOp tensor) {
-    for (int depth = 0; tensor.getKind() == TensorKind::view && depth < 64; ++depth)
-      tensor = tensors.lookup(*tensor.getViewOf());
-    return tensor;
-  };
   auto touch = [&](ArrayAttr refs, int64_t from, int64_t to) {
     for (Attribute ref : refs) {
-      auto it = index.find(storageOf(tensors.lookup(cast<FlatSymbolRefAttr>(ref).getValue())).getSymName());
+      auto it =
+          index.find(storageOf(tensors.lookup(cast<FlatSymbolRefAttr>(ref).getValue()), tensors).first.getSymName());
       if (it == index.end())
         continue;
       TensorLifetime &lifetime = result.transients[it->second];
@@ -80,7 +83,9 @@ ProgramLifetimes computeLifetimes(ProgramOp program) {
   // The loss and outputs are read after the step; unused tensors still get
   // a slot at the end.
   llvm::StringSet<> readAfterStep;
-  auto readAfter = [&](StringRef name) { readAfterStep.insert(storageOf(tensors.lookup(name)).getSymName()); };
+  auto readAfter = [&](StringRef name) {
+    readAfterStep.insert(storageOf(tensors.lookup(name), tensors).first.getSymName());
+  };
   if (program.getLoss())
     readAfter(*program.getLoss());
   if (std::optional<ArrayAttr> outputs = program.getOutputs())

@@ -55,15 +55,6 @@ struct PlanAllocatePass : public fsdpc::plan_ir::impl::PlanAllocateBase<PlanAllo
     std::vector<Interval> intervals;
     for (const TensorLifetime &lifetime : computeLifetimes(program).transients)
       intervals.push_back({lifetime.tensor, lifetime.bytes, lifetime.first, lifetime.last});
-    // A view's bytes sit inside its storage, at the sum of the view offsets.
-    auto storageOf = [&](TensorOp tensor) {
-      int64_t offset = 0;
-      for (int depth = 0; tensor.getKind() == TensorKind::view && depth < 64; ++depth) {
-        offset += *tensor.getViewOffset();
-        tensor = tensors.lookup(*tensor.getViewOf());
-      }
-      return std::make_pair(tensor, offset);
-    };
 
     // Largest first, each at the lowest offset free for its whole lifetime.
     std::vector<size_t> order(intervals.size());
@@ -94,7 +85,8 @@ struct PlanAllocatePass : public fsdpc::plan_ir::impl::PlanAllocateBase<PlanAllo
 
     // Views sit inside their storage.
     for (TensorOp view : views) {
-      auto [storage, offset] = storageOf(view);
+      // A view's bytes sit inside its storage, at the sum of the view offsets.
+      auto [storage, offset] = storageOf(view, tensors);
       view.setOffset(*storage.getOffset() + offset);
     }
 

@@ -17,7 +17,10 @@
 
 #include "fsdpc/Dialect/Plan/IR/PlanOps.h"
 
+#include "llvm/ADT/StringMap.h"
+
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace fsdpc::plan_ir {
@@ -35,6 +38,12 @@ struct ProgramLifetimes {
 };
 
 ProgramLifetimes computeLifetimes(ProgramOp program);
+
+/// The tensor that owns `tensor`'s bytes (itself unless a view; through
+/// views of views, `tensors` mapping names to plan.tensor ops), and the
+/// byte offset of `tensor` in it. The verifier has checked every base
+/// exists; a chain deeper than 64 stops there.
+std::pair<TensorOp, int64_t> storageOf(TensorOp tensor, const llvm::StringMap<TensorOp> &tensors);
 
 } // namespace fsdpc::plan_ir
 

@@ -21,29 +21,21 @@ namespace fsdpc::runtime::cpu {
 
 namespace {
 
-/// Sizes and strides of one attention call.
-struct AttentionLayout {
-  int64_t batch = 1, tq = 0, tk = 0, d = 0, dv = 0;
-  bool keyTransposed = false;
+/// Sizes and strides of one attention call: the shared sizes
+/// (KernelChecks.h) and where each batch index reads the mask.
+struct AttentionLayout : AttentionDims {
   std::vector<int64_t> maskBase; // per batch index: the mask's offset
   int64_t maskRowStride = 0, maskColStride = 0;
 };
 
 Status attentionLayout(const KernelCall &call, AttentionLayout &l) {
-  AttentionDims a;
-  FSDPC_RETURN_IF_ERROR(attentionDims(call, a));
-  l.batch = a.batch;
-  l.tq = a.tq;
-  l.tk = a.tk;
-  l.d = a.d;
-  l.dv = a.dv;
-  l.keyTransposed = a.keyTransposed;
-  const size_t rank = a.scores.size();
-  l.maskRowStride = a.maskStrides[rank - 2];
-  l.maskColStride = a.maskStrides[rank - 1];
+  FSDPC_RETURN_IF_ERROR(attentionDims(call, l));
+  const size_t rank = l.scores.size();
+  l.maskRowStride = l.maskStrides[rank - 2];
+  l.maskColStride = l.maskStrides[rank - 1];
   l.maskBase.resize(l.batch);
   for (int64_t b = 0; b < l.batch; ++b) // where score (b, 0, 0) reads the mask
-    l.maskBase[b] = offsetOf(b * l.tq * l.tk, a.scores, a.maskStrides);
+    l.maskBase[b] = offsetOf(b * l.tq * l.tk, l.scores, l.maskStrides);
   return Status::ok();
 }
 

@@ -110,3 +110,81 @@ module attributes {fsdp.shard_group_size = 2 : i64, fsdp.strategy = "full_shard"
     return %1, %p, %b : tensor<f32>, tensor<8xf32>, tensor<8xf32>
   }
 }
+
+// -----
+
+// Tests buckets (fsdp-bucket). The gathers of u (shard 8) and v (shard 5)
+// run as one all_gather of their concatenated shards; row r of the gathered
+// buffer is rank r's shards, sliced into each unit's full parameter when
+// compute first reads one (after the relu, not before). The flat gradients
+// are packed rank block by rank block (concat on axis 1 of their [2, S]
+// views), reduce-scattered at once, and copied out of the reduced buffer
+// into the gradient shards before the optimizer reads them.
+// CHECK-LABEL: plan.program @train_step
+// CHECK: plan.tensor @bucket0.shards transient : tensor<13xf32>
+// CHECK-NEXT: plan.kernel "concat" ins [@u.flat_param, @v.flat_param] outs [@bucket0.shards] on compute {axis = 0 : i64}
+// CHECK-NEXT: plan.tensor @bucket0.gathered transient : tensor<26xf32>
+// CHECK-NEXT: plan.record_event 0 on compute
+// CHECK-NEXT: plan.wait_event 0 on communication
+// CHECK-NEXT: plan.collective "all_gather" ins [@bucket0.shards] outs [@bucket0.gathered] on communication {group_size = 2 : i64}
+// CHECK-NEXT: plan.record_event 1 on communication
+// CHECK-NEXT: plan.tensor @bucket0.by_rank view : tensor<2x13xf32> {view_of = @bucket0.gathered, view_offset = 0 : i64}
+// CHECK-NEXT: plan.tensor @u.full transient : tensor<16xf32>
+// CHECK-NEXT: plan.tensor @u.full_by_rank view : tensor<2x8xf32> {view_of = @u.full, view_offset = 0 : i64}
+// CHECK-NEXT: plan.tensor @v.full transient : tensor<10xf32>
+// CHECK-NEXT: plan.tensor @v.full_by_rank view : tensor<2x5xf32> {view_of = @v.full, view_offset = 0 : i64}
+// CHECK: plan.kernel "relu"
+// CHECK: plan.wait_event 1 on compute
+// CHECK-NEXT: plan.kernel "slice" ins [@bucket0.by_rank] outs [@u.full_by_rank] on compute {starts = array<i64: 0, 0>, steps = array<i64: 1, 1>}
+// CHECK-NEXT: plan.kernel "slice" ins [@bucket0.by_rank] outs [@v.full_by_rank] on compute {starts = array<i64: 0, 8>, steps = array<i64: 1, 1>}
+// CHECK-NEXT: plan.kernel "matmul" ins [@{{.*}}, @w] outs
+// CHECK: plan.tensor @u.grad_by_rank view : tensor<2x8xf32> {view_of = @[[FW:.*]], view_offset = 0 : i64}
+// CHECK-NEXT: plan.tensor @v.grad_by_rank view : tensor<2x5xf32> {view_of = @[[FV:.*]], view_offset = 0 : i64}
+// CHECK-NEXT: plan.tensor @bucket1.grads transient : tensor<26xf32>
+// CHECK-NEXT: plan.tensor @bucket1.by_rank view : tensor<2x13xf32> {view_of = @bucket1.grads, view_offset = 0 : i64}
+// CHECK-NEXT: plan.kernel "concat" ins [@u.grad_by_rank, @v.grad_by_rank] outs [@bucket1.by_rank] on compute {axis = 1 : i64}
+// CHECK-NEXT: plan.tensor @bucket1.reduced transient : tensor<13xf32>
+// CHECK-NEXT: plan.record_event 2 on compute
+// CHECK-NEXT: plan.wait_event 2 on communication
+// CHECK-NEXT: plan.collective "reduce_scatter" ins [@bucket1.grads] outs [@bucket1.reduced] on communication {group_size = 2 : i64, reduction = "avg"}
+// CHECK-NEXT: plan.record_event 3 on communication
+// CHECK-NEXT: plan.tensor @u.grad_shard gradient : tensor<8xf32> {unit = "u"}
+// CHECK-NEXT: plan.tensor @u.reduced view : tensor<8xf32> {view_of = @bucket1.reduced, view_offset = 0 : i64}
+// CHECK-NEXT: plan.tensor @v.grad_shard gradient : tensor<5xf32> {unit = "v"}
+// CHECK-NEXT: plan.tensor @v.reduced view : tensor<5xf32> {view_of = @bucket1.reduced, view_offset = 32 : i64}
+// CHECK-NEXT: plan.wait_event 3 on compute
+// CHECK-NEXT: plan.kernel "copy" ins [@u.reduced] outs [@u.grad_shard] on compute
+// CHECK-NEXT: plan.kernel "copy" ins [@v.reduced] outs [@v.grad_shard] on compute
+// CHECK-NEXT: plan.kernel "sgd_update" ins [@u.flat_param, @u.grad_shard, @step] outs [@u.flat_param]
+module attributes {fsdp.shard_group_size = 2 : i64, fsdp.strategy = "full_shard", fsdp.world_size = 2 : i64, graph.loss_kind = "mse", graph.optimizer = "sgd", graph.opset = 13 : i64, graph.source = "model.onnx"} {
+  fsdp.unit @u params ["w"] : [tensor<5x3xf32>] flat_size 15 padded_size 16
+  fsdp.unit @v params ["v"] : [tensor<2x5xf32>] flat_size 10 padded_size 10
+  func.func @train_step(%x: tensor<4x3xf32> {graph.input = "input"}, %t: tensor<4x2xf32> {graph.input = "labels"}, %step: tensor<i64> {graph.step}, %su: tensor<8xf32> {fsdp.shard_of = @u}, %sv: tensor<5xf32> {fsdp.shard_of = @v}) -> (tensor<f32> {graph.loss}, tensor<8xf32> {graph.updates = 3 : i64}, tensor<5xf32> {graph.updates = 4 : i64}) {
+    %full:2 = fsdp.bucket {
+      %a = fsdp.all_gather %su {unit = @u, group_size = 2 : i64} : tensor<8xf32> -> tensor<16xf32>
+      %b = fsdp.all_gather %sv {unit = @v, group_size = 2 : i64} : tensor<5xf32> -> tensor<10xf32>
+      fsdp.yield %a, %b : tensor<16xf32>, tensor<10xf32>
+    } : tensor<16xf32>, tensor<10xf32>
+    %0 = graph.relu %x : tensor<4x3xf32>
+    %w = fsdp.param_view %full#0 {param = "w", offset = 0 : i64} : tensor<16xf32> -> tensor<5x3xf32>
+    %v = fsdp.param_view %full#1 {param = "v", offset = 0 : i64} : tensor<10xf32> -> tensor<2x5xf32>
+    %h = graph.matmul %0, %w {transpose_b = true} : (tensor<4x3xf32>, tensor<5x3xf32>) -> tensor<4x5xf32>
+    %y = graph.matmul %h, %v {transpose_b = true} : (tensor<4x5xf32>, tensor<2x5xf32>) -> tensor<4x2xf32>
+    fsdp.free %full#0 : tensor<16xf32>
+    fsdp.free %full#1 : tensor<10xf32>
+    %l = graph.mse_loss %y, %t : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<f32>
+    %d = graph.sub %y, %t : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x2xf32>
+    %gv = graph.matmul %d, %h {transpose_a = true} : (tensor<4x2xf32>, tensor<4x5xf32>) -> tensor<2x5xf32>
+    %gw = graph.matmul %h, %x {transpose_a = true} : (tensor<4x5xf32>, tensor<4x3xf32>) -> tensor<5x3xf32>
+    %fw = fsdp.flatten %gw {unit = @u} : tensor<5x3xf32> -> tensor<16xf32>
+    %fv = fsdp.flatten %gv {unit = @v} : tensor<2x5xf32> -> tensor<10xf32>
+    %g:2 = fsdp.bucket {
+      %a = fsdp.reduce_scatter %fw {unit = @u, reduction = "avg", group_size = 2 : i64} : tensor<16xf32> -> tensor<8xf32>
+      %b = fsdp.reduce_scatter %fv {unit = @v, reduction = "avg", group_size = 2 : i64} : tensor<10xf32> -> tensor<5xf32>
+      fsdp.yield %a, %b : tensor<8xf32>, tensor<5xf32>
+    } : tensor<8xf32>, tensor<5xf32>
+    %pu = graph.sgd_update %su, %g#0 step %step {lr = 0.1 : f64, momentum = 0.0 : f64, dampening = 0.0 : f64, weight_decay = 0.0 : f64, nesterov = false} : (tensor<8xf32>, tensor<8xf32>, tensor<i64>) -> tensor<8xf32>
+    %pv = graph.sgd_update %sv, %g#1 step %step {lr = 0.1 : f64, momentum = 0.0 : f64, dampening = 0.0 : f64, weight_decay = 0.0 : f64, nesterov = false} : (tensor<5xf32>, tensor<5xf32>, tensor<i64>) -> tensor<5xf32>
+    return %l, %pu, %pv : tensor<f32>, tensor<8xf32>, tensor<5xf32>
+  }
+}

@@ -1,5 +1,6 @@
 // RUN: fsdp-opt %s '-fsdpc-pipeline=world-size=2 wrap=module:fc[0-9] mixed-precision=bf16' | FileCheck %s
 // RUN: fsdp-opt %s '-fsdpc-pipeline=forward-only=true' | FileCheck %s --check-prefix=FORWARD
+// RUN: fsdp-opt %s '-fsdpc-pipeline=world-size=2 wrap=module:fc[0-9]' | FileCheck %s --check-prefix=OVERLAP
 // RUN: not fsdp-opt %s '-fsdpc-pipeline=mixed-precision=fp8' 2>&1 | FileCheck %s --check-prefix=BADTYPE
 // RUN: not fsdp-opt %s '-fsdpc-pipeline=forward-only=true world-size=2' 2>&1 | FileCheck %s --check-prefix=BADFORWARD
 
@@ -14,6 +15,24 @@
 // CHECK: plan.kernel "cast" ins [@fc1.flat_param] outs [@[[CAST:t[0-9]+]]]
 // CHECK: plan.collective "all_gather" ins [@[[CAST]]] outs [@fc1.full] on communication {group_size = 2 : i64}
 // CHECK: plan.kernel "adamw_update" ins [@fc1.flat_param
+// fc2's reduce-scatter is issued on the communication stream as soon as its
+// gradient is complete; compute goes on with fc1's backward and waits for
+// it (event 7) only before fc2's optimizer update.
+// OVERLAP-LABEL: plan.program @train_step
+// OVERLAP: plan.kernel "matmul" ins [@{{.*}}] outs [@fc2.weight.grad]
+// OVERLAP-NEXT: plan.tensor @fc2.grad_shard gradient
+// OVERLAP-NEXT: plan.record_event [[READY:[0-9]+]] on compute
+// OVERLAP-NEXT: plan.wait_event [[READY]] on communication
+// OVERLAP-NEXT: plan.collective "reduce_scatter" ins [@{{.*}}] outs [@fc2.grad_shard] on communication
+// OVERLAP-NEXT: plan.record_event [[DONE:[0-9]+]] on communication
+// OVERLAP-NOT: plan.wait_event [[DONE]] on compute
+// OVERLAP: plan.kernel "relu_grad"
+// OVERLAP-NOT: plan.wait_event [[DONE]] on compute
+// OVERLAP: plan.kernel "matmul" ins [@{{.*}}, @input] outs [@fc1.weight.grad]
+// OVERLAP-NOT: plan.wait_event [[DONE]] on compute
+// OVERLAP: plan.kernel "adamw_update" ins [@fc1.flat_param
+// OVERLAP-NEXT: plan.wait_event [[DONE]] on compute
+// OVERLAP-NEXT: plan.kernel "adamw_update" ins [@fc2.flat_param, @fc2.grad_shard
 // FORWARD-LABEL: plan.program @forward
 // FORWARD-NOT: adamw_update
 // FORWARD: plan.kernel "matmul"

@@ -49,6 +49,8 @@ def train_fsdpc(args, path, data, work, strategy, ranks, group, lr, wd):
            "--world-size", str(ranks), "--strategy", strategy, "--wrap", args.wrap]
     if group:
         cmd += ["--shard-group-size", str(group)]
+    if args.bucket_bytes:
+        cmd += ["--bucket-bytes", args.bucket_bytes]
     if args.optimizer == "sgd":
         cmd += ["--momentum", repr(args.momentum)]
     run(cmd)
@@ -96,6 +98,7 @@ def main():
     parser.add_argument("--configs", required=True, help="space-separated STRATEGY:N or hybrid_shard:N:G")
     parser.add_argument("--wrap", default="none")
     parser.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw")
+    parser.add_argument("--bucket-bytes", default="", help="passed to fsdpc (collectives of small units bucketed)")
     parser.add_argument("--lr", type=float, default=None)
     parser.add_argument("--momentum", type=float, default=0.9)
     parser.add_argument("--steps", type=int, default=30)

@@ -108,6 +108,11 @@ cl::opt<std::string> memoryBudget("memory-budget",
                                   cl::desc("tensor memory per rank that --recompute auto must fit, in bytes with an "
                                            "optional K, M or G suffix (powers of 1024)"),
                                   cl::value_desc("bytes"), cl::cat(category));
+cl::opt<std::string> bucketBytes("bucket-bytes",
+                                 cl::desc("issue the collectives of consecutive small units as one message while "
+                                          "their full tensors add up to at most this many bytes (K, M or G suffix; "
+                                          "default 0: one collective per unit)"),
+                                 cl::value_desc("bytes"), cl::cat(category));
 cl::opt<std::string> offload("offload",
                              cl::desc("what a GPU keeps in pinned host memory (FSDP CPUOffload): none (default), "
                                       "optimizer (optimizer-state shards) or params (parameter, gradient and "
@@ -219,6 +224,12 @@ int main(int argc, char **argv) {
     if (!parseBytes(memoryBudget, budget))
       return fail("--memory-budget expects bytes with an optional K, M or G suffix, got '" + memoryBudget + "'");
     options.memoryBudget = budget;
+  }
+  if (!bucketBytes.empty() && llvm::StringRef(bucketBytes).trim() != "0") {
+    int64_t bytes;
+    if (!parseBytes(bucketBytes, bytes))
+      return fail("--bucket-bytes expects bytes with an optional K, M or G suffix, got '" + bucketBytes + "'");
+    options.bucketBytes = bytes;
   }
   if (std::string invalid = fsdpc::validateCompileOptions(options); !invalid.empty())
     return fail(invalid);

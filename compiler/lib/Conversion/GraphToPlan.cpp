@@ -68,9 +68,11 @@ private:
     auto it = storage_.find(tensor.getValue());
     return it == storage_.end() ? tensor.getValue() : it->second;
   }
-  /// Makes compute wait for the collectives still touching these tensors.
+  /// Makes compute wait for the collectives still touching these tensors,
+  /// and unpacks the bucket that writes them.
   void waitForCollectives(ArrayRef<Attribute> refs, Location loc) {
     for (Attribute ref : refs) {
+      unpackBucketOf(storage(cast<FlatSymbolRefAttr>(ref)));
       auto it = pendingEvents_.find(storage(cast<FlatSymbolRefAttr>(ref)));
       if (it == pendingEvents_.end())
         continue;
@@ -99,6 +101,33 @@ private:
     pendingEvents_[storage(input)].push_back(done);
     if (storage(output) != storage(input))
       pendingEvents_[storage(output)].push_back(done);
+  }
+  /// A bucket's result waits in its packed buffer until compute first
+  /// touches one of the members' outputs: then the copies out of it run, on
+  /// compute, after the collective (as FSDP2 copies out of its all-gather
+  /// buffer when the unit is first used). Compute thus waits for the bucket
+  /// no earlier than it would for its members.
+  struct BucketCopy {
+    StringRef kernel;
+    FlatSymbolRefAttr from, to;
+    SmallVector<NamedAttribute> params;
+    Location loc;
+  };
+  struct PendingUnpack {
+    SmallVector<BucketCopy> copies;
+    SmallVector<std::string> outputs; // storage of each member's output
+  };
+  void unpackBucketOf(StringRef storageName) {
+    auto it = unpackFor_.find(storageName);
+    if (it == unpackFor_.end())
+      return;
+    PendingUnpack &unpack = pendingUnpacks_[it->second];
+    SmallVector<BucketCopy> copies = std::move(unpack.copies);
+    unpack.copies.clear();
+    for (const std::string &output : unpack.outputs)
+      unpackFor_.erase(output);
+    for (const BucketCopy &copy : copies)
+      addKernel(copy.kernel, {copy.from}, {copy.to}, copy.loc, copy.params);
   }
   void addKernel(StringRef kernel, ArrayRef<Attribute> inputs, ArrayRef<Attribute> outputs, Location loc,
                  ArrayRef<NamedAttribute> params) {
@@ -132,6 +161,7 @@ private:
   LogicalResult lowerArguments();
   LogicalResult lowerOp(Operation *op);
   LogicalResult lowerFsdpOp(Operation *op);
+  void lowerBucket(fsdp::BucketOp bucket);
   void placeFlatGradients();
 
   ModuleOp module_;
@@ -148,6 +178,9 @@ private:
   llvm::StringMap<SmallVector<int64_t>> pendingEvents_;
   llvm::DenseSet<int64_t> waitedEvents_;
   llvm::DenseSet<Operation *> biasAddsInGemm_;
+  int nextBucket_ = 0;
+  std::vector<PendingUnpack> pendingUnpacks_;
+  llvm::StringMap<size_t> unpackFor_; // a member output's storage -> its bucket's unpack
 };
 
 std::string flatParamName(StringRef unit) { return (unit + ".flat_param").str(); }
@@ -329,6 +362,10 @@ LogicalResult Lowering::lowerFsdpOp(Operation *op) {
   }
   if (isa<fsdp::FreeOp>(op))
     return success(); // the allocator ends the lifetime at the last use
+  if (auto bucket = dyn_cast<fsdp::BucketOp>(op)) {
+    lowerBucket(bucket);
+    return success();
+  }
   if (auto flatten = dyn_cast<fsdp::FlattenOp>(op)) {
     FlatSymbolRefAttr flat = tensors_.lookup(flatten.getResult());
     auto unit = module_.lookupSymbol<fsdp::UnitOp>(flatten.getUnitAttr());
@@ -372,6 +409,113 @@ LogicalResult Lowering::lowerFsdpOp(Operation *op) {
   return op->emitOpError("convert-graph-to-plan: cannot lower this op");
 }
 
+/// One collective over a packed buffer: the members' inputs are
+/// concatenated in member order (for a reduce-scatter, rank block by rank
+/// block, so that each rank's shard of the buffer is its shards of the
+/// members), and the result is unpacked into each member's output when first
+/// needed (unpackBucketOf).
+void Lowering::lowerBucket(fsdp::BucketOp bucket) {
+  SmallVector<Operation *> members = bucket.getMembers();
+  const std::string name = "bucket" + std::to_string(nextBucket_++);
+  Location loc = bucket.getLoc();
+  auto countOf = [](Value v) { return cast<RankedTensorType>(v.getType()).getNumElements(); };
+  auto unitOf = [](Operation *member) { return member->getAttrOfType<FlatSymbolRefAttr>("unit").getValue(); };
+  Type element = cast<RankedTensorType>(members.front()->getOperand(0).getType()).getElementType();
+  const int64_t elementBytes = plan_ir::elementBytes(element);
+  auto flat = [&](int64_t count) { return RankedTensorType::get({count}, element); };
+  auto rows = [&](int64_t groupSize, int64_t count) { return RankedTensorType::get({groupSize, count}, element); };
+  auto axisParam = [&](int64_t axis) { return builder_.getNamedAttr("axis", builder_.getI64IntegerAttr(axis)); };
+  PendingUnpack unpack;
+
+  if (auto first = dyn_cast<fsdp::AllGatherOp>(members.front())) {
+    const int64_t groupSize = first.getGroupSize();
+    SmallVector<Attribute> shards;
+    int64_t total = 0;
+    for (Operation *member : members) {
+      shards.push_back(tensors_.lookup(member->getOperand(0)));
+      total += countOf(member->getOperand(0));
+    }
+    FlatSymbolRefAttr packed = ref(addTensor(name + ".shards", TensorKind::transient, flat(total), loc));
+    addKernel("concat", shards, {packed}, loc, {axisParam(0)});
+    FlatSymbolRefAttr gathered = ref(addTensor(name + ".gathered", TensorKind::transient, flat(groupSize * total), loc));
+    addCollective("all_gather", packed, gathered, loc, groupSize, first.getGroupStride(), StringAttr());
+    // Row r of the gathered buffer is rank r's shards of every member.
+    FlatSymbolRefAttr byRank = viewOf(gathered, 0, name + ".by_rank", rows(groupSize, total), loc);
+    int64_t offset = 0;
+    for (auto [i, member] : llvm::enumerate(members)) {
+      const int64_t count = countOf(member->getOperand(0));
+      FlatSymbolRefAttr full =
+          ref(addTensor((unitOf(member) + ".full").str(), TensorKind::transient, member->getResult(0).getType(), loc));
+      tensors_[bucket.getResult(i)] = full;
+      FlatSymbolRefAttr fullByRank =
+          viewOf(full, 0, (unitOf(member) + ".full_by_rank").str(), rows(groupSize, count), member->getLoc());
+      unpack.copies.push_back({"slice", byRank, fullByRank,
+                               {builder_.getNamedAttr("starts", builder_.getDenseI64ArrayAttr({0, offset})),
+                                builder_.getNamedAttr("steps", builder_.getDenseI64ArrayAttr({1, 1}))},
+                               member->getLoc()});
+      unpack.outputs.push_back(storage(full).str());
+      offset += count;
+    }
+  } else if (auto first = dyn_cast<fsdp::ReduceScatterOp>(members.front())) {
+    const int64_t groupSize = first.getGroupSize();
+    SmallVector<Attribute> gradsByRank;
+    int64_t total = 0;
+    for (Operation *member : members) {
+      const int64_t count = countOf(member->getResult(0));
+      gradsByRank.push_back(viewOf(tensors_.lookup(member->getOperand(0)), 0,
+                                   (unitOf(member) + ".grad_by_rank").str(), rows(groupSize, count),
+                                   member->getLoc()));
+      total += count;
+    }
+    FlatSymbolRefAttr packed = ref(addTensor(name + ".grads", TensorKind::transient, flat(groupSize * total), loc));
+    FlatSymbolRefAttr packedByRank = viewOf(packed, 0, name + ".by_rank", rows(groupSize, total), loc);
+    addKernel("concat", gradsByRank, {packedByRank}, loc, {axisParam(1)});
+    FlatSymbolRefAttr reduced = ref(addTensor(name + ".reduced", TensorKind::transient, flat(total), loc));
+    addCollective("reduce_scatter", packed, reduced, loc, groupSize, first.getGroupStride(),
+                  first.getReductionAttr());
+    int64_t offset = 0;
+    for (auto [i, member] : llvm::enumerate(members)) {
+      Type type = member->getResult(0).getType();
+      plan_ir::TensorOp shard =
+          addTensor((unitOf(member) + ".grad_shard").str(), TensorKind::gradient, type, member->getLoc());
+      shard.setUnitAttr(builder_.getStringAttr(unitOf(member)));
+      tensors_[bucket.getResult(i)] = ref(shard);
+      FlatSymbolRefAttr part =
+          viewOf(reduced, offset * elementBytes, (unitOf(member) + ".reduced").str(), type, member->getLoc());
+      unpack.copies.push_back({"copy", part, ref(shard), {}, member->getLoc()});
+      unpack.outputs.push_back(storage(ref(shard)).str());
+      offset += countOf(member->getResult(0));
+    }
+  } else {
+    auto firstReduce = cast<fsdp::AllReduceOp>(members.front());
+    SmallVector<Attribute> data;
+    int64_t total = 0;
+    for (Operation *member : members) {
+      data.push_back(tensors_.lookup(member->getOperand(0)));
+      total += countOf(member->getOperand(0));
+    }
+    FlatSymbolRefAttr packed = ref(addTensor(name + ".data", TensorKind::transient, flat(total), loc));
+    addKernel("concat", data, {packed}, loc, {axisParam(0)});
+    addCollective("all_reduce", packed, packed, loc, firstReduce.getGroupSize(), firstReduce.getGroupStride(),
+                  firstReduce.getReductionAttr());
+    // In place, as an unbucketed all_reduce: each member's tensor gets its
+    // reduced part back.
+    int64_t offset = 0;
+    for (auto [i, member] : llvm::enumerate(members)) {
+      FlatSymbolRefAttr target = cast<FlatSymbolRefAttr>(data[i]);
+      tensors_[bucket.getResult(i)] = target;
+      FlatSymbolRefAttr part = viewOf(packed, offset * elementBytes, (unitOf(member) + ".reduced").str(),
+                                      member->getResult(0).getType(), member->getLoc());
+      unpack.copies.push_back({"copy", part, target, {}, member->getLoc()});
+      unpack.outputs.push_back(storage(target).str());
+      offset += countOf(member->getOperand(0));
+    }
+  }
+  for (const std::string &output : unpack.outputs)
+    unpackFor_[output] = pendingUnpacks_.size();
+  pendingUnpacks_.push_back(std::move(unpack));
+}
+
 LogicalResult Lowering::run() {
   int lossIndex = -1;
   for (unsigned i = 0; i < func_.getNumResults(); ++i)
@@ -411,6 +555,10 @@ LogicalResult Lowering::run() {
       return failure();
 
   Operation *terminator = func_.getBody().front().getTerminator();
+  // Buckets nothing read yet still land in their outputs within the step.
+  for (size_t i = 0; i < pendingUnpacks_.size(); ++i)
+    if (!pendingUnpacks_[i].outputs.empty())
+      unpackBucketOf(pendingUnpacks_[i].outputs.front());
   for (unsigned i = 0; i < func_.getNumResults(); ++i) {
     auto updates = func_.getResultAttrOfType<IntegerAttr>(i, graph::kUpdatesAttr);
     if (!updates)

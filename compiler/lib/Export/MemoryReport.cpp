@@ -20,16 +20,30 @@ void addTimeline(plan_ir::ProgramOp program, const llvm::StringMap<plan_ir::Tens
   const int64_t count = lifetimes.instructions.size();
   // What each transient tensor holds, from the collectives that touch it.
   llvm::StringMap<int> role; // 1 gathered unit, 2 flat gradient
+  auto storageName = [&](Attribute ref) -> StringRef {
+    plan_ir::TensorOp tensor = plan_ir::storageOf(tensors.lookup(cast<FlatSymbolRefAttr>(ref).getValue()), tensors).first;
+    return tensor ? tensor.getSymName() : StringRef();
+  };
   for (auto collective : program.getBlock().getOps<plan_ir::CollectiveOp>()) {
     const bool gather = collective.getCollective() == "all_gather";
-    if (!gather && collective.getCollective() != "reduce_scatter")
-      continue;
-    for (Attribute ref : gather ? collective.getOutputs() : collective.getInputs()) {
-      plan_ir::TensorOp tensor =
-          plan_ir::storageOf(tensors.lookup(cast<FlatSymbolRefAttr>(ref).getValue()), tensors).first;
-      if (tensor)
-        role[tensor.getSymName()] = gather ? 1 : 2;
-    }
+    // Gathered units are all_gather outputs; flat gradients what the
+    // reductions read and write.
+    for (Attribute ref : gather ? collective.getOutputs() : collective.getInputs())
+      role[storageName(ref)] = gather ? 1 : 2;
+    if (!gather)
+      for (Attribute ref : collective.getOutputs())
+        role[storageName(ref)] = 2;
+  }
+  // A bucket (fsdp-bucket) packs its members' flat gradients with a concat
+  // into the buffer it reduces, and slices its gathered buffer into each
+  // unit's full parameter: those tensors have the buffer's role.
+  for (auto kernel : program.getBlock().getOps<plan_ir::KernelOp>()) {
+    if (kernel.getKernel() == "concat" && role.lookup(storageName(kernel.getOutputs()[0])) == 2)
+      for (Attribute ref : kernel.getInputs())
+        role[storageName(ref)] = 2;
+    if (kernel.getKernel() == "slice" && role.lookup(storageName(kernel.getInputs()[0])) == 1 &&
+        tensors.lookup(cast<FlatSymbolRefAttr>(kernel.getOutputs()[0]).getValue()).getKind() == TensorKind::view)
+      role[storageName(kernel.getOutputs()[0])] = 1;
   }
   // Live bytes after instruction i: a difference array over [first, last].
   std::vector<int64_t> delta(count + 2, 0);

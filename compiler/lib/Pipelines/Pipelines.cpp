@@ -65,6 +65,8 @@ std::string validateCompileOptions(const CompileOptions &o) {
     return "--max-inflight-gathers must be at least 1";
   if (o.memoryBudget < 0)
     return "--memory-budget must be positive";
+  if (o.bucketBytes < 0)
+    return "--bucket-bytes must be non-negative";
   if ((recompute == "auto") != (o.memoryBudget > 0))
     return recompute == "auto" ? "--recompute auto needs --memory-budget BYTES"
                                : "--memory-budget needs --recompute auto";
@@ -109,6 +111,8 @@ void buildFsdpStage(OpPassManager &pm, const CompileOptions &o) {
   // K gathered units at once: each gather issued K - 1 units early.
   if (o.prefetch && o.maxInflightGathers > 1)
     pm.addPass(fsdp::createFsdpPrefetch({o.maxInflightGathers - 1}));
+  if (o.bucketBytes > 0)
+    pm.addPass(fsdp::createFsdpBucket({o.bucketBytes}));
 }
 
 void buildPlanStage(OpPassManager &pm, const CompileOptions &o) {

@@ -81,3 +81,91 @@ func.func @view_after_free(%shard: tensor<4xf32>) -> tensor<8xf32> {
   %r = graph.neg %w : tensor<8xf32>
   return %r : tensor<8xf32>
 }
+
+// -----
+
+// Tests that a bucket holds at least two collectives.
+fsdp.unit @a params ["a.w"] : [tensor<16xf32>] flat_size 16 padded_size 16
+func.func @bucket_of_one(%sa: tensor<8xf32>) -> tensor<16xf32> {
+  // expected-error @+1 {{must hold at least two collectives, got 1}}
+  %full = fsdp.bucket {
+    %a = fsdp.all_gather %sa {unit = @a, group_size = 2 : i64} : tensor<8xf32> -> tensor<16xf32>
+    fsdp.yield %a : tensor<16xf32>
+  } : tensor<16xf32>
+  return %full : tensor<16xf32>
+}
+
+// -----
+
+// Tests that a bucket's members are one kind of collective.
+fsdp.unit @a params ["a.w"] : [tensor<16xf32>] flat_size 16 padded_size 16
+fsdp.unit @b params ["b.w"] : [tensor<8xf32>] flat_size 8 padded_size 8
+func.func @mixed_kinds(%sa: tensor<8xf32>, %gb: tensor<8xf32>) -> (tensor<16xf32>, tensor<4xf32>) {
+  // expected-error @+1 {{members must be one kind of collective, got fsdp.all_gather and fsdp.reduce_scatter}}
+  %r:2 = fsdp.bucket {
+    %a = fsdp.all_gather %sa {unit = @a, group_size = 2 : i64} : tensor<8xf32> -> tensor<16xf32>
+    %b = fsdp.reduce_scatter %gb {unit = @b, reduction = "avg", group_size = 2 : i64} : tensor<8xf32> -> tensor<4xf32>
+    fsdp.yield %a, %b : tensor<16xf32>, tensor<4xf32>
+  } : tensor<16xf32>, tensor<4xf32>
+  return %r#0, %r#1 : tensor<16xf32>, tensor<4xf32>
+}
+
+// -----
+
+// Tests that a bucket's members share their group.
+fsdp.unit @a params ["a.w"] : [tensor<16xf32>] flat_size 16 padded_size 16
+fsdp.unit @b params ["b.w"] : [tensor<8xf32>] flat_size 8 padded_size 8
+func.func @mixed_groups(%sa: tensor<8xf32>, %sb: tensor<2xf32>) -> (tensor<16xf32>, tensor<8xf32>) {
+  // expected-error @+1 {{members must share group, reduction and element type; @b differs from @a}}
+  %r:2 = fsdp.bucket {
+    %a = fsdp.all_gather %sa {unit = @a, group_size = 2 : i64} : tensor<8xf32> -> tensor<16xf32>
+    %b = fsdp.all_gather %sb {unit = @b, group_size = 4 : i64} : tensor<2xf32> -> tensor<8xf32>
+    fsdp.yield %a, %b : tensor<16xf32>, tensor<8xf32>
+  } : tensor<16xf32>, tensor<8xf32>
+  return %r#0, %r#1 : tensor<16xf32>, tensor<8xf32>
+}
+
+// -----
+
+// Tests that a bucket holds a unit once.
+fsdp.unit @a params ["a.w"] : [tensor<16xf32>] flat_size 16 padded_size 16
+func.func @unit_twice(%sa: tensor<8xf32>) -> (tensor<16xf32>, tensor<16xf32>) {
+  // expected-error @+1 {{holds unit @a twice}}
+  %r:2 = fsdp.bucket {
+    %a = fsdp.all_gather %sa {unit = @a, group_size = 2 : i64} : tensor<8xf32> -> tensor<16xf32>
+    %b = fsdp.all_gather %sa {unit = @a, group_size = 2 : i64} : tensor<8xf32> -> tensor<16xf32>
+    fsdp.yield %a, %b : tensor<16xf32>, tensor<16xf32>
+  } : tensor<16xf32>, tensor<16xf32>
+  return %r#0, %r#1 : tensor<16xf32>, tensor<16xf32>
+}
+
+// -----
+
+// Tests that a bucket yields its members' results in order.
+fsdp.unit @a params ["a.w"] : [tensor<16xf32>] flat_size 16 padded_size 16
+fsdp.unit @b params ["b.w"] : [tensor<16xf32>] flat_size 16 padded_size 16
+func.func @yield_order(%sa: tensor<8xf32>, %sb: tensor<8xf32>) -> (tensor<16xf32>, tensor<16xf32>) {
+  // expected-error @+1 {{yield operand 0 must be the result of member 0}}
+  %r:2 = fsdp.bucket {
+    %a = fsdp.all_gather %sa {unit = @a, group_size = 2 : i64} : tensor<8xf32> -> tensor<16xf32>
+    %b = fsdp.all_gather %sb {unit = @b, group_size = 2 : i64} : tensor<8xf32> -> tensor<16xf32>
+    fsdp.yield %b, %a : tensor<16xf32>, tensor<16xf32>
+  } : tensor<16xf32>, tensor<16xf32>
+  return %r#0, %r#1 : tensor<16xf32>, tensor<16xf32>
+}
+
+// -----
+
+// Tests that only gathered tensors, also through a bucket, are freed.
+fsdp.unit @a params ["a.w"] : [tensor<16xf32>] flat_size 16 padded_size 16
+fsdp.unit @b params ["b.w"] : [tensor<8xf32>] flat_size 8 padded_size 8
+func.func @free_reduced(%ga: tensor<16xf32>, %gb: tensor<8xf32>) {
+  %r:2 = fsdp.bucket {
+    %a = fsdp.reduce_scatter %ga {unit = @a, reduction = "avg", group_size = 2 : i64} : tensor<16xf32> -> tensor<8xf32>
+    %b = fsdp.reduce_scatter %gb {unit = @b, reduction = "avg", group_size = 2 : i64} : tensor<8xf32> -> tensor<4xf32>
+    fsdp.yield %a, %b : tensor<8xf32>, tensor<4xf32>
+  } : tensor<8xf32>, tensor<4xf32>
+  // expected-error @+1 {{operand must be the result of fsdp.all_gather}}
+  fsdp.free %r#0 : tensor<8xf32>
+  return
+}

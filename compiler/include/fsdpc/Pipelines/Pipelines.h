@@ -5,7 +5,7 @@
 //   graph: graph-fuse, graph-append-loss, [graph-mixed-precision],
 //          graph-autodiff, graph-optimizer, canonicalize, cse
 //                                            (@forward -> @train_step)
-//   fsdp:  fsdp-wrap, [fsdp-recompute], fsdp-shard, [fsdp-prefetch]
+//   fsdp:  fsdp-wrap, [fsdp-recompute], fsdp-shard, [fsdp-prefetch], [fsdp-bucket]
 //          (units, activation checkpointing and collectives)
 //   plan:  convert-graph-to-plan, plan-allocate
 //
@@ -69,6 +69,10 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
   Option<int64_t> maxInflightGathers{*this, "max-inflight-gathers",
                                      llvm::cl::desc("units gathered at once with prefetch (FSDP limit_all_gathers)"),
                                      llvm::cl::init(2)};
+  Option<int64_t> bucketBytes{*this, "bucket-bytes",
+                              llvm::cl::desc("collectives of small units issued together up to this many bytes "
+                                             "(fsdp-bucket; 0: none)"),
+                              llvm::cl::init(0)};
   Option<std::string> recompute{*this, "recompute",
                                 llvm::cl::desc("none, units:REGEX, cheap:REGEX (';'-separated clauses), or auto "
                                                "(chosen for memory-budget by chooseRecomputePolicy)"),

@@ -2,6 +2,9 @@
 
 #include "fsdpc/Dialect/Fsdp/IR/FsdpOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
+
+#include <optional>
 
 using namespace mlir;
 using namespace fsdpc::fsdp;
@@ -151,8 +154,85 @@ LogicalResult FlattenOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return success();
 }
 
+SmallVector<Operation *> BucketOp::getMembers() {
+  SmallVector<Operation *> members;
+  for (Operation &op : getBody().front().without_terminator())
+    members.push_back(&op);
+  return members;
+}
+
+namespace {
+/// The group, reduction and element type a collective member moves.
+struct CollectiveShape {
+  int64_t groupSize, groupStride;
+  StringRef reduction;
+  Type element;
+  FlatSymbolRefAttr unit;
+};
+std::optional<CollectiveShape> shapeOf(Operation *op) {
+  if (auto gather = dyn_cast<AllGatherOp>(op))
+    return CollectiveShape{static_cast<int64_t>(gather.getGroupSize()), static_cast<int64_t>(gather.getGroupStride()), "", elementOf(gather.getShard()),
+                           gather.getUnitAttr()};
+  if (auto scatter = dyn_cast<ReduceScatterOp>(op))
+    return CollectiveShape{static_cast<int64_t>(scatter.getGroupSize()), static_cast<int64_t>(scatter.getGroupStride()), scatter.getReduction(),
+                           elementOf(scatter.getInput()), scatter.getUnitAttr()};
+  if (auto reduce = dyn_cast<AllReduceOp>(op))
+    return CollectiveShape{static_cast<int64_t>(reduce.getGroupSize()), static_cast<int64_t>(reduce.getGroupStride()), reduce.getReduction(),
+                           elementOf(reduce.getInput()), reduce.getUnitAttr()};
+  return std::nullopt;
+}
+} // namespace
+
+LogicalResult BucketOp::verify() {
+  SmallVector<Operation *> members = getMembers();
+  if (members.size() < 2)
+    return emitOpError("must hold at least two collectives, got ") << members.size();
+  std::optional<CollectiveShape> first = shapeOf(members.front());
+  llvm::SmallDenseSet<Attribute> units;
+  for (Operation *member : members) {
+    std::optional<CollectiveShape> shape = shapeOf(member);
+    if (!shape)
+      return emitOpError("may hold only fsdp.all_gather, fsdp.reduce_scatter or fsdp.all_reduce, got ")
+             << member->getName();
+    if (member->getName() != members.front()->getName())
+      return emitOpError("members must be one kind of collective, got ")
+             << members.front()->getName() << " and " << member->getName();
+    if (shape->groupSize != first->groupSize || shape->groupStride != first->groupStride ||
+        shape->reduction != first->reduction || shape->element != first->element)
+      return emitOpError("members must share group, reduction and element type; ")
+             << shape->unit << " differs from " << first->unit;
+    if (!units.insert(shape->unit).second)
+      return emitOpError("holds unit ") << shape->unit << " twice";
+    for (Value operand : member->getOperands())
+      if (operand.getParentRegion() == &getBody())
+        return emitOpError("members must read values from outside the bucket");
+  }
+  Operation *yield = getBody().front().getTerminator();
+  if (!isa<YieldOp>(yield) || yield->getNumOperands() != members.size())
+    return emitOpError("must end in an fsdp.yield of its ") << members.size() << " members' results";
+  for (auto [i, member] : llvm::enumerate(members))
+    if (yield->getOperand(i) != member->getResult(0))
+      return emitOpError("yield operand ") << i << " must be the result of member " << i;
+  if (TypeRange(yield->getOperandTypes()) != getResultTypes())
+    return emitOpError("result types must be the yielded types");
+  return success();
+}
+
+/// The all_gather that produced `value`, directly or as a bucket's result.
+static AllGatherOp gatherOf(Value value) {
+  if (auto gather = value.getDefiningOp<AllGatherOp>())
+    return gather;
+  if (auto bucket = value.getDefiningOp<BucketOp>()) {
+    Operation *yield = bucket.getBody().front().getTerminator();
+    unsigned index = cast<OpResult>(value).getResultNumber();
+    if (index < yield->getNumOperands())
+      return yield->getOperand(index).getDefiningOp<AllGatherOp>();
+  }
+  return {};
+}
+
 LogicalResult FreeOp::verify() {
-  if (!getValue().getDefiningOp<AllGatherOp>())
+  if (!gatherOf(getValue()))
     return emitOpError("operand must be the result of fsdp.all_gather");
   // Nothing may read the value, or a view of it, after it is freed.
   SmallVector<Value> readers = {getValue()};

@@ -172,7 +172,7 @@ def Fsdp_FreeOp : Fsdp_Op<"free", [MemoryEffects<[MemFree]>]> {
   let description = [{
     Marks the point after which `value` (a gathered flat parameter) is no
     longer needed, so its memory returns to the arena. Only `fsdp.all_gather`
-    results may be freed, and nothing may use them, or the parameter views
+    results (directly, or through an `fsdp.bucket` of gathers) may be freed, and nothing may use them, or the parameter views
     taken from them, afterwards.
 
     - `value`: the gathered tensor.
@@ -184,6 +184,52 @@ def Fsdp_FreeOp : Fsdp_Op<"free", [MemoryEffects<[MemFree]>]> {
   let arguments = (ins Fsdp_FlatTensor:$value);
   let assemblyFormat = "$value attr-dict `:` type($value)";
   let hasVerifier = 1;
+}
+
+def Fsdp_BucketOp : Fsdp_Op<"bucket", [SingleBlock, RecursiveMemoryEffects]> {
+  let summary = "collectives of several units issued as one";
+  let description = [{
+    Two or more collectives of the same kind (all `fsdp.all_gather`, all
+    `fsdp.reduce_scatter` or all `fsdp.all_reduce`), over the same group,
+    with the same reduction and element type, run as one message: the plan
+    packs the members' inputs into one buffer, runs one collective on it
+    and unpacks the result into each member's output. Small units then pay
+    one collective's latency instead of one each, as DDP's gradient buckets
+    and DeepSpeed's bucket sizes do. `fsdp-bucket` forms them.
+
+    The body holds the member collectives, in order, and an `fsdp.yield` of
+    their results, which become the bucket's results.
+
+    ```mlir
+    %full:2 = fsdp.bucket {
+      %a = fsdp.all_gather %s0 {unit = @h0, group_size = 2 : i64} : tensor<8xf32> -> tensor<16xf32>
+      %b = fsdp.all_gather %s1 {unit = @h1, group_size = 2 : i64} : tensor<4xf32> -> tensor<8xf32>
+      fsdp.yield %a, %b : tensor<16xf32>, tensor<8xf32>
+    } : tensor<16xf32>, tensor<8xf32>
+    ```
+  }];
+  let results = (outs Variadic<Fsdp_FlatTensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$body attr-dict `:` type($results)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The member collectives, in order.
+    ::llvm::SmallVector<::mlir::Operation *> getMembers();
+  }];
+}
+
+def Fsdp_YieldOp : Fsdp_Op<"yield", [Terminator, HasParent<"BucketOp">, Pure]> {
+  let summary = "the results of an fsdp.bucket";
+  let description = [{
+    Ends an `fsdp.bucket`: its operands, the member collectives' results in
+    order, are the bucket's results.
+
+    ```mlir
+    fsdp.yield %a, %b : tensor<16xf32>, tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Fsdp_FlatTensor>:$values);
+  let assemblyFormat = "$values attr-dict `:` type($values)";
 }
 
 #endif // FSDPC_DIALECT_FSDP_FSDPOPS_TD

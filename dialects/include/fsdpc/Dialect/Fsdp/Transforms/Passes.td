@@ -138,4 +138,32 @@ def FsdpPrefetch : Pass<"fsdp-prefetch", "mlir::ModuleOp"> {
   let dependentDialects = ["::fsdpc::fsdp::FsdpDialect"];
 }
 
+def FsdpBucket : Pass<"fsdp-bucket", "mlir::ModuleOp"> {
+  let summary = "issue the collectives of small units together, in fsdp.bucket ops";
+  let description = [{
+    Runs last in the fsdp stage, after fsdp-prefetch. Walking @train_step's
+    collectives of one kind in program order, consecutive ones join a bucket
+    while they have the same group, reduction and element type, belong to
+    different units, and their full tensors (the gathered result, or the
+    reduced gradient) add up to at most `bucket-bytes`; a collective larger
+    than that stays alone. Each bucket of two or more becomes an
+    `fsdp.bucket`, one message at run time (DDP's `bucket_cap_mb`).
+
+    - all_gather buckets run where their first member was: the later
+      members' gathers (and the casts of their shards) move up, so those
+      units are gathered earlier. Forward and backward gathers are not
+      mixed.
+    - reduce_scatter and all_reduce buckets run where their last member
+      was, once every member's gradient is complete: the earlier members
+      move down, followed by the ops that read their results.
+
+    `bucket-bytes=0`, the default, leaves the IR as it is.
+  }];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"0",
+           "largest sum of full tensor bytes in one bucket (0: no buckets)">
+  ];
+  let dependentDialects = ["::fsdpc::fsdp::FsdpDialect"];
+}
+
 #endif // FSDPC_DIALECT_FSDP_TRANSFORMS_PASSES_TD

@@ -21,9 +21,7 @@ bool isWholeParameter(const plan::Tensor &tensor) {
 }
 /// What a sharded checkpoint holds of a rank: its persistent tensors but
 /// constants (which the plan has) and views (which own no bytes).
-bool isLocalState(const plan::Tensor &tensor) {
-  return tensor.region() == plan::PERSISTENT && tensor.kind() != plan::VIEW && tensor.kind() != plan::CONSTANT;
-}
+bool isLocalState(const plan::Tensor &tensor) { return isCheckpointedState(tensor); }
 
 } // namespace
 
@@ -192,6 +190,14 @@ StatusOr<float> Executor::runStep(int64_t step) {
   if (plan_.header.loss_tensor() >= 0)
     FSDPC_RETURN_IF_ERROR(device_->download(&loss, deviceView(plan_.header.loss_tensor()).data, sizeof(loss)));
   return loss;
+}
+
+StatusOr<float> Executor::lastGradNorm() {
+  float norm = 0.0f;
+  if (!plan_.header.has_grad_norm_tensor())
+    return FSDPC_ERROR(kInvalidArgument, "the plan does not clip gradients (fsdpc --clip-grad-norm)");
+  FSDPC_RETURN_IF_ERROR(device_->download(&norm, deviceView(plan_.header.grad_norm_tensor()).data, sizeof(norm)));
+  return norm;
 }
 
 StatusOr<NamedArrays> Executor::gatherFullParameters() {

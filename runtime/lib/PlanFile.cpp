@@ -247,6 +247,10 @@ Status validatePlan(const PlanFile &plan) {
   }
   if (h.loss_tensor() >= numTensors || (h.loss_tensor() < 0 && h.output_tensors().empty()))
     return FSDPC_ERROR(kInvalidArgument, "plan has neither a loss tensor nor outputs");
+  if (h.has_grad_norm_tensor() &&
+      (h.grad_norm_tensor() < 0 || h.grad_norm_tensor() >= numTensors ||
+       h.tensors(h.grad_norm_tensor()).dtype() != plan::F32 || numElements(h.tensors(h.grad_norm_tensor())) != 1))
+    return FSDPC_ERROR(kInvalidArgument, "plan's gradient norm is not one f32 element of a tensor it has");
   for (int id : h.output_tensors())
     if (id < 0 || id >= numTensors)
       return FSDPC_ERROR(kInvalidArgument, "plan names a missing output tensor ", id);
@@ -276,6 +280,12 @@ Status validatePlan(const PlanFile &plan) {
   return Status::ok();
 }
 
+bool isCheckpointedState(const plan::Tensor &tensor) {
+  // Gradient shards are recomputed every step, so they are not state.
+  return tensor.region() == plan::PERSISTENT && tensor.kind() != plan::VIEW && tensor.kind() != plan::CONSTANT &&
+         tensor.kind() != plan::GRADIENT;
+}
+
 uint64_t layoutHash(const plan::PlanHeader &h) {
   // Every field as text with separators, so no two layouts read the same.
   std::string text = "world " + std::to_string(h.world_size()) + " group " + std::to_string(h.shard_group_size()) +
@@ -292,10 +302,16 @@ uint64_t layoutHash(const plan::PlanHeader &h) {
     for (const plan::UnitParam &param : unit.params())
       text += " param " + param.name() + " " + shapeText(param.shape()) + " " + std::to_string(param.offset()) + "\n";
   }
+  // The state in name order: plans that place the same tensors in another
+  // order (buckets, clipping) hold the same checkpoint.
+  std::vector<std::string> state;
   for (const plan::Tensor &tensor : h.tensors())
-    if (tensor.region() == plan::PERSISTENT && tensor.kind() != plan::VIEW && tensor.kind() != plan::CONSTANT)
-      text += "state " + tensor.name() + " " + std::to_string(tensor.kind()) + " " + std::to_string(tensor.dtype()) +
-              " " + shapeText(tensor.shape()) + "\n";
+    if (isCheckpointedState(tensor))
+      state.push_back("state " + tensor.name() + " " + std::to_string(tensor.kind()) + " " +
+                      std::to_string(tensor.dtype()) + " " + shapeText(tensor.shape()) + "\n");
+  std::sort(state.begin(), state.end());
+  for (const std::string &line : state)
+    text += line;
   return fnv1a64(text.data(), text.size());
 }
 

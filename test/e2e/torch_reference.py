@@ -161,9 +161,17 @@ def schedule_lambda(kind, warmup, total, min_lr, lr):
     return factor
 
 
-def train_torch(model, data, steps, optimizer, lr, weight_decay, momentum, loss, dtype=torch.float32, schedule=None):
+def train_torch(model, data, steps, optimizer, lr, weight_decay, momentum, loss, dtype=torch.float32, schedule=None,
+                clip=0.0, accumulate=1, trace=None):
     """Per-step losses and final parameters (float64 numpy) of torch; with
-    `schedule` (a LambdaLR multiplier), the learning rate of each step too."""
+    `schedule` (a LambdaLR multiplier), the learning rate of each step too.
+
+    A torch training loop as users write it: with `clip`,
+    torch.nn.utils.clip_grad_norm_(params, clip) before the optimizer step;
+    with `accumulate` K, K micro-batches of data.batch samples per step, each
+    loss divided by K before its backward (the step's loss is their sum).
+    `trace`, a dict, receives per-step lists "lr" and (with clip) "grad_norm",
+    the norm before clipping."""
     net = OnnxInTorch(model)
     for name in net.params:
         net.params[name] = net.params[name].detach().to(dtype).requires_grad_(True)
@@ -173,22 +181,30 @@ def train_torch(model, data, steps, optimizer, lr, weight_decay, momentum, loss,
     else:
         opt = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(opt, schedule) if schedule else None
-    losses, rates = [], []
+    losses, rates, norms = [], [], []
     for step in range(steps):
         rates.append(opt.param_groups[0]["lr"])
-        index = [(step * data.batch + j) % data.samples for j in range(data.batch)]
-        (logits,) = net({data.input_name: torch.tensor(data.inputs[index]).to(dtype)})
-        target = torch.tensor(data.labels[index])
-        if loss == "cross_entropy":
-            value = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
-        else:
-            value = F.mse_loss(logits, target.to(dtype))
         opt.zero_grad()
-        value.backward()
+        total = 0.0
+        for micro in range(accumulate):
+            first = (step * accumulate + micro) * data.batch
+            index = [(first + j) % data.samples for j in range(data.batch)]
+            (logits,) = net({data.input_name: torch.tensor(data.inputs[index]).to(dtype)})
+            target = torch.tensor(data.labels[index])
+            if loss == "cross_entropy":
+                value = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
+            else:
+                value = F.mse_loss(logits, target.to(dtype))
+            (value / accumulate).backward()
+            total += value.item() / accumulate
+        if clip:
+            norms.append(torch.nn.utils.clip_grad_norm_(params, clip).item())
         opt.step()
         if scheduler:
             scheduler.step()
-        losses.append(value.item())
+        losses.append(total if accumulate > 1 else value.item())
+    if trace is not None:
+        trace["lr"], trace["grad_norm"] = rates, norms
     params = {k: v.detach().double().numpy() for k, v in net.params.items()}
     return (losses, params, rates) if schedule else (losses, params)
 

@@ -460,6 +460,13 @@ std::vector<Case> cases() {
   all.push_back(Case("sgd_update", "plain").in({1003}).in({1003}).in({}, constant(1), plan::I64).inPlace(0)
                     .attr("lr", 0.05).attr("momentum", 0.0).attr("dampening", 0.0).attr("weight_decay", 0.0)
                     .attr("nesterov", int64_t(0)).tol(1e-6));
+  // Gradient clipping: several shards of odd sizes; a norm above max_norm
+  // (scale < 1) and one below (scale 1).
+  all.push_back(Case("sum_squares").in({100003}).in({1003}).in({7}).out({1}).tol(1e-6));
+  all.push_back(Case("clip_coefficient", "clipped").in({1}, constant(37.5)).out({1}).out({1}).attr("max_norm", 1.0)
+                    .tol(1e-6));
+  all.push_back(Case("clip_coefficient", "under max_norm").in({1}, constant(0.25)).out({1}).out({1})
+                    .attr("max_norm", 1.0).tol(1e-6));
   return all;
 }
 

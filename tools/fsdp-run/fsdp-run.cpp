@@ -406,18 +406,29 @@ int main(int argc, char **argv) {
       if (!reduced.isOk())
         return fail(reduced);
     }
+    // With clipping, the global norm before clipping (every rank has it).
+    std::string gradNorm;
+    if (executor.clipsGradients()) {
+      StatusOr<float> norm = executor.lastGradNorm();
+      if (!norm.isOk())
+        return fail(norm.status());
+      char text[32];
+      std::snprintf(text, sizeof(text), "%.9g", *norm);
+      gradNorm = text;
+    }
     double stepMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     double samplesPerSecond = header.global_batch() / (stepMs / 1000.0);
     if (reports) {
-      std::printf("step %" PRId64 " loss %.9g step_ms %.3f samples_per_s %.1f\n", step, *loss, stepMs,
-                  samplesPerSecond);
+      std::printf("step %" PRId64 " loss %.9g%s%s step_ms %.3f samples_per_s %.1f\n", step, *loss,
+                  gradNorm.empty() ? "" : " grad_norm ", gradNorm.c_str(), stepMs, samplesPerSecond);
       std::fflush(stdout);
     }
     if (metrics)
       std::fprintf(metrics,
                    "{\"step\": %" PRId64 ", \"loss\": %.9g, \"step_ms\": %.4f, \"samples_per_s\": %.2f, "
-                   "\"exposed_comm_ms\": %.4f, \"lr\": %.9g}\n",
-                   step, *loss, stepMs, samplesPerSecond, exposedCommMs, schedule.at(step + 1));
+                   "\"exposed_comm_ms\": %.4f, \"lr\": %.9g%s%s}\n",
+                   step, *loss, stepMs, samplesPerSecond, exposedCommMs, schedule.at(step + 1),
+                   gradNorm.empty() ? "" : ", \"grad_norm\": ", gradNorm.c_str());
   }
 
   if (!options.tracePath.empty()) {

@@ -108,6 +108,11 @@ cl::opt<std::string> memoryBudget("memory-budget",
                                   cl::desc("tensor memory per rank that --recompute auto must fit, in bytes with an "
                                            "optional K, M or G suffix (powers of 1024)"),
                                   cl::value_desc("bytes"), cl::cat(category));
+cl::opt<double> clipGradNorm("clip-grad-norm",
+                             cl::desc("clip the gradients to this global L2 norm over every shard and rank before "
+                                      "the optimizer, as torch.nn.utils.clip_grad_norm_ / FSDP's clip_grad_norm_ "
+                                      "(default 0: no clipping); the norm before clipping is in the metrics"),
+                             cl::value_desc("norm"), cl::init(0.0), cl::cat(category));
 cl::opt<std::string> bucketBytes("bucket-bytes",
                                  cl::desc("issue the collectives of consecutive small units as one message while "
                                           "their full tensors add up to at most this many bytes (K, M or G suffix; "
@@ -219,6 +224,7 @@ int main(int argc, char **argv) {
   options.reduceDtype = reduceDtype;
   options.forwardOnly = forwardOnly;
   options.recompute = recompute;
+  options.clipGradNorm = clipGradNorm;
   if (!memoryBudget.empty()) {
     int64_t budget;
     if (!parseBytes(memoryBudget, budget))

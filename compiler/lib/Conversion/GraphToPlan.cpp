@@ -537,7 +537,7 @@ LogicalResult Lowering::run() {
       stringAttr(graph::kOptimizerAttr), builder_.getI64IntegerAttr(classes ? classes.getInt() : 0), IntegerAttr(),
       IntegerAttr(), ArrayAttr(), module_->getAttrOfType<StringAttr>(graph::kSourceAttr),
       module_->getAttrOfType<IntegerAttr>(graph::kOpsetAttr), module_->getAttrOfType<StringAttr>(fsdp::kStrategyAttr),
-      module_->getAttrOfType<IntegerAttr>(fsdp::kShardGroupSizeAttr));
+      module_->getAttrOfType<IntegerAttr>(fsdp::kShardGroupSizeAttr), FlatSymbolRefAttr());
   program_.getBody().emplaceBlock();
   symbols_ = std::make_unique<SymbolTable>(program_);
 
@@ -579,6 +579,11 @@ LogicalResult Lowering::run() {
       plan_ir::WaitEventOp::create(builder_, terminator->getLoc(), event, plan_ir::Stream::compute);
   if (lossIndex >= 0)
     program_.setLossAttr(tensors_.lookup(terminator->getOperand(lossIndex)));
+  if (int normIndex = graph::findResultWithAttr(func_, graph::kGradNormAttr); normIndex >= 0) {
+    FlatSymbolRefAttr norm = tensors_.lookup(terminator->getOperand(normIndex));
+    waitForCollectives({norm}, terminator->getLoc());
+    program_.setGradNormAttr(norm);
+  }
   if (forwardOnly) {
     // Each output gets a transient of its own, named after the ONNX output,
     // that lives until the step ends.

@@ -273,6 +273,8 @@ std::optional<runtime::PlanFile> fsdpc::buildPlanFile(ModuleOp module, const Wei
   }
   h.set_num_events(numEvents);
   h.set_loss_tensor(program.getLoss() ? index.lookup(*program.getLoss()) : -1);
+  if (std::optional<StringRef> norm = program.getGradNorm())
+    h.set_grad_norm_tensor(index.lookup(*norm));
   if (std::optional<ArrayAttr> outputs = program.getOutputs())
     for (Attribute output : *outputs)
       h.add_output_tensors(index.lookup(cast<FlatSymbolRefAttr>(output).getValue()));

@@ -67,6 +67,10 @@ std::string validateCompileOptions(const CompileOptions &o) {
     return "--memory-budget must be positive";
   if (o.bucketBytes < 0)
     return "--bucket-bytes must be non-negative";
+  if (o.clipGradNorm < 0)
+    return "--clip-grad-norm must be positive";
+  if (o.clipGradNorm > 0 && o.forwardOnly)
+    return "--clip-grad-norm needs a training step, not --forward-only";
   if ((recompute == "auto") != (o.memoryBudget > 0))
     return recompute == "auto" ? "--recompute auto needs --memory-budget BYTES"
                                : "--memory-budget needs --recompute auto";
@@ -108,6 +112,8 @@ void buildFsdpStage(OpPassManager &pm, const CompileOptions &o) {
   // fsdp-shard's "low" is the mixed-precision type the gradients arrive in.
   std::string reduce = o.reduceDtype == o.mixedPrecision ? "low" : "f32";
   pm.addPass(fsdp::createFsdpShard({o.strategy, o.worldSize, o.shardGroupSize, reduce}));
+  if (o.clipGradNorm > 0)
+    pm.addPass(fsdp::createFsdpClipGradNorm({o.clipGradNorm}));
   // K gathered units at once: each gather issued K - 1 units early.
   if (o.prefetch && o.maxInflightGathers > 1)
     pm.addPass(fsdp::createFsdpPrefetch({o.maxInflightGathers - 1}));

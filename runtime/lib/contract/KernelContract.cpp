@@ -106,6 +106,10 @@ std::vector<KernelSignature> buildTable() {
         {"dampening", kFloat, kRequired},
         {"weight_decay", kFloat, kRequired},
         {"nesterov", kBool, kRequired}}},
+      // Gradient clipping: the squared L2 norm of the inputs (summed in
+      // double), then from the global one the clip scale and the norm.
+      {"sum_squares", 1, -1, 1, 1, {}},
+      fixed("clip_coefficient", 1, 2, {{"max_norm", kFloat, kRequired}}),
       // param, grad, exp_avg, exp_avg_sq, step -> param, exp_avg, exp_avg_sq.
       fixed("adamw_update", 5, 3,
             {{"lr", kFloat, kRequired},
@@ -154,7 +158,8 @@ constexpr std::string_view kParamNames[] = {
     "lr_schedule",
     "warmup_steps",
     "total_steps",
-    "min_lr"};
+    "min_lr",
+    "max_norm"};
 static_assert(sizeof(kParamNames) / sizeof(kParamNames[0]) == static_cast<size_t>(Param::kCount),
               "one name per Param");
 

@@ -90,6 +90,8 @@ Status mseLossGrad(const KernelCall &call);
 // Optimizers.cpp: torch.optim's float operations, in torch's order.
 Status sgdUpdate(const KernelCall &call);
 Status adamwUpdate(const KernelCall &call);
+Status sumSquares(const KernelCall &call);
+Status clipCoefficient(const KernelCall &call);
 
 } // namespace fsdpc::runtime::cpu
 

@@ -69,6 +69,8 @@ const std::unordered_map<std::string, KernelFn> &registry() {
       {"mse_loss_grad", mseLossGrad},
       {"sgd_update", sgdUpdate},
       {"adamw_update", adamwUpdate},
+      {"sum_squares", sumSquares},
+      {"clip_coefficient", clipCoefficient},
   };
   return table;
 }

@@ -81,4 +81,34 @@ Status adamwUpdate(const KernelCall &call) {
   return Status::ok();
 }
 
+// Gradient clipping, torch.nn.utils.clip_grad_norm_ (error_if_nonfinite off).
+Status sumSquares(const KernelCall &call) {
+  const TensorView &y = call.outputs[0];
+  if (y.numElements() != 1 || y.dtype != plan::F32)
+    return FSDPC_ERROR(kInvalidArgument, "sum_squares: output must be one f32 element");
+  double total = 0;
+  for (const TensorView &x : call.inputs) {
+    if (x.dtype != plan::F32)
+      return FSDPC_ERROR(kInvalidArgument, "sum_squares: inputs must be f32");
+    const float *px = x.f32();
+    for (int64_t i = 0, n = x.numElements(); i < n; ++i)
+      total += static_cast<double>(px[i]) * px[i];
+  }
+  y.f32()[0] = static_cast<float>(total);
+  return Status::ok();
+}
+
+Status clipCoefficient(const KernelCall &call) {
+  const TensorView &sq = call.inputs[0], &scale = call.outputs[0], &norm = call.outputs[1];
+  if (sq.numElements() != 1 || scale.numElements() != 1 || norm.numElements() != 1)
+    return FSDPC_ERROR(kInvalidArgument, "clip_coefficient: operands must be one element each");
+  // In f32, as torch: total_norm is a float tensor, and
+  // max_norm / (total_norm + 1e-6) and the clamp stay in float.
+  const float total = std::sqrt(sq.f32()[0]);
+  const float coefficient = static_cast<float>(call.floatParam(contract::Param::kMaxNorm, 1.0)) / (total + 1e-6f);
+  norm.f32()[0] = total;
+  scale.f32()[0] = std::min(coefficient, 1.0f);
+  return Status::ok();
+}
+
 } // namespace fsdpc::runtime::cpu

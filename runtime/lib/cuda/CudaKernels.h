@@ -141,6 +141,9 @@ Status mseLossGrad(const KernelCall &call);
 // Optimizers.cu: one launch over a unit's flat shard, torch's float order.
 Status sgdUpdate(const KernelCall &call);
 Status adamwUpdate(const KernelCall &call);
+Status sumSquares(const KernelCall &call);
+uint64_t sumSquaresScratch(const KernelCall &call);
+Status clipCoefficient(const KernelCall &call);
 
 } // namespace fsdpc::runtime::cuda
 

@@ -68,6 +68,8 @@ const std::unordered_map<std::string, CudaKernel> &registry() {
       {"mse_loss_grad", {mseLossGrad}},
       {"sgd_update", {sgdUpdate}},
       {"adamw_update", {adamwUpdate}},
+      {"sum_squares", {sumSquares, sumSquaresScratch}},
+      {"clip_coefficient", {clipCoefficient}},
   };
   return table;
 }

@@ -79,7 +79,65 @@ __global__ void adamwKernel(float *p, const float *g, float *m, float *v, const 
   }
 }
 
+constexpr int kSumThreads = 1024;
+
+/// One block adds the squares of `x` (in double, in a fixed order) to
+/// `*total`; the first input of a call starts it at zero.
+__global__ void sumSquaresKernel(const float *x, long long n, double *total, bool first) {
+  __shared__ double shared[32];
+  double partial = 0;
+  for (long long i = threadIdx.x; i < n; i += blockDim.x)
+    partial += static_cast<double>(x[i]) * x[i];
+  const double sum = blockSum(partial, shared);
+  if (threadIdx.x == 0)
+    *total = (first ? 0.0 : *total) + sum;
+}
+
+__global__ void storeTotalKernel(const double *total, float *y) { *y = static_cast<float>(*total); }
+
+__global__ void clipCoefficientKernel(const float *sq, float *scale, float *norm, float maxNorm) {
+  const float total = __fsqrt_rn(*sq);
+  *norm = total;
+  *scale = fminf(__fdiv_rn(maxNorm, __fadd_rn(total, 1e-6f)), 1.0f);
+}
+
 } // namespace
+
+uint64_t sumSquaresScratch(const KernelCall &) { return sizeof(double); }
+
+Status sumSquares(const KernelCall &call) {
+  const TensorView &y = call.outputs[0];
+  if (y.numElements() != 1 || y.dtype != plan::F32)
+    return FSDPC_ERROR(kInvalidArgument, "sum_squares: output must be one f32 element");
+  const CudaLaunch &launch = launchOf(call);
+  if (launch.scratchBytes < sizeof(double))
+    return FSDPC_ERROR(kInternal, "sum_squares: scratch too small");
+  auto *total = static_cast<double *>(launch.scratch);
+  // One block per input, launched in order on the stream: the sum has the
+  // same order on every run (a gradient norm is a few reads of the shards).
+  bool first = true;
+  for (const TensorView &x : call.inputs) {
+    if (x.dtype != plan::F32)
+      return FSDPC_ERROR(kInvalidArgument, "sum_squares: inputs must be f32");
+    sumSquaresKernel<<<1, kSumThreads, 0, launch.stream>>>(x.f32(), x.numElements(), total, first);
+    FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+    first = false;
+  }
+  storeTotalKernel<<<1, 1, 0, launch.stream>>>(total, y.f32());
+  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::ok();
+}
+
+Status clipCoefficient(const KernelCall &call) {
+  const TensorView &sq = call.inputs[0], &scale = call.outputs[0], &norm = call.outputs[1];
+  if (sq.numElements() != 1 || scale.numElements() != 1 || norm.numElements() != 1)
+    return FSDPC_ERROR(kInvalidArgument, "clip_coefficient: operands must be one element each");
+  const CudaLaunch &launch = launchOf(call);
+  clipCoefficientKernel<<<1, 1, 0, launch.stream>>>(
+      sq.f32(), scale.f32(), norm.f32(), static_cast<float>(call.floatParam(contract::Param::kMaxNorm, 1.0)));
+  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::ok();
+}
 
 Status sgdUpdate(const KernelCall &call) {
   FSDPC_RETURN_IF_ERROR(requireF32(call));

@@ -131,3 +131,21 @@ func.func @attention_shapes(%q: tensor<3x5x4xf32>, %k: tensor<3x5x7xf32>, %v: te
   %o, %lse = graph.attention %q, %k, %v, %m {scale = 0.5 : f64} : (tensor<3x5x4xf32>, tensor<3x5x7xf32>, tensor<3x5x6xf32>, tensor<5x5xi64>) -> (tensor<3x5x6xf32>, tensor<3x5xf32>)
   return
 }
+
+// -----
+
+// Tests that sum_squares gives one element.
+func.func @sum_squares_shape(%g: tensor<8xf32>) -> tensor<f32> {
+  // expected-error @+1 {{result must be tensor<1xf32>, got 'tensor<f32>'}}
+  %s = graph.sum_squares %g : (tensor<8xf32>) -> tensor<f32>
+  return %s : tensor<f32>
+}
+
+// -----
+
+// Tests that clipping needs a positive max_norm.
+func.func @clip_max_norm(%s: tensor<1xf32>) -> tensor<1xf32> {
+  // expected-error @+1 {{max_norm must be positive, got 0}}
+  %scale, %norm = graph.clip_coefficient %s {max_norm = 0.0 : f64} : (tensor<1xf32>) -> (tensor<1xf32>, tensor<1xf32>)
+  return %scale : tensor<1xf32>
+}

@@ -74,3 +74,14 @@ func.func @fused_ops(%x: tensor<2x3x4xf32>, %w: tensor<4xf32>, %b: tensor<4xf32>
   %dx, %dw, %db = graph.layer_norm_grad %dg, %w, %mean, %rstd, %drn {axis = 2 : i64} : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<2x3x1xf32>, tensor<2x3x1xf32>, tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>)
   return %dx, %dw : tensor<2x3x4xf32>, tensor<4xf32>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @clipping
+func.func @clipping(%a: tensor<8xf32>, %b: tensor<3xf32>) -> (tensor<1xf32>, tensor<1xf32>) {
+  // CHECK: %[[SQ:.*]] = graph.sum_squares %{{.*}}, %{{.*}} : (tensor<8xf32>, tensor<3xf32>) -> tensor<1xf32>
+  %sq = graph.sum_squares %a, %b : (tensor<8xf32>, tensor<3xf32>) -> tensor<1xf32>
+  // CHECK: graph.clip_coefficient %[[SQ]] {max_norm = 1.000000e+00 : f64} : (tensor<1xf32>) -> (tensor<1xf32>, tensor<1xf32>)
+  %scale, %norm = graph.clip_coefficient %sq {max_norm = 1.0 : f64} : (tensor<1xf32>) -> (tensor<1xf32>, tensor<1xf32>)
+  return %scale, %norm : tensor<1xf32>, tensor<1xf32>
+}

@@ -101,3 +101,12 @@ plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss =
   // expected-error @+1 {{flat_size (14) must be the parameters' element count (15)}}
   plan.unit "u" params ["w"] : [tensor<5x3xf32>] flat_size 14 padded_size 16 shard @s
 }
+
+// -----
+
+// Tests that the gradient norm names a one-element f32 tensor.
+// expected-error @+1 {{grad_norm must name a tensor<1xf32> of this program}}
+plan.program @train_step attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @loss, loss_kind = "mse",
+                                     optimizer = "sgd", grad_norm = @loss} {
+  plan.tensor @loss transient : tensor<f32>
+}

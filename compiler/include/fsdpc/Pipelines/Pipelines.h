@@ -5,7 +5,8 @@
 //   graph: graph-fuse, graph-append-loss, [graph-mixed-precision],
 //          graph-autodiff, graph-optimizer, canonicalize, cse
 //                                            (@forward -> @train_step)
-//   fsdp:  fsdp-wrap, [fsdp-recompute], fsdp-shard, [fsdp-prefetch], [fsdp-bucket]
+//   fsdp:  fsdp-wrap, [fsdp-recompute], fsdp-shard, [fsdp-clip-grad-norm], [fsdp-prefetch],
+//          [fsdp-bucket]
 //          (units, activation checkpointing and collectives)
 //   plan:  convert-graph-to-plan, plan-allocate
 //
@@ -69,6 +70,10 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
   Option<int64_t> maxInflightGathers{*this, "max-inflight-gathers",
                                      llvm::cl::desc("units gathered at once with prefetch (FSDP limit_all_gathers)"),
                                      llvm::cl::init(2)};
+  Option<double> clipGradNorm{*this, "clip-grad-norm",
+                              llvm::cl::desc("clip gradients to this global L2 norm (fsdp-clip-grad-norm; 0: no "
+                                             "clipping)"),
+                              llvm::cl::init(0.0)};
   Option<int64_t> bucketBytes{*this, "bucket-bytes",
                               llvm::cl::desc("collectives of small units issued together up to this many bytes "
                                              "(fsdp-bucket; 0: none)"),

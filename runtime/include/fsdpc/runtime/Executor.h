@@ -57,6 +57,10 @@ public:
   /// Runs one training step; `step` is 1-based as torch's optimizer counts.
   /// Returns the loss (0 for a forward-only plan).
   StatusOr<float> runStep(int64_t step);
+  /// Whether the plan clips gradients, and the last step's global gradient
+  /// norm before clipping (the same on every rank).
+  bool clipsGradients() const { return plan_.header.has_grad_norm_tensor(); }
+  StatusOr<float> lastGradNorm();
 
   /// The full trainable and frozen parameters under their ONNX names. The
   /// unit shards are gathered to the first rank of each shard group; every

@@ -56,6 +56,7 @@ enum class Param : uint8_t {
   kWarmupSteps,
   kTotalSteps,
   kMinLr,
+  kMaxNorm,
   kCount
 };
 

@@ -65,6 +65,10 @@ int64_t numElements(const plan::Tensor &tensor);
 /// parameters outside units.
 int64_t countTrainableParameters(const plan::PlanHeader &header);
 
+/// Whether a rank's checkpoint holds `tensor`: its persistent tensors but
+/// views, constants and gradient shards (recomputed every step).
+bool isCheckpointedState(const plan::Tensor &tensor);
+
 /// A hash of what a sharded checkpoint holds and how: the world size, shard
 /// group and strategy, every unit (name, sizes, parameters with shapes and
 /// offsets) and every tensor of a rank's local state (name, kind, dtype,

@@ -112,6 +112,8 @@ LogicalResult AllReduceOp::verify() {
   return verifyReduction(*this, getReduction());
 }
 LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  if (!getUnitAttr())
+    return success();
   return verifyUnitUse(*this, symbolTable, getUnitAttr());
 }
 

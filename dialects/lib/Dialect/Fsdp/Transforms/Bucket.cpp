@@ -76,7 +76,7 @@ std::optional<Member> memberOf(Operation *op) {
                    elementOf(scatter.getInput())},
                   scatter.getUnitAttr(),
                   bytesOf(scatter.getInput())};
-  if (auto reduce = dyn_cast<fsdp::AllReduceOp>(op))
+  if (auto reduce = dyn_cast<fsdp::AllReduceOp>(op); reduce && reduce.getUnitAttr()) // not the step's norm
     return Member{op,
                   {op->getName(), static_cast<int64_t>(reduce.getGroupSize()), static_cast<int64_t>(reduce.getGroupStride()), reduce.getReduction(),
                    elementOf(reduce.getInput())},
@@ -158,7 +158,8 @@ struct FsdpBucketPass : public fsdpc::fsdp::impl::FsdpBucketBase<FsdpBucketPass>
       SmallVector<Member> members;
       for (Operation &op : body)
         if (op.getName().getStringRef() == kind)
-          members.push_back(*memberOf(&op));
+          if (std::optional<Member> member = memberOf(&op))
+            members.push_back(*member);
       SmallVector<Member> bucket;
       int64_t bytes = 0;
       auto close = [&] {

@@ -581,5 +581,27 @@ LogicalResult AdamwUpdateOp::verify() {
   return success();
 }
 
+static bool isOneElementVector(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  return tensor && tensor.getRank() == 1 && tensor.getDimSize(0) == 1;
+}
+
+LogicalResult SumSquaresOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one input");
+  if (!isOneElementVector(getResult().getType()))
+    return emitOpError("result must be tensor<1xf32>, got ") << getResult().getType();
+  return success();
+}
+
+LogicalResult ClipCoefficientOp::verify() {
+  for (Value v : {getSumSquares(), getScale(), getNorm()})
+    if (!isOneElementVector(v.getType()))
+      return emitOpError("operand and results must be tensor<1xf32>, got ") << v.getType();
+  if (!(getMaxNorm().convertToDouble() > 0))
+    return emitOpError("max_norm must be positive, got ") << getMaxNorm().convertToDouble();
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "fsdpc/Dialect/Graph/IR/GraphOps.cpp.inc"

@@ -88,6 +88,8 @@ ProgramLifetimes computeLifetimes(ProgramOp program) {
   };
   if (program.getLoss())
     readAfter(*program.getLoss());
+  if (program.getGradNorm())
+    readAfter(*program.getGradNorm());
   if (std::optional<ArrayAttr> outputs = program.getOutputs())
     for (Attribute output : *outputs)
       readAfter(cast<FlatSymbolRefAttr>(output).getValue());

@@ -38,6 +38,12 @@ LogicalResult ProgramOp::verify() {
     if (lossTensor.getTensorType().getRank() != 0 || !lossTensor.getTensorType().getElementType().isF32())
       return emitOpError("loss must be a scalar f32 tensor, got ") << lossTensor.getType();
   }
+  if (getGradNormAttr()) {
+    auto norm = dyn_cast_if_present<TensorOp>(mlir::SymbolTable::lookupSymbolIn(*this, getGradNormAttr()));
+    if (!norm || norm.getTensorType().getShape() != ArrayRef<int64_t>{1} ||
+        !norm.getTensorType().getElementType().isF32())
+      return emitOpError("grad_norm must name a tensor<1xf32> of this program");
+  }
   if (std::optional<ArrayAttr> outputs = getOutputs())
     for (Attribute output : *outputs)
       if (!dyn_cast_if_present<TensorOp>(mlir::SymbolTable::lookupSymbolIn(*this, cast<FlatSymbolRefAttr>(output))))

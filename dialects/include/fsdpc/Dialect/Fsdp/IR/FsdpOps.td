@@ -108,7 +108,8 @@ def Fsdp_AllReduceOp : Fsdp_UnitUserOp<"all_reduce", [SameOperandsAndResultType]
   let summary = "the sum or mean of a tensor over the group, on every rank";
   let description = [{
     - `input`: the local tensor.
-    - `unit`: the unit the tensor belongs to.
+    - `unit`: the unit the tensor belongs to; absent for a value of the
+      whole step (the squared gradient norm of gradient clipping).
     - `reduction`: `"sum"` or `"avg"`.
     - `group_size`, `group_stride`: the group (see the dialect).
 
@@ -117,7 +118,7 @@ def Fsdp_AllReduceOp : Fsdp_UnitUserOp<"all_reduce", [SameOperandsAndResultType]
         : tensor<5632xf32>
     ```
   }];
-  let arguments = (ins Fsdp_FlatTensor:$input, FlatSymbolRefAttr:$unit, StrAttr:$reduction, I64Attr:$group_size,
+  let arguments = (ins Fsdp_FlatTensor:$input, OptionalAttr<FlatSymbolRefAttr>:$unit, StrAttr:$reduction, I64Attr:$group_size,
                        DefaultValuedAttr<I64Attr, "1">:$group_stride);
   let results = (outs Fsdp_FlatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";

@@ -116,6 +116,27 @@ def FsdpShard : Pass<"fsdp-shard", "mlir::ModuleOp"> {
   let dependentDialects = ["::fsdpc::fsdp::FsdpDialect"];
 }
 
+def FsdpClipGradNorm : Pass<"fsdp-clip-grad-norm", "mlir::ModuleOp"> {
+  let summary = "clip the gradients by their global L2 norm over all shards and ranks";
+  let description = [{
+    Runs after fsdp-shard on @train_step: FSDP's `clip_grad_norm_(max_norm)`
+    as IR. Just before the first optimizer update, `graph.sum_squares` adds
+    the squares of every gradient shard the updates read; an
+    `fsdp.all_reduce` (sum, without a unit) over the shard group makes it
+    the global squared norm (no collective for a group of one: no_shard
+    gradients are whole on every rank, and hybrid sharding's replica groups
+    hold the same shards); `graph.clip_coefficient` gives the norm and
+    `scale = min(1, max_norm / (norm + 1e-6))`, and each update reads its
+    gradient times `scale` (`graph.mul`). The norm before clipping becomes a
+    result of the step marked `graph.grad_norm`, which the plan keeps for
+    fsdp-run's metrics.
+  }];
+  let options = [
+    Option<"maxNorm", "max-norm", "double", /*default=*/"1.0", "the largest gradient norm allowed">
+  ];
+  let dependentDialects = ["::fsdpc::fsdp::FsdpDialect", "::fsdpc::graph::GraphDialect"];
+}
+
 def FsdpPrefetch : Pass<"fsdp-prefetch", "mlir::ModuleOp"> {
   let summary = "issue each unit's all_gather one unit early";
   let description = [{

@@ -21,6 +21,8 @@ inline constexpr llvm::StringLiteral kStateSlotAttr = "graph.state_slot";
 inline constexpr llvm::StringLiteral kStepAttr = "graph.step";
 inline constexpr llvm::StringLiteral kOutputAttr = "graph.output";
 inline constexpr llvm::StringLiteral kLossAttr = "graph.loss";
+/// The step's global gradient norm before clipping (fsdp-clip-grad-norm).
+inline constexpr llvm::StringLiteral kGradNormAttr = "graph.grad_norm";
 inline constexpr llvm::StringLiteral kGradOfAttr = "graph.grad_of";
 inline constexpr llvm::StringLiteral kUpdatesAttr = "graph.updates";
 // Module attributes set by the importer and the training-step passes.

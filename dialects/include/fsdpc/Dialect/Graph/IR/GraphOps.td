@@ -908,4 +908,48 @@ def Graph_AdamwUpdateOp : Graph_Op<"adamw_update", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Graph_SumSquaresOp : Graph_Op<"sum_squares", [Pure]> {
+  let summary = "the sum of the squares of every element of its operands";
+  let description = [{
+    `result[0] = sum over every input x and element i of x[i]^2`, summed in
+    double in operand and element order, then rounded to f32: the squared
+    L2 norm of several tensors at once (gradient clipping's partial norm of
+    this rank's gradient shards).
+
+    - `inputs`: one or more f32 tensors.
+    - `result`: `tensor<1xf32>`.
+
+    ```mlir
+    %sq = graph.sum_squares %g0, %g1 : (tensor<8xf32>, tensor<15xf32>) -> tensor<1xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Graph_F32Tensor>:$inputs);
+  let results = (outs Graph_F32Tensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Graph_ClipCoefficientOp : Graph_Op<"clip_coefficient", [Pure]> {
+  let summary = "the gradient norm and the factor that clips it to max_norm";
+  let description = [{
+    From the squared global gradient norm: `norm = sqrt(sum_squares)` and
+    `scale = min(1, max_norm / (norm + 1e-6))`, in f32, as
+    `torch.nn.utils.clip_grad_norm_` computes them. Every gradient is then
+    multiplied by `scale`; `norm` is the norm before clipping.
+
+    - `sum_squares`: `tensor<1xf32>`.
+    - `max_norm`: the largest norm allowed, positive.
+    - results: `scale`, `norm`, each `tensor<1xf32>`.
+
+    ```mlir
+    %scale, %norm = graph.clip_coefficient %sq {max_norm = 1.000000e+00 : f64}
+        : (tensor<1xf32>) -> (tensor<1xf32>, tensor<1xf32>)
+    ```
+  }];
+  let arguments = (ins Graph_F32Tensor:$sum_squares, F64Attr:$max_norm);
+  let results = (outs Graph_F32Tensor:$scale, Graph_F32Tensor:$norm);
+  let assemblyFormat = "$sum_squares attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 #endif // FSDPC_DIALECT_GRAPH_GRAPHOPS_TD

@@ -8,7 +8,8 @@
 //
 // A view's uses are its storage's. A collective on the communication stream
 // keeps its tensors live until the compute stream waits for its record. The
-// loss and the outputs stay live to the end (they are read after the step);
+// loss, the gradient norm and the outputs stay live to the end (they are
+// read after the step);
 // inputs are live from before the first instruction.
 //
 //===----------------------------------------------------------------------===//

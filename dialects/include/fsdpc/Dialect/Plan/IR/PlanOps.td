@@ -17,6 +17,8 @@ def Plan_ProgramOp : Plan_Op<"program", [Symbol, SymbolTable, IsolatedFromAbove,
     - `global_batch`: samples per step over all ranks.
     - `loss`: the scalar tensor that holds the step's loss (absent in a
       forward-only program).
+    - `grad_norm`: with gradient clipping, the `tensor<1xf32>` that holds
+      the step's global gradient norm before clipping.
     - `outputs`: in a forward-only program, the tensors holding the model's
       outputs, each named after its ONNX output by `source_name`.
     - `loss_kind`: `"cross_entropy"`, `"mse"` or `"output"`.
@@ -44,7 +46,7 @@ def Plan_ProgramOp : Plan_Op<"program", [Symbol, SymbolTable, IsolatedFromAbove,
                        OptionalAttr<I64Attr>:$persistent_bytes, OptionalAttr<I64Attr>:$transient_bytes,
                        OptionalAttr<FlatSymbolRefArrayAttr>:$outputs, OptionalAttr<StrAttr>:$source,
                        OptionalAttr<I64Attr>:$opset, OptionalAttr<StrAttr>:$strategy,
-                       OptionalAttr<I64Attr>:$shard_group_size);
+                       OptionalAttr<I64Attr>:$shard_group_size, OptionalAttr<FlatSymbolRefAttr>:$grad_norm);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
   let hasVerifier = 1;

@@ -108,6 +108,16 @@ cl::opt<std::string> memoryBudget("memory-budget",
                                   cl::desc("tensor memory per rank that --recompute auto must fit, in bytes with an "
                                            "optional K, M or G suffix (powers of 1024)"),
                                   cl::value_desc("bytes"), cl::cat(category));
+cl::opt<int64_t> gradAccum("grad-accum",
+                           cl::desc("gradient accumulation: K micro-batches of forward and backward per optimizer "
+                                    "step, each of --batch-size samples (default 1); equal to one step on a batch "
+                                    "K times larger, with one micro-batch's activations in memory"),
+                           cl::value_desc("K"), cl::init(1), cl::cat(category));
+cl::opt<std::string> accumReduce("accum-reduce",
+                                 cl::desc("with --grad-accum: last (default; sum the gradients locally and reduce "
+                                          "once, FSDP's no_sync) or each (reduce every micro-batch's gradients and "
+                                          "sum the shards)"),
+                                 cl::init("last"), cl::cat(category));
 cl::opt<double> clipGradNorm("clip-grad-norm",
                              cl::desc("clip the gradients to this global L2 norm over every shard and rank before "
                                       "the optimizer, as torch.nn.utils.clip_grad_norm_ / FSDP's clip_grad_norm_ "
@@ -225,6 +235,8 @@ int main(int argc, char **argv) {
   options.forwardOnly = forwardOnly;
   options.recompute = recompute;
   options.clipGradNorm = clipGradNorm;
+  options.gradAccum = gradAccum;
+  options.accumReduce = accumReduce;
   if (!memoryBudget.empty()) {
     int64_t budget;
     if (!parseBytes(memoryBudget, budget))

@@ -67,6 +67,14 @@ std::string validateCompileOptions(const CompileOptions &o) {
     return "--memory-budget must be positive";
   if (o.bucketBytes < 0)
     return "--bucket-bytes must be non-negative";
+  if (o.gradAccum < 1)
+    return "--grad-accum must be at least 1";
+  if (o.accumReduce != "last" && o.accumReduce != "each")
+    return "--accum-reduce must be last or each, got '" + o.accumReduce + "'";
+  if (o.gradAccum > 1 && o.forwardOnly)
+    return "--grad-accum needs a training step, not --forward-only";
+  if (o.gradAccum > 1 && mp != "none" && o.reduceDtype == mp)
+    return "--grad-accum sums gradients in fp32; use it with --reduce-dtype fp32";
   if (o.clipGradNorm < 0)
     return "--clip-grad-norm must be positive";
   if (o.clipGradNorm > 0 && o.forwardOnly)
@@ -109,9 +117,12 @@ void buildFsdpStage(OpPassManager &pm, const CompileOptions &o) {
   // `auto` is settled before this stage runs (chooseRecomputePolicy).
   if (o.recompute != "none" && o.recompute != "auto")
     pm.addPass(fsdp::createFsdpRecompute({o.recompute}));
+  // After recompute, which works on one micro-batch's step.
+  if (o.gradAccum > 1)
+    pm.addPass(graph::createGraphAccumulate({o.gradAccum}));
   // fsdp-shard's "low" is the mixed-precision type the gradients arrive in.
   std::string reduce = o.reduceDtype == o.mixedPrecision ? "low" : "f32";
-  pm.addPass(fsdp::createFsdpShard({o.strategy, o.worldSize, o.shardGroupSize, reduce}));
+  pm.addPass(fsdp::createFsdpShard({o.strategy, o.worldSize, o.shardGroupSize, reduce, o.accumReduce}));
   if (o.clipGradNorm > 0)
     pm.addPass(fsdp::createFsdpClipGradNorm({o.clipGradNorm}));
   // K gathered units at once: each gather issued K - 1 units early.

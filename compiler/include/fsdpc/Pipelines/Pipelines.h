@@ -5,7 +5,7 @@
 //   graph: graph-fuse, graph-append-loss, [graph-mixed-precision],
 //          graph-autodiff, graph-optimizer, canonicalize, cse
 //                                            (@forward -> @train_step)
-//   fsdp:  fsdp-wrap, [fsdp-recompute], fsdp-shard, [fsdp-clip-grad-norm], [fsdp-prefetch],
+//   fsdp:  fsdp-wrap, [fsdp-recompute], [graph-accumulate], fsdp-shard, [fsdp-clip-grad-norm], [fsdp-prefetch],
 //          [fsdp-bucket]
 //          (units, activation checkpointing and collectives)
 //   plan:  convert-graph-to-plan, plan-allocate
@@ -70,6 +70,14 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
   Option<int64_t> maxInflightGathers{*this, "max-inflight-gathers",
                                      llvm::cl::desc("units gathered at once with prefetch (FSDP limit_all_gathers)"),
                                      llvm::cl::init(2)};
+  Option<int64_t> gradAccum{*this, "grad-accum",
+                             llvm::cl::desc("micro-batches of forward and backward per optimizer step "
+                                            "(graph-accumulate)"),
+                             llvm::cl::init(1)};
+  Option<std::string> accumReduce{*this, "accum-reduce",
+                                  llvm::cl::desc("with grad-accum: last (reduce once, FSDP no_sync) or each "
+                                                 "(reduce every micro-batch)"),
+                                  llvm::cl::init("last")};
   Option<double> clipGradNorm{*this, "clip-grad-norm",
                               llvm::cl::desc("clip gradients to this global L2 norm (fsdp-clip-grad-norm; 0: no "
                                              "clipping)"),

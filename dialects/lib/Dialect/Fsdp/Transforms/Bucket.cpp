@@ -145,9 +145,7 @@ struct FsdpBucketPass : public fsdpc::fsdp::impl::FsdpBucketBase<FsdpBucketPass>
     if (!train)
       return signalPassFailure();
     Block &body = train.getBody().front();
-    int lossIndex = graph::findResultWithAttr(train, graph::kLossAttr);
-    Operation *lossOp = lossIndex < 0 ? nullptr : body.getTerminator()->getOperand(lossIndex).getDefiningOp();
-    auto inForward = [&](Operation *op) { return lossOp && (op == lossOp || op->isBeforeInBlock(lossOp)); };
+    const graph::StepPhases phases(train);
 
     // Gathers first, then reduce-scatters, then all-reduces: hybrid
     // sharding's all-reduces read the reduce-scatters' results, and line up
@@ -171,7 +169,7 @@ struct FsdpBucketPass : public fsdpc::fsdp::impl::FsdpBucketBase<FsdpBucketPass>
       for (const Member &m : members) {
         bool fits = !bucket.empty() && m.key == bucket.front().key && bytes + m.bytes <= bucketBytes &&
                     llvm::none_of(bucket, [&](const Member &b) { return b.unit == m.unit; }) &&
-                    (!gathers || inForward(m.op) == inForward(bucket.front().op)) &&
+                    (!gathers || phases.phaseOf(m.op) == phases.phaseOf(bucket.front().op)) &&
                     (gathers ? succeeded(hoistable(m.op, bucket.front().op))
                              : llvm::all_of(bucket, [&](const Member &b) { return succeeded(sinkable(b.op, m.op)); }));
         if (!fits)

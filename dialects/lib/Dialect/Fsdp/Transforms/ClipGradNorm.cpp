@@ -54,8 +54,12 @@ struct FsdpClipGradNormPass : public fsdpc::fsdp::impl::FsdpClipGradNormBase<Fsd
       return signalPassFailure();
     }
 
-    // The norm is complete once every gradient is: just before the first
-    // update, after the last reduction (the updates come last).
+    // The norm is complete once every gradient is. The updates read nothing
+    // but their unit's shards, so they move to the end, after every
+    // gradient, and the norm goes just before them.
+    Operation *terminator = train.getBody().front().getTerminator();
+    for (Operation *update : updates)
+      update->moveBefore(terminator);
     OpBuilder builder(updates.front());
     Location loc = NameLoc::get(builder.getStringAttr("clip_grad_norm"), train.getLoc());
     auto scalar = RankedTensorType::get({1}, builder.getF32Type());
@@ -78,7 +82,6 @@ struct FsdpClipGradNormPass : public fsdpc::fsdp::impl::FsdpClipGradNormBase<Fsd
     }
 
     // The norm before clipping, returned for fsdp-run's metrics.
-    Operation *terminator = train.getBody().front().getTerminator();
     SmallVector<Value> values(terminator->getOperands());
     SmallVector<DictionaryAttr> attrs;
     for (unsigned i = 0; i < train.getNumResults(); ++i)

@@ -40,18 +40,16 @@ struct FsdpPrefetchPass : public fsdpc::fsdp::impl::FsdpPrefetchBase<FsdpPrefetc
     func::FuncOp train = graph::lookupFunction(getOperation(), graph::kTrainStepFunc, "fsdp-prefetch");
     if (!train)
       return failure();
-    int lossIndex = graph::findResultWithAttr(train, graph::kLossAttr);
     Block &body = train.getBody().front();
-    Operation *lossOp = lossIndex < 0 ? nullptr : body.getTerminator()->getOperand(lossIndex).getDefiningOp();
-    auto inForward = [&](Operation *op) { return lossOp && (op == lossOp || op->isBeforeInBlock(lossOp)); };
+    const graph::StepPhases phases(train);
 
     SmallVector<fsdp::AllGatherOp> gathers(body.getOps<fsdp::AllGatherOp>());
     // Walk backwards so that each gather moves next to its predecessor's
     // original place.
     for (size_t i = gathers.size(); i-- > 1;) {
       fsdp::AllGatherOp previous = gathers[i - 1], current = gathers[i];
-      if (inForward(previous) != inForward(current))
-        continue; // backward's first gather stays in backward
+      if (phases.phaseOf(previous) != phases.phaseOf(current))
+        continue; // backward's first gather stays in backward (and each micro-batch's in it)
       // The gather and its views move together, right after the previous
       // gather's views.
       Operation *anchor = previous;

@@ -94,6 +94,11 @@ struct FsdpRecomputePass : public fsdpc::fsdp::impl::FsdpRecomputeBase<FsdpRecom
       return signalPassFailure();
     }
     Block &body = train.getBody().front();
+    for (Operation &op : body)
+      if (op.hasAttr(graph::kMicroLossAttr)) {
+        train.emitError("fsdp-recompute: must run before graph-accumulate, on one micro-batch's step");
+        return signalPassFailure();
+      }
     Operation *lossOp = body.getTerminator()->getOperand(lossIndex).getDefiningOp();
     if (!lossOp)
       return;

@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "fsdpc/Dialect/Fsdp/Transforms/Passes.h"
 
+#include <map>
+
 #include "fsdpc/Dialect/Fsdp/IR/FsdpDialect.h"
 #include "fsdpc/Dialect/Graph/IR/GraphDialect.h"
 #include "fsdpc/Dialect/Graph/Transforms/Passes.h"
@@ -74,6 +76,34 @@ std::optional<SmallVector<Value>> updateState(Operation *op) {
 Value updateGrad(Operation *op) { return op->getOperand(1); }
 Value updateStep(Operation *op) { return op->getOperands().back(); }
 
+/// With gradient accumulation (graph-accumulate), an update's gradient is
+/// `scale(add(...add(g0, g1)..., gK-1), 1/K)`: the micro-batches' gradients
+/// g0 ... gK-1 and the ops that sum them, or nothing if it is not.
+struct AccumulatedGrad {
+  SmallVector<Value> microBatches;
+  SmallVector<Operation *> sumOps; // the scale, then the adds from the last
+  double factor = 1;
+};
+std::optional<AccumulatedGrad> accumulatedGrad(Value grad) {
+  auto scale = grad.getDefiningOp<graph::ScaleOp>();
+  if (!scale || !scale->hasAttr(graph::kAccumulateAttr))
+    return std::nullopt;
+  AccumulatedGrad result;
+  result.factor = scale.getFactor().convertToDouble();
+  result.sumOps.push_back(scale);
+  Value sum = scale.getInput();
+  while (auto add = sum.getDefiningOp<graph::AddOp>()) {
+    if (!add->hasAttr(graph::kAccumulateAttr))
+      break;
+    result.sumOps.push_back(add);
+    result.microBatches.push_back(add.getRhs());
+    sum = add.getLhs();
+  }
+  result.microBatches.push_back(sum);
+  std::reverse(result.microBatches.begin(), result.microBatches.end());
+  return result;
+}
+
 /// An update's hyperparameters.
 DictionaryAttr hyperParameters(Operation *op) {
   return DictionaryAttr::get(op->getContext(), graph::ownAttributes(op));
@@ -114,6 +144,11 @@ struct FsdpShardPass : public fsdpc::fsdp::impl::FsdpShardBase<FsdpShardPass> {
                          << static_cast<int64_t>(worldSize) << ", got " << static_cast<int64_t>(shardGroupSize);
       return signalPassFailure();
     }
+    if (accumulateReduce != "last" && accumulateReduce != "each") {
+      train.emitError() << "fsdp-shard: accumulate-reduce must be last or each, got '" << accumulateReduce << "'";
+      return signalPassFailure();
+    }
+    reduceEach_ = accumulateReduce == "each";
     if (reduceDtype != "f32" && reduceDtype != "low") {
       train.emitError() << "fsdp-shard: reduce-dtype must be f32 or low, got '" << reduceDtype << "'";
       return signalPassFailure();
@@ -141,6 +176,7 @@ struct FsdpShardPass : public fsdpc::fsdp::impl::FsdpShardBase<FsdpShardPass> {
   Strategy kind_ = Strategy::kFullShard;
   int64_t groupSize_ = 1;
   bool reduceLow_ = false;
+  bool reduceEach_ = false;
 };
 
 LogicalResult FsdpShardPass::collectUnits(ModuleOp module, func::FuncOp train, SmallVectorImpl<UnitParams> &units) {
@@ -209,9 +245,9 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
   Operation *terminator = body.getTerminator();
   Value loss = terminator->getOperand(lossIndex);
   // Forward is everything up to the op that computes the loss; autodiff puts
-  // the backward pass after it.
-  Operation *lossOp = loss.getDefiningOp();
-  auto inForward = [&](Operation *op) { return lossOp && (op == lossOp || op->isBeforeInBlock(lossOp)); };
+  // the backward pass after it. With gradient accumulation, each
+  // micro-batch has its forward and backward.
+  const graph::StepPhases phases(train);
 
   MLIRContext *context = module.getContext();
   OpBuilder builder(context);
@@ -226,6 +262,7 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
   SmallVector<Operation *> oldUpdates;
   // reduce-dtype=low: the casts of gradients to f32 the old updates read.
   SmallVector<Operation *> deadGradCasts;
+  SmallVector<Operation *> deadSums;
 
   for (UnitParams &unit : units) {
     auto symbol = FlatSymbolRefAttr::get(unit.unit.getSymNameAttr());
@@ -272,14 +309,16 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
         }
     }
 
-    // Reads of the parameters, split into forward and backward.
-    SmallVector<Operation *> forwardUsers, backwardUsers, allUsers;
+    // Reads of the parameters, by phase (forward and backward of each
+    // micro-batch), in phase order.
+    SmallVector<Operation *> allUsers;
+    std::map<int64_t, SmallVector<Operation *>> usersByPhase;
     for (const SmallVector<Value> &paramReads : reads)
       for (Value read : paramReads)
         for (Operation *user : read.getUsers())
           if (!llvm::is_contained(unit.updates, user) && !llvm::is_contained(allUsers, user)) {
             allUsers.push_back(user);
-            (inForward(user) ? forwardUsers : backwardUsers).push_back(user);
+            usersByPhase[phases.phaseOf(user)].push_back(user);
           }
 
     auto gatherAround = [&](ArrayRef<Operation *> users) {
@@ -303,16 +342,69 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
       builder.setInsertionPointToStart(&body);
       readThroughViews(builder, unit, shardArg, allUsers, reads);
     } else if (kind_ == Strategy::kShardGradOp) {
-      gatherAround(allUsers);
+      // One gather per micro-batch, kept through its forward and backward.
+      std::map<int64_t, SmallVector<Operation *>> usersByMicroBatch;
+      for (auto &[phase, users] : usersByPhase)
+        llvm::append_range(usersByMicroBatch[phase / 2], users);
+      for (auto &[micro, users] : usersByMicroBatch)
+        gatherAround(users);
     } else {
-      if (!forwardUsers.empty())
-        gatherAround(forwardUsers);
-      if (!backwardUsers.empty())
-        gatherAround(backwardUsers);
+      for (auto &[phase, users] : usersByPhase)
+        gatherAround(users);
     }
     for (Operation *cast : castsToErase)
       if (cast->use_empty())
         cast->erase();
+
+    // accumulate-reduce=each: every micro-batch's flat gradient is reduced
+    // as soon as it is complete; the shards are summed before the update.
+    std::optional<Value> reducedEach;
+    if (reduceEach_ && (groupSize_ > 1 || replicas > 1)) {
+      SmallVector<AccumulatedGrad> accumulated;
+      for (Operation *update : unit.updates)
+        if (std::optional<AccumulatedGrad> a = accumulatedGrad(updateGrad(update)))
+          accumulated.push_back(*a);
+      const size_t micro = accumulated.empty() ? 0 : accumulated.front().microBatches.size();
+      if (accumulated.size() == unit.updates.size() &&
+          llvm::all_of(accumulated, [&](const AccumulatedGrad &a) { return a.microBatches.size() == micro; })) {
+        Location loc = unit.unit.getLoc();
+        SmallVector<Value> partials;
+        for (size_t m = 0; m < micro; ++m) {
+          SmallVector<Value> grads;
+          SmallVector<Operation *> defs;
+          for (const AccumulatedGrad &a : accumulated) {
+            grads.push_back(a.microBatches[m]);
+            if (Operation *def = a.microBatches[m].getDefiningOp())
+              defs.push_back(def);
+          }
+          if (defs.empty())
+            builder.setInsertionPointToStart(&body);
+          else
+            builder.setInsertionPointAfter(latest(defs));
+          Value grad = fsdp::FlattenOp::create(builder, loc, flatType(f32, padded), grads, symbol).getResult();
+          if (groupSize_ > 1)
+            grad = fsdp::ReduceScatterOp::create(builder, loc, shardType, grad, symbol, avg, i64(groupSize_), i64(1))
+                       .getResult();
+          if (replicas > 1)
+            grad = fsdp::AllReduceOp::create(builder, loc, grad, symbol, avg, i64(replicas), i64(groupSize_)).getResult();
+          partials.push_back(grad);
+        }
+        // Summed where the update reads them, so that compute waits for no
+        // reduction before the end of the step.
+        builder.setInsertionPoint(terminator);
+        Value sum = partials.front();
+        for (Value partial : llvm::drop_begin(partials)) {
+          auto add = graph::AddOp::create(builder, loc, shardType, sum, partial);
+          add->setAttr(graph::kAccumulateAttr, builder.getUnitAttr());
+          sum = add.getResult();
+        }
+        auto mean = graph::ScaleOp::create(builder, loc, sum, builder.getF64FloatAttr(accumulated.front().factor));
+        mean->setAttr(graph::kAccumulateAttr, builder.getI64IntegerAttr(micro));
+        reducedEach = mean.getResult();
+        for (const AccumulatedGrad &a : accumulated)
+          llvm::append_range(deadSums, a.sumOps);
+      }
+    }
 
     // The flat gradient, reduced as soon as its last part is computed.
     SmallVector<Value> grads;
@@ -333,20 +425,25 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
           deadGradCasts.push_back(def);
         }
       }
-    if (gradDefs.empty())
-      builder.setInsertionPointToStart(&body);
-    else
-      builder.setInsertionPointAfter(latest(gradDefs));
     Location loc = unit.unit.getLoc();
-    Value grad = fsdp::FlattenOp::create(builder, loc, flatType(reduceElement, padded), grads, symbol).getResult();
-    if (groupSize_ > 1)
-      grad = fsdp::ReduceScatterOp::create(builder, loc, flatType(reduceElement, shardType.getNumElements()), grad,
-                                           symbol, avg, i64(groupSize_), i64(1))
-                 .getResult();
-    if (replicas > 1)
-      grad = fsdp::AllReduceOp::create(builder, loc, grad, symbol, avg, i64(replicas), i64(groupSize_)).getResult();
-    if (reduceElement != f32)
-      grad = graph::CastOp::create(builder, loc, shardType, grad).getResult();
+    Value grad;
+    if (reducedEach) {
+      grad = *reducedEach;
+    } else {
+      if (gradDefs.empty())
+        builder.setInsertionPointToStart(&body);
+      else
+        builder.setInsertionPointAfter(latest(gradDefs));
+      grad = fsdp::FlattenOp::create(builder, loc, flatType(reduceElement, padded), grads, symbol).getResult();
+      if (groupSize_ > 1)
+        grad = fsdp::ReduceScatterOp::create(builder, loc, flatType(reduceElement, shardType.getNumElements()), grad,
+                                             symbol, avg, i64(groupSize_), i64(1))
+                   .getResult();
+      if (replicas > 1)
+        grad = fsdp::AllReduceOp::create(builder, loc, grad, symbol, avg, i64(replicas), i64(groupSize_)).getResult();
+      if (reduceElement != f32)
+        grad = graph::CastOp::create(builder, loc, shardType, grad).getResult();
+    }
 
     // One update of the unit's shards, after the whole backward pass.
     builder.setInsertionPoint(terminator);
@@ -391,6 +488,10 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
   for (Operation *cast : deadGradCasts)
     if (cast->use_empty())
       cast->erase();
+  // accumulate-reduce=each: the sums of the unsharded gradients are dead.
+  for (Operation *sum : deadSums)
+    if (sum->use_empty())
+      sum->erase();
   oldArgs.resize(train.getNumArguments());
   for (unsigned i : oldArgs.set_bits())
     if (!train.getArgument(i).use_empty())

@@ -1,5 +1,6 @@
 #include "fsdpc/Dialect/Graph/Transforms/Passes.h"
 
+#include "fsdpc/Dialect/Graph/IR/GraphDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 using namespace mlir;
@@ -44,6 +45,34 @@ int findResultWithAttr(func::FuncOp func, StringRef attrName) {
     if (func.getResultAttr(i, attrName))
       return i;
   return -1;
+}
+
+StepPhases::StepPhases(func::FuncOp train) {
+  Block &body = train.getBody().front();
+  for (Operation &op : body) {
+    if (op.hasAttr(kMicroLossAttr))
+      losses_.push_back(&op);
+    if (auto micro = op.getAttrOfType<IntegerAttr>(kMicroBatchAttr); micro && micro.getInt() > 0)
+      starts_.push_back(&op);
+  }
+  if (losses_.empty()) {
+    int lossIndex = findResultWithAttr(train, kLossAttr);
+    if (lossIndex >= 0)
+      if (Operation *loss = body.getTerminator()->getOperand(lossIndex).getDefiningOp())
+        losses_.push_back(loss);
+  }
+}
+
+int64_t StepPhases::phaseOf(Operation *op) const {
+  Operation *inBlock = losses_.empty() ? op : losses_.front()->getBlock()->findAncestorOpInBlock(*op);
+  if (!inBlock)
+    return 0;
+  int64_t phase = 0;
+  for (Operation *loss : losses_)
+    phase += loss->isBeforeInBlock(inBlock); // after a micro-batch's loss: its backward
+  for (Operation *start : starts_)
+    phase += start == inBlock || start->isBeforeInBlock(inBlock); // from a micro-batch's first op: its forward
+  return phase;
 }
 
 } // namespace fsdpc::graph

@@ -103,6 +103,17 @@ def FsdpShard : Pass<"fsdp-shard", "mlir::ModuleOp"> {
     from the low-precision type are flattened and reduce-scattered in that
     type, and the shard is cast to f32 for the update. The default, `f32`,
     reduces in f32, like FSDP's `reduce_dtype=torch.float32`.
+
+    Gradient accumulation (after graph-accumulate): gathers are placed per
+    phase, so every micro-batch gathers in its forward and its backward
+    (shard_grad_op once per micro-batch). With `accumulate-reduce=last`,
+    the default, the gradient summed over the micro-batches is flattened
+    and reduced once, during the last micro-batch's backward (FSDP's
+    `no_sync`: the unsharded sums live across micro-batches). With `each`,
+    every micro-batch's gradients are flattened and reduced (reduce-scatter,
+    and the all-reduce of no_shard or hybrid_shard) as soon as they are
+    complete, and the K shards are summed and scaled by 1/K just before the
+    update.
   }];
   let options = [
     Option<"strategy", "strategy", "std::string", /*default=*/"\"full_shard\"",
@@ -111,7 +122,10 @@ def FsdpShard : Pass<"fsdp-shard", "mlir::ModuleOp"> {
     Option<"shardGroupSize", "shard-group-size", "int64_t", /*default=*/"0",
            "ranks per shard group (hybrid_shard only)">,
     Option<"reduceDtype", "reduce-dtype", "std::string", /*default=*/"\"f32\"",
-           "f32, or low: reduce mixed-precision gradients in their low-precision type">
+           "f32, or low: reduce mixed-precision gradients in their low-precision type">,
+    Option<"accumulateReduce", "accumulate-reduce", "std::string", /*default=*/"\"last\"",
+           "with graph-accumulate: last (reduce the summed gradient once, FSDP's no_sync) or each (reduce "
+           "every micro-batch's gradient and sum the shards)">
   ];
   let dependentDialects = ["::fsdpc::fsdp::FsdpDialect"];
 }

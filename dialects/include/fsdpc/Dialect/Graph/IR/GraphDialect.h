@@ -23,6 +23,12 @@ inline constexpr llvm::StringLiteral kOutputAttr = "graph.output";
 inline constexpr llvm::StringLiteral kLossAttr = "graph.loss";
 /// The step's global gradient norm before clipping (fsdp-clip-grad-norm).
 inline constexpr llvm::StringLiteral kGradNormAttr = "graph.grad_norm";
+/// Gradient accumulation (graph-accumulate): a micro-batch's loss op, the
+/// first op of micro-batch N (an i64), and the adds and the final scale
+/// that sum a gradient over the micro-batches.
+inline constexpr llvm::StringLiteral kMicroLossAttr = "graph.micro_loss";
+inline constexpr llvm::StringLiteral kMicroBatchAttr = "graph.micro_batch";
+inline constexpr llvm::StringLiteral kAccumulateAttr = "graph.accumulate";
 inline constexpr llvm::StringLiteral kGradOfAttr = "graph.grad_of";
 inline constexpr llvm::StringLiteral kUpdatesAttr = "graph.updates";
 // Module attributes set by the importer and the training-step passes.

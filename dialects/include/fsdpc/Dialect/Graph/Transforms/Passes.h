@@ -46,6 +46,24 @@ llvm::SmallVector<mlir::NamedAttribute> ownAttributes(mlir::Operation *op);
 /// The index of the first result carrying `attrName`, or -1.
 int findResultWithAttr(mlir::func::FuncOp func, llvm::StringRef attrName);
 
+/// Where an op of @train_step runs: micro-batch m's forward is phase 2m,
+/// its backward 2m + 1. Without gradient accumulation there is one
+/// micro-batch: forward is everything up to the op computing the loss, and
+/// backward the rest. graph-accumulate marks each micro-batch's loss op
+/// (`graph.micro_loss`) and first op (`graph.micro_batch`); the phase of an
+/// op, also one inserted later, follows from its position among those.
+class StepPhases {
+public:
+  explicit StepPhases(mlir::func::FuncOp train);
+  int64_t phaseOf(mlir::Operation *op) const;
+  bool isForward(mlir::Operation *op) const { return phaseOf(op) % 2 == 0; }
+  int64_t microBatchOf(mlir::Operation *op) const { return phaseOf(op) / 2; }
+
+private:
+  llvm::SmallVector<mlir::Operation *> losses_; // each micro-batch's loss op, in order
+  llvm::SmallVector<mlir::Operation *> starts_; // the first op of micro-batches 1, 2, ...
+};
+
 } // namespace fsdpc::graph
 
 #endif // FSDPC_DIALECT_GRAPH_TRANSFORMS_PASSES_H

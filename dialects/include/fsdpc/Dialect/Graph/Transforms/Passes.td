@@ -136,4 +136,31 @@ def GraphOptimizer : Pass<"graph-optimizer", "mlir::ModuleOp"> {
   let dependentDialects = ["::fsdpc::graph::GraphDialect"];
 }
 
+def GraphAccumulate : Pass<"graph-accumulate", "mlir::ModuleOp"> {
+  let summary = "gradient accumulation: K micro-batches of forward and backward per optimizer step";
+  let description = [{
+    Runs on @train_step after graph-optimizer (fsdpc runs it in the fsdp
+    stage, after fsdp-recompute and before fsdp-shard). Every input gets K
+    times its leading (batch) dimension: a step now reads K micro-batches.
+    Everything but the optimizer updates (and constants, which are shared)
+    is cloned K times in a row, micro-batch m reading `graph.slice` m of
+    each input, so micro-batch m's forward and backward finish before m + 1
+    starts and activations are live for one micro-batch at a time.
+
+    Each gradient is summed over the micro-batches as they finish (a
+    `graph.add` chain right after each micro-batch's gradient) and scaled by
+    1/K, the loss likewise: one step on the K-times-larger batch of
+    mean-reduced losses. The adds and the scale carry `graph.accumulate`,
+    each micro-batch's loss op `graph.micro_loss` and its input slices
+    `graph.micro_batch = m`, which `StepPhases` reads to tell the
+    micro-batches' forward and backward apart (fsdp-shard gathers once per
+    phase) and which fsdp-shard's `accumulate-reduce=each` follows back to
+    the micro-batches' gradients. A dropout's seed differs per micro-batch.
+  }];
+  let options = [
+    Option<"microBatches", "micro-batches", "int64_t", /*default=*/"1", "micro-batches per optimizer step">
+  ];
+  let dependentDialects = ["::fsdpc::graph::GraphDialect"];
+}
+
 #endif // FSDPC_DIALECT_GRAPH_TRANSFORMS_PASSES_TD

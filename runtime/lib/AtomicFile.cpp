@@ -27,6 +27,16 @@ Status writeFileAtomically(const std::string &path, const std::function<Status(F
     status = FSDPC_ERROR(kDataLoss, "cannot close '", tempPath, "': ", std::strerror(errno));
   if (status.isOk() && std::rename(tempPath.c_str(), path.c_str()) != 0)
     status = FSDPC_ERROR(kDataLoss, "cannot rename '", tempPath, "' to '", path, "': ", std::strerror(errno));
+  // The rename is durable once the directory that holds it is on disk.
+  if (status.isOk()) {
+    const size_t slash = path.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+    if (fd < 0 || ::fsync(fd) != 0)
+      status = FSDPC_ERROR(kDataLoss, "cannot sync directory '", dir, "': ", std::strerror(errno));
+    if (fd >= 0)
+      ::close(fd);
+  }
   if (!status.isOk())
     std::remove(tempPath.c_str());
   return status;

@@ -5,7 +5,12 @@
 #include "fsdpc/runtime/AtomicFile.h"
 #include "fsdpc/runtime/Safetensors.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <vector>
 
 #include <cerrno>
 #include <cinttypes>
@@ -43,71 +48,244 @@ Status agreeAllSucceeded(HostControl &control, const Status &local, const char *
   return Status::ok();
 }
 
+constexpr const char *kManifest = "manifest.json";
+
+bool fileExists(const std::string &path) {
+  struct stat info;
+  return ::stat(path.c_str(), &info) == 0;
+}
+
+/// The completed steps of every complete checkpoint in `dir`, ascending.
+std::vector<int64_t> completeCheckpoints(const std::string &dir) {
+  std::vector<int64_t> steps;
+  DIR *listing = ::opendir(dir.c_str());
+  if (!listing)
+    return steps;
+  while (dirent *entry = ::readdir(listing)) {
+    const std::string name = entry->d_name;
+    if (name.rfind("step-", 0) != 0 || name.size() == 5 || name.size() > 24)
+      continue;
+    if (name.find_first_not_of("0123456789", 5) != std::string::npos)
+      continue;
+    if (fileExists(dir + "/" + name + "/" + kManifest))
+      steps.push_back(std::strtoll(name.c_str() + 5, nullptr, 10));
+  }
+  ::closedir(listing);
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+std::string stepName(int64_t steps) { return "step-" + std::to_string(steps); }
+
+/// Removes a complete checkpoint: its manifest first, so that a removal cut
+/// short leaves an incomplete checkpoint, never a complete one with files
+/// missing.
+Status removeCheckpoint(const std::string &dir, int64_t steps) {
+  const std::string path = dir + "/" + stepName(steps);
+  if (std::remove((path + "/" + kManifest).c_str()) != 0)
+    return FSDPC_ERROR(kDataLoss, "cannot remove '", path, "/", kManifest, "': ", std::strerror(errno));
+  if (DIR *listing = ::opendir(path.c_str())) {
+    std::vector<std::string> names;
+    while (dirent *entry = ::readdir(listing))
+      if (std::strcmp(entry->d_name, ".") != 0 && std::strcmp(entry->d_name, "..") != 0)
+        names.push_back(entry->d_name);
+    ::closedir(listing);
+    for (const std::string &name : names)
+      if (std::remove((path + "/" + name).c_str()) != 0)
+        return FSDPC_ERROR(kDataLoss, "cannot remove '", path, "/", name, "': ", std::strerror(errno));
+  }
+  if (::rmdir(path.c_str()) != 0)
+    return FSDPC_ERROR(kDataLoss, "cannot remove '", path, "': ", std::strerror(errno));
+  return Status::ok();
+}
+
+std::string manifestText(const plan::PlanHeader &h, int worldSize, int64_t completedSteps, uint64_t planHash) {
+  std::string files;
+  for (int r = 0; r < worldSize; ++r)
+    files += std::string(r ? ", " : "") + "\"rank-" + std::to_string(r) + ".safetensors\"";
+  return "{\n  \"format\": \"fsdpc sharded checkpoint\",\n  \"version\": 1,\n  \"completed_steps\": " +
+         std::to_string(completedSteps) + ",\n  \"world_size\": " + std::to_string(worldSize) +
+         ",\n  \"shard_group_size\": " + std::to_string(std::max(h.shard_group_size(), 1)) + ",\n  \"strategy\": \"" +
+         h.strategy() + "\",\n  \"layout_hash\": \"" + hex(layoutHash(h)) + "\",\n  \"unit_layout_hash\": \"" +
+         hex(unitLayoutHash(h)) + "\",\n  \"plan_hash\": \"" + hex(planHash) + "\",\n  \"files\": [" + files +
+         "]\n}\n";
+}
+
+int64_t integerOr(const std::map<std::string, std::string> &metadata, const std::string &key, int64_t fallback) {
+  auto it = metadata.find(key);
+  if (it == metadata.end() || it->second.empty())
+    return fallback;
+  char *end = nullptr;
+  long long value = std::strtoll(it->second.c_str(), &end, 10);
+  return *end ? fallback : value;
+}
+
+/// This rank's state for `h` cut from the checkpoint's first shard group:
+/// unit tensors (flat parameter and optimizer-state shards) element by
+/// element from the shards that cover them, zero in the padding; the rest
+/// by name from rank 0's file.
+StatusOr<NamedArrays> reshard(const std::string &path, const plan::PlanHeader &h, int rank,
+                              const NamedArrays &first, const std::map<std::string, std::string> &metadata) {
+  const int64_t oldGroup = integerOr(metadata, "shard_group_size", 0);
+  if (oldGroup < 1)
+    return FSDPC_ERROR(kInvalidArgument, "'", path, "' does not record its shard group size; it was written ",
+                       "before checkpoints could reshard, so it loads only on its own world size");
+  std::vector<NamedArrays> shards = {first};
+  for (int64_t q = 1; q < oldGroup; ++q) {
+    std::string file = path + "/rank-" + std::to_string(q) + ".safetensors";
+    StatusOr<NamedArrays> arrays = readSafetensors(file);
+    if (!arrays.isOk())
+      return arrays.status();
+    shards.push_back(std::move(*arrays));
+  }
+  auto find = [](const NamedArrays &arrays, const std::string &name) -> const HostArray * {
+    for (const auto &[key, array] : arrays)
+      if (key == name)
+        return &array;
+    return nullptr;
+  };
+  const int64_t newGroup = std::max(h.shard_group_size(), 1), member = rank % newGroup;
+  NamedArrays result;
+  for (const plan::Tensor &tensor : h.tensors()) {
+    if (!isCheckpointedState(tensor))
+      continue;
+    const HostArray *source = find(shards[0], tensor.name());
+    if (!source)
+      return FSDPC_ERROR(kInvalidArgument, "'", path, "' holds no tensor '", tensor.name(), "'");
+    if (tensor.unit().empty()) {
+      result.emplace_back(tensor.name(), *source);
+      continue;
+    }
+    const plan::Unit *unit = nullptr;
+    for (const plan::Unit &u : h.units())
+      if (u.name() == tensor.unit())
+        unit = &u;
+    const int64_t oldShard = source->numElements(), newShard = numElements(tensor);
+    if (!unit || source->dtype != tensor.dtype() || oldShard * oldGroup < unit->flat_size())
+      return FSDPC_ERROR(kInvalidArgument, "'", path, "': tensor '", tensor.name(), "' does not fit unit '",
+                         tensor.unit(), "'");
+    const size_t bytes = dtypeSize(tensor.dtype());
+    HostArray array = *source;
+    array.shape = {newShard};
+    array.bytes.assign(newShard * bytes, 0);
+    // Elements [begin, end) of the flat tensor are this rank's; the padding
+    // past flat_size stays zero.
+    const int64_t begin = member * newShard, end = std::min(begin + newShard, unit->flat_size());
+    for (int64_t e = begin; e < end;) {
+      const int64_t q = e / oldShard, offset = e - q * oldShard, run = std::min(end - e, oldShard - offset);
+      const HostArray *part = find(shards[q], tensor.name());
+      if (!part || part->numElements() != oldShard)
+        return FSDPC_ERROR(kInvalidArgument, "'", path, "/rank-", q, ".safetensors' has no shard '", tensor.name(),
+                           "' of ", oldShard, " elements");
+      std::memcpy(array.bytes.data() + (e - begin) * bytes, part->bytes.data() + offset * bytes, run * bytes);
+      e += run;
+    }
+    result.emplace_back(tensor.name(), std::move(array));
+  }
+  return result;
+}
+
 } // namespace
 
 Status saveShardedCheckpoint(const std::string &dir, Executor &executor, HostControl &control,
-                             int64_t completedSteps, uint64_t planHash) {
-  const std::string checkpoint = "step-" + std::to_string(completedSteps);
+                             int64_t completedSteps, uint64_t planHash, int64_t keepLast) {
+  const plan::PlanHeader &h = executor.header();
+  const std::string checkpoint = stepName(completedSteps), path = dir + "/" + checkpoint;
   Status written = makeDirectory(dir);
   if (written.isOk())
-    written = makeDirectory(dir + "/" + checkpoint);
+    written = makeDirectory(path);
+  // A checkpoint of these steps saved before (a rerun): incomplete until
+  // the new manifest lands.
+  if (written.isOk() && fileExists(path + "/" + kManifest) && std::remove((path + "/" + kManifest).c_str()) != 0)
+    written = FSDPC_ERROR(kDataLoss, "cannot replace '", path, "/", kManifest, "': ", std::strerror(errno));
+  FSDPC_RETURN_IF_ERROR(agreeAllSucceeded(control, written, "creating the sharded checkpoint"));
   StatusOr<NamedArrays> state = executor.localState();
-  if (written.isOk() && !state.isOk())
+  if (!state.isOk())
     written = state.status();
-  if (written.isOk())
+  else
     written = writeSafetensors(*state, rankFile(dir, checkpoint, control.rank()),
                                {{"producer", "fsdp-run"},
                                 {"plan_hash", hex(planHash)},
-                                {"layout_hash", hex(layoutHash(executor.header()))},
+                                {"layout_hash", hex(layoutHash(h))},
+                                {"unit_layout_hash", hex(unitLayoutHash(h))},
                                 {"world_size", std::to_string(control.worldSize())},
+                                {"shard_group_size", std::to_string(std::max(h.shard_group_size(), 1))},
+                                {"strategy", h.strategy()},
                                 {"rank", std::to_string(control.rank())},
                                 {"completed_steps", std::to_string(completedSteps)},
                                 // Step i reads global batch i, so the steps are the data position.
-                                {"data_position_samples",
-                                 std::to_string(completedSteps * executor.header().global_batch())}});
+                                {"data_position_samples", std::to_string(completedSteps * h.global_batch())}});
   FSDPC_RETURN_IF_ERROR(agreeAllSucceeded(control, written, "writing the sharded checkpoint"));
-  Status pointed = Status::ok();
-  if (control.rank() == 0)
-    pointed = writeFileAtomically(dir + "/latest", [&](FILE *file) {
-      return writeBytes(file, (checkpoint + "\n").data(), checkpoint.size() + 1, dir + "/latest");
+  // Every rank's file is on disk: the manifest makes the checkpoint
+  // complete, then `latest` names it, then old ones go.
+  Status published = Status::ok();
+  if (control.rank() == 0) {
+    const std::string manifest = manifestText(h, control.worldSize(), completedSteps, planHash);
+    published = writeFileAtomically(path + "/" + kManifest, [&](FILE *file) {
+      return writeBytes(file, manifest.data(), manifest.size(), path + "/" + kManifest);
     });
-  return agreeAllSucceeded(control, pointed, "publishing the sharded checkpoint");
+    if (published.isOk())
+      published = writeFileAtomically(dir + "/latest", [&](FILE *file) {
+        return writeBytes(file, (checkpoint + "\n").data(), checkpoint.size() + 1, dir + "/latest");
+      });
+    if (published.isOk() && keepLast > 0) {
+      std::vector<int64_t> complete = completeCheckpoints(dir);
+      for (size_t i = 0; published.isOk() && i + keepLast < complete.size(); ++i)
+        published = removeCheckpoint(dir, complete[i]);
+    }
+  }
+  return agreeAllSucceeded(control, published, "publishing the sharded checkpoint");
+}
+
+int64_t newestCompleteCheckpoint(const std::string &dir) {
+  std::vector<int64_t> complete = completeCheckpoints(dir);
+  return complete.empty() ? -1 : complete.back();
 }
 
 StatusOr<int64_t> loadShardedCheckpoint(const std::string &dir, Executor &executor, HostControl &control,
                                         uint64_t planHash) {
   int64_t completedSteps = 0;
   Status loaded = [&]() -> Status {
-    StatusOr<std::string> latest = readWholeFile(dir + "/latest");
-    if (!latest.isOk())
-      return FSDPC_ERROR(kNotFound, "'", dir, "' holds no sharded checkpoint (no 'latest' file)");
-    std::string checkpoint = *latest;
-    while (!checkpoint.empty() && (checkpoint.back() == '\n' || checkpoint.back() == '\r'))
-      checkpoint.pop_back();
-    if (checkpoint.empty() || checkpoint.find('/') != std::string::npos)
-      return FSDPC_ERROR(kInvalidArgument, "'", dir, "/latest' does not name a checkpoint");
-    std::string path = rankFile(dir, checkpoint, control.rank());
+    const int64_t newest = newestCompleteCheckpoint(dir);
+    if (newest < 0)
+      return FSDPC_ERROR(kNotFound, "'", dir, "' holds no complete sharded checkpoint (no step-N/", kManifest, ")");
+    const std::string checkpoint = stepName(newest), path = dir + "/" + checkpoint;
+    const plan::PlanHeader &h = executor.header();
+    const std::string layout = hex(layoutHash(h));
+    // The same layout: this rank's own file.
     std::map<std::string, std::string> metadata;
-    StatusOr<NamedArrays> arrays = readSafetensors(path, &metadata);
+    std::string own = rankFile(dir, checkpoint, control.rank());
+    if (fileExists(own)) {
+      StatusOr<NamedArrays> arrays = readSafetensors(own, &metadata);
+      if (!arrays.isOk())
+        return arrays.status();
+      if (metadata["world_size"] == std::to_string(control.worldSize()) && metadata["layout_hash"] == layout) {
+        completedSteps = integerOr(metadata, "completed_steps", -1);
+        if (completedSteps != newest)
+          return FSDPC_ERROR(kInvalidArgument, "'", own, "' records ", metadata["completed_steps"],
+                             " completed steps, not ", newest);
+        return executor.loadLocalState(*arrays);
+      }
+    }
+    // Another world size or strategy: reshard from the first shard group.
+    std::string first = rankFile(dir, checkpoint, 0);
+    metadata.clear();
+    StatusOr<NamedArrays> arrays = readSafetensors(first, &metadata);
     if (!arrays.isOk())
       return arrays.status();
-    if (metadata["world_size"] != std::to_string(control.worldSize()))
-      return FSDPC_ERROR(kInvalidArgument, "'", path, "' was saved by ", metadata["world_size"],
-                         " rank(s) but this launch has ", control.worldSize());
-    // The state's layout must match; the rest of the plan (learning rate,
-    // schedule, kernels) may differ. Checkpoints older than the layout hash
-    // carry only the whole plan's hash.
-    const std::string layout = hex(layoutHash(executor.header()));
-    if (metadata.count("layout_hash") ? metadata["layout_hash"] != layout : metadata["plan_hash"] != hex(planHash))
-      return FSDPC_ERROR(kInvalidArgument, "'", path, "' was saved by a plan with another state layout (units, ",
-                         "shards or optimizer state differ: layout hash ",
+    if (metadata["unit_layout_hash"] != hex(unitLayoutHash(h)))
+      return FSDPC_ERROR(kInvalidArgument, "'", first, "' was saved by a plan with another state layout (units or ",
+                         "optimizer state differ: layout hash ",
                          metadata.count("layout_hash") ? metadata["layout_hash"] : "none", ", this plan ", layout,
-                         "); resume with a plan of the same model, wrap, strategy, world size and optimizer");
-    char *end = nullptr;
-    completedSteps = std::strtoll(metadata["completed_steps"].c_str(), &end, 10);
-    if (metadata["completed_steps"].empty() || *end || completedSteps < 0)
-      return FSDPC_ERROR(kInvalidArgument, "'", path, "' has no valid completed_steps");
-    return executor.loadLocalState(*arrays);
+                         "); resume with a plan of the same model, wrap and optimizer");
+    completedSteps = integerOr(metadata, "completed_steps", -1);
+    if (completedSteps != newest)
+      return FSDPC_ERROR(kInvalidArgument, "'", first, "' records ", metadata["completed_steps"],
+                         " completed steps, not ", newest);
+    StatusOr<NamedArrays> mine = reshard(path, h, control.rank(), *arrays, metadata);
+    if (!mine.isOk())
+      return mine.status();
+    return executor.loadLocalState(*mine);
   }();
   FSDPC_RETURN_IF_ERROR(agreeAllSucceeded(control, loaded, "loading the sharded checkpoint"));
   return completedSteps;

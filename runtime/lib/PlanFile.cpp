@@ -315,4 +315,29 @@ uint64_t layoutHash(const plan::PlanHeader &h) {
   return fnv1a64(text.data(), text.size());
 }
 
+uint64_t unitLayoutHash(const plan::PlanHeader &h) {
+  auto shapeText = [](const auto &shape) {
+    std::string out = "[";
+    for (int64_t d : shape)
+      out += std::to_string(d) + ",";
+    return out + "]";
+  };
+  std::string text;
+  for (const plan::Unit &unit : h.units()) {
+    text += "unit " + unit.name() + " " + std::to_string(unit.flat_size()) + "\n";
+    for (const plan::UnitParam &param : unit.params())
+      text += " param " + param.name() + " " + shapeText(param.shape()) + " " + std::to_string(param.offset()) + "\n";
+  }
+  std::vector<std::string> state;
+  for (const plan::Tensor &tensor : h.tensors())
+    if (isCheckpointedState(tensor))
+      state.push_back("state " + tensor.name() + " " + std::to_string(tensor.kind()) + " " +
+                      std::to_string(tensor.dtype()) + " unit " + tensor.unit() + " slot " + tensor.optimizer_slot() +
+                      (tensor.unit().empty() ? " " + shapeText(tensor.shape()) : std::string()) + "\n");
+  std::sort(state.begin(), state.end());
+  for (const std::string &line : state)
+    text += line;
+  return fnv1a64(text.data(), text.size());
+}
+
 } // namespace fsdpc::runtime

@@ -48,6 +48,10 @@ struct Options {
   uint64_t initSeed = 0;
   std::string saveShardedDir;
   std::string loadShardedDir;
+  int64_t saveEvery = 0;  // 0: only after the run
+  int64_t keepLast = 0;   // 0: keep every checkpoint
+  bool resumeAuto = false;
+  int64_t maxSteps = -1;  // -1: --steps counts the run's steps
   bool forward = false;
   bool profile = false;
   std::string device = "auto"; // auto, cpu or cuda
@@ -66,8 +70,15 @@ const char *kUsage = "usage: fsdp-run PLAN [--steps N] [--data DIR] [--seed S] [
                      "  --init-from FILE    start from full parameters by name\n"
                      "  --init normal:STD,SEED  start from parameters drawn from N(0, STD^2), the same\n"
                      "                      for any world size (a --no-weights plan needs this or --init-from)\n"
-                     "  --save-sharded DIR  after training, each rank's shards, optimizer state and step\n"
-                     "  --load-sharded DIR  resume from a sharded checkpoint of the same plan\n"
+                     "  --max-steps N       train until N steps are complete in all (a resumed run does\n"
+                     "                      the rest), instead of --steps more\n"
+                     "  --save-sharded DIR  a sharded checkpoint (each rank's shards, optimizer state and\n"
+                     "                      step) in DIR/step-N after the run\n"
+                     "  --save-every N      ... and after every N-th step; --keep-last K keeps the newest K\n"
+                     "  --load-sharded DIR  resume from DIR's newest complete checkpoint, resharding it\n"
+                     "                      when it was written on another world size or strategy\n"
+                     "  --resume auto       resume from --save-sharded DIR's newest complete checkpoint\n"
+                     "                      if there is one, else start fresh\n"
                      "  --profile           after training, print the time spent per kernel (rank 0)\n"
                      "  --device D          auto (default: cuda when a GPU is visible, else cpu), cpu or cuda\n"
                      "  --trace FILE.json   a Chrome / Perfetto trace of every step: one track per rank and\n"
@@ -88,6 +99,7 @@ bool parseInteger(const char *text, int64_t &value) {
 }
 
 Status parseOptions(int argc, char **argv, Options &options) {
+  bool stepsGiven = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     std::string value;
@@ -107,16 +119,30 @@ Status parseOptions(int argc, char **argv, Options &options) {
       out = argv[++i];
       return Status::ok();
     };
-    if (arg == "--steps" || arg == "--seed") {
+    if (arg == "--steps" || arg == "--seed" || arg == "--save-every" || arg == "--keep-last" || arg == "--max-steps") {
       std::string text;
       FSDPC_RETURN_IF_ERROR(takeValue(text));
       int64_t parsed;
       if (!parseInteger(text.c_str(), parsed))
         return FSDPC_ERROR(kInvalidArgument, arg, " expects a non-negative integer, got '", text, "'");
-      if (arg == "--steps")
+      if (arg == "--steps") {
         options.steps = parsed;
-      else
+        stepsGiven = true;
+      } else if (arg == "--seed") {
         options.seed = static_cast<uint64_t>(parsed);
+      } else if (arg == "--save-every") {
+        options.saveEvery = parsed;
+      } else if (arg == "--keep-last") {
+        options.keepLast = parsed;
+      } else {
+        options.maxSteps = parsed;
+      }
+    } else if (arg == "--resume") {
+      std::string text;
+      FSDPC_RETURN_IF_ERROR(takeValue(text));
+      if (text != "auto")
+        return FSDPC_ERROR(kInvalidArgument, "--resume expects auto, got '", text, "' (--load-sharded DIR names one)");
+      options.resumeAuto = true;
     } else if (arg == "--data") {
       FSDPC_RETURN_IF_ERROR(takeValue(options.dataDir));
     } else if (arg == "--metrics-json") {
@@ -173,6 +199,12 @@ Status parseOptions(int argc, char **argv, Options &options) {
   }
   if (!options.initFrom.empty() && !options.loadShardedDir.empty())
     return FSDPC_ERROR(kInvalidArgument, "--init-from and --load-sharded both set the parameters; pass one");
+  if (stepsGiven && options.maxSteps >= 0)
+    return FSDPC_ERROR(kInvalidArgument, "--steps (more steps) and --max-steps (steps in all) both set the length; pass one");
+  if ((options.saveEvery > 0 || options.keepLast > 0 || options.resumeAuto) && options.saveShardedDir.empty())
+    return FSDPC_ERROR(kInvalidArgument, "--save-every, --keep-last and --resume auto need --save-sharded DIR");
+  if (options.resumeAuto && !options.loadShardedDir.empty())
+    return FSDPC_ERROR(kInvalidArgument, "--resume auto resumes from --save-sharded DIR; it does not take --load-sharded");
   return Status::ok();
 }
 
@@ -317,8 +349,26 @@ int main(int argc, char **argv) {
   Executor &executor = **created;
   const plan::PlanHeader &header = executor.header();
 
-  // Parameters from a file or drawn, before a forward pass or training.
-  if (!options.initFrom.empty()) {
+  // Where the run resumes from: --load-sharded, or with --resume auto the
+  // checkpoint directory once it holds a complete checkpoint (every rank
+  // must see the same).
+  std::string resumeDir = options.loadShardedDir;
+  if (options.resumeAuto) {
+    const int64_t newest = newestCompleteCheckpoint(options.saveShardedDir);
+    Status agreed = communicator->agreeOn(static_cast<uint64_t>(newest + 1), "the newest complete checkpoint");
+    if (!agreed.isOk())
+      return fail(agreed);
+    if (newest >= 0)
+      resumeDir = options.saveShardedDir;
+    else if (rank == 0)
+      std::printf("fsdp-run: --resume auto: no complete checkpoint in %s yet, starting from the beginning\n",
+                  options.saveShardedDir.c_str());
+  }
+
+  // Parameters from a file or drawn, before a forward pass or training (a
+  // resumed run takes them from its checkpoint).
+  if (!resumeDir.empty()) {
+  } else if (!options.initFrom.empty()) {
     StatusOr<NamedArrays> full = readSafetensors(options.initFrom);
     Status initialized = full.isOk() ? executor.loadFullParameters(*full) : full.status();
     if (!initialized.isOk())
@@ -329,7 +379,7 @@ int main(int argc, char **argv) {
         executor.loadFullParameters(normalInitialParameters(header, options.initStd, options.initSeed));
     if (!initialized.isOk())
       return fail(initialized);
-  } else if (header.weights_omitted() && options.loadShardedDir.empty()) {
+  } else if (header.weights_omitted() && resumeDir.empty()) {
     return fail(FSDPC_ERROR(kInvalidArgument, "plan '", options.planPath,
                             "' was compiled with --no-weights: pass --init-from FILE.safetensors or --init "
                             "normal:STD,SEED"));
@@ -349,12 +399,26 @@ int main(int argc, char **argv) {
     executor.enableTracing();
   TraceRecorder trace(header);
   int64_t firstStep = 0;
-  if (!options.loadShardedDir.empty()) {
-    StatusOr<int64_t> resumed = loadShardedCheckpoint(options.loadShardedDir, executor, *communicator, planHash);
+  if (!resumeDir.empty()) {
+    StatusOr<int64_t> resumed = loadShardedCheckpoint(resumeDir, executor, *communicator, planHash);
     if (!resumed.isOk())
       return fail(resumed.status());
     firstStep = *resumed;
   }
+  // --max-steps counts from the start of training, --steps from here.
+  const int64_t endStep = options.maxSteps >= 0 ? std::max(options.maxSteps, firstStep) : firstStep + options.steps;
+  int64_t savedAfter = -1;
+  auto saveCheckpoint = [&](int64_t completed) -> Status {
+    FSDPC_RETURN_IF_ERROR(saveShardedCheckpoint(options.saveShardedDir, executor, *communicator, completed, planHash,
+                                                options.keepLast));
+    savedAfter = completed;
+    if (rank == 0) {
+      std::printf("fsdp-run: saved a sharded checkpoint after step %" PRId64 " to %s\n", completed,
+                  options.saveShardedDir.c_str());
+      std::fflush(stdout);
+    }
+    return Status::ok();
+  };
 
   StatusOr<std::unique_ptr<Dataset>> dataset =
       options.dataDir.empty() ? Dataset::synthetic(executor, options.seed, kSyntheticSamples)
@@ -388,7 +452,7 @@ int main(int argc, char **argv) {
   }
   const PlanSchedule schedule(header);
   const auto runStart = std::chrono::steady_clock::now();
-  for (int64_t step = firstStep; step < firstStep + options.steps; ++step) {
+  for (int64_t step = firstStep; step < endStep; ++step) {
     auto start = std::chrono::steady_clock::now();
     Status filled = (*dataset)->fillBatch(executor, step, rank, worldSize);
     if (!filled.isOk())
@@ -429,6 +493,13 @@ int main(int argc, char **argv) {
                    "\"exposed_comm_ms\": %.4f, \"lr\": %.9g%s%s}\n",
                    step, *loss, stepMs, samplesPerSecond, exposedCommMs, schedule.at(step + 1),
                    gradNorm.empty() ? "" : ", \"grad_norm\": ", gradNorm.c_str());
+    if (options.saveEvery > 0 && (step + 1) % options.saveEvery == 0) {
+      if (metrics)
+        std::fflush(metrics); // what the checkpoint covers is on disk too
+      Status saved = saveCheckpoint(step + 1);
+      if (!saved.isOk())
+        return fail(saved);
+    }
   }
 
   if (!options.tracePath.empty()) {
@@ -437,14 +508,14 @@ int main(int argc, char **argv) {
       return fail(written);
     if (reports)
       std::printf("fsdp-run: wrote the trace of %" PRId64 " steps to %s (open it in ui.perfetto.dev)\n",
-                  options.steps, options.tracePath.c_str());
+                  endStep - firstStep, options.tracePath.c_str());
   }
 
   if (options.profile && reports) {
     double total = 0;
     for (const auto &[op, seconds] : executor.profile())
       total += seconds;
-    std::printf("fsdp-run: time per kernel over %" PRId64 " steps (rank 0):\n", options.steps);
+    std::printf("fsdp-run: time per kernel over %" PRId64 " steps (rank 0):\n", endStep - firstStep);
     for (const auto &[op, seconds] : executor.profile())
       std::printf("  %-28s %10.3f ms  %5.1f%%\n", op.c_str(), seconds * 1000, 100 * seconds / std::max(total, 1e-12));
   }
@@ -481,14 +552,10 @@ int main(int argc, char **argv) {
       std::printf("fsdp-run: saved the full parameters to %s\n", options.savePath.c_str());
     }
   }
-  if (!options.saveShardedDir.empty()) {
-    Status saved = saveShardedCheckpoint(options.saveShardedDir, executor, *communicator, firstStep + options.steps,
-                                         planHash);
+  if (!options.saveShardedDir.empty() && savedAfter != endStep) {
+    Status saved = saveCheckpoint(endStep);
     if (!saved.isOk())
       return fail(saved);
-    if (reports)
-      std::printf("fsdp-run: saved a sharded checkpoint after step %" PRId64 " to %s\n",
-                  firstStep + options.steps, options.saveShardedDir.c_str());
   }
   communicator->finish();
   return 0;

@@ -1,14 +1,25 @@
 //===- Checkpoint.h - Sharded checkpoints -----------------------*- C++ -*-===//
 //
-// A sharded checkpoint is a directory:
+// A sharded checkpoint is a directory of steps:
 //
-//   DIR/step-<S>/rank-<R>.safetensors   each rank's persistent tensors
-//   DIR/latest                          "step-<S>": the last complete one
+//   DIR/step-<S>/rank-<R>.safetensors   each rank's state: parameter and
+//                                       optimizer-state shards, frozen
+//                                       parameters, the step counter
+//   DIR/step-<S>/manifest.json          written last: the checkpoint is
+//                                       complete once it exists
+//   DIR/latest                          "step-<S>": the newest complete one
 //
-// Every rank writes its own file atomically; once all have, rank 0 moves
-// `latest` atomically. A crash mid-save leaves `latest` naming the previous
-// complete checkpoint. (FSDP's SHARDED_STATE_DICT, without torch.distributed
-// .checkpoint's planner.)
+// Every rank writes its file atomically (temporary name, fsync, rename,
+// fsync of the directory). Once all have, rank 0 writes the manifest the
+// same way, then `latest`. A crash at any point leaves the previous
+// complete checkpoint the newest one; loading takes the newest step with a
+// manifest. (FSDP's SHARDED_STATE_DICT, as torch.distributed.checkpoint
+// writes its .metadata last.)
+//
+// A checkpoint reshards on load: written on N ranks under one strategy, it
+// loads on M ranks under another, when the units and the state tensors are
+// the same (unitLayoutHash). Each rank then reads the shards of the
+// checkpoint's first shard group that cover its own.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDPC_RUNTIME_CHECKPOINT_H
@@ -23,15 +34,21 @@
 
 namespace fsdpc::runtime {
 
-/// Saves this rank's shards after `completedSteps` steps. Collective: every
-/// rank calls it, and all fail if one does.
+/// Saves this rank's state after `completedSteps` steps into
+/// DIR/step-<completedSteps>; with `keepLast` > 0, then removes all but the
+/// newest `keepLast` complete checkpoints. Collective: every rank calls it,
+/// and all fail if one does.
 Status saveShardedCheckpoint(const std::string &dir, Executor &executor, HostControl &control,
-                             int64_t completedSteps, uint64_t planHash);
+                             int64_t completedSteps, uint64_t planHash, int64_t keepLast = 0);
 
-/// Restores this rank's shards from the checkpoint `DIR/latest` names and
-/// returns its completed steps. Refuses a checkpoint of another world size
-/// or state layout (layoutHash); a plan recompiled with other
-/// hyperparameters resumes it.
+/// The completed steps of the newest complete checkpoint in `dir`, or -1
+/// if it holds none (also when `dir` does not exist).
+int64_t newestCompleteCheckpoint(const std::string &dir);
+
+/// Restores this rank's state from the newest complete checkpoint in `dir`
+/// and returns its completed steps. A checkpoint of this plan's layout
+/// (layoutHash) loads each rank's own file; one of another world size or
+/// strategy with the same units reshards; anything else is refused.
 StatusOr<int64_t> loadShardedCheckpoint(const std::string &dir, Executor &executor, HostControl &control,
                                         uint64_t planHash);
 

@@ -77,6 +77,13 @@ bool isCheckpointedState(const plan::Tensor &tensor);
 /// checkpoint.
 uint64_t layoutHash(const plan::PlanHeader &header);
 
+/// The part of layoutHash that does not depend on how the state is split
+/// over ranks: every unit (name, flat size, parameters with shapes and
+/// offsets) and every state tensor's name, kind, dtype, unit and slot (and
+/// shape, outside units). Checkpoints with equal unit layouts reshard into
+/// each other across world sizes and strategies.
+uint64_t unitLayoutHash(const plan::PlanHeader &header);
+
 } // namespace fsdpc::runtime
 
 #endif // FSDPC_RUNTIME_PLANFILE_H

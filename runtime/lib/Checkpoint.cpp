@@ -195,8 +195,8 @@ Status saveShardedCheckpoint(const std::string &dir, Executor &executor, HostCon
   if (written.isOk())
     written = makeDirectory(path);
   // A checkpoint of these steps saved before (a rerun): incomplete until
-  // the new manifest lands.
-  if (written.isOk() && fileExists(path + "/" + kManifest) && std::remove((path + "/" + kManifest).c_str()) != 0)
+  // the new manifest lands. Rank 0 owns the manifest.
+  if (written.isOk() && control.rank() == 0 && std::remove((path + "/" + kManifest).c_str()) != 0 && errno != ENOENT)
     written = FSDPC_ERROR(kDataLoss, "cannot replace '", path, "/", kManifest, "': ", std::strerror(errno));
   FSDPC_RETURN_IF_ERROR(agreeAllSucceeded(control, written, "creating the sharded checkpoint"));
   StatusOr<NamedArrays> state = executor.localState();

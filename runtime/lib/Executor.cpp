@@ -192,6 +192,20 @@ StatusOr<float> Executor::runStep(int64_t step) {
   return loss;
 }
 
+StatusOr<float> Executor::runForwardPass(int64_t step) {
+  const plan::PlanHeader &h = plan_.header;
+  if (!h.has_forward_instructions())
+    return FSDPC_ERROR(kInvalidArgument, "the plan marks no forward pass (a forward-only plan, or one compiled ",
+                       "before evaluation was supported): recompile it with fsdpc");
+  StepContext context;
+  context.step = step;
+  context.rank = control_ ? control_->rank() : 0;
+  FSDPC_RETURN_IF_ERROR(device_->runPrefix(context, h.forward_instructions()));
+  float loss = 0.0f;
+  FSDPC_RETURN_IF_ERROR(device_->download(&loss, deviceView(h.forward_loss_tensor()).data, sizeof(loss)));
+  return loss;
+}
+
 StatusOr<float> Executor::lastGradNorm() {
   float norm = 0.0f;
   if (!plan_.header.has_grad_norm_tensor())

@@ -52,6 +52,9 @@ struct Options {
   int64_t keepLast = 0;   // 0: keep every checkpoint
   bool resumeAuto = false;
   int64_t maxSteps = -1;  // -1: --steps counts the run's steps
+  std::string evalDataDir;
+  int64_t evalEvery = 0;    // 0: evaluate after the run only
+  int64_t evalBatches = 0;  // 0: every whole batch of the eval data
   bool forward = false;
   bool profile = false;
   std::string device = "auto"; // auto, cpu or cuda
@@ -79,6 +82,9 @@ const char *kUsage = "usage: fsdp-run PLAN [--steps N] [--data DIR] [--seed S] [
                      "                      when it was written on another world size or strategy\n"
                      "  --resume auto       resume from --save-sharded DIR's newest complete checkpoint\n"
                      "                      if there is one, else start fresh\n"
+                     "  --eval-data DIR     after the run, and every --eval-every N steps, the mean loss of\n"
+                     "                      the forward pass alone over --eval-batches M batches of DIR\n"
+                     "                      (default: all whole batches)\n"
                      "  --profile           after training, print the time spent per kernel (rank 0)\n"
                      "  --device D          auto (default: cuda when a GPU is visible, else cpu), cpu or cuda\n"
                      "  --trace FILE.json   a Chrome / Perfetto trace of every step: one track per rank and\n"
@@ -119,7 +125,8 @@ Status parseOptions(int argc, char **argv, Options &options) {
       out = argv[++i];
       return Status::ok();
     };
-    if (arg == "--steps" || arg == "--seed" || arg == "--save-every" || arg == "--keep-last" || arg == "--max-steps") {
+    if (arg == "--steps" || arg == "--seed" || arg == "--save-every" || arg == "--keep-last" || arg == "--max-steps" ||
+        arg == "--eval-every" || arg == "--eval-batches") {
       std::string text;
       FSDPC_RETURN_IF_ERROR(takeValue(text));
       int64_t parsed;
@@ -134,6 +141,10 @@ Status parseOptions(int argc, char **argv, Options &options) {
         options.saveEvery = parsed;
       } else if (arg == "--keep-last") {
         options.keepLast = parsed;
+      } else if (arg == "--eval-every") {
+        options.evalEvery = parsed;
+      } else if (arg == "--eval-batches") {
+        options.evalBatches = parsed;
       } else {
         options.maxSteps = parsed;
       }
@@ -145,6 +156,8 @@ Status parseOptions(int argc, char **argv, Options &options) {
       options.resumeAuto = true;
     } else if (arg == "--data") {
       FSDPC_RETURN_IF_ERROR(takeValue(options.dataDir));
+    } else if (arg == "--eval-data") {
+      FSDPC_RETURN_IF_ERROR(takeValue(options.evalDataDir));
     } else if (arg == "--metrics-json") {
       FSDPC_RETURN_IF_ERROR(takeValue(options.metricsPath));
     } else if (arg == "--save") {
@@ -203,6 +216,8 @@ Status parseOptions(int argc, char **argv, Options &options) {
     return FSDPC_ERROR(kInvalidArgument, "--steps (more steps) and --max-steps (steps in all) both set the length; pass one");
   if ((options.saveEvery > 0 || options.keepLast > 0 || options.resumeAuto) && options.saveShardedDir.empty())
     return FSDPC_ERROR(kInvalidArgument, "--save-every, --keep-last and --resume auto need --save-sharded DIR");
+  if ((options.evalEvery > 0 || options.evalBatches > 0) && options.evalDataDir.empty())
+    return FSDPC_ERROR(kInvalidArgument, "--eval-every and --eval-batches need --eval-data DIR");
   if (options.resumeAuto && !options.loadShardedDir.empty())
     return FSDPC_ERROR(kInvalidArgument, "--resume auto resumes from --save-sharded DIR; it does not take --load-sharded");
   return Status::ok();
@@ -425,6 +440,13 @@ int main(int argc, char **argv) {
                               : Dataset::fromNpyDirectory(options.dataDir, executor);
   if (!dataset.isOk())
     return fail(dataset.status());
+  std::unique_ptr<Dataset> evalData;
+  if (!options.evalDataDir.empty()) {
+    StatusOr<std::unique_ptr<Dataset>> read = Dataset::fromNpyDirectory(options.evalDataDir, executor);
+    if (!read.isOk())
+      return fail(read.status());
+    evalData = std::move(*read);
+  }
 
   FILE *metrics = nullptr;
   const bool reports = rank == 0;
@@ -451,6 +473,36 @@ int main(int argc, char **argv) {
       return fail(together);
   }
   const PlanSchedule schedule(header);
+  // Evaluation: the plan's forward pass on eval batches 0 .. M-1, the loss
+  // averaged over ranks (each its slice) and then over the batches.
+  const int64_t evalBatches =
+      options.evalBatches > 0 ? options.evalBatches
+      : evalData              ? std::max<int64_t>(evalData->numSamples() / std::max<int64_t>(header.global_batch(), 1), 1)
+                              : 0;
+  auto evaluate = [&](int64_t completed) -> Status {
+    double total = 0;
+    for (int64_t batch = 0; batch < evalBatches; ++batch) {
+      FSDPC_RETURN_IF_ERROR(evalData->fillBatch(executor, batch, rank, worldSize));
+      StatusOr<float> loss = executor.runForwardPass(completed);
+      if (!loss.isOk())
+        return loss.status();
+      float mean = *loss;
+      if (worldSize > 1)
+        FSDPC_RETURN_IF_ERROR(communicator->allReduceHostFloats(&mean, 1, Reduction::kAvg));
+      total += mean;
+    }
+    const double evalLoss = total / static_cast<double>(evalBatches);
+    if (rank == 0) {
+      std::printf("eval after step %" PRId64 " eval_loss %.9g (%" PRId64 " batches)\n", completed, evalLoss,
+                  evalBatches);
+      std::fflush(stdout);
+    }
+    if (metrics)
+      std::fprintf(metrics, "{\"step\": %" PRId64 ", \"eval_loss\": %.9g, \"eval_batches\": %" PRId64 "}\n",
+                   completed - 1, evalLoss, evalBatches);
+    return Status::ok();
+  };
+  int64_t evaluatedAfter = -1;
   const auto runStart = std::chrono::steady_clock::now();
   for (int64_t step = firstStep; step < endStep; ++step) {
     auto start = std::chrono::steady_clock::now();
@@ -493,6 +545,12 @@ int main(int argc, char **argv) {
                    "\"exposed_comm_ms\": %.4f, \"lr\": %.9g%s%s}\n",
                    step, *loss, stepMs, samplesPerSecond, exposedCommMs, schedule.at(step + 1),
                    gradNorm.empty() ? "" : ", \"grad_norm\": ", gradNorm.c_str());
+    if (evalData && options.evalEvery > 0 && (step + 1) % options.evalEvery == 0) {
+      Status evaluated = evaluate(step + 1);
+      if (!evaluated.isOk())
+        return fail(evaluated);
+      evaluatedAfter = step + 1;
+    }
     if (options.saveEvery > 0 && (step + 1) % options.saveEvery == 0) {
       if (metrics)
         std::fflush(metrics); // what the checkpoint covers is on disk too
@@ -500,6 +558,11 @@ int main(int argc, char **argv) {
       if (!saved.isOk())
         return fail(saved);
     }
+  }
+  if (evalData && evaluatedAfter != endStep) {
+    Status evaluated = evaluate(endStep);
+    if (!evaluated.isOk())
+      return fail(evaluated);
   }
 
   if (!options.tracePath.empty()) {

@@ -537,7 +537,8 @@ LogicalResult Lowering::run() {
       stringAttr(graph::kOptimizerAttr), builder_.getI64IntegerAttr(classes ? classes.getInt() : 0), IntegerAttr(),
       IntegerAttr(), ArrayAttr(), module_->getAttrOfType<StringAttr>(graph::kSourceAttr),
       module_->getAttrOfType<IntegerAttr>(graph::kOpsetAttr), module_->getAttrOfType<StringAttr>(fsdp::kStrategyAttr),
-      module_->getAttrOfType<IntegerAttr>(fsdp::kShardGroupSizeAttr), FlatSymbolRefAttr());
+      module_->getAttrOfType<IntegerAttr>(fsdp::kShardGroupSizeAttr), FlatSymbolRefAttr(), IntegerAttr(),
+      FlatSymbolRefAttr());
   program_.getBody().emplaceBlock();
   symbols_ = std::make_unique<SymbolTable>(program_);
 
@@ -550,9 +551,27 @@ LogicalResult Lowering::run() {
                             unit.getFlatSizeAttr(), unit.getPaddedSizeAttr(),
                             FlatSymbolRefAttr::get(builder_.getContext(), flatParamName(unit.getSymName())));
   placeFlatGradients();
-  for (Operation &op : func_.getBody().front().without_terminator())
+  // The forward pass ends with the loss op (the first micro-batch's, with
+  // gradient accumulation): an evaluation pass runs the plan up to there.
+  Operation *forwardEnd = nullptr;
+  for (Operation &op : func_.getBody().front())
+    if (op.hasAttr(graph::kMicroLossAttr)) {
+      forwardEnd = &op;
+      break;
+    }
+  if (!forwardEnd && lossIndex >= 0)
+    forwardEnd = func_.getBody().front().getTerminator()->getOperand(lossIndex).getDefiningOp();
+  for (Operation &op : func_.getBody().front().without_terminator()) {
     if (failed(lowerOp(&op)))
       return failure();
+    if (&op == forwardEnd && op.getNumResults() == 1 && tensors_.lookup(op.getResult(0))) {
+      int64_t instructions = 0;
+      for (Operation &lowered : program_.getBlock())
+        instructions += !isa<plan_ir::TensorOp, plan_ir::UnitOp>(lowered);
+      program_.setForwardInstructionsAttr(builder_.getI64IntegerAttr(instructions));
+      program_.setForwardLossAttr(tensors_.lookup(op.getResult(0)));
+    }
+  }
 
   Operation *terminator = func_.getBody().front().getTerminator();
   // Buckets nothing read yet still land in their outputs within the step.

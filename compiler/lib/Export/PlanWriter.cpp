@@ -275,6 +275,10 @@ std::optional<runtime::PlanFile> fsdpc::buildPlanFile(ModuleOp module, const Wei
   h.set_loss_tensor(program.getLoss() ? index.lookup(*program.getLoss()) : -1);
   if (std::optional<StringRef> norm = program.getGradNorm())
     h.set_grad_norm_tensor(index.lookup(*norm));
+  if (std::optional<StringRef> forwardLoss = program.getForwardLoss()) {
+    h.set_forward_instructions(*program.getForwardInstructions());
+    h.set_forward_loss_tensor(index.lookup(*forwardLoss));
+  }
   if (std::optional<ArrayAttr> outputs = program.getOutputs())
     for (Attribute output : *outputs)
       h.add_output_tensors(index.lookup(cast<FlatSymbolRefAttr>(output).getValue()));

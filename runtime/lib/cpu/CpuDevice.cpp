@@ -186,25 +186,33 @@ public:
           o.wide.data = pool + o.scratchOffset;
           (o.output ? w.call.outputs : w.call.inputs)[o.index] = o.wide;
         }
-    eventRecordedAtStep_.assign(numEvents, 0);
+    eventRecordedInRun_.assign(numEvents, 0);
     if (!comm_.instructions.empty())
       worker_ = std::thread([this] { commWorker(); });
     return Status::ok();
   }
 
   Status runStep(const StepContext &context) override {
+    return runPrefix(context, static_cast<int64_t>(compute_.instructions.size() + comm_.instructions.size()));
+  }
+
+  Status runPrefix(const StepContext &context, int64_t count) override {
     context_ = context;
     stepStart_ = Clock::now();
     computeWaitSeconds_ = 0;
+    // Events are matched by run, not by the optimizer step: an evaluation
+    // pass runs between two steps.
+    const int64_t run = ++runs_;
     if (worker_.joinable()) {
       std::lock_guard<std::mutex> lock(mutex_);
-      requestedStep_ = context.step;
+      requestedRun_ = run;
+      requestedCount_ = count;
     }
     signal_.notify_all();
-    Status computeStatus = runStream(compute_, context.step);
+    Status computeStatus = runStream(compute_, run, count);
     if (worker_.joinable()) {
       std::unique_lock<std::mutex> lock(mutex_);
-      signal_.wait(lock, [&] { return finishedStep_ == context.step; });
+      signal_.wait(lock, [&] { return finishedRun_ == run; });
     }
     FSDPC_RETURN_IF_ERROR(computeStatus);
     return commStatus_;
@@ -234,23 +242,24 @@ public:
 
 private:
   /// The communication stream's persistent thread: runs the stream once for
-  /// every step runStep asks for.
+  /// every run runPrefix asks for.
   void commWorker() {
-    int64_t lastStep = -1;
+    int64_t lastRun = 0;
     for (;;) {
-      int64_t step;
+      int64_t run, count;
       {
         std::unique_lock<std::mutex> lock(mutex_);
-        signal_.wait(lock, [&] { return stopping_ || requestedStep_ != lastStep; });
+        signal_.wait(lock, [&] { return stopping_ || requestedRun_ != lastRun; });
         if (stopping_)
           return;
-        step = lastStep = requestedStep_;
+        run = lastRun = requestedRun_;
+        count = requestedCount_;
       }
-      Status status = runStream(comm_, step);
+      Status status = runStream(comm_, run, count);
       {
         std::lock_guard<std::mutex> lock(mutex_);
         commStatus_ = status;
-        finishedStep_ = step;
+        finishedRun_ = run;
       }
       signal_.notify_all();
     }
@@ -267,19 +276,19 @@ private:
     worker_.join();
   }
 
-  void recordEvent(int event, int64_t step) {
+  void recordEvent(int event, int64_t run) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      eventRecordedAtStep_[event] = step;
+      eventRecordedInRun_[event] = run;
     }
     signal_.notify_all();
   }
 
-  /// Waits until `event` was recorded in this step; false if the other
+  /// Waits until `event` was recorded in this run; false if the other
   /// stream failed instead.
-  bool waitEvent(int event, int64_t step) {
+  bool waitEvent(int event, int64_t run) {
     std::unique_lock<std::mutex> lock(mutex_);
-    signal_.wait(lock, [&] { return eventRecordedAtStep_[event] >= step || streamFailed_; });
+    signal_.wait(lock, [&] { return eventRecordedInRun_[event] >= run || streamFailed_; });
     return !streamFailed_;
   }
 
@@ -311,9 +320,11 @@ private:
 
   double sinceStepStart(Clock::time_point t) const { return std::chrono::duration<double>(t - stepStart_).count(); }
 
-  Status runStream(Stream &stream, int64_t step) {
+  /// The stream's instructions among the plan's first `count`, in order;
+  /// events carry `run`.
+  Status runStream(Stream &stream, int64_t run, int64_t count) {
     const bool isCompute = &stream == &compute_;
-    for (size_t i = 0; i < stream.instructions.size(); ++i) {
+    for (size_t i = 0; i < stream.instructions.size() && static_cast<int64_t>(stream.planIndex[i]) < count; ++i) {
       const ResolvedInstruction &r = stream.instructions[i];
       InstructionTiming *timing = trace_ ? &timings_[stream.planIndex[i]] : nullptr;
       if (r.kind == ResolvedInstruction::Kind::kRecordEvent) {
@@ -321,14 +332,14 @@ private:
         // before this one reads it.
         if (timing)
           timing->start = timing->end = sinceStepStart(Clock::now());
-        recordEvent(r.event, step);
+        recordEvent(r.event, run);
         continue;
       }
       if (r.kind == ResolvedInstruction::Kind::kWaitEvent) {
         // Waits on the compute stream are for the communication stream's
         // records: the communication that computation did not hide.
         const Clock::time_point waitStart = Clock::now();
-        if (!waitEvent(r.event, step))
+        if (!waitEvent(r.event, run))
           return FSDPC_ERROR(kInternal, "the other stream failed");
         const Clock::time_point waitEnd = Clock::now();
         if (isCompute)
@@ -383,10 +394,10 @@ private:
   // Events and the worker's hand-over, under one mutex.
   std::mutex mutex_;
   std::condition_variable signal_;
-  std::vector<int64_t> eventRecordedAtStep_;
+  std::vector<int64_t> eventRecordedInRun_;
   bool streamFailed_ = false;
   std::thread worker_;
-  int64_t requestedStep_ = -1, finishedStep_ = -1;
+  int64_t runs_ = 0, requestedRun_ = 0, requestedCount_ = 0, finishedRun_ = 0;
   bool stopping_ = false;
   Status commStatus_;
 };

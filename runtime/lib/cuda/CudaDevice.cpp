@@ -266,12 +266,17 @@ public:
   }
 
   Status runStep(const StepContext &context) override {
+    return runPrefix(context, static_cast<int64_t>(step_.size()));
+  }
+
+  Status runPrefix(const StepContext &context, int64_t count) override {
     FSDPC_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal_));
     context_ = context;
     const bool timed = profile_ || trace_;
     if (trace_)
       FSDPC_CUDA_RETURN_IF_ERROR(cudaEventRecord(origin_, compute_));
-    for (size_t i = 0; i < step_.size(); ++i) {
+    const size_t limit = std::min(step_.size(), static_cast<size_t>(std::max<int64_t>(count, 0)));
+    for (size_t i = 0; i < limit; ++i) {
       const ResolvedInstruction &r = step_[i];
       const cudaStream_t stream = r.stream == plan::COMMUNICATION ? comm_ : compute_;
       Status status;
@@ -307,13 +312,14 @@ public:
     FSDPC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(comm_));
     FSDPC_RETURN_IF_ERROR(checkDeviceError());
     exposedCommSeconds_ = 0;
-    for (const auto &[start, stop] : waitTimers_)
-      if (start) {
+    // Only what ran: a prefix leaves the later events unrecorded.
+    for (size_t i = 0; i < limit; ++i)
+      if (const auto &[start, stop] = waitTimers_[i]; start) {
         float ms = 0;
         FSDPC_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start, stop));
         exposedCommSeconds_ += ms / 1000.0;
       }
-    for (size_t i = 0; timed && i < step_.size(); ++i) {
+    for (size_t i = 0; timed && i < limit; ++i) {
       float ms = 0;
       FSDPC_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, timers_[i].first, timers_[i].second));
       const ResolvedInstruction::Kind kind = step_[i].kind;

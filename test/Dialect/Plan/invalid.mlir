@@ -110,3 +110,23 @@ plan.program @train_step attributes {world_size = 1 : i64, global_batch = 4 : i6
                                      optimizer = "sgd", grad_norm = @loss} {
   plan.tensor @loss transient : tensor<f32>
 }
+
+// -----
+
+// Tests that the forward pass's length and loss come together.
+// expected-error @+1 {{forward_instructions and forward_loss must be set together}}
+plan.program @train_step attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @loss, loss_kind = "mse",
+                                     optimizer = "sgd", forward_instructions = 1 : i64} {
+  plan.tensor @loss transient : tensor<f32>
+  plan.kernel "fill" ins [] outs [@loss] on compute {value = 0.0 : f64}
+}
+
+// -----
+
+// Tests that the forward pass is a prefix of the instructions.
+// expected-error @+1 {{forward_instructions (3) must lie in [1, 1]}}
+plan.program @train_step attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @loss, loss_kind = "mse",
+                                     optimizer = "sgd", forward_instructions = 3 : i64, forward_loss = @loss} {
+  plan.tensor @loss transient : tensor<f32>
+  plan.kernel "fill" ins [] outs [@loss] on compute {value = 0.0 : f64}
+}

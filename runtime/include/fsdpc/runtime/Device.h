@@ -88,6 +88,11 @@ public:
   /// the other by the events; returns when both are done. A failing
   /// instruction's error names its ONNX node.
   virtual Status runStep(const StepContext &context) = 0;
+  /// Runs the prepared step's first `count` instructions in plan order (a
+  /// prefix the plan marks: the forward pass and loss, for evaluation),
+  /// each stream up to there; returns when both are done. A prefix of a
+  /// valid step is one: its waits follow their records.
+  virtual Status runPrefix(const StepContext &context, int64_t count) = 0;
 
   /// From now on, times every instruction (a little overhead per call).
   virtual void enableProfiling() = 0;

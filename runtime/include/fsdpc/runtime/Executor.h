@@ -60,6 +60,10 @@ public:
   /// Whether the plan clips gradients, and the last step's global gradient
   /// norm before clipping (the same on every rank).
   bool clipsGradients() const { return plan_.header.has_grad_norm_tensor(); }
+  /// The forward pass alone, as evaluation runs it: the plan's marked
+  /// prefix (gathers, forward, loss; no backward, no update) on the inputs
+  /// uploaded; returns this rank's loss. The parameters do not change.
+  StatusOr<float> runForwardPass(int64_t step);
   StatusOr<float> lastGradNorm();
 
   /// The full trainable and frozen parameters under their ONNX names. The

@@ -44,6 +44,19 @@ LogicalResult ProgramOp::verify() {
         !norm.getTensorType().getElementType().isF32())
       return emitOpError("grad_norm must name a tensor<1xf32> of this program");
   }
+  if (getForwardInstructions().has_value() != static_cast<bool>(getForwardLossAttr()))
+    return emitOpError("forward_instructions and forward_loss must be set together");
+  if (getForwardLossAttr()) {
+    auto loss = dyn_cast_if_present<TensorOp>(mlir::SymbolTable::lookupSymbolIn(*this, getForwardLossAttr()));
+    if (!loss || loss.getTensorType().getRank() != 0 || !loss.getTensorType().getElementType().isF32())
+      return emitOpError("forward_loss must name a scalar f32 tensor of this program");
+    int64_t instructions = 0;
+    for (Operation &op : getBlock())
+      instructions += !isa<TensorOp, UnitOp>(op);
+    if (*getForwardInstructions() < 1 || *getForwardInstructions() > instructions)
+      return emitOpError("forward_instructions (") << *getForwardInstructions() << ") must lie in [1, "
+                                                   << instructions << "]";
+  }
   if (std::optional<ArrayAttr> outputs = getOutputs())
     for (Attribute output : *outputs)
       if (!dyn_cast_if_present<TensorOp>(mlir::SymbolTable::lookupSymbolIn(*this, cast<FlatSymbolRefAttr>(output))))

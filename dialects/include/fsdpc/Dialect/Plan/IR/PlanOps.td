@@ -19,6 +19,10 @@ def Plan_ProgramOp : Plan_Op<"program", [Symbol, SymbolTable, IsolatedFromAbove,
       forward-only program).
     - `grad_norm`: with gradient clipping, the `tensor<1xf32>` that holds
       the step's global gradient norm before clipping.
+    - `forward_instructions`, `forward_loss`: in a training step, how many
+      of the first instructions are the forward pass up to the loss (of the
+      first micro-batch), and the scalar tensor holding that loss: the
+      prefix an evaluation pass runs.
     - `outputs`: in a forward-only program, the tensors holding the model's
       outputs, each named after its ONNX output by `source_name`.
     - `loss_kind`: `"cross_entropy"`, `"mse"` or `"output"`.
@@ -46,7 +50,8 @@ def Plan_ProgramOp : Plan_Op<"program", [Symbol, SymbolTable, IsolatedFromAbove,
                        OptionalAttr<I64Attr>:$persistent_bytes, OptionalAttr<I64Attr>:$transient_bytes,
                        OptionalAttr<FlatSymbolRefArrayAttr>:$outputs, OptionalAttr<StrAttr>:$source,
                        OptionalAttr<I64Attr>:$opset, OptionalAttr<StrAttr>:$strategy,
-                       OptionalAttr<I64Attr>:$shard_group_size, OptionalAttr<FlatSymbolRefAttr>:$grad_norm);
+                       OptionalAttr<I64Attr>:$shard_group_size, OptionalAttr<FlatSymbolRefAttr>:$grad_norm,
+                       OptionalAttr<I64Attr>:$forward_instructions, OptionalAttr<FlatSymbolRefAttr>:$forward_loss);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
   let hasVerifier = 1;

@@ -291,4 +291,150 @@ StatusOr<int64_t> loadShardedCheckpoint(const std::string &dir, Executor &execut
   return completedSteps;
 }
 
+namespace {
+
+/// The parameter of `unit` that flat element ranges belong to, for naming
+/// the pieces of a flat tensor.
+std::string fullName(const plan::Tensor &tensor, const std::string &param) {
+  return tensor.kind() == plan::OPTIMIZER_STATE ? "optimizer." + tensor.optimizer_slot() + "." + param : param;
+}
+
+const plan::Unit *unitNamed(const plan::PlanHeader &h, const std::string &name) {
+  for (const plan::Unit &unit : h.units())
+    if (unit.name() == name)
+      return &unit;
+  return nullptr;
+}
+
+std::string nonUnitName(const plan::Tensor &tensor) {
+  return tensor.kind() == plan::STEP_COUNTER ? "optimizer.step" : tensor.name();
+}
+
+} // namespace
+
+StatusOr<NamedArrays> consolidateCheckpoint(const std::string &dir, int64_t steps, const plan::PlanHeader &h,
+                                            int64_t &completedSteps) {
+  completedSteps = steps < 0 ? newestCompleteCheckpoint(dir) : steps;
+  const std::string path = dir + "/" + stepName(completedSteps);
+  if (completedSteps < 0 || !fileExists(path + "/" + kManifest))
+    return FSDPC_ERROR(kNotFound, "'", dir, "' holds no complete sharded checkpoint",
+                       steps < 0 ? "" : (" of step " + std::to_string(steps)).c_str());
+  std::map<std::string, std::string> metadata;
+  StatusOr<NamedArrays> first = readSafetensors(path + "/rank-0.safetensors", &metadata);
+  if (!first.isOk())
+    return first.status();
+  if (metadata["unit_layout_hash"] != hex(unitLayoutHash(h)))
+    return FSDPC_ERROR(kInvalidArgument, "'", path, "' was saved by a plan with another state layout than this one");
+  // A world of one rank holds everything: the reshard for it is the full state.
+  plan::PlanHeader whole = h;
+  whole.set_shard_group_size(1);
+  for (plan::Tensor &tensor : *whole.mutable_tensors())
+    if (!tensor.unit().empty() && isCheckpointedState(tensor)) {
+      const plan::Unit *unit = unitNamed(h, tensor.unit());
+      if (!unit)
+        return FSDPC_ERROR(kInvalidArgument, "tensor '", tensor.name(), "' names no unit of the plan");
+      tensor.clear_shape();
+      tensor.add_shape(unit->flat_size());
+    }
+  StatusOr<NamedArrays> flat = reshard(path, whole, 0, *first, metadata);
+  if (!flat.isOk())
+    return flat.status();
+  NamedArrays full;
+  for (const auto &[name, array] : *flat) {
+    const plan::Tensor *tensor = nullptr;
+    for (const plan::Tensor &t : h.tensors())
+      if (t.name() == name)
+        tensor = &t;
+    if (tensor->unit().empty()) {
+      full.emplace_back(nonUnitName(*tensor), array);
+      continue;
+    }
+    const size_t bytes = dtypeSize(array.dtype);
+    for (const plan::UnitParam &param : unitNamed(h, tensor->unit())->params()) {
+      HostArray piece = array;
+      piece.shape.assign(param.shape().begin(), param.shape().end());
+      piece.bytes.assign(array.bytes.begin() + param.offset() * bytes,
+                         array.bytes.begin() + (param.offset() + piece.numElements()) * bytes);
+      full.emplace_back(fullName(*tensor, param.name()), std::move(piece));
+    }
+  }
+  return full;
+}
+
+Status writeCheckpointFromFull(const std::string &dir, const plan::PlanHeader &h, const NamedArrays &full,
+                               int64_t completedSteps, uint64_t planHash) {
+  std::map<std::string, const HostArray *> byName;
+  for (const auto &[name, array] : full)
+    byName[name] = &array;
+  auto lookup = [&](const std::string &name, plan::DType dtype, std::vector<int64_t> shape) -> StatusOr<const HostArray *> {
+    auto it = byName.find(name);
+    if (it == byName.end())
+      return FSDPC_ERROR(kInvalidArgument, "the full state has no tensor '", name, "'");
+    if (it->second->dtype != dtype || it->second->shape != shape)
+      return FSDPC_ERROR(kInvalidArgument, "the full state's tensor '", name, "' has another dtype or shape");
+    return it->second;
+  };
+  const int world = static_cast<int>(h.world_size());
+  const int64_t group = std::max(h.shard_group_size(), 1);
+  const std::string checkpoint = stepName(completedSteps), path = dir + "/" + checkpoint;
+  FSDPC_RETURN_IF_ERROR(makeDirectory(dir));
+  FSDPC_RETURN_IF_ERROR(makeDirectory(path));
+  if (std::remove((path + "/" + kManifest).c_str()) != 0 && errno != ENOENT)
+    return FSDPC_ERROR(kDataLoss, "cannot replace '", path, "/", kManifest, "': ", std::strerror(errno));
+  for (int rank = 0; rank < world; ++rank) {
+    NamedArrays state;
+    for (const plan::Tensor &tensor : h.tensors()) {
+      if (!isCheckpointedState(tensor))
+        continue;
+      std::vector<int64_t> shape(tensor.shape().begin(), tensor.shape().end());
+      if (tensor.unit().empty()) {
+        StatusOr<const HostArray *> source = lookup(nonUnitName(tensor), tensor.dtype(), shape);
+        if (!source.isOk())
+          return source.status();
+        state.emplace_back(tensor.name(), **source);
+        continue;
+      }
+      const plan::Unit *unit = unitNamed(h, tensor.unit());
+      if (!unit)
+        return FSDPC_ERROR(kInvalidArgument, "tensor '", tensor.name(), "' names no unit of the plan");
+      const size_t bytes = dtypeSize(tensor.dtype());
+      const int64_t shard = numElements(tensor), begin = (rank % group) * shard;
+      HostArray array = HostArray::f32({shard}, nullptr);
+      array.dtype = tensor.dtype();
+      array.bytes.assign(shard * bytes, 0);
+      for (const plan::UnitParam &param : unit->params()) {
+        std::vector<int64_t> paramShape(param.shape().begin(), param.shape().end());
+        StatusOr<const HostArray *> source = lookup(fullName(tensor, param.name()), tensor.dtype(), paramShape);
+        if (!source.isOk())
+          return source.status();
+        // The part of this parameter inside the rank's range of the flat tensor.
+        const int64_t from = std::max(begin, param.offset()),
+                      to = std::min(begin + shard, param.offset() + (*source)->numElements());
+        if (from < to)
+          std::memcpy(array.bytes.data() + (from - begin) * bytes,
+                      (*source)->bytes.data() + (from - param.offset()) * bytes, (to - from) * bytes);
+      }
+      state.emplace_back(tensor.name(), std::move(array));
+    }
+    FSDPC_RETURN_IF_ERROR(writeSafetensors(state, rankFile(dir, checkpoint, rank),
+                                           {{"producer", "fsdp-ckpt"},
+                                            {"plan_hash", hex(planHash)},
+                                            {"layout_hash", hex(layoutHash(h))},
+                                            {"unit_layout_hash", hex(unitLayoutHash(h))},
+                                            {"world_size", std::to_string(world)},
+                                            {"shard_group_size", std::to_string(group)},
+                                            {"strategy", h.strategy()},
+                                            {"rank", std::to_string(rank)},
+                                            {"completed_steps", std::to_string(completedSteps)},
+                                            {"data_position_samples", std::to_string(completedSteps * h.global_batch())}}));
+  }
+  const std::string manifest = manifestText(h, world, completedSteps, planHash);
+  FSDPC_RETURN_IF_ERROR(writeFileAtomically(path + "/" + kManifest, [&](FILE *file) {
+    return writeBytes(file, manifest.data(), manifest.size(), path + "/" + kManifest);
+  }));
+  return writeFileAtomically(dir + "/latest", [&](FILE *file) {
+    return writeBytes(file, (checkpoint + "\n").data(), checkpoint.size() + 1, dir + "/latest");
+  });
+}
+
 } // namespace fsdpc::runtime

@@ -27,9 +27,9 @@ def read_safetensors(path):
     for name, entry in header.items():
         if name == "__metadata__":
             continue
-        assert entry["dtype"] == "F32", entry
+        dtype = {"F32": np.float32, "I64": np.int64}[entry["dtype"]]
         begin, end = entry["data_offsets"]
-        out[name] = np.frombuffer(data[begin:end], dtype=np.float32).reshape(entry["shape"])
+        out[name] = np.frombuffer(data[begin:end], dtype=dtype).reshape(entry["shape"])
     return out
 
 

@@ -15,6 +15,7 @@
 #include "fsdpc/runtime/KernelContract.h"
 #include "fsdpc/runtime/LrSchedule.h"
 #include "fsdpc/runtime/Npy.h"
+#include "fsdpc/runtime/OnnxExport.h"
 #include "fsdpc/runtime/PlanFile.h"
 #include "fsdpc/runtime/Safetensors.h"
 #include "fsdpc/runtime/Trace.h"
@@ -42,6 +43,8 @@ struct Options {
   std::string dataDir;
   std::string metricsPath;
   std::string savePath;
+  std::string saveOnnxPath;
+  std::string onnxModel; // --save-onnx's source: the plan's source model unless given
   std::string initFrom;
   std::string init; // "normal:STD,SEED", parsed into initStd and initSeed
   double initStd = 0;
@@ -70,6 +73,9 @@ const char *kUsage = "usage: fsdp-run PLAN [--steps N] [--data DIR] [--seed S] [
                      "                [--save-sharded DIR] [--load-sharded DIR] [--device auto|cpu|cuda]\n"
                      "  --steps N           run N more steps from where the run starts (default 10)\n"
                      "  --save FILE         after training, the full parameters (gathered to rank 0)\n"
+                     "  --save-onnx FILE    after training, the ONNX model the plan came from (found\n"
+                     "                      next to the plan, or --onnx-model PATH) with its trained\n"
+                     "                      initializers\n"
                      "  --init-from FILE    start from full parameters by name\n"
                      "  --init normal:STD,SEED  start from parameters drawn from N(0, STD^2), the same\n"
                      "                      for any world size (a --no-weights plan needs this or --init-from)\n"
@@ -162,6 +168,10 @@ Status parseOptions(int argc, char **argv, Options &options) {
       FSDPC_RETURN_IF_ERROR(takeValue(options.metricsPath));
     } else if (arg == "--save") {
       FSDPC_RETURN_IF_ERROR(takeValue(options.savePath));
+    } else if (arg == "--save-onnx") {
+      FSDPC_RETURN_IF_ERROR(takeValue(options.saveOnnxPath));
+    } else if (arg == "--onnx-model") {
+      FSDPC_RETURN_IF_ERROR(takeValue(options.onnxModel));
     } else if (arg == "--init-from") {
       FSDPC_RETURN_IF_ERROR(takeValue(options.initFrom));
     } else if (arg == "--init") {
@@ -604,16 +614,41 @@ int main(int argc, char **argv) {
   if (metrics && std::fclose(metrics) != 0)
     return fail(FSDPC_ERROR(kDataLoss, "cannot write --metrics-json file '", options.metricsPath, "'"));
 
-  if (!options.savePath.empty()) {
+  if (!options.savePath.empty() || !options.saveOnnxPath.empty()) {
     StatusOr<NamedArrays> full = executor.gatherFullParameters();
     if (!full.isOk())
       return fail(full.status());
-    if (reports) {
-      Status saved = writeSafetensors(*full, options.savePath, {{"producer", "fsdp-run"}});
-      if (!saved.isOk())
-        return fail(saved);
-      std::printf("fsdp-run: saved the full parameters to %s\n", options.savePath.c_str());
+    // Rank 0 writes; the others learn whether it could (a missing source
+    // model must not leave them waiting).
+    Status saved = Status::ok();
+    if (reports && !options.savePath.empty()) {
+      saved = writeSafetensors(*full, options.savePath, {{"producer", "fsdp-run"}});
+      if (saved.isOk())
+        std::printf("fsdp-run: saved the full parameters to %s\n", options.savePath.c_str());
     }
+    if (reports && saved.isOk() && !options.saveOnnxPath.empty()) {
+      // The plan records the model's file name (not its path, so that plans
+      // are the same on every machine): next to the plan, else here.
+      std::string source = options.onnxModel;
+      if (source.empty()) {
+        const size_t slash = options.planPath.find_last_of('/');
+        const std::string besidePlan =
+            (slash == std::string::npos ? std::string() : options.planPath.substr(0, slash + 1)) + header.source_model();
+        FILE *probe = std::fopen(besidePlan.c_str(), "rb");
+        source = probe ? besidePlan : header.source_model();
+        if (probe)
+          std::fclose(probe);
+      }
+      saved = writeTrainedOnnx(source, *full, options.saveOnnxPath);
+      if (saved.isOk())
+        std::printf("fsdp-run: saved %s with the trained parameters to %s\n", source.c_str(),
+                    options.saveOnnxPath.c_str());
+    }
+    Status agreed = communicator->agreeOn(saved.isOk() ? 0 : 1, "saving the trained parameters");
+    if (!saved.isOk())
+      return fail(saved);
+    if (!agreed.isOk())
+      return fail(FSDPC_ERROR(kAborted, "rank 0 failed to save the trained parameters"));
   }
   if (!options.saveShardedDir.empty() && savedAfter != endStep) {
     Status saved = saveCheckpoint(endStep);

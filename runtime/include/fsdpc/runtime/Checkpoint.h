@@ -52,6 +52,20 @@ int64_t newestCompleteCheckpoint(const std::string &dir);
 StatusOr<int64_t> loadShardedCheckpoint(const std::string &dir, Executor &executor, HostControl &control,
                                         uint64_t planHash);
 
+/// fsdp-ckpt consolidate: the checkpoint `steps` in `dir` (-1: the newest
+/// complete one) as one full state of `h`'s layout (the unit layout must
+/// match): every parameter under its ONNX name, each optimizer slot as
+/// `optimizer.<slot>.<parameter>`, frozen parameters by name and the step
+/// counter as `optimizer.step`. Sets `completedSteps`.
+StatusOr<NamedArrays> consolidateCheckpoint(const std::string &dir, int64_t steps, const plan::PlanHeader &h,
+                                            int64_t &completedSteps);
+
+/// fsdp-ckpt shard: the inverse, a complete sharded checkpoint
+/// `dir/step-<completedSteps>` of `full` for every rank of `h`'s world,
+/// written by one process.
+Status writeCheckpointFromFull(const std::string &dir, const plan::PlanHeader &h, const NamedArrays &full,
+                               int64_t completedSteps, uint64_t planHash);
+
 } // namespace fsdpc::runtime
 
 #endif // FSDPC_RUNTIME_CHECKPOINT_H

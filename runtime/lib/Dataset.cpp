@@ -4,8 +4,13 @@
 
 #include "fsdpc/runtime/Npy.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace fsdpc::runtime {
 
@@ -139,7 +144,182 @@ StatusOr<std::unique_ptr<Dataset>> Dataset::synthetic(const Executor &executor, 
   return dataset;
 }
 
+namespace {
+
+/// The data of a 1-D .npy of integers in a mapped file: offset, element
+/// size and signedness; an error naming the file otherwise.
+Status tokenNpyLayout(const std::string &path, const uint8_t *data, size_t size, size_t &offset, int &elementBytes,
+                      bool &isSigned, int64_t &count) {
+  if (size < 10 || std::memcmp(data, "\x93NUMPY", 6) != 0)
+    return FSDPC_ERROR(kInvalidArgument, "--data: '", path, "' is not a .npy file");
+  const int major = data[6];
+  const size_t headerLength = major == 1 ? (data[8] | data[9] << 8) : (size >= 12 ? (data[8] | data[9] << 8 | data[10] << 16 | static_cast<size_t>(data[11]) << 24) : 0);
+  offset = (major == 1 ? 10 : 12) + headerLength;
+  if (offset > size)
+    return FSDPC_ERROR(kInvalidArgument, "--data: '", path, "' has a truncated header");
+  const std::string header(reinterpret_cast<const char *>(data) + (major == 1 ? 10 : 12), headerLength);
+  struct Kind {
+    const char *descr;
+    int bytes;
+    bool isSigned;
+  };
+  static const Kind kinds[] = {{"'<u2'", 2, false}, {"'<i4'", 4, true}, {"'<u4'", 4, false}, {"'<i8'", 8, true}};
+  const Kind *kind = nullptr;
+  for (const Kind &k : kinds)
+    if (header.find(k.descr) != std::string::npos)
+      kind = &k;
+  if (!kind || header.find("'fortran_order': False") == std::string::npos)
+    return FSDPC_ERROR(kInvalidArgument, "--data: '", path, "' must hold a C-order 1-D array of uint16, int32, ",
+                       "uint32 or int64 token ids");
+  // A 1-D shape reads "(N,)".
+  const size_t open = header.find("'shape': (");
+  const size_t close = open == std::string::npos ? std::string::npos : header.find(')', open);
+  std::string inner = close == std::string::npos ? "" : header.substr(open + 10, close - open - 10);
+  inner.erase(std::remove(inner.begin(), inner.end(), ' '), inner.end());
+  if (inner.size() < 2 || inner.back() != ',' ||
+      inner.find_first_not_of("0123456789") != inner.size() - 1)
+    return FSDPC_ERROR(kInvalidArgument, "--data: '", path, "' must hold a 1-D array of token ids");
+  count = std::strtoll(inner.c_str(), nullptr, 10);
+  elementBytes = kind->bytes;
+  isSigned = kind->isSigned;
+  if (count < 0 || offset + static_cast<size_t>(count) * elementBytes > size)
+    return FSDPC_ERROR(kInvalidArgument, "--data: '", path, "' is shorter than its header says");
+  return Status::ok();
+}
+
+} // namespace
+
+StatusOr<std::unique_ptr<Dataset>> Dataset::fromTokenFile(const std::string &path, const Executor &executor) {
+  const plan::PlanHeader &h = executor.header();
+  auto stream = std::unique_ptr<TokenStream, void (*)(TokenStream *)>(new TokenStream(), [](TokenStream *s) {
+    if (s->mapping)
+      ::munmap(s->mapping, s->mappingBytes);
+    delete s;
+  });
+  int others = 0;
+  for (int t : executor.inputTensors()) {
+    if (h.tensors(t).name() == "labels") {
+      stream->labelsTensor = t;
+    } else {
+      stream->inputTensor = t;
+      ++others;
+    }
+  }
+  if (others != 1 || stream->labelsTensor < 0)
+    return FSDPC_ERROR(kInvalidArgument, "--data '", path, "': a token file feeds a plan with one token input and ",
+                       "'labels'; this plan's inputs differ (pass a directory of .npy files)");
+  const plan::Tensor &input = h.tensors(stream->inputTensor), &labels = h.tensors(stream->labelsTensor);
+  if (input.shape_size() != 2 || labels.shape_size() != 2 || input.shape(1) != labels.shape(1) ||
+      input.dtype() != plan::I64 || labels.dtype() != plan::I64)
+    return FSDPC_ERROR(kInvalidArgument, "--data '", path, "': the plan's '", input.name(), "' and 'labels' must both ",
+                       "be int64 [batch, T] for a token file");
+  stream->context = input.shape(1);
+
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0)
+    return FSDPC_ERROR(kNotFound, "--data: cannot open '", path, "': ", std::strerror(errno));
+  struct stat info;
+  if (::fstat(fd, &info) != 0 || info.st_size == 0) {
+    ::close(fd);
+    return FSDPC_ERROR(kInvalidArgument, "--data: '", path, "' is empty");
+  }
+  void *mapping = ::mmap(nullptr, info.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (mapping == MAP_FAILED)
+    return FSDPC_ERROR(kInvalidArgument, "--data: cannot map '", path, "': ", std::strerror(errno));
+  stream->mapping = mapping;
+  stream->mappingBytes = info.st_size;
+  const auto *bytes = static_cast<const uint8_t *>(mapping);
+  size_t offset = 0;
+  if (path.size() > 4 && path.compare(path.size() - 4, 4, ".npy") == 0) {
+    FSDPC_RETURN_IF_ERROR(
+        tokenNpyLayout(path, bytes, info.st_size, offset, stream->elementBytes, stream->isSigned, stream->count));
+  } else {
+    // llm.c: 256 int32 (magic 20240520, version 1, token count), then
+    // uint16 tokens; anything else is nanoGPT's raw uint16 stream.
+    int32_t header[3] = {0, 0, 0};
+    if (info.st_size >= 1024)
+      std::memcpy(header, bytes, sizeof(header));
+    if (header[0] == 20240520) {
+      if (header[1] != 1 || header[2] < 0 || 1024 + static_cast<int64_t>(header[2]) * 2 > info.st_size)
+        return FSDPC_ERROR(kInvalidArgument, "--data: '", path, "' has an llm.c header this reader does not know");
+      offset = 1024;
+      stream->count = header[2];
+    } else {
+      stream->count = info.st_size / 2;
+    }
+    stream->elementBytes = 2;
+  }
+  stream->tokens = bytes + offset;
+  auto dataset = std::unique_ptr<Dataset>(new Dataset());
+  dataset->numSamples_ = (stream->count - 1) / stream->context;
+  if (dataset->numSamples_ < 1)
+    return FSDPC_ERROR(kInvalidArgument, "--data: '", path, "' holds ", stream->count, " tokens, fewer than one window of ",
+                       stream->context, " plus one");
+  dataset->tokens_ = std::move(stream);
+  return dataset;
+}
+
+int64_t Dataset::sampleAt(int64_t position) const {
+  const int64_t inEpoch = position % numSamples_;
+  if (!shuffle_)
+    return inEpoch;
+  const int64_t epoch = position / numSamples_;
+  if (epoch != epoch_) {
+    // Fisher-Yates over the epoch's own stream.
+    order_.resize(numSamples_);
+    for (int64_t i = 0; i < numSamples_; ++i)
+      order_[i] = i;
+    uint64_t state = splitMix64(shuffleSeed_ ^ splitMix64(static_cast<uint64_t>(epoch)));
+    for (int64_t i = numSamples_ - 1; i > 0; --i) {
+      state = splitMix64(state);
+      std::swap(order_[i], order_[state % static_cast<uint64_t>(i + 1)]);
+    }
+    epoch_ = epoch;
+  }
+  return order_[inEpoch];
+}
+
 Status Dataset::fillBatch(Executor &executor, int64_t stepIndex, int rank, int worldSize) const {
+  if (tokens_) {
+    const TokenStream &s = *tokens_;
+    const int64_t localBatch = executor.header().tensors(s.inputTensor).shape(0), globalBatch = localBatch * worldSize;
+    std::vector<int64_t> input(localBatch * s.context), labels(localBatch * s.context);
+    auto token = [&](int64_t i) -> int64_t {
+      const uint8_t *p = s.tokens + i * s.elementBytes;
+      switch (s.elementBytes) {
+      case 2: {
+        uint16_t v;
+        std::memcpy(&v, p, 2);
+        return v;
+      }
+      case 4: {
+        if (s.isSigned) {
+          int32_t v;
+          std::memcpy(&v, p, 4);
+          return v;
+        }
+        uint32_t v;
+        std::memcpy(&v, p, 4);
+        return v;
+      }
+      default: {
+        int64_t v;
+        std::memcpy(&v, p, 8);
+        return v;
+      }
+      }
+    };
+    for (int64_t j = 0; j < localBatch; ++j) {
+      const int64_t first = sampleAt(stepIndex * globalBatch + rank * localBatch + j) * s.context;
+      for (int64_t k = 0; k < s.context; ++k) {
+        input[j * s.context + k] = token(first + k);
+        labels[j * s.context + k] = token(first + k + 1);
+      }
+    }
+    FSDPC_RETURN_IF_ERROR(executor.uploadTensor(s.inputTensor, input.data(), input.size() * sizeof(int64_t)));
+    return executor.uploadTensor(s.labelsTensor, labels.data(), labels.size() * sizeof(int64_t));
+  }
   for (const Column &column : columns_) {
     const plan::Tensor &destination = executor.header().tensors(column.tensorIndex);
     int64_t localBatch = destination.shape().empty() ? 1 : destination.shape(0);
@@ -148,7 +328,7 @@ Status Dataset::fillBatch(Executor &executor, int64_t stepIndex, int rank, int w
     // Staged on the host, then one upload per input.
     staging_.resize(localBatch * sampleBytes);
     for (int64_t j = 0; j < localBatch; ++j) {
-      int64_t sample = (stepIndex * globalBatch + rank * localBatch + j) % numSamples_;
+      int64_t sample = sampleAt(stepIndex * globalBatch + rank * localBatch + j);
       std::memcpy(staging_.data() + j * sampleBytes, column.samples.bytes.data() + sample * sampleBytes, sampleBytes);
     }
     FSDPC_RETURN_IF_ERROR(executor.uploadTensor(column.tensorIndex, staging_.data(), staging_.size()));

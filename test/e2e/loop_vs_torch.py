@@ -44,6 +44,8 @@ def main():
     parser.add_argument("--clip-grad-norm", type=float, default=0.0)
     parser.add_argument("--grad-accum", type=int, default=1)
     parser.add_argument("--accum-reduce", choices=["last", "each"], default=None)
+    parser.add_argument("--shuffle-seed", type=int, default=None, help="fsdp-run --shuffle --seed S")
+    parser.add_argument("--epochs", type=int, default=0, help="fsdp-run --epochs E instead of --steps")
     parser.add_argument("--extra", default="", help="more fsdpc flags, space-separated")
     parser.add_argument("--rtol", type=float, default=1e-5)
     args = parser.parse_args()
@@ -74,14 +76,20 @@ def main():
     cmd += args.extra.split()
     run(cmd)
     launch = MPIRUN + ["-np", str(args.ranks)] if args.ranks > 1 else []
-    run(launch + ["fsdp-run", plan, "--steps", str(args.steps), "--data", data.dir, "--metrics-json", metrics])
+    length = ["--epochs", str(args.epochs)] if args.epochs else ["--steps", str(args.steps)]
+    if args.epochs:
+        # Whole global batches (each of K micro-batches) per epoch.
+        args.steps = args.epochs * data.samples // (data.batch * args.grad_accum)
+    shuffle = [] if args.shuffle_seed is None else ["--shuffle", "--seed", str(args.shuffle_seed)]
+    run(launch + ["fsdp-run", plan, "--data", data.dir, "--metrics-json", metrics] + length + shuffle)
     records = sorted((json.loads(line) for line in open(metrics) if '"loss"' in line), key=lambda r: r["step"])
 
     schedule = (schedule_lambda(args.lr_schedule, args.warmup_steps, args.total_steps, args.min_lr, lr)
                 if args.lr_schedule else None)
     trace = {}
     result = train_torch(model, data, args.steps, args.optimizer, lr, wd, args.momentum, "cross_entropy",
-                         torch.float32, schedule, clip=args.clip_grad_norm, accumulate=args.grad_accum, trace=trace)
+                         torch.float32, schedule, clip=args.clip_grad_norm, accumulate=args.grad_accum, trace=trace,
+                         shuffle_seed=args.shuffle_seed)
     torch_losses = result[0]
 
     failures = 0

@@ -161,8 +161,31 @@ def schedule_lambda(kind, warmup, total, min_lr, lr):
     return factor
 
 
+MASK64 = (1 << 64) - 1
+
+
+def splitmix64(x):
+    """runtime/include/fsdpc/runtime/Random.h's splitMix64, in Python ints."""
+    x = (x + 0x9E3779B97F4A7C15) & MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK64
+    return x ^ (x >> 31)
+
+
+def epoch_order(seed, epoch, samples):
+    """fsdp-run --shuffle's sample order in `epoch`: Fisher-Yates over
+    splitmix64 from the seed and the epoch, written out again here."""
+    order = list(range(samples))
+    state = splitmix64(seed ^ splitmix64(epoch))
+    for i in range(samples - 1, 0, -1):
+        state = splitmix64(state)
+        j = state % (i + 1)
+        order[i], order[j] = order[j], order[i]
+    return order
+
+
 def train_torch(model, data, steps, optimizer, lr, weight_decay, momentum, loss, dtype=torch.float32, schedule=None,
-                clip=0.0, accumulate=1, trace=None):
+                clip=0.0, accumulate=1, trace=None, shuffle_seed=None):
     """Per-step losses and final parameters (float64 numpy) of torch; with
     `schedule` (a LambdaLR multiplier), the learning rate of each step too.
 
@@ -171,7 +194,8 @@ def train_torch(model, data, steps, optimizer, lr, weight_decay, momentum, loss,
     with `accumulate` K, K micro-batches of data.batch samples per step, each
     loss divided by K before its backward (the step's loss is their sum).
     `trace`, a dict, receives per-step lists "lr" and (with clip) "grad_norm",
-    the norm before clipping."""
+    the norm before clipping. With `shuffle_seed`, each epoch visits the
+    samples in epoch_order."""
     net = OnnxInTorch(model)
     for name in net.params:
         net.params[name] = net.params[name].detach().to(dtype).requires_grad_(True)
@@ -188,7 +212,15 @@ def train_torch(model, data, steps, optimizer, lr, weight_decay, momentum, loss,
         total = 0.0
         for micro in range(accumulate):
             first = (step * accumulate + micro) * data.batch
-            index = [(first + j) % data.samples for j in range(data.batch)]
+            positions = [first + j for j in range(data.batch)]
+            if shuffle_seed is None:
+                index = [p % data.samples for p in positions]
+            else:
+                orders = {}
+                for p in positions:
+                    if p // data.samples not in orders:
+                        orders[p // data.samples] = epoch_order(shuffle_seed, p // data.samples, data.samples)
+                index = [orders[p // data.samples][p % data.samples] for p in positions]
             (logits,) = net({data.input_name: torch.tensor(data.inputs[index]).to(dtype)})
             target = torch.tensor(data.labels[index])
             if loss == "cross_entropy":

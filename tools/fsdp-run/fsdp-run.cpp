@@ -20,6 +20,8 @@
 #include "fsdpc/runtime/Safetensors.h"
 #include "fsdpc/runtime/Trace.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <vector>
@@ -56,6 +58,8 @@ struct Options {
   bool resumeAuto = false;
   int64_t maxSteps = -1;  // -1: --steps counts the run's steps
   std::string evalDataDir;
+  bool shuffle = false; // a new sample order every epoch, from --seed
+  int64_t epochs = 0;   // 0: --steps or --max-steps set the length
   int64_t evalEvery = 0;    // 0: evaluate after the run only
   int64_t evalBatches = 0;  // 0: every whole batch of the eval data
   bool forward = false;
@@ -80,7 +84,12 @@ const char *kUsage = "usage: fsdp-run PLAN [--steps N] [--data DIR] [--seed S] [
                      "  --init normal:STD,SEED  start from parameters drawn from N(0, STD^2), the same\n"
                      "                      for any world size (a --no-weights plan needs this or --init-from)\n"
                      "  --max-steps N       train until N steps are complete in all (a resumed run does\n"
-                     "                      the rest), instead of --steps more\n"
+                     "                      the rest), instead of --steps more; --epochs E: E passes\n"
+                     "                      over the data in whole batches\n"
+                     "  --data PATH         a directory of <input>.npy and labels.npy, or one token file\n"
+                     "                      (.npy or .bin of token ids, memory-mapped) for a language model\n"
+                     "  --shuffle           a new sample order every epoch (from --seed), the same on\n"
+                     "                      every rank count\n"
                      "  --save-sharded DIR  a sharded checkpoint (each rank's shards, optimizer state and\n"
                      "                      step) in DIR/step-N after the run\n"
                      "  --save-every N      ... and after every N-th step; --keep-last K keeps the newest K\n"
@@ -132,7 +141,7 @@ Status parseOptions(int argc, char **argv, Options &options) {
       return Status::ok();
     };
     if (arg == "--steps" || arg == "--seed" || arg == "--save-every" || arg == "--keep-last" || arg == "--max-steps" ||
-        arg == "--eval-every" || arg == "--eval-batches") {
+        arg == "--eval-every" || arg == "--eval-batches" || arg == "--epochs") {
       std::string text;
       FSDPC_RETURN_IF_ERROR(takeValue(text));
       int64_t parsed;
@@ -149,6 +158,8 @@ Status parseOptions(int argc, char **argv, Options &options) {
         options.keepLast = parsed;
       } else if (arg == "--eval-every") {
         options.evalEvery = parsed;
+      } else if (arg == "--epochs") {
+        options.epochs = parsed;
       } else if (arg == "--eval-batches") {
         options.evalBatches = parsed;
       } else {
@@ -180,6 +191,8 @@ Status parseOptions(int argc, char **argv, Options &options) {
       FSDPC_RETURN_IF_ERROR(takeValue(options.saveShardedDir));
     } else if (arg == "--load-sharded") {
       FSDPC_RETURN_IF_ERROR(takeValue(options.loadShardedDir));
+    } else if (arg == "--shuffle") {
+      options.shuffle = true;
     } else if (arg == "--profile") {
       options.profile = true;
     } else if (arg == "--trace") {
@@ -222,6 +235,8 @@ Status parseOptions(int argc, char **argv, Options &options) {
   }
   if (!options.initFrom.empty() && !options.loadShardedDir.empty())
     return FSDPC_ERROR(kInvalidArgument, "--init-from and --load-sharded both set the parameters; pass one");
+  if (options.epochs > 0 && (stepsGiven || options.maxSteps >= 0))
+    return FSDPC_ERROR(kInvalidArgument, "--epochs sets the length as --steps and --max-steps do; pass one");
   if (stepsGiven && options.maxSteps >= 0)
     return FSDPC_ERROR(kInvalidArgument, "--steps (more steps) and --max-steps (steps in all) both set the length; pass one");
   if ((options.saveEvery > 0 || options.keepLast > 0 || options.resumeAuto) && options.saveShardedDir.empty())
@@ -431,7 +446,7 @@ int main(int argc, char **argv) {
     firstStep = *resumed;
   }
   // --max-steps counts from the start of training, --steps from here.
-  const int64_t endStep = options.maxSteps >= 0 ? std::max(options.maxSteps, firstStep) : firstStep + options.steps;
+  int64_t endStep = options.maxSteps >= 0 ? std::max(options.maxSteps, firstStep) : firstStep + options.steps;
   int64_t savedAfter = -1;
   auto saveCheckpoint = [&](int64_t completed) -> Status {
     FSDPC_RETURN_IF_ERROR(saveShardedCheckpoint(options.saveShardedDir, executor, *communicator, completed, planHash,
@@ -445,14 +460,26 @@ int main(int argc, char **argv) {
     return Status::ok();
   };
 
-  StatusOr<std::unique_ptr<Dataset>> dataset =
-      options.dataDir.empty() ? Dataset::synthetic(executor, options.seed, kSyntheticSamples)
-                              : Dataset::fromNpyDirectory(options.dataDir, executor);
+  // A directory of .npy files, or one token file (memory-mapped).
+  auto openData = [&](const std::string &path) -> StatusOr<std::unique_ptr<Dataset>> {
+    struct stat info;
+    if (::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode))
+      return Dataset::fromTokenFile(path, executor);
+    return Dataset::fromNpyDirectory(path, executor);
+  };
+  StatusOr<std::unique_ptr<Dataset>> dataset = options.dataDir.empty()
+                                                    ? Dataset::synthetic(executor, options.seed, kSyntheticSamples)
+                                                    : openData(options.dataDir);
   if (!dataset.isOk())
     return fail(dataset.status());
+  if (options.shuffle)
+    (*dataset)->shuffleEveryEpoch(options.seed);
+  if (options.epochs > 0) // whole batches of every epoch, as drop_last
+    endStep = std::max(options.epochs * (*dataset)->numSamples() / std::max<int64_t>(header.global_batch(), 1),
+                       firstStep);
   std::unique_ptr<Dataset> evalData;
   if (!options.evalDataDir.empty()) {
-    StatusOr<std::unique_ptr<Dataset>> read = Dataset::fromNpyDirectory(options.evalDataDir, executor);
+    StatusOr<std::unique_ptr<Dataset>> read = openData(options.evalDataDir);
     if (!read.isOk())
       return fail(read.status());
     evalData = std::move(*read);

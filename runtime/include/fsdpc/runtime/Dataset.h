@@ -27,6 +27,25 @@ public:
   /// N(0,1), labels given by a fixed random linear teacher, so training
   /// really lowers the loss.
   static StatusOr<std::unique_ptr<Dataset>> synthetic(const Executor &executor, uint64_t seed, int64_t numSamples);
+  /// A token stream for a language model (nanoGPT / llm.c layout): one flat
+  /// file of token ids, `.npy` (1-D, uint16, int32, uint32 or int64) or
+  /// `.bin` (llm.c's 256-int32 header then uint16 tokens, or raw uint16),
+  /// memory-mapped, so it may be larger than memory. The plan must read one
+  /// integer input [batch, T] besides `labels` [batch, T]: sample i is
+  /// tokens [i T, i T + T), its labels the same shifted by one.
+  static StatusOr<std::unique_ptr<Dataset>> fromTokenFile(const std::string &path, const Executor &executor);
+
+  /// Visits the samples in a new order every epoch: a permutation drawn
+  /// from `seed` and the epoch, the same for every rank count (ranks cut
+  /// their slices from the same global order).
+  void shuffleEveryEpoch(uint64_t seed) {
+    shuffle_ = true;
+    shuffleSeed_ = seed;
+    epoch_ = -1;
+  }
+  /// The sample global position `position` (step * global batch + j)
+  /// reads.
+  int64_t sampleAt(int64_t position) const;
 
   int64_t numSamples() const { return numSamples_; }
   /// Copies the samples of global step `stepIndex` (0-based) for `rank` of
@@ -41,6 +60,23 @@ private:
   };
   std::vector<Column> columns_;
   int64_t numSamples_ = 0;
+  // Token streams: the mapped file, its element size, and the input and
+  // labels tensors the windows go to.
+  struct TokenStream {
+    const uint8_t *tokens = nullptr;
+    int64_t count = 0;
+    int elementBytes = 2;
+    bool isSigned = false;
+    int64_t context = 0;
+    int inputTensor = -1, labelsTensor = -1;
+    void *mapping = nullptr;
+    size_t mappingBytes = 0;
+  };
+  std::unique_ptr<TokenStream, void (*)(TokenStream *)> tokens_{nullptr, nullptr};
+  bool shuffle_ = false;
+  uint64_t shuffleSeed_ = 0;
+  mutable int64_t epoch_ = -1;
+  mutable std::vector<int64_t> order_; // this epoch's permutation
   mutable std::vector<uint8_t> staging_; // one input's batch on the host
 };
 

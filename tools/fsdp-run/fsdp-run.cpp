@@ -666,7 +666,7 @@ int main(int argc, char **argv) {
         if (probe)
           std::fclose(probe);
       }
-      saved = writeTrainedOnnx(source, *full, options.saveOnnxPath);
+      saved = writeTrainedOnnx(source, *full, header.initializer_rewrites(), options.saveOnnxPath);
       if (saved.isOk())
         std::printf("fsdp-run: saved %s with the trained parameters to %s\n", source.c_str(),
                     options.saveOnnxPath.c_str());

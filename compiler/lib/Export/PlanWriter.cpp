@@ -275,6 +275,18 @@ std::optional<runtime::PlanFile> fsdpc::buildPlanFile(ModuleOp module, const Wei
   h.set_loss_tensor(program.getLoss() ? index.lookup(*program.getLoss()) : -1);
   if (std::optional<StringRef> norm = program.getGradNorm())
     h.set_grad_norm_tensor(index.lookup(*norm));
+  if (std::optional<ArrayAttr> rewrites = program.getInitializerRewrites())
+    for (Attribute rewrite : *rewrites) {
+      auto fields = dyn_cast<ArrayAttr>(rewrite);
+      if (!fields || fields.size() != 3 || !llvm::all_of(fields, [](Attribute a) { return isa<StringAttr>(a); })) {
+        error = "plan.program's initializer_rewrites must be [kind, name, source] string triples";
+        return std::nullopt;
+      }
+      plan::InitializerRewrite *out = h.add_initializer_rewrites();
+      out->set_kind(cast<StringAttr>(fields[0]).str());
+      out->set_name(cast<StringAttr>(fields[1]).str());
+      out->set_source(cast<StringAttr>(fields[2]).str());
+    }
   if (std::optional<StringRef> forwardLoss = program.getForwardLoss()) {
     h.set_forward_instructions(*program.getForwardInstructions());
     h.set_forward_loss_tensor(index.lookup(*forwardLoss));

@@ -24,6 +24,7 @@
 #include "onnx/checker.h"
 #include "onnx/shape_inference/implementation.h"
 
+#include <array>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -298,6 +299,7 @@ private:
   bool checkAndInferShapes();
   bool checkOpsSupported();
   bool undoExporterParameterRewrites();
+  std::vector<std::array<std::string, 3>> initializerRewrites_; // kind, name, source
   bool buildForward();
   std::optional<Type> tensorType(const onnx::ValueInfoProto &info);
 
@@ -516,6 +518,7 @@ bool ModelImporter::undoExporterParameterRewrites() {
     onnx::TensorProto copy = graph.initializer(floatInitializer.lookup(node.input(0)));
     copy.set_name(node.output(0));
     copies.push_back(std::move(copy));
+    initializerRewrites_.push_back({"identity_copy", node.output(0), node.input(0)});
     return true;
   });
   for (onnx::TensorProto &copy : copies)
@@ -562,6 +565,7 @@ bool ModelImporter::undoExporterParameterRewrites() {
       node.add_output(copy.name());
       transposes.push_back(std::move(node));
       tied.push_back(copy.name());
+      initializerRewrites_.push_back({"transposed_tie", copy.name(), original.name()});
       break;
     }
   }
@@ -612,6 +616,12 @@ bool ModelImporter::buildForward() {
   ModuleOp module = *result_.module;
   module->setAttr(graph::kOpsetAttr, builder_.getI64IntegerAttr(opset_));
   module->setAttr(graph::kSourceAttr, builder_.getStringAttr(llvm::sys::path::filename(path_)));
+  if (!initializerRewrites_.empty()) {
+    SmallVector<Attribute> rewrites;
+    for (const auto &[kind, name, source] : initializerRewrites_)
+      rewrites.push_back(builder_.getStrArrayAttr({kind, name, source}));
+    module->setAttr(graph::kInitializerRewritesAttr, builder_.getArrayAttr(rewrites));
+  }
 
   // Arguments: data inputs, then float initializers as parameters.
   const onnx::GraphProto &graph = model_.graph();

@@ -34,6 +34,12 @@ inline constexpr llvm::StringLiteral kUpdatesAttr = "graph.updates";
 // Module attributes set by the importer and the training-step passes.
 inline constexpr llvm::StringLiteral kOpsetAttr = "graph.opset";
 inline constexpr llvm::StringLiteral kSourceAttr = "graph.source";
+/// What the importer changed about the model's initializers (undoing
+/// torch.onnx.export's rewrites), as [kind, name, source] triples:
+/// "identity_copy" (parameter `name` was Identity(`source`)) and
+/// "transposed_tie" (initializer `name` is the transpose of `source`). fsdp-run
+/// --save-onnx reverses them.
+inline constexpr llvm::StringLiteral kInitializerRewritesAttr = "graph.initializer_rewrites";
 inline constexpr llvm::StringLiteral kLossKindAttr = "graph.loss_kind";
 inline constexpr llvm::StringLiteral kNumClassesAttr = "graph.num_classes";
 inline constexpr llvm::StringLiteral kOptimizerAttr = "graph.optimizer";

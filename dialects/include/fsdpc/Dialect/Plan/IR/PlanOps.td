@@ -19,6 +19,9 @@ def Plan_ProgramOp : Plan_Op<"program", [Symbol, SymbolTable, IsolatedFromAbove,
       forward-only program).
     - `grad_norm`: with gradient clipping, the `tensor<1xf32>` that holds
       the step's global gradient norm before clipping.
+    - `initializer_rewrites`: the importer's undoing of torch.onnx.export's
+      initializer rewrites, `[kind, name, source]` string triples, for
+      writing the trained model back as ONNX.
     - `forward_instructions`, `forward_loss`: in a training step, how many
       of the first instructions are the forward pass up to the loss (of the
       first micro-batch), and the scalar tensor holding that loss: the
@@ -51,7 +54,8 @@ def Plan_ProgramOp : Plan_Op<"program", [Symbol, SymbolTable, IsolatedFromAbove,
                        OptionalAttr<FlatSymbolRefArrayAttr>:$outputs, OptionalAttr<StrAttr>:$source,
                        OptionalAttr<I64Attr>:$opset, OptionalAttr<StrAttr>:$strategy,
                        OptionalAttr<I64Attr>:$shard_group_size, OptionalAttr<FlatSymbolRefAttr>:$grad_norm,
-                       OptionalAttr<I64Attr>:$forward_instructions, OptionalAttr<FlatSymbolRefAttr>:$forward_loss);
+                       OptionalAttr<I64Attr>:$forward_instructions, OptionalAttr<FlatSymbolRefAttr>:$forward_loss,
+                       OptionalAttr<ArrayAttr>:$initializer_rewrites);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
   let hasVerifier = 1;

@@ -21,6 +21,7 @@
 #include "fsdpc/runtime/Trace.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -59,6 +60,7 @@ struct Options {
   int64_t maxSteps = -1;  // -1: --steps counts the run's steps
   std::string evalDataDir;
   bool shuffle = false; // a new sample order every epoch, from --seed
+  int64_t logEvery = 1;
   int64_t epochs = 0;   // 0: --steps or --max-steps set the length
   int64_t evalEvery = 0;    // 0: evaluate after the run only
   int64_t evalBatches = 0;  // 0: every whole batch of the eval data
@@ -90,6 +92,9 @@ const char *kUsage = "usage: fsdp-run PLAN [--steps N] [--data DIR] [--seed S] [
                      "                      (.npy or .bin of token ids, memory-mapped) for a language model\n"
                      "  --shuffle           a new sample order every epoch (from --seed), the same on\n"
                      "                      every rank count\n"
+                     "  --log-every N       a step line every N steps (default 1): loss, grad norm, time,\n"
+                     "                      samples/s, tokens/s, lr, progress, ETA, memory; on a terminal a\n"
+                     "                      progress bar between them\n"
                      "  --save-sharded DIR  a sharded checkpoint (each rank's shards, optimizer state and\n"
                      "                      step) in DIR/step-N after the run\n"
                      "  --save-every N      ... and after every N-th step; --keep-last K keeps the newest K\n"
@@ -141,7 +146,7 @@ Status parseOptions(int argc, char **argv, Options &options) {
       return Status::ok();
     };
     if (arg == "--steps" || arg == "--seed" || arg == "--save-every" || arg == "--keep-last" || arg == "--max-steps" ||
-        arg == "--eval-every" || arg == "--eval-batches" || arg == "--epochs") {
+        arg == "--eval-every" || arg == "--eval-batches" || arg == "--epochs" || arg == "--log-every") {
       std::string text;
       FSDPC_RETURN_IF_ERROR(takeValue(text));
       int64_t parsed;
@@ -160,6 +165,10 @@ Status parseOptions(int argc, char **argv, Options &options) {
         options.evalEvery = parsed;
       } else if (arg == "--epochs") {
         options.epochs = parsed;
+      } else if (arg == "--log-every") {
+        if (parsed < 1)
+          return FSDPC_ERROR(kInvalidArgument, "--log-every expects a positive integer, got '", text, "'");
+        options.logEvery = parsed;
       } else if (arg == "--eval-batches") {
         options.evalBatches = parsed;
       } else {
@@ -510,6 +519,18 @@ int main(int argc, char **argv) {
       return fail(together);
   }
   const PlanSchedule schedule(header);
+  // Tokens per sample: the label positions of a sample (T for a language
+  // model, 1 for a classifier).
+  double tokensPerSample = 1;
+  for (int t : executor.inputTensors())
+    if (header.tensors(t).name() == "labels") {
+      tokensPerSample = 1;
+      for (int d = 1; d < header.tensors(t).shape_size(); ++d)
+        tokensPerSample *= header.tensors(t).shape(d);
+    }
+  // A bar only for a plain process on a terminal: OpenMPI hands its ranks a
+  // pseudo-terminal even when mpirun's own output is a file or a pipe.
+  const bool progressBar = worldSize == 1 && ::isatty(::fileno(stdout));
   // Evaluation: the plan's forward pass on eval batches 0 .. M-1, the loss
   // averaged over ranks (each its slice) and then over the batches.
   const int64_t evalBatches =
@@ -571,16 +592,37 @@ int main(int argc, char **argv) {
     }
     double stepMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     double samplesPerSecond = header.global_batch() / (stepMs / 1000.0);
-    if (reports) {
-      std::printf("step %" PRId64 " loss %.9g%s%s step_ms %.3f samples_per_s %.1f\n", step, *loss,
-                  gradNorm.empty() ? "" : " grad_norm ", gradNorm.c_str(), stepMs, samplesPerSecond);
+    // Progress: the steps done in this run so far give the time per step.
+    const int64_t done = step + 1 - firstStep, left = endStep - step - 1;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - runStart).count();
+    const double etaSeconds = done > 0 ? elapsed / done * left : 0;
+    const double memoryMiB = executor.residentTensorBytes() / 1048576.0;
+    char eta[32];
+    std::snprintf(eta, sizeof(eta), "%d:%02d:%02d", static_cast<int>(etaSeconds / 3600),
+                  static_cast<int>(etaSeconds / 60) % 60, static_cast<int>(etaSeconds) % 60);
+    const bool logged = (step + 1 - firstStep) % options.logEvery == 0 || step + 1 == endStep;
+    if (reports && logged) {
+      if (progressBar)
+        std::printf("\r\033[K");
+      std::printf("step %" PRId64 " loss %.9g%s%s step_ms %.3f samples_per_s %.1f tokens_per_s %.0f lr %.6g "
+                  "progress %" PRId64 "/%" PRId64 " eta %s memory %.1fMiB\n",
+                  step, *loss, gradNorm.empty() ? "" : " grad_norm ", gradNorm.c_str(), stepMs, samplesPerSecond,
+                  samplesPerSecond * tokensPerSample, schedule.at(step + 1), step + 1, endStep, eta, memoryMiB);
+      std::fflush(stdout);
+    } else if (reports && progressBar) {
+      // On a terminal, one line redrawn between the logged ones.
+      const int width = 30, filled = static_cast<int>(width * (step + 1) / std::max<int64_t>(endStep, 1));
+      std::printf("\r\033[K[%s%s] %" PRId64 "/%" PRId64 " loss %.4g eta %s", std::string(filled, '#').c_str(),
+                  std::string(width - filled, ' ').c_str(), step + 1, endStep, *loss, eta);
       std::fflush(stdout);
     }
     if (metrics)
       std::fprintf(metrics,
-                   "{\"step\": %" PRId64 ", \"loss\": %.9g, \"step_ms\": %.4f, \"samples_per_s\": %.2f, "
-                   "\"exposed_comm_ms\": %.4f, \"lr\": %.9g%s%s}\n",
-                   step, *loss, stepMs, samplesPerSecond, exposedCommMs, schedule.at(step + 1),
+                   "{\"step\": %" PRId64 ", \"total_steps\": %" PRId64 ", \"loss\": %.9g, \"step_ms\": %.4f, "
+                   "\"samples_per_s\": %.2f, \"tokens_per_s\": %.1f, \"exposed_comm_ms\": %.4f, \"lr\": %.9g, "
+                   "\"eta_s\": %.1f, \"memory_bytes\": %" PRIu64 "%s%s}\n",
+                   step, endStep, *loss, stepMs, samplesPerSecond, samplesPerSecond * tokensPerSample, exposedCommMs,
+                   schedule.at(step + 1), etaSeconds, executor.residentTensorBytes(),
                    gradNorm.empty() ? "" : ", \"grad_norm\": ", gradNorm.c_str());
     if (evalData && options.evalEvery > 0 && (step + 1) % options.evalEvery == 0) {
       Status evaluated = evaluate(step + 1);

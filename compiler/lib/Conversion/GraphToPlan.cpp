@@ -426,17 +426,22 @@ void Lowering::lowerBucket(fsdp::BucketOp bucket) {
   auto rows = [&](int64_t groupSize, int64_t count) { return RankedTensorType::get({groupSize, count}, element); };
   auto axisParam = [&](int64_t axis) { return builder_.getNamedAttr("axis", builder_.getI64IntegerAttr(axis)); };
   PendingUnpack unpack;
+  // The members' inputs, one after the other in a new buffer `suffix`.
+  auto concatInputs = [&](StringRef suffix, SmallVector<Attribute> &inputs) {
+    int64_t total = 0;
+    for (Operation *member : members) {
+      inputs.push_back(tensors_.lookup(member->getOperand(0)));
+      total += countOf(member->getOperand(0));
+    }
+    FlatSymbolRefAttr packed = ref(addTensor(name + suffix.str(), TensorKind::transient, flat(total), loc));
+    addKernel("concat", inputs, {packed}, loc, {axisParam(0)});
+    return std::make_pair(packed, total);
+  };
 
   if (auto first = dyn_cast<fsdp::AllGatherOp>(members.front())) {
     const int64_t groupSize = first.getGroupSize();
     SmallVector<Attribute> shards;
-    int64_t total = 0;
-    for (Operation *member : members) {
-      shards.push_back(tensors_.lookup(member->getOperand(0)));
-      total += countOf(member->getOperand(0));
-    }
-    FlatSymbolRefAttr packed = ref(addTensor(name + ".shards", TensorKind::transient, flat(total), loc));
-    addKernel("concat", shards, {packed}, loc, {axisParam(0)});
+    auto [packed, total] = concatInputs(".shards", shards);
     FlatSymbolRefAttr gathered = ref(addTensor(name + ".gathered", TensorKind::transient, flat(groupSize * total), loc));
     addCollective("all_gather", packed, gathered, loc, groupSize, first.getGroupStride(), StringAttr());
     // Row r of the gathered buffer is rank r's shards of every member.
@@ -489,13 +494,7 @@ void Lowering::lowerBucket(fsdp::BucketOp bucket) {
   } else {
     auto firstReduce = cast<fsdp::AllReduceOp>(members.front());
     SmallVector<Attribute> data;
-    int64_t total = 0;
-    for (Operation *member : members) {
-      data.push_back(tensors_.lookup(member->getOperand(0)));
-      total += countOf(member->getOperand(0));
-    }
-    FlatSymbolRefAttr packed = ref(addTensor(name + ".data", TensorKind::transient, flat(total), loc));
-    addKernel("concat", data, {packed}, loc, {axisParam(0)});
+    FlatSymbolRefAttr packed = concatInputs(".data", data).first;
     addCollective("all_reduce", packed, packed, loc, firstReduce.getGroupSize(), firstReduce.getGroupStride(),
                   firstReduce.getReductionAttr());
     // In place, as an unbucketed all_reduce: each member's tensor gets its

@@ -47,6 +47,7 @@ struct Options {
   std::string metricsPath;
   std::string savePath;
   std::string saveOnnxPath;
+  bool torchNames = false; // --save writes folded Linear weights under their torch names
   std::string onnxModel; // --save-onnx's source: the plan's source model unless given
   std::string initFrom;
   std::string init; // "normal:STD,SEED", parsed into initStd and initSeed
@@ -79,6 +80,8 @@ const char *kUsage = "usage: fsdp-run PLAN [--steps N] [--data DIR] [--seed S] [
                      "                [--save-sharded DIR] [--load-sharded DIR] [--device auto|cpu|cuda]\n"
                      "  --steps N           run N more steps from where the run starts (default 10)\n"
                      "  --save FILE         after training, the full parameters (gathered to rank 0)\n"
+                     "  --torch-names       with --save: folded Linear weights (onnx::MatMul_N) under\n"
+                     "                      the torch names the graph proves, transposed back\n"
                      "  --save-onnx FILE    after training, the ONNX model the plan came from (found\n"
                      "                      next to the plan, or --onnx-model PATH) with its trained\n"
                      "                      initializers\n"
@@ -200,6 +203,8 @@ Status parseOptions(int argc, char **argv, Options &options) {
       FSDPC_RETURN_IF_ERROR(takeValue(options.saveShardedDir));
     } else if (arg == "--load-sharded") {
       FSDPC_RETURN_IF_ERROR(takeValue(options.loadShardedDir));
+    } else if (arg == "--torch-names") {
+      options.torchNames = true;
     } else if (arg == "--shuffle") {
       options.shuffle = true;
     } else if (arg == "--profile") {
@@ -691,7 +696,21 @@ int main(int argc, char **argv) {
     // model must not leave them waiting).
     Status saved = Status::ok();
     if (reports && !options.savePath.empty()) {
-      saved = writeSafetensors(*full, options.savePath, {{"producer", "fsdp-run"}});
+      NamedArrays named = *full;
+      if (options.torchNames)
+        for (const plan::TorchName &pair : header.torch_names())
+          for (auto &[name, array] : named)
+            if (name == pair.parameter() && array.shape.size() == 2) {
+              // MatMul's right operand is the Linear weight transposed.
+              const int64_t rows = array.shape[0], cols = array.shape[1];
+              HostArray weight = HostArray::f32({cols, rows}, nullptr);
+              for (int64_t r = 0; r < rows; ++r)
+                for (int64_t c = 0; c < cols; ++c)
+                  weight.data<float>()[c * rows + r] = array.data<float>()[r * cols + c];
+              name = pair.torch_name();
+              array = std::move(weight);
+            }
+      saved = writeSafetensors(named, options.savePath, {{"producer", "fsdp-run"}});
       if (saved.isOk())
         std::printf("fsdp-run: saved the full parameters to %s\n", options.savePath.c_str());
     }

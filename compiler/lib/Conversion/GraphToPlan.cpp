@@ -537,7 +537,8 @@ LogicalResult Lowering::run() {
       IntegerAttr(), ArrayAttr(), module_->getAttrOfType<StringAttr>(graph::kSourceAttr),
       module_->getAttrOfType<IntegerAttr>(graph::kOpsetAttr), module_->getAttrOfType<StringAttr>(fsdp::kStrategyAttr),
       module_->getAttrOfType<IntegerAttr>(fsdp::kShardGroupSizeAttr), FlatSymbolRefAttr(), IntegerAttr(),
-      FlatSymbolRefAttr(), module_->getAttrOfType<ArrayAttr>(graph::kInitializerRewritesAttr));
+      FlatSymbolRefAttr(), module_->getAttrOfType<ArrayAttr>(graph::kInitializerRewritesAttr),
+      module_->getAttrOfType<ArrayAttr>(graph::kTorchNamesAttr));
   program_.getBody().emplaceBlock();
   symbols_ = std::make_unique<SymbolTable>(program_);
 

@@ -287,6 +287,17 @@ std::optional<runtime::PlanFile> fsdpc::buildPlanFile(ModuleOp module, const Wei
       out->set_name(cast<StringAttr>(fields[1]).str());
       out->set_source(cast<StringAttr>(fields[2]).str());
     }
+  if (std::optional<ArrayAttr> torchNames = program.getTorchNames())
+    for (Attribute pair : *torchNames) {
+      auto fields = dyn_cast<ArrayAttr>(pair);
+      if (!fields || fields.size() != 2 || !llvm::all_of(fields, [](Attribute a) { return isa<StringAttr>(a); })) {
+        error = "plan.program's torch_names must be [parameter, torch name] string pairs";
+        return std::nullopt;
+      }
+      plan::TorchName *out = h.add_torch_names();
+      out->set_parameter(cast<StringAttr>(fields[0]).str());
+      out->set_torch_name(cast<StringAttr>(fields[1]).str());
+    }
   if (std::optional<StringRef> forwardLoss = program.getForwardLoss()) {
     h.set_forward_instructions(*program.getForwardInstructions());
     h.set_forward_loss_tensor(index.lookup(*forwardLoss));

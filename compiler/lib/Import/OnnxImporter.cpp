@@ -602,6 +602,37 @@ static llvm::StringMap<std::string> modulesOfAnonymous(const onnx::GraphProto &g
   return modules;
 }
 
+/// The torch names the graph proves for folded Linear weights: an anonymous
+/// 2-D initializer that exactly one node reads, a MatMul with it as its
+/// right operand, in scope `/a/b/...` (its node `/a/b/MatMul`): nn.Linear
+/// `a.b` computes x W^T, so the initializer is `a.b.weight` transposed.
+static std::vector<std::pair<std::string, std::string>> torchNamesOfFolded(const onnx::GraphProto &graph) {
+  llvm::StringMap<int> uses;
+  for (const onnx::NodeProto &node : graph.node())
+    for (const std::string &input : node.input())
+      ++uses[input];
+  llvm::StringSet<> twoDimensional;
+  for (const onnx::TensorProto &init : graph.initializer())
+    if (init.dims_size() == 2 && init.data_type() == onnx::TensorProto::FLOAT)
+      twoDimensional.insert(init.name());
+  std::vector<std::pair<std::string, std::string>> names;
+  llvm::StringSet<> taken;
+  for (const onnx::NodeProto &node : graph.node()) {
+    llvm::StringRef scope(node.name());
+    if (node.op_type() != "MatMul" || node.input_size() != 2 || !scope.consume_front("/") || !scope.contains('/'))
+      continue;
+    const std::string &weight = node.input(1);
+    if (!llvm::StringRef(weight).starts_with("onnx::") || !twoDimensional.contains(weight) || uses[weight] != 1)
+      continue;
+    std::string module = scope.rsplit('/').first.str();
+    std::replace(module.begin(), module.end(), '/', '.');
+    std::string torchName = module + ".weight";
+    if (taken.insert(torchName).second)
+      names.emplace_back(weight, torchName);
+  }
+  return names;
+}
+
 bool ModelImporter::buildForward() {
   std::string baseDir = llvm::sys::path::parent_path(path_).str();
   if (baseDir.empty())
@@ -621,6 +652,12 @@ bool ModelImporter::buildForward() {
     for (const auto &[kind, name, source] : initializerRewrites_)
       rewrites.push_back(builder_.getStrArrayAttr({kind, name, source}));
     module->setAttr(graph::kInitializerRewritesAttr, builder_.getArrayAttr(rewrites));
+  }
+  if (auto torchNames = torchNamesOfFolded(model_.graph()); !torchNames.empty()) {
+    SmallVector<Attribute> pairs;
+    for (const auto &[param, torchName] : torchNames)
+      pairs.push_back(builder_.getStrArrayAttr({param, torchName}));
+    module->setAttr(graph::kTorchNamesAttr, builder_.getArrayAttr(pairs));
   }
 
   // Arguments: data inputs, then float initializers as parameters.

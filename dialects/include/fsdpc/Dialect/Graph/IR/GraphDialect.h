@@ -40,6 +40,11 @@ inline constexpr llvm::StringLiteral kSourceAttr = "graph.source";
 /// "transposed_tie" (initializer `name` is the transpose of `source`). fsdp-run
 /// --save-onnx reverses them.
 inline constexpr llvm::StringLiteral kInitializerRewritesAttr = "graph.initializer_rewrites";
+/// Parameters whose torch name the importer can prove, as [parameter, torch
+/// name] pairs: a constant-folded Linear weight (`onnx::MatMul_N`, read once
+/// as a MatMul's right operand in scope /a/b/) is torch's `a.b.weight`,
+/// transposed. fsdp-run --save --torch-names writes them so.
+inline constexpr llvm::StringLiteral kTorchNamesAttr = "graph.torch_names";
 inline constexpr llvm::StringLiteral kLossKindAttr = "graph.loss_kind";
 inline constexpr llvm::StringLiteral kNumClassesAttr = "graph.num_classes";
 inline constexpr llvm::StringLiteral kOptimizerAttr = "graph.optimizer";

@@ -19,6 +19,8 @@ def Plan_ProgramOp : Plan_Op<"program", [Symbol, SymbolTable, IsolatedFromAbove,
       forward-only program).
     - `grad_norm`: with gradient clipping, the `tensor<1xf32>` that holds
       the step's global gradient norm before clipping.
+    - `torch_names`: `[parameter, torch name]` pairs the importer proved
+      for folded Linear weights (stored transposed), for `--torch-names`.
     - `initializer_rewrites`: the importer's undoing of torch.onnx.export's
       initializer rewrites, `[kind, name, source]` string triples, for
       writing the trained model back as ONNX.
@@ -55,7 +57,7 @@ def Plan_ProgramOp : Plan_Op<"program", [Symbol, SymbolTable, IsolatedFromAbove,
                        OptionalAttr<I64Attr>:$opset, OptionalAttr<StrAttr>:$strategy,
                        OptionalAttr<I64Attr>:$shard_group_size, OptionalAttr<FlatSymbolRefAttr>:$grad_norm,
                        OptionalAttr<I64Attr>:$forward_instructions, OptionalAttr<FlatSymbolRefAttr>:$forward_loss,
-                       OptionalAttr<ArrayAttr>:$initializer_rewrites);
+                       OptionalAttr<ArrayAttr>:$initializer_rewrites, OptionalAttr<ArrayAttr>:$torch_names);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
   let hasVerifier = 1;

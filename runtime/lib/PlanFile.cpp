@@ -251,6 +251,9 @@ Status validatePlan(const PlanFile &plan) {
       (h.grad_norm_tensor() < 0 || h.grad_norm_tensor() >= numTensors ||
        h.tensors(h.grad_norm_tensor()).dtype() != plan::F32 || numElements(h.tensors(h.grad_norm_tensor())) != 1))
     return FSDPC_ERROR(kInvalidArgument, "plan's gradient norm is not one f32 element of a tensor it has");
+  if (h.has_forward_output_tensor() &&
+      (!h.has_forward_instructions() || h.forward_output_tensor() < 0 || h.forward_output_tensor() >= numTensors))
+    return FSDPC_ERROR(kInvalidArgument, "plan's forward output is not a tensor of a marked forward pass");
   if (h.has_forward_instructions() != h.has_forward_loss_tensor() ||
       (h.has_forward_instructions() &&
        (h.forward_instructions() < 1 || h.forward_instructions() > h.instructions_size() ||

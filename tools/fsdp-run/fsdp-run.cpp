@@ -112,7 +112,8 @@ const char *kUsage = "usage: fsdp-run PLAN [--steps N] [--data DIR] [--seed S] [
                      "  --device D          auto (default: cuda when a GPU is visible, else cpu), cpu or cuda\n"
                      "  --trace FILE.json   a Chrome / Perfetto trace of every step: one track per rank and\n"
                      "                      stream, one slice per instruction (open it in ui.perfetto.dev)\n"
-                     "  --forward           run a --forward-only plan once on --inputs DIR (<input>.npy)\n"
+                     "  --forward           run a plan's forward pass once on --inputs DIR (<input>.npy;\n"
+                     "                      a training plan on its world size, each rank its rows)\n"
                      "                      and write <output>.npy to --outputs DIR\n";
 
 bool parseInteger(const char *text, int64_t &value) {
@@ -262,13 +263,79 @@ Status parseOptions(int argc, char **argv, Options &options) {
   return Status::ok();
 }
 
+/// The forward pass of a training plan on its world size: each rank reads
+/// its rows of every `<inputs>/<name>.npy` (the global batch; labels may be
+/// left out and read as zeros), runs the plan's forward prefix, and rank 0
+/// writes the model output of all ranks, in rank order, to
+/// `<outputs>/<name>.npy`. The parameters do not change.
+Status runForwardOfTrainingPlan(Executor &executor, const Options &options, HostControl &control) {
+  const plan::PlanHeader &h = executor.header();
+  const int rank = control.rank(), world = control.worldSize();
+  // With gradient accumulation the forward pass is the first micro-batch's
+  // only: its output has fewer rows than the inputs.
+  const plan::Tensor &output = h.tensors(h.forward_output_tensor());
+  for (int id : executor.inputTensors())
+    if (output.shape_size() == 0 || h.tensors(id).shape_size() == 0 || h.tensors(id).shape(0) != output.shape(0))
+      return FSDPC_ERROR(kInvalidArgument, "--forward on a training plan needs one micro-batch per step (compile ",
+                         "without --grad-accum)");
+  int64_t localBatch = -1;
+  for (int id : executor.inputTensors()) {
+    const plan::Tensor &tensor = h.tensors(id);
+    std::vector<int64_t> shape(tensor.shape().begin(), tensor.shape().end());
+    if (shape.empty())
+      return FSDPC_ERROR(kInvalidArgument, "plan input '", tensor.name(), "' has no batch dimension");
+    const std::string path = options.inputsDir + "/" + tensor.name() + ".npy";
+    const size_t rowBytes = numElements(tensor) / shape[0] * dtypeSize(tensor.dtype());
+    std::vector<uint8_t> local(shape[0] * rowBytes, 0);
+    FILE *probe = std::fopen(path.c_str(), "rb");
+    if (probe)
+      std::fclose(probe);
+    if (probe || tensor.name() != "labels") {
+      StatusOr<HostArray> array = readNpy(path);
+      if (!array.isOk())
+        return array.status();
+      std::vector<int64_t> global = shape;
+      global[0] *= world;
+      if (array->shape != global || array->dtype != tensor.dtype())
+        return FSDPC_ERROR(kInvalidArgument, "'", path, "' must hold the global batch of the plan input '",
+                           tensor.name(), "': ", global[0], " rows of its per-sample shape and dtype");
+      std::memcpy(local.data(), array->bytes.data() + rank * local.size(), local.size());
+    }
+    if (tensor.name() != "labels")
+      localBatch = shape[0];
+    FSDPC_RETURN_IF_ERROR(executor.uploadTensor(id, local.data(), local.size()));
+  }
+  StatusOr<float> ran = executor.runForwardPass(0);
+  if (!ran.isOk())
+    return ran.status();
+  StatusOr<HostArray> out = executor.downloadTensor(h.forward_output_tensor());
+  if (!out.isOk())
+    return out.status();
+  if (out->dtype != plan::F32)
+    return FSDPC_ERROR(kUnimplemented, "--forward writes f32 outputs; this plan's '", h.forward_output_name(),
+                       "' is stored in another dtype (compile without --mixed-precision)");
+  if (out->shape.empty() || out->shape[0] != localBatch)
+    return FSDPC_ERROR(kInvalidArgument, "--forward on a training plan needs one micro-batch per step (compile ",
+                       "without --grad-accum)");
+  std::vector<uint8_t> all(out->bytes.size() * world);
+  FSDPC_RETURN_IF_ERROR(control.allGatherBytes(out->bytes.data(), all.data(), out->bytes.size()));
+  if (rank == 0) {
+    HostArray full = *out;
+    full.shape[0] *= world;
+    full.bytes = std::move(all);
+    FSDPC_RETURN_IF_ERROR(writeNpy(full, options.outputsDir + "/" + h.forward_output_name() + ".npy"));
+  }
+  return Status::ok();
+}
+
 /// One forward pass of a --forward-only plan: every input from
 /// `<inputs>/<name>.npy`, with exactly the plan's shape and dtype, and every
 /// output to `<outputs>/<name>.npy`.
 Status runForward(Executor &executor, const Options &options) {
   const plan::PlanHeader &header = executor.header();
   if (header.output_tensors().empty())
-    return FSDPC_ERROR(kInvalidArgument, "plan '", options.planPath, "' is not a forward-only plan (fsdpc --forward-only)");
+    return FSDPC_ERROR(kInvalidArgument, "plan '", options.planPath, "' has no forward pass to run: compile it with ",
+                       "fsdpc --forward-only, or as a training plan");
   for (int id : executor.inputTensors()) {
     const plan::Tensor &tensor = header.tensors(id);
     std::string path = options.inputsDir + "/" + tensor.name() + ".npy";
@@ -440,7 +507,9 @@ int main(int argc, char **argv) {
   }
 
   if (options.forward) {
-    Status ran = runForward(executor, options);
+    Status ran = header.output_tensors().empty() && header.has_forward_output_tensor()
+                     ? runForwardOfTrainingPlan(executor, options, *communicator)
+                     : runForward(executor, options);
     if (!ran.isOk())
       return fail(ran);
     communicator->finish();

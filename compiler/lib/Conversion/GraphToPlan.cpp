@@ -538,7 +538,7 @@ LogicalResult Lowering::run() {
       module_->getAttrOfType<IntegerAttr>(graph::kOpsetAttr), module_->getAttrOfType<StringAttr>(fsdp::kStrategyAttr),
       module_->getAttrOfType<IntegerAttr>(fsdp::kShardGroupSizeAttr), FlatSymbolRefAttr(), IntegerAttr(),
       FlatSymbolRefAttr(), module_->getAttrOfType<ArrayAttr>(graph::kInitializerRewritesAttr),
-      module_->getAttrOfType<ArrayAttr>(graph::kTorchNamesAttr));
+      module_->getAttrOfType<ArrayAttr>(graph::kTorchNamesAttr), FlatSymbolRefAttr(), StringAttr());
   program_.getBody().emplaceBlock();
   symbols_ = std::make_unique<SymbolTable>(program_);
 
@@ -561,9 +561,17 @@ LogicalResult Lowering::run() {
     }
   if (!forwardEnd && lossIndex >= 0)
     forwardEnd = func_.getBody().front().getTerminator()->getOperand(lossIndex).getDefiningOp();
+  bool inForward = forwardEnd != nullptr;
   for (Operation &op : func_.getBody().front().without_terminator()) {
     if (failed(lowerOp(&op)))
       return failure();
+    if (auto prediction = op.getAttrOfType<StringAttr>(graph::kPredictionAttr);
+        prediction && inForward && !program_.getForwardOutputAttr() && op.getNumResults() == 1) {
+      program_.setForwardOutputAttr(tensors_.lookup(op.getResult(0)));
+      program_.setForwardOutputNameAttr(prediction);
+    }
+    if (&op == forwardEnd)
+      inForward = false;
     if (&op == forwardEnd && op.getNumResults() == 1 && tensors_.lookup(op.getResult(0))) {
       int64_t instructions = 0;
       for (Operation &lowered : program_.getBlock())

@@ -298,6 +298,10 @@ std::optional<runtime::PlanFile> fsdpc::buildPlanFile(ModuleOp module, const Wei
       out->set_parameter(cast<StringAttr>(fields[0]).str());
       out->set_torch_name(cast<StringAttr>(fields[1]).str());
     }
+  if (std::optional<StringRef> output = program.getForwardOutput()) {
+    h.set_forward_output_tensor(index.lookup(*output));
+    h.set_forward_output_name(program.getForwardOutputName().value_or("output").str());
+  }
   if (std::optional<StringRef> forwardLoss = program.getForwardLoss()) {
     h.set_forward_instructions(*program.getForwardInstructions());
     h.set_forward_loss_tensor(index.lookup(*forwardLoss));

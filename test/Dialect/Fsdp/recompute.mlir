@@ -54,7 +54,7 @@
 // its head GEMM replayed for the loss gradient, which reads the logits; fc1
 // (cheap:) has only its tanh replayed.
 // CLAUSES-LABEL: func.func @train_step
-// CLAUSES: %[[RL:.*]] = graph.matmul %{{.*}}, %{{.*}} {fsdp.recompute = @fc2, fsdp.uses = [@fc2], transpose_b = true}
+// CLAUSES: %[[RL:.*]] = graph.matmul %{{.*}}, %{{.*}} {fsdp.recompute = @fc2, fsdp.uses = [@fc2], graph.prediction = "logits", transpose_b = true}
 // CLAUSES-NEXT: graph.softmax_cross_entropy_grad %[[RL]]
 // CLAUSES-NOT: graph.matmul {{.*}}fsdp.recompute = @fc1
 // CLAUSES: graph.tanh %{{.*}} {fsdp.recompute = @fc1}

@@ -66,6 +66,9 @@ struct GraphAppendLossPass : public fsdpc::graph::impl::GraphAppendLossBase<Grap
 
     MLIRContext *ctx = &getContext();
     Value output = train.getBody().front().getTerminator()->getOperand(outputIndex);
+    if (Operation *producer = output.getDefiningOp())
+      if (auto name = train.getResultAttrOfType<StringAttr>(outputIndex, kOutputAttr); name && kind != "output")
+        producer->setAttr(kPredictionAttr, name);
     auto outputType = cast<RankedTensorType>(output.getType());
     OpBuilder builder(train.getBody().front().getTerminator());
     Location loc = NameLoc::get(StringAttr::get(ctx, "loss"));

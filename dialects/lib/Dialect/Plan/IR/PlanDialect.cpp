@@ -44,6 +44,9 @@ LogicalResult ProgramOp::verify() {
         !norm.getTensorType().getElementType().isF32())
       return emitOpError("grad_norm must name a tensor<1xf32> of this program");
   }
+  if (getForwardOutputAttr() &&
+      !dyn_cast_if_present<TensorOp>(mlir::SymbolTable::lookupSymbolIn(*this, getForwardOutputAttr())))
+    return emitOpError("forward_output ") << getForwardOutputAttr() << " is not a plan.tensor of this program";
   if (getForwardInstructions().has_value() != static_cast<bool>(getForwardLossAttr()))
     return emitOpError("forward_instructions and forward_loss must be set together");
   if (getForwardLossAttr()) {

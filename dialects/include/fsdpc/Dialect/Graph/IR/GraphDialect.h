@@ -45,6 +45,10 @@ inline constexpr llvm::StringLiteral kInitializerRewritesAttr = "graph.initializ
 /// as a MatMul's right operand in scope /a/b/) is torch's `a.b.weight`,
 /// transposed. fsdp-run --save --torch-names writes them so.
 inline constexpr llvm::StringLiteral kTorchNamesAttr = "graph.torch_names";
+/// On the op of @train_step that computes the model's output (the loss's
+/// prediction): the ONNX output's name, so that fsdp-run --forward can run
+/// a training plan's forward pass and write it.
+inline constexpr llvm::StringLiteral kPredictionAttr = "graph.prediction";
 inline constexpr llvm::StringLiteral kLossKindAttr = "graph.loss_kind";
 inline constexpr llvm::StringLiteral kNumClassesAttr = "graph.num_classes";
 inline constexpr llvm::StringLiteral kOptimizerAttr = "graph.optimizer";

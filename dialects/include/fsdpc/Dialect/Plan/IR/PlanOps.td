@@ -19,6 +19,9 @@ def Plan_ProgramOp : Plan_Op<"program", [Symbol, SymbolTable, IsolatedFromAbove,
       forward-only program).
     - `grad_norm`: with gradient clipping, the `tensor<1xf32>` that holds
       the step's global gradient norm before clipping.
+    - `forward_output`, `forward_output_name`: in a training step, the
+      tensor holding the model's output once the forward pass has run, and
+      its ONNX name (`fsdp-run --forward` on a training plan).
     - `torch_names`: `[parameter, torch name]` pairs the importer proved
       for folded Linear weights (stored transposed), for `--torch-names`.
     - `initializer_rewrites`: the importer's undoing of torch.onnx.export's
@@ -57,7 +60,8 @@ def Plan_ProgramOp : Plan_Op<"program", [Symbol, SymbolTable, IsolatedFromAbove,
                        OptionalAttr<I64Attr>:$opset, OptionalAttr<StrAttr>:$strategy,
                        OptionalAttr<I64Attr>:$shard_group_size, OptionalAttr<FlatSymbolRefAttr>:$grad_norm,
                        OptionalAttr<I64Attr>:$forward_instructions, OptionalAttr<FlatSymbolRefAttr>:$forward_loss,
-                       OptionalAttr<ArrayAttr>:$initializer_rewrites, OptionalAttr<ArrayAttr>:$torch_names);
+                       OptionalAttr<ArrayAttr>:$initializer_rewrites, OptionalAttr<ArrayAttr>:$torch_names,
+                       OptionalAttr<FlatSymbolRefAttr>:$forward_output, OptionalAttr<StrAttr>:$forward_output_name);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
   let hasVerifier = 1;

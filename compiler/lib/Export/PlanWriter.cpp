@@ -275,29 +275,20 @@ std::optional<runtime::PlanFile> fsdpc::buildPlanFile(ModuleOp module, const Wei
   h.set_loss_tensor(program.getLoss() ? index.lookup(*program.getLoss()) : -1);
   if (std::optional<StringRef> norm = program.getGradNorm())
     h.set_grad_norm_tensor(index.lookup(*norm));
-  if (std::optional<ArrayAttr> rewrites = program.getInitializerRewrites())
-    for (Attribute rewrite : *rewrites) {
-      auto fields = dyn_cast<ArrayAttr>(rewrite);
-      if (!fields || fields.size() != 3 || !llvm::all_of(fields, [](Attribute a) { return isa<StringAttr>(a); })) {
-        error = "plan.program's initializer_rewrites must be [kind, name, source] string triples";
-        return std::nullopt;
-      }
-      plan::InitializerRewrite *out = h.add_initializer_rewrites();
-      out->set_kind(cast<StringAttr>(fields[0]).str());
-      out->set_name(cast<StringAttr>(fields[1]).str());
-      out->set_source(cast<StringAttr>(fields[2]).str());
-    }
-  if (std::optional<ArrayAttr> torchNames = program.getTorchNames())
-    for (Attribute pair : *torchNames) {
-      auto fields = dyn_cast<ArrayAttr>(pair);
-      if (!fields || fields.size() != 2 || !llvm::all_of(fields, [](Attribute a) { return isa<StringAttr>(a); })) {
-        error = "plan.program's torch_names must be [parameter, torch name] string pairs";
-        return std::nullopt;
-      }
-      plan::TorchName *out = h.add_torch_names();
-      out->set_parameter(cast<StringAttr>(fields[0]).str());
-      out->set_torch_name(cast<StringAttr>(fields[1]).str());
-    }
+  // The verifier checked both are arrays of string tuples.
+  auto field = [](Attribute tuple, unsigned i) { return cast<StringAttr>(cast<ArrayAttr>(tuple)[i]).str(); };
+  for (Attribute rewrite :
+       program.getInitializerRewrites() ? program.getInitializerRewrites()->getValue() : ArrayRef<Attribute>()) {
+    plan::InitializerRewrite *out = h.add_initializer_rewrites();
+    out->set_kind(field(rewrite, 0));
+    out->set_name(field(rewrite, 1));
+    out->set_source(field(rewrite, 2));
+  }
+  for (Attribute pair : program.getTorchNames() ? program.getTorchNames()->getValue() : ArrayRef<Attribute>()) {
+    plan::TorchName *out = h.add_torch_names();
+    out->set_parameter(field(pair, 0));
+    out->set_torch_name(field(pair, 1));
+  }
   if (std::optional<StringRef> output = program.getForwardOutput()) {
     h.set_forward_output_tensor(index.lookup(*output));
     h.set_forward_output_name(program.getForwardOutputName().value_or("output").str());

@@ -130,3 +130,21 @@ plan.program @train_step attributes {world_size = 1 : i64, global_batch = 4 : i6
   plan.tensor @loss transient : tensor<f32>
   plan.kernel "fill" ins [] outs [@loss] on compute {value = 0.0 : f64}
 }
+
+// -----
+
+// Tests that the importer's initializer rewrites are known kinds.
+// expected-error @+1 {{initializer rewrite kind must be identity_copy or transposed_tie, got 'renamed'}}
+plan.program @train_step attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @loss, loss_kind = "mse",
+                                     optimizer = "sgd", initializer_rewrites = [["renamed", "a", "b"]]} {
+  plan.tensor @loss transient : tensor<f32>
+}
+
+// -----
+
+// Tests that torch names are pairs.
+// expected-error @+1 {{torch_names must be [parameter, torch name] string pairs}}
+plan.program @train_step attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @loss, loss_kind = "mse",
+                                     optimizer = "sgd", torch_names = [["onnx::MatMul_1"]]} {
+  plan.tensor @loss transient : tensor<f32>
+}

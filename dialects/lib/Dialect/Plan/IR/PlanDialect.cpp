@@ -44,6 +44,22 @@ LogicalResult ProgramOp::verify() {
         !norm.getTensorType().getElementType().isF32())
       return emitOpError("grad_norm must name a tensor<1xf32> of this program");
   }
+  // String tuples: [kind, name, source] and [parameter, torch name].
+  auto stringTuples = [](std::optional<ArrayAttr> list, size_t size) {
+    return !list || llvm::all_of(*list, [&](Attribute entry) {
+      auto tuple = dyn_cast<ArrayAttr>(entry);
+      return tuple && tuple.size() == size && llvm::all_of(tuple, [](Attribute a) { return isa<StringAttr>(a); });
+    });
+  };
+  if (!stringTuples(getInitializerRewrites(), 3))
+    return emitOpError("initializer_rewrites must be [kind, name, source] string triples");
+  for (Attribute rewrite : getInitializerRewrites() ? getInitializerRewrites()->getValue() : ArrayRef<Attribute>()) {
+    StringRef kind = cast<StringAttr>(cast<ArrayAttr>(rewrite)[0]).getValue();
+    if (kind != "identity_copy" && kind != "transposed_tie")
+      return emitOpError("initializer rewrite kind must be identity_copy or transposed_tie, got '") << kind << "'";
+  }
+  if (!stringTuples(getTorchNames(), 2))
+    return emitOpError("torch_names must be [parameter, torch name] string pairs");
   if (getForwardOutputAttr() &&
       !dyn_cast_if_present<TensorOp>(mlir::SymbolTable::lookupSymbolIn(*this, getForwardOutputAttr())))
     return emitOpError("forward_output ") << getForwardOutputAttr() << " is not a plan.tensor of this program";

@@ -8,7 +8,8 @@
 #     character corpus for 400 steps, as a training loop: cosine schedule
 #     with warmup, gradient clipping, a checkpoint every 100 steps (the same
 #     command resumes after a crash) and the loss on held-out text every 100
-#     steps. The loss falls from the uniform guess ln(39) = 3.66 to about 1.1;
+#     steps. The loss falls from the uniform guess ln(39) = 3.66 to about 1.5
+#     (held out: about 2.2);
 #     the trained model is written back as ONNX.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"

@@ -131,11 +131,16 @@ StatusOr<NamedArrays> reshard(const std::string &path, const plan::PlanHeader &h
     return FSDPC_ERROR(kInvalidArgument, "'", path, "' does not record its shard group size; it was written ",
                        "before checkpoints could reshard, so it loads only on its own world size");
   std::vector<NamedArrays> shards = {first};
+  if (integerOr(metadata, "rank", -1) != 0)
+    return FSDPC_ERROR(kInvalidArgument, "'", path, "/rank-0.safetensors' does not hold the state of rank 0");
   for (int64_t q = 1; q < oldGroup; ++q) {
     std::string file = path + "/rank-" + std::to_string(q) + ".safetensors";
-    StatusOr<NamedArrays> arrays = readSafetensors(file);
+    std::map<std::string, std::string> own;
+    StatusOr<NamedArrays> arrays = readSafetensors(file, &own);
     if (!arrays.isOk())
       return arrays.status();
+    if (integerOr(own, "rank", -1) != q || own["completed_steps"] != metadata.at("completed_steps"))
+      return FSDPC_ERROR(kInvalidArgument, "'", file, "' is not rank ", q, "'s file of the same save as rank 0's");
     shards.push_back(std::move(*arrays));
   }
   auto find = [](const NamedArrays &arrays, const std::string &name) -> const HostArray * {
@@ -259,6 +264,10 @@ StatusOr<int64_t> loadShardedCheckpoint(const std::string &dir, Executor &execut
       StatusOr<NamedArrays> arrays = readSafetensors(own, &metadata);
       if (!arrays.isOk())
         return arrays.status();
+      // A file copied over another rank's would load that rank's shards.
+      if (metadata["rank"] != std::to_string(control.rank()))
+        return FSDPC_ERROR(kInvalidArgument, "'", own, "' holds the state of rank ", metadata["rank"], ", not of rank ",
+                           control.rank());
       if (metadata["world_size"] == std::to_string(control.worldSize()) && metadata["layout_hash"] == layout) {
         completedSteps = integerOr(metadata, "completed_steps", -1);
         if (completedSteps != newest)

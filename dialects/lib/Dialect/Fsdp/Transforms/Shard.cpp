@@ -277,7 +277,10 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
     BlockArgument shardArg = graph::appendArgument(
         train, shardType, builder.getDictionaryAttr(builder.getNamedAttr(fsdp::kShardOfAttr, symbol)));
     SmallVector<Value> stateShards;
-    for (Value state : *updateState(first)) {
+    // Bound first: a range-for over *updateState(...) would read the
+    // optional after the temporary holding it is destroyed.
+    const SmallVector<Value> firstState = *updateState(first);
+    for (Value state : firstState) {
       auto slot = train.getArgAttrOfType<StringAttr>(cast<BlockArgument>(state).getArgNumber(), graph::kStateSlotAttr);
       stateShards.push_back(graph::appendArgument(
           train, shardType,
@@ -466,7 +469,8 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
     }
     for (auto [param, old] : llvm::zip(unit.params, unit.updates)) {
       oldArgs.set(param.getArgNumber());
-      for (Value s : *updateState(old))
+      const SmallVector<Value> oldState = *updateState(old);
+      for (Value s : oldState)
         oldArgs.set(cast<BlockArgument>(s).getArgNumber());
       oldUpdates.push_back(old);
     }

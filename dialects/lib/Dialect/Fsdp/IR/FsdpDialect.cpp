@@ -163,44 +163,36 @@ SmallVector<Operation *> BucketOp::getMembers() {
   return members;
 }
 
-namespace {
-/// The group, reduction and element type a collective member moves.
-struct CollectiveShape {
-  int64_t groupSize, groupStride;
-  StringRef reduction;
-  Type element;
-  FlatSymbolRefAttr unit;
-};
-std::optional<CollectiveShape> shapeOf(Operation *op) {
+std::optional<CollectiveShape> fsdpc::fsdp::collectiveShapeOf(Operation *op) {
   if (auto gather = dyn_cast<AllGatherOp>(op))
-    return CollectiveShape{static_cast<int64_t>(gather.getGroupSize()), static_cast<int64_t>(gather.getGroupStride()), "", elementOf(gather.getShard()),
-                           gather.getUnitAttr()};
+    return CollectiveShape{static_cast<int64_t>(gather.getGroupSize()), static_cast<int64_t>(gather.getGroupStride()),
+                           "", elementOf(gather.getShard()), gather.getUnitAttr(), gather.getResult()};
   if (auto scatter = dyn_cast<ReduceScatterOp>(op))
-    return CollectiveShape{static_cast<int64_t>(scatter.getGroupSize()), static_cast<int64_t>(scatter.getGroupStride()), scatter.getReduction(),
-                           elementOf(scatter.getInput()), scatter.getUnitAttr()};
+    return CollectiveShape{static_cast<int64_t>(scatter.getGroupSize()),
+                           static_cast<int64_t>(scatter.getGroupStride()), scatter.getReduction(),
+                           elementOf(scatter.getInput()), scatter.getUnitAttr(), scatter.getInput()};
   if (auto reduce = dyn_cast<AllReduceOp>(op))
-    return CollectiveShape{static_cast<int64_t>(reduce.getGroupSize()), static_cast<int64_t>(reduce.getGroupStride()), reduce.getReduction(),
-                           elementOf(reduce.getInput()), reduce.getUnitAttr()};
+    return CollectiveShape{static_cast<int64_t>(reduce.getGroupSize()), static_cast<int64_t>(reduce.getGroupStride()),
+                           reduce.getReduction(), elementOf(reduce.getInput()), reduce.getUnitAttr(),
+                           reduce.getInput()};
   return std::nullopt;
 }
-} // namespace
 
 LogicalResult BucketOp::verify() {
   SmallVector<Operation *> members = getMembers();
   if (members.size() < 2)
     return emitOpError("must hold at least two collectives, got ") << members.size();
-  std::optional<CollectiveShape> first = shapeOf(members.front());
+  std::optional<CollectiveShape> first = collectiveShapeOf(members.front());
   llvm::SmallDenseSet<Attribute> units;
   for (Operation *member : members) {
-    std::optional<CollectiveShape> shape = shapeOf(member);
+    std::optional<CollectiveShape> shape = collectiveShapeOf(member);
     if (!shape)
       return emitOpError("may hold only fsdp.all_gather, fsdp.reduce_scatter or fsdp.all_reduce, got ")
              << member->getName();
     if (member->getName() != members.front()->getName())
       return emitOpError("members must be one kind of collective, got ")
              << members.front()->getName() << " and " << member->getName();
-    if (shape->groupSize != first->groupSize || shape->groupStride != first->groupStride ||
-        shape->reduction != first->reduction || shape->element != first->element)
+    if (!shape->sharesGroupWith(*first))
       return emitOpError("members must share group, reduction and element type; ")
              << shape->unit << " differs from " << first->unit;
     if (!units.insert(shape->unit).second)

@@ -38,51 +38,26 @@ using namespace fsdpc;
 
 namespace {
 
-Type elementOf(Value v) { return cast<ShapedType>(v.getType()).getElementType(); }
-
 int64_t bytesOf(Value v) {
   auto type = cast<RankedTensorType>(v.getType());
   return type.getNumElements() * ((type.getElementType().getIntOrFloatBitWidth() + 7) / 8);
 }
 
-/// What must agree for two collectives to share a bucket.
-struct BucketKey {
-  OperationName kind;
-  int64_t groupSize, groupStride;
-  StringRef reduction;
-  Type element;
-  bool operator==(const BucketKey &other) const {
-    return kind == other.kind && groupSize == other.groupSize && groupStride == other.groupStride &&
-           reduction == other.reduction && element == other.element;
+struct Member {
+  Operation *op;
+  fsdp::CollectiveShape shape;
+  int64_t bytes; // the full (unsharded) tensor the collective moves
+  /// Whether the two may share a bucket: one kind, group, reduction and dtype.
+  bool matches(const Member &other) const {
+    return op->getName() == other.op->getName() && shape.sharesGroupWith(other.shape);
   }
 };
 
-struct Member {
-  Operation *op;
-  BucketKey key;
-  Attribute unit;
-  int64_t bytes; // the full (unsharded) tensor the collective moves
-};
-
 std::optional<Member> memberOf(Operation *op) {
-  if (auto gather = dyn_cast<fsdp::AllGatherOp>(op))
-    return Member{op,
-                  {op->getName(), static_cast<int64_t>(gather.getGroupSize()), static_cast<int64_t>(gather.getGroupStride()), "", elementOf(gather.getShard())},
-                  gather.getUnitAttr(),
-                  bytesOf(gather.getResult())};
-  if (auto scatter = dyn_cast<fsdp::ReduceScatterOp>(op))
-    return Member{op,
-                  {op->getName(), static_cast<int64_t>(scatter.getGroupSize()), static_cast<int64_t>(scatter.getGroupStride()), scatter.getReduction(),
-                   elementOf(scatter.getInput())},
-                  scatter.getUnitAttr(),
-                  bytesOf(scatter.getInput())};
-  if (auto reduce = dyn_cast<fsdp::AllReduceOp>(op); reduce && reduce.getUnitAttr()) // not the step's norm
-    return Member{op,
-                  {op->getName(), static_cast<int64_t>(reduce.getGroupSize()), static_cast<int64_t>(reduce.getGroupStride()), reduce.getReduction(),
-                   elementOf(reduce.getInput())},
-                  reduce.getUnitAttr(),
-                  bytesOf(reduce.getInput())};
-  return std::nullopt;
+  std::optional<fsdp::CollectiveShape> shape = fsdp::collectiveShapeOf(op);
+  if (!shape || !shape->unit) // not the step's gradient norm
+    return std::nullopt;
+  return Member{op, *shape, bytesOf(shape->full)};
 }
 
 /// Whether `value` is available before `point`.
@@ -167,8 +142,8 @@ struct FsdpBucketPass : public fsdpc::fsdp::impl::FsdpBucketBase<FsdpBucketPass>
         bytes = 0;
       };
       for (const Member &m : members) {
-        bool fits = !bucket.empty() && m.key == bucket.front().key && bytes + m.bytes <= bucketBytes &&
-                    llvm::none_of(bucket, [&](const Member &b) { return b.unit == m.unit; }) &&
+        bool fits = !bucket.empty() && m.matches(bucket.front()) && bytes + m.bytes <= bucketBytes &&
+                    llvm::none_of(bucket, [&](const Member &b) { return b.shape.unit == m.shape.unit; }) &&
                     (!gathers || phases.phaseOf(m.op) == phases.phaseOf(bucket.front().op)) &&
                     (gathers ? succeeded(hoistable(m.op, bucket.front().op))
                              : llvm::all_of(bucket, [&](const Member &b) { return succeeded(sinkable(b.op, m.op)); }));

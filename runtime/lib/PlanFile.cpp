@@ -295,58 +295,64 @@ bool isCheckpointedState(const plan::Tensor &tensor) {
          tensor.kind() != plan::GRADIENT;
 }
 
-uint64_t layoutHash(const plan::PlanHeader &h) {
-  // Every field as text with separators, so no two layouts read the same.
-  std::string text = "world " + std::to_string(h.world_size()) + " group " + std::to_string(h.shard_group_size()) +
-                     " strategy " + h.strategy() + "\n";
-  auto shapeText = [](const auto &shape) {
-    std::string out = "[";
-    for (int64_t d : shape)
-      out += std::to_string(d) + ",";
-    return out + "]";
-  };
+namespace {
+
+std::string shapeText(const google::protobuf::RepeatedField<int64_t> &shape) {
+  std::string out = "[";
+  for (int64_t d : shape)
+    out += std::to_string(d) + ",";
+  return out + "]";
+}
+
+/// The hashes' text: every unit (with `unitLine` its first line) and its
+/// parameters, then one line per checkpointed tensor (`stateLine`), in name
+/// order so that plans placing the same tensors in another order (buckets,
+/// clipping) hash the same. Every field with separators, so no two layouts
+/// read the same.
+template <typename UnitLine, typename StateLine>
+uint64_t hashLayout(const plan::PlanHeader &h, std::string text, UnitLine unitLine, StateLine stateLine) {
   for (const plan::Unit &unit : h.units()) {
-    text += "unit " + unit.name() + " " + std::to_string(unit.flat_size()) + " " +
-            std::to_string(unit.padded_size()) + "\n";
+    text += unitLine(unit);
     for (const plan::UnitParam &param : unit.params())
       text += " param " + param.name() + " " + shapeText(param.shape()) + " " + std::to_string(param.offset()) + "\n";
   }
-  // The state in name order: plans that place the same tensors in another
-  // order (buckets, clipping) hold the same checkpoint.
   std::vector<std::string> state;
   for (const plan::Tensor &tensor : h.tensors())
     if (isCheckpointedState(tensor))
-      state.push_back("state " + tensor.name() + " " + std::to_string(tensor.kind()) + " " +
-                      std::to_string(tensor.dtype()) + " " + shapeText(tensor.shape()) + "\n");
+      state.push_back(stateLine(tensor));
   std::sort(state.begin(), state.end());
   for (const std::string &line : state)
     text += line;
   return fnv1a64(text.data(), text.size());
 }
 
+} // namespace
+
+uint64_t layoutHash(const plan::PlanHeader &h) {
+  return hashLayout(
+      h,
+      "world " + std::to_string(h.world_size()) + " group " + std::to_string(h.shard_group_size()) + " strategy " +
+          h.strategy() + "\n",
+      [](const plan::Unit &unit) {
+        return "unit " + unit.name() + " " + std::to_string(unit.flat_size()) + " " +
+               std::to_string(unit.padded_size()) + "\n";
+      },
+      [](const plan::Tensor &tensor) {
+        return "state " + tensor.name() + " " + std::to_string(tensor.kind()) + " " + std::to_string(tensor.dtype()) +
+               " " + shapeText(tensor.shape()) + "\n";
+      });
+}
+
 uint64_t unitLayoutHash(const plan::PlanHeader &h) {
-  auto shapeText = [](const auto &shape) {
-    std::string out = "[";
-    for (int64_t d : shape)
-      out += std::to_string(d) + ",";
-    return out + "]";
-  };
-  std::string text;
-  for (const plan::Unit &unit : h.units()) {
-    text += "unit " + unit.name() + " " + std::to_string(unit.flat_size()) + "\n";
-    for (const plan::UnitParam &param : unit.params())
-      text += " param " + param.name() + " " + shapeText(param.shape()) + " " + std::to_string(param.offset()) + "\n";
-  }
-  std::vector<std::string> state;
-  for (const plan::Tensor &tensor : h.tensors())
-    if (isCheckpointedState(tensor))
-      state.push_back("state " + tensor.name() + " " + std::to_string(tensor.kind()) + " " +
-                      std::to_string(tensor.dtype()) + " unit " + tensor.unit() + " slot " + tensor.optimizer_slot() +
-                      (tensor.unit().empty() ? " " + shapeText(tensor.shape()) : std::string()) + "\n");
-  std::sort(state.begin(), state.end());
-  for (const std::string &line : state)
-    text += line;
-  return fnv1a64(text.data(), text.size());
+  // Without what depends on how the state is split: world, group, padding,
+  // the shapes of unit shards.
+  return hashLayout(
+      h, "", [](const plan::Unit &unit) { return "unit " + unit.name() + " " + std::to_string(unit.flat_size()) + "\n"; },
+      [](const plan::Tensor &tensor) {
+        return "state " + tensor.name() + " " + std::to_string(tensor.kind()) + " " + std::to_string(tensor.dtype()) +
+               " unit " + tensor.unit() + " slot " + tensor.optimizer_slot() +
+               (tensor.unit().empty() ? " " + shapeText(tensor.shape()) : std::string()) + "\n";
+      });
 }
 
 } // namespace fsdpc::runtime

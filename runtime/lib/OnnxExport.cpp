@@ -85,12 +85,7 @@ Status writeTrainedOnnx(const std::string &sourceModel, const NamedArrays &param
     if (weight == trained.end() || !copy || weight->second->shape.size() != 2)
       return FSDPC_ERROR(kInvalidArgument, "'", sourceModel, "': cannot write '", rewrite.name(),
                          "' back as the transpose of the trained '", rewrite.source(), "'");
-    const HostArray &w = *weight->second;
-    const int64_t rows = w.shape[0], cols = w.shape[1];
-    HostArray transposed = HostArray::f32({cols, rows}, nullptr);
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c)
-        transposed.data<float>()[c * rows + r] = w.data<float>()[r * cols + c];
+    const HostArray transposed = transposed2d(*weight->second);
     FSDPC_RETURN_IF_ERROR(checkFits(*copy, rewrite.name(), transposed.shape, transposed));
     setData(*copy, transposed);
   }

@@ -771,13 +771,8 @@ int main(int argc, char **argv) {
           for (auto &[name, array] : named)
             if (name == pair.parameter() && array.shape.size() == 2) {
               // MatMul's right operand is the Linear weight transposed.
-              const int64_t rows = array.shape[0], cols = array.shape[1];
-              HostArray weight = HostArray::f32({cols, rows}, nullptr);
-              for (int64_t r = 0; r < rows; ++r)
-                for (int64_t c = 0; c < cols; ++c)
-                  weight.data<float>()[c * rows + r] = array.data<float>()[r * cols + c];
               name = pair.torch_name();
-              array = std::move(weight);
+              array = transposed2d(array);
             }
       saved = writeSafetensors(named, options.savePath, {{"producer", "fsdp-run"}});
       if (saved.isOk())

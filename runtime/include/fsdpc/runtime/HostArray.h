@@ -69,6 +69,17 @@ private:
   }
 };
 
+/// The transpose of a 2-D f32 array (a MatMul operand and its nn.Linear
+/// weight).
+inline HostArray transposed2d(const HostArray &array) {
+  const int64_t rows = array.shape[0], cols = array.shape[1];
+  HostArray result = HostArray::f32({cols, rows}, nullptr);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      result.data<float>()[c * rows + r] = array.data<float>()[r * cols + c];
+  return result;
+}
+
 } // namespace fsdpc::runtime
 
 #endif // FSDPC_RUNTIME_HOSTARRAY_H

@@ -359,6 +359,25 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
       if (cast->use_empty())
         cast->erase();
 
+    // `grads` flattened in `element` right after the last of `defs`, then
+    // reduced by the strategy: reduce-scatter in the shard group, all-reduce
+    // across replicas.
+    Location loc = unit.unit.getLoc();
+    auto flattenAndReduce = [&](ArrayRef<Value> grads, ArrayRef<Operation *> defs, Type element) {
+      if (defs.empty())
+        builder.setInsertionPointToStart(&body);
+      else
+        builder.setInsertionPointAfter(latest(defs));
+      Value grad = fsdp::FlattenOp::create(builder, loc, flatType(element, padded), grads, symbol).getResult();
+      if (groupSize_ > 1)
+        grad = fsdp::ReduceScatterOp::create(builder, loc, flatType(element, shardType.getNumElements()), grad, symbol,
+                                             avg, i64(groupSize_), i64(1))
+                   .getResult();
+      if (replicas > 1)
+        grad = fsdp::AllReduceOp::create(builder, loc, grad, symbol, avg, i64(replicas), i64(groupSize_)).getResult();
+      return grad;
+    };
+
     // accumulate-reduce=each: every micro-batch's flat gradient is reduced
     // as soon as it is complete; the shards are summed before the update.
     std::optional<Value> reducedEach;
@@ -370,7 +389,6 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
       const size_t micro = accumulated.empty() ? 0 : accumulated.front().microBatches.size();
       if (accumulated.size() == unit.updates.size() &&
           llvm::all_of(accumulated, [&](const AccumulatedGrad &a) { return a.microBatches.size() == micro; })) {
-        Location loc = unit.unit.getLoc();
         SmallVector<Value> partials;
         for (size_t m = 0; m < micro; ++m) {
           SmallVector<Value> grads;
@@ -380,17 +398,7 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
             if (Operation *def = a.microBatches[m].getDefiningOp())
               defs.push_back(def);
           }
-          if (defs.empty())
-            builder.setInsertionPointToStart(&body);
-          else
-            builder.setInsertionPointAfter(latest(defs));
-          Value grad = fsdp::FlattenOp::create(builder, loc, flatType(f32, padded), grads, symbol).getResult();
-          if (groupSize_ > 1)
-            grad = fsdp::ReduceScatterOp::create(builder, loc, shardType, grad, symbol, avg, i64(groupSize_), i64(1))
-                       .getResult();
-          if (replicas > 1)
-            grad = fsdp::AllReduceOp::create(builder, loc, grad, symbol, avg, i64(replicas), i64(groupSize_)).getResult();
-          partials.push_back(grad);
+          partials.push_back(flattenAndReduce(grads, defs, f32));
         }
         // Summed where the update reads them, so that compute waits for no
         // reduction before the end of the step.
@@ -428,22 +436,11 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
           deadGradCasts.push_back(def);
         }
       }
-    Location loc = unit.unit.getLoc();
     Value grad;
     if (reducedEach) {
       grad = *reducedEach;
     } else {
-      if (gradDefs.empty())
-        builder.setInsertionPointToStart(&body);
-      else
-        builder.setInsertionPointAfter(latest(gradDefs));
-      grad = fsdp::FlattenOp::create(builder, loc, flatType(reduceElement, padded), grads, symbol).getResult();
-      if (groupSize_ > 1)
-        grad = fsdp::ReduceScatterOp::create(builder, loc, flatType(reduceElement, shardType.getNumElements()), grad,
-                                             symbol, avg, i64(groupSize_), i64(1))
-                   .getResult();
-      if (replicas > 1)
-        grad = fsdp::AllReduceOp::create(builder, loc, grad, symbol, avg, i64(replicas), i64(groupSize_)).getResult();
+      grad = flattenAndReduce(grads, gradDefs, reduceElement);
       if (reduceElement != f32)
         grad = graph::CastOp::create(builder, loc, shardType, grad).getResult();
     }

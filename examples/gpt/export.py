@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """Exports the example GPT (model.py) to ONNX the way users do, with
 torch.onnx.export: input `input_ids` [batch, context] int64 (batch
-symbolic), output `logits` [batch, context, vocab].
+symbolic, or fixed with --static-batch), output `logits` [batch, context, vocab].
 
-  /usr/bin/python3 examples/gpt/export.py --out gpt.onnx [--opset 13|17] [--no-constant-folding]
+  /usr/bin/python3 examples/gpt/export.py --out gpt.onnx [--opset 13|17] [--no-constant-folding] [--static-batch]
 """
 import argparse
 import json
@@ -22,6 +22,9 @@ def main():
     parser.add_argument("--opset", type=int, default=13)
     parser.add_argument("--no-constant-folding", action="store_true")
     parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--static-batch", action="store_true",
+                        help="export the plain way, without dynamic_axes: the batch is --batch in the graph "
+                             "(fsdpc re-derives it for any --batch-size and world size)")
     parser.add_argument("--vocab", type=int, default=0, help="default: the size of --data-dir's vocab.json")
     parser.add_argument("--data-dir", help="where prepare_data.py wrote vocab.json")
     parser.add_argument("--context", type=int, default=32)
@@ -40,7 +43,7 @@ def main():
     # A symbolic batch, so the same file compiles for any world size (fsdpc
     # --batch-size B takes the global batch and gives each rank B / N).
     torch.onnx.export(model, (ids,), args.out, input_names=["input_ids"], output_names=["logits"],
-                      dynamic_axes={"input_ids": {0: "batch"}, "logits": {0: "batch"}},
+                      dynamic_axes=None if args.static_batch else {"input_ids": {0: "batch"}, "logits": {0: "batch"}},
                       opset_version=args.opset, do_constant_folding=not args.no_constant_folding)
     print("wrote %s (opset %d%s)" % (args.out, args.opset, ", no constant folding" if args.no_constant_folding else ""))
 

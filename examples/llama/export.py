@@ -24,6 +24,9 @@ def main():
     parser.add_argument("--opset", type=int, default=13)
     parser.add_argument("--no-constant-folding", action="store_true")
     parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--static-batch", action="store_true",
+                        help="export the plain way, without dynamic_axes: the batch is --batch in the graph "
+                             "(fsdpc re-derives it for any --batch-size and world size)")
     parser.add_argument("--context", type=int, default=32)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
@@ -33,7 +36,7 @@ def main():
     model = build(vocab, args.context, layers=args.layers).eval()
     ids = torch.zeros(args.batch, args.context, dtype=torch.long)
     torch.onnx.export(model, (ids,), args.out, input_names=["input_ids"], output_names=["logits"],
-                      dynamic_axes={"input_ids": {0: "batch"}, "logits": {0: "batch"}},
+                      dynamic_axes=None if args.static_batch else {"input_ids": {0: "batch"}, "logits": {0: "batch"}},
                       opset_version=args.opset, do_constant_folding=not args.no_constant_folding)
     print("wrote %s (opset %d%s)" % (args.out, args.opset, ", no constant folding" if args.no_constant_folding else ""))
 

@@ -53,7 +53,9 @@ def main():
     parser.add_argument("--no-constant-folding", action="store_true")
     parser.add_argument("--no-fuse", action="store_true", help="compile with --fuse=false (graph-fuse off)")
     parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--batch", type=int, default=12)
+    parser.add_argument("--batch", type=int, default=12, help="the global batch fsdpc trains with (--batch-size)")
+    parser.add_argument("--static-batch", type=int, default=0,
+                        help="export without dynamic_axes at this batch (default: a symbolic batch)")
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--mixed-precision", choices=["none", "bf16"], default="none")
@@ -66,7 +68,9 @@ def main():
     run([sys.executable, os.path.join(EXAMPLES, "gpt", "prepare_data.py"), "--out-dir", data])
     onnx_path = os.path.join(args.work, "model.onnx")
     export = [sys.executable, os.path.join(EXAMPLES, args.model, "export.py"), "--out", onnx_path, "--data-dir", data,
-              "--opset", str(args.opset), "--batch", str(args.batch)]
+              "--opset", str(args.opset), "--batch", str(args.static_batch or args.batch)]
+    if args.static_batch:
+        export.append("--static-batch")
     if args.no_constant_folding:
         export.append("--no-constant-folding")
     run(export)
@@ -121,8 +125,10 @@ def main():
 
     model, reference = train_torch(args.mixed_precision)
 
-    print("%s opset %d%s on %d rank(s), %d parameters%s" % (args.model, args.opset,
-          " (no constant folding)" if args.no_constant_folding else "", args.ranks,
+    print("%s opset %d%s%s on %d rank(s), %d parameters%s" % (args.model, args.opset,
+          " (no constant folding)" if args.no_constant_folding else "",
+          ", exported with a static batch of %d, trained with %d" % (args.static_batch, args.batch)
+          if args.static_batch else "", args.ranks,
           sum(p.numel() for p in model.parameters()),
           ", mixed precision %s (reduce %s)" % (args.mixed_precision, args.reduce_dtype)
           if args.mixed_precision != "none" else ""))

@@ -98,6 +98,20 @@ const OpPattern *lookupOpPattern(llvm::StringRef opType, int64_t opset);
 mlir::DenseElementsAttr tensorProtoToAttr(const onnx::TensorProto &tensor, const std::string &baseDir,
                                           mlir::Builder &builder, std::string &error);
 
+/// Reads the elements of `tensor` as f32 (`floats`) or i64 (`ints`), from
+/// its typed fields, raw data or external data under `baseDir`.
+bool readTensorElements(const onnx::TensorProto &tensor, const std::string &baseDir, std::vector<float> *floats,
+                        std::vector<int64_t> *ints, std::string &error);
+
+/// The node's name, or "<op>_<index>" for an unnamed node, as used in IR
+/// locations and errors.
+std::string nodeName(const onnx::NodeProto &node, size_t index);
+
+/// Runs the ONNX checker and libonnx's shape inference (with data
+/// propagation) on `model`, which gains the inferred value_info. On failure
+/// sets `error` (without the file name) and returns false.
+bool inferOnnxShapes(onnx::ModelProto &model, std::string &error);
+
 } // namespace fsdpc::import
 
 #endif // FSDPC_LIB_IMPORT_IMPORTCONTEXT_H

@@ -16,6 +16,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 #include "NewerOnnxSchemas.h"
+#include "StaticBatch.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Path.h"
@@ -94,8 +95,12 @@ bool isFloatType(int32_t type) {
          type == onnx::TensorProto::BFLOAT16;
 }
 
+std::string firstLine(const std::string &text) { return text.substr(0, text.find('\n')); }
+
+} // namespace
+
 /// Reads the elements of `tensor` as f32 (`floats`) or i64 (`ints`).
-bool readTensorElements(const onnx::TensorProto &tensor, const std::string &baseDir, std::vector<float> *floats,
+bool fsdpc::import::readTensorElements(const onnx::TensorProto &tensor, const std::string &baseDir, std::vector<float> *floats,
                         std::vector<int64_t> *ints, std::string &error) {
   int64_t count = 1;
   for (int64_t d : tensor.dims())
@@ -253,13 +258,9 @@ bool readTensorElements(const onnx::TensorProto &tensor, const std::string &base
 
 /// The node's name, or "<op>_<index>" for an unnamed node, as used in IR
 /// locations and errors.
-std::string nodeName(const onnx::NodeProto &node, size_t index) {
+std::string fsdpc::import::nodeName(const onnx::NodeProto &node, size_t index) {
   return node.name().empty() ? node.op_type() + "_" + std::to_string(index) : node.name();
 }
-
-std::string firstLine(const std::string &text) { return text.substr(0, text.find('\n')); }
-
-} // namespace
 
 DenseElementsAttr fsdpc::import::tensorProtoToAttr(const onnx::TensorProto &tensor, const std::string &baseDir,
                                                    Builder &builder, std::string &error) {
@@ -311,6 +312,8 @@ private:
   onnx::ModelProto model_;
   int64_t opset_ = 0;
   int64_t staticBatch_ = 0; // the batch the export fixed, if it did
+  bool rebatched_ = false;  // the static batch was re-derived for another one
+  RebatchedShapes rebatchedShapes_;
   ImportedModel result_;
 };
 
@@ -334,71 +337,74 @@ bool ModelImporter::fixBatchDimension() {
   llvm::StringSet<> initializers;
   for (const onnx::TensorProto &init : model_.graph().initializer())
     initializers.insert(init.name());
-  std::set<std::string> batchSymbols;
-  const int64_t ranks = std::max<int64_t>(options_.worldSize, 1);
-  // Each rank's share of a global batch, or an error naming the input.
-  auto localBatch = [&](int64_t global, const std::string &input, int64_t &local) {
-    if (global % ranks != 0)
-      return fail("the global batch " + std::to_string(global) + " of input '" + input +
-                  "' does not divide by --world-size " + std::to_string(ranks));
-    local = global / ranks;
-    return true;
-  };
-  for (onnx::ValueInfoProto &input : *model_.mutable_graph()->mutable_input()) {
+  // The batch the export fixed, if it did: the static leading dimension of
+  // the first data input that has one.
+  std::string firstInput, symbolicInput, symbolicName;
+  for (const onnx::ValueInfoProto &input : model_.graph().input()) {
     if (initializers.contains(input.name()))
       continue;
     if (!input.type().has_tensor_type())
       return fail("graph input '" + input.name() + "' is not a tensor");
-    auto *shape = input.mutable_type()->mutable_tensor_type()->mutable_shape();
-    for (int d = 0; d < shape->dim_size(); ++d) {
-      onnx::TensorShapeProto_Dimension *dim = shape->mutable_dim(d);
-      if (dim->has_dim_value()) {
-        if (d == 0 && options_.batchSize > 0 && dim->dim_value() != options_.batchSize)
-          return fail("--batch-size " + std::to_string(options_.batchSize) + " conflicts with the static batch " +
-                      std::to_string(dim->dim_value()) + " of input '" + input.name() + "'");
-        int64_t local;
-        if (d == 0 && !localBatch(dim->dim_value(), input.name(), local))
-          return false;
-        if (d == 0)
-          staticBatch_ = dim->dim_value();
-        if (d == 0)
-          dim->set_dim_value(local);
-        continue;
-      }
-      std::string symbol = dim->has_dim_param() ? dim->dim_param() : "?";
-      if (d != 0)
-        return fail("graph input '" + input.name() + "' has a symbolic dimension '" + symbol + "' at position " +
+    const auto &shape = input.type().tensor_type().shape();
+    for (int d = 1; d < shape.dim_size(); ++d)
+      if (!shape.dim(d).has_dim_value())
+        return fail("graph input '" + input.name() + "' has a symbolic dimension '" +
+                    (shape.dim(d).has_dim_param() ? shape.dim(d).dim_param() : std::string("?")) + "' at position " +
                     std::to_string(d) + "; only the batch dimension may be symbolic");
-      if (options_.batchSize <= 0)
-        return fail("graph input '" + input.name() + "' has a symbolic batch dimension '" + symbol +
-                    "'; pass --batch-size B");
-      if (dim->has_dim_param())
-        batchSymbols.insert(symbol);
-      int64_t local;
-      if (!localBatch(options_.batchSize, input.name(), local))
-        return false;
-      dim->set_dim_value(local);
+    if (shape.dim_size() == 0)
+      continue;
+    if (firstInput.empty())
+      firstInput = input.name();
+    if (shape.dim(0).has_dim_value() && staticBatch_ == 0)
+      staticBatch_ = shape.dim(0).dim_value();
+    if (!shape.dim(0).has_dim_value() && symbolicInput.empty()) {
+      symbolicInput = input.name();
+      symbolicName = shape.dim(0).has_dim_param() ? shape.dim(0).dim_param() : "?";
     }
   }
-  const int64_t symbolValue = options_.batchSize / ranks;
-  if (ranks > 1) {
-    // Shapes recorded for the global batch would contradict the local one;
-    // shape inference derives them again.
-    model_.mutable_graph()->clear_value_info();
-    for (onnx::ValueInfoProto &output : *model_.mutable_graph()->mutable_output())
-      if (output.type().has_tensor_type() && output.type().tensor_type().shape().dim_size() > 0) {
-        auto *dim = output.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0);
-        if (dim->has_dim_value() && dim->dim_value() % ranks == 0)
-          dim->set_dim_value(dim->dim_value() / ranks);
-      }
+  const int64_t ranks = std::max<int64_t>(options_.worldSize, 1);
+  const int64_t globalBatch = options_.batchSize > 0 ? options_.batchSize : staticBatch_;
+  if (globalBatch <= 0) {
+    if (!symbolicInput.empty())
+      return fail("graph input '" + symbolicInput + "' has a symbolic batch dimension '" + symbolicName +
+                  "'; pass --batch-size B");
+    return true; // no batched input
   }
-  // Outputs and annotated values that name the batch symbol get its value too.
+  if (globalBatch % ranks != 0)
+    return fail("the global batch " + std::to_string(globalBatch) + " of input '" + firstInput +
+                "' does not divide by --world-size " + std::to_string(ranks));
+  const int64_t localBatch = globalBatch / ranks;
+
+  // A static export computes another batch once its literals say so.
+  if (staticBatch_ > 0 && localBatch != staticBatch_) {
+    std::string baseDir = llvm::sys::path::parent_path(path_).str();
+    std::string error;
+    rebatched_ = true;
+    if (!rebatchStaticExport(model_, baseDir.empty() ? "." : baseDir, staticBatch_, localBatch, rebatchedShapes_,
+                             error))
+      return fail(error);
+    return true;
+  }
+
+  // A symbolic batch: the inputs, and outputs and annotated values that name
+  // the symbol, get the per-rank batch.
+  std::set<std::string> batchSymbols;
+  for (onnx::ValueInfoProto &input : *model_.mutable_graph()->mutable_input()) {
+    if (initializers.contains(input.name()))
+      continue;
+    auto *shape = input.mutable_type()->mutable_tensor_type()->mutable_shape();
+    if (shape->dim_size() == 0 || shape->dim(0).has_dim_value())
+      continue;
+    if (shape->dim(0).has_dim_param())
+      batchSymbols.insert(shape->dim(0).dim_param());
+    shape->mutable_dim(0)->set_dim_value(localBatch);
+  }
   auto substitute = [&](onnx::ValueInfoProto &info) {
     if (!info.type().has_tensor_type())
       return;
     for (auto &dim : *info.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim())
       if (dim.has_dim_param() && batchSymbols.count(dim.dim_param()))
-        dim.set_dim_value(symbolValue);
+        dim.set_dim_value(localBatch);
   };
   for (onnx::ValueInfoProto &output : *model_.mutable_graph()->mutable_output())
     substitute(output);
@@ -407,31 +413,52 @@ bool ModelImporter::fixBatchDimension() {
   return true;
 }
 
-bool ModelImporter::checkAndInferShapes() {
+} // namespace
+
+bool fsdpc::import::inferOnnxShapes(onnx::ModelProto &model, std::string &error) {
   registerNewerOnnxSchemas();
-  if (opset_ > kNewestOnnxOpset)
-    return fail("imports ONNX opset " + std::to_string(opset_) + "; fsdpc reads opsets up to " +
-                std::to_string(kNewestOnnxOpset) + " (export with opset_version=" + std::to_string(kNewestOnnxOpset) +
-                " or lower)");
-  const int64_t irVersion = model_.ir_version();
-  if (irVersion > kNewestOnnxIrVersion)
-    return fail("has ONNX IR version " + std::to_string(irVersion) + "; fsdpc reads IR versions up to " +
-                std::to_string(kNewestOnnxIrVersion));
+  int64_t opset = 0;
+  for (const onnx::OperatorSetIdProto &entry : model.opset_import())
+    if (entry.domain().empty() || entry.domain() == "ai.onnx")
+      opset = entry.version();
+  if (opset > kNewestOnnxOpset) {
+    error = "imports ONNX opset " + std::to_string(opset) + "; fsdpc reads opsets up to " +
+            std::to_string(kNewestOnnxOpset) + " (export with opset_version=" + std::to_string(kNewestOnnxOpset) +
+            " or lower)";
+    return false;
+  }
+  const int64_t irVersion = model.ir_version();
+  if (irVersion > kNewestOnnxIrVersion) {
+    error = "has ONNX IR version " + std::to_string(irVersion) + "; fsdpc reads IR versions up to " +
+            std::to_string(kNewestOnnxIrVersion);
+    return false;
+  }
   // IR 9 and 10 only add element types (float8, int4) that fsdpc rejects
   // anyway, so the checker of IR 8 judges the rest.
-  model_.set_ir_version(std::min<int64_t>(irVersion, onnx::Version::IR_VERSION));
-  auto restoreIrVersion = llvm::make_scope_exit([&] { model_.set_ir_version(irVersion); });
+  model.set_ir_version(std::min<int64_t>(irVersion, onnx::Version::IR_VERSION));
+  llvm::scope_exit restoreIrVersion([&] { model.set_ir_version(irVersion); });
   try {
-    onnx::checker::check_model(model_);
+    onnx::checker::check_model(model);
   } catch (const std::exception &e) {
-    return fail("fails the ONNX checker: " + firstLine(e.what()));
+    error = "fails the ONNX checker: " + firstLine(e.what());
+    return false;
   }
   try {
     onnx::ShapeInferenceOptions inference(/*check_type=*/true, /*error_mode=*/1, /*enable_data_propagation=*/true);
-    onnx::shape_inference::InferShapes(model_, onnx::OpSchemaRegistry::Instance(), inference);
+    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), inference);
   } catch (const std::exception &e) {
-    return fail("ONNX shape inference failed: " + firstLine(e.what()));
+    error = "ONNX shape inference failed: " + firstLine(e.what());
+    return false;
   }
+  return true;
+}
+
+namespace {
+
+bool ModelImporter::checkAndInferShapes() {
+  std::string error;
+  if (!inferOnnxShapes(model_, error) || (rebatched_ && !checkRebatchedShapes(model_, rebatchedShapes_, error)))
+    return fail(error);
   return true;
 }
 
@@ -780,13 +807,10 @@ std::optional<ImportedModel> ModelImporter::run() {
   if (!load() || !undoExporterParameterRewrites() || !fixBatchDimension())
     return std::nullopt;
   if (!checkOpsSupported() || !checkAndInferShapes() || !buildForward()) {
-    // Splitting a batch that the export baked into Reshape targets breaks
-    // shapes in ways that are hard to read: say what to do instead.
-    if (staticBatch_ > 0 && options_.worldSize > 1)
-      error_ += "; the model was exported with a static batch of " + std::to_string(staticBatch_) +
-                ", which cannot be split over " + std::to_string(options_.worldSize) +
-                " ranks: export it with a symbolic batch (torch.onnx.export(..., dynamic_axes={'<input>': {0: "
-                "'batch'}})) and pass --batch-size " + std::to_string(staticBatch_);
+    if (rebatched_)
+      error_ += " (the model was exported with a static batch of " + std::to_string(staticBatch_) +
+                "; exporting with a symbolic one, torch.onnx.export(..., dynamic_axes={'<input>': {0: 'batch'}}), "
+                "avoids re-deriving it)";
     return std::nullopt;
   }
   return std::move(result_);

@@ -1,0 +1,857 @@
+//===- StaticBatch.cpp - Re-deriving the batch a static export fixed ------===//
+//
+// Three steps, on the model as exported:
+//
+// 1. Shape inference at the export batch gives every value's shape.
+// 2. The batch axis is followed from the inputs (axis 0) through every
+//    node: where a node moves it (Transpose, Unsqueeze, Reshape, MatMul...)
+//    by that op's rule, elsewhere by broadcasting. A dimension that carries
+//    the batch holds it as its outermost factor (B, or B*T after a reshape).
+// 3. The shape operand of each Reshape and Expand that carries the batch is
+//    traced back, element by element, to the literal it came from (through
+//    Concat, Unsqueeze, Gather, Cast...) and that element is rescaled. An
+//    element computed from a Shape op needs nothing: shape inference
+//    propagates the new input shapes into it.
+//
+// What cannot be traced is an error naming the node; what was rewritten
+// wrongly shows as a shape that differs from the expected one.
+//
+//===----------------------------------------------------------------------===//
+#include "StaticBatch.h"
+
+#include "ImportContext.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <set>
+#include <tuple>
+
+using namespace fsdpc::import;
+
+namespace {
+
+using Shape = std::vector<int64_t>; // -1: unknown
+
+std::optional<Shape> shapeOfType(const onnx::TypeProto &type) {
+  if (!type.has_tensor_type() || !type.tensor_type().has_shape())
+    return std::nullopt;
+  Shape shape;
+  for (const auto &dim : type.tensor_type().shape().dim())
+    shape.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
+  return shape;
+}
+
+bool fullyKnown(const Shape &shape) {
+  return llvm::all_of(shape, [](int64_t d) { return d >= 0; });
+}
+
+int64_t product(const Shape &shape, size_t begin, size_t end) {
+  int64_t p = 1;
+  for (size_t i = begin; i < end; ++i)
+    p *= shape[i];
+  return p;
+}
+
+std::string shapeText(const Shape &shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? "," : "") + (shape[i] < 0 ? std::string("?") : std::to_string(shape[i]));
+  return text + "]";
+}
+
+const onnx::AttributeProto *findAttribute(const onnx::NodeProto &node, const std::string &name) {
+  for (const onnx::AttributeProto &attr : node.attribute())
+    if (attr.name() == name)
+      return &attr;
+  return nullptr;
+}
+
+/// An edge of the graph: input `slot` of node `node`.
+struct Edge {
+  int node;
+  int slot;
+  bool operator<(const Edge &o) const { return std::tie(node, slot) < std::tie(o.node, o.slot); }
+  bool operator==(const Edge &o) const { return node == o.node && slot == o.slot; }
+};
+
+/// Where one element of an integer tensor comes from.
+struct Origin {
+  enum Kind { Literal, Computed, Unknown } kind = Unknown;
+  std::string owner; // Literal: the constant or initializer holding it
+  Edge edge{-1, -1}; // Literal: the edge that reads `owner`
+  int64_t index = 0; // Literal: the element of `owner`
+  int64_t value = 0; // Literal: its value
+  std::string blocker; // Unknown: the node or value that hides the origin
+};
+
+class Rebatcher {
+public:
+  Rebatcher(onnx::ModelProto &model, const std::string &baseDir, int64_t exportBatch, int64_t newBatch,
+            std::string &error)
+      : model_(model), graph_(*model.mutable_graph()), baseDir_(baseDir), exportBatch_(exportBatch),
+        newBatch_(newBatch), error_(error) {}
+
+  bool run(RebatchedShapes &expected);
+
+private:
+  bool fail(const std::string &message) {
+    error_ = message;
+    return false;
+  }
+  std::string describe(int node) const {
+    return "node '" + nodeName(graph_.node(node), node) + "' (" + graph_.node(node).op_type() + ")";
+  }
+  bool inferExportShapes();
+  void indexGraph();
+  const Shape *shapeOf(const std::string &value) const {
+    auto it = shapes_.find(value);
+    return it == shapes_.end() ? nullptr : &it->second;
+  }
+  int axisOf(const std::string &value) const {
+    auto it = axes_.find(value);
+    return it == axes_.end() ? -1 : it->second;
+  }
+  std::optional<std::vector<int64_t>> literalInts(const std::string &value) const;
+  std::optional<std::vector<int64_t>> evaluateInts(const std::string &value, int depth = 0) const;
+  std::optional<Shape> reshapeResult(const onnx::NodeProto &node) const;
+  std::optional<std::vector<int64_t>> axesOperand(const onnx::NodeProto &node, const std::string &attribute,
+                                                  int input) const;
+  int outputAxis(int node, int output) const;
+  Origin trace(const std::string &value, int64_t index, Edge edge, int depth) const;
+  bool rescaleShapeOperand(int node, int slot, int64_t element);
+  bool collectRewrites();
+  bool applyRewrites();
+  void rebatchInputsAndDropShapes();
+
+  onnx::ModelProto &model_;
+  onnx::GraphProto &graph_;
+  std::string baseDir_;
+  int64_t exportBatch_;
+  int64_t newBatch_;
+  std::string &error_;
+
+  llvm::StringMap<Shape> shapes_;                    // at the export batch
+  llvm::StringMap<int> axes_;                        // value -> its batch axis
+  llvm::StringMap<std::pair<int, int>> producers_;   // value -> node, output
+  llvm::StringMap<int> initializers_;                // name -> index
+  llvm::StringMap<std::vector<Edge>> consumers_;     // value -> edges reading it
+  llvm::StringSet<> graphOutputs_;
+  // owner -> edge -> element -> new value
+  std::map<std::string, std::map<Edge, std::map<int64_t, int64_t>>> rewrites_;
+};
+
+bool Rebatcher::inferExportShapes() {
+  onnx::ModelProto inferred = model_;
+  // A symbolic leading dimension next to static ones is the batch as well.
+  for (onnx::ValueInfoProto &input : *inferred.mutable_graph()->mutable_input()) {
+    auto *shape = input.mutable_type()->mutable_tensor_type()->mutable_shape();
+    if (shape->dim_size() > 0 && !shape->dim(0).has_dim_value() && !initializers_.count(input.name()))
+      shape->mutable_dim(0)->set_dim_value(exportBatch_);
+  }
+  // libonnx 1.12 propagates shape values through some ops only (not through
+  // Unsqueeze with an axes input, which unfolded torch exports write before
+  // every Reshape): the shapes of Reshape outputs it leaves unknown are
+  // folded here and handed back to it, until nothing new is learnt.
+  for (int round = 0; round < 16; ++round) {
+    std::string error;
+    if (!inferOnnxShapes(inferred, error))
+      return fail(error);
+    shapes_.clear();
+    const onnx::GraphProto &graph = inferred.graph();
+    for (const auto *list : {&graph.input(), &graph.value_info(), &graph.output()})
+      for (const onnx::ValueInfoProto &info : *list)
+        if (auto shape = shapeOfType(info.type()))
+          shapes_[info.name()] = *shape;
+    for (const onnx::TensorProto &init : graph.initializer())
+      shapes_[init.name()] = Shape(init.dims().begin(), init.dims().end());
+    bool learnt = false;
+    for (const onnx::NodeProto &node : graph_.node()) {
+      if (node.op_type() != "Reshape" || node.output_size() != 1)
+        continue;
+      const Shape *known = shapeOf(node.output(0));
+      if (known && fullyKnown(*known))
+        continue;
+      std::optional<Shape> result = reshapeResult(node);
+      if (!result)
+        continue;
+      onnx::ValueInfoProto *info = nullptr;
+      for (onnx::ValueInfoProto &existing : *inferred.mutable_graph()->mutable_value_info())
+        if (existing.name() == node.output(0))
+          info = &existing;
+      if (!info) {
+        info = inferred.mutable_graph()->add_value_info();
+        info->set_name(node.output(0));
+      }
+      auto *tensor = info->mutable_type()->mutable_tensor_type();
+      if (tensor->elem_type() == 0) {
+        const onnx::ValueInfoProto *source = nullptr;
+        for (const auto *list : {&graph.input(), &graph.value_info()})
+          for (const onnx::ValueInfoProto &candidate : *list)
+            if (candidate.name() == node.input(0))
+              source = &candidate;
+        if (!source)
+          continue;
+        tensor->set_elem_type(source->type().tensor_type().elem_type());
+      }
+      tensor->clear_shape();
+      for (int64_t d : *result)
+        tensor->mutable_shape()->add_dim()->set_dim_value(d);
+      learnt = true;
+    }
+    if (!learnt)
+      break;
+  }
+  return true;
+}
+
+/// The value of a small integer tensor (a shape chain) at the export batch.
+std::optional<std::vector<int64_t>> Rebatcher::evaluateInts(const std::string &value, int depth) const {
+  if (auto ints = literalInts(value))
+    return ints;
+  auto producer = producers_.find(value);
+  if (producer == producers_.end() || depth > 64)
+    return std::nullopt;
+  const onnx::NodeProto &node = graph_.node(producer->second.first);
+  const std::string &op = node.op_type();
+  auto operand = [&](int i) -> std::optional<std::vector<int64_t>> {
+    if (i >= node.input_size() || node.input(i).empty())
+      return std::nullopt;
+    return evaluateInts(node.input(i), depth + 1);
+  };
+  if (op == "Shape") {
+    const Shape *shape = shapeOf(node.input(0));
+    if (!shape || !fullyKnown(*shape))
+      return std::nullopt;
+    const int64_t rank = static_cast<int64_t>(shape->size());
+    auto clampIndex = [&](const char *name, int64_t fallback) {
+      const onnx::AttributeProto *attr = findAttribute(node, name);
+      int64_t i = attr ? attr->i() : fallback;
+      return std::clamp<int64_t>(i < 0 ? i + rank : i, 0, rank);
+    };
+    const int64_t start = clampIndex("start", 0), end = clampIndex("end", rank);
+    return std::vector<int64_t>(shape->begin() + start, shape->begin() + std::max(start, end));
+  }
+  if (op == "Identity" || op == "Cast" || op == "Unsqueeze" || op == "Squeeze" || op == "Reshape" || op == "Flatten")
+    return operand(0);
+  if (op == "Concat") {
+    std::vector<int64_t> joined;
+    for (int i = 0; i < node.input_size(); ++i) {
+      auto part = operand(i);
+      if (!part)
+        return std::nullopt;
+      joined.insert(joined.end(), part->begin(), part->end());
+    }
+    return joined;
+  }
+  if (op == "Gather") {
+    auto data = operand(0), indices = operand(1);
+    if (!data || !indices)
+      return std::nullopt;
+    std::vector<int64_t> picked;
+    for (int64_t i : *indices) {
+      int64_t at = i < 0 ? i + static_cast<int64_t>(data->size()) : i;
+      if (at < 0 || at >= static_cast<int64_t>(data->size()))
+        return std::nullopt;
+      picked.push_back((*data)[at]);
+    }
+    return picked;
+  }
+  if (op == "Slice") {
+    auto data = operand(0), starts = operand(1), ends = operand(2);
+    if (!data || !starts || !ends || starts->size() != 1 || ends->size() != 1 ||
+        (node.input_size() > 4 && !node.input(4).empty()))
+      return std::nullopt;
+    const int64_t n = static_cast<int64_t>(data->size());
+    auto clampIndex = [&](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + n : i, 0, n); };
+    const int64_t start = clampIndex((*starts)[0]), end = clampIndex((*ends)[0]);
+    return std::vector<int64_t>(data->begin() + start, data->begin() + std::max(start, end));
+  }
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
+    auto lhs = operand(0), rhs = operand(1);
+    if (!lhs || !rhs || (lhs->size() != rhs->size() && lhs->size() != 1 && rhs->size() != 1))
+      return std::nullopt;
+    std::vector<int64_t> out(std::max(lhs->size(), rhs->size()));
+    for (size_t i = 0; i < out.size(); ++i) {
+      int64_t x = (*lhs)[lhs->size() == 1 ? 0 : i], y = (*rhs)[rhs->size() == 1 ? 0 : i];
+      if (op == "Div" && y == 0)
+        return std::nullopt;
+      out[i] = op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y : x / y;
+    }
+    return out;
+  }
+  return std::nullopt;
+}
+
+/// A Reshape's output shape at the export batch, from its input's shape and
+/// its folded target.
+std::optional<Shape> Rebatcher::reshapeResult(const onnx::NodeProto &node) const {
+  const Shape *in = shapeOf(node.input(0));
+  auto target = evaluateInts(node.input(1));
+  if (!in || !fullyKnown(*in) || !target)
+    return std::nullopt;
+  Shape out;
+  int inferredAt = -1;
+  int64_t known = 1;
+  for (size_t i = 0; i < target->size(); ++i) {
+    int64_t d = (*target)[i];
+    if (d == 0) {
+      if (i >= in->size())
+        return std::nullopt;
+      d = (*in)[i];
+    }
+    if (d == -1) {
+      if (inferredAt >= 0)
+        return std::nullopt;
+      inferredAt = static_cast<int>(i);
+    } else if (d < 0) {
+      return std::nullopt;
+    } else {
+      known *= d;
+    }
+    out.push_back(d);
+  }
+  const int64_t total = product(*in, 0, in->size());
+  if (inferredAt >= 0) {
+    if (known == 0 || total % known != 0)
+      return std::nullopt;
+    out[inferredAt] = total / known;
+  } else if (known != total) {
+    return std::nullopt;
+  }
+  return out;
+}
+
+void Rebatcher::indexGraph() {
+  for (int i = 0; i < graph_.initializer_size(); ++i)
+    initializers_[graph_.initializer(i).name()] = i;
+  for (int n = 0; n < graph_.node_size(); ++n) {
+    const onnx::NodeProto &node = graph_.node(n);
+    for (int o = 0; o < node.output_size(); ++o)
+      producers_[node.output(o)] = {n, o};
+    for (int s = 0; s < node.input_size(); ++s)
+      if (!node.input(s).empty())
+        consumers_[node.input(s)].push_back({n, s});
+  }
+  for (const onnx::ValueInfoProto &output : graph_.output())
+    graphOutputs_.insert(output.name());
+}
+
+std::optional<std::vector<int64_t>> Rebatcher::literalInts(const std::string &value) const {
+  std::vector<int64_t> ints;
+  std::string error;
+  if (auto it = initializers_.find(value); it != initializers_.end()) {
+    const onnx::TensorProto &init = graph_.initializer(it->second);
+    if (init.data_type() != onnx::TensorProto::INT64 && init.data_type() != onnx::TensorProto::INT32)
+      return std::nullopt;
+    if (!readTensorElements(init, baseDir_, nullptr, &ints, error))
+      return std::nullopt;
+    return ints;
+  }
+  auto producer = producers_.find(value);
+  if (producer == producers_.end())
+    return std::nullopt;
+  const onnx::NodeProto &node = graph_.node(producer->second.first);
+  if (node.op_type() != "Constant" || node.attribute_size() != 1)
+    return std::nullopt;
+  const onnx::AttributeProto &attr = node.attribute(0);
+  if (attr.name() == "value_int")
+    return std::vector<int64_t>{attr.i()};
+  if (attr.name() == "value_ints")
+    return std::vector<int64_t>(attr.ints().begin(), attr.ints().end());
+  if (attr.name() != "value" ||
+      (attr.t().data_type() != onnx::TensorProto::INT64 && attr.t().data_type() != onnx::TensorProto::INT32))
+    return std::nullopt;
+  if (!readTensorElements(attr.t(), baseDir_, nullptr, &ints, error))
+    return std::nullopt;
+  return ints;
+}
+
+/// The axes a node names, from its attribute (older opsets) or its input
+/// `input` (newer ones); an empty list when neither is given.
+std::optional<std::vector<int64_t>> Rebatcher::axesOperand(const onnx::NodeProto &node, const std::string &attribute,
+                                                           int input) const {
+  if (const onnx::AttributeProto *attr = findAttribute(node, attribute))
+    return std::vector<int64_t>(attr->ints().begin(), attr->ints().end());
+  if (input < node.input_size() && !node.input(input).empty())
+    return literalInts(node.input(input));
+  return std::vector<int64_t>{};
+}
+
+/// The batch axis of output `output` of node `node`, or -1 when the output
+/// does not carry the batch.
+int Rebatcher::outputAxis(int nodeIndex, int output) const {
+  const onnx::NodeProto &node = graph_.node(nodeIndex);
+  const std::string &op = node.op_type();
+  const Shape *out = shapeOf(node.output(output));
+  if (!out)
+    return -1;
+  const int outRank = static_cast<int>(out->size());
+  auto inputAxis = [&](int i) { return i < node.input_size() && !node.input(i).empty() ? axisOf(node.input(i)) : -1; };
+  auto inputShape = [&](int i) -> const Shape * {
+    return i < node.input_size() && !node.input(i).empty() ? shapeOf(node.input(i)) : nullptr;
+  };
+  auto valid = [&](int axis) {
+    return axis >= 0 && axis < outRank && (*out)[axis] >= exportBatch_ && (*out)[axis] % exportBatch_ == 0 ? axis : -1;
+  };
+  const int a = inputAxis(0);
+  const Shape *in = inputShape(0);
+
+  if (op == "Shape" || op == "Size" || op == "Constant" || op == "ConstantOfShape" || op == "Range" ||
+      op == "NonZero")
+    return -1;
+  if (op == "Transpose") {
+    if (a < 0 || !in)
+      return -1;
+    std::vector<int64_t> perm;
+    if (const onnx::AttributeProto *attr = findAttribute(node, "perm"))
+      perm.assign(attr->ints().begin(), attr->ints().end());
+    else
+      for (int i = static_cast<int>(in->size()) - 1; i >= 0; --i)
+        perm.push_back(i);
+    for (int p = 0; p < static_cast<int>(perm.size()); ++p)
+      if (perm[p] == a)
+        return valid(p);
+    return -1;
+  }
+  if (op == "Unsqueeze" || op == "Squeeze") {
+    if (a < 0 || !in)
+      return -1;
+    auto axes = axesOperand(node, "axes", 1);
+    if (!axes)
+      return -1;
+    const int axesRank = op == "Unsqueeze" ? outRank : static_cast<int>(in->size());
+    std::set<int64_t> named;
+    for (int64_t x : *axes)
+      named.insert(x < 0 ? x + axesRank : x);
+    if (op == "Squeeze" && named.empty()) // every unit dimension goes
+      for (int d = 0; d < static_cast<int>(in->size()); ++d)
+        if ((*in)[d] == 1)
+          named.insert(d);
+    if (op == "Squeeze")
+      return named.count(a) ? -1 : valid(a - static_cast<int>(std::count_if(named.begin(), named.end(), [&](int64_t x) { return x < a; })));
+    // Unsqueeze: the batch is the a-th axis of the output that is not new.
+    for (int d = 0, kept = 0; d < outRank; ++d) {
+      if (named.count(d))
+        continue;
+      if (kept++ == a)
+        return valid(d);
+    }
+    return -1;
+  }
+  if (op == "Reshape" || op == "Flatten") {
+    // The batch stays the outermost factor of the dimension where as many
+    // elements lie before it as before the input's batch axis.
+    if (a < 0 || !in || !fullyKnown(*in) || !fullyKnown(*out))
+      return -1;
+    const int64_t before = product(*in, 0, a);
+    int found = -1;
+    for (int k = 0; k < outRank; ++k) {
+      if (product(*out, 0, k) != before || valid(k) < 0)
+        continue;
+      if ((*out)[k] == (*in)[a])
+        return k;
+      if (found < 0)
+        found = k;
+    }
+    return found;
+  }
+  if (op == "Gather") {
+    const int axis = static_cast<int>(findAttribute(node, "axis") ? findAttribute(node, "axis")->i() : 0);
+    const Shape *indices = inputShape(1);
+    if (!in || !indices)
+      return -1;
+    const int rank = static_cast<int>(in->size());
+    const int gatherAxis = axis < 0 ? axis + rank : axis;
+    const int indicesRank = static_cast<int>(indices->size());
+    if (a >= 0 && a < gatherAxis)
+      return valid(a);
+    if (a > gatherAxis)
+      return valid(a + indicesRank - 1);
+    if (int ai = inputAxis(1); ai >= 0 && a < 0)
+      return valid(gatherAxis + ai);
+    return -1;
+  }
+  if (op == "MatMul") {
+    const Shape *rhs = inputShape(1);
+    if (!in || !rhs)
+      return -1;
+    const int lhsRank = static_cast<int>(in->size()), rhsRank = static_cast<int>(rhs->size());
+    if (a >= 0 && (lhsRank == 1 || a < lhsRank - 1))
+      return valid(a + outRank - lhsRank);
+    const int b = inputAxis(1);
+    if (b >= 0 && rhsRank >= 2 && b < rhsRank - 2)
+      return valid(b + outRank - rhsRank);
+    if (b >= 0 && rhsRank >= 2 && b == rhsRank - 1)
+      return valid(outRank - 1);
+    return -1;
+  }
+  if (op == "Gemm") {
+    const bool transA = findAttribute(node, "transA") && findAttribute(node, "transA")->i();
+    const bool transB = findAttribute(node, "transB") && findAttribute(node, "transB")->i();
+    if (a == (transA ? 1 : 0))
+      return valid(0);
+    if (inputAxis(1) == (transB ? 0 : 1))
+      return valid(1);
+    return -1;
+  }
+  if (llvm::StringRef(op).starts_with("Reduce") || op == "ArgMax" || op == "ArgMin") {
+    if (a < 0 || !in)
+      return -1;
+    const bool keepdims = !findAttribute(node, "keepdims") || findAttribute(node, "keepdims")->i();
+    std::optional<std::vector<int64_t>> axes;
+    if (op == "ArgMax" || op == "ArgMin")
+      axes = std::vector<int64_t>{findAttribute(node, "axis") ? findAttribute(node, "axis")->i() : 0};
+    else
+      axes = axesOperand(node, "axes", 1);
+    if (!axes)
+      return -1;
+    const int rank = static_cast<int>(in->size());
+    if (axes->empty())
+      return -1; // everything reduced
+    int removedBefore = 0;
+    for (int64_t x : *axes) {
+      int64_t axis = x < 0 ? x + rank : x;
+      if (axis == a)
+        return -1;
+      removedBefore += axis < a;
+    }
+    return valid(keepdims ? a : a - removedBefore);
+  }
+  if (op == "Split") {
+    const int axis = static_cast<int>(findAttribute(node, "axis") ? findAttribute(node, "axis")->i() : 0);
+    const int splitAxis = in && axis < 0 ? axis + static_cast<int>(in->size()) : axis;
+    return a >= 0 && a != splitAxis ? valid(a) : -1;
+  }
+  if (op == "SoftmaxCrossEntropyLoss" || op == "NegativeLogLikelihoodLoss") {
+    const onnx::AttributeProto *reduction = findAttribute(node, "reduction");
+    return output == 0 && reduction && reduction->s() == "none" && a == 0 ? valid(0) : -1;
+  }
+  // Everything else keeps its inputs' axes where they broadcast to: the
+  // element-wise ops, normalisations, softmax, Where, Concat, Slice, Cast...
+  for (int i = 0; i < node.input_size(); ++i) {
+    const int ai = inputAxis(i);
+    const Shape *shape = inputShape(i);
+    if (ai < 0 || !shape)
+      continue;
+    if (int axis = valid(ai + outRank - static_cast<int>(shape->size())); axis >= 0)
+      return axis;
+  }
+  return -1;
+}
+
+/// Where element `index` of integer tensor `value` comes from; `edge` is
+/// the input that reads `value`.
+Origin Rebatcher::trace(const std::string &value, int64_t index, Edge edge, int depth) const {
+  Origin unknown;
+  unknown.blocker = "'" + value + "'";
+  if (depth > 64)
+    return unknown;
+  auto literal = [&]() {
+    Origin origin;
+    auto ints = literalInts(value);
+    if (!ints || index < 0 || index >= static_cast<int64_t>(ints->size()))
+      return unknown;
+    origin.kind = Origin::Literal;
+    origin.owner = value;
+    origin.edge = edge;
+    origin.index = index;
+    origin.value = (*ints)[index];
+    return origin;
+  };
+  if (initializers_.count(value))
+    return literal();
+  auto producer = producers_.find(value);
+  if (producer == producers_.end()) {
+    unknown.blocker = "graph input '" + value + "'";
+    return unknown;
+  }
+  const int n = producer->second.first;
+  const onnx::NodeProto &node = graph_.node(n);
+  const std::string &op = node.op_type();
+  unknown.blocker = describe(n);
+  auto elements = [&](const std::string &v) -> int64_t {
+    const Shape *shape = shapeOf(v);
+    return shape && fullyKnown(*shape) ? product(*shape, 0, shape->size()) : -1;
+  };
+
+  if (op == "Constant")
+    return literal();
+  if (op == "Shape")
+    return Origin{Origin::Computed};
+  if (op == "Identity" || op == "Cast" || op == "Unsqueeze" || op == "Squeeze" || op == "Reshape" || op == "Flatten")
+    return trace(node.input(0), index, {n, 0}, depth + 1);
+  if (op == "Concat") {
+    int64_t offset = 0;
+    for (int i = 0; i < node.input_size(); ++i) {
+      int64_t count = elements(node.input(i));
+      if (count < 0)
+        return unknown;
+      if (index < offset + count)
+        return trace(node.input(i), index - offset, {n, i}, depth + 1);
+      offset += count;
+    }
+    return unknown;
+  }
+  if (op == "Gather") {
+    auto indices = literalInts(node.input(1));
+    int64_t length = elements(node.input(0));
+    if (!indices || indices->empty() || length < 0)
+      return unknown;
+    int64_t at = (*indices)[indices->size() == 1 ? 0 : index];
+    return trace(node.input(0), at < 0 ? at + length : at, {n, 0}, depth + 1);
+  }
+  if (op == "Slice") {
+    auto starts = literalInts(node.input(1));
+    int64_t length = elements(node.input(0));
+    if (!starts || starts->size() != 1 || length < 0 || (node.input_size() > 4 && !node.input(4).empty()))
+      return unknown;
+    int64_t start = (*starts)[0] < 0 ? (*starts)[0] + length : (*starts)[0];
+    return trace(node.input(0), std::max<int64_t>(start, 0) + index, {n, 0}, depth + 1);
+  }
+  if (op == "Mul" || op == "Div") {
+    // b * t: the factor that holds the batch is rescaled; a quotient keeps
+    // the batch in its numerator.
+    std::vector<Origin> factors;
+    for (int i = 0; i < (op == "Div" ? 1 : node.input_size()); ++i)
+      factors.push_back(trace(node.input(i), elements(node.input(i)) == 1 ? 0 : index, {n, i}, depth + 1));
+    std::vector<Origin> holders;
+    bool computed = false;
+    for (const Origin &f : factors) {
+      if (f.kind == Origin::Literal && f.value != 0 && f.value % exportBatch_ == 0)
+        holders.push_back(f);
+      computed |= f.kind == Origin::Computed;
+    }
+    if (holders.size() == 1)
+      return holders.front();
+    if (holders.empty() && computed)
+      return Origin{Origin::Computed};
+    return unknown;
+  }
+  return unknown;
+}
+
+/// Element `element` of shape operand `slot` of node `node` carries the
+/// batch: rescale its literal.
+bool Rebatcher::rescaleShapeOperand(int node, int slot, int64_t element) {
+  const std::string &operand = graph_.node(node).input(slot);
+  Origin origin = trace(operand, element, {node, slot}, 0);
+  if (origin.kind == Origin::Computed)
+    return true;
+  if (origin.kind == Origin::Unknown)
+    return fail(describe(node) + ": cannot re-derive the static batch " + std::to_string(exportBatch_) +
+                ": element " + std::to_string(element) + " of its shape operand comes from " + origin.blocker +
+                ", which fsdpc does not trace");
+  const int64_t v = origin.value;
+  if (v == -1 || (v == 0 && graph_.node(node).op_type() == "Reshape") || (v == 1 && graph_.node(node).op_type() == "Expand"))
+    return true; // inferred, copied or broadcast: follows the input
+  if (v <= 0 || v % exportBatch_ != 0)
+    return fail(describe(node) + ": cannot re-derive the static batch " + std::to_string(exportBatch_) +
+                ": element " + std::to_string(element) + " of its shape operand is " + std::to_string(v) +
+                ", not a multiple of the batch");
+  rewrites_[origin.owner][origin.edge][origin.index] = v / exportBatch_ * newBatch_;
+  return true;
+}
+
+bool Rebatcher::collectRewrites() {
+  for (int n = 0; n < graph_.node_size(); ++n) {
+    const onnx::NodeProto &node = graph_.node(n);
+    for (int o = 0; o < node.output_size(); ++o)
+      if (int axis = outputAxis(n, o); axis >= 0)
+        axes_[node.output(o)] = axis;
+    const int a = node.input_size() > 0 ? axisOf(node.input(0)) : -1;
+    if (a < 0 || node.input_size() < 2 || node.output_size() < 1)
+      continue;
+    if (node.op_type() == "Reshape") {
+      const int k = axisOf(node.output(0));
+      if (k < 0)
+        return fail(describe(n) + ": cannot re-derive the static batch " + std::to_string(exportBatch_) +
+                    ": the batch axis of its input has no place in its output shape " +
+                    (shapeOf(node.output(0)) ? shapeText(*shapeOf(node.output(0))) : std::string("(not inferred)")));
+      if (!rescaleShapeOperand(n, 1, k))
+        return false;
+    } else if (node.op_type() == "Expand") {
+      const Shape *out = shapeOf(node.output(0));
+      const Shape *in = shapeOf(node.input(0));
+      const Shape *target = shapeOf(node.input(1));
+      if (!out || !in || !target || target->size() != 1 || (*target)[0] < 0)
+        continue;
+      const int64_t outAxis = a + out->size() - in->size();
+      const int64_t element = outAxis - (static_cast<int64_t>(out->size()) - (*target)[0]);
+      if (element >= 0 && !rescaleShapeOperand(n, 1, element))
+        return false;
+    }
+  }
+  return true;
+}
+
+void setInts(onnx::TensorProto &tensor, const std::vector<int64_t> &values) {
+  tensor.clear_raw_data();
+  tensor.clear_int64_data();
+  tensor.clear_int32_data();
+  tensor.clear_data_location();
+  tensor.clear_external_data();
+  for (int64_t v : values) {
+    if (tensor.data_type() == onnx::TensorProto::INT32)
+      tensor.add_int32_data(static_cast<int32_t>(v));
+    else
+      tensor.add_int64_data(v);
+  }
+}
+
+bool Rebatcher::applyRewrites() {
+  std::vector<onnx::NodeProto> newConstants;
+  for (const auto &[owner, edges] : rewrites_) {
+    std::vector<int64_t> original = *literalInts(owner);
+    auto rewritten = [&](const std::map<int64_t, int64_t> &elements) {
+      std::vector<int64_t> values = original;
+      for (const auto &[index, value] : elements)
+        values[index] = value;
+      return values;
+    };
+    // The literal tensor as a TensorProto, whatever form the constant had.
+    onnx::TensorProto tensor;
+    if (auto it = initializers_.find(owner); it != initializers_.end()) {
+      tensor = graph_.initializer(it->second);
+    } else {
+      const onnx::AttributeProto &attr = graph_.node(producers_.lookup(owner).first).attribute(0);
+      if (attr.name() == "value") {
+        tensor = attr.t();
+      } else {
+        tensor.set_data_type(onnx::TensorProto::INT64);
+        if (attr.name() == "value_ints")
+          tensor.add_dims(static_cast<int64_t>(original.size()));
+      }
+    }
+    // In place when every reader wants the same elements rescaled; a copy
+    // per reader otherwise, so a literal that is both the batch and, say, the
+    // head size keeps its value where it is not the batch.
+    const std::vector<Edge> &readers = consumers_.lookup(owner);
+    bool allReadersAgree = !graphOutputs_.contains(owner) && edges.size() == readers.size() &&
+                           llvm::all_of(edges, [&](const auto &e) { return e.second == edges.begin()->second; });
+    if (allReadersAgree) {
+      setInts(tensor, rewritten(edges.begin()->second));
+      if (auto it = initializers_.find(owner); it != initializers_.end()) {
+        *graph_.mutable_initializer(it->second) = tensor;
+      } else {
+        onnx::NodeProto &constant = *graph_.mutable_node(producers_.lookup(owner).first);
+        constant.clear_attribute();
+        onnx::AttributeProto *value = constant.add_attribute();
+        value->set_name("value");
+        value->set_type(onnx::AttributeProto::TENSOR);
+        *value->mutable_t() = tensor;
+      }
+      continue;
+    }
+    int copy = 0;
+    for (const auto &[edge, elements] : edges) {
+      onnx::NodeProto constant;
+      std::string name = owner + "/rebatched_" + std::to_string(copy++);
+      constant.set_op_type("Constant");
+      constant.set_name("fsdpc/rebatch/" + name);
+      constant.add_output(name);
+      onnx::AttributeProto *value = constant.add_attribute();
+      value->set_name("value");
+      value->set_type(onnx::AttributeProto::TENSOR);
+      *value->mutable_t() = tensor;
+      value->mutable_t()->set_name(name);
+      setInts(*value->mutable_t(), rewritten(elements));
+      graph_.mutable_node(edge.node)->set_input(edge.slot, name);
+      newConstants.push_back(std::move(constant));
+    }
+  }
+  if (!newConstants.empty()) {
+    // Constants have no inputs: they go first, before any reader.
+    std::vector<onnx::NodeProto> nodes = std::move(newConstants);
+    nodes.insert(nodes.end(), graph_.node().begin(), graph_.node().end());
+    graph_.clear_node();
+    for (onnx::NodeProto &node : nodes)
+      *graph_.add_node() = std::move(node);
+  }
+  return true;
+}
+
+void Rebatcher::rebatchInputsAndDropShapes() {
+  for (onnx::ValueInfoProto &input : *graph_.mutable_input()) {
+    if (initializers_.count(input.name()) || !input.type().has_tensor_type())
+      continue;
+    auto *shape = input.mutable_type()->mutable_tensor_type()->mutable_shape();
+    if (shape->dim_size() > 0 && (!shape->dim(0).has_dim_value() || shape->dim(0).dim_value() == exportBatch_))
+      shape->mutable_dim(0)->set_dim_value(newBatch_);
+  }
+  // Shapes recorded at the export batch would contradict the new one;
+  // shape inference derives them again.
+  graph_.clear_value_info();
+  for (onnx::ValueInfoProto &output : *graph_.mutable_output())
+    if (output.type().has_tensor_type() && output.type().tensor_type().has_shape())
+      for (auto &dim : *output.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim())
+        dim.Clear();
+}
+
+bool Rebatcher::run(RebatchedShapes &expected) {
+  indexGraph();
+  if (!inferExportShapes())
+    return false;
+  for (const onnx::ValueInfoProto &input : graph_.input()) {
+    const Shape *shape = shapeOf(input.name());
+    if (!initializers_.count(input.name()) && shape && !shape->empty() && (*shape)[0] == exportBatch_)
+      axes_[input.name()] = 0;
+  }
+  if (!collectRewrites() || !applyRewrites())
+    return false;
+
+  expected.exportBatch = exportBatch_;
+  expected.newBatch = newBatch_;
+  for (int n = 0; n < graph_.node_size(); ++n) {
+    const onnx::NodeProto &node = graph_.node(n);
+    for (const std::string &output : node.output()) {
+      const Shape *shape = shapeOf(output);
+      if (!shape)
+        continue;
+      Shape rescaled = *shape;
+      if (int axis = axisOf(output); axis >= 0)
+        rescaled[axis] = rescaled[axis] / exportBatch_ * newBatch_;
+      expected.values.push_back({output, nodeName(node, n), node.op_type(), rescaled});
+    }
+  }
+  rebatchInputsAndDropShapes();
+  return true;
+}
+
+} // namespace
+
+bool fsdpc::import::rebatchStaticExport(onnx::ModelProto &model, const std::string &baseDir, int64_t exportBatch,
+                                        int64_t newBatch, RebatchedShapes &expected, std::string &error) {
+  return Rebatcher(model, baseDir, exportBatch, newBatch, error).run(expected);
+}
+
+bool fsdpc::import::checkRebatchedShapes(const onnx::ModelProto &model, const RebatchedShapes &expected,
+                                         std::string &error) {
+  llvm::StringMap<Shape> inferred;
+  const onnx::GraphProto &graph = model.graph();
+  for (const auto *list : {&graph.value_info(), &graph.output()})
+    for (const onnx::ValueInfoProto &info : *list)
+      if (auto shape = shapeOfType(info.type()))
+        inferred[info.name()] = *shape;
+  for (const RebatchedShapes::Value &value : expected.values) {
+    auto it = inferred.find(value.name);
+    if (it == inferred.end())
+      continue;
+    const Shape &got = it->second;
+    bool same = got.size() == value.shape.size();
+    for (size_t d = 0; same && d < got.size(); ++d)
+      same = got[d] < 0 || value.shape[d] < 0 || got[d] == value.shape[d];
+    if (same)
+      continue;
+    error = "node '" + value.node + "' (" + value.op + "): cannot re-derive the static batch " +
+            std::to_string(expected.exportBatch) + " for batch " + std::to_string(expected.newBatch) + ": output '" +
+            value.name + "' would have shape " + shapeText(got) + " where " + shapeText(value.shape) +
+            " is expected";
+    return false;
+  }
+  return true;
+}

@@ -2,8 +2,9 @@
 //
 // fsdpc builds with Debian's libonnx 1.12, whose checker and shape inference
 // know the default opset up to 17. Exports from newer torch use opsets 18 to
-// 20, where a few ops fsdpc supports changed their signature (ReduceMean's
-// axes became an input, Split gained num_outputs) or first appeared (Gelu).
+// 21, where a few ops fsdpc supports changed their signature (ReduceMean's
+// axes became an input, Split gained num_outputs) or first appeared (Gelu);
+// the other changes of opsets 19 and 21 add element types (float8, int4).
 // Registering those versions here lets the same checker and shape inference
 // run on such models; every other op resolves to its newest version at or
 // below the model's opset, which is unchanged for the ops fsdpc imports.

@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
+#include "DynamoExport.h"
 #include "NewerOnnxSchemas.h"
 #include "StaticBatch.h"
 #include "llvm/ADT/ScopeExit.h"
@@ -311,6 +312,8 @@ private:
   OpBuilder builder_;
   onnx::ModelProto model_;
   int64_t opset_ = 0;
+  std::string baseDir_;      // where external data is found: the model's folder
+  DynamoSignature dynamo_;   // what a dynamo export recorded of the torch program
   int64_t staticBatch_ = 0; // the batch the export fixed, if it did
   bool rebatched_ = false;  // the static batch was re-derived for another one
   RebatchedShapes rebatchedShapes_;
@@ -330,6 +333,10 @@ bool ModelImporter::load() {
       opset_ = opset.version();
   if (opset_ == 0)
     return fail("the model imports no version of the default ONNX opset");
+  dynamo_ = readDynamoSignature(model_);
+  baseDir_ = llvm::sys::path::parent_path(path_).str();
+  if (baseDir_.empty())
+    baseDir_ = ".";
   return true;
 }
 
@@ -377,11 +384,9 @@ bool ModelImporter::fixBatchDimension() {
 
   // A static export computes another batch once its literals say so.
   if (staticBatch_ > 0 && localBatch != staticBatch_) {
-    std::string baseDir = llvm::sys::path::parent_path(path_).str();
     std::string error;
     rebatched_ = true;
-    if (!rebatchStaticExport(model_, baseDir.empty() ? "." : baseDir, staticBatch_, localBatch, rebatchedShapes_,
-                             error))
+    if (!rebatchStaticExport(model_, baseDir_, staticBatch_, localBatch, rebatchedShapes_, error))
       return fail(error);
     return true;
   }
@@ -530,7 +535,8 @@ static void eraseIf(google::protobuf::RepeatedPtrField<T> *list, Pred remove) {
 ///   survives.
 bool ModelImporter::undoExporterParameterRewrites() {
   onnx::GraphProto &graph = *model_.mutable_graph();
-  std::string baseDir = llvm::sys::path::parent_path(path_).str();
+  dropDowngradedSplitAttributes(graph, opset_);
+  splitMergedParameters(graph, dynamo_);
   llvm::StringMap<int> floatInitializer;
   for (int i = 0; i < graph.initializer_size(); ++i)
     if (graph.initializer(i).data_type() == onnx::TensorProto::FLOAT)
@@ -554,21 +560,21 @@ bool ModelImporter::undoExporterParameterRewrites() {
   // onnx::X == transpose(named Y) -> Transpose(Y).
   auto values = [&](const onnx::TensorProto &t, std::vector<float> &out) {
     std::string error;
-    return readTensorElements(t, baseDir, &out, nullptr, error);
+    return readTensorElements(t, baseDir_, &out, nullptr, error);
   };
   std::vector<std::string> tied;
   std::vector<onnx::NodeProto> transposes;
   llvm::StringMap<std::vector<float>> namedValues;
   for (const onnx::TensorProto &copy : graph.initializer()) {
     if (copy.data_type() != onnx::TensorProto::FLOAT || copy.dims_size() != 2 ||
-        !llvm::StringRef(copy.name()).starts_with("onnx::"))
+        !dynamo_.isAnonymous(copy.name()))
       continue;
     std::vector<float> copyValues;
     if (!values(copy, copyValues))
       continue;
     for (const onnx::TensorProto &original : graph.initializer()) {
       if (original.data_type() != onnx::TensorProto::FLOAT || original.dims_size() != 2 ||
-          llvm::StringRef(original.name()).starts_with("onnx::") || original.dims(0) != copy.dims(1) ||
+          dynamo_.isAnonymous(original.name()) || original.dims(0) != copy.dims(1) ||
           original.dims(1) != copy.dims(0))
         continue;
       // Each named candidate is read once, however many copies it is compared with.
@@ -609,21 +615,17 @@ bool ModelImporter::undoExporterParameterRewrites() {
   return true;
 }
 
-/// The module of each anonymous initializer (`onnx::MatMul_12`, a
+/// The module of each anonymous initializer (`onnx::MatMul_12`, `val_9`: a
 /// constant-folded weight): the scope of the first node that reads it
 /// (`/blocks.0/attn/proj/MatMul` -> `blocks.0.attn.proj`), so `--wrap
 /// module:` groups it with its neighbours. Empty when that node has no scope.
-static llvm::StringMap<std::string> modulesOfAnonymous(const onnx::GraphProto &graph) {
+static llvm::StringMap<std::string> modulesOfAnonymous(const onnx::GraphProto &graph,
+                                                       const DynamoSignature &signature) {
   llvm::StringMap<std::string> modules;
   for (const onnx::NodeProto &node : graph.node()) {
-    llvm::StringRef name(node.name());
-    std::string module;
-    if (name.consume_front("/") && name.contains('/')) {
-      module = name.rsplit('/').first.str();
-      std::replace(module.begin(), module.end(), '/', '.');
-    }
+    std::string module = moduleOfNode(node);
     for (const std::string &input : node.input())
-      if (llvm::StringRef(input).starts_with("onnx::"))
+      if (signature.isAnonymous(input))
         modules.try_emplace(input, module);
   }
   return modules;
@@ -631,9 +633,11 @@ static llvm::StringMap<std::string> modulesOfAnonymous(const onnx::GraphProto &g
 
 /// The torch names the graph proves for folded Linear weights: an anonymous
 /// 2-D initializer that exactly one node reads, a MatMul with it as its
-/// right operand, in scope `/a/b/...` (its node `/a/b/MatMul`): nn.Linear
-/// `a.b` computes x W^T, so the initializer is `a.b.weight` transposed.
-static std::vector<std::pair<std::string, std::string>> torchNamesOfFolded(const onnx::GraphProto &graph) {
+/// right operand, in the scope of module `a.b` (a node `/a/b/MatMul`, or a
+/// dynamo node whose scope metadata says so): nn.Linear `a.b` computes
+/// x W^T, so the initializer is `a.b.weight` transposed.
+static std::vector<std::pair<std::string, std::string>> torchNamesOfFolded(const onnx::GraphProto &graph,
+                                                                           const DynamoSignature &signature) {
   llvm::StringMap<int> uses;
   for (const onnx::NodeProto &node : graph.node())
     for (const std::string &input : node.input())
@@ -645,14 +649,12 @@ static std::vector<std::pair<std::string, std::string>> torchNamesOfFolded(const
   std::vector<std::pair<std::string, std::string>> names;
   llvm::StringSet<> taken;
   for (const onnx::NodeProto &node : graph.node()) {
-    llvm::StringRef scope(node.name());
-    if (node.op_type() != "MatMul" || node.input_size() != 2 || !scope.consume_front("/") || !scope.contains('/'))
+    if (node.op_type() != "MatMul" || node.input_size() != 2)
       continue;
+    std::string module = moduleOfNode(node);
     const std::string &weight = node.input(1);
-    if (!llvm::StringRef(weight).starts_with("onnx::") || !twoDimensional.contains(weight) || uses[weight] != 1)
+    if (module.empty() || !signature.isAnonymous(weight) || !twoDimensional.contains(weight) || uses[weight] != 1)
       continue;
-    std::string module = scope.rsplit('/').first.str();
-    std::replace(module.begin(), module.end(), '/', '.');
     std::string torchName = module + ".weight";
     if (taken.insert(torchName).second)
       names.emplace_back(weight, torchName);
@@ -661,9 +663,6 @@ static std::vector<std::pair<std::string, std::string>> torchNamesOfFolded(const
 }
 
 bool ModelImporter::buildForward() {
-  std::string baseDir = llvm::sys::path::parent_path(path_).str();
-  if (baseDir.empty())
-    baseDir = ".";
   llvm::Regex freeze("^(" + options_.freezeRegex + ")$");
   std::string regexError;
   if (!options_.freezeRegex.empty() && !freeze.isValid(regexError))
@@ -680,7 +679,7 @@ bool ModelImporter::buildForward() {
       rewrites.push_back(builder_.getStrArrayAttr({kind, name, source}));
     module->setAttr(graph::kInitializerRewritesAttr, builder_.getArrayAttr(rewrites));
   }
-  if (auto torchNames = torchNamesOfFolded(model_.graph()); !torchNames.empty()) {
+  if (auto torchNames = torchNamesOfFolded(model_.graph(), dynamo_); !torchNames.empty()) {
     SmallVector<Attribute> pairs;
     for (const auto &[param, torchName] : torchNames)
       pairs.push_back(builder_.getStrArrayAttr({param, torchName}));
@@ -695,7 +694,7 @@ bool ModelImporter::buildForward() {
   SmallVector<Type> argTypes;
   SmallVector<std::pair<StringRef, std::string>> argRoles; // attribute name, value
   llvm::DenseMap<size_t, std::string> moduleHints;          // argument -> module
-  llvm::StringMap<std::string> anonymousModules = modulesOfAnonymous(graph);
+  llvm::StringMap<std::string> anonymousModules = modulesOfAnonymous(graph, dynamo_);
   for (const onnx::ValueInfoProto &input : graph.input()) {
     if (initializers.contains(input.name()))
       continue;
@@ -713,11 +712,15 @@ bool ModelImporter::buildForward() {
     }
     std::vector<float> values;
     std::string error;
-    if (!readTensorElements(init, baseDir, &values, nullptr, error))
+    if (!readTensorElements(init, baseDir_, &values, nullptr, error))
       return fail(error);
     // A float initializer holding inf or NaN is a buffer (an additive
     // attention mask), not a parameter anyone trains: it stays a constant.
-    if (llvm::any_of(values, [](float v) { return !std::isfinite(v); })) {
+    // So is a one-element value the exporter lifted out of the code (the
+    // attention scale, GELU's 0.5: the dynamo exporter writes them as
+    // initializers), and a buffer the torch program declared.
+    if (llvm::any_of(values, [](float v) { return !std::isfinite(v); }) ||
+        (values.size() == 1 && dynamo_.isAnonymous(init.name())) || dynamo_.buffers.contains(init.name())) {
       constantInitializers.push_back(&init);
       continue;
     }
@@ -745,7 +748,7 @@ bool ModelImporter::buildForward() {
   builder_.setInsertionPointToStart(entry);
   for (const onnx::TensorProto *init : constantInitializers) {
     std::string error;
-    DenseElementsAttr value = tensorProtoToAttr(*init, baseDir, builder_, error);
+    DenseElementsAttr value = tensorProtoToAttr(*init, baseDir_, builder_, error);
     if (!value)
       return fail(error);
     Location loc = NameLoc::get(builder_.getStringAttr(init->name()));

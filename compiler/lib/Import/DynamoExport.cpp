@@ -1,0 +1,188 @@
+//===- DynamoExport.cpp - What torch.export's ONNX exporter writes --------===//
+#include "DynamoExport.h"
+
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <google/protobuf/unknown_field_set.h>
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <set>
+
+using namespace fsdpc::import;
+
+namespace {
+
+constexpr llvm::StringLiteral kSignatureKey = "pkg.torch.export.ExportedProgram.graph_signature";
+constexpr llvm::StringLiteral kFxNodeKey = "pkg.torch.onnx.fx_node";
+constexpr llvm::StringLiteral kNamespaceKey = "namespace";
+
+// libonnx 1.12 predates the metadata_props of nodes and graphs (IR 10):
+// protobuf keeps them as unknown fields, read here by field number.
+constexpr int kNodeMetadataField = 9;
+constexpr int kGraphMetadataField = 16;
+
+std::vector<onnx::StringStringEntryProto> metadataEntries(const google::protobuf::Message &message, int field) {
+  std::vector<onnx::StringStringEntryProto> entries;
+  const google::protobuf::UnknownFieldSet &unknown = message.GetReflection()->GetUnknownFields(message);
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    const google::protobuf::UnknownField &f = unknown.field(i);
+    onnx::StringStringEntryProto entry;
+    if (f.number() == field && f.type() == google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED &&
+        entry.ParseFromString(f.length_delimited()))
+      entries.push_back(std::move(entry));
+  }
+  return entries;
+}
+
+std::string metadata(const onnx::NodeProto &node, llvm::StringRef key) {
+  for (const onnx::StringStringEntryProto &entry : metadataEntries(node, kNodeMetadataField))
+    if (entry.key() == key)
+      return entry.value();
+  return {};
+}
+
+llvm::StringRef leafName(llvm::StringRef target) { return target.rsplit('.').second.empty() ? target : target.rsplit('.').second; }
+
+/// Every node named the way the dynamo exporter names them (`node_<op>`):
+/// a dynamo export whose metadata a conversion to an older opset dropped.
+bool namedByDynamo(const onnx::GraphProto &graph) {
+  if (graph.node_size() == 0)
+    return false;
+  for (const onnx::NodeProto &node : graph.node())
+    if (!llvm::StringRef(node.name()).starts_with("node_"))
+      return false;
+  return true;
+}
+
+} // namespace
+
+DynamoSignature fsdpc::import::readDynamoSignature(const onnx::ModelProto &model) {
+  DynamoSignature signature;
+  for (const onnx::StringStringEntryProto &entry : metadataEntries(model.graph(), kGraphMetadataField)) {
+    if (entry.key() != kSignatureKey)
+      continue;
+    signature.present = true;
+    // Lines such as `p_blocks_0_fc_weight: PARAMETER target='blocks.0.fc.weight'`.
+    llvm::SmallVector<llvm::StringRef> lines;
+    llvm::StringRef(entry.value()).split(lines, '\n');
+    for (llvm::StringRef line : lines) {
+      auto [placeholder, rest] = line.trim().split(": ");
+      auto [kind, tail] = rest.split(' ');
+      size_t start = tail.find("target='");
+      if (start == llvm::StringRef::npos)
+        continue;
+      llvm::StringRef target = tail.drop_front(start + 8).take_until([](char c) { return c == '\''; });
+      signature.targetOf[placeholder] = target.str();
+      if (kind == "PARAMETER")
+        signature.parameters.insert(target);
+      else if (kind == "BUFFER" || kind == "CONSTANT_TENSOR")
+        signature.buffers.insert(target);
+    }
+  }
+  // Without the signature, a graph named the dynamo way still has its
+  // parameters under their torch names, dotted; the exporter's own values
+  // are `val_12`, `embedding_1`.
+  if (!signature.present && namedByDynamo(model.graph()))
+    for (const onnx::TensorProto &init : model.graph().initializer())
+      if (llvm::StringRef(init.name()).contains('.'))
+        signature.parameters.insert(init.name());
+  signature.present |= namedByDynamo(model.graph());
+  return signature;
+}
+
+std::string fsdpc::import::moduleOfNode(const onnx::NodeProto &node) {
+  // ": model.GPT/blocks.0: model.Block/blocks.0.attn.qkv: torch.nn.Linear/linear: aten.linear.default":
+  // the scope the op sits in is the component before the op's own.
+  std::string scopeText = metadata(node, kNamespaceKey);
+  if (llvm::StringRef scope = scopeText; !scope.empty()) {
+    llvm::SmallVector<llvm::StringRef> parts;
+    scope.split(parts, '/');
+    if (parts.size() < 2)
+      return "";
+    return parts[parts.size() - 2].split(':').first.trim().str();
+  }
+  llvm::StringRef name(node.name());
+  if (!name.consume_front("/") || !name.contains('/'))
+    return "";
+  std::string module = name.rsplit('/').first.str();
+  std::replace(module.begin(), module.end(), '/', '.');
+  return module;
+}
+
+void fsdpc::import::splitMergedParameters(onnx::GraphProto &graph, const DynamoSignature &signature) {
+  if (!signature.present)
+    return;
+  std::map<std::string, int> initializerIndex;
+  for (int i = 0; i < graph.initializer_size(); ++i)
+    initializerIndex[graph.initializer(i).name()] = i;
+  auto isFloatParameter = [&](const std::string &name) {
+    auto it = initializerIndex.find(name);
+    return it != initializerIndex.end() && signature.parameters.contains(name) &&
+           graph.initializer(it->second).data_type() == onnx::TensorProto::FLOAT;
+  };
+
+  std::map<std::string, std::string> copies; // new parameter -> the initializer it copies
+  std::map<std::string, int> readers;        // metadata-free graphs: nodes seen per parameter
+  for (onnx::NodeProto &node : *graph.mutable_node()) {
+    // The parameters the node's FX node read, by target.
+    std::set<std::string> fxParameters;
+    const std::string fxText = metadata(node, kFxNodeKey);
+    llvm::StringRef fx = fxText;
+    for (size_t at = fx.find("%p_"); at != llvm::StringRef::npos; at = fx.find("%p_", at + 1)) {
+      llvm::StringRef placeholder =
+          fx.drop_front(at + 1).take_while([](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+      if (auto it = signature.targetOf.find(placeholder); it != signature.targetOf.end())
+        fxParameters.insert(it->second);
+    }
+    std::map<std::string, std::string> ownHere; // merged -> what this node reads instead
+    for (int slot = 0; slot < node.input_size(); ++slot) {
+      const std::string merged = node.input(slot);
+      if (!isFloatParameter(merged))
+        continue;
+      auto chosen = ownHere.find(merged);
+      if (chosen == ownHere.end()) {
+        std::string own = merged;
+        if (!fx.empty()) {
+          std::vector<std::string> sameLeaf;
+          for (const std::string &candidate : fxParameters)
+            if (leafName(candidate) == leafName(merged) && !initializerIndex.count(candidate))
+              sameLeaf.push_back(candidate);
+          if (!fxParameters.count(merged) && sameLeaf.size() == 1)
+            own = sameLeaf.front();
+        } else if (int seen = readers[merged]++; seen > 0) {
+          // No FX metadata (lost converting to an older opset): every node
+          // but the first that reads a parameter reads a merged copy.
+          own = merged + ".merged_" + std::to_string(seen);
+        }
+        chosen = ownHere.emplace(merged, own).first;
+      }
+      if (chosen->second == merged)
+        continue;
+      copies.emplace(chosen->second, merged);
+      node.set_input(slot, chosen->second);
+    }
+  }
+  for (const auto &[own, merged] : copies) {
+    onnx::TensorProto copy = graph.initializer(initializerIndex.at(merged));
+    copy.set_name(own);
+    *graph.add_initializer() = std::move(copy);
+  }
+}
+
+void fsdpc::import::dropDowngradedSplitAttributes(onnx::GraphProto &graph, int64_t opset) {
+  if (opset >= 18 || opset < 13)
+    return;
+  for (onnx::NodeProto &node : *graph.mutable_node()) {
+    if (node.op_type() != "Split" || (node.input_size() > 1 && !node.input(1).empty()))
+      continue;
+    auto *attributes = node.mutable_attribute();
+    for (int i = 0; i < attributes->size(); ++i)
+      if (attributes->Get(i).name() == "num_outputs" && attributes->Get(i).i() == node.output_size()) {
+        attributes->DeleteSubrange(i, 1);
+        break;
+      }
+  }
+}

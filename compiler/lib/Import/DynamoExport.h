@@ -1,0 +1,63 @@
+//===- DynamoExport.h - What torch.export's ONNX exporter writes -*- C++ -*-===//
+//
+// torch.onnx.export(..., dynamo=True) exports through torch.export and then
+// optimizes the ONNX graph. It records the torch program in metadata: the
+// graph signature (which placeholder is which parameter or buffer), and on
+// every node the FX node it came from and its module scope. The optimizer
+// also folds and merges initializers in ways that change what training
+// means. This reads the metadata and undoes those rewrites.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDPC_LIB_IMPORT_DYNAMOEXPORT_H
+#define FSDPC_LIB_IMPORT_DYNAMOEXPORT_H
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+
+#include "onnx/onnx_pb.h"
+
+#include <string>
+#include <vector>
+
+namespace fsdpc::import {
+
+/// The torch program's signature, from the model's metadata.
+struct DynamoSignature {
+  bool present = false;                   // the model is a dynamo export
+  llvm::StringMap<std::string> targetOf;  // placeholder (p_fc_weight) -> target (fc.weight)
+  llvm::StringSet<> parameters;           // targets of PARAMETER placeholders
+  llvm::StringSet<> buffers;              // targets of BUFFER and CONSTANT_TENSOR ones
+
+  /// An initializer the exporter made (a folded or lifted value), not a
+  /// parameter or buffer of the torch module.
+  bool isAnonymous(llvm::StringRef name) const {
+    return name.starts_with("onnx::") || (present && !parameters.contains(name) && !buffers.contains(name));
+  }
+};
+
+DynamoSignature readDynamoSignature(const onnx::ModelProto &model);
+
+/// The module path of a node (`blocks.0.attn.qkv`) from its dynamo scope
+/// metadata, or from a TorchScript export's node name
+/// (`/blocks.0/attn/qkv/MatMul`). Empty when neither says.
+std::string moduleOfNode(const onnx::NodeProto &node);
+
+/// The optimizer of the dynamo exporter merges initializers with equal
+/// values (every zero bias of one shape, every LayerNorm weight of ones)
+/// into one, without a trace in the graph. Each node's FX metadata still
+/// names the parameters it read: a node that reads initializer `P` while its
+/// FX node names no `P` but exactly one parameter `Q` with P's leaf name
+/// (`bias`, `weight`) gets `Q` as an initializer of its own, a copy of `P`.
+/// Where a conversion to an older opset dropped the metadata, every node
+/// after the first that reads a parameter gets a copy (`P.merged_N`).
+void splitMergedParameters(onnx::GraphProto &graph, const DynamoSignature &signature);
+
+/// Below opset 18, Split has no `num_outputs`; the dynamo exporter's
+/// conversion to older opsets leaves it in. Without a `split` input, Split
+/// of opsets 13-17 already makes equal parts, one per output: the attribute
+/// is dropped when it says the same.
+void dropDowngradedSplitAttributes(onnx::GraphProto &graph, int64_t opset);
+
+} // namespace fsdpc::import
+
+#endif // FSDPC_LIB_IMPORT_DYNAMOEXPORT_H

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Writes the torch 2.x export fixtures that test/e2e/torch2-exports.test
+trains, with the loss trajectory torch 2.x itself computed for each.
+
+CI has Debian's torch 1.13 only, so the fixtures are committed; this script
+is how they were made, and how to make them again. It needs a current torch
+(2.5 or newer) with onnxscript, and transformers for the Hugging Face
+models, from PyPI:
+
+  python3 -m venv /tmp/torch2
+  /tmp/torch2/bin/pip install torch transformers onnxscript onnx
+  /tmp/torch2/bin/python test/e2e/Inputs/torch2/generate.py
+
+Into its own folder it writes data/ (input_ids.npy, labels.npy: windows of
+the example corpus), for each model its ONNX exports, and manifest.json.
+Every model is exported with both of torch's exporters, TorchScript
+(dynamo=False) and torch.export (dynamo=True, the default from torch 2.9),
+at opsets 17 to 21 with the sample's static batch (a plain export), and
+once more per exporter with a symbolic batch. The manifest lists per model
+the exports, what fsdpc compiles them with, and the per-step losses of
+torch training the module itself: fp32, AdamW, the data's batches in order.
+"""
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import warnings
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..", "..", "..", "..")
+CONTEXT = 16
+BATCH = 8
+STEPS = 10
+LR = 3e-3
+WEIGHT_DECAY = 0.01
+OPSETS = [17, 18, 19, 20, 21]
+DYNAMIC_OPSET = 20
+
+
+def load_example(name):
+    spec = importlib.util.spec_from_file_location(name + "_model", os.path.join(ROOT, "examples", name, "model.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def example_gpt(vocab):
+    return load_example("gpt").GPT(vocab, context=CONTEXT, dim=32, heads=4, layers=2)
+
+
+# name -> builder(vocab) of a module mapping input_ids [batch, context] to
+# logits [batch, context, vocab]. Each is built after torch.manual_seed(0).
+MODELS = {
+    "gpt": example_gpt,
+}
+
+
+def make_data(out_dir):
+    text = open(os.path.join(ROOT, "examples", "gpt", "corpus.txt"), encoding="utf-8").read()
+    vocab = sorted(set(text))
+    ids = np.array([vocab.index(c) for c in text], np.int64)
+    starts = range(0, len(ids) - CONTEXT - 1, 7)
+    order = np.random.default_rng(0).permutation(len(starts))[:BATCH * STEPS]
+    inputs = np.stack([ids[s:s + CONTEXT] for s in starts])[order]
+    labels = np.stack([ids[s + 1:s + CONTEXT + 1] for s in starts])[order]
+    os.makedirs(out_dir, exist_ok=True)
+    np.save(os.path.join(out_dir, "input_ids.npy"), inputs)
+    np.save(os.path.join(out_dir, "labels.npy"), labels)
+    return len(vocab), inputs, labels
+
+
+def build(name, vocab):
+    torch.manual_seed(0)
+    return MODELS[name](vocab).eval()
+
+
+def export(model, path, dynamo, opset, symbolic):
+    ids = torch.zeros(BATCH, CONTEXT, dtype=torch.long)
+    kwargs = dict(input_names=["input_ids"], output_names=["logits"], opset_version=opset, dynamo=dynamo)
+    if dynamo:
+        kwargs["external_data"] = False
+        if symbolic:
+            kwargs["dynamic_shapes"] = {"input_ids": {0: torch.export.Dim("batch", min=1, max=4096)}}
+    elif symbolic:
+        kwargs["dynamic_axes"] = {"input_ids": {0: "batch"}, "logits": {0: "batch"}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (ids,), path, **kwargs)
+
+
+def torch_losses(model, inputs, labels):
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
+    losses = []
+    for step in range(STEPS):
+        batch = slice(step * BATCH, (step + 1) * BATCH)
+        logits = model(torch.tensor(inputs[batch]))
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), torch.tensor(labels[batch]).reshape(-1))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", nargs="*", default=list(MODELS))
+    args = parser.parse_args()
+    vocab, inputs, labels = make_data(os.path.join(HERE, "data"))
+    manifest_path = os.path.join(HERE, "manifest.json")
+    manifest = json.load(open(manifest_path)) if os.path.exists(manifest_path) else {}
+    manifest["torch"] = torch.__version__
+    manifest["training"] = {"batch": BATCH, "steps": STEPS, "lr": LR, "weight_decay": WEIGHT_DECAY,
+                            "optimizer": "adamw"}
+    models = manifest.setdefault("models", {})
+    for name in args.models:
+        exports = []
+        variants = [(dynamo, opset, False) for dynamo in (False, True) for opset in OPSETS]
+        variants += [(dynamo, DYNAMIC_OPSET, True) for dynamo in (False, True)]
+        for dynamo, opset, symbolic in variants:
+            file = "%s-%s-opset%d%s.onnx" % (name, "dynamo" if dynamo else "torchscript", opset,
+                                             "-symbolic" if symbolic else "")
+            export(build(name, vocab), os.path.join(HERE, file), dynamo, opset, symbolic)
+            exports.append({"file": file, "exporter": "dynamo" if dynamo else "torchscript", "opset": opset,
+                            "batch": "symbolic" if symbolic else "static"})
+            print("wrote", file, "(%d KB)" % (os.path.getsize(os.path.join(HERE, file)) // 1024))
+        model = build(name, vocab)
+        models[name] = {"parameters": sum(p.numel() for p in model.parameters()), "exports": exports,
+                        "losses": torch_losses(model, inputs, labels)}
+        print(name, "losses", " ".join("%.6f" % l for l in models[name]["losses"]))
+    with open(manifest_path, "w") as f:
+        json.dump(manifest, f, indent=1)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+#!/usr/bin/python3
+"""Trains the committed torch 2.x exports (test/e2e/Inputs/torch2, made by
+its generate.py) with fsdpc on 1 and 2 ranks and compares every step's loss
+with the trajectory torch 2.x computed training the same module, which
+generate.py recorded in manifest.json. CI needs no torch 2.x for this.
+
+  /usr/bin/python3 test/e2e/torch2_exports.py --work DIR [--models gpt ...] [--ranks 1 2]
+"""
+import argparse
+import json
+import os
+import sys
+
+from torch_reference import HEADROOM, print_loss_comparison, read_losses, run
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURES = os.path.join(HERE, "Inputs", "torch2")
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-x", "OMP_NUM_THREADS=1"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--work", required=True)
+    parser.add_argument("--models", nargs="*")
+    parser.add_argument("--ranks", nargs="*", type=int, default=[1, 2])
+    parser.add_argument("--rtol", type=float, default=1e-4)
+    args = parser.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    manifest = json.load(open(os.path.join(FIXTURES, "manifest.json")))
+    training = manifest["training"]
+    failures = 0
+    for name, model in manifest["models"].items():
+        if args.models and name not in args.models:
+            continue
+        for export in model["exports"]:
+            for ranks in args.ranks:
+                tag = "%s (%s exporter, opset %d, %s batch) on %d rank(s)" % (
+                    name, export["exporter"], export["opset"], export["batch"], ranks)
+                plan = os.path.join(args.work, "%s-%d.bin" % (export["file"], ranks))
+                metrics = os.path.join(args.work, "%s-%d.jsonl" % (export["file"], ranks))
+                run(["fsdpc", os.path.join(FIXTURES, export["file"]), "-o", plan, "--batch-size",
+                     str(training["batch"]), "--world-size", str(ranks), "--optimizer", training["optimizer"],
+                     "--lr", repr(training["lr"]), "--weight-decay", repr(training["weight_decay"]),
+                     "--strategy", "full_shard"])
+                launch = MPIRUN + ["-np", str(ranks)] if ranks > 1 else []
+                run(launch + ["fsdp-run", plan, "--steps", str(training["steps"]), "--data",
+                              os.path.join(FIXTURES, "data"), "--metrics-json", metrics])
+                print("== " + tag)
+                bad = print_loss_comparison(read_losses(metrics), model["losses"], args.rtol, training["steps"],
+                                            "torch " + manifest["torch"].split("+")[0])
+                failures += bad
+                print("%s: %s" % (tag, "ok" if bad == 0 else "FAIL"))
+    HEADROOM.print()
+    print("RESULT:", "PASS" if failures == 0 else "FAIL (%d)" % failures)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -2,7 +2,10 @@
 """Writes a small ONNX model with the parameter rewrites torch.onnx.export
 makes: a tied weight replaced by an anonymous transposed copy, equal
 initializers merged behind an Identity, a -inf mask buffer, and an
-anonymous folded weight whose module only its consumer's name tells."""
+anonymous folded weight whose module only its consumer's name tells.
+With --external-data, the initializers are stored in a file beside it.
+
+  torch_export_artifacts.py OUT.onnx [--external-data]"""
 import sys
 
 import numpy as np
@@ -32,4 +35,10 @@ graph = helper.make_graph(nodes, "artifacts",
                            helper.make_tensor_value_info("ids", TensorProto.INT64, [2])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4]),
                            helper.make_tensor_value_info("e", TensorProto.FLOAT, [2, 3])], initializers)
-onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), sys.argv[1])
+model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+if "--external-data" in sys.argv[2:]:
+    # Every initializer in one data file beside the model, as large exports are.
+    onnx.save(model, sys.argv[1], save_as_external_data=True, all_tensors_to_one_file=True,
+              location="weights.data", size_threshold=0)
+else:
+    onnx.save(model, sys.argv[1])

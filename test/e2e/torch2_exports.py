@@ -9,6 +9,7 @@ generate.py recorded in manifest.json. CI needs no torch 2.x for this.
 import argparse
 import json
 import os
+import subprocess
 import sys
 
 from torch_reference import HEADROOM, print_loss_comparison, read_losses, run
@@ -33,6 +34,22 @@ def main():
         if args.models and name not in args.models:
             continue
         for export in model["exports"]:
+            if "lossy" in export:
+                # The exporter lost parameters: fsdpc must say which, and
+                # still compile; there is no torch trajectory to match.
+                tag = "%s (%s exporter, opset %d, %s batch)" % (name, export["exporter"], export["opset"],
+                                                                export["batch"])
+                result = subprocess.run(["fsdpc", os.path.join(FIXTURES, export["file"]), "-o",
+                                         os.path.join(args.work, export["file"] + ".bin"), "--batch-size",
+                                         str(training["batch"])], capture_output=True, text=True)
+                warned = [line for line in result.stderr.splitlines() if "fsdpc: warning:" in line]
+                print("== %s, lossy: %s" % (tag, export["lossy"]))
+                for line in warned:
+                    print(line.split(": ", 2)[-1])
+                good = result.returncode == 0 and warned
+                failures += not good
+                print("%s: %s" % (tag, "warned about %d parameters" % len(warned) if good else "FAIL"))
+                continue
             for ranks in args.ranks:
                 tag = "%s (%s exporter, opset %d, %s batch) on %d rank(s)" % (
                     name, export["exporter"], export["opset"], export["batch"], ranks)
@@ -44,7 +61,7 @@ def main():
                      "--strategy", "full_shard"])
                 launch = MPIRUN + ["-np", str(ranks)] if ranks > 1 else []
                 run(launch + ["fsdp-run", plan, "--steps", str(training["steps"]), "--data",
-                              os.path.join(FIXTURES, "data"), "--metrics-json", metrics])
+                              os.path.join(FIXTURES, model.get("data", "data")), "--metrics-json", metrics])
                 print("== " + tag)
                 bad = print_loss_comparison(read_losses(metrics), model["losses"], args.rtol, training["steps"],
                                             "torch " + manifest["torch"].split("+")[0])

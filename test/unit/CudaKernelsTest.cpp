@@ -49,7 +49,7 @@ int failures = 0;
 
 /// How a tensor's values are drawn.
 struct Fill {
-  enum Kind { kNormal, kPositive, kIntegers, kCausal, kConstant, kZeros } kind = kNormal;
+  enum Kind { kNormal, kPositive, kIntegers, kCausal, kConstant, kZeros, kSomeNaN } kind = kNormal;
   double a = 0, b = 0; // kIntegers: [a, b); kConstant: a
 };
 Fill normal() { return {}; }
@@ -57,6 +57,7 @@ Fill positive() { return {Fill::kPositive}; }
 Fill integers(int64_t lo, int64_t hi) { return {Fill::kIntegers, static_cast<double>(lo), static_cast<double>(hi)}; }
 Fill causal() { return {Fill::kCausal}; }
 Fill constant(double v) { return {Fill::kConstant, v}; }
+Fill someNaN() { return {Fill::kSomeNaN}; } // normal, every third element NaN
 
 struct Spec {
   std::vector<int64_t> shape;
@@ -157,6 +158,9 @@ HostTensor makeTensor(const Spec &spec, std::mt19937 &rng) {
       break;
     case Fill::kZeros:
       v = 0;
+      break;
+    case Fill::kSomeNaN:
+      v = i % 3 == 1 ? std::nan("") : gauss(rng);
       break;
     }
     TensorView view{t.bytes.data(), spec.dtype, spec.shape};
@@ -367,6 +371,8 @@ std::vector<Case> cases() {
   all.push_back(Case("gelu_grad", "tanh").in({4099}).in({4099}).out({4099})
                     .attr("approximate", std::string("tanh")).tol(1e-6));
   all.push_back(Case("select").in({5, 1}, integers(0, 2), plan::I64).in({5, 37}).in({37}).out({5, 37}));
+  all.push_back(Case("is_nan").in({7, 53}, someNaN()).out({7, 53}, plan::I64).tol(0));
+  all.push_back(Case("is_nan", "bf16").in({7, 53}, someNaN(), plan::BF16).out({7, 53}, plan::I64).tol(0));
   all.push_back(Case("cast", "f32 -> bf16").in({1111}).out({1111}, plan::BF16).tol(0));
   all.push_back(Case("cast", "bf16 -> f32").in({1111}, normal(), plan::BF16).out({1111}).tol(0));
   all.push_back(Case("cast", "i64 -> f32").in({333}, integers(-50, 50), plan::I64).out({333}).tol(0));

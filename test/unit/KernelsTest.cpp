@@ -291,6 +291,19 @@ TEST(Kernels, SgdMomentumMatchesTorchFormula) {
 
 namespace {
 
+TEST(Kernels, IsNanMarksNaNsOnly) {
+  Buffer x = randomBuffer({3, 5}, 7);
+  x.f[1] = std::nanf("");
+  x.f[7] = -std::nanf("");
+  x.f[9] = INFINITY; // infinite is not NaN
+  Buffer mask;
+  mask.shape = {3, 5};
+  mask.i.assign(15, -1);
+  ASSERT_TRUE(runKernel("is_nan", {&x}, {&mask}).isOk());
+  for (int64_t k = 0; k < 15; ++k)
+    EXPECT_EQ(mask.i[k], (k == 1 || k == 7) ? 1 : 0) << "at element " << k;
+}
+
 TEST(Kernels, NegScaleCopyFill) {
   Buffer x = randomBuffer({3, 4}, 18), y = zeros({3, 4}), flat = zeros({12});
   ASSERT_TRUE(runKernel("neg", {&x}, {&y}).isOk());

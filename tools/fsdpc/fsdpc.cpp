@@ -284,6 +284,8 @@ int main(int argc, char **argv) {
   std::optional<fsdpc::ImportedModel> imported = fsdpc::importOnnxModel(context, inputPath, importOptions, error);
   if (!imported)
     return fail(error);
+  for (const std::string &warning : imported->warnings)
+    llvm::errs() << "fsdpc: warning: " << warning << "\n";
   ModuleOp module = *imported->module;
 
   auto finishStage = [&](llvm::StringRef stage) -> bool {

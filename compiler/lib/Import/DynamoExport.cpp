@@ -172,6 +172,37 @@ void fsdpc::import::splitMergedParameters(onnx::GraphProto &graph, const DynamoS
   }
 }
 
+std::vector<std::string> fsdpc::import::parametersOptimizedAway(const onnx::GraphProto &graph,
+                                                                const DynamoSignature &signature) {
+  std::set<std::string> initializers;
+  for (const onnx::TensorProto &init : graph.initializer())
+    initializers.insert(init.name());
+  // FX node text -> whether one of its ONNX nodes reads an anonymous
+  // initializer, and the absent parameters it names.
+  std::map<std::string, std::pair<bool, std::set<std::string>>> fxNodes;
+  for (const onnx::NodeProto &node : graph.node()) {
+    const std::string fx = metadata(node, kFxNodeKey);
+    if (fx.empty())
+      continue;
+    auto &[readsAnonymous, absent] = fxNodes[fx];
+    for (const std::string &input : node.input())
+      readsAnonymous |= initializers.count(input) && signature.isAnonymous(input);
+    llvm::StringRef text(fx);
+    for (size_t at = text.find("%p_"); at != llvm::StringRef::npos; at = text.find("%p_", at + 1)) {
+      llvm::StringRef placeholder = text.drop_front(at + 1).take_while(
+          [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+      auto it = signature.targetOf.find(placeholder);
+      if (it != signature.targetOf.end() && signature.parameters.contains(it->second) && !initializers.count(it->second))
+        absent.insert(it->second);
+    }
+  }
+  std::set<std::string> gone;
+  for (const auto &[fx, entry] : fxNodes)
+    if (!entry.first)
+      gone.insert(entry.second.begin(), entry.second.end());
+  return {gone.begin(), gone.end()};
+}
+
 void fsdpc::import::dropDowngradedSplitAttributes(onnx::GraphProto &graph, int64_t opset) {
   if (opset >= 18 || opset < 13)
     return;

@@ -52,6 +52,13 @@ std::string moduleOfNode(const onnx::NodeProto &node);
 /// after the first that reads a parameter gets a copy (`P.merged_N`).
 void splitMergedParameters(onnx::GraphProto &graph, const DynamoSignature &signature);
 
+/// Parameters of the torch program that the graph no longer has: the
+/// exporter's optimizer folds parameters as if they were constants, and an
+/// `addmm` with a zero bias loses its bias. A parameter counts as gone when
+/// a node's FX metadata names it, it is no initializer, and no node of
+/// that FX node reads an anonymous initializer (a folded copy of it).
+std::vector<std::string> parametersOptimizedAway(const onnx::GraphProto &graph, const DynamoSignature &signature);
+
 /// Below opset 18, Split has no `num_outputs`; the dynamo exporter's
 /// conversion to older opsets leaves it in. Without a `split` input, Split
 /// of opsets 13-17 already makes equal parts, one per output: the attribute

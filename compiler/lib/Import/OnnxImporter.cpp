@@ -369,6 +369,11 @@ bool ModelImporter::fixBatchDimension() {
       symbolicName = shape.dim(0).has_dim_param() ? shape.dim(0).dim_param() : "?";
     }
   }
+  // Writers omit the shape of scalar outputs (a loss), which the checker
+  // wants present: an empty shape is a scalar's.
+  for (onnx::ValueInfoProto &output : *model_.mutable_graph()->mutable_output())
+    if (output.type().has_tensor_type())
+      output.mutable_type()->mutable_tensor_type()->mutable_shape();
   const int64_t ranks = std::max<int64_t>(options_.worldSize, 1);
   const int64_t globalBatch = options_.batchSize > 0 ? options_.batchSize : staticBatch_;
   if (globalBatch <= 0) {
@@ -383,9 +388,9 @@ bool ModelImporter::fixBatchDimension() {
   const int64_t localBatch = globalBatch / ranks;
 
   // A static export computes another batch once its literals say so.
-  if (staticBatch_ > 0 && localBatch != staticBatch_) {
+  if (staticBatch_ > 0) {
     std::string error;
-    rebatched_ = true;
+    rebatched_ = localBatch != staticBatch_;
     if (!rebatchStaticExport(model_, baseDir_, staticBatch_, localBatch, rebatchedShapes_, error))
       return fail(error);
     return true;
@@ -537,6 +542,10 @@ bool ModelImporter::undoExporterParameterRewrites() {
   onnx::GraphProto &graph = *model_.mutable_graph();
   dropDowngradedSplitAttributes(graph, opset_);
   splitMergedParameters(graph, dynamo_);
+  for (const std::string &gone : parametersOptimizedAway(graph, dynamo_))
+    result_.warnings.push_back(path_ + ": parameter '" + gone +
+                               "' is not in the graph (the dynamo exporter's optimizer folded it away), so it does "
+                               "not train; torch.onnx.export(..., dynamo=False) keeps it");
   llvm::StringMap<int> floatInitializer;
   for (int i = 0; i < graph.initializer_size(); ++i)
     if (graph.initializer(i).data_type() == onnx::TensorProto::FLOAT)
@@ -716,10 +725,11 @@ bool ModelImporter::buildForward() {
       return fail(error);
     // A float initializer holding inf or NaN is a buffer (an additive
     // attention mask), not a parameter anyone trains: it stays a constant.
-    // So is a one-element value the exporter lifted out of the code (the
+    // So is one holding torch.finfo(float).min, what Hugging Face masks
+    // add; a one-element value the exporter lifted out of the code (the
     // attention scale, GELU's 0.5: the dynamo exporter writes them as
-    // initializers), and a buffer the torch program declared.
-    if (llvm::any_of(values, [](float v) { return !std::isfinite(v); }) ||
+    // initializers); and a buffer the torch program declared.
+    if (llvm::any_of(values, [](float v) { return !std::isfinite(v) || std::fabs(v) >= 1e30f; }) ||
         (values.size() == 1 && dynamo_.isAnonymous(init.name())) || dynamo_.buffers.contains(init.name())) {
       constantInitializers.push_back(&init);
       continue;
@@ -809,7 +819,10 @@ bool ModelImporter::buildForward() {
 std::optional<ImportedModel> ModelImporter::run() {
   if (!load() || !undoExporterParameterRewrites() || !fixBatchDimension())
     return std::nullopt;
-  if (!checkOpsSupported() || !checkAndInferShapes() || !buildForward()) {
+  if (!checkOpsSupported())
+    return std::nullopt;
+  if (!checkAndInferShapes() || !buildForward()) {
+    // Shapes that went wrong after re-deriving a batch: say how to avoid it.
     if (rebatched_)
       error_ += " (the model was exported with a static batch of " + std::to_string(staticBatch_) +
                 "; exporting with a symbolic one, torch.onnx.export(..., dynamic_axes={'<input>': {0: 'batch'}}), "

@@ -195,6 +195,21 @@ LogicalResult convertPow(NodeImporter &n) {
 
 /// Integer arithmetic on constants (shape chains: batch * heads, ...) folds,
 /// with numpy broadcasting. Division truncates as ONNX's integer Div does.
+/// Flat index `flat` of a tensor of shape `to`, read in a tensor of shape
+/// `from` that broadcasts to it.
+int64_t broadcastSourceIndex(ArrayRef<int64_t> from, ArrayRef<int64_t> to, int64_t flat) {
+  int64_t offset = 0, stride = 1;
+  for (int64_t d = to.size() - 1, e = from.size() - 1; d >= 0; --d, --e) {
+    int64_t i = flat % to[d];
+    flat /= to[d];
+    if (e >= 0) {
+      offset += (from[e] == 1 ? 0 : i) * stride;
+      stride *= from[e];
+    }
+  }
+  return offset;
+}
+
 std::optional<DenseElementsAttr> foldIntegerBinary(NodeImporter &n, llvm::function_ref<int64_t(int64_t, int64_t)> fn) {
   DenseElementsAttr a = n.constantInput(0), b = n.constantInput(1);
   if (!a || !b || !a.getElementType().isInteger(64) || !b.getElementType().isInteger(64))
@@ -203,21 +218,28 @@ std::optional<DenseElementsAttr> foldIntegerBinary(NodeImporter &n, llvm::functi
   if (failed(shape))
     return std::nullopt;
   SmallVector<int64_t> av = *constantInts(n, 0), bv = *constantInts(n, 1), out;
-  auto index = [](ArrayRef<int64_t> from, ArrayRef<int64_t> to, int64_t flat) {
-    int64_t offset = 0, stride = 1;
-    for (int64_t d = to.size() - 1, e = from.size() - 1; d >= 0; --d, --e) {
-      int64_t i = flat % to[d];
-      flat /= to[d];
-      if (e >= 0) {
-        offset += (from[e] == 1 ? 0 : i) * stride;
-        stride *= from[e];
-      }
-    }
-    return offset;
-  };
   int64_t count = product(*shape);
   for (int64_t i = 0; i < count; ++i)
-    out.push_back(fn(av[index(a.getType().getShape(), *shape, i)], bv[index(b.getType().getShape(), *shape, i)]));
+    out.push_back(fn(av[broadcastSourceIndex(a.getType().getShape(), *shape, i)],
+                     bv[broadcastSourceIndex(b.getType().getShape(), *shape, i)]));
+  return DenseElementsAttr::get(tensorOf(*shape, n.builder.getI64Type()), ArrayRef<int64_t>(out));
+}
+
+/// A comparison of two float constants (masks built from ones, say), as an
+/// i64 boolean constant.
+std::optional<DenseElementsAttr> foldFloatComparison(NodeImporter &n, llvm::function_ref<bool(float, float)> fn) {
+  DenseElementsAttr a = n.constantInput(0), b = n.constantInput(1);
+  if (!a || !b || !a.getElementType().isF32() || !b.getElementType().isF32())
+    return std::nullopt;
+  FailureOr<SmallVector<int64_t>> shape = graph::broadcastShapes(a.getType().getShape(), b.getType().getShape());
+  if (failed(shape))
+    return std::nullopt;
+  SmallVector<float> av(a.getValues<float>()), bv(b.getValues<float>());
+  SmallVector<int64_t> out;
+  int64_t count = product(*shape);
+  for (int64_t i = 0; i < count; ++i)
+    out.push_back(fn(av[broadcastSourceIndex(a.getType().getShape(), *shape, i)],
+                     bv[broadcastSourceIndex(b.getType().getShape(), *shape, i)]));
   return DenseElementsAttr::get(tensorOf(*shape, n.builder.getI64Type()), ArrayRef<int64_t>(out));
 }
 
@@ -540,6 +562,35 @@ LogicalResult convertExpand(NodeImporter &n) {
   FailureOr<SmallVector<int64_t>> shape = graph::broadcastShapes(shapeOf(x), *target);
   if (failed(shape))
     return n.fail("shape " + shapeString(shapeOf(x)) + " does not broadcast with " + shapeString(*target));
+  if (DenseElementsAttr value = n.constantInput(0)) {
+    // A constant (a mask of ones, say) expands at compile time, so what is
+    // computed from it (Trilu, Equal) folds as well.
+    auto type = RankedTensorType::get(*shape, value.getElementType());
+    if (value.isSplat()) {
+      n.setFoldedOutput(0, DenseElementsAttr::get(type, value.getSplatValue<Attribute>()));
+      return success();
+    }
+    ArrayRef<int64_t> from = shapeOf(x);
+    const size_t rank = shape->size(), offset = rank - from.size();
+    SmallVector<Attribute> source(value.getValues<Attribute>());
+    SmallVector<Attribute> elements(type.getNumElements());
+    for (int64_t i = 0; i < type.getNumElements(); ++i) {
+      // Index i of the result, read in the source: broadcast axes read 0.
+      int64_t rest = i, sourceIndex = 0, stride = 1;
+      for (size_t d = rank; d-- > 0;) {
+        int64_t coordinate = rest % (*shape)[d];
+        rest /= (*shape)[d];
+        if (d >= offset) {
+          int64_t size = from[d - offset];
+          sourceIndex += (size == 1 ? 0 : coordinate) * stride;
+          stride *= size;
+        }
+      }
+      elements[i] = source[sourceIndex];
+    }
+    n.setFoldedOutput(0, DenseElementsAttr::get(type, elements));
+    return success();
+  }
   Value y = x;
   if (ArrayRef<int64_t>(*shape) != shapeOf(x))
     y = graph::BroadcastToOp::create(n.builder, n.loc, tensorOf(*shape, elementOf(x)), x);
@@ -701,6 +752,42 @@ LogicalResult convertSplit(NodeImporter &n) {
   return success();
 }
 
+/// GatherElements of constants (index tensors built from buffers, as BERT's
+/// token type ids are): folds. fsdpc has no runtime kernel for it.
+LogicalResult convertGatherElements(NodeImporter &n) {
+  DenseElementsAttr data = n.constantInput(0);
+  std::optional<SmallVector<int64_t>> indices = constantInts(n, 1);
+  if (!data || !indices)
+    return n.fail("GatherElements is supported on constants, which fold at compile time");
+  ArrayRef<int64_t> dataShape = data.getType().getShape();
+  ArrayRef<int64_t> indexShape = shapeOf(n.input(1));
+  const int64_t rank = dataShape.size();
+  const int64_t axis = normalizeAxis(n.intAttr("axis", 0), rank);
+  if (axis < 0 || axis >= rank || static_cast<int64_t>(indexShape.size()) != rank)
+    return n.fail("axis or index rank is out of range");
+  SmallVector<Attribute> source(data.getValues<Attribute>()), out;
+  SmallVector<int64_t> dataStrides(rank, 1);
+  for (int64_t d = rank - 2; d >= 0; --d)
+    dataStrides[d] = dataStrides[d + 1] * dataShape[d + 1];
+  for (int64_t i = 0; i < static_cast<int64_t>(indices->size()); ++i) {
+    // out[i0..ik..] = data[i0..indices[i]..] along `axis`.
+    int64_t rest = i, offset = 0;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      int64_t coordinate = rest % indexShape[d];
+      rest /= indexShape[d];
+      if (d == axis) {
+        coordinate = (*indices)[i] < 0 ? (*indices)[i] + dataShape[d] : (*indices)[i];
+        if (coordinate < 0 || coordinate >= dataShape[d])
+          return n.fail("index " + Twine((*indices)[i]) + " is out of range for axis size " + Twine(dataShape[d]));
+      }
+      offset += coordinate * dataStrides[d];
+    }
+    out.push_back(source[offset]);
+  }
+  n.setFoldedOutput(0, DenseElementsAttr::get(RankedTensorType::get(indexShape, data.getElementType()), out));
+  return success();
+}
+
 LogicalResult convertGather(NodeImporter &n) {
   Value data = n.input(0), indices = n.input(1);
   if (!elementOf(indices).isInteger(64))
@@ -734,6 +821,23 @@ LogicalResult convertWhere(NodeImporter &n) {
   Value condition = n.input(0), a = n.input(1), b = n.input(2);
   if (!condition || !a || !b)
     return n.fail("needs three inputs");
+  DenseElementsAttr cv = n.constantInput(0), av = n.constantInput(1), bv = n.constantInput(2);
+  if (cv && av && bv && av.getElementType() == bv.getElementType() && cv.getElementType().isInteger(64)) {
+    // Constant choices fold, integers included (position ids, token types).
+    FailureOr<SmallVector<int64_t>> shape = graph::broadcastShapes(av.getType().getShape(), bv.getType().getShape());
+    if (succeeded(shape))
+      shape = graph::broadcastShapes(*shape, cv.getType().getShape());
+    if (failed(shape))
+      return n.fail("operands do not broadcast");
+    SmallVector<int64_t> conditions(cv.getValues<int64_t>());
+    SmallVector<Attribute> lhs(av.getValues<Attribute>()), rhs(bv.getValues<Attribute>()), out;
+    for (int64_t i = 0; i < product(*shape); ++i)
+      out.push_back(conditions[broadcastSourceIndex(cv.getType().getShape(), *shape, i)]
+                        ? lhs[broadcastSourceIndex(av.getType().getShape(), *shape, i)]
+                        : rhs[broadcastSourceIndex(bv.getType().getShape(), *shape, i)]);
+    n.setFoldedOutput(0, DenseElementsAttr::get(RankedTensorType::get(*shape, av.getElementType()), out));
+    return success();
+  }
   if (!elementOf(condition).isInteger(64) || !isF32(a) || !isF32(b))
     return n.fail("supported is a boolean condition choosing between float tensors");
   FailureOr<SmallVector<int64_t>> shape = graph::broadcastShapes(shapeOf(a), shapeOf(b));
@@ -835,7 +939,25 @@ LogicalResult convertEqual(NodeImporter &n) {
     n.setFoldedOutput(0, *folded);
     return success();
   }
-  return n.fail("Equal is supported on integer constants, which fold at compile time");
+  if (std::optional<DenseElementsAttr> folded = foldFloatComparison(n, [](float a, float b) { return a == b; })) {
+    n.setFoldedOutput(0, *folded);
+    return success();
+  }
+  return n.fail("Equal is supported on constants, which fold at compile time");
+}
+
+/// IsNaN: folds on a constant; otherwise graph.is_nan, a runtime mask.
+LogicalResult convertIsNaN(NodeImporter &n) {
+  Value x = n.input(0);
+  if (!x || !isF32(x))
+    return n.fail("needs a float input");
+  if (DenseElementsAttr value = n.constantInput(0)) {
+    n.setFoldedOutput(0, value.mapValues(n.builder.getI64Type(),
+                                         [](const APFloat &v) { return APInt(64, v.isNaN() ? 1 : 0); }));
+    return success();
+  }
+  n.setOutput(0, graph::IsNanOp::create(n.builder, n.loc, tensorOf(shapeOf(x), n.builder.getI64Type()), x));
+  return success();
 }
 
 /// Logical not of a constant boolean (masks); fsdpc has no runtime booleans.
@@ -1005,9 +1127,11 @@ const OpPattern kPatterns[] = {
     {"Expand", 8, convertExpand},
     {"Flatten", 1, convertFlatten},
     {"Gather", 1, convertGather},
+    {"GatherElements", 11, convertGatherElements},
     {"Gelu", 20, convertGelu},
     {"Gemm", 7, convertGemm},
     {"Identity", 1, convertIdentity},
+    {"IsNaN", 9, convertIsNaN},
     {"LayerNormalization", 17, convertLayerNormalization},
     {"Log", 6, convertUnary<graph::LogOp>},
     {"LogSoftmax", 1, convertSoftmax1<graph::LogSoftmaxOp>},

@@ -25,6 +25,7 @@
 #include "llvm/ADT/StringSet.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -124,6 +125,8 @@ private:
   int outputAxis(int node, int output) const;
   Origin trace(const std::string &value, int64_t index, Edge edge, int depth) const;
   bool rescaleShapeOperand(int node, int slot, int64_t element);
+  bool collapseBatchSizedConstants(int node);
+  bool applyCollapses();
   bool collectRewrites();
   bool applyRewrites();
   void rebatchInputsAndDropShapes();
@@ -143,6 +146,8 @@ private:
   llvm::StringSet<> graphOutputs_;
   // owner -> edge -> element -> new value
   std::map<std::string, std::map<Edge, std::map<int64_t, int64_t>>> rewrites_;
+  // constant -> the batch axis it loses, and the node whose operand it is
+  std::map<std::string, std::pair<int, int>> collapses_;
 };
 
 bool Rebatcher::inferExportShapes() {
@@ -660,11 +665,14 @@ bool Rebatcher::rescaleShapeOperand(int node, int slot, int64_t element) {
 bool Rebatcher::collectRewrites() {
   for (int n = 0; n < graph_.node_size(); ++n) {
     const onnx::NodeProto &node = graph_.node(n);
+    if (!collapseBatchSizedConstants(n))
+      return false;
     for (int o = 0; o < node.output_size(); ++o)
       if (int axis = outputAxis(n, o); axis >= 0)
         axes_[node.output(o)] = axis;
     const int a = node.input_size() > 0 ? axisOf(node.input(0)) : -1;
-    if (a < 0 || node.input_size() < 2 || node.output_size() < 1)
+    // At the export batch itself every literal already says the batch.
+    if (a < 0 || node.input_size() < 2 || node.output_size() < 1 || exportBatch_ == newBatch_)
       continue;
     if (node.op_type() == "Reshape") {
       const int k = axisOf(node.output(0));
@@ -685,6 +693,124 @@ bool Rebatcher::collectRewrites() {
       if (element >= 0 && !rescaleShapeOperand(n, 1, element))
         return false;
     }
+  }
+  return true;
+}
+
+/// The element-wise ops that broadcast their operands together.
+bool broadcastsOperands(llvm::StringRef op) {
+  static const llvm::StringSet<> ops = {"Add", "Sub", "Mul", "Div", "Pow", "Where", "Equal", "Less", "Greater",
+                                        "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Max", "Min", "Mod"};
+  return ops.contains(op);
+}
+
+/// A constant operand as big as the batch along the batch axis of the
+/// other operands (a causal mask the exporter folded for the sample's
+/// batch, [12, 1, T, T]) is the same for every sample: it keeps one, and
+/// broadcasting supplies the rest at any batch.
+bool Rebatcher::collapseBatchSizedConstants(int n) {
+  const onnx::NodeProto &node = graph_.node(n);
+  if (!broadcastsOperands(node.op_type()) || node.output_size() != 1)
+    return true;
+  const Shape *out = shapeOf(node.output(0));
+  if (!out)
+    return true;
+  const int outRank = static_cast<int>(out->size());
+  int batchAxis = -1;
+  for (const std::string &input : node.input())
+    if (const Shape *shape = shapeOf(input); shape && axisOf(input) >= 0)
+      batchAxis = axisOf(input) + outRank - static_cast<int>(shape->size());
+  if (batchAxis < 0 || batchAxis >= outRank)
+    return true;
+  for (const std::string &input : node.input()) {
+    const Shape *shape = shapeOf(input);
+    const int axis = shape ? batchAxis - (outRank - static_cast<int>(shape->size())) : -1;
+    if (axisOf(input) >= 0 || axis < 0 || (*shape)[axis] != (*out)[batchAxis] || (*out)[batchAxis] <= 1)
+      continue;
+    if (!literalInts(input) && !initializers_.count(input)) {
+      auto producer = producers_.find(input);
+      if (producer == producers_.end() || graph_.node(producer->second.first).op_type() != "Constant")
+        continue; // computed: not a literal to rewrite
+    }
+    for (const Edge &reader : consumers_.lookup(input))
+      if (!broadcastsOperands(graph_.node(reader.node).op_type()))
+        return exportBatch_ == newBatch_ || fail(describe(n) + ": cannot re-derive the static batch " + std::to_string(exportBatch_) +
+                    ": its operand '" + input + "' is a constant of the batch's size that " +
+                    describe(reader.node) + " also reads");
+    collapses_.try_emplace(input, axis, n);
+    shapes_[input][axis] = 1;
+  }
+  return true;
+}
+
+/// The tensor a literal value is held in: the initializer, or the
+/// Constant node's value.
+onnx::TensorProto *literalTensor(onnx::GraphProto &graph, const llvm::StringMap<int> &initializers,
+                                 const llvm::StringMap<std::pair<int, int>> &producers, const std::string &name) {
+  if (auto it = initializers.find(name); it != initializers.end())
+    return graph.mutable_initializer(it->second);
+  auto producer = producers.find(name);
+  if (producer == producers.end())
+    return nullptr;
+  onnx::NodeProto &node = *graph.mutable_node(producer->second.first);
+  for (onnx::AttributeProto &attr : *node.mutable_attribute())
+    if (attr.name() == "value" && attr.has_t())
+      return attr.mutable_t();
+  return nullptr;
+}
+
+bool Rebatcher::applyCollapses() {
+  for (const auto &[name, where] : collapses_) {
+    const auto [axis, reader] = where;
+    onnx::TensorProto *tensor = literalTensor(graph_, initializers_, producers_, name);
+    const int32_t type = tensor ? tensor->data_type() : 0;
+    const bool isFloat = type == onnx::TensorProto::FLOAT;
+    if (!tensor || !(isFloat || type == onnx::TensorProto::INT64 || type == onnx::TensorProto::INT32 ||
+                     type == onnx::TensorProto::BOOL))
+      return fail(describe(reader) + ": cannot re-derive the static batch " + std::to_string(exportBatch_) +
+                  ": its constant operand '" + name + "' has the batch's size and an element type fsdpc does not "
+                  "rewrite");
+    std::vector<float> floats;
+    std::vector<int64_t> ints;
+    std::string error;
+    if (!readTensorElements(*tensor, baseDir_, isFloat ? &floats : nullptr, isFloat ? nullptr : &ints, error))
+      return fail(error);
+    Shape dims(tensor->dims().begin(), tensor->dims().end());
+    const int64_t size = dims[axis], inner = product(dims, axis + 1, dims.size()),
+                  outer = product(dims, 0, axis);
+    auto same = [&](int64_t a, int64_t b) {
+      return isFloat ? std::memcmp(&floats[a], &floats[b], sizeof(float)) == 0 : ints[a] == ints[b];
+    };
+    std::vector<int64_t> kept;
+    bool uniform = true;
+    for (int64_t o = 0; o < outer && uniform; ++o)
+      for (int64_t i = 0; i < inner && uniform; ++i) {
+        const int64_t first = o * size * inner + i;
+        for (int64_t j = 1; j < size && uniform; ++j)
+          uniform = same(first, first + j * inner);
+        kept.push_back(first);
+      }
+    if (!uniform && exportBatch_ == newBatch_)
+      continue; // stays as exported
+    if (!uniform)
+      return fail(describe(reader) + ": cannot re-derive the static batch " + std::to_string(exportBatch_) +
+                  ": its constant operand '" + name + "' has the batch's size along axis " + std::to_string(axis) +
+                  " and differs from one sample to the next");
+    onnx::TensorProto collapsed;
+    collapsed.set_name(tensor->name());
+    collapsed.set_data_type(type);
+    dims[axis] = 1;
+    for (int64_t d : dims)
+      collapsed.add_dims(d);
+    for (int64_t index : kept) {
+      if (isFloat)
+        collapsed.add_float_data(floats[index]);
+      else if (type == onnx::TensorProto::INT64)
+        collapsed.add_int64_data(ints[index]);
+      else
+        collapsed.add_int32_data(static_cast<int32_t>(ints[index]));
+    }
+    *tensor = std::move(collapsed);
   }
   return true;
 }
@@ -776,6 +902,11 @@ bool Rebatcher::applyRewrites() {
 }
 
 void Rebatcher::rebatchInputsAndDropShapes() {
+  // Shapes recorded at the export batch would contradict the new one (and
+  // those of collapsed constants); shape inference derives them again.
+  graph_.clear_value_info();
+  if (exportBatch_ == newBatch_)
+    return;
   for (onnx::ValueInfoProto &input : *graph_.mutable_input()) {
     if (initializers_.count(input.name()) || !input.type().has_tensor_type())
       continue;
@@ -783,9 +914,6 @@ void Rebatcher::rebatchInputsAndDropShapes() {
     if (shape->dim_size() > 0 && (!shape->dim(0).has_dim_value() || shape->dim(0).dim_value() == exportBatch_))
       shape->mutable_dim(0)->set_dim_value(newBatch_);
   }
-  // Shapes recorded at the export batch would contradict the new one;
-  // shape inference derives them again.
-  graph_.clear_value_info();
   for (onnx::ValueInfoProto &output : *graph_.mutable_output())
     if (output.type().has_tensor_type() && output.type().tensor_type().has_shape())
       for (auto &dim : *output.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim())
@@ -801,7 +929,7 @@ bool Rebatcher::run(RebatchedShapes &expected) {
     if (!initializers_.count(input.name()) && shape && !shape->empty() && (*shape)[0] == exportBatch_)
       axes_[input.name()] = 0;
   }
-  if (!collectRewrites() || !applyRewrites())
+  if (!collectRewrites() || !applyRewrites() || !applyCollapses())
     return false;
 
   expected.exportBatch = exportBatch_;

@@ -41,6 +41,12 @@ struct RebatchedShapes {
 /// shapes are dropped for shape inference to derive again, and `expected`
 /// receives what it must derive. `baseDir` resolves external data. On
 /// failure sets `error`, naming the node that hides the batch.
+///
+/// Constants (and folded parameters) as big as the batch, broadcast against
+/// batched values, keep one sample: the same at any batch, and a folded
+/// parameter trains as the one tensor it was in torch. That is done at the
+/// export batch as well (`newBatch == exportBatch`), where nothing else
+/// changes and nothing is refused.
 bool rebatchStaticExport(onnx::ModelProto &model, const std::string &baseDir, int64_t exportBatch, int64_t newBatch,
                          RebatchedShapes &expected, std::string &error);
 

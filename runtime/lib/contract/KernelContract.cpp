@@ -61,6 +61,7 @@ std::vector<KernelSignature> buildTable() {
       fixed("gather", 2, 1, axis),
       fixed("gather_grad", 2, 1, axis),
       fixed("select", 3, 1),
+      fixed("is_nan", 1, 1),
       fixed("cast", 1, 1, {{"to_bool", kBool, kOptional}}),
       fixed("trilu", 1, 1, {{"k", kInt, kRequired}, {"upper", kBool, kRequired}}),
       fixed("transpose", 1, 1, {{"perm", kIntList, kRequired}}),

@@ -120,6 +120,14 @@ Status select(const KernelCall &call) {
   return Status::ok();
 }
 
+Status isNan(const KernelCall &call) {
+  const TensorView &x = call.inputs[0], &y = call.outputs[0];
+  if (x.numElements() != y.numElements() || x.dtype != plan::F32 || y.dtype != plan::I64)
+    return FSDPC_ERROR(kInvalidArgument, "is_nan: takes an f32 tensor to an i64 tensor of its size");
+  std::transform(x.f32(), x.f32() + x.numElements(), y.i64(), [](float v) { return static_cast<int64_t>(std::isnan(v)); });
+  return Status::ok();
+}
+
 Status cast(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &y = call.outputs[0];
   int64_t n = y.numElements();

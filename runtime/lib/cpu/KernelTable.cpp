@@ -45,6 +45,7 @@ const std::unordered_map<std::string, KernelFn> &registry() {
       {"gather", gather},
       {"gather_grad", gatherGrad},
       {"select", select},
+      {"is_nan", isNan},
       {"cast", cast},
       {"trilu", trilu},
       {"transpose", transpose},

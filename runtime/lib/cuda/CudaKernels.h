@@ -77,6 +77,7 @@ Status logarithm(const KernelCall &call);
 Status squareRoot(const KernelCall &call);
 Status errorFunction(const KernelCall &call);
 Status reciprocal(const KernelCall &call);
+Status isNan(const KernelCall &call);
 Status scale(const KernelCall &call);
 Status relu(const KernelCall &call);
 Status hyperbolicTangent(const KernelCall &call);

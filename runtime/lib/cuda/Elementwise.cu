@@ -165,6 +165,10 @@ __global__ void selectKernel(Operand c, Operand a, Operand b, Operand out, long 
   }
 }
 
+__global__ void isNanKernel(Operand in, Operand out, long long n) {
+  FSDPC_GRID_STRIDE_LOOP(i, n) { storeInteger(out, i, isnan(loadFloat(in, i)) ? 1 : 0); }
+}
+
 __global__ void castKernel(Operand in, Operand out, long long n, bool toBool) {
   const bool floatIn = isFloatDtype(in.dtype), floatOut = isFloatDtype(out.dtype);
   FSDPC_GRID_STRIDE_LOOP(i, n) {
@@ -264,6 +268,19 @@ Status select(const KernelCall &call) {
   const CudaLaunch &launch = launchOf(call);
   selectKernel<<<blocksFor(n, launch), kThreads, 0, launch.stream>>>(operandOf(c), operandOf(a), operandOf(b),
                                                                      operandOf(y), n, layout);
+  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::ok();
+}
+
+Status isNan(const KernelCall &call) {
+  const TensorView &x = call.inputs[0], &y = call.outputs[0];
+  const int64_t n = y.numElements();
+  if (x.numElements() != n || !isFloatDtype(x.dtype) || y.dtype != plan::I64)
+    return FSDPC_ERROR(kInvalidArgument, "is_nan: takes a float tensor to an i64 tensor of its size");
+  if (n == 0)
+    return Status::ok();
+  const CudaLaunch &launch = launchOf(call);
+  isNanKernel<<<blocksFor(n, launch), kThreads, 0, launch.stream>>>(operandOf(x), operandOf(y), n);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }

@@ -44,6 +44,7 @@ const std::unordered_map<std::string, CudaKernel> &registry() {
       {"gather", {gather}},
       {"gather_grad", {gatherGrad, gatherGradScratch}},
       {"select", {select}},
+      {"is_nan", {isNan}},
       {"cast", {cast}},
       {"trilu", {trilu}},
       {"transpose", {transpose}},

@@ -149,3 +149,12 @@ func.func @clip_max_norm(%s: tensor<1xf32>) -> tensor<1xf32> {
   %scale, %norm = graph.clip_coefficient %s {max_norm = 0.0 : f64} : (tensor<1xf32>) -> (tensor<1xf32>, tensor<1xf32>)
   return %scale : tensor<1xf32>
 }
+
+// -----
+
+// Tests that is_nan keeps its input's shape.
+func.func @is_nan_shape(%p: tensor<2x4xf32>) -> tensor<4x2xi64> {
+  // expected-error @+1 {{result must have the input's shape}}
+  %m = graph.is_nan %p : (tensor<2x4xf32>) -> tensor<4x2xi64>
+  return %m : tensor<4x2xi64>
+}

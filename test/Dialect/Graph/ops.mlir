@@ -85,3 +85,14 @@ func.func @clipping(%a: tensor<8xf32>, %b: tensor<3xf32>) -> (tensor<1xf32>, ten
   %scale, %norm = graph.clip_coefficient %sq {max_norm = 1.0 : f64} : (tensor<1xf32>) -> (tensor<1xf32>, tensor<1xf32>)
   return %scale, %norm : tensor<1xf32>, tensor<1xf32>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @nan_mask
+func.func @nan_mask(%p: tensor<2x4x4xf32>, %zero: tensor<f32>) -> tensor<2x4x4xf32> {
+  // CHECK: %[[NAN:.*]] = graph.is_nan %{{.*}} : (tensor<2x4x4xf32>) -> tensor<2x4x4xi64>
+  %nan = graph.is_nan %p : (tensor<2x4x4xf32>) -> tensor<2x4x4xi64>
+  // CHECK: graph.select %[[NAN]]
+  %y = graph.select %nan, %zero, %p : (tensor<2x4x4xi64>, tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  return %y : tensor<2x4x4xf32>
+}

@@ -26,6 +26,9 @@ struct ImportOptions {
 struct ImportedModel {
   mlir::OwningOpRef<mlir::ModuleOp> module;
   WeightStore weights;
+  /// Things the user should know that do not stop the import, one line each
+  /// (naming the file).
+  std::vector<std::string> warnings;
 };
 
 /// Parses, checks and shape-infers `path` with libonnx and builds a module

@@ -16,7 +16,8 @@ the example corpus), for each model its ONNX exports, and manifest.json.
 Every model is exported with both of torch's exporters, TorchScript
 (dynamo=False) and torch.export (dynamo=True, the default from torch 2.9),
 at opsets 17 to 21 with the sample's static batch (a plain export), and
-once more per exporter with a symbolic batch. The manifest lists per model
+once more per exporter with a symbolic batch; the Hugging Face models
+(small random configurations) at fewer opsets. The manifest lists per model
 the exports, what fsdpc compiles them with, and the per-step losses of
 torch training the module itself: fp32, AdamW, the data's batches in order.
 """
@@ -53,14 +54,64 @@ def example_gpt(vocab):
     return load_example("gpt").GPT(vocab, context=CONTEXT, dim=32, heads=4, layers=2)
 
 
+class Logits(torch.nn.Module):
+    """A Hugging Face model as the module that is exported and trained:
+    input_ids in, its logits out (the loss is fsdpc's and torch's own)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids):
+        return self.model(input_ids=input_ids).logits
+
+
+def hf_gpt2(vocab):
+    from transformers import GPT2Config, GPT2LMHeadModel
+    return Logits(GPT2LMHeadModel(GPT2Config(vocab_size=vocab, n_positions=CONTEXT, n_embd=32, n_layer=2, n_head=4,
+                                             resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)))
+
+
+def hf_llama(vocab):
+    from transformers import LlamaConfig, LlamaForCausalLM
+    return Logits(LlamaForCausalLM(LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64,
+                                               num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                               max_position_embeddings=CONTEXT)))
+
+
+def hf_bert(vocab):
+    from transformers import BertConfig, BertForSequenceClassification
+    return Logits(BertForSequenceClassification(BertConfig(
+        vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+        max_position_embeddings=CONTEXT, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        num_labels=CLASSES)))
+
+
+CLASSES = 3
+ALL_VARIANTS = [(dynamo, opset, False) for dynamo in (False, True) for opset in OPSETS] + \
+    [(dynamo, DYNAMIC_OPSET, True) for dynamo in (False, True)]
+
 # name -> builder(vocab) of a module mapping input_ids [batch, context] to
-# logits [batch, context, vocab]. Each is built after torch.manual_seed(0).
+# logits, the labels it is trained on ("tokens": the next character, or
+# "classes": one class per sample), and its export variants (exporter is
+# dynamo, opset, symbolic batch): fewer for the larger models, the exporter
+# paths rather than every opset. Each is built after torch.manual_seed(0).
 MODELS = {
-    "gpt": example_gpt,
+    "gpt": (example_gpt, "tokens", ALL_VARIANTS),
+    # The dynamo exporter's optimizer drops GPT-2's zero Conv1D biases
+    # (addmm with a zero input folds away): that export cannot train as torch
+    # does, and fsdpc says so (LOSSY below).
+    "hf-gpt2": (hf_gpt2, "tokens", [(False, 17, False), (False, DYNAMIC_OPSET, True), (True, 18, False)]),
+    # torch cannot export grouped-query attention through TorchScript.
+    "hf-llama": (hf_llama, "tokens", [(True, 18, False), (True, DYNAMIC_OPSET, True)]),
 }
 
+# Exports that lost parameters in the exporter; the test checks that fsdpc
+# warns about them instead of comparing with torch.
+LOSSY = {("hf-gpt2", True, 18, False): "the dynamo optimizer folded the zero Conv1D biases away"}
 
-def make_data(out_dir):
+
+def make_data(out_dir, labels_kind="tokens"):
     text = open(os.path.join(ROOT, "examples", "gpt", "corpus.txt"), encoding="utf-8").read()
     vocab = sorted(set(text))
     ids = np.array([vocab.index(c) for c in text], np.int64)
@@ -68,6 +119,8 @@ def make_data(out_dir):
     order = np.random.default_rng(0).permutation(len(starts))[:BATCH * STEPS]
     inputs = np.stack([ids[s:s + CONTEXT] for s in starts])[order]
     labels = np.stack([ids[s + 1:s + CONTEXT + 1] for s in starts])[order]
+    if labels_kind == "classes":  # a class per sample, from its first character
+        labels = (inputs[:, 0] % CLASSES).astype(np.int64)
     os.makedirs(out_dir, exist_ok=True)
     np.save(os.path.join(out_dir, "input_ids.npy"), inputs)
     np.save(os.path.join(out_dir, "labels.npy"), labels)
@@ -76,7 +129,7 @@ def make_data(out_dir):
 
 def build(name, vocab):
     torch.manual_seed(0)
-    return MODELS[name](vocab).eval()
+    return MODELS[name][0](vocab).eval()
 
 
 def export(model, path, dynamo, opset, symbolic):
@@ -112,7 +165,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", nargs="*", default=list(MODELS))
     args = parser.parse_args()
-    vocab, inputs, labels = make_data(os.path.join(HERE, "data"))
+    vocab, _, _ = make_data(os.path.join(HERE, "data"))
     manifest_path = os.path.join(HERE, "manifest.json")
     manifest = json.load(open(manifest_path)) if os.path.exists(manifest_path) else {}
     manifest["torch"] = torch.__version__
@@ -120,18 +173,21 @@ def main():
                             "optimizer": "adamw"}
     models = manifest.setdefault("models", {})
     for name in args.models:
+        _, labels_kind, variants = MODELS[name]
+        data = "data" if labels_kind == "tokens" else "data-" + labels_kind
+        _, inputs, labels = make_data(os.path.join(HERE, data), labels_kind)
         exports = []
-        variants = [(dynamo, opset, False) for dynamo in (False, True) for opset in OPSETS]
-        variants += [(dynamo, DYNAMIC_OPSET, True) for dynamo in (False, True)]
         for dynamo, opset, symbolic in variants:
             file = "%s-%s-opset%d%s.onnx" % (name, "dynamo" if dynamo else "torchscript", opset,
                                              "-symbolic" if symbolic else "")
             export(build(name, vocab), os.path.join(HERE, file), dynamo, opset, symbolic)
             exports.append({"file": file, "exporter": "dynamo" if dynamo else "torchscript", "opset": opset,
                             "batch": "symbolic" if symbolic else "static"})
+            if (name, dynamo, opset, symbolic) in LOSSY:
+                exports[-1]["lossy"] = LOSSY[(name, dynamo, opset, symbolic)]
             print("wrote", file, "(%d KB)" % (os.path.getsize(os.path.join(HERE, file)) // 1024))
         model = build(name, vocab)
-        models[name] = {"parameters": sum(p.numel() for p in model.parameters()), "exports": exports,
+        models[name] = {"parameters": sum(p.numel() for p in model.parameters()), "data": data, "exports": exports,
                         "losses": torch_losses(model, inputs, labels)}
         print(name, "losses", " ".join("%.6f" % l for l in models[name]["losses"]))
     with open(manifest_path, "w") as f:

@@ -242,6 +242,12 @@ LogicalResult SelectOp::verify() {
   return success();
 }
 
+LogicalResult IsNanOp::verify() {
+  if (shapeOf(getResult()) != shapeOf(getInput()))
+    return emitOpError("result must have the input's shape");
+  return success();
+}
+
 static LogicalResult verifyDropout(Operation *op, double ratio) {
   if (ratio < 0 || ratio >= 1)
     return op->emitOpError("ratio must be in [0, 1), got ") << ratio;

@@ -36,10 +36,11 @@ bool isFloatTensor(Value v) {
 
 /// The ops that keep f32 under mixed precision: they need its range (sums
 /// of exponentials, reciprocal square roots), and torch computes them in f32
-/// internally even on bf16 tensors.
+/// internally even on bf16 tensors. is_nan reads f32 so that its kernels
+/// have one input type (a bf16 NaN widens to an f32 NaN).
 bool needsF32(Operation *op) {
   return isa<LayerNormOp, RmsNormOp, SoftmaxOp, LogSoftmaxOp, MaskedSoftmaxOp, AttentionOp, SoftmaxCrossEntropyOp,
-             MseLossOp>(op);
+             MseLossOp, IsNanOp>(op);
 }
 
 /// The ONNX node names in a location.

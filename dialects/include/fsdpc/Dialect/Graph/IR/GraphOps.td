@@ -381,6 +381,25 @@ def Graph_SelectOp : Graph_Op<"select", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Graph_IsNanOp : Graph_Op<"is_nan", [Pure]> {
+  let summary = "elementwise test for NaN";
+  let description = [{
+    `result = isnan(input) ? 1 : 0`: an i64 tensor of the input's shape
+    (ONNX `IsNaN`; booleans are i64 0 or 1 here). It has no gradient. The
+    dynamo exporter writes it in torch's decomposition of
+    `scaled_dot_product_attention`, `Where(IsNaN(p), 0, p)` after the
+    softmax, so that a row masked out entirely attends to nothing.
+
+    ```mlir
+    %nan = graph.is_nan %p : (tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xi64>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input);
+  let results = (outs Graph_I64Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Graph_TriluOp : Graph_Op<"trilu", [Pure, SameOperandsAndResultType]> {
   let summary = "the upper or lower triangle of the last two dimensions";
   let description = [{

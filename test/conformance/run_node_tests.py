@@ -35,7 +35,7 @@ def supported_ops():
     ops = {}
     for line in listing.split("\n"):
         if line.strip():
-            op, since = line.split()
+            op, since = line.split()[:2]  # then, after " -- ", what the pattern does not cover
             ops[op] = min(int(since), ops.get(op, 10**9))
     return ops
 

@@ -33,8 +33,14 @@ namespace {
 
 cl::OptionCategory category("fsdpc options");
 cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.onnx>"), cl::cat(category));
-cl::opt<bool> listOps("list-ops", cl::desc("print the supported ONNX ops, each with the first opset it applies to"),
+cl::opt<bool> listOps("list-ops",
+                      cl::desc("print the supported ONNX ops, each with the first opset it applies to and what it "
+                               "does not cover"),
                       cl::cat(category));
+cl::opt<bool> listUnsupportedOps("list-unsupported-ops",
+                                 cl::desc("print the ONNX ops (of the default domain, up to opset 21) that fsdpc "
+                                          "does not import"),
+                                 cl::cat(category));
 cl::opt<std::string> outputPath("o", cl::desc("write the plan to this file"), cl::value_desc("plan.bin"),
                                 cl::cat(category));
 cl::opt<std::string> emitStage("emit", cl::desc("print the IR of a stage to stdout: import, graph, fsdp or plan"),
@@ -192,8 +198,13 @@ int main(int argc, char **argv) {
                               "  MLIR's own options, such as --mlir-print-ir-after-all, work too.\n");
 
   if (listOps) {
-    for (const auto &[op, since] : fsdpc::supportedOnnxOps())
-      llvm::outs() << op << " " << since << "\n";
+    for (const fsdpc::SupportedOnnxOp &op : fsdpc::supportedOnnxOps())
+      llvm::outs() << op.opType << " " << op.sinceVersion << (op.limits.empty() ? "" : " -- " + op.limits) << "\n";
+    return 0;
+  }
+  if (listUnsupportedOps) {
+    for (const std::string &op : fsdpc::unsupportedOnnxOps())
+      llvm::outs() << op << "\n";
     return 0;
   }
   if (inputPath.empty())

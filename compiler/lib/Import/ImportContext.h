@@ -45,6 +45,14 @@ public:
       return std::nullopt;
     return it->second[0];
   }
+  /// The initial value of input i if it is a float initializer (a
+  /// parameter), else null.
+  const std::vector<float> *initialValue(int i) const {
+    if (!hasInput(i))
+      return nullptr;
+    auto it = initialValues_.find(node.input(i));
+    return it == initialValues_.end() ? nullptr : &it->second;
+  }
   bool wantsOutput(int i) const { return i < node.output_size() && !node.output(i).empty(); }
   void setOutput(int i, mlir::Value value) {
     if (wantsOutput(i))
@@ -87,6 +95,8 @@ struct OpPattern {
   llvm::StringLiteral opType;
   int64_t sinceVersion;
   PatternFn convert;
+  /// What the pattern does not cover, for `fsdpc --list-ops` and docs/ops.md.
+  llvm::StringLiteral limits = "";
 };
 
 /// The pattern for `opType` at `opset`, or null if the op is not supported.

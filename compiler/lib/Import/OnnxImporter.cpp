@@ -30,6 +30,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 using namespace mlir;
@@ -833,6 +834,16 @@ std::optional<ImportedModel> ModelImporter::run() {
 }
 
 } // namespace
+
+std::vector<std::string> fsdpc::unsupportedOnnxOps() {
+  registerNewerOnnxSchemas();
+  std::set<std::string> names;
+  for (const onnx::OpSchema &schema : onnx::OpSchemaRegistry::get_all_schemas())
+    if ((schema.domain().empty() || schema.domain() == "ai.onnx") && !schema.Deprecated() &&
+        !lookupOpPattern(schema.Name(), kNewestOnnxOpset))
+      names.insert(schema.Name());
+  return {names.begin(), names.end()};
+}
 
 std::optional<ImportedModel> fsdpc::importOnnxModel(MLIRContext &context, const std::string &path,
                                                     const ImportOptions &options, std::string &error) {

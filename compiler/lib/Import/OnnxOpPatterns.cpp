@@ -788,6 +788,26 @@ LogicalResult convertGatherElements(NodeImporter &n) {
   return success();
 }
 
+/// The padding row of an embedding table, if it has one: torch's
+/// nn.Embedding(padding_idx=p) zeroes row p and keeps its gradient zero, and
+/// Hugging Face models use it (BERT's pad token). An export only keeps the
+/// zeros, so exactly one all-zero row in a table whose other rows are not
+/// all zero is read as that row.
+std::optional<int64_t> paddingRow(const std::vector<float> &table, ArrayRef<int64_t> shape) {
+  if (shape.size() != 2 || shape[0] < 2)
+    return std::nullopt;
+  const int64_t rows = shape[0], width = shape[1];
+  std::optional<int64_t> zeroRow;
+  for (int64_t r = 0; r < rows; ++r) {
+    bool zero = std::all_of(table.begin() + r * width, table.begin() + (r + 1) * width, [](float v) { return v == 0; });
+    if (zero && zeroRow)
+      return std::nullopt; // two zero rows: a zero-initialized table, not padding
+    if (zero)
+      zeroRow = r;
+  }
+  return zeroRow;
+}
+
 LogicalResult convertGather(NodeImporter &n) {
   Value data = n.input(0), indices = n.input(1);
   if (!elementOf(indices).isInteger(64))
@@ -810,6 +830,19 @@ LogicalResult convertGather(NodeImporter &n) {
       }
       n.setFoldedOutput(0, DenseElementsAttr::get(tensorOf(outShape, value.getElementType()), ArrayRef<int64_t>(picked)));
       return success();
+    }
+  }
+  if (const std::vector<float> *table = n.initialValue(0); table && axis == 0) {
+    if (std::optional<int64_t> padding = paddingRow(*table, shape)) {
+      // The table times a mask that is 0 on the padding row: the same
+      // lookup (the row holds zeros), and no gradient reaches the row.
+      SmallVector<float> keep(shape[0], 1.0f);
+      keep[*padding] = 0.0f;
+      auto maskType = n.f32Tensor({shape[0], 1});
+      Location loc = NameLoc::get(n.builder.getStringAttr(n.node.name() + "/padding_idx"));
+      Value mask = graph::ConstantOp::create(n.builder, loc, maskType,
+                                             DenseElementsAttr::get(maskType, ArrayRef<float>(keep)));
+      data = graph::MulOp::create(n.builder, loc, data.getType(), data, mask);
     }
   }
   n.setOutput(0, graph::GatherOp::create(n.builder, n.loc, tensorOf(outShape, elementOf(data)), data, indices,
@@ -1114,20 +1147,20 @@ LogicalResult convertShape(NodeImporter &n) {
 
 const OpPattern kPatterns[] = {
     {"Add", 7, convertBinary<graph::AddOp>},
-    {"Cast", 6, convertCast},
+    {"Cast", 6, convertCast, "to FLOAT, INT64, INT32 or BOOL; not float to bool"},
     {"Concat", 4, convertConcat},
     {"Constant", 9, convertConstant},
-    {"ConstantOfShape", 9, convertConstantOfShape},
+    {"ConstantOfShape", 9, convertConstantOfShape, "constant shape"},
     {"Div", 7, convertBinary<graph::DivOp>},
-    {"Equal", 7, convertEqual},
+    {"Equal", 7, convertEqual, "constant inputs (folds)"},
     {"Dropout", 7, convertDropout},
     {"Dropout", 12, convertDropout},
     {"Erf", 9, convertUnary<graph::ErfOp>},
     {"Exp", 6, convertUnary<graph::ExpOp>},
-    {"Expand", 8, convertExpand},
+    {"Expand", 8, convertExpand, "constant target shape"},
     {"Flatten", 1, convertFlatten},
     {"Gather", 1, convertGather},
-    {"GatherElements", 11, convertGatherElements},
+    {"GatherElements", 11, convertGatherElements, "constant data and indices (folds)"},
     {"Gelu", 20, convertGelu},
     {"Gemm", 7, convertGemm},
     {"Identity", 1, convertIdentity},
@@ -1139,37 +1172,37 @@ const OpPattern kPatterns[] = {
     {"MatMul", 1, convertMatMul},
     {"Mul", 7, convertBinary<graph::MulOp>},
     {"Neg", 6, convertUnary<graph::NegOp>},
-    {"Not", 1, convertNot},
-    {"Pow", 7, convertPow},
-    {"Range", 11, convertRange},
+    {"Not", 1, convertNot, "constant input (folds)"},
+    {"Pow", 7, convertPow, "float exponent tensor or integer constant"},
+    {"Range", 11, convertRange, "constant start, limit and delta"},
     {"Reciprocal", 6, convertUnary<graph::ReciprocalOp>},
     {"ReduceMean", 1, convertReduce<true>},
     {"ReduceSum", 1, convertReduce<false>},
     {"Relu", 6, convertUnary<graph::ReluOp>},
-    {"Reshape", 5, convertReshape},
+    {"Reshape", 5, convertReshape, "constant target shape"},
     {"Shape", 1, convertShape},
     {"Sigmoid", 6, convertUnary<graph::SigmoidOp>},
-    {"Slice", 10, convertSlice},
+    {"Slice", 10, convertSlice, "constant starts, ends, axes and steps"},
     {"Softmax", 1, convertSoftmax1<graph::SoftmaxOp>},
     {"Softmax", 13, convertSoftmax13<graph::SoftmaxOp>},
-    {"SoftmaxCrossEntropyLoss", 12, convertSoftmaxCrossEntropyLoss},
-    {"Split", 2, convertSplit},
+    {"SoftmaxCrossEntropyLoss", 12, convertSoftmaxCrossEntropyLoss, "mean and sum reductions, no class weights"},
+    {"Split", 2, convertSplit, "constant split sizes"},
     {"Sqrt", 6, convertUnary<graph::SqrtOp>},
     {"Squeeze", 1, convertSqueeze},
     {"Sub", 7, convertBinary<graph::SubOp>},
     {"Tanh", 6, convertUnary<graph::TanhOp>},
     {"Transpose", 1, convertTranspose},
-    {"Trilu", 14, convertTrilu},
+    {"Trilu", 14, convertTrilu, "float input, or integer constant (folds); constant k"},
     {"Unsqueeze", 1, convertUnsqueeze},
-    {"Where", 9, convertWhere},
+    {"Where", 9, convertWhere, "float choices, or integer constants (folds)"},
 };
 
 } // namespace
 
-std::vector<std::pair<std::string, int64_t>> fsdpc::supportedOnnxOps() {
-  std::vector<std::pair<std::string, int64_t>> ops;
+std::vector<fsdpc::SupportedOnnxOp> fsdpc::supportedOnnxOps() {
+  std::vector<SupportedOnnxOp> ops;
   for (const OpPattern &pattern : kPatterns)
-    ops.emplace_back(pattern.opType.str(), pattern.sinceVersion);
+    ops.push_back({pattern.opType.str(), pattern.sinceVersion, pattern.limits.str()});
   return ops;
 }
 

@@ -120,12 +120,14 @@ private:
   std::optional<std::vector<int64_t>> literalInts(const std::string &value) const;
   std::optional<std::vector<int64_t>> evaluateInts(const std::string &value, int depth = 0) const;
   std::optional<Shape> reshapeResult(const onnx::NodeProto &node) const;
+  std::optional<Shape> expandResult(const onnx::NodeProto &node) const;
   std::optional<std::vector<int64_t>> axesOperand(const onnx::NodeProto &node, const std::string &attribute,
                                                   int input) const;
   int outputAxis(int node, int output) const;
   Origin trace(const std::string &value, int64_t index, Edge edge, int depth) const;
   bool rescaleShapeOperand(int node, int slot, int64_t element);
   bool collapseBatchSizedConstants(int node);
+  bool claimBatch(const std::string &value, int axis, int depth);
   bool applyCollapses();
   bool collectRewrites();
   bool applyRewrites();
@@ -176,12 +178,12 @@ bool Rebatcher::inferExportShapes() {
       shapes_[init.name()] = Shape(init.dims().begin(), init.dims().end());
     bool learnt = false;
     for (const onnx::NodeProto &node : graph_.node()) {
-      if (node.op_type() != "Reshape" || node.output_size() != 1)
+      if ((node.op_type() != "Reshape" && node.op_type() != "Expand") || node.output_size() != 1)
         continue;
       const Shape *known = shapeOf(node.output(0));
       if (known && fullyKnown(*known))
         continue;
-      std::optional<Shape> result = reshapeResult(node);
+      std::optional<Shape> result = node.op_type() == "Reshape" ? reshapeResult(node) : expandResult(node);
       if (!result)
         continue;
       onnx::ValueInfoProto *info = nullptr;
@@ -276,7 +278,36 @@ std::optional<std::vector<int64_t>> Rebatcher::evaluateInts(const std::string &v
     const int64_t start = clampIndex((*starts)[0]), end = clampIndex((*ends)[0]);
     return std::vector<int64_t>(data->begin() + start, data->begin() + std::max(start, end));
   }
-  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
+  if (op == "ConstantOfShape") {
+    auto shape = operand(0);
+    int64_t fill = 0;
+    if (const onnx::AttributeProto *attr = findAttribute(node, "value")) {
+      std::vector<int64_t> ints;
+      std::string error;
+      if (!readTensorElements(attr->t(), baseDir_, nullptr, &ints, error) || ints.size() != 1)
+        return std::nullopt;
+      fill = ints[0];
+    }
+    if (!shape || shape->size() > 1 || (shape->size() == 1 && ((*shape)[0] < 0 || (*shape)[0] > 64)))
+      return std::nullopt;
+    return std::vector<int64_t>(shape->empty() ? 1 : (*shape)[0], fill);
+  }
+  if (op == "Where") {
+    auto condition = operand(0), lhs = operand(1), rhs = operand(2);
+    if (!condition || !lhs || !rhs)
+      return std::nullopt;
+    const size_t size = std::max({condition->size(), lhs->size(), rhs->size()});
+    std::vector<int64_t> out(size);
+    for (size_t i = 0; i < size; ++i) {
+      auto at = [&](const std::vector<int64_t> &v) { return v[v.size() == 1 ? 0 : i]; };
+      if ((condition->size() != 1 && condition->size() != size) || (lhs->size() != 1 && lhs->size() != size) ||
+          (rhs->size() != 1 && rhs->size() != size))
+        return std::nullopt;
+      out[i] = at(*condition) ? at(*lhs) : at(*rhs);
+    }
+    return out;
+  }
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Equal") {
     auto lhs = operand(0), rhs = operand(1);
     if (!lhs || !rhs || (lhs->size() != rhs->size() && lhs->size() != 1 && rhs->size() != 1))
       return std::nullopt;
@@ -285,11 +316,30 @@ std::optional<std::vector<int64_t>> Rebatcher::evaluateInts(const std::string &v
       int64_t x = (*lhs)[lhs->size() == 1 ? 0 : i], y = (*rhs)[rhs->size() == 1 ? 0 : i];
       if (op == "Div" && y == 0)
         return std::nullopt;
-      out[i] = op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y : x / y;
+      out[i] = op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y : op == "Equal" ? x == y : x / y;
     }
     return out;
   }
   return std::nullopt;
+}
+
+/// An Expand's output shape at the export batch: its input's shape and its
+/// folded target, broadcast together.
+std::optional<Shape> Rebatcher::expandResult(const onnx::NodeProto &node) const {
+  const Shape *in = shapeOf(node.input(0));
+  auto target = evaluateInts(node.input(1));
+  if (!in || !fullyKnown(*in) || !target)
+    return std::nullopt;
+  const size_t rank = std::max(in->size(), target->size());
+  Shape out(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    const int64_t a = d + in->size() >= rank ? (*in)[d + in->size() - rank] : 1;
+    const int64_t b = d + target->size() >= rank ? (*target)[d + target->size() - rank] : 1;
+    if (a != b && a != 1 && b != 1)
+      return std::nullopt;
+    out[d] = a == 1 ? b : a;
+  }
+  return out;
 }
 
 /// A Reshape's output shape at the export batch, from its input's shape and
@@ -618,6 +668,15 @@ Origin Rebatcher::trace(const std::string &value, int64_t index, Edge edge, int 
     int64_t start = (*starts)[0] < 0 ? (*starts)[0] + length : (*starts)[0];
     return trace(node.input(0), std::max<int64_t>(start, 0) + index, {n, 0}, depth + 1);
   }
+  if (op == "Where") {
+    // A choice between shapes by a condition that folds.
+    auto condition = evaluateInts(node.input(0));
+    if (!condition || condition->empty())
+      return unknown;
+    const bool first = (*condition)[condition->size() == 1 ? 0 : index] != 0;
+    const int slot = first ? 1 : 2;
+    return trace(node.input(slot), elements(node.input(slot)) == 1 ? 0 : index, {n, slot}, depth + 1);
+  }
   if (op == "Mul" || op == "Div") {
     // b * t: the factor that holds the batch is rescaled; a quotient keeps
     // the batch in its numerator.
@@ -729,8 +788,15 @@ bool Rebatcher::collapseBatchSizedConstants(int n) {
       continue;
     if (!literalInts(input) && !initializers_.count(input)) {
       auto producer = producers_.find(input);
-      if (producer == producers_.end() || graph_.node(producer->second.first).op_type() != "Constant")
-        continue; // computed: not a literal to rewrite
+      if (producer == producers_.end())
+        continue;
+      if (graph_.node(producer->second.first).op_type() != "Constant") {
+        // Computed from literals that spell the batch (token type ids
+        // expanded to [12, T]): those are rescaled, when the batch changes.
+        if (exportBatch_ != newBatch_ && !claimBatch(input, axis, 0))
+          return false;
+        continue;
+      }
     }
     for (const Edge &reader : consumers_.lookup(input))
       if (!broadcastsOperands(graph_.node(reader.node).op_type()))
@@ -740,6 +806,48 @@ bool Rebatcher::collapseBatchSizedConstants(int n) {
     collapses_.try_emplace(input, axis, n);
     shapes_[input][axis] = 1;
   }
+  return true;
+}
+
+/// `value` has the batch's size along `axis` without carrying the batch,
+/// and is broadcast against batched values: find the literal that spells
+/// that size (an Expand target, through Gather indices and casts), rescale
+/// it, and let `value` and what it is computed from carry the batch.
+bool Rebatcher::claimBatch(const std::string &value, int axis, int depth) {
+  auto producer = producers_.find(value);
+  if (producer == producers_.end() || depth > 32)
+    return true; // nothing to trace: the shape check reports it
+  const int n = producer->second.first;
+  const onnx::NodeProto &node = graph_.node(n);
+  const std::string &op = node.op_type();
+  auto claim = [&]() {
+    axes_[value] = axis;
+    return true;
+  };
+  if (op == "Expand") {
+    const Shape *in = shapeOf(node.input(0)), *out = shapeOf(value), *target = shapeOf(node.input(1));
+    if (!in || !out || !target || target->size() != 1)
+      return true;
+    const int inAxis = axis - static_cast<int>(out->size() - in->size());
+    if (inAxis >= 0 && (*in)[inAxis] != 1)
+      return claimBatch(node.input(0), inAxis, depth + 1) && claim();
+    // The size comes from the target: rescale its element.
+    const int64_t element = axis - (static_cast<int64_t>(out->size()) - (*target)[0]);
+    return element < 0 || (rescaleShapeOperand(n, 1, element) && claim());
+  }
+  if (op == "Gather") {
+    const Shape *data = shapeOf(node.input(0));
+    if (!data)
+      return true;
+    const int gatherAxis = static_cast<int>(findAttribute(node, "axis") ? findAttribute(node, "axis")->i() : 0);
+    const int g = gatherAxis < 0 ? gatherAxis + static_cast<int>(data->size()) : gatherAxis;
+    const Shape *indices = shapeOf(node.input(1));
+    if (indices && axis >= g && axis < g + static_cast<int>(indices->size()))
+      return claimBatch(node.input(1), axis - g, depth + 1) && claim();
+    return true;
+  }
+  if (op == "Cast" || op == "Identity" || op == "Neg" || op == "Not")
+    return claimBatch(node.input(0), axis, depth + 1) && claim();
   return true;
 }
 

@@ -38,8 +38,19 @@ struct ImportedModel {
 std::optional<ImportedModel> importOnnxModel(mlir::MLIRContext &context, const std::string &path,
                                              const ImportOptions &options, std::string &error);
 
+/// An ONNX op the importer has a pattern for.
+struct SupportedOnnxOp {
+  std::string opType;
+  int64_t sinceVersion; // the first opset the pattern applies to
+  std::string limits;   // what it does not cover; empty when nothing
+};
+
 /// Every (ONNX op type, first opset) the importer has a pattern for.
-std::vector<std::pair<std::string, int64_t>> supportedOnnxOps();
+std::vector<SupportedOnnxOp> supportedOnnxOps();
+
+/// The default-domain ONNX ops the importer knows the schemas of (libonnx's
+/// and the newer versions fsdpc registers) that it has no pattern for.
+std::vector<std::string> unsupportedOnnxOps();
 
 } // namespace fsdpc
 

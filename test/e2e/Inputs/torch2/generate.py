@@ -104,11 +104,15 @@ MODELS = {
     "hf-gpt2": (hf_gpt2, "tokens", [(False, 17, False), (False, DYNAMIC_OPSET, True), (True, 18, False)]),
     # torch cannot export grouped-query attention through TorchScript.
     "hf-llama": (hf_llama, "tokens", [(True, 18, False), (True, DYNAMIC_OPSET, True)]),
+    # Sequence classification: logits [batch, classes]; the dynamo exporter
+    # drops the pooler's and classifier's zero biases (LOSSY).
+    "hf-bert": (hf_bert, "classes", [(False, 17, False), (False, DYNAMIC_OPSET, True), (True, 18, False)]),
 }
 
 # Exports that lost parameters in the exporter; the test checks that fsdpc
 # warns about them instead of comparing with torch.
-LOSSY = {("hf-gpt2", True, 18, False): "the dynamo optimizer folded the zero Conv1D biases away"}
+LOSSY = {("hf-gpt2", True, 18, False): "the dynamo optimizer folded the zero Conv1D biases away",
+         ("hf-bert", True, 18, False): "the dynamo optimizer folded the zero pooler and classifier biases away"}
 
 
 def make_data(out_dir, labels_kind="tokens"):

@@ -11,6 +11,9 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 
+#include <cmath>
+#include <functional>
+
 using namespace mlir;
 using namespace fsdpc;
 using namespace fsdpc::import;
@@ -254,8 +257,41 @@ template <typename OpTy> int64_t integerOp(int64_t a, int64_t b) {
     return b == 0 ? 0 : a / b;
 }
 
+/// Two float constants of a broadcasting op, folded into one (`fn` maps
+/// the pair of elements).
+std::optional<DenseElementsAttr> foldFloatBinary(NodeImporter &n, llvm::function_ref<float(float, float)> fn) {
+  DenseElementsAttr a = n.constantInput(0), b = n.constantInput(1);
+  if (!a || !b || !a.getElementType().isF32() || !b.getElementType().isF32())
+    return std::nullopt;
+  FailureOr<SmallVector<int64_t>> shape = graph::broadcastShapes(a.getType().getShape(), b.getType().getShape());
+  if (failed(shape))
+    return std::nullopt;
+  SmallVector<float> av(a.getValues<float>()), bv(b.getValues<float>()), out;
+  for (int64_t i = 0; i < product(*shape); ++i)
+    out.push_back(fn(av[broadcastSourceIndex(a.getType().getShape(), *shape, i)],
+                     bv[broadcastSourceIndex(b.getType().getShape(), *shape, i)]));
+  return DenseElementsAttr::get(n.f32Tensor(*shape), ArrayRef<float>(out));
+}
+
+template <typename OpTy> float floatOp(float a, float b) {
+  if constexpr (std::is_same_v<OpTy, graph::AddOp>)
+    return a + b;
+  else if constexpr (std::is_same_v<OpTy, graph::SubOp>)
+    return a - b;
+  else if constexpr (std::is_same_v<OpTy, graph::MulOp>)
+    return a * b;
+  else
+    return a / b;
+}
+
 template <typename OpTy> LogicalResult convertBinary(NodeImporter &n) {
   if (std::optional<DenseElementsAttr> folded = foldIntegerBinary(n, integerOp<OpTy>)) {
+    n.setFoldedOutput(0, *folded);
+    return success();
+  }
+  // Arithmetic on float constants (T5's relative position buckets) folds
+  // too: the same IEEE operation the kernel would do, once.
+  if (std::optional<DenseElementsAttr> folded = foldFloatBinary(n, floatOp<OpTy>)) {
     n.setFoldedOutput(0, *folded);
     return success();
   }
@@ -269,10 +305,100 @@ template <typename OpTy> LogicalResult convertBinary(NodeImporter &n) {
   return success();
 }
 
+/// The value of a unary op on a float constant, for the ops that fold.
+template <typename OpTy> std::optional<float> foldedUnary(float x) {
+  if constexpr (std::is_same_v<OpTy, graph::LogOp>)
+    return std::log(x);
+  else if constexpr (std::is_same_v<OpTy, graph::ExpOp>)
+    return std::exp(x);
+  else if constexpr (std::is_same_v<OpTy, graph::SqrtOp>)
+    return std::sqrt(x);
+  else if constexpr (std::is_same_v<OpTy, graph::NegOp>)
+    return -x;
+  else if constexpr (std::is_same_v<OpTy, graph::ReciprocalOp>)
+    return 1.0f / x;
+  else
+    return std::nullopt;
+}
+
 template <typename OpTy> LogicalResult convertUnary(NodeImporter &n) {
+  if (DenseElementsAttr value = n.constantInput(0); value && foldedUnary<OpTy>(0.0f)) {
+    if (value.getElementType().isF32()) {
+      n.setFoldedOutput(0, value.mapValues(value.getElementType(), [](const APFloat &v) {
+        return APFloat(*foldedUnary<OpTy>(v.convertToFloat())).bitcastToAPInt();
+      }));
+      return success();
+    }
+    if constexpr (std::is_same_v<OpTy, graph::NegOp>) {
+      n.setFoldedOutput(0, value.mapValues(value.getElementType(), [](const APInt &v) { return -v; }));
+      return success();
+    }
+  }
   if (failed(requireFloatInputs(n, 1)))
     return failure();
   n.setOutput(0, OpTy::create(n.builder, n.loc, n.input(0)));
+  return success();
+}
+
+/// Abs of a constant (T5's relative positions) folds; fsdpc has no runtime
+/// kernel for it.
+LogicalResult convertAbs(NodeImporter &n) {
+  DenseElementsAttr value = n.constantInput(0);
+  if (!value)
+    return n.fail("Abs is supported on constants, which fold at compile time");
+  if (value.getElementType().isF32())
+    n.setFoldedOutput(0, value.mapValues(value.getElementType(), [](const APFloat &v) {
+      return APFloat(std::fabs(v.convertToFloat())).bitcastToAPInt();
+    }));
+  else
+    n.setFoldedOutput(0, value.mapValues(value.getElementType(), [](const APInt &v) { return v.abs(); }));
+  return success();
+}
+
+/// Less, LessOrEqual, Greater, GreaterOrEqual on constants: an i64 boolean
+/// constant.
+template <typename Compare> LogicalResult convertComparison(NodeImporter &n) {
+  if (std::optional<DenseElementsAttr> folded =
+          foldIntegerBinary(n, [](int64_t a, int64_t b) -> int64_t { return Compare()(a, b); })) {
+    n.setFoldedOutput(0, *folded);
+    return success();
+  }
+  if (std::optional<DenseElementsAttr> folded = foldFloatComparison(n, [](float a, float b) { return Compare()(a, b); })) {
+    n.setFoldedOutput(0, *folded);
+    return success();
+  }
+  return n.fail(n.node.op_type() + " is supported on constants, which fold at compile time");
+}
+
+/// Min and Max of constants (any number of inputs, broadcast together).
+template <bool IsMax> LogicalResult convertMinMax(NodeImporter &n) {
+  if (n.numInputs() == 0 || !n.constantInput(0))
+    return n.fail(n.node.op_type() + " is supported on constants, which fold at compile time");
+  DenseElementsAttr result = n.constantInput(0);
+  for (int i = 1; i < n.numInputs(); ++i) {
+    DenseElementsAttr next = n.constantInput(i);
+    if (!next || next.getElementType() != result.getElementType())
+      return n.fail(n.node.op_type() + " is supported on constants of one type, which fold at compile time");
+    FailureOr<SmallVector<int64_t>> shape =
+        graph::broadcastShapes(result.getType().getShape(), next.getType().getShape());
+    if (failed(shape))
+      return n.fail("operands do not broadcast");
+    SmallVector<Attribute> lhs(result.getValues<Attribute>()), rhs(next.getValues<Attribute>()), out;
+    for (int64_t k = 0; k < product(*shape); ++k) {
+      Attribute a = lhs[broadcastSourceIndex(result.getType().getShape(), *shape, k)];
+      Attribute b = rhs[broadcastSourceIndex(next.getType().getShape(), *shape, k)];
+      bool takeB;
+      if (auto fa = dyn_cast<FloatAttr>(a))
+        takeB = IsMax ? cast<FloatAttr>(b).getValueAsDouble() > fa.getValueAsDouble()
+                      : cast<FloatAttr>(b).getValueAsDouble() < fa.getValueAsDouble();
+      else
+        takeB = IsMax ? cast<IntegerAttr>(b).getInt() > cast<IntegerAttr>(a).getInt()
+                      : cast<IntegerAttr>(b).getInt() < cast<IntegerAttr>(a).getInt();
+      out.push_back(takeB ? b : a);
+    }
+    result = DenseElementsAttr::get(RankedTensorType::get(*shape, result.getElementType()), out);
+  }
+  n.setFoldedOutput(0, result);
   return success();
 }
 
@@ -1146,6 +1272,7 @@ LogicalResult convertShape(NodeImporter &n) {
 }
 
 const OpPattern kPatterns[] = {
+    {"Abs", 6, convertAbs, "constant input (folds)"},
     {"Add", 7, convertBinary<graph::AddOp>},
     {"Cast", 6, convertCast, "to FLOAT, INT64, INT32 or BOOL; not float to bool"},
     {"Concat", 4, convertConcat},
@@ -1162,14 +1289,20 @@ const OpPattern kPatterns[] = {
     {"Gather", 1, convertGather},
     {"GatherElements", 11, convertGatherElements, "constant data and indices (folds)"},
     {"Gelu", 20, convertGelu},
+    {"Greater", 7, convertComparison<std::greater<>>, "constant inputs (folds)"},
+    {"GreaterOrEqual", 12, convertComparison<std::greater_equal<>>, "constant inputs (folds)"},
     {"Gemm", 7, convertGemm},
     {"Identity", 1, convertIdentity},
     {"IsNaN", 9, convertIsNaN},
     {"LayerNormalization", 17, convertLayerNormalization},
+    {"Less", 7, convertComparison<std::less<>>, "constant inputs (folds)"},
+    {"LessOrEqual", 12, convertComparison<std::less_equal<>>, "constant inputs (folds)"},
     {"Log", 6, convertUnary<graph::LogOp>},
     {"LogSoftmax", 1, convertSoftmax1<graph::LogSoftmaxOp>},
     {"LogSoftmax", 13, convertSoftmax13<graph::LogSoftmaxOp>},
     {"MatMul", 1, convertMatMul},
+    {"Max", 8, convertMinMax<true>, "constant inputs (folds)"},
+    {"Min", 8, convertMinMax<false>, "constant inputs (folds)"},
     {"Mul", 7, convertBinary<graph::MulOp>},
     {"Neg", 6, convertUnary<graph::NegOp>},
     {"Not", 1, convertNot, "constant input (folds)"},

@@ -87,6 +87,24 @@ def hf_bert(vocab):
         num_labels=CLASSES)))
 
 
+class Seq2SeqLogits(torch.nn.Module):
+    """An encoder-decoder model: source ids and decoder ids in, logits out."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, decoder_input_ids):
+        return self.model(input_ids=input_ids, decoder_input_ids=decoder_input_ids).logits
+
+
+def hf_t5(vocab):
+    from transformers import T5Config, T5ForConditionalGeneration
+    return Seq2SeqLogits(T5ForConditionalGeneration(T5Config(
+        vocab_size=vocab, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, dropout_rate=0.0,
+        decoder_start_token_id=0)))
+
+
 CLASSES = 3
 ALL_VARIANTS = [(dynamo, opset, False) for dynamo in (False, True) for opset in OPSETS] + \
     [(dynamo, DYNAMIC_OPSET, True) for dynamo in (False, True)]
@@ -107,6 +125,9 @@ MODELS = {
     # Sequence classification: logits [batch, classes]; the dynamo exporter
     # drops the pooler's and classifier's zero biases (LOSSY).
     "hf-bert": (hf_bert, "classes", [(False, 17, False), (False, DYNAMIC_OPSET, True), (True, 18, False)]),
+    # Encoder-decoder: the decoder reads the source shifted by one character
+    # and predicts the next one; relative position buckets fold at import.
+    "hf-t5": (hf_t5, "seq2seq", [(False, 17, False)]),
 }
 
 # Exports that lost parameters in the exporter; the test checks that fsdpc
@@ -125,8 +146,13 @@ def make_data(out_dir, labels_kind="tokens"):
     labels = np.stack([ids[s + 1:s + CONTEXT + 1] for s in starts])[order]
     if labels_kind == "classes":  # a class per sample, from its first character
         labels = (inputs[:, 0] % CLASSES).astype(np.int64)
+    if labels_kind == "seq2seq":  # the decoder reads the source, one step later
+        decoder = np.concatenate([np.zeros((len(inputs), 1), np.int64), inputs[:, :-1]], axis=1)
+        os.makedirs(out_dir, exist_ok=True)
+        np.save(os.path.join(out_dir, "decoder_input_ids.npy"), decoder)
+        inputs = (inputs, decoder)
     os.makedirs(out_dir, exist_ok=True)
-    np.save(os.path.join(out_dir, "input_ids.npy"), inputs)
+    np.save(os.path.join(out_dir, "input_ids.npy"), inputs[0] if isinstance(inputs, tuple) else inputs)
     np.save(os.path.join(out_dir, "labels.npy"), labels)
     return len(vocab), inputs, labels
 
@@ -136,9 +162,10 @@ def build(name, vocab):
     return MODELS[name][0](vocab).eval()
 
 
-def export(model, path, dynamo, opset, symbolic):
+def export(model, path, dynamo, opset, symbolic, seq2seq=False):
     ids = torch.zeros(BATCH, CONTEXT, dtype=torch.long)
-    kwargs = dict(input_names=["input_ids"], output_names=["logits"], opset_version=opset, dynamo=dynamo)
+    names = ["input_ids", "decoder_input_ids"] if seq2seq else ["input_ids"]
+    kwargs = dict(input_names=names, output_names=["logits"], opset_version=opset, dynamo=dynamo)
     if dynamo:
         kwargs["external_data"] = False
         if symbolic:
@@ -147,7 +174,7 @@ def export(model, path, dynamo, opset, symbolic):
         kwargs["dynamic_axes"] = {"input_ids": {0: "batch"}, "logits": {0: "batch"}}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(model, (ids,), path, **kwargs)
+        torch.onnx.export(model, (ids,) * len(names), path, **kwargs)
 
 
 def torch_losses(model, inputs, labels):
@@ -156,7 +183,8 @@ def torch_losses(model, inputs, labels):
     losses = []
     for step in range(STEPS):
         batch = slice(step * BATCH, (step + 1) * BATCH)
-        logits = model(torch.tensor(inputs[batch]))
+        feeds = inputs if isinstance(inputs, tuple) else (inputs,)
+        logits = model(*(torch.tensor(x[batch]) for x in feeds))
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), torch.tensor(labels[batch]).reshape(-1))
         optimizer.zero_grad()
         loss.backward()
@@ -184,7 +212,7 @@ def main():
         for dynamo, opset, symbolic in variants:
             file = "%s-%s-opset%d%s.onnx" % (name, "dynamo" if dynamo else "torchscript", opset,
                                              "-symbolic" if symbolic else "")
-            export(build(name, vocab), os.path.join(HERE, file), dynamo, opset, symbolic)
+            export(build(name, vocab), os.path.join(HERE, file), dynamo, opset, symbolic, labels_kind == "seq2seq")
             exports.append({"file": file, "exporter": "dynamo" if dynamo else "torchscript", "opset": opset,
                             "batch": "symbolic" if symbolic else "static"})
             if (name, dynamo, opset, symbolic) in LOSSY:

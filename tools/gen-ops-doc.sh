@@ -7,7 +7,7 @@
 #   tools/gen-ops-doc.sh > docs/ops.md        (fsdpc on PATH, or FSDPC=path)
 set -euo pipefail
 fsdpc=${FSDPC:-fsdpc}
-supported=$("$fsdpc" --list-ops)
+supported=$("$fsdpc" --list-ops | sort -s -k1,1)
 unsupported=$("$fsdpc" --list-unsupported-ops)
 cat <<'HEADER'
 # ONNX ops

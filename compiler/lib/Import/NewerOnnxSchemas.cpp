@@ -3,7 +3,8 @@
 // fsdpc builds with Debian's libonnx 1.12, whose checker and shape inference
 // know the default opset up to 17. Exports from newer torch use opsets 18 to
 // 21, where a few ops fsdpc supports changed their signature (ReduceMean's
-// axes became an input, Split gained num_outputs) or first appeared (Gelu);
+// axes became an input, Split gained num_outputs) or first appeared (Gelu,
+// Mish);
 // the other changes of opsets 19 and 21 add element types (float8, int4).
 // Registering those versions here lets the same checker and shape inference
 // run on such models; every other op resolves to its newest version at or
@@ -49,6 +50,15 @@ onnx::OpSchema gelu20() {
   onnx::OpSchema schema = newSchema("Gelu", 20, "Gaussian error linear unit, exact (erf) or tanh approximation.");
   schema.Attr("approximate", "none or tanh", AttributeProto::STRING, std::string("none"))
       .Input(0, "X", "input", "T")
+      .Output(0, "Y", "output", "T")
+      .TypeConstraint("T", kFloatTypes, "float tensors")
+      .TypeAndShapeInferenceFunction(onnx::propagateShapeAndTypeFromFirstInput);
+  return schema;
+}
+
+onnx::OpSchema mish18() {
+  onnx::OpSchema schema = newSchema("Mish", 18, "x * tanh(softplus(x)).");
+  schema.Input(0, "X", "input", "T")
       .Output(0, "Y", "output", "T")
       .TypeConstraint("T", kFloatTypes, "float tensors")
       .TypeAndShapeInferenceFunction(onnx::propagateShapeAndTypeFromFirstInput);
@@ -163,7 +173,7 @@ void registerNewerOnnxSchemas() {
         onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map());
     std::pair<int, int> &range = ranges[onnx::ONNX_DOMAIN];
     range.second = std::max<int>(range.second, kNewestOnnxOpset);
-    for (onnx::OpSchema schema : {gelu20(), reduceMean18(), split18()})
+    for (onnx::OpSchema schema : {gelu20(), mish18(), reduceMean18(), split18()})
       onnx::OpSchemaRegistry::OpSchemaRegisterOnce once(schema);
     return true;
   }();

@@ -6,6 +6,7 @@
 // side by side.
 //
 //===----------------------------------------------------------------------===//
+#include "CompositePatterns.h"
 #include "ImportContext.h"
 #include "fsdpc/Import/OnnxImporter.h"
 
@@ -345,7 +346,7 @@ template <typename OpTy> LogicalResult convertUnary(NodeImporter &n) {
 LogicalResult convertAbs(NodeImporter &n) {
   DenseElementsAttr value = n.constantInput(0);
   if (!value)
-    return n.fail("Abs is supported on constants, which fold at compile time");
+    return convertRuntimeAbs(n);
   if (value.getElementType().isF32())
     n.setFoldedOutput(0, value.mapValues(value.getElementType(), [](const APFloat &v) {
       return APFloat(std::fabs(v.convertToFloat())).bitcastToAPInt();
@@ -372,8 +373,11 @@ template <typename Compare> LogicalResult convertComparison(NodeImporter &n) {
 
 /// Min and Max of constants (any number of inputs, broadcast together).
 template <bool IsMax> LogicalResult convertMinMax(NodeImporter &n) {
-  if (n.numInputs() == 0 || !n.constantInput(0))
-    return n.fail(n.node.op_type() + " is supported on constants, which fold at compile time");
+  if (n.numInputs() == 0)
+    return n.fail("needs at least one input");
+  for (int i = 0; i < n.numInputs(); ++i)
+    if (!n.constantInput(i))
+      return convertRuntimeMinMax(n, IsMax);
   DenseElementsAttr result = n.constantInput(0);
   for (int i = 1; i < n.numInputs(); ++i) {
     DenseElementsAttr next = n.constantInput(i);
@@ -1272,8 +1276,20 @@ LogicalResult convertShape(NodeImporter &n) {
 }
 
 const OpPattern kPatterns[] = {
-    {"Abs", 6, convertAbs, "constant input (folds)"},
+    {"Abs", 6, convertAbs},
     {"Add", 7, convertBinary<graph::AddOp>},
+    {"Clip", 6, convertClip, "constant min and max"},
+    {"Clip", 11, convertClip, "constant min and max"},
+    {"CumSum", 11, convertCumSum, "constant axis"},
+    {"Elu", 6, convertElu},
+    {"GlobalAveragePool", 1, convertGlobalAveragePool},
+    {"HardSigmoid", 6, convertHardSigmoid},
+    {"HardSwish", 14, convertHardSwish},
+    {"InstanceNormalization", 6, convertInstanceNormalization},
+    {"LeakyRelu", 6, convertLeakyRelu},
+    {"Mish", 18, convertMish},
+    {"Softplus", 1, convertSoftplus},
+    {"Tile", 6, convertTile, "constant repeats"},
     {"Cast", 6, convertCast, "to FLOAT, INT64, INT32 or BOOL; not float to bool"},
     {"Concat", 4, convertConcat},
     {"Constant", 9, convertConstant},
@@ -1301,8 +1317,8 @@ const OpPattern kPatterns[] = {
     {"LogSoftmax", 1, convertSoftmax1<graph::LogSoftmaxOp>},
     {"LogSoftmax", 13, convertSoftmax13<graph::LogSoftmaxOp>},
     {"MatMul", 1, convertMatMul},
-    {"Max", 8, convertMinMax<true>, "constant inputs (folds)"},
-    {"Min", 8, convertMinMax<false>, "constant inputs (folds)"},
+    {"Max", 8, convertMinMax<true>, "float inputs at run time; integer ones when constant (fold)"},
+    {"Min", 8, convertMinMax<false>, "float inputs at run time; integer ones when constant (fold)"},
     {"Mul", 7, convertBinary<graph::MulOp>},
     {"Neg", 6, convertUnary<graph::NegOp>},
     {"Not", 1, convertNot, "constant input (folds)"},

@@ -1,0 +1,316 @@
+//===- CompositePatterns.cpp - ONNX ops built from graph primitives -------===//
+//
+// Activations, clipping, elementwise Min/Max, pooling over all positions,
+// Tile, CumSum and InstanceNormalization, written with graph ops that have
+// kernels and gradient rules already: relu, exp, log, tanh, scale,
+// broadcasting arithmetic, reduce_sum, broadcast_to, matmul, layer_norm.
+// Every backend runs them, and autodiff differentiates them, with nothing
+// new to test per backend; where one fused kernel would be faster, the
+// composition is still what the plan shows. The piecewise ops (LeakyRelu,
+// Clip, HardSigmoid, Abs, Max, Min) use relu for their corners: at the
+// corner itself their derivative is relu's, 0, where torch may take the
+// other side.
+//
+//===----------------------------------------------------------------------===//
+#include "CompositePatterns.h"
+
+#include "fsdpc/Dialect/Graph/IR/GraphOps.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace fsdpc;
+using namespace fsdpc::import;
+
+namespace {
+
+ArrayRef<int64_t> shapeOf(Value v) { return cast<RankedTensorType>(v.getType()).getShape(); }
+bool isF32(Value v) { return v && cast<RankedTensorType>(v.getType()).getElementType().isF32(); }
+
+/// Composes graph ops at the node's location.
+struct Compose {
+  NodeImporter &n;
+
+  Value constant(float v) {
+    auto type = n.f32Tensor({});
+    return graph::ConstantOp::create(n.builder, n.loc, type, DenseElementsAttr::get(type, v));
+  }
+  Value relu(Value x) { return graph::ReluOp::create(n.builder, n.loc, x); }
+  Value neg(Value x) { return graph::NegOp::create(n.builder, n.loc, x); }
+  Value exp(Value x) { return graph::ExpOp::create(n.builder, n.loc, x); }
+  Value log(Value x) { return graph::LogOp::create(n.builder, n.loc, x); }
+  Value tanh(Value x) { return graph::TanhOp::create(n.builder, n.loc, x); }
+  Value scale(Value x, double factor) {
+    return factor == 1.0 ? x : graph::ScaleOp::create(n.builder, n.loc, x, n.builder.getF64FloatAttr(factor)).getResult();
+  }
+  template <typename OpTy> Value binary(Value a, Value b) {
+    FailureOr<SmallVector<int64_t>> shape = graph::broadcastShapes(shapeOf(a), shapeOf(b));
+    return OpTy::create(n.builder, n.loc, n.f32Tensor(*shape), a, b);
+  }
+  Value add(Value a, Value b) { return binary<graph::AddOp>(a, b); }
+  Value sub(Value a, Value b) { return binary<graph::SubOp>(a, b); }
+  Value mul(Value a, Value b) { return binary<graph::MulOp>(a, b); }
+  Value reshape(Value v, ArrayRef<int64_t> shape) {
+    auto type = RankedTensorType::get(shape, cast<RankedTensorType>(v.getType()).getElementType());
+    return v.getType() == type ? v : graph::ReshapeOp::create(n.builder, n.loc, type, v).getResult();
+  }
+  /// |x| = relu(x) + relu(-x).
+  Value abs(Value x) { return add(relu(x), relu(neg(x))); }
+  /// log(1 + exp(x)), stable at any x: relu(x) + log(1 + exp(-|x|)).
+  Value softplus(Value x) { return add(relu(x), log(add(constant(1.0f), exp(neg(abs(x)))))); }
+  /// clamp(alpha x + beta, 0, 1) = relu(y) - relu(y - 1).
+  Value hardSigmoid(Value x, double alpha, double beta) {
+    Value y = add(scale(x, alpha), constant(static_cast<float>(beta)));
+    return sub(relu(y), relu(sub(y, constant(1.0f))));
+  }
+};
+
+LogicalResult requireFloat(NodeImporter &n) {
+  if (!isF32(n.input(0)))
+    return n.fail("input 0 must be a float tensor");
+  return success();
+}
+
+/// A scalar float operand that must be known at compile time (Clip's min
+/// and max): a constant, or a one-element initializer read as a setting.
+std::optional<float> constantScalar(NodeImporter &n, int i) {
+  DenseElementsAttr value = n.constantInput(i);
+  if (!value || value.getNumElements() != 1 || !value.getElementType().isF32())
+    return n.scalarInitializer(i);
+  return *value.getValues<float>().begin();
+}
+
+} // namespace
+
+LogicalResult fsdpc::import::convertLeakyRelu(NodeImporter &n) {
+  if (failed(requireFloat(n)))
+    return failure();
+  Compose b{n};
+  Value x = n.input(0);
+  // relu(x) - alpha relu(-x)
+  n.setOutput(0, b.sub(b.relu(x), b.scale(b.relu(b.neg(x)), n.floatAttr("alpha", 0.01f))));
+  return success();
+}
+
+LogicalResult fsdpc::import::convertElu(NodeImporter &n) {
+  if (failed(requireFloat(n)))
+    return failure();
+  Compose b{n};
+  Value x = n.input(0);
+  // relu(x) + alpha (exp(min(x, 0)) - 1), min(x, 0) = -relu(-x)
+  Value negativePart = b.sub(b.exp(b.neg(b.relu(b.neg(x)))), b.constant(1.0f));
+  n.setOutput(0, b.add(b.relu(x), b.scale(negativePart, n.floatAttr("alpha", 1.0f))));
+  return success();
+}
+
+LogicalResult fsdpc::import::convertSoftplus(NodeImporter &n) {
+  if (failed(requireFloat(n)))
+    return failure();
+  n.setOutput(0, Compose{n}.softplus(n.input(0)));
+  return success();
+}
+
+LogicalResult fsdpc::import::convertMish(NodeImporter &n) {
+  if (failed(requireFloat(n)))
+    return failure();
+  Compose b{n};
+  n.setOutput(0, b.mul(n.input(0), b.tanh(b.softplus(n.input(0)))));
+  return success();
+}
+
+LogicalResult fsdpc::import::convertHardSigmoid(NodeImporter &n) {
+  if (failed(requireFloat(n)))
+    return failure();
+  n.setOutput(0, Compose{n}.hardSigmoid(n.input(0), n.floatAttr("alpha", 0.2f), n.floatAttr("beta", 0.5f)));
+  return success();
+}
+
+LogicalResult fsdpc::import::convertHardSwish(NodeImporter &n) {
+  if (failed(requireFloat(n)))
+    return failure();
+  Compose b{n};
+  // x * relu6(x + 3) / 6, as torch's nn.Hardswish.
+  n.setOutput(0, b.mul(n.input(0), b.hardSigmoid(n.input(0), 1.0 / 6.0, 0.5)));
+  return success();
+}
+
+LogicalResult fsdpc::import::convertClip(NodeImporter &n) {
+  if (failed(requireFloat(n)))
+    return failure();
+  std::optional<float> low, high;
+  if (n.opset < 11) {
+    if (n.attribute("min"))
+      low = n.floatAttr("min", 0);
+    if (n.attribute("max"))
+      high = n.floatAttr("max", 0);
+  } else {
+    if (n.hasInput(1) && !(low = constantScalar(n, 1)))
+      return n.fail("min must be a constant scalar");
+    if (n.hasInput(2) && !(high = constantScalar(n, 2)))
+      return n.fail("max must be a constant scalar");
+  }
+  if (low && high && *low > *high)
+    return n.fail("min " + Twine(std::to_string(*low)) + " is above max " + Twine(std::to_string(*high)));
+  Compose b{n};
+  Value x = n.input(0), y = x;
+  // low + relu(x - low) - relu(x - high); each side alone without the other.
+  if (low && high)
+    y = b.sub(b.add(b.constant(*low), b.relu(b.sub(x, b.constant(*low)))), b.relu(b.sub(x, b.constant(*high))));
+  else if (low)
+    y = b.add(b.constant(*low), b.relu(b.sub(x, b.constant(*low))));
+  else if (high)
+    y = b.sub(b.constant(*high), b.relu(b.sub(b.constant(*high), x)));
+  n.setOutput(0, y);
+  return success();
+}
+
+LogicalResult fsdpc::import::convertRuntimeAbs(NodeImporter &n) {
+  if (failed(requireFloat(n)))
+    return failure();
+  n.setOutput(0, Compose{n}.abs(n.input(0)));
+  return success();
+}
+
+LogicalResult fsdpc::import::convertRuntimeMinMax(NodeImporter &n, bool isMax) {
+  Compose b{n};
+  Value y = n.input(0);
+  for (int i = 0; i < n.numInputs(); ++i)
+    if (!isF32(n.input(i)))
+      return n.fail("inputs must be float tensors (integer ones fold when constant)");
+  for (int i = 1; i < n.numInputs(); ++i) {
+    Value x = n.input(i);
+    if (failed(graph::broadcastShapes(shapeOf(y), shapeOf(x))))
+      return n.fail("operands do not broadcast");
+    // max(y, x) = x + relu(y - x); min(y, x) = y - relu(y - x)
+    y = isMax ? b.add(x, b.relu(b.sub(y, x))) : b.sub(y, b.relu(b.sub(y, x)));
+  }
+  n.setOutput(0, y);
+  return success();
+}
+
+LogicalResult fsdpc::import::convertGlobalAveragePool(NodeImporter &n) {
+  if (failed(requireFloat(n)))
+    return failure();
+  Value x = n.input(0);
+  ArrayRef<int64_t> shape = shapeOf(x);
+  if (shape.size() < 3)
+    return n.fail("input must be [N, C, spatial...]");
+  SmallVector<int64_t> axes, outShape(shape.begin(), shape.begin() + 2);
+  int64_t count = 1;
+  for (size_t d = 2; d < shape.size(); ++d) {
+    axes.push_back(d);
+    outShape.push_back(1);
+    count *= shape[d];
+  }
+  Value sum = graph::ReduceSumOp::create(n.builder, n.loc, n.f32Tensor(outShape), x,
+                                         n.builder.getDenseI64ArrayAttr(axes), n.builder.getBoolAttr(true));
+  n.setOutput(0, Compose{n}.scale(sum, 1.0 / static_cast<double>(count)));
+  return success();
+}
+
+LogicalResult fsdpc::import::convertTile(NodeImporter &n) {
+  Value x = n.input(0);
+  DenseElementsAttr repeatsAttr = n.constantInput(1);
+  if (!x || !repeatsAttr || !repeatsAttr.getElementType().isInteger(64))
+    return n.fail("repeats must be a constant");
+  SmallVector<int64_t> repeats(repeatsAttr.getValues<int64_t>());
+  ArrayRef<int64_t> shape = shapeOf(x);
+  if (repeats.size() != shape.size())
+    return n.fail("repeats has " + Twine(repeats.size()) + " entries for rank " + Twine(shape.size()));
+  // [d0, d1] -> [1, d0, 1, d1] -> broadcast [r0, d0, r1, d1] -> [r0 d0, r1 d1]
+  SmallVector<int64_t> interleaved, broadcast, result;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (repeats[d] < 0)
+      return n.fail("repeats must not be negative");
+    interleaved.append({1, shape[d]});
+    broadcast.append({repeats[d], shape[d]});
+    result.push_back(repeats[d] * shape[d]);
+  }
+  Compose b{n};
+  Type element = cast<RankedTensorType>(x.getType()).getElementType();
+  Value spread = graph::BroadcastToOp::create(n.builder, n.loc, RankedTensorType::get(broadcast, element),
+                                              b.reshape(x, interleaved));
+  n.setOutput(0, b.reshape(spread, result));
+  return success();
+}
+
+LogicalResult fsdpc::import::convertCumSum(NodeImporter &n) {
+  if (failed(requireFloat(n)))
+    return failure();
+  DenseElementsAttr axisAttr = n.constantInput(1);
+  if (!axisAttr || axisAttr.getNumElements() != 1 || !axisAttr.getElementType().isInteger(64))
+    return n.fail("axis must be a constant scalar");
+  Value x = n.input(0);
+  ArrayRef<int64_t> shape = shapeOf(x);
+  const int64_t rank = shape.size();
+  int64_t axis = *axisAttr.getValues<int64_t>().begin();
+  axis = axis < 0 ? axis + rank : axis;
+  if (axis < 0 || axis >= rank)
+    return n.fail("axis is out of range");
+  const bool exclusive = n.intAttr("exclusive", 0), reverse = n.intAttr("reverse", 0);
+  const int64_t size = shape[axis];
+  // y = x T along the axis, T[i][j] = 1 where input i adds into output j.
+  SmallVector<float> triangle(size * size, 0.0f);
+  for (int64_t i = 0; i < size; ++i)
+    for (int64_t j = 0; j < size; ++j) {
+      bool adds = reverse ? (exclusive ? i > j : i >= j) : (exclusive ? i < j : i <= j);
+      triangle[i * size + j] = adds ? 1.0f : 0.0f;
+    }
+  auto triangleType = n.f32Tensor({size, size});
+  Value t = graph::ConstantOp::create(n.builder, n.loc, triangleType,
+                                      DenseElementsAttr::get(triangleType, ArrayRef<float>(triangle)));
+  // Move the axis last, multiply, move it back.
+  SmallVector<int64_t> perm, inverse(rank), moved;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis)
+      perm.push_back(d);
+  perm.push_back(axis);
+  for (int64_t d = 0; d < rank; ++d) {
+    inverse[perm[d]] = d;
+    moved.push_back(shape[perm[d]]);
+  }
+  Value last = x;
+  if (axis != rank - 1)
+    last = graph::TransposeOp::create(n.builder, n.loc, n.f32Tensor(moved), x, n.builder.getDenseI64ArrayAttr(perm));
+  Value summed = rank == 1 ? Compose{n}.reshape(
+                                 graph::MatmulOp::create(n.builder, n.loc, n.f32Tensor({1, size}),
+                                                         Compose{n}.reshape(last, {1, size}), t, false, false),
+                                 {size})
+                           : graph::MatmulOp::create(n.builder, n.loc, n.f32Tensor(moved), last, t, false, false)
+                                 .getResult();
+  if (axis != rank - 1)
+    summed = graph::TransposeOp::create(n.builder, n.loc, n.f32Tensor(shape), summed,
+                                        n.builder.getDenseI64ArrayAttr(inverse));
+  n.setOutput(0, summed);
+  return success();
+}
+
+LogicalResult fsdpc::import::convertInstanceNormalization(NodeImporter &n) {
+  if (!isF32(n.input(0)) || !isF32(n.input(1)) || !isF32(n.input(2)))
+    return n.fail("input, scale and B must be float tensors");
+  Value x = n.input(0);
+  ArrayRef<int64_t> shape = shapeOf(x);
+  if (shape.size() < 3 || shapeOf(n.input(1)) != ArrayRef<int64_t>{shape[1]} ||
+      shapeOf(n.input(2)) != ArrayRef<int64_t>{shape[1]})
+    return n.fail("input must be [N, C, spatial...] with scale and B of [C]");
+  int64_t spatial = 1;
+  for (size_t d = 2; d < shape.size(); ++d)
+    spatial *= shape[d];
+  Compose b{n};
+  // Each (sample, channel) normalised over its positions: layer_norm on
+  // [N, C, S] over S, without its own affine; then the per-channel one.
+  auto unitType = n.f32Tensor({spatial});
+  Value ones = graph::ConstantOp::create(n.builder, n.loc, unitType, DenseElementsAttr::get(unitType, 1.0f));
+  Value zeros = graph::ConstantOp::create(n.builder, n.loc, unitType, DenseElementsAttr::get(unitType, 0.0f));
+  auto statType = n.f32Tensor({shape[0], shape[1], 1});
+  auto norm = graph::LayerNormOp::create(n.builder, n.loc, n.f32Tensor({shape[0], shape[1], spatial}), statType,
+                                         statType, b.reshape(x, {shape[0], shape[1], spatial}), ones, zeros,
+                                         n.builder.getI64IntegerAttr(2),
+                                         n.builder.getF64FloatAttr(n.floatAttr("epsilon", 1e-5f)));
+  SmallVector<int64_t> channelShape(shape.size(), 1);
+  channelShape[1] = shape[1];
+  Value y = b.reshape(norm.getResult(), shape);
+  y = b.add(b.mul(y, b.reshape(n.input(1), channelShape)), b.reshape(n.input(2), channelShape));
+  n.setOutput(0, y);
+  return success();
+}

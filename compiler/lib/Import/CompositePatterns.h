@@ -1,0 +1,27 @@
+//===- CompositePatterns.h - ONNX ops built from graph primitives -*- C++ -*-===//
+#ifndef FSDPC_LIB_IMPORT_COMPOSITEPATTERNS_H
+#define FSDPC_LIB_IMPORT_COMPOSITEPATTERNS_H
+
+#include "ImportContext.h"
+
+namespace fsdpc::import {
+
+mlir::LogicalResult convertLeakyRelu(NodeImporter &n);
+mlir::LogicalResult convertElu(NodeImporter &n);
+mlir::LogicalResult convertSoftplus(NodeImporter &n);
+mlir::LogicalResult convertMish(NodeImporter &n);
+mlir::LogicalResult convertHardSigmoid(NodeImporter &n);
+mlir::LogicalResult convertHardSwish(NodeImporter &n);
+mlir::LogicalResult convertClip(NodeImporter &n);
+/// Abs of a runtime float tensor.
+mlir::LogicalResult convertRuntimeAbs(NodeImporter &n);
+/// Min or Max of runtime float tensors, any number of them.
+mlir::LogicalResult convertRuntimeMinMax(NodeImporter &n, bool isMax);
+mlir::LogicalResult convertGlobalAveragePool(NodeImporter &n);
+mlir::LogicalResult convertTile(NodeImporter &n);
+mlir::LogicalResult convertCumSum(NodeImporter &n);
+mlir::LogicalResult convertInstanceNormalization(NodeImporter &n);
+
+} // namespace fsdpc::import
+
+#endif // FSDPC_LIB_IMPORT_COMPOSITEPATTERNS_H

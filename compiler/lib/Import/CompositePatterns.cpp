@@ -16,6 +16,7 @@
 
 #include "fsdpc/Dialect/Graph/IR/GraphOps.h"
 
+#include <algorithm>
 #include <cmath>
 
 using namespace mlir;
@@ -312,5 +313,261 @@ LogicalResult fsdpc::import::convertInstanceNormalization(NodeImporter &n) {
   Value y = b.reshape(norm.getResult(), shape);
   y = b.add(b.mul(y, b.reshape(n.input(1), channelShape)), b.reshape(n.input(2), channelShape));
   n.setOutput(0, y);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution and pooling, as gathered patches
+//===----------------------------------------------------------------------===//
+//
+// x [N, C, D1..Dk] is flattened to [N, C, S] with one extra slot holding the
+// padding value, 0 (MaxPool's padding reads an element of its own window
+// instead, which leaves the max as it is). A constant
+// index tensor picks, for every output position p and kernel offset j, the
+// input element it reads, or the padding slot: patches [N, C, P, K]. Conv is
+// then a (grouped) batch matmul with the weight, pooling a sum or a max over
+// K. gather_grad scatters the gradient back, so every backend trains it
+// with kernels it has; the patches take K times the input's memory.
+
+namespace {
+
+struct Window {
+  SmallVector<int64_t> input, kernel, strides, dilations, padBegin, padEnd, output;
+  int64_t positions = 1, offsets = 1, slots = 1; // P, K, S
+};
+
+/// The window geometry of a Conv or pooling node, or failure with the
+/// node's error.
+FailureOr<Window> windowOf(NodeImporter &n, ArrayRef<int64_t> inputShape, ArrayRef<int64_t> kernel, bool ceilMode) {
+  Window w;
+  const size_t k = kernel.size();
+  w.input.assign(inputShape.begin() + 2, inputShape.end());
+  w.kernel.assign(kernel.begin(), kernel.end());
+  auto ints = [&](StringRef name, int64_t fallback) {
+    std::optional<SmallVector<int64_t>> given = n.intsAttr(name);
+    return given ? *given : SmallVector<int64_t>(k, fallback);
+  };
+  w.strides = ints("strides", 1);
+  w.dilations = ints("dilations", 1);
+  SmallVector<int64_t> pads = ints("pads", 0);
+  if (pads.size() == k)
+    pads.append(pads.begin(), pads.end());
+  if (w.strides.size() != k || w.dilations.size() != k || pads.size() != 2 * k)
+    return n.fail("strides, dilations and pads must have one entry per spatial dimension"), failure();
+  std::string autoPad = n.stringAttr("auto_pad", "NOTSET");
+  for (size_t i = 0; i < k; ++i) {
+    if (w.strides[i] <= 0 || w.dilations[i] <= 0 || w.kernel[i] <= 0)
+      return n.fail("strides, dilations and kernel sizes must be positive"), failure();
+    const int64_t span = w.dilations[i] * (w.kernel[i] - 1) + 1;
+    int64_t begin = pads[i], end = pads[i + k];
+    if (autoPad == "VALID") {
+      begin = end = 0;
+    } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+      const int64_t out = (w.input[i] + w.strides[i] - 1) / w.strides[i];
+      const int64_t total = std::max<int64_t>((out - 1) * w.strides[i] + span - w.input[i], 0);
+      begin = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      end = total - begin;
+    } else if (autoPad != "NOTSET") {
+      return n.fail("auto_pad '" + autoPad + "' is not NOTSET, SAME_UPPER, SAME_LOWER or VALID"), failure();
+    }
+    const int64_t room = w.input[i] + begin + end - span;
+    int64_t out = (ceilMode ? (room + w.strides[i] - 1) / w.strides[i] : room / w.strides[i]) + 1;
+    // A window that would start in the end padding alone is dropped, as
+    // torch does with ceil_mode.
+    if (ceilMode && (out - 1) * w.strides[i] >= w.input[i] + begin)
+      --out;
+    if (room < 0 || out <= 0)
+      return n.fail("the window does not fit in the input"), failure();
+    w.padBegin.push_back(begin);
+    w.padEnd.push_back(end);
+    w.output.push_back(out);
+    w.positions *= out;
+    w.offsets *= w.kernel[i];
+    w.slots *= w.input[i];
+  }
+  return w;
+}
+
+/// For every (position, offset), the flat input element it reads, or
+/// `w.slots` (the padding slot) where it falls outside the input.
+SmallVector<int64_t> patchIndices(const Window &w) {
+  const size_t k = w.kernel.size();
+  SmallVector<int64_t> indices;
+  indices.reserve(w.positions * w.offsets);
+  SmallVector<int64_t> o(k, 0), j(k, 0);
+  for (int64_t p = 0; p < w.positions; ++p) {
+    for (int64_t rest = p, i = k; i-- > 0;) {
+      o[i] = rest % w.output[i];
+      rest /= w.output[i];
+    }
+    for (int64_t q = 0; q < w.offsets; ++q) {
+      for (int64_t rest = q, i = k; i-- > 0;) {
+        j[i] = rest % w.kernel[i];
+        rest /= w.kernel[i];
+      }
+      int64_t flat = 0;
+      bool inside = true;
+      for (size_t i = 0; i < k && inside; ++i) {
+        const int64_t c = o[i] * w.strides[i] - w.padBegin[i] + j[i] * w.dilations[i];
+        inside = c >= 0 && c < w.input[i];
+        flat = flat * w.input[i] + c;
+      }
+      indices.push_back(inside ? flat : w.slots);
+    }
+  }
+  return indices;
+}
+
+/// patches [N, C, P, K] of x for window `w`, padding with `padValue`; with
+/// none (a max), padding reads an element of its own window instead, which
+/// leaves the max as it is.
+Value gatherPatches(Compose &b, Value x, const Window &w, std::optional<float> padValue) {
+  NodeImporter &n = b.n;
+  ArrayRef<int64_t> shape = shapeOf(x);
+  const int64_t batch = shape[0], channels = shape[1];
+  Value padded = b.reshape(x, {batch, channels, w.slots});
+  SmallVector<int64_t> indices = patchIndices(w);
+  if (padValue) {
+    auto padType = n.f32Tensor({batch, channels, 1});
+    Value pad = graph::ConstantOp::create(n.builder, n.loc, padType, DenseElementsAttr::get(padType, *padValue));
+    padded = graph::ConcatOp::create(n.builder, n.loc, n.f32Tensor({batch, channels, w.slots + 1}),
+                                     ValueRange{padded, pad}, n.builder.getI64IntegerAttr(2));
+  } else {
+    for (int64_t p = 0; p < w.positions; ++p) {
+      int64_t *window = indices.data() + p * w.offsets;
+      int64_t inside = *std::find_if(window, window + w.offsets, [&](int64_t i) { return i != w.slots; });
+      std::replace(window, window + w.offsets, w.slots, inside);
+    }
+  }
+  auto indexType = RankedTensorType::get({static_cast<int64_t>(indices.size())}, n.builder.getI64Type());
+  Value index = graph::ConstantOp::create(n.builder, n.loc, indexType,
+                                          DenseElementsAttr::get(indexType, ArrayRef<int64_t>(indices)));
+  Value picked = graph::GatherOp::create(n.builder, n.loc,
+                                         n.f32Tensor({batch, channels, static_cast<int64_t>(indices.size())}),
+                                         padded, index, n.builder.getI64IntegerAttr(2));
+  return b.reshape(picked, {batch, channels, w.positions, w.offsets});
+}
+
+Value transpose(Compose &b, Value x, ArrayRef<int64_t> perm) {
+  ArrayRef<int64_t> shape = shapeOf(x);
+  SmallVector<int64_t> out;
+  for (int64_t p : perm)
+    out.push_back(shape[p]);
+  return graph::TransposeOp::create(b.n.builder, b.n.loc, b.n.f32Tensor(out), x, b.n.builder.getDenseI64ArrayAttr(perm));
+}
+
+/// [N, C, P] -> [N, C, o1..ok]
+Value unflattenPositions(Compose &b, Value y, const Window &w) {
+  SmallVector<int64_t> shape(shapeOf(y).begin(), shapeOf(y).begin() + 2);
+  shape.append(w.output.begin(), w.output.end());
+  return b.reshape(y, shape);
+}
+
+} // namespace
+
+LogicalResult fsdpc::import::convertConv(NodeImporter &n) {
+  Value x = n.input(0), weight = n.input(1), bias = n.input(2);
+  if (!isF32(x) || !isF32(weight) || (bias && !isF32(bias)))
+    return n.fail("X, W and B must be float tensors");
+  ArrayRef<int64_t> xs = shapeOf(x), ws = shapeOf(weight);
+  if (xs.size() < 3 || ws.size() != xs.size())
+    return n.fail("X must be [N, C, spatial...] and W [M, C/group, kernel...] of the same rank");
+  const int64_t group = n.intAttr("group", 1), channels = xs[1], maps = ws[0];
+  if (group <= 0 || channels % group != 0 || maps % group != 0 || ws[1] != channels / group)
+    return n.fail("group " + Twine(group) + " does not divide the " + Twine(channels) + " input and " + Twine(maps) +
+                  " output channels of W " + "[" + Twine(ws[0]) + ", " + Twine(ws[1]) + ", ...]");
+  if (bias && shapeOf(bias) != ArrayRef<int64_t>{maps})
+    return n.fail("B must be [M]");
+  SmallVector<int64_t> kernel(ws.begin() + 2, ws.end());
+  if (std::optional<SmallVector<int64_t>> given = n.intsAttr("kernel_shape"); given && *given != kernel)
+    return n.fail("kernel_shape differs from W's shape");
+  FailureOr<Window> w = windowOf(n, xs, kernel, /*ceilMode=*/false);
+  if (failed(w))
+    return failure();
+  Compose b{n};
+  const int64_t batch = xs[0], perGroup = channels / group, mapsPerGroup = maps / group;
+  const int64_t depth = perGroup * w->offsets;
+  // patches [N, C, P, K] -> [N, g, C/g, P, K] -> [N, g, P, C/g, K] -> [N, g, P, C/g K]
+  Value patches = b.reshape(gatherPatches(b, x, *w, 0.0f), {batch, group, perGroup, w->positions, w->offsets});
+  Value lhs = b.reshape(transpose(b, patches, {0, 1, 3, 2, 4}), {batch, group, w->positions, depth});
+  // W [M, C/g, kernel...] -> [g, M/g, C/g K] -> [g, C/g K, M/g]
+  Value rhs = transpose(b, b.reshape(weight, {group, mapsPerGroup, depth}), {0, 2, 1});
+  Value y = graph::BatchMatmulOp::create(n.builder, n.loc, n.f32Tensor({batch, group, w->positions, mapsPerGroup}),
+                                         lhs, rhs, false, false);
+  // [N, g, P, M/g] -> [N, g, M/g, P] -> [N, M, o...]
+  y = b.reshape(transpose(b, y, {0, 1, 3, 2}), {batch, maps, w->positions});
+  y = unflattenPositions(b, y, *w);
+  if (bias) {
+    SmallVector<int64_t> biasShape(xs.size() - 1, 1);
+    biasShape[0] = maps;
+    y = b.add(y, b.reshape(bias, biasShape));
+  }
+  n.setOutput(0, y);
+  return success();
+}
+
+LogicalResult fsdpc::import::convertAveragePool(NodeImporter &n) {
+  if (failed(requireFloat(n)))
+    return failure();
+  Value x = n.input(0);
+  ArrayRef<int64_t> xs = shapeOf(x);
+  std::optional<SmallVector<int64_t>> kernel = n.intsAttr("kernel_shape");
+  if (xs.size() < 3 || !kernel || kernel->size() != xs.size() - 2)
+    return n.fail("X must be [N, C, spatial...] with a kernel_shape entry per spatial dimension");
+  FailureOr<Window> w = windowOf(n, xs, *kernel, n.intAttr("ceil_mode", 0) != 0);
+  if (failed(w))
+    return failure();
+  Compose b{n};
+  Value patches = gatherPatches(b, x, *w, 0.0f);
+  auto sumType = n.f32Tensor({xs[0], xs[1], w->positions, 1});
+  Value sum = graph::ReduceSumOp::create(n.builder, n.loc, sumType, patches, n.builder.getDenseI64ArrayAttr({3}),
+                                         n.builder.getBoolAttr(true));
+  // Divided by the window's size, or (count_include_pad = 0, ONNX's
+  // default) by the elements of it inside the input.
+  SmallVector<int64_t> indices = patchIndices(*w);
+  SmallVector<float> divisor(w->positions);
+  const bool includePad = n.intAttr("count_include_pad", 0) != 0;
+  for (int64_t p = 0; p < w->positions; ++p) {
+    int64_t inside = 0;
+    for (int64_t q = 0; q < w->offsets; ++q)
+      inside += indices[p * w->offsets + q] != w->slots;
+    divisor[p] = 1.0f / static_cast<float>(includePad ? w->offsets : std::max<int64_t>(inside, 1));
+  }
+  auto divisorType = n.f32Tensor({w->positions, 1});
+  Value scaleBy = graph::ConstantOp::create(n.builder, n.loc, divisorType,
+                                            DenseElementsAttr::get(divisorType, ArrayRef<float>(divisor)));
+  Value y = b.reshape(b.mul(sum, scaleBy), {xs[0], xs[1], w->positions});
+  n.setOutput(0, unflattenPositions(b, y, *w));
+  return success();
+}
+
+LogicalResult fsdpc::import::convertMaxPool(NodeImporter &n) {
+  if (failed(requireFloat(n)))
+    return failure();
+  if (n.wantsOutput(1))
+    return n.fail("the Indices output is not supported");
+  if (n.intAttr("storage_order", 0) != 0)
+    return n.fail("storage_order 1 is not supported");
+  Value x = n.input(0);
+  ArrayRef<int64_t> xs = shapeOf(x);
+  std::optional<SmallVector<int64_t>> kernel = n.intsAttr("kernel_shape");
+  if (xs.size() < 3 || !kernel || kernel->size() != xs.size() - 2)
+    return n.fail("X must be [N, C, spatial...] with a kernel_shape entry per spatial dimension");
+  FailureOr<Window> w = windowOf(n, xs, *kernel, n.intAttr("ceil_mode", 0) != 0);
+  if (failed(w))
+    return failure();
+  Compose b{n};
+  Value patches = gatherPatches(b, x, *w, std::nullopt);
+  // The max over the K offsets, pairwise: max(a, b) = b + relu(a - b).
+  auto sliceType = n.f32Tensor({xs[0], xs[1], w->positions, 1});
+  Value y;
+  for (int64_t q = 0; q < w->offsets; ++q) {
+    Value slice = graph::SliceOp::create(n.builder, n.loc, sliceType, patches,
+                                         n.builder.getDenseI64ArrayAttr({0, 0, 0, q}),
+                                         n.builder.getDenseI64ArrayAttr({1, 1, 1, 1}));
+    y = y ? b.add(slice, b.relu(b.sub(y, slice))) : slice;
+  }
+  y = b.reshape(y, {xs[0], xs[1], w->positions});
+  n.setOutput(0, unflattenPositions(b, y, *w));
   return success();
 }

@@ -21,6 +21,9 @@ mlir::LogicalResult convertGlobalAveragePool(NodeImporter &n);
 mlir::LogicalResult convertTile(NodeImporter &n);
 mlir::LogicalResult convertCumSum(NodeImporter &n);
 mlir::LogicalResult convertInstanceNormalization(NodeImporter &n);
+mlir::LogicalResult convertConv(NodeImporter &n);
+mlir::LogicalResult convertAveragePool(NodeImporter &n);
+mlir::LogicalResult convertMaxPool(NodeImporter &n);
 
 } // namespace fsdpc::import
 

@@ -1278,6 +1278,9 @@ LogicalResult convertShape(NodeImporter &n) {
 const OpPattern kPatterns[] = {
     {"Abs", 6, convertAbs},
     {"Add", 7, convertBinary<graph::AddOp>},
+    {"AveragePool", 7, convertAveragePool, "as gathered patches: K times the input's memory"},
+    {"Conv", 1, convertConv, "as gathered patches and a matmul: K times the input's memory"},
+    {"MaxPool", 1, convertMaxPool, "no Indices output; as gathered patches"},
     {"Clip", 6, convertClip, "constant min and max"},
     {"Clip", 11, convertClip, "constant min and max"},
     {"CumSum", 11, convertCumSum, "constant axis"},

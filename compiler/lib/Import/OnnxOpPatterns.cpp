@@ -745,6 +745,10 @@ LogicalResult convertConcat(NodeImporter &n) {
   for (Value v : inputs) {
     if (shapeOf(v).size() != static_cast<size_t>(rank) || elementOf(v) != elementOf(inputs[0]))
       return n.fail("inputs differ in rank or element type");
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != axis && shapeOf(v)[d] != shapeOf(inputs[0])[d])
+        return n.fail("inputs " + shapeString(shapeOf(inputs[0])) + " and " + shapeString(shapeOf(v)) +
+                      " differ outside axis " + Twine(axis));
     shape[axis] += shapeOf(v)[axis];
   }
   for (int i = 0; i < n.numInputs(); ++i)

@@ -769,7 +769,8 @@ bool broadcastsOperands(llvm::StringRef op) {
 /// broadcasting supplies the rest at any batch.
 bool Rebatcher::collapseBatchSizedConstants(int n) {
   const onnx::NodeProto &node = graph_.node(n);
-  if (!broadcastsOperands(node.op_type()) || node.output_size() != 1)
+  const bool concat = node.op_type() == "Concat";
+  if ((!broadcastsOperands(node.op_type()) && !concat) || node.output_size() != 1)
     return true;
   const Shape *out = shapeOf(node.output(0));
   if (!out)
@@ -781,6 +782,22 @@ bool Rebatcher::collapseBatchSizedConstants(int n) {
       batchAxis = axisOf(input) + outRank - static_cast<int>(shape->size());
   if (batchAxis < 0 || batchAxis >= outRank)
     return true;
+  if (concat) {
+    // Concat does not broadcast: an operand as big as the batch that does
+    // not carry it (a class token expanded to the sample's batch) must be
+    // made to carry it, not collapsed.
+    const onnx::AttributeProto *axisAttr = findAttribute(node, "axis");
+    const int64_t axis = axisAttr ? (axisAttr->i() < 0 ? axisAttr->i() + outRank : axisAttr->i()) : 0;
+    if (axis == batchAxis || exportBatch_ == newBatch_)
+      return true;
+    for (const std::string &input : node.input())
+      if (const Shape *shape = shapeOf(input); shape && axisOf(input) < 0 &&
+                                                 static_cast<int>(shape->size()) == outRank &&
+                                                 (*shape)[batchAxis] == (*out)[batchAxis] && (*out)[batchAxis] > 1)
+        if (!claimBatch(input, batchAxis, 0))
+          return false;
+    return true;
+  }
   for (const std::string &input : node.input()) {
     const Shape *shape = shapeOf(input);
     const int axis = shape ? batchAxis - (outRank - static_cast<int>(shape->size())) : -1;

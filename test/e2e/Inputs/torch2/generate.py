@@ -105,6 +105,27 @@ def hf_t5(vocab):
         decoder_start_token_id=0)))
 
 
+class ImageLogits(torch.nn.Module):
+    """An image classifier: pixel_values in, its logits out."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, pixel_values):
+        return self.model(pixel_values=pixel_values).logits
+
+
+IMAGE = 16  # pixels a side
+
+
+def hf_vit(vocab):
+    from transformers import ViTConfig, ViTForImageClassification
+    return ImageLogits(ViTForImageClassification(ViTConfig(
+        image_size=IMAGE, patch_size=4, num_channels=3, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, num_labels=CLASSES)))
+
+
 CLASSES = 3
 ALL_VARIANTS = [(dynamo, opset, False) for dynamo in (False, True) for opset in OPSETS] + \
     [(dynamo, DYNAMIC_OPSET, True) for dynamo in (False, True)]
@@ -128,6 +149,10 @@ MODELS = {
     # Encoder-decoder: the decoder reads the source shifted by one character
     # and predicts the next one; relative position buckets fold at import.
     "hf-t5": (hf_t5, "seq2seq", [(False, 17, False)]),
+    # Images: a patch embedding (a strided Conv), a class token, attention.
+    # (The dynamo export folds the class token expanded to the sample's
+    # batch into one initializer that Concat reads: not re-derived yet.)
+    "hf-vit": (hf_vit, "images", [(False, 17, False), (False, DYNAMIC_OPSET, True)]),
 }
 
 # Exports that lost parameters in the exporter; the test checks that fsdpc
@@ -146,6 +171,14 @@ def make_data(out_dir, labels_kind="tokens"):
     labels = np.stack([ids[s + 1:s + CONTEXT + 1] for s in starts])[order]
     if labels_kind == "classes":  # a class per sample, from its first character
         labels = (inputs[:, 0] % CLASSES).astype(np.int64)
+    if labels_kind == "images":  # random images, a class from their mean colour
+        rng = np.random.default_rng(1)
+        pixels = rng.standard_normal((len(inputs), 3, IMAGE, IMAGE)).astype(np.float32)
+        labels = np.argmax(pixels.mean(axis=(2, 3)), axis=1).astype(np.int64)
+        os.makedirs(out_dir, exist_ok=True)
+        np.save(os.path.join(out_dir, "pixel_values.npy"), pixels)
+        np.save(os.path.join(out_dir, "labels.npy"), labels)
+        return len(vocab), pixels, labels
     if labels_kind == "seq2seq":  # the decoder reads the source, one step later
         decoder = np.concatenate([np.zeros((len(inputs), 1), np.int64), inputs[:, :-1]], axis=1)
         os.makedirs(out_dir, exist_ok=True)
@@ -162,16 +195,18 @@ def build(name, vocab):
     return MODELS[name][0](vocab).eval()
 
 
-def export(model, path, dynamo, opset, symbolic, seq2seq=False):
+def export(model, path, dynamo, opset, symbolic, kind="tokens"):
     ids = torch.zeros(BATCH, CONTEXT, dtype=torch.long)
-    names = ["input_ids", "decoder_input_ids"] if seq2seq else ["input_ids"]
+    names = {"seq2seq": ["input_ids", "decoder_input_ids"], "images": ["pixel_values"]}.get(kind, ["input_ids"])
+    if kind == "images":
+        ids = torch.zeros(BATCH, 3, IMAGE, IMAGE)
     kwargs = dict(input_names=names, output_names=["logits"], opset_version=opset, dynamo=dynamo)
     if dynamo:
         kwargs["external_data"] = False
         if symbolic:
-            kwargs["dynamic_shapes"] = {"input_ids": {0: torch.export.Dim("batch", min=1, max=4096)}}
+            kwargs["dynamic_shapes"] = {names[0]: {0: torch.export.Dim("batch", min=1, max=4096)}}
     elif symbolic:
-        kwargs["dynamic_axes"] = {"input_ids": {0: "batch"}, "logits": {0: "batch"}}
+        kwargs["dynamic_axes"] = {names[0]: {0: "batch"}, "logits": {0: "batch"}}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(model, (ids,) * len(names), path, **kwargs)
@@ -212,7 +247,7 @@ def main():
         for dynamo, opset, symbolic in variants:
             file = "%s-%s-opset%d%s.onnx" % (name, "dynamo" if dynamo else "torchscript", opset,
                                              "-symbolic" if symbolic else "")
-            export(build(name, vocab), os.path.join(HERE, file), dynamo, opset, symbolic, labels_kind == "seq2seq")
+            export(build(name, vocab), os.path.join(HERE, file), dynamo, opset, symbolic, labels_kind)
             exports.append({"file": file, "exporter": "dynamo" if dynamo else "torchscript", "opset": opset,
                             "batch": "symbolic" if symbolic else "static"})
             if (name, dynamo, opset, symbolic) in LOSSY:

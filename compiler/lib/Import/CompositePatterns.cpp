@@ -463,6 +463,17 @@ Value unflattenPositions(Compose &b, Value y, const Window &w) {
   return b.reshape(y, shape);
 }
 
+/// The window of an AveragePool or MaxPool node over its float input.
+FailureOr<Window> poolingWindow(NodeImporter &n) {
+  if (failed(requireFloat(n)))
+    return failure();
+  ArrayRef<int64_t> xs = shapeOf(n.input(0));
+  std::optional<SmallVector<int64_t>> kernel = n.intsAttr("kernel_shape");
+  if (xs.size() < 3 || !kernel || kernel->size() != xs.size() - 2)
+    return n.fail("X must be [N, C, spatial...] with a kernel_shape entry per spatial dimension"), failure();
+  return windowOf(n, xs, *kernel, n.intAttr("ceil_mode", 0) != 0);
+}
+
 } // namespace
 
 LogicalResult fsdpc::import::convertConv(NodeImporter &n) {
@@ -507,16 +518,11 @@ LogicalResult fsdpc::import::convertConv(NodeImporter &n) {
 }
 
 LogicalResult fsdpc::import::convertAveragePool(NodeImporter &n) {
-  if (failed(requireFloat(n)))
+  FailureOr<Window> w = poolingWindow(n);
+  if (failed(w))
     return failure();
   Value x = n.input(0);
   ArrayRef<int64_t> xs = shapeOf(x);
-  std::optional<SmallVector<int64_t>> kernel = n.intsAttr("kernel_shape");
-  if (xs.size() < 3 || !kernel || kernel->size() != xs.size() - 2)
-    return n.fail("X must be [N, C, spatial...] with a kernel_shape entry per spatial dimension");
-  FailureOr<Window> w = windowOf(n, xs, *kernel, n.intAttr("ceil_mode", 0) != 0);
-  if (failed(w))
-    return failure();
   Compose b{n};
   Value patches = gatherPatches(b, x, *w, 0.0f);
   auto sumType = n.f32Tensor({xs[0], xs[1], w->positions, 1});
@@ -542,20 +548,15 @@ LogicalResult fsdpc::import::convertAveragePool(NodeImporter &n) {
 }
 
 LogicalResult fsdpc::import::convertMaxPool(NodeImporter &n) {
-  if (failed(requireFloat(n)))
-    return failure();
   if (n.wantsOutput(1))
     return n.fail("the Indices output is not supported");
   if (n.intAttr("storage_order", 0) != 0)
     return n.fail("storage_order 1 is not supported");
-  Value x = n.input(0);
-  ArrayRef<int64_t> xs = shapeOf(x);
-  std::optional<SmallVector<int64_t>> kernel = n.intsAttr("kernel_shape");
-  if (xs.size() < 3 || !kernel || kernel->size() != xs.size() - 2)
-    return n.fail("X must be [N, C, spatial...] with a kernel_shape entry per spatial dimension");
-  FailureOr<Window> w = windowOf(n, xs, *kernel, n.intAttr("ceil_mode", 0) != 0);
+  FailureOr<Window> w = poolingWindow(n);
   if (failed(w))
     return failure();
+  Value x = n.input(0);
+  ArrayRef<int64_t> xs = shapeOf(x);
   Compose b{n};
   Value patches = gatherPatches(b, x, *w, std::nullopt);
   // The max over the K offsets, pairwise: max(a, b) = b + relu(a - b).

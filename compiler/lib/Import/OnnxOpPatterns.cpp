@@ -214,85 +214,61 @@ int64_t broadcastSourceIndex(ArrayRef<int64_t> from, ArrayRef<int64_t> to, int64
   return offset;
 }
 
-std::optional<DenseElementsAttr> foldIntegerBinary(NodeImporter &n, llvm::function_ref<int64_t(int64_t, int64_t)> fn) {
+/// Two constants of element type T (int64_t: i64, float: f32) of a
+/// broadcasting op, folded into one tensor of R elements (i64 or f32):
+/// `fn` maps each pair of elements.
+template <typename T, typename R>
+std::optional<DenseElementsAttr> foldBinaryConstants(NodeImporter &n, llvm::function_ref<R(T, T)> fn) {
   DenseElementsAttr a = n.constantInput(0), b = n.constantInput(1);
-  if (!a || !b || !a.getElementType().isInteger(64) || !b.getElementType().isInteger(64))
+  auto holds = [](DenseElementsAttr v) {
+    return std::is_same_v<T, float> ? v.getElementType().isF32() : v.getElementType().isInteger(64);
+  };
+  if (!a || !b || !holds(a) || !holds(b))
     return std::nullopt;
   FailureOr<SmallVector<int64_t>> shape = graph::broadcastShapes(a.getType().getShape(), b.getType().getShape());
   if (failed(shape))
     return std::nullopt;
-  SmallVector<int64_t> av = *constantInts(n, 0), bv = *constantInts(n, 1), out;
-  int64_t count = product(*shape);
-  for (int64_t i = 0; i < count; ++i)
+  SmallVector<T> av(a.getValues<T>()), bv(b.getValues<T>());
+  SmallVector<R> out;
+  for (int64_t i = 0; i < product(*shape); ++i)
     out.push_back(fn(av[broadcastSourceIndex(a.getType().getShape(), *shape, i)],
                      bv[broadcastSourceIndex(b.getType().getShape(), *shape, i)]));
-  return DenseElementsAttr::get(tensorOf(*shape, n.builder.getI64Type()), ArrayRef<int64_t>(out));
+  Type element = std::is_same_v<R, float> ? Type(n.builder.getF32Type()) : Type(n.builder.getI64Type());
+  return DenseElementsAttr::get(tensorOf(*shape, element), ArrayRef<R>(out));
+}
+
+std::optional<DenseElementsAttr> foldIntegerBinary(NodeImporter &n, llvm::function_ref<int64_t(int64_t, int64_t)> fn) {
+  return foldBinaryConstants<int64_t, int64_t>(n, fn);
 }
 
 /// A comparison of two float constants (masks built from ones, say), as an
 /// i64 boolean constant.
 std::optional<DenseElementsAttr> foldFloatComparison(NodeImporter &n, llvm::function_ref<bool(float, float)> fn) {
-  DenseElementsAttr a = n.constantInput(0), b = n.constantInput(1);
-  if (!a || !b || !a.getElementType().isF32() || !b.getElementType().isF32())
-    return std::nullopt;
-  FailureOr<SmallVector<int64_t>> shape = graph::broadcastShapes(a.getType().getShape(), b.getType().getShape());
-  if (failed(shape))
-    return std::nullopt;
-  SmallVector<float> av(a.getValues<float>()), bv(b.getValues<float>());
-  SmallVector<int64_t> out;
-  int64_t count = product(*shape);
-  for (int64_t i = 0; i < count; ++i)
-    out.push_back(fn(av[broadcastSourceIndex(a.getType().getShape(), *shape, i)],
-                     bv[broadcastSourceIndex(b.getType().getShape(), *shape, i)]));
-  return DenseElementsAttr::get(tensorOf(*shape, n.builder.getI64Type()), ArrayRef<int64_t>(out));
+  return foldBinaryConstants<float, int64_t>(n, [&](float a, float b) -> int64_t { return fn(a, b); });
 }
 
-template <typename OpTy> int64_t integerOp(int64_t a, int64_t b) {
+/// Add, Sub, Mul, Div on two elements; integer division by zero gives 0.
+template <typename OpTy, typename T> T arithmetic(T a, T b) {
   if constexpr (std::is_same_v<OpTy, graph::AddOp>)
     return a + b;
   else if constexpr (std::is_same_v<OpTy, graph::SubOp>)
     return a - b;
   else if constexpr (std::is_same_v<OpTy, graph::MulOp>)
     return a * b;
-  else
+  else if constexpr (std::is_integral_v<T>)
     return b == 0 ? 0 : a / b;
-}
-
-/// Two float constants of a broadcasting op, folded into one (`fn` maps
-/// the pair of elements).
-std::optional<DenseElementsAttr> foldFloatBinary(NodeImporter &n, llvm::function_ref<float(float, float)> fn) {
-  DenseElementsAttr a = n.constantInput(0), b = n.constantInput(1);
-  if (!a || !b || !a.getElementType().isF32() || !b.getElementType().isF32())
-    return std::nullopt;
-  FailureOr<SmallVector<int64_t>> shape = graph::broadcastShapes(a.getType().getShape(), b.getType().getShape());
-  if (failed(shape))
-    return std::nullopt;
-  SmallVector<float> av(a.getValues<float>()), bv(b.getValues<float>()), out;
-  for (int64_t i = 0; i < product(*shape); ++i)
-    out.push_back(fn(av[broadcastSourceIndex(a.getType().getShape(), *shape, i)],
-                     bv[broadcastSourceIndex(b.getType().getShape(), *shape, i)]));
-  return DenseElementsAttr::get(n.f32Tensor(*shape), ArrayRef<float>(out));
-}
-
-template <typename OpTy> float floatOp(float a, float b) {
-  if constexpr (std::is_same_v<OpTy, graph::AddOp>)
-    return a + b;
-  else if constexpr (std::is_same_v<OpTy, graph::SubOp>)
-    return a - b;
-  else if constexpr (std::is_same_v<OpTy, graph::MulOp>)
-    return a * b;
   else
     return a / b;
 }
 
 template <typename OpTy> LogicalResult convertBinary(NodeImporter &n) {
-  if (std::optional<DenseElementsAttr> folded = foldIntegerBinary(n, integerOp<OpTy>)) {
+  if (std::optional<DenseElementsAttr> folded = foldIntegerBinary(n, arithmetic<OpTy, int64_t>)) {
     n.setFoldedOutput(0, *folded);
     return success();
   }
   // Arithmetic on float constants (T5's relative position buckets) folds
   // too: the same IEEE operation the kernel would do, once.
-  if (std::optional<DenseElementsAttr> folded = foldFloatBinary(n, floatOp<OpTy>)) {
+  if (std::optional<DenseElementsAttr> folded = foldBinaryConstants<float, float>(n, arithmetic<OpTy, float>)) {
     n.setFoldedOutput(0, *folded);
     return success();
   }

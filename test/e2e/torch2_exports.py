@@ -41,7 +41,8 @@ def main():
                                                                 export["batch"])
                 result = subprocess.run(["fsdpc", os.path.join(FIXTURES, export["file"]), "-o",
                                          os.path.join(args.work, export["file"] + ".bin"), "--batch-size",
-                                         str(training["batch"])], capture_output=True, text=True)
+                                         str(training["batch"]), "--world-size", str(max(args.ranks))],
+                                        capture_output=True, text=True)
                 warned = [line for line in result.stderr.splitlines() if "fsdpc: warning:" in line]
                 print("== %s, lossy: %s" % (tag, export["lossy"]))
                 for line in warned:

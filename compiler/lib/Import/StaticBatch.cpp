@@ -149,7 +149,15 @@ private:
   // owner -> edge -> element -> new value
   std::map<std::string, std::map<Edge, std::map<int64_t, int64_t>>> rewrites_;
   // constant -> the batch axis it loses, and the node whose operand it is
-  std::map<std::string, std::pair<int, int>> collapses_;
+  std::map<std::string, std::pair<int, std::string>> collapses_;
+  // A collapsed constant that a Concat reads: an Expand back to the batch
+  // goes in front of the Concat (named by its output).
+  struct ConcatExpand {
+    std::string concatOutput, constant;
+    int slot;
+    Shape shape;
+  };
+  std::vector<ConcatExpand> concatExpands_;
 };
 
 bool Rebatcher::inferExportShapes() {
@@ -786,16 +794,32 @@ bool Rebatcher::collapseBatchSizedConstants(int n) {
     // Concat does not broadcast: an operand as big as the batch that does
     // not carry it (a class token expanded to the sample's batch) must be
     // made to carry it, not collapsed.
+    // A literal one (the token folded with its expansion, a parameter) keeps
+    // one sample and is expanded again in front of the Concat, so it trains
+    // as the one tensor it was, at any batch.
     const onnx::AttributeProto *axisAttr = findAttribute(node, "axis");
     const int64_t axis = axisAttr ? (axisAttr->i() < 0 ? axisAttr->i() + outRank : axisAttr->i()) : 0;
-    if (axis == batchAxis || exportBatch_ == newBatch_)
+    if (axis == batchAxis)
       return true;
-    for (const std::string &input : node.input())
-      if (const Shape *shape = shapeOf(input); shape && axisOf(input) < 0 &&
-                                                 static_cast<int>(shape->size()) == outRank &&
-                                                 (*shape)[batchAxis] == (*out)[batchAxis] && (*out)[batchAxis] > 1)
-        if (!claimBatch(input, batchAxis, 0))
-          return false;
+    for (int slot = 0; slot < node.input_size(); ++slot) {
+      const std::string &input = node.input(slot);
+      const Shape *shape = shapeOf(input);
+      if (!shape || axisOf(input) >= 0 || static_cast<int>(shape->size()) != outRank ||
+          (*shape)[batchAxis] != (*out)[batchAxis] || (*out)[batchAxis] <= 1)
+        continue;
+      auto producer = producers_.find(input);
+      const bool literal = initializers_.count(input) ||
+                           (producer != producers_.end() && graph_.node(producer->second.first).op_type() == "Constant");
+      if (literal && consumers_.lookup(input).size() == 1) {
+        Shape expanded = *shape;
+        expanded[batchAxis] = (*shape)[batchAxis] / exportBatch_ * newBatch_;
+        collapses_.try_emplace(input, batchAxis, describe(n));
+        concatExpands_.push_back({node.output(0), input, slot, expanded});
+        shapes_[input][batchAxis] = 1;
+      } else if (!literal && exportBatch_ != newBatch_ && !claimBatch(input, batchAxis, 0)) {
+        return false;
+      }
+    }
     return true;
   }
   for (const std::string &input : node.input()) {
@@ -820,7 +844,7 @@ bool Rebatcher::collapseBatchSizedConstants(int n) {
         return exportBatch_ == newBatch_ || fail(describe(n) + ": cannot re-derive the static batch " + std::to_string(exportBatch_) +
                     ": its operand '" + input + "' is a constant of the batch's size that " +
                     describe(reader.node) + " also reads");
-    collapses_.try_emplace(input, axis, n);
+    collapses_.try_emplace(input, axis, describe(n));
     shapes_[input][axis] = 1;
   }
   return true;
@@ -885,14 +909,15 @@ onnx::TensorProto *literalTensor(onnx::GraphProto &graph, const llvm::StringMap<
 }
 
 bool Rebatcher::applyCollapses() {
+  std::set<std::string> collapsed;
   for (const auto &[name, where] : collapses_) {
-    const auto [axis, reader] = where;
+    const auto &[axis, reader] = where;
     onnx::TensorProto *tensor = literalTensor(graph_, initializers_, producers_, name);
     const int32_t type = tensor ? tensor->data_type() : 0;
     const bool isFloat = type == onnx::TensorProto::FLOAT;
     if (!tensor || !(isFloat || type == onnx::TensorProto::INT64 || type == onnx::TensorProto::INT32 ||
                      type == onnx::TensorProto::BOOL))
-      return fail(describe(reader) + ": cannot re-derive the static batch " + std::to_string(exportBatch_) +
+      return fail(reader + ": cannot re-derive the static batch " + std::to_string(exportBatch_) +
                   ": its constant operand '" + name + "' has the batch's size and an element type fsdpc does not "
                   "rewrite");
     std::vector<float> floats;
@@ -918,24 +943,57 @@ bool Rebatcher::applyCollapses() {
     if (!uniform && exportBatch_ == newBatch_)
       continue; // stays as exported
     if (!uniform)
-      return fail(describe(reader) + ": cannot re-derive the static batch " + std::to_string(exportBatch_) +
+      return fail(reader + ": cannot re-derive the static batch " + std::to_string(exportBatch_) +
                   ": its constant operand '" + name + "' has the batch's size along axis " + std::to_string(axis) +
                   " and differs from one sample to the next");
-    onnx::TensorProto collapsed;
-    collapsed.set_name(tensor->name());
-    collapsed.set_data_type(type);
+    onnx::TensorProto collapsedTensor;
+    collapsedTensor.set_name(tensor->name());
+    collapsedTensor.set_data_type(type);
     dims[axis] = 1;
     for (int64_t d : dims)
-      collapsed.add_dims(d);
+      collapsedTensor.add_dims(d);
     for (int64_t index : kept) {
       if (isFloat)
-        collapsed.add_float_data(floats[index]);
+        collapsedTensor.add_float_data(floats[index]);
       else if (type == onnx::TensorProto::INT64)
-        collapsed.add_int64_data(ints[index]);
+        collapsedTensor.add_int64_data(ints[index]);
       else
-        collapsed.add_int32_data(static_cast<int32_t>(ints[index]));
+        collapsedTensor.add_int32_data(static_cast<int32_t>(ints[index]));
     }
-    *tensor = std::move(collapsed);
+    *tensor = std::move(collapsedTensor);
+    collapsed.insert(name);
+  }
+  // Expands in front of the Concats that read a collapsed constant.
+  for (const ConcatExpand &e : concatExpands_) {
+    if (!collapsed.count(e.constant))
+      continue;
+    auto at = std::find_if(graph_.node().begin(), graph_.node().end(), [&](const onnx::NodeProto &node) {
+      return node.output_size() > 0 && node.output(0) == e.concatOutput;
+    });
+    const int index = static_cast<int>(at - graph_.node().begin());
+    onnx::NodeProto shape, expand;
+    const std::string shapeName = e.constant + "/batch_shape", expanded = e.constant + "/batched";
+    shape.set_op_type("Constant");
+    shape.set_name("fsdpc/rebatch/" + shapeName);
+    shape.add_output(shapeName);
+    onnx::AttributeProto *value = shape.add_attribute();
+    value->set_name("value");
+    value->set_type(onnx::AttributeProto::TENSOR);
+    value->mutable_t()->set_data_type(onnx::TensorProto::INT64);
+    value->mutable_t()->add_dims(static_cast<int64_t>(e.shape.size()));
+    for (int64_t d : e.shape)
+      value->mutable_t()->add_int64_data(d);
+    expand.set_op_type("Expand");
+    expand.set_name("fsdpc/rebatch/" + expanded);
+    expand.add_input(e.constant);
+    expand.add_input(shapeName);
+    expand.add_output(expanded);
+    graph_.mutable_node(index)->set_input(e.slot, expanded);
+    std::vector<onnx::NodeProto> nodes(graph_.node().begin(), graph_.node().end());
+    nodes.insert(nodes.begin() + index, {shape, expand});
+    graph_.clear_node();
+    for (onnx::NodeProto &node : nodes)
+      *graph_.add_node() = std::move(node);
   }
   return true;
 }

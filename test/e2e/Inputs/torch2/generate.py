@@ -150,15 +150,17 @@ MODELS = {
     # and predicts the next one; relative position buckets fold at import.
     "hf-t5": (hf_t5, "seq2seq", [(False, 17, False)]),
     # Images: a patch embedding (a strided Conv), a class token, attention.
-    # (The dynamo export folds the class token expanded to the sample's
-    # batch into one initializer that Concat reads: not re-derived yet.)
-    "hf-vit": (hf_vit, "images", [(False, 17, False), (False, DYNAMIC_OPSET, True)]),
+    # The dynamo export folds the class token, expanded to the sample's
+    # batch, into one initializer that a Concat reads (and loses the zero
+    # Conv bias: LOSSY).
+    "hf-vit": (hf_vit, "images", [(False, 17, False), (False, DYNAMIC_OPSET, True), (True, 18, False)]),
 }
 
 # Exports that lost parameters in the exporter; the test checks that fsdpc
 # warns about them instead of comparing with torch.
 LOSSY = {("hf-gpt2", True, 18, False): "the dynamo optimizer folded the zero Conv1D biases away",
-         ("hf-bert", True, 18, False): "the dynamo optimizer folded the zero pooler and classifier biases away"}
+         ("hf-bert", True, 18, False): "the dynamo optimizer folded the zero pooler and classifier biases away",
+         ("hf-vit", True, 18, False): "the dynamo optimizer folded the zero Conv and classifier biases away"}
 
 
 def make_data(out_dir, labels_kind="tokens"):

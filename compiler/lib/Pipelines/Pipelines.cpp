@@ -14,6 +14,8 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Regex.h"
 
+#include <cmath>
+
 using namespace mlir;
 
 namespace fsdpc {
@@ -21,6 +23,18 @@ namespace fsdpc {
 std::string validateCompileOptions(const CompileOptions &o) {
   if (o.optimizer != "adamw" && o.optimizer != "sgd")
     return "--optimizer " + o.optimizer + " is not supported (adamw, sgd)";
+  // NaN passes every comparison below: finite first.
+  const std::pair<const char *, double> hyperparameters[] = {
+      {"--lr", o.lr},           {"--eps", o.eps},        {"--momentum", o.momentum}, {"--weight-decay", o.weightDecay},
+      {"--min-lr", o.minLr},    {"--betas", o.beta1},    {"--betas", o.beta2},       {"--clip-grad-norm", o.clipGradNorm}};
+  for (const auto &[flag, value] : hyperparameters)
+    if (!std::isfinite(value))
+      return std::string(flag) + " must be a finite number, got " + std::to_string(value);
+  if (o.optimizer == "adamw" && o.momentum != 0)
+    return "--momentum applies to --optimizer sgd; adamw's moments are set by --betas";
+  // -1, the default, means the optimizer's own (adamw 0.01, sgd 0).
+  if (o.weightDecay < 0 && o.weightDecay != -1)
+    return "--weight-decay must be non-negative";
   if (o.beta1 < 0 || o.beta1 >= 1 || o.beta2 < 0 || o.beta2 >= 1)
     return llvm::formatv("--betas expects B1,B2 with both in [0, 1), got '{0},{1}'", o.beta1.getValue(), o.beta2.getValue()).str();
   if (o.lr < 0 || o.eps < 0 || o.momentum < 0)

@@ -44,7 +44,7 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
   Option<double> beta1{*this, "beta1", llvm::cl::desc("AdamW beta1"), llvm::cl::init(0.9)};
   Option<double> beta2{*this, "beta2", llvm::cl::desc("AdamW beta2"), llvm::cl::init(0.999)};
   Option<double> eps{*this, "eps", llvm::cl::desc("AdamW epsilon"), llvm::cl::init(1e-8)};
-  Option<double> weightDecay{*this, "weight-decay", llvm::cl::desc("weight decay (negative: optimizer default)"),
+  Option<double> weightDecay{*this, "weight-decay", llvm::cl::desc("weight decay (-1: the optimizer's default)"),
                              llvm::cl::init(-1.0)};
   Option<double> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"), llvm::cl::init(0.0)};
   Option<std::string> lrSchedule{*this, "lr-schedule", llvm::cl::desc("constant, linear or cosine"),

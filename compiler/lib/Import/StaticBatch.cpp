@@ -107,6 +107,20 @@ private:
   std::string describe(int node) const {
     return "node '" + nodeName(graph_.node(node), node) + "' (" + graph_.node(node).op_type() + ")";
   }
+  /// "WHERE: cannot re-derive the static batch B: WHY", as the error.
+  bool refuse(const std::string &where, const std::string &why) {
+    return fail(where + ": cannot re-derive the static batch " + std::to_string(exportBatch_) + ": " + why);
+  }
+  /// An initializer or the output of a Constant node.
+  bool isLiteral(const std::string &value) const {
+    if (initializers_.count(value))
+      return true;
+    auto producer = producers_.find(value);
+    return producer != producers_.end() && graph_.node(producer->second.first).op_type() == "Constant";
+  }
+  /// Output axis `outAxis` of Expand node `node`: rescale the element of its
+  /// target that gives that axis's size, if the target has one.
+  bool rescaleExpandTarget(int node, int64_t outAxis);
   bool inferExportShapes();
   void indexGraph();
   const Shape *shapeOf(const std::string &value) const {
@@ -707,6 +721,15 @@ Origin Rebatcher::trace(const std::string &value, int64_t index, Edge edge, int 
   return unknown;
 }
 
+bool Rebatcher::rescaleExpandTarget(int node, int64_t outAxis) {
+  const Shape *out = shapeOf(graph_.node(node).output(0)), *target = shapeOf(graph_.node(node).input(1));
+  if (!out || !target || target->size() != 1 || (*target)[0] < 0)
+    return true;
+  // The target is right-aligned with the output.
+  const int64_t element = outAxis - (static_cast<int64_t>(out->size()) - (*target)[0]);
+  return element < 0 || rescaleShapeOperand(node, 1, element);
+}
+
 /// Element `element` of shape operand `slot` of node `node` carries the
 /// batch: rescale its literal.
 bool Rebatcher::rescaleShapeOperand(int node, int slot, int64_t element) {
@@ -715,16 +738,14 @@ bool Rebatcher::rescaleShapeOperand(int node, int slot, int64_t element) {
   if (origin.kind == Origin::Computed)
     return true;
   if (origin.kind == Origin::Unknown)
-    return fail(describe(node) + ": cannot re-derive the static batch " + std::to_string(exportBatch_) +
-                ": element " + std::to_string(element) + " of its shape operand comes from " + origin.blocker +
-                ", which fsdpc does not trace");
+    return refuse(describe(node), "element " + std::to_string(element) + " of its shape operand comes from " +
+                                      origin.blocker + ", which fsdpc does not trace");
   const int64_t v = origin.value;
   if (v == -1 || (v == 0 && graph_.node(node).op_type() == "Reshape") || (v == 1 && graph_.node(node).op_type() == "Expand"))
     return true; // inferred, copied or broadcast: follows the input
   if (v <= 0 || v % exportBatch_ != 0)
-    return fail(describe(node) + ": cannot re-derive the static batch " + std::to_string(exportBatch_) +
-                ": element " + std::to_string(element) + " of its shape operand is " + std::to_string(v) +
-                ", not a multiple of the batch");
+    return refuse(describe(node), "element " + std::to_string(element) + " of its shape operand is " +
+                                      std::to_string(v) + ", not a multiple of the batch");
   rewrites_[origin.owner][origin.edge][origin.index] = v / exportBatch_ * newBatch_;
   return true;
 }
@@ -744,20 +765,14 @@ bool Rebatcher::collectRewrites() {
     if (node.op_type() == "Reshape") {
       const int k = axisOf(node.output(0));
       if (k < 0)
-        return fail(describe(n) + ": cannot re-derive the static batch " + std::to_string(exportBatch_) +
-                    ": the batch axis of its input has no place in its output shape " +
-                    (shapeOf(node.output(0)) ? shapeText(*shapeOf(node.output(0))) : std::string("(not inferred)")));
+        return refuse(describe(n), "the batch axis of its input has no place in its output shape " +
+                                       (shapeOf(node.output(0)) ? shapeText(*shapeOf(node.output(0)))
+                                                                : std::string("(not inferred)")));
       if (!rescaleShapeOperand(n, 1, k))
         return false;
     } else if (node.op_type() == "Expand") {
-      const Shape *out = shapeOf(node.output(0));
-      const Shape *in = shapeOf(node.input(0));
-      const Shape *target = shapeOf(node.input(1));
-      if (!out || !in || !target || target->size() != 1 || (*target)[0] < 0)
-        continue;
-      const int64_t outAxis = a + out->size() - in->size();
-      const int64_t element = outAxis - (static_cast<int64_t>(out->size()) - (*target)[0]);
-      if (element >= 0 && !rescaleShapeOperand(n, 1, element))
+      const Shape *out = shapeOf(node.output(0)), *in = shapeOf(node.input(0));
+      if (out && in && !rescaleExpandTarget(n, a + static_cast<int64_t>(out->size() - in->size())))
         return false;
     }
   }
@@ -807,9 +822,7 @@ bool Rebatcher::collapseBatchSizedConstants(int n) {
       if (!shape || axisOf(input) >= 0 || static_cast<int>(shape->size()) != outRank ||
           (*shape)[batchAxis] != (*out)[batchAxis] || (*out)[batchAxis] <= 1)
         continue;
-      auto producer = producers_.find(input);
-      const bool literal = initializers_.count(input) ||
-                           (producer != producers_.end() && graph_.node(producer->second.first).op_type() == "Constant");
+      const bool literal = isLiteral(input);
       if (literal && consumers_.lookup(input).size() == 1) {
         Shape expanded = *shape;
         expanded[batchAxis] = (*shape)[batchAxis] / exportBatch_ * newBatch_;
@@ -827,23 +840,18 @@ bool Rebatcher::collapseBatchSizedConstants(int n) {
     const int axis = shape ? batchAxis - (outRank - static_cast<int>(shape->size())) : -1;
     if (axisOf(input) >= 0 || axis < 0 || (*shape)[axis] != (*out)[batchAxis] || (*out)[batchAxis] <= 1)
       continue;
-    if (!literalInts(input) && !initializers_.count(input)) {
-      auto producer = producers_.find(input);
-      if (producer == producers_.end())
-        continue;
-      if (graph_.node(producer->second.first).op_type() != "Constant") {
-        // Computed from literals that spell the batch (token type ids
-        // expanded to [12, T]): those are rescaled, when the batch changes.
-        if (exportBatch_ != newBatch_ && !claimBatch(input, axis, 0))
-          return false;
-        continue;
-      }
+    if (!isLiteral(input)) {
+      // Computed from literals that spell the batch (token type ids
+      // expanded to [12, T]): those are rescaled, when the batch changes.
+      if (producers_.count(input) && exportBatch_ != newBatch_ && !claimBatch(input, axis, 0))
+        return false;
+      continue;
     }
     for (const Edge &reader : consumers_.lookup(input))
       if (!broadcastsOperands(graph_.node(reader.node).op_type()))
-        return exportBatch_ == newBatch_ || fail(describe(n) + ": cannot re-derive the static batch " + std::to_string(exportBatch_) +
-                    ": its operand '" + input + "' is a constant of the batch's size that " +
-                    describe(reader.node) + " also reads");
+        return exportBatch_ == newBatch_ ||
+               refuse(describe(n), "its operand '" + input + "' is a constant of the batch's size that " +
+                                       describe(reader.node) + " also reads");
     collapses_.try_emplace(input, axis, describe(n));
     shapes_[input][axis] = 1;
   }
@@ -873,8 +881,7 @@ bool Rebatcher::claimBatch(const std::string &value, int axis, int depth) {
     if (inAxis >= 0 && (*in)[inAxis] != 1)
       return claimBatch(node.input(0), inAxis, depth + 1) && claim();
     // The size comes from the target: rescale its element.
-    const int64_t element = axis - (static_cast<int64_t>(out->size()) - (*target)[0]);
-    return element < 0 || (rescaleShapeOperand(n, 1, element) && claim());
+    return rescaleExpandTarget(n, axis) && claim();
   }
   if (op == "Gather") {
     const Shape *data = shapeOf(node.input(0));
@@ -890,6 +897,35 @@ bool Rebatcher::claimBatch(const std::string &value, int axis, int depth) {
   if (op == "Cast" || op == "Identity" || op == "Neg" || op == "Not")
     return claimBatch(node.input(0), axis, depth + 1) && claim();
   return true;
+}
+
+/// Sets `node`'s only attribute to `value = tensor`, as a Constant holds it.
+void setConstantValue(onnx::NodeProto &node, const onnx::TensorProto &tensor) {
+  node.clear_attribute();
+  onnx::AttributeProto *value = node.add_attribute();
+  value->set_name("value");
+  value->set_type(onnx::AttributeProto::TENSOR);
+  *value->mutable_t() = tensor;
+}
+
+/// A Constant node of fsdpc's own, with output `name`.
+onnx::NodeProto constantNode(const std::string &name, onnx::TensorProto tensor) {
+  onnx::NodeProto node;
+  node.set_op_type("Constant");
+  node.set_name("fsdpc/rebatch/" + name);
+  node.add_output(name);
+  tensor.set_name(name);
+  setConstantValue(node, tensor);
+  return node;
+}
+
+/// Inserts `nodes` before node `index` of `graph`.
+void insertNodes(onnx::GraphProto &graph, int index, std::vector<onnx::NodeProto> nodes) {
+  std::vector<onnx::NodeProto> all(graph.node().begin(), graph.node().end());
+  all.insert(all.begin() + index, std::make_move_iterator(nodes.begin()), std::make_move_iterator(nodes.end()));
+  graph.clear_node();
+  for (onnx::NodeProto &node : all)
+    *graph.add_node() = std::move(node);
 }
 
 /// The tensor a literal value is held in: the initializer, or the
@@ -917,9 +953,8 @@ bool Rebatcher::applyCollapses() {
     const bool isFloat = type == onnx::TensorProto::FLOAT;
     if (!tensor || !(isFloat || type == onnx::TensorProto::INT64 || type == onnx::TensorProto::INT32 ||
                      type == onnx::TensorProto::BOOL))
-      return fail(reader + ": cannot re-derive the static batch " + std::to_string(exportBatch_) +
-                  ": its constant operand '" + name + "' has the batch's size and an element type fsdpc does not "
-                  "rewrite");
+      return refuse(reader, "its constant operand '" + name +
+                                "' has the batch's size and an element type fsdpc does not rewrite");
     std::vector<float> floats;
     std::vector<int64_t> ints;
     std::string error;
@@ -943,9 +978,8 @@ bool Rebatcher::applyCollapses() {
     if (!uniform && exportBatch_ == newBatch_)
       continue; // stays as exported
     if (!uniform)
-      return fail(reader + ": cannot re-derive the static batch " + std::to_string(exportBatch_) +
-                  ": its constant operand '" + name + "' has the batch's size along axis " + std::to_string(axis) +
-                  " and differs from one sample to the next");
+      return refuse(reader, "its constant operand '" + name + "' has the batch's size along axis " +
+                                std::to_string(axis) + " and differs from one sample to the next");
     onnx::TensorProto collapsedTensor;
     collapsedTensor.set_name(tensor->name());
     collapsedTensor.set_data_type(type);
@@ -971,29 +1005,20 @@ bool Rebatcher::applyCollapses() {
       return node.output_size() > 0 && node.output(0) == e.concatOutput;
     });
     const int index = static_cast<int>(at - graph_.node().begin());
-    onnx::NodeProto shape, expand;
     const std::string shapeName = e.constant + "/batch_shape", expanded = e.constant + "/batched";
-    shape.set_op_type("Constant");
-    shape.set_name("fsdpc/rebatch/" + shapeName);
-    shape.add_output(shapeName);
-    onnx::AttributeProto *value = shape.add_attribute();
-    value->set_name("value");
-    value->set_type(onnx::AttributeProto::TENSOR);
-    value->mutable_t()->set_data_type(onnx::TensorProto::INT64);
-    value->mutable_t()->add_dims(static_cast<int64_t>(e.shape.size()));
+    onnx::TensorProto shape;
+    shape.set_data_type(onnx::TensorProto::INT64);
+    shape.add_dims(static_cast<int64_t>(e.shape.size()));
     for (int64_t d : e.shape)
-      value->mutable_t()->add_int64_data(d);
+      shape.add_int64_data(d);
+    onnx::NodeProto expand;
     expand.set_op_type("Expand");
     expand.set_name("fsdpc/rebatch/" + expanded);
     expand.add_input(e.constant);
     expand.add_input(shapeName);
     expand.add_output(expanded);
     graph_.mutable_node(index)->set_input(e.slot, expanded);
-    std::vector<onnx::NodeProto> nodes(graph_.node().begin(), graph_.node().end());
-    nodes.insert(nodes.begin() + index, {shape, expand});
-    graph_.clear_node();
-    for (onnx::NodeProto &node : nodes)
-      *graph_.add_node() = std::move(node);
+    insertNodes(graph_, index, {constantNode(shapeName, shape), expand});
   }
   return true;
 }
@@ -1047,40 +1072,22 @@ bool Rebatcher::applyRewrites() {
       if (auto it = initializers_.find(owner); it != initializers_.end()) {
         *graph_.mutable_initializer(it->second) = tensor;
       } else {
-        onnx::NodeProto &constant = *graph_.mutable_node(producers_.lookup(owner).first);
-        constant.clear_attribute();
-        onnx::AttributeProto *value = constant.add_attribute();
-        value->set_name("value");
-        value->set_type(onnx::AttributeProto::TENSOR);
-        *value->mutable_t() = tensor;
+        setConstantValue(*graph_.mutable_node(producers_.lookup(owner).first), tensor);
       }
       continue;
     }
     int copy = 0;
     for (const auto &[edge, elements] : edges) {
-      onnx::NodeProto constant;
       std::string name = owner + "/rebatched_" + std::to_string(copy++);
-      constant.set_op_type("Constant");
-      constant.set_name("fsdpc/rebatch/" + name);
-      constant.add_output(name);
-      onnx::AttributeProto *value = constant.add_attribute();
-      value->set_name("value");
-      value->set_type(onnx::AttributeProto::TENSOR);
-      *value->mutable_t() = tensor;
-      value->mutable_t()->set_name(name);
-      setInts(*value->mutable_t(), rewritten(elements));
+      onnx::TensorProto copyTensor = tensor;
+      setInts(copyTensor, rewritten(elements));
       graph_.mutable_node(edge.node)->set_input(edge.slot, name);
-      newConstants.push_back(std::move(constant));
+      newConstants.push_back(constantNode(name, copyTensor));
     }
   }
-  if (!newConstants.empty()) {
-    // Constants have no inputs: they go first, before any reader.
-    std::vector<onnx::NodeProto> nodes = std::move(newConstants);
-    nodes.insert(nodes.end(), graph_.node().begin(), graph_.node().end());
-    graph_.clear_node();
-    for (onnx::NodeProto &node : nodes)
-      *graph_.add_node() = std::move(node);
-  }
+  // Constants have no inputs: they go first, before any reader.
+  if (!newConstants.empty())
+    insertNodes(graph_, 0, std::move(newConstants));
   return true;
 }
 

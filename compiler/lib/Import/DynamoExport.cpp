@@ -46,6 +46,19 @@ std::string metadata(const onnx::NodeProto &node, llvm::StringRef key) {
 
 llvm::StringRef leafName(llvm::StringRef target) { return target.rsplit('.').second.empty() ? target : target.rsplit('.').second; }
 
+/// The targets of the parameter placeholders (`%p_blocks_0_fc_weight`) an FX
+/// node's text names, as the signature maps them (`blocks.0.fc.weight`).
+std::set<std::string> fxParameterTargets(llvm::StringRef fx, const DynamoSignature &signature) {
+  std::set<std::string> targets;
+  for (size_t at = fx.find("%p_"); at != llvm::StringRef::npos; at = fx.find("%p_", at + 1)) {
+    llvm::StringRef placeholder =
+        fx.drop_front(at + 1).take_while([](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+    if (auto it = signature.targetOf.find(placeholder); it != signature.targetOf.end())
+      targets.insert(it->second);
+  }
+  return targets;
+}
+
 /// Every node named the way the dynamo exporter names them (`node_<op>`):
 /// a dynamo export whose metadata a conversion to an older opset dropped.
 bool namedByDynamo(const onnx::GraphProto &graph) {
@@ -128,15 +141,8 @@ void fsdpc::import::splitMergedParameters(onnx::GraphProto &graph, const DynamoS
   std::map<std::string, int> readers;        // metadata-free graphs: nodes seen per parameter
   for (onnx::NodeProto &node : *graph.mutable_node()) {
     // The parameters the node's FX node read, by target.
-    std::set<std::string> fxParameters;
-    const std::string fxText = metadata(node, kFxNodeKey);
-    llvm::StringRef fx = fxText;
-    for (size_t at = fx.find("%p_"); at != llvm::StringRef::npos; at = fx.find("%p_", at + 1)) {
-      llvm::StringRef placeholder =
-          fx.drop_front(at + 1).take_while([](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
-      if (auto it = signature.targetOf.find(placeholder); it != signature.targetOf.end())
-        fxParameters.insert(it->second);
-    }
+    const std::string fx = metadata(node, kFxNodeKey);
+    const std::set<std::string> fxParameters = fxParameterTargets(fx, signature);
     std::map<std::string, std::string> ownHere; // merged -> what this node reads instead
     for (int slot = 0; slot < node.input_size(); ++slot) {
       const std::string merged = node.input(slot);
@@ -187,14 +193,9 @@ std::vector<std::string> fsdpc::import::parametersOptimizedAway(const onnx::Grap
     auto &[readsAnonymous, absent] = fxNodes[fx];
     for (const std::string &input : node.input())
       readsAnonymous |= initializers.count(input) && signature.isAnonymous(input);
-    llvm::StringRef text(fx);
-    for (size_t at = text.find("%p_"); at != llvm::StringRef::npos; at = text.find("%p_", at + 1)) {
-      llvm::StringRef placeholder = text.drop_front(at + 1).take_while(
-          [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
-      auto it = signature.targetOf.find(placeholder);
-      if (it != signature.targetOf.end() && signature.parameters.contains(it->second) && !initializers.count(it->second))
-        absent.insert(it->second);
-    }
+    for (const std::string &target : fxParameterTargets(fx, signature))
+      if (signature.parameters.contains(target) && !initializers.count(target))
+        absent.insert(target);
   }
   std::set<std::string> gone;
   for (const auto &[fx, entry] : fxNodes)

@@ -25,9 +25,6 @@ using namespace fsdpc::import;
 
 namespace {
 
-ArrayRef<int64_t> shapeOf(Value v) { return cast<RankedTensorType>(v.getType()).getShape(); }
-bool isF32(Value v) { return v && cast<RankedTensorType>(v.getType()).getElementType().isF32(); }
-
 /// Composes graph ops at the node's location.
 struct Compose {
   NodeImporter &n;
@@ -51,10 +48,7 @@ struct Compose {
   Value add(Value a, Value b) { return binary<graph::AddOp>(a, b); }
   Value sub(Value a, Value b) { return binary<graph::SubOp>(a, b); }
   Value mul(Value a, Value b) { return binary<graph::MulOp>(a, b); }
-  Value reshape(Value v, ArrayRef<int64_t> shape) {
-    auto type = RankedTensorType::get(shape, cast<RankedTensorType>(v.getType()).getElementType());
-    return v.getType() == type ? v : graph::ReshapeOp::create(n.builder, n.loc, type, v).getResult();
-  }
+  Value reshape(Value v, ArrayRef<int64_t> shape) { return import::reshape(n, v, shape); }
   /// |x| = relu(x) + relu(-x).
   Value abs(Value x) { return add(relu(x), relu(neg(x))); }
   /// log(1 + exp(x)), stable at any x: relu(x) + log(1 + exp(-|x|)).
@@ -66,9 +60,12 @@ struct Compose {
   }
 };
 
-LogicalResult requireFloat(NodeImporter &n) {
-  if (!isF32(n.input(0)))
-    return n.fail("input 0 must be a float tensor");
+/// A one-input op composed by `build` from the input.
+template <typename Build> LogicalResult composeUnary(NodeImporter &n, Build build) {
+  if (failed(requireFloatInputs(n, 1)))
+    return failure();
+  Compose b{n};
+  n.setOutput(0, build(b, n.input(0)));
   return success();
 }
 
@@ -84,59 +81,40 @@ std::optional<float> constantScalar(NodeImporter &n, int i) {
 } // namespace
 
 LogicalResult fsdpc::import::convertLeakyRelu(NodeImporter &n) {
-  if (failed(requireFloat(n)))
-    return failure();
-  Compose b{n};
-  Value x = n.input(0);
+  const double alpha = n.floatAttr("alpha", 0.01f);
   // relu(x) - alpha relu(-x)
-  n.setOutput(0, b.sub(b.relu(x), b.scale(b.relu(b.neg(x)), n.floatAttr("alpha", 0.01f))));
-  return success();
+  return composeUnary(n, [&](Compose &b, Value x) { return b.sub(b.relu(x), b.scale(b.relu(b.neg(x)), alpha)); });
 }
 
 LogicalResult fsdpc::import::convertElu(NodeImporter &n) {
-  if (failed(requireFloat(n)))
-    return failure();
-  Compose b{n};
-  Value x = n.input(0);
+  const double alpha = n.floatAttr("alpha", 1.0f);
   // relu(x) + alpha (exp(min(x, 0)) - 1), min(x, 0) = -relu(-x)
-  Value negativePart = b.sub(b.exp(b.neg(b.relu(b.neg(x)))), b.constant(1.0f));
-  n.setOutput(0, b.add(b.relu(x), b.scale(negativePart, n.floatAttr("alpha", 1.0f))));
-  return success();
+  return composeUnary(n, [&](Compose &b, Value x) {
+    Value negativePart = b.sub(b.exp(b.neg(b.relu(b.neg(x)))), b.constant(1.0f));
+    return b.add(b.relu(x), b.scale(negativePart, alpha));
+  });
 }
 
 LogicalResult fsdpc::import::convertSoftplus(NodeImporter &n) {
-  if (failed(requireFloat(n)))
-    return failure();
-  n.setOutput(0, Compose{n}.softplus(n.input(0)));
-  return success();
+  return composeUnary(n, [](Compose &b, Value x) { return b.softplus(x); });
 }
 
 LogicalResult fsdpc::import::convertMish(NodeImporter &n) {
-  if (failed(requireFloat(n)))
-    return failure();
-  Compose b{n};
-  n.setOutput(0, b.mul(n.input(0), b.tanh(b.softplus(n.input(0)))));
-  return success();
+  return composeUnary(n, [](Compose &b, Value x) { return b.mul(x, b.tanh(b.softplus(x))); });
 }
 
 LogicalResult fsdpc::import::convertHardSigmoid(NodeImporter &n) {
-  if (failed(requireFloat(n)))
-    return failure();
-  n.setOutput(0, Compose{n}.hardSigmoid(n.input(0), n.floatAttr("alpha", 0.2f), n.floatAttr("beta", 0.5f)));
-  return success();
+  const double alpha = n.floatAttr("alpha", 0.2f), beta = n.floatAttr("beta", 0.5f);
+  return composeUnary(n, [&](Compose &b, Value x) { return b.hardSigmoid(x, alpha, beta); });
 }
 
 LogicalResult fsdpc::import::convertHardSwish(NodeImporter &n) {
-  if (failed(requireFloat(n)))
-    return failure();
-  Compose b{n};
   // x * relu6(x + 3) / 6, as torch's nn.Hardswish.
-  n.setOutput(0, b.mul(n.input(0), b.hardSigmoid(n.input(0), 1.0 / 6.0, 0.5)));
-  return success();
+  return composeUnary(n, [](Compose &b, Value x) { return b.mul(x, b.hardSigmoid(x, 1.0 / 6.0, 0.5)); });
 }
 
 LogicalResult fsdpc::import::convertClip(NodeImporter &n) {
-  if (failed(requireFloat(n)))
+  if (failed(requireFloatInputs(n, 1)))
     return failure();
   std::optional<float> low, high;
   if (n.opset < 11) {
@@ -166,10 +144,7 @@ LogicalResult fsdpc::import::convertClip(NodeImporter &n) {
 }
 
 LogicalResult fsdpc::import::convertRuntimeAbs(NodeImporter &n) {
-  if (failed(requireFloat(n)))
-    return failure();
-  n.setOutput(0, Compose{n}.abs(n.input(0)));
-  return success();
+  return composeUnary(n, [](Compose &b, Value x) { return b.abs(x); });
 }
 
 LogicalResult fsdpc::import::convertRuntimeMinMax(NodeImporter &n, bool isMax) {
@@ -190,7 +165,7 @@ LogicalResult fsdpc::import::convertRuntimeMinMax(NodeImporter &n, bool isMax) {
 }
 
 LogicalResult fsdpc::import::convertGlobalAveragePool(NodeImporter &n) {
-  if (failed(requireFloat(n)))
+  if (failed(requireFloatInputs(n, 1)))
     return failure();
   Value x = n.input(0);
   ArrayRef<int64_t> shape = shapeOf(x);
@@ -236,7 +211,7 @@ LogicalResult fsdpc::import::convertTile(NodeImporter &n) {
 }
 
 LogicalResult fsdpc::import::convertCumSum(NodeImporter &n) {
-  if (failed(requireFloat(n)))
+  if (failed(requireFloatInputs(n, 1)))
     return failure();
   DenseElementsAttr axisAttr = n.constantInput(1);
   if (!axisAttr || axisAttr.getNumElements() != 1 || !axisAttr.getElementType().isInteger(64))
@@ -420,8 +395,10 @@ SmallVector<int64_t> patchIndices(const Window &w) {
 
 /// patches [N, C, P, K] of x for window `w`, padding with `padValue`; with
 /// none (a max), padding reads an element of its own window instead, which
-/// leaves the max as it is.
-Value gatherPatches(Compose &b, Value x, const Window &w, std::optional<float> padValue) {
+/// leaves the max as it is. `indicesOut`, if given, receives the gathered
+/// indices (w.slots for the padding).
+Value gatherPatches(Compose &b, Value x, const Window &w, std::optional<float> padValue,
+                    SmallVector<int64_t> *indicesOut = nullptr) {
   NodeImporter &n = b.n;
   ArrayRef<int64_t> shape = shapeOf(x);
   const int64_t batch = shape[0], channels = shape[1];
@@ -442,6 +419,8 @@ Value gatherPatches(Compose &b, Value x, const Window &w, std::optional<float> p
   auto indexType = RankedTensorType::get({static_cast<int64_t>(indices.size())}, n.builder.getI64Type());
   Value index = graph::ConstantOp::create(n.builder, n.loc, indexType,
                                           DenseElementsAttr::get(indexType, ArrayRef<int64_t>(indices)));
+  if (indicesOut)
+    *indicesOut = indices;
   Value picked = graph::GatherOp::create(n.builder, n.loc,
                                          n.f32Tensor({batch, channels, static_cast<int64_t>(indices.size())}),
                                          padded, index, n.builder.getI64IntegerAttr(2));
@@ -465,7 +444,7 @@ Value unflattenPositions(Compose &b, Value y, const Window &w) {
 
 /// The window of an AveragePool or MaxPool node over its float input.
 FailureOr<Window> poolingWindow(NodeImporter &n) {
-  if (failed(requireFloat(n)))
+  if (failed(requireFloatInputs(n, 1)))
     return failure();
   ArrayRef<int64_t> xs = shapeOf(n.input(0));
   std::optional<SmallVector<int64_t>> kernel = n.intsAttr("kernel_shape");
@@ -524,13 +503,13 @@ LogicalResult fsdpc::import::convertAveragePool(NodeImporter &n) {
   Value x = n.input(0);
   ArrayRef<int64_t> xs = shapeOf(x);
   Compose b{n};
-  Value patches = gatherPatches(b, x, *w, 0.0f);
+  SmallVector<int64_t> indices;
+  Value patches = gatherPatches(b, x, *w, 0.0f, &indices);
   auto sumType = n.f32Tensor({xs[0], xs[1], w->positions, 1});
   Value sum = graph::ReduceSumOp::create(n.builder, n.loc, sumType, patches, n.builder.getDenseI64ArrayAttr({3}),
                                          n.builder.getBoolAttr(true));
   // Divided by the window's size, or (count_include_pad = 0, ONNX's
   // default) by the elements of it inside the input.
-  SmallVector<int64_t> indices = patchIndices(*w);
   SmallVector<float> divisor(w->positions);
   const bool includePad = n.intAttr("count_include_pad", 0) != 0;
   for (int64_t p = 0; p < w->positions; ++p) {

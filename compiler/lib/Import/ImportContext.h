@@ -108,6 +108,21 @@ const OpPattern *lookupOpPattern(llvm::StringRef opType, int64_t opset);
 mlir::DenseElementsAttr tensorProtoToAttr(const onnx::TensorProto &tensor, const std::string &baseDir,
                                           mlir::Builder &builder, std::string &error);
 
+/// The shape of a ranked tensor value.
+inline llvm::ArrayRef<int64_t> shapeOf(mlir::Value v) { return mlir::cast<mlir::RankedTensorType>(v.getType()).getShape(); }
+
+/// Whether `v` is present and an f32 tensor.
+inline bool isF32(mlir::Value v) {
+  return v && mlir::cast<mlir::RankedTensorType>(v.getType()).getElementType().isF32();
+}
+
+/// The float inputs 0 .. count-1 of a node, or failure naming the first
+/// that is missing or not a float tensor.
+mlir::LogicalResult requireFloatInputs(NodeImporter &n, int count);
+
+/// `v` reshaped to `shape` (itself when it already has that shape).
+mlir::Value reshape(NodeImporter &n, mlir::Value v, llvm::ArrayRef<int64_t> shape);
+
 /// Reads the elements of `tensor` as f32 (`floats`) or i64 (`ints`), from
 /// its typed fields, raw data or external data under `baseDir`.
 bool readTensorElements(const onnx::TensorProto &tensor, const std::string &baseDir, std::vector<float> *floats,

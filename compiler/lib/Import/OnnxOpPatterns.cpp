@@ -19,11 +19,24 @@ using namespace mlir;
 using namespace fsdpc;
 using namespace fsdpc::import;
 
+LogicalResult fsdpc::import::requireFloatInputs(NodeImporter &n, int count) {
+  for (int i = 0; i < count; ++i) {
+    if (!n.input(i))
+      return n.fail("input " + Twine(i) + " is missing");
+    if (!isF32(n.input(i)))
+      return n.fail("input " + Twine(i) + " must be a float tensor");
+  }
+  return success();
+}
+
+Value fsdpc::import::reshape(NodeImporter &n, Value v, ArrayRef<int64_t> shape) {
+  auto type = RankedTensorType::get(shape, cast<RankedTensorType>(v.getType()).getElementType());
+  if (v.getType() == type)
+    return v;
+  return graph::ReshapeOp::create(n.builder, n.loc, type, v);
+}
+
 namespace {
-
-ArrayRef<int64_t> shapeOf(Value v) { return cast<RankedTensorType>(v.getType()).getShape(); }
-
-bool isF32(Value v) { return cast<RankedTensorType>(v.getType()).getElementType().isF32(); }
 
 int64_t product(ArrayRef<int64_t> shape) {
   int64_t n = 1;
@@ -37,24 +50,6 @@ std::string shapeString(ArrayRef<int64_t> shape) {
   for (auto [i, d] : llvm::enumerate(shape))
     s += (i ? "," : "") + std::to_string(d);
   return s + "]";
-}
-
-/// The float inputs of a node, or failure naming the first that is not.
-LogicalResult requireFloatInputs(NodeImporter &n, int count) {
-  for (int i = 0; i < count; ++i) {
-    if (!n.input(i))
-      return n.fail("input " + Twine(i) + " is missing");
-    if (!isF32(n.input(i)))
-      return n.fail("input " + Twine(i) + " must be a float tensor");
-  }
-  return success();
-}
-
-Value reshape(NodeImporter &n, Value v, ArrayRef<int64_t> shape) {
-  auto type = RankedTensorType::get(shape, cast<RankedTensorType>(v.getType()).getElementType());
-  if (v.getType() == type)
-    return v;
-  return graph::ReshapeOp::create(n.builder, n.loc, type, v);
 }
 
 int64_t normalizeAxis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
@@ -332,8 +327,8 @@ LogicalResult convertAbs(NodeImporter &n) {
   return success();
 }
 
-/// Less, LessOrEqual, Greater, GreaterOrEqual on constants: an i64 boolean
-/// constant.
+/// Equal, Less, LessOrEqual, Greater, GreaterOrEqual on constants: an i64
+/// boolean constant.
 template <typename Compare> LogicalResult convertComparison(NodeImporter &n) {
   if (std::optional<DenseElementsAttr> folded =
           foldIntegerBinary(n, [](int64_t a, int64_t b) -> int64_t { return Compare()(a, b); })) {
@@ -1077,18 +1072,6 @@ LogicalResult convertConstantOfShape(NodeImporter &n) {
 }
 
 /// Equal of constants (mask and shape comparisons) folds to 0/1.
-LogicalResult convertEqual(NodeImporter &n) {
-  if (std::optional<DenseElementsAttr> folded = foldIntegerBinary(n, [](int64_t a, int64_t b) -> int64_t { return a == b; })) {
-    n.setFoldedOutput(0, *folded);
-    return success();
-  }
-  if (std::optional<DenseElementsAttr> folded = foldFloatComparison(n, [](float a, float b) { return a == b; })) {
-    n.setFoldedOutput(0, *folded);
-    return success();
-  }
-  return n.fail("Equal is supported on constants, which fold at compile time");
-}
-
 /// IsNaN: folds on a constant; otherwise graph.is_nan, a runtime mask.
 LogicalResult convertIsNaN(NodeImporter &n) {
   Value x = n.input(0);
@@ -1278,7 +1261,7 @@ const OpPattern kPatterns[] = {
     {"Constant", 9, convertConstant},
     {"ConstantOfShape", 9, convertConstantOfShape, "constant shape"},
     {"Div", 7, convertBinary<graph::DivOp>},
-    {"Equal", 7, convertEqual, "constant inputs (folds)"},
+    {"Equal", 7, convertComparison<std::equal_to<>>, "constant inputs (folds)"},
     {"Dropout", 7, convertDropout},
     {"Dropout", 12, convertDropout},
     {"Erf", 9, convertUnary<graph::ErfOp>},

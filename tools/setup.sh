@@ -11,7 +11,7 @@ PACKAGES=(
   libopenblas-dev libopenmpi-dev openmpi-bin
   libgtest-dev
   # reference oracle and example exports (run with /usr/bin/python3)
-  python3-torch python3-onnx python3-numpy
+  python3-torch python3-torchvision python3-onnx python3-numpy
   # ONNX's own node tests for the conformance harness
   libonnx-testdata
   # torch must run on OpenBLAS, not the reference BLAS, for fair timings

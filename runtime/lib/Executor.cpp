@@ -19,6 +19,9 @@ std::vector<int64_t> shapeOf(const google::protobuf::RepeatedField<int64_t> &sha
 bool isWholeParameter(const plan::Tensor &tensor) {
   return (tensor.kind() == plan::PARAMETER && tensor.unit().empty()) || tensor.kind() == plan::FROZEN_PARAMETER;
 }
+/// A module buffer (BatchNorm running statistics): in the state dict, but
+/// never drawn by --init normal, whose plan values stand.
+bool isBuffer(const plan::Tensor &tensor) { return tensor.kind() == plan::BUFFER; }
 /// What a sharded checkpoint holds of a rank: its persistent tensors but
 /// constants (which the plan has) and views (which own no bytes).
 bool isLocalState(const plan::Tensor &tensor) { return isCheckpointedState(tensor); }
@@ -223,7 +226,9 @@ StatusOr<NamedArrays> Executor::gatherFullParameters() {
   const bool inFirstGroup = rank < shardGroup.size;
   NamedArrays arrays;
   for (int t = 0; t < h.tensors_size(); ++t) {
-    if (isWholeParameter(h.tensors(t)) && rank == 0) {
+    // Buffers differ by rank (each normalises its own batch); the state
+    // dict has rank 0's, as torch FSDP's full state dict does.
+    if ((isWholeParameter(h.tensors(t)) || isBuffer(h.tensors(t))) && rank == 0) {
       StatusOr<HostArray> array = downloadTensor(t);
       if (!array.isOk())
         return array.status();
@@ -265,7 +270,10 @@ Status Executor::loadFullParameters(const NamedArrays &arrays) {
   };
   for (int t = 0; t < h.tensors_size(); ++t) {
     const plan::Tensor &tensor = h.tensors(t);
-    if (isWholeParameter(tensor)) {
+    // A buffer is loaded where the file has it (a torch state dict does);
+    // where not, its value from the plan stands.
+    bool present = std::any_of(arrays.begin(), arrays.end(), [&](const auto &a) { return a.first == tensor.name(); });
+    if (isWholeParameter(tensor) || (isBuffer(tensor) && present)) {
       StatusOr<const HostArray *> array = find(tensor.name(), shapeOf(tensor.shape()));
       if (!array.isOk())
         return array.status();

@@ -54,6 +54,11 @@ CAUSAL = np.triu(np.ones((5, 7), bool), k=1)
 CAUSAL5 = np.triu(np.ones((5, 5), dtype=bool), 1)  # True above the diagonal: masked
 
 
+# BatchNormalization's running statistics in inference mode.
+BN_MEAN = np.linspace(-0.5, 0.5, 5).astype(np.float32)
+BN_VAR = np.linspace(0.5, 2.0, 5).astype(np.float32)
+
+
 def layer_norm_formula(axes):
     """LayerNorm as torch exports it at opset 13 (ReduceMean/Sub/Pow/Add/Sqrt/Div, then scale and bias)."""
     node = helper.make_node
@@ -259,6 +264,23 @@ def cases():
         case("instance_norm", "InstanceNormalization", {"x": ((3, 5, 4, 7), normal), "scale": ((5,), normal),
              "bias": ((5,), normal)}, {"epsilon": 1e-5},
              lambda x, s, b: F.instance_norm(x, weight=s, bias=b, eps=1e-5)),
+        # BatchNormalization: in training mode (batch statistics; the running
+        # statistics, initializers here, are buffers that get no gradient),
+        # at opset 15 by training_mode and at opset 13 by its five outputs;
+        # in inference mode with the running statistics.
+        case("batch_norm_training", "BatchNormalization", {"x": ((6, 5, 4, 3), normal), "scale": ((5,), normal),
+             "bias": ((5,), normal)}, {"epsilon": 1e-5, "momentum": 0.9, "training_mode": 1},
+             lambda x, s, b: F.batch_norm(x, None, None, s, b, training=True, eps=1e-5),
+             constants={"mean": np.zeros(5, np.float32), "var": np.ones(5, np.float32)}, outputs=3, opset=15),
+        case("batch_norm_training_opset13_2d", "BatchNormalization", {"x": ((7, 5), normal), "scale": ((5,), normal),
+             "bias": ((5,), normal)}, {"epsilon": 1e-3},
+             lambda x, s, b: F.batch_norm(x, None, None, s, b, training=True, eps=1e-3),
+             constants={"mean": np.zeros(5, np.float32), "var": np.ones(5, np.float32)}, outputs=5),
+        case("batch_norm_inference", "BatchNormalization", {"x": ((3, 5, 4, 3), normal), "scale": ((5,), normal),
+             "bias": ((5,), normal)}, {"epsilon": 1e-5},
+             lambda x, s, b: F.batch_norm(x, torch.tensor(BN_MEAN, dtype=x.dtype), torch.tensor(BN_VAR, dtype=x.dtype), s, b, training=False,
+                                          eps=1e-5),
+             constants={"mean": BN_MEAN, "var": BN_VAR}, opset=15),
     ]
 
 

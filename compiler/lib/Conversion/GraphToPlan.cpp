@@ -202,6 +202,9 @@ LogicalResult Lowering::lowerArguments() {
     } else if (auto name = func_.getArgAttrOfType<StringAttr>(i, graph::kFrozenParamAttr)) {
       tensor = addTensor(name.getValue(), TensorKind::frozen_parameter, arg.getType(), loc);
       tensor.setSourceNameAttr(name);
+    } else if (auto name = func_.getArgAttrOfType<StringAttr>(i, graph::kBufferAttr)) {
+      tensor = addTensor(name.getValue(), TensorKind::buffer, arg.getType(), loc);
+      tensor.setSourceNameAttr(name);
     } else if (auto owner = func_.getArgAttrOfType<StringAttr>(i, graph::kStateOfAttr)) {
       auto slot = func_.getArgAttrOfType<StringAttr>(i, graph::kStateSlotAttr);
       if (!slot)
@@ -588,7 +591,7 @@ LogicalResult Lowering::run() {
       unpackBucketOf(pendingUnpacks_[i].outputs.front());
   for (unsigned i = 0; i < func_.getNumResults(); ++i) {
     auto updates = func_.getResultAttrOfType<IntegerAttr>(i, graph::kUpdatesAttr);
-    if (!updates)
+    if (!updates || forwardOnly) // an inference plan leaves the buffers as they are
       continue;
     FlatSymbolRefAttr target = tensors_.lookup(func_.getArgument(updates.getInt()));
     FlatSymbolRefAttr value = tensors_.lookup(terminator->getOperand(i));
@@ -617,6 +620,8 @@ LogicalResult Lowering::run() {
     SmallVector<Attribute> outputs;
     for (unsigned i = 0; i < func_.getNumResults(); ++i) {
       auto name = func_.getResultAttrOfType<StringAttr>(i, graph::kOutputAttr);
+      if (!name && graph::isBufferUpdate(func_, i))
+        continue;
       if (!name)
         return func_.emitError("convert-graph-to-plan: result ") << i << " of @forward has no graph.output name";
       Value value = terminator->getOperand(i);

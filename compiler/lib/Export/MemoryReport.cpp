@@ -122,6 +122,7 @@ std::optional<MemoryReport> fsdpc::buildMemoryReport(ModuleOp module, std::strin
       report.optimizerStateShards += bytes;
       break;
     case TensorKind::frozen_parameter:
+    case TensorKind::buffer:
     case TensorKind::constant:
     case TensorKind::step_counter:
       report.otherPersistent += bytes;

@@ -33,6 +33,8 @@ plan::TensorKind toProto(TensorKind kind) {
     return plan::GRADIENT;
   case TensorKind::view:
     return plan::VIEW;
+  case TensorKind::buffer:
+    return plan::BUFFER;
   }
   return plan::KIND_UNSPECIFIED;
 }
@@ -174,9 +176,12 @@ std::optional<runtime::PlanFile> fsdpc::buildPlanFile(ModuleOp module, const Wei
       out->set_unit(tensor.getUnit()->str());
 
     // A unit's shard is cut from the unit's flat initial value at load time.
+    // Buffers keep their initial values in weight-free plans too: a launch
+    // that fills the parameters (--init normal) has nothing to fill them with.
     bool isShard = tensor.getUnit().has_value();
-    if (!isShard && includeWeights &&
-        (tensor.getKind() == TensorKind::parameter || tensor.getKind() == TensorKind::frozen_parameter)) {
+    if ((!isShard && includeWeights &&
+         (tensor.getKind() == TensorKind::parameter || tensor.getKind() == TensorKind::frozen_parameter)) ||
+        tensor.getKind() == TensorKind::buffer) {
       auto it = weights.values.find(out->name());
       if (it == weights.values.end() || it->second.size() * sizeof(float) != static_cast<size_t>(out->bytes())) {
         error = "no initial value of the right size for parameter '" + out->name() + "'";

@@ -1,7 +1,7 @@
 //===- CompositePatterns.cpp - ONNX ops built from graph primitives -------===//
 //
 // Activations, clipping, elementwise Min/Max, pooling over all positions,
-// Tile, CumSum and InstanceNormalization, written with graph ops that have
+// Tile, CumSum, BatchNormalization and InstanceNormalization, written with graph ops that have
 // kernels and gradient rules already: relu, exp, log, tanh, scale,
 // broadcasting arithmetic, reduce_sum, broadcast_to, matmul, layer_norm.
 // Every backend runs them, and autodiff differentiates them, with nothing
@@ -258,6 +258,90 @@ LogicalResult fsdpc::import::convertCumSum(NodeImporter &n) {
     summed = graph::TransposeOp::create(n.builder, n.loc, n.f32Tensor(shape), summed,
                                         n.builder.getDenseI64ArrayAttr(inverse));
   n.setOutput(0, summed);
+  return success();
+}
+
+LogicalResult fsdpc::import::convertBatchNormalization(NodeImporter &n) {
+  if (failed(requireFloatInputs(n, 5)))
+    return failure();
+  Value x = n.input(0), scale = n.input(1), bias = n.input(2), runningMean = n.input(3), runningVar = n.input(4);
+  ArrayRef<int64_t> shape = shapeOf(x);
+  if (shape.size() < 2)
+    return n.fail("input must be [N, C, spatial...]");
+  const int64_t channels = shape[1];
+  for (Value v : {scale, bias, runningMean, runningVar})
+    if (shapeOf(v) != ArrayRef<int64_t>{channels})
+      return n.fail("scale, B, input_mean and input_var must be [C] with C = " + Twine(channels));
+  // Opsets 9 to 13 say training by asking for the statistics outputs;
+  // 14 and later by training_mode.
+  const bool training = n.opset >= 14 ? n.intAttr("training_mode", 0) != 0 : n.node.output_size() > 1;
+  const double epsilon = n.floatAttr("epsilon", 1e-5f);
+  const double momentum = n.floatAttr("momentum", 0.9f);
+  Compose b{n};
+  SmallVector<int64_t> channelShape(shape.size(), 1);
+  channelShape[1] = channels;
+  auto perChannel = [&](Value v) { return b.reshape(v, channelShape); };
+
+  if (!training) {
+    // y = x * a + (B - mean * a) with a = scale / sqrt(var + epsilon).
+    Value inverseStd = graph::ReciprocalOp::create(
+        n.builder, n.loc,
+        graph::SqrtOp::create(n.builder, n.loc, b.add(runningVar, b.constant(static_cast<float>(epsilon)))));
+    Value a = b.mul(scale, inverseStd);
+    Value shift = b.sub(bias, b.mul(runningMean, a));
+    n.setOutput(0, b.add(b.mul(x, perChannel(a)), perChannel(shift)));
+    return success();
+  }
+
+  // Each channel normalised over the batch and every position: layer_norm
+  // on [C, N * S], whose mean and inverse standard deviation are the batch
+  // statistics, then the per-channel affine.
+  int64_t spatial = 1;
+  for (size_t d = 2; d < shape.size(); ++d)
+    spatial *= shape[d];
+  const int64_t count = shape[0] * spatial;
+  auto swapFirstTwo = [&](Value v, ArrayRef<int64_t> to) -> Value {
+    return graph::TransposeOp::create(n.builder, n.loc, n.f32Tensor(to), v, n.builder.getDenseI64ArrayAttr({1, 0, 2}));
+  };
+  Value channelsFirst =
+      b.reshape(swapFirstTwo(b.reshape(x, {shape[0], channels, spatial}), {channels, shape[0], spatial}),
+                {channels, count});
+  auto unitType = n.f32Tensor({count});
+  Value ones = graph::ConstantOp::create(n.builder, n.loc, unitType, DenseElementsAttr::get(unitType, 1.0f));
+  Value zeros = graph::ConstantOp::create(n.builder, n.loc, unitType, DenseElementsAttr::get(unitType, 0.0f));
+  auto statType = n.f32Tensor({channels, 1});
+  auto norm = graph::LayerNormOp::create(n.builder, n.loc, n.f32Tensor({channels, count}), statType, statType,
+                                         channelsFirst, ones, zeros, n.builder.getI64IntegerAttr(1),
+                                         n.builder.getF64FloatAttr(epsilon));
+  Value normalized =
+      b.reshape(swapFirstTwo(b.reshape(norm.getResult(), {channels, shape[0], spatial}), {shape[0], channels, spatial}),
+                shape);
+  n.setOutput(0, b.add(b.mul(normalized, perChannel(scale)), perChannel(bias)));
+
+  // The batch statistics: the mean, and the biased variance 1 / rstd^2 - epsilon.
+  Value mean = b.reshape(norm.getMean(), {channels});
+  Value rstd = b.reshape(norm.getInvStdDev(), {channels});
+  Value variance = b.sub(graph::ReciprocalOp::create(n.builder, n.loc, b.mul(rstd, rstd)),
+                         b.constant(static_cast<float>(epsilon)));
+  auto blend = [&](Value running, Value batch, double batchFactor) {
+    return b.add(b.scale(running, momentum), b.scale(batch, batchFactor));
+  };
+  // The statistics outputs follow the ONNX definition (biased variance).
+  Value newMean = blend(runningMean, mean, 1.0 - momentum);
+  n.setOutput(1, newMean);
+  if (n.wantsOutput(2))
+    n.setOutput(2, blend(runningVar, variance, 1.0 - momentum));
+  n.setOutput(3, mean);
+  n.setOutput(4, variance);
+  // The buffers are updated as torch's BatchNorm updates them in training,
+  // which the export leaves out: the running variance blends in the
+  // unbiased batch variance.
+  if (n.isBufferInput(3))
+    n.updateBuffer(3, newMean);
+  if (n.isBufferInput(4)) {
+    double bessel = count > 1 ? static_cast<double>(count) / static_cast<double>(count - 1) : 1.0;
+    n.updateBuffer(4, blend(runningVar, variance, (1.0 - momentum) * bessel));
+  }
   return success();
 }
 

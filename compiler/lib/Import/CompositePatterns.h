@@ -20,6 +20,7 @@ mlir::LogicalResult convertRuntimeMinMax(NodeImporter &n, bool isMax);
 mlir::LogicalResult convertGlobalAveragePool(NodeImporter &n);
 mlir::LogicalResult convertTile(NodeImporter &n);
 mlir::LogicalResult convertCumSum(NodeImporter &n);
+mlir::LogicalResult convertBatchNormalization(NodeImporter &n);
 mlir::LogicalResult convertInstanceNormalization(NodeImporter &n);
 mlir::LogicalResult convertConv(NodeImporter &n);
 mlir::LogicalResult convertAveragePool(NodeImporter &n);

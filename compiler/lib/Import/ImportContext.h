@@ -2,6 +2,7 @@
 #ifndef FSDPC_LIB_IMPORT_IMPORTCONTEXT_H
 #define FSDPC_LIB_IMPORT_IMPORTCONTEXT_H
 
+#include "fsdpc/Dialect/Graph/IR/GraphDialect.h"
 #include "fsdpc/Dialect/Graph/IR/GraphOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringMap.h"
@@ -18,9 +19,10 @@ class NodeImporter {
 public:
   NodeImporter(mlir::OpBuilder &builder, const onnx::NodeProto &node, int64_t opset, mlir::Location loc,
                llvm::StringMap<mlir::Value> &values, llvm::StringMap<mlir::DenseElementsAttr> &constants,
-               const llvm::StringMap<std::vector<float>> &initialValues)
+               const llvm::StringMap<std::vector<float>> &initialValues,
+               llvm::StringMap<mlir::Value> &bufferUpdates)
       : builder(builder), node(node), opset(opset), loc(loc), values_(values), constants_(constants),
-        initialValues_(initialValues) {}
+        initialValues_(initialValues), bufferUpdates_(bufferUpdates) {}
 
   mlir::OpBuilder &builder;
   const onnx::NodeProto &node;
@@ -53,6 +55,18 @@ public:
     auto it = initialValues_.find(node.input(i));
     return it == initialValues_.end() ? nullptr : &it->second;
   }
+  /// Whether input i is a module buffer (an argument marked graph.buffer:
+  /// BatchNormalization's running statistics), which the step may rewrite.
+  bool isBufferInput(int i) const {
+    if (!hasInput(i))
+      return false;
+    auto arg = mlir::dyn_cast<mlir::BlockArgument>(input(i));
+    return arg && mlir::cast<mlir::func::FuncOp>(arg.getOwner()->getParentOp()).getArgAttr(arg.getArgNumber(),
+                                                                                          graph::kBufferAttr);
+  }
+  /// The step ends by writing `value` into buffer input i (what torch does
+  /// to a module's buffers in place, which the export does not show).
+  void updateBuffer(int i, mlir::Value value) { bufferUpdates_[node.input(i)] = value; }
   bool wantsOutput(int i) const { return i < node.output_size() && !node.output(i).empty(); }
   void setOutput(int i, mlir::Value value) {
     if (wantsOutput(i))
@@ -84,6 +98,7 @@ private:
   llvm::StringMap<mlir::Value> &values_;
   llvm::StringMap<mlir::DenseElementsAttr> &constants_;
   const llvm::StringMap<std::vector<float>> &initialValues_;
+  llvm::StringMap<mlir::Value> &bufferUpdates_;
   std::string error_;
 };
 

@@ -714,6 +714,13 @@ bool ModelImporter::buildForward() {
     argTypes.push_back(*type);
     argRoles.emplace_back(graph::kInputAttr, input.name());
   }
+  // BatchNormalization's running statistics are module buffers: the step
+  // updates them as torch does in training, nobody trains them.
+  llvm::StringSet<> bufferNames;
+  for (const onnx::NodeProto &node : graph.node())
+    if (node.op_type() == "BatchNormalization")
+      for (int i = 3; i < std::min(node.input_size(), 5); ++i)
+        bufferNames.insert(node.input(i));
   std::vector<const onnx::TensorProto *> constantInitializers;
   for (const onnx::TensorProto &init : graph.initializer()) {
     if (!isFloatType(init.data_type())) {
@@ -738,7 +745,10 @@ bool ModelImporter::buildForward() {
     SmallVector<int64_t> shape(init.dims().begin(), init.dims().end());
     argTypes.push_back(RankedTensorType::get(shape, builder_.getF32Type()));
     bool frozen = !options_.freezeRegex.empty() && freeze.match(init.name());
-    argRoles.emplace_back(frozen ? graph::kFrozenParamAttr : graph::kParamAttr, init.name());
+    argRoles.emplace_back(bufferNames.contains(init.name()) ? graph::kBufferAttr
+                          : frozen                         ? graph::kFrozenParamAttr
+                                                           : graph::kParamAttr,
+                          init.name());
     result_.weights.values[init.name()] = std::move(values);
     if (auto it = anonymousModules.find(init.name()); it != anonymousModules.end() && !it->second.empty())
       moduleHints[argTypes.size() - 1] = it->second;
@@ -749,6 +759,7 @@ bool ModelImporter::buildForward() {
   Block *entry = func.addEntryBlock();
   llvm::StringMap<Value> values;
   llvm::StringMap<DenseElementsAttr> constants;
+  llvm::StringMap<Value> bufferUpdates;
   for (auto [i, role] : llvm::enumerate(argRoles)) {
     func.setArgAttr(i, role.first, builder_.getStringAttr(role.second));
     values[role.second] = entry->getArgument(i);
@@ -773,7 +784,7 @@ bool ModelImporter::buildForward() {
     Location loc = NameLoc::get(builder_.getStringAttr(name));
     onnx::NodeProto named = node;
     named.set_name(name);
-    NodeImporter importer(builder_, named, opset_, loc, values, constants, result_.weights.values);
+    NodeImporter importer(builder_, named, opset_, loc, values, constants, result_.weights.values, bufferUpdates);
     for (int i = 0; i < node.input_size(); ++i)
       if (!node.input(i).empty() && !values.count(node.input(i)))
         return fail("node '" + name + "' (" + node.op_type() + "): input '" + node.input(i) + "' is not defined");
@@ -792,6 +803,14 @@ bool ModelImporter::buildForward() {
       return fail("graph output '" + output.name() + "' is not computed by any node");
     outputs.push_back(value);
   }
+  // After the model's outputs: the buffers the step rewrites, in argument
+  // order.
+  SmallVector<unsigned> updatedBuffers;
+  for (auto [i, role] : llvm::enumerate(argRoles))
+    if (Value update = bufferUpdates.lookup(role.second); update && role.first == graph::kBufferAttr) {
+      outputs.push_back(update);
+      updatedBuffers.push_back(i);
+    }
   func::ReturnOp::create(builder_, fileLoc, outputs);
   SmallVector<Type> resultTypes;
   for (Value v : outputs)
@@ -799,6 +818,8 @@ bool ModelImporter::buildForward() {
   func.setType(builder_.getFunctionType(argTypes, resultTypes));
   for (auto [i, output] : llvm::enumerate(graph.output()))
     func.setResultAttr(i, graph::kOutputAttr, builder_.getStringAttr(output.name()));
+  for (auto [i, arg] : llvm::enumerate(updatedBuffers))
+    func.setResultAttr(graph.output_size() + i, graph::kUpdatesAttr, builder_.getI64IntegerAttr(arg));
 
   // Patterns build ops through their verifiers' eyes only here: report the
   // first verifier failure with its node.

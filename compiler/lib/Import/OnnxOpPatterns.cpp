@@ -1251,6 +1251,8 @@ const OpPattern kPatterns[] = {
     {"GlobalAveragePool", 1, convertGlobalAveragePool},
     {"HardSigmoid", 6, convertHardSigmoid},
     {"HardSwish", 14, convertHardSwish},
+    {"BatchNormalization", 9, convertBatchNormalization,
+     "training mode updates input_mean and input_var in place only where they are initializers"},
     {"InstanceNormalization", 6, convertInstanceNormalization},
     {"LeakyRelu", 6, convertLeakyRelu},
     {"Mish", 18, convertMish},

@@ -473,15 +473,17 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
     }
   }
 
-  // Keep whatever else the step returned (nothing but the loss and updates
-  // today), then drop the per-parameter updates and arguments.
+  // Keep whatever else the step returned (the gradient norm, buffer
+  // updates, whose targets are renumbered below), then drop the
+  // per-parameter updates and arguments.
   for (unsigned i = 0; i < terminator->getNumOperands(); ++i) {
     Operation *def = terminator->getOperand(i).getDefiningOp();
     if (i == static_cast<unsigned>(lossIndex) || (def && llvm::is_contained(oldUpdates, def)))
       continue;
     returned.push_back(terminator->getOperand(i));
     returnedAttrs.push_back(train.getResultAttrDict(i));
-    updatedArgs.push_back(BlockArgument());
+    auto target = train.getResultAttrOfType<IntegerAttr>(i, graph::kUpdatesAttr);
+    updatedArgs.push_back(target ? train.getArgument(target.getInt()) : BlockArgument());
   }
   graph::setReturnedValues(train, returned, returnedAttrs);
   for (Operation *old : oldUpdates)

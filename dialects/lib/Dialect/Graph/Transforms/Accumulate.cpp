@@ -109,9 +109,21 @@ struct GraphAccumulatePass : public fsdpc::graph::impl::GraphAccumulateBase<Grap
       return add.getResult();
     };
 
+    // Buffers (BatchNorm's running statistics) are updated by every
+    // micro-batch's forward, as in torch: micro-batch m reads what m - 1
+    // wrote, and the step returns what the last one wrote.
+    SmallVector<std::tuple<unsigned, BlockArgument, Value>> buffers; // result, buffer, its value now
+    for (unsigned i = 0; i < train.getNumResults(); ++i)
+      if (graph::isBufferUpdate(train, i)) {
+        auto target = train.getResultAttrOfType<IntegerAttr>(i, graph::kUpdatesAttr);
+        buffers.emplace_back(i, train.getArgument(target.getInt()), train.getArgument(target.getInt()));
+      }
+
     builder.setInsertionPoint(stepOps.empty() ? updates.front() : stepOps.front());
     for (int64_t m = 0; m < k; ++m) {
       IRMapping mapping;
+      for (auto &[result, buffer, current] : buffers)
+        mapping.map(buffer, current);
       // Micro-batch m's rows of every input.
       for (BlockArgument input : inputs) {
         auto type = cast<RankedTensorType>(input.getType());
@@ -135,6 +147,8 @@ struct GraphAccumulatePass : public fsdpc::graph::impl::GraphAccumulateBase<Grap
         if (op == loss.getDefiningOp())
           clone->setAttr(graph::kMicroLossAttr, builder.getUnitAttr());
       }
+      for (auto &[result, buffer, current] : buffers)
+        current = mapping.lookupOrDefault(terminator->getOperand(result));
       OpBuilder::InsertPoint end = builder.saveInsertionPoint();
       lossSum = accumulate(lossSum, mapping.lookupOrDefault(loss));
       for (auto [sum, grad] : llvm::zip(gradSums, grads))
@@ -151,6 +165,8 @@ struct GraphAccumulatePass : public fsdpc::graph::impl::GraphAccumulateBase<Grap
     for (auto [update, sum] : llvm::zip(updates, gradSums))
       update->setOperand(1, mean(sum));
     terminator->setOperand(lossIndex, mean(lossSum));
+    for (auto &[result, buffer, current] : buffers)
+      terminator->setOperand(result, current);
 
     // The single-micro-batch originals go; constants stay.
     for (Operation *op : llvm::reverse(stepOps))

@@ -35,13 +35,16 @@ struct GraphAppendLossPass : public fsdpc::graph::impl::GraphAppendLossBase<Grap
     // Decide which loss and which model output it reads.
     std::string kind = loss;
     unsigned outputIndex = 0;
+    unsigned numOutputs = 0; // the model's outputs; buffer updates follow
+    while (numOutputs < forward.getNumResults() && !isBufferUpdate(forward, numOutputs))
+      ++numOutputs;
     if (kind == "auto") {
       auto type = cast<RankedTensorType>(forward.getResultTypes()[0]);
-      kind = forward.getNumResults() == 1 && type.getRank() == 0 ? "output" : "cross_entropy";
+      kind = numOutputs == 1 && type.getRank() == 0 ? "output" : "cross_entropy";
     } else if (StringRef(kind).starts_with("output:")) {
       StringRef name = StringRef(kind).drop_front(strlen("output:"));
       bool found = false;
-      for (unsigned i = 0; i < forward.getNumResults(); ++i) {
+      for (unsigned i = 0; i < numOutputs; ++i) {
         auto attr = forward.getResultAttrOfType<StringAttr>(i, kOutputAttr);
         if (attr && attr.getValue() == name) {
           outputIndex = i;
@@ -107,7 +110,10 @@ struct GraphAppendLossPass : public fsdpc::graph::impl::GraphAppendLossBase<Grap
       lossValue = MseLossOp::create(builder, loc, scalarType, output, labels);
     }
 
-    setReturnedValues(train, {lossValue}, {builder.getDictionaryAttr(builder.getNamedAttr(kLossAttr, builder.getUnitAttr()))});
+    SmallVector<Value> returned = {lossValue};
+    SmallVector<DictionaryAttr> attrs = {builder.getDictionaryAttr(builder.getNamedAttr(kLossAttr, builder.getUnitAttr()))};
+    appendBufferUpdates(train, returned, attrs);
+    setReturnedValues(train, returned, attrs);
     module->setAttr(kLossKindAttr, builder.getStringAttr(kind));
     module->setAttr(kNumClassesAttr, builder.getI64IntegerAttr(numClasses));
   }

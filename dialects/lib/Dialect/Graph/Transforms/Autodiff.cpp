@@ -97,6 +97,7 @@ struct GraphAutodiffPass : public fsdpc::graph::impl::GraphAutodiffBase<GraphAut
       attrs.push_back(builder.getDictionaryAttr(
           builder.getNamedAttr(kGradOfAttr, train.getArgAttr(param.getArgNumber(), kParamAttr))));
     }
+    appendBufferUpdates(train, returned, attrs);
     setReturnedValues(train, returned, attrs);
   }
 };

@@ -124,6 +124,7 @@ struct GraphOptimizerPass : public fsdpc::graph::impl::GraphOptimizerBase<GraphO
         }
       }
     }
+    appendBufferUpdates(train, returned, attrs);
     setReturnedValues(train, returned, attrs);
 
     auto num = [](double value) {

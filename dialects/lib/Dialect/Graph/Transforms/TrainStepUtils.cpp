@@ -40,6 +40,20 @@ SmallVector<NamedAttribute> ownAttributes(Operation *op) {
   return attrs;
 }
 
+bool isBufferUpdate(func::FuncOp func, unsigned result) {
+  auto target = func.getResultAttrOfType<IntegerAttr>(result, kUpdatesAttr);
+  return target && func.getArgAttr(target.getInt(), kBufferAttr);
+}
+
+void appendBufferUpdates(func::FuncOp func, SmallVectorImpl<Value> &values, SmallVectorImpl<DictionaryAttr> &attrs) {
+  Operation *terminator = func.getBody().front().getTerminator();
+  for (unsigned i = 0; i < func.getNumResults(); ++i)
+    if (isBufferUpdate(func, i)) {
+      values.push_back(terminator->getOperand(i));
+      attrs.push_back(func.getResultAttrDict(i));
+    }
+}
+
 int findResultWithAttr(func::FuncOp func, StringRef attrName) {
   for (unsigned i = 0; i < func.getNumResults(); ++i)
     if (func.getResultAttr(i, attrName))

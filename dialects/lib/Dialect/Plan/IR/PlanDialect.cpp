@@ -139,6 +139,7 @@ bool TensorOp::isPersistent() {
   case TensorKind::gradient:
   case TensorKind::parameter:
   case TensorKind::frozen_parameter:
+  case TensorKind::buffer:
   case TensorKind::optimizer_state:
   case TensorKind::constant:
   case TensorKind::step_counter:
@@ -164,7 +165,7 @@ LogicalResult TensorOp::verify() {
       return emitOpError("value type ") << getValue()->getType() << " differs from " << type;
   }
   bool needsName = getKind() == TensorKind::parameter || getKind() == TensorKind::frozen_parameter ||
-                   getKind() == TensorKind::input;
+                   getKind() == TensorKind::buffer || getKind() == TensorKind::input;
   if (needsName && !getSourceName())
     return emitOpError("of kind ") << stringifyTensorKind(getKind()) << " needs a source_name";
   if (getKind() == TensorKind::optimizer_state && (!getOptimizerSlot() || !getOwner()))

@@ -20,10 +20,14 @@ def Graph_Dialect : Dialect {
     `graph.input = "name"` (a batch input fed from data), `graph.param =
     "name"` (a trainable parameter, named as its ONNX initializer),
     `graph.frozen_param = "name"` (a parameter that is not trained),
+    `graph.buffer = "name"` (a module buffer such as BatchNorm's running
+    mean: not trained, held whole on every rank, rewritten by the step),
     `graph.state_of = "name"` with `graph.state_slot = "exp_avg"` (optimizer
     state) and `graph.step` (the 1-based optimizer step). Results carry
     `graph.output = "name"`, `graph.loss`, `graph.grad_of = "name"`, or
-    `graph.updates = N` (the result overwrites argument N after the step).
+    `graph.updates = N` (the result overwrites argument N after the step:
+    a parameter or optimizer state from the optimizer, a buffer from the
+    forward pass).
   }];
   let dependentDialects = ["::mlir::func::FuncDialect"];
   let hasConstantMaterializer = 1;

@@ -13,6 +13,9 @@ namespace fsdpc::graph {
 inline constexpr llvm::StringLiteral kInputAttr = "graph.input";
 inline constexpr llvm::StringLiteral kParamAttr = "graph.param";
 inline constexpr llvm::StringLiteral kFrozenParamAttr = "graph.frozen_param";
+/// A module buffer (BatchNorm's running statistics): held whole on every
+/// rank, never trained, rewritten by a result marked graph.updates.
+inline constexpr llvm::StringLiteral kBufferAttr = "graph.buffer";
 /// On a parameter whose name does not say its module (a constant-folded
 /// `onnx::` weight): the module it belongs to, for fsdp-wrap.
 inline constexpr llvm::StringLiteral kModuleAttr = "graph.module";

@@ -45,6 +45,12 @@ llvm::SmallVector<mlir::NamedAttribute> ownAttributes(mlir::Operation *op);
 
 /// The index of the first result carrying `attrName`, or -1.
 int findResultWithAttr(mlir::func::FuncOp func, llvm::StringRef attrName);
+/// Whether result `result` of `func` rewrites a graph.buffer argument.
+bool isBufferUpdate(mlir::func::FuncOp func, unsigned result);
+/// Appends `func`'s buffer updates with their attributes: every pass that
+/// rebuilds the step's results keeps them after its own.
+void appendBufferUpdates(mlir::func::FuncOp func, llvm::SmallVectorImpl<mlir::Value> &values,
+                         llvm::SmallVectorImpl<mlir::DictionaryAttr> &attrs);
 
 /// Where an op of @train_step runs: micro-batch m's forward is phase 2m,
 /// its backward 2m + 1. Without gradient accumulation there is one

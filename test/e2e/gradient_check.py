@@ -264,6 +264,25 @@ def cases():
         case("instance_norm", "InstanceNormalization", {"x": ((3, 5, 4, 7), normal), "scale": ((5,), normal),
              "bias": ((5,), normal)}, {"epsilon": 1e-5},
              lambda x, s, b: F.instance_norm(x, weight=s, bias=b, eps=1e-5)),
+        # The reductions composed from primitives (odd sizes: the pairwise
+        # max carries a leftover element at each level).
+        case("reduce_max", "ReduceMax", {"x": ((3, 7, 5), normal)}, {"axes": [1], "keepdims": 0},
+             lambda x: x.amax(1)),
+        case("reduce_max_two_axes", "ReduceMax", {"x": ((3, 7, 5), normal)}, {"axes": [0, 2]},
+             lambda x: x.amax((0, 2), keepdim=True)),
+        case("reduce_min_all", "ReduceMin", {"x": ((3, 7, 5), normal)}, {"keepdims": 0}, lambda x: x.amin()),
+        case("reduce_l1", "ReduceL1", {"x": ((3, 7, 5), normal)}, {"axes": [2]},
+             lambda x: x.abs().sum(2, keepdim=True)),
+        case("reduce_l2", "ReduceL2", {"x": ((3, 7, 5), normal)}, {"axes": [1], "keepdims": 0},
+             lambda x: x.norm(dim=1)),
+        case("reduce_sum_square", "ReduceSumSquare", {"x": ((3, 7, 5), normal)}, {"axes": [0, 1]},
+             lambda x: (x * x).sum((0, 1), keepdim=True)),
+        case("reduce_log_sum", "ReduceLogSum", {"x": ((3, 7, 5), positive)}, {"axes": [2], "keepdims": 0},
+             lambda x: x.sum(2).log()),
+        case("reduce_log_sum_exp", "ReduceLogSumExp", {"x": ((3, 7, 5), normal)}, {"axes": [1]},
+             lambda x: torch.logsumexp(x, 1, keepdim=True)),
+        case("reduce_max_opset18", "ReduceMax", {"x": ((3, 7, 5), normal)}, {"keepdims": 0},
+             lambda x: x.amax(2), constants={"axes": np.array([-1], np.int64)}, opset=18),
         # BatchNormalization: in training mode (batch statistics; the running
         # statistics, initializers here, are buffers that get no gradient),
         # at opset 15 by training_mode and at opset 13 by its five outputs;

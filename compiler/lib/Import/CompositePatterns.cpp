@@ -1,7 +1,8 @@
 //===- CompositePatterns.cpp - ONNX ops built from graph primitives -------===//
 //
 // Activations, clipping, elementwise Min/Max, pooling over all positions,
-// Tile, CumSum, BatchNormalization and InstanceNormalization, written with graph ops that have
+// Tile, CumSum, the reductions but ReduceSum/ReduceMean/ReduceProd,
+// BatchNormalization and InstanceNormalization, written with graph ops that have
 // kernels and gradient rules already: relu, exp, log, tanh, scale,
 // broadcasting arithmetic, reduce_sum, broadcast_to, matmul, layer_norm.
 // Every backend runs them, and autodiff differentiates them, with nothing
@@ -53,6 +54,33 @@ struct Compose {
   Value abs(Value x) { return add(relu(x), relu(neg(x))); }
   /// log(1 + exp(x)), stable at any x: relu(x) + log(1 + exp(-|x|)).
   Value softplus(Value x) { return add(relu(x), log(add(constant(1.0f), exp(neg(abs(x)))))); }
+  /// The max of `x` along `axis`, kept as a dimension of 1: halves taken
+  /// pairwise, max(a, b) = b + relu(a - b), so log2(size) levels.
+  Value maxAlong(Value x, int64_t axis) {
+    SmallVector<int64_t> shape(shapeOf(x));
+    while (shape[axis] > 1) {
+      const int64_t size = shape[axis], half = size / 2;
+      auto part = [&](int64_t start, int64_t length) -> Value {
+        SmallVector<int64_t> starts(shape.size(), 0), steps(shape.size(), 1), partShape(shape);
+        starts[axis] = start;
+        partShape[axis] = length;
+        return graph::SliceOp::create(n.builder, n.loc, n.f32Tensor(partShape), x,
+                                      n.builder.getDenseI64ArrayAttr(starts), n.builder.getDenseI64ArrayAttr(steps));
+      };
+      Value first = part(0, half), second = part(half, half);
+      Value larger = add(second, relu(sub(first, second)));
+      shape[axis] = half + size % 2;
+      if (size % 2)
+        larger = graph::ConcatOp::create(n.builder, n.loc, n.f32Tensor(shape),
+                                         ValueRange{larger, part(2 * half, 1)}, n.builder.getI64IntegerAttr(axis));
+      x = larger;
+    }
+    return x;
+  }
+  Value sumOver(Value x, const ReductionLayout &layout) {
+    return graph::ReduceSumOp::create(n.builder, n.loc, n.f32Tensor(layout.keptShape), x,
+                                      n.builder.getDenseI64ArrayAttr(layout.axes), n.builder.getBoolAttr(true));
+  }
   /// clamp(alpha x + beta, 0, 1) = relu(y) - relu(y - 1).
   Value hardSigmoid(Value x, double alpha, double beta) {
     Value y = add(scale(x, alpha), constant(static_cast<float>(beta)));
@@ -258,6 +286,58 @@ LogicalResult fsdpc::import::convertCumSum(NodeImporter &n) {
     summed = graph::TransposeOp::create(n.builder, n.loc, n.f32Tensor(shape), summed,
                                         n.builder.getDenseI64ArrayAttr(inverse));
   n.setOutput(0, summed);
+  return success();
+}
+
+LogicalResult fsdpc::import::convertComposedReduction(NodeImporter &n, ComposedReduction kind) {
+  if (failed(requireFloatInputs(n, 1)))
+    return failure();
+  FailureOr<ReductionLayout> layout = reductionLayout(n);
+  if (failed(layout))
+    return failure();
+  Compose b{n};
+  Value x = n.input(0);
+  auto maxOver = [&](Value v) {
+    for (int64_t axis : layout->axes)
+      v = b.maxAlong(v, axis);
+    return v;
+  };
+  // Each is written with the reduced dimensions kept; a reduction over no
+  // axes (noop_with_empty_axes) keeps only its elementwise part.
+  Value y;
+  switch (kind) {
+  case ComposedReduction::kMax:
+    y = maxOver(x);
+    break;
+  case ComposedReduction::kMin:
+    y = b.neg(maxOver(b.neg(x)));
+    break;
+  case ComposedReduction::kSumSquare:
+    y = layout->identity ? b.mul(x, x) : b.sumOver(b.mul(x, x), *layout);
+    break;
+  case ComposedReduction::kL1:
+    y = layout->identity ? b.abs(x) : b.sumOver(b.abs(x), *layout);
+    break;
+  case ComposedReduction::kL2:
+    y = layout->identity ? b.abs(x)
+                         : graph::SqrtOp::create(n.builder, n.loc, b.sumOver(b.mul(x, x), *layout)).getResult();
+    break;
+  case ComposedReduction::kLogSum:
+    y = b.log(layout->identity ? x : b.sumOver(x, *layout));
+    break;
+  case ComposedReduction::kLogSumExp: {
+    if (layout->identity) {
+      y = x;
+      break;
+    }
+    // log(sum(exp(x - m))) + m with m the max: no overflow; the gradient
+    // through m cancels (its two terms are -1 and +1).
+    Value m = maxOver(x);
+    y = b.add(b.log(b.sumOver(b.exp(b.sub(x, m)), *layout)), m);
+    break;
+  }
+  }
+  n.setOutput(0, layout->identity ? y : b.reshape(y, layout->resultShape));
   return success();
 }
 

@@ -20,6 +20,11 @@ mlir::LogicalResult convertRuntimeMinMax(NodeImporter &n, bool isMax);
 mlir::LogicalResult convertGlobalAveragePool(NodeImporter &n);
 mlir::LogicalResult convertTile(NodeImporter &n);
 mlir::LogicalResult convertCumSum(NodeImporter &n);
+enum class ComposedReduction { kMax, kMin, kSumSquare, kL1, kL2, kLogSum, kLogSumExp };
+mlir::LogicalResult convertComposedReduction(NodeImporter &n, ComposedReduction kind);
+template <ComposedReduction Kind> mlir::LogicalResult convertReduction(NodeImporter &n) {
+  return convertComposedReduction(n, Kind);
+}
 mlir::LogicalResult convertBatchNormalization(NodeImporter &n);
 mlir::LogicalResult convertInstanceNormalization(NodeImporter &n);
 mlir::LogicalResult convertConv(NodeImporter &n);

@@ -131,6 +131,20 @@ inline bool isF32(mlir::Value v) {
   return v && mlir::cast<mlir::RankedTensorType>(v.getType()).getElementType().isF32();
 }
 
+/// What a reduction (ReduceSum, ReduceMax, ...) of input 0 reduces: the
+/// axes (from the attribute or input 1, all when none are given), how many
+/// elements each result element covers, and the result's shape with the
+/// reduced dimensions kept as 1 and as the node asks (keepdims).
+/// `identity`: no axes and noop_with_empty_axes, so nothing is reduced.
+struct ReductionLayout {
+  llvm::SmallVector<int64_t> axes;
+  llvm::SmallVector<int64_t> keptShape, resultShape;
+  int64_t count = 1;
+  bool keepdims = true;
+  bool identity = false;
+};
+mlir::FailureOr<ReductionLayout> reductionLayout(NodeImporter &n);
+
 /// The float inputs 0 .. count-1 of a node, or failure naming the first
 /// that is missing or not a float tensor.
 mlir::LogicalResult requireFloatInputs(NodeImporter &n, int count);

@@ -2,8 +2,8 @@
 //
 // fsdpc builds with Debian's libonnx 1.12, whose checker and shape inference
 // know the default opset up to 17. Exports from newer torch use opsets 18 to
-// 21, where a few ops fsdpc supports changed their signature (ReduceMean's
-// axes became an input, Split gained num_outputs) or first appeared (Gelu,
+// 21, where a few ops fsdpc supports changed their signature (the
+// reductions' axes became an input, Split gained num_outputs) or first appeared (Gelu,
 // Mish);
 // the other changes of opsets 19 and 21 add element types (float8, int4).
 // Registering those versions here lets the same checker and shape inference
@@ -65,9 +65,10 @@ onnx::OpSchema mish18() {
   return schema;
 }
 
-/// ReduceMean since opset 18: axes is an optional int64 input.
-onnx::OpSchema reduceMean18() {
-  onnx::OpSchema schema = newSchema("ReduceMean", 18, "Mean over the given axes (all when none are given).");
+/// The reductions fsdpc imports since opset 18: axes is an optional int64
+/// input.
+onnx::OpSchema reduce18(const char *name) {
+  onnx::OpSchema schema = newSchema(name, 18, "A reduction over the given axes (all when none are given).");
   schema.Attr("keepdims", "keep the reduced dimensions as size 1", AttributeProto::INT, static_cast<int64_t>(1))
       .Attr("noop_with_empty_axes", "no axes means identity, not a full reduction", AttributeProto::INT,
             static_cast<int64_t>(0))
@@ -77,7 +78,7 @@ onnx::OpSchema reduceMean18() {
       .TypeConstraint("T", {"tensor(float16)", "tensor(float)", "tensor(double)", "tensor(bfloat16)",
                             "tensor(int32)", "tensor(int64)", "tensor(uint32)", "tensor(uint64)"},
                       "numeric tensors")
-      .TypeAndShapeInferenceFunction([](InferenceContext &ctx) {
+      .TypeAndShapeInferenceFunction([op = std::string(name)](InferenceContext &ctx) {
         onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
         if (!onnx::hasInputShape(ctx, 0))
           return;
@@ -98,7 +99,7 @@ onnx::OpSchema reduceMean18() {
         }
         for (int64_t &axis : *axes) {
           if (axis < -rank || axis >= rank)
-            fail_shape_inference("ReduceMean axis ", axis, " is out of range for rank ", rank);
+            fail_shape_inference(op, " axis ", axis, " is out of range for rank ", rank);
           axis = axis < 0 ? axis + rank : axis;
         }
         onnx::TensorShapeProto *out = onnx::getOutputShape(ctx, 0);
@@ -173,7 +174,10 @@ void registerNewerOnnxSchemas() {
         onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map());
     std::pair<int, int> &range = ranges[onnx::ONNX_DOMAIN];
     range.second = std::max<int>(range.second, kNewestOnnxOpset);
-    for (onnx::OpSchema schema : {gelu20(), mish18(), reduceMean18(), split18()})
+    for (onnx::OpSchema schema :
+         {gelu20(), mish18(), reduce18("ReduceMean"), reduce18("ReduceMax"), reduce18("ReduceMin"),
+          reduce18("ReduceL1"), reduce18("ReduceL2"), reduce18("ReduceLogSum"), reduce18("ReduceLogSumExp"),
+          reduce18("ReduceSumSquare"), split18()})
       onnx::OpSchemaRegistry::OpSchemaRegisterOnce once(schema);
     return true;
   }();

@@ -566,41 +566,58 @@ LogicalResult convertSoftmaxCrossEntropyLoss(NodeImporter &n) {
   return success();
 }
 
+} // namespace
+
+FailureOr<ReductionLayout> fsdpc::import::reductionLayout(NodeImporter &n) {
+  ArrayRef<int64_t> shape = shapeOf(n.input(0));
+  ReductionLayout layout;
+  bool present = false;
+  FailureOr<SmallVector<int64_t>> axes = readAxes(n, 1, shape.size(), present);
+  if (failed(axes))
+    return failure();
+  layout.axes = std::move(*axes);
+  if (!present) {
+    layout.identity = n.intAttr("noop_with_empty_axes", 0) != 0;
+    if (!layout.identity)
+      for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d)
+        layout.axes.push_back(d);
+  }
+  layout.keepdims = n.intAttr("keepdims", 1) != 0;
+  for (auto [d, size] : llvm::enumerate(shape)) {
+    if (llvm::is_contained(layout.axes, static_cast<int64_t>(d))) {
+      layout.count *= size;
+      layout.keptShape.push_back(1);
+      if (layout.keepdims)
+        layout.resultShape.push_back(1);
+    } else {
+      layout.keptShape.push_back(size);
+      layout.resultShape.push_back(size);
+    }
+  }
+  return layout;
+}
+
+namespace {
+
 /// ReduceSum and ReduceMean: a sum over the axes (all when none are given,
 /// unless noop_with_empty_axes), scaled for the mean.
 template <bool Mean> LogicalResult convertReduce(NodeImporter &n) {
   if (failed(requireFloatInputs(n, 1)))
     return failure();
-  Value x = n.input(0);
-  ArrayRef<int64_t> shape = shapeOf(x);
-  bool present = false;
-  FailureOr<SmallVector<int64_t>> axes = readAxes(n, 1, shape.size(), present);
-  if (failed(axes))
+  FailureOr<ReductionLayout> layout = reductionLayout(n);
+  if (failed(layout))
     return failure();
-  if (!present) {
-    if (n.intAttr("noop_with_empty_axes", 0)) {
-      n.setOutput(0, x);
-      return success();
-    }
-    for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d)
-      axes->push_back(d);
+  Value x = n.input(0);
+  if (layout->identity) {
+    n.setOutput(0, x);
+    return success();
   }
-  bool keepdims = n.intAttr("keepdims", 1);
-  SmallVector<int64_t> outShape;
-  int64_t count = 1;
-  for (auto [d, size] : llvm::enumerate(shape)) {
-    if (llvm::is_contained(*axes, static_cast<int64_t>(d))) {
-      count *= size;
-      if (keepdims)
-        outShape.push_back(1);
-    } else {
-      outShape.push_back(size);
-    }
-  }
-  Value y = graph::ReduceSumOp::create(n.builder, n.loc, n.f32Tensor(outShape), x,
-                                       n.builder.getDenseI64ArrayAttr(*axes), n.builder.getBoolAttr(keepdims));
+  Value y = graph::ReduceSumOp::create(n.builder, n.loc, n.f32Tensor(layout->resultShape), x,
+                                       n.builder.getDenseI64ArrayAttr(layout->axes),
+                                       n.builder.getBoolAttr(layout->keepdims));
   if (Mean)
-    y = graph::ScaleOp::create(n.builder, n.loc, y, n.builder.getF64FloatAttr(1.0 / std::max<int64_t>(count, 1)));
+    y = graph::ScaleOp::create(n.builder, n.loc, y,
+                               n.builder.getF64FloatAttr(1.0 / std::max<int64_t>(layout->count, 1)));
   n.setOutput(0, y);
   return success();
 }
@@ -1238,6 +1255,15 @@ LogicalResult convertShape(NodeImporter &n) {
   return success();
 }
 
+/// Size: the element count, known from the static shape.
+LogicalResult convertSize(NodeImporter &n) {
+  int64_t count = 1;
+  for (int64_t d : shapeOf(n.input(0)))
+    count *= d;
+  n.setFoldedOutput(0, DenseElementsAttr::get(tensorOf({}, n.builder.getI64Type()), ArrayRef<int64_t>{count}));
+  return success();
+}
+
 const OpPattern kPatterns[] = {
     {"Abs", 6, convertAbs},
     {"Add", 7, convertBinary<graph::AddOp>},
@@ -1293,10 +1319,18 @@ const OpPattern kPatterns[] = {
     {"Pow", 7, convertPow, "float exponent tensor or integer constant"},
     {"Range", 11, convertRange, "constant start, limit and delta"},
     {"Reciprocal", 6, convertUnary<graph::ReciprocalOp>},
+    {"ReduceL1", 1, convertReduction<ComposedReduction::kL1>},
+    {"ReduceL2", 1, convertReduction<ComposedReduction::kL2>},
+    {"ReduceLogSum", 1, convertReduction<ComposedReduction::kLogSum>},
+    {"ReduceLogSumExp", 1, convertReduction<ComposedReduction::kLogSumExp>},
+    {"ReduceMax", 1, convertReduction<ComposedReduction::kMax>, "float input"},
     {"ReduceMean", 1, convertReduce<true>},
+    {"ReduceMin", 1, convertReduction<ComposedReduction::kMin>, "float input"},
     {"ReduceSum", 1, convertReduce<false>},
+    {"ReduceSumSquare", 1, convertReduction<ComposedReduction::kSumSquare>},
     {"Relu", 6, convertUnary<graph::ReluOp>},
     {"Reshape", 5, convertReshape, "constant target shape"},
+    {"Size", 1, convertSize, "folds (static shapes)"},
     {"Shape", 1, convertShape},
     {"Sigmoid", 6, convertUnary<graph::SigmoidOp>},
     {"Slice", 10, convertSlice, "constant starts, ends, axes and steps"},

@@ -272,8 +272,10 @@ Status Executor::loadFullParameters(const NamedArrays &arrays) {
     const plan::Tensor &tensor = h.tensors(t);
     // A buffer is loaded where the file has it (a torch state dict does);
     // where not, its value from the plan stands.
-    bool present = std::any_of(arrays.begin(), arrays.end(), [&](const auto &a) { return a.first == tensor.name(); });
-    if (isWholeParameter(tensor) || (isBuffer(tensor) && present)) {
+    auto inFile = [&] {
+      return std::any_of(arrays.begin(), arrays.end(), [&](const auto &a) { return a.first == tensor.name(); });
+    };
+    if (isWholeParameter(tensor) || (isBuffer(tensor) && inFile())) {
       StatusOr<const HostArray *> array = find(tensor.name(), shapeOf(tensor.shape()));
       if (!array.isOk())
         return array.status();

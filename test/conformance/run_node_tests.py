@@ -109,6 +109,8 @@ def main():
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--atol", type=float, default=1e-5)
     parser.add_argument("--verbose", action="store_true", help="also list passed and skipped tests")
+    parser.add_argument("--min-passed", type=int, default=0,
+                        help="fail unless at least this many tests pass (a floor against lost coverage)")
     args = parser.parse_args()
 
     ops = supported_ops()
@@ -145,7 +147,9 @@ def main():
     stale = sorted(set(skips) - {name for name, _ in skipped})
     for name in stale:
         print("note: skip.txt lists %s, which is not a test of a supported op here" % name)
-    sys.exit(1 if failed else 0)
+    if len(passed) < args.min_passed:
+        print("FAILED  only %d tests passed, fewer than --min-passed %d" % (len(passed), args.min_passed))
+    sys.exit(1 if failed or len(passed) < args.min_passed else 0)
 
 
 if __name__ == "__main__":

@@ -95,6 +95,24 @@ def positive(rng, shape):
 def normal(rng, shape):
     return rng.standard_normal(shape).astype(np.float32)
 
+# Labels and class weights for the losses: some labels equal ignore_index.
+LOSS_RNG = np.random.default_rng(7)
+NLL_TARGET_4D = LOSS_RNG.integers(0, 5, (3, 4, 2)).astype(np.int64)
+NLL_TARGET_2D = LOSS_RNG.integers(0, 5, (7,)).astype(np.int64)
+NLL_TARGET_3D = LOSS_RNG.integers(0, 6, (4, 3)).astype(np.int64)
+SCE_TARGET = np.array([0, 3, -1, 4, 1, -1, 2], np.int64)
+CLASS_WEIGHT5 = np.linspace(0.5, 2.0, 5).astype(np.float32)
+CLASS_WEIGHT6 = np.linspace(2.0, 0.25, 6).astype(np.float32)
+GATHER_INDEX = LOSS_RNG.integers(0, 7, (3, 3, 5)).astype(np.int64)
+
+
+def labels(array):
+    return torch.tensor(array)
+
+
+def weights(array, like):
+    return torch.tensor(array, dtype=like.dtype)
+
 
 def cases():
     """(name, ONNX op, {param: (shape, sampler)}, attributes, torch function of the params in order)."""
@@ -300,6 +318,27 @@ def cases():
              lambda x, s, b: F.batch_norm(x, torch.tensor(BN_MEAN, dtype=x.dtype), torch.tensor(BN_VAR, dtype=x.dtype), s, b, training=False,
                                           eps=1e-5),
              constants={"mean": BN_MEAN, "var": BN_VAR}, opset=15),
+        # Losses with class weights, ignore_index and every reduction: a
+        # one-hot mask picks the label's entry (log-probabilities for
+        # NegativeLogLikelihoodLoss, logits for SoftmaxCrossEntropyLoss);
+        # the class weights are buffers, not trained. GatherElements on
+        # runtime data is the same mask along its axis (torch.gather).
+        case("nll_loss_4d_weight_ii_mean", "NegativeLogLikelihoodLoss", {"x": ((3, 5, 4, 2), normal)},
+             {"ignore_index": 2},
+             lambda x: F.nll_loss(x, labels(NLL_TARGET_4D), weight=weights(CLASS_WEIGHT5, x), ignore_index=2),
+             constants={"target": NLL_TARGET_4D, "weight": CLASS_WEIGHT5}),
+        case("nll_loss_none", "NegativeLogLikelihoodLoss", {"x": ((7, 5), normal)}, {"reduction": "none"},
+             lambda x: F.nll_loss(x, labels(NLL_TARGET_2D), reduction="none"), constants={"target": NLL_TARGET_2D}),
+        case("nll_loss_3d_weight_sum", "NegativeLogLikelihoodLoss", {"x": ((4, 6, 3), normal)}, {"reduction": "sum"},
+             lambda x: F.nll_loss(x, labels(NLL_TARGET_3D), weight=weights(CLASS_WEIGHT6, x), reduction="sum"),
+             constants={"target": NLL_TARGET_3D, "weight": CLASS_WEIGHT6}),
+        case("sce_weight_ii_mean", "SoftmaxCrossEntropyLoss", {"x": ((7, 5), normal)}, {"ignore_index": -1},
+             lambda x: F.cross_entropy(x, labels(SCE_TARGET), weight=weights(CLASS_WEIGHT5, x), ignore_index=-1),
+             constants={"target": SCE_TARGET, "weight": CLASS_WEIGHT5}),
+        case("sce_none_3d", "SoftmaxCrossEntropyLoss", {"x": ((4, 6, 3), normal)}, {"reduction": "none"},
+             lambda x: F.cross_entropy(x, labels(NLL_TARGET_3D), reduction="none"), constants={"target": NLL_TARGET_3D}),
+        case("gather_elements_runtime", "GatherElements", {"x": ((4, 7, 5), normal)}, {"axis": 1},
+             lambda x: torch.gather(x, 1, labels(GATHER_INDEX)), constants={"index": GATHER_INDEX}),
     ]
 
 

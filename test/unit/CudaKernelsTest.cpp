@@ -403,6 +403,15 @@ std::vector<Case> cases() {
                     .attr("axis", int64_t(0)).tol(1e-6));
   all.push_back(Case("gather_grad", "bf16").in({5, 13, 37}, normal(), plan::BF16).in({5, 13}, integers(0, 17), plan::I64)
                     .out({17, 37}, plan::BF16).attr("axis", int64_t(0)).tol(1e-2));
+  all.push_back(Case("one_hot").in({7, 13}, integers(-1, 37), plan::I64).out({7, 13, 37})
+                    .attr("ignore_index", int64_t(-1)).tol(0));
+  all.push_back(Case("one_hot", "label out of range").in({5}, integers(11, 12), plan::I64).out({5, 11}).dataError());
+  for (const char *op : {"arg_max", "arg_min"}) {
+    all.push_back(Case(op, "middle axis").in({3, 37, 5}).out({3, 1, 5}, plan::I64).attr("axis", int64_t(1)).tol(0));
+    all.push_back(Case(op, "ties, last index").in({7, 33}, integers(0, 3)).out({7, 1}, plan::I64)
+                      .attr("axis", int64_t(1)).attr("select_last_index", int64_t(1)).tol(0));
+    all.push_back(Case(op, "NaN").in({31, 9}, someNaN()).out({1, 9}, plan::I64).attr("axis", int64_t(0)).tol(0));
+  }
   all.push_back(Case("trilu").in({3, 19, 23}).out({3, 19, 23}).attr("k", int64_t(1)).attr("upper", int64_t(0)).tol(0));
   all.push_back(Case("transpose").in({3, 5, 7, 11}).out({7, 3, 11, 5}).attr("perm", V{2, 0, 3, 1}).tol(0));
   all.push_back(Case("copy").in({3, 333}).out({3, 333}).tol(0));

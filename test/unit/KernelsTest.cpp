@@ -304,6 +304,47 @@ TEST(Kernels, IsNanMarksNaNsOnly) {
     EXPECT_EQ(mask.i[k], (k == 1 || k == 7) ? 1 : 0) << "at element " << k;
 }
 
+TEST(Kernels, OneHotRowsAndIgnoredLabels) {
+  Buffer labels, rows = zeros({4, 3});
+  labels.shape = {4};
+  labels.i = {2, -100, 0, 1};
+  plan::Instruction inst;
+  (*inst.mutable_int_attrs())["ignore_index"] = -100;
+  ASSERT_TRUE(runKernel("one_hot", {&labels}, {&rows}, inst).isOk());
+  expectNear(rows.f, {0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0}, 0);
+  // A label outside the classes that is not ignored is a data error.
+  labels.i = {2, 3, 0, 1};
+  runtime::Status bad = runKernel("one_hot", {&labels}, {&rows}, inst);
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_NE(bad.message().find("label 3 at position 1 is outside [0, 3)"), std::string::npos) << bad.message();
+}
+
+TEST(Kernels, ArgMaxArgMinTiesAndNaN) {
+  // [2, 4] along axis 1: a tie in row 0, a NaN in row 1.
+  Buffer x = zeros({2, 4});
+  x.f = {1, 5, 5, -2, 3, std::nanf(""), 7, -9};
+  Buffer index;
+  index.shape = {2, 1};
+  index.i.assign(2, -1);
+  plan::Instruction inst;
+  (*inst.mutable_int_attrs())["axis"] = 1;
+  ASSERT_TRUE(runKernel("arg_max", {&x}, {&index}, inst).isOk());
+  EXPECT_EQ(index.i, (std::vector<int64_t>{1, 1}));
+  ASSERT_TRUE(runKernel("arg_min", {&x}, {&index}, inst).isOk());
+  EXPECT_EQ(index.i, (std::vector<int64_t>{3, 1}));
+  (*inst.mutable_int_attrs())["select_last_index"] = 1;
+  ASSERT_TRUE(runKernel("arg_max", {&x}, {&index}, inst).isOk());
+  EXPECT_EQ(index.i, (std::vector<int64_t>{2, 1}));
+  // Along axis 0 of the same data: columns of two.
+  Buffer columns;
+  columns.shape = {1, 4};
+  columns.i.assign(4, -1);
+  (*inst.mutable_int_attrs())["axis"] = 0;
+  (*inst.mutable_int_attrs())["select_last_index"] = 0;
+  ASSERT_TRUE(runKernel("arg_max", {&x}, {&columns}, inst).isOk());
+  EXPECT_EQ(columns.i, (std::vector<int64_t>{1, 1, 1, 0}));
+}
+
 TEST(Kernels, NegScaleCopyFill) {
   Buffer x = randomBuffer({3, 4}, 18), y = zeros({3, 4}), flat = zeros({12});
   ASSERT_TRUE(runKernel("neg", {&x}, {&y}).isOk());

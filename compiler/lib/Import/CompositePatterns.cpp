@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CompositePatterns.h"
+#include "Compose.h"
 
 #include "fsdpc/Dialect/Graph/IR/GraphOps.h"
 
@@ -25,68 +26,6 @@ using namespace fsdpc;
 using namespace fsdpc::import;
 
 namespace {
-
-/// Composes graph ops at the node's location.
-struct Compose {
-  NodeImporter &n;
-
-  Value constant(float v) {
-    auto type = n.f32Tensor({});
-    return graph::ConstantOp::create(n.builder, n.loc, type, DenseElementsAttr::get(type, v));
-  }
-  Value relu(Value x) { return graph::ReluOp::create(n.builder, n.loc, x); }
-  Value neg(Value x) { return graph::NegOp::create(n.builder, n.loc, x); }
-  Value exp(Value x) { return graph::ExpOp::create(n.builder, n.loc, x); }
-  Value log(Value x) { return graph::LogOp::create(n.builder, n.loc, x); }
-  Value tanh(Value x) { return graph::TanhOp::create(n.builder, n.loc, x); }
-  Value scale(Value x, double factor) {
-    return factor == 1.0 ? x : graph::ScaleOp::create(n.builder, n.loc, x, n.builder.getF64FloatAttr(factor)).getResult();
-  }
-  template <typename OpTy> Value binary(Value a, Value b) {
-    FailureOr<SmallVector<int64_t>> shape = graph::broadcastShapes(shapeOf(a), shapeOf(b));
-    return OpTy::create(n.builder, n.loc, n.f32Tensor(*shape), a, b);
-  }
-  Value add(Value a, Value b) { return binary<graph::AddOp>(a, b); }
-  Value sub(Value a, Value b) { return binary<graph::SubOp>(a, b); }
-  Value mul(Value a, Value b) { return binary<graph::MulOp>(a, b); }
-  Value reshape(Value v, ArrayRef<int64_t> shape) { return import::reshape(n, v, shape); }
-  /// |x| = relu(x) + relu(-x).
-  Value abs(Value x) { return add(relu(x), relu(neg(x))); }
-  /// log(1 + exp(x)), stable at any x: relu(x) + log(1 + exp(-|x|)).
-  Value softplus(Value x) { return add(relu(x), log(add(constant(1.0f), exp(neg(abs(x)))))); }
-  /// The max of `x` along `axis`, kept as a dimension of 1: halves taken
-  /// pairwise, max(a, b) = b + relu(a - b), so log2(size) levels.
-  Value maxAlong(Value x, int64_t axis) {
-    SmallVector<int64_t> shape(shapeOf(x));
-    while (shape[axis] > 1) {
-      const int64_t size = shape[axis], half = size / 2;
-      auto part = [&](int64_t start, int64_t length) -> Value {
-        SmallVector<int64_t> starts(shape.size(), 0), steps(shape.size(), 1), partShape(shape);
-        starts[axis] = start;
-        partShape[axis] = length;
-        return graph::SliceOp::create(n.builder, n.loc, n.f32Tensor(partShape), x,
-                                      n.builder.getDenseI64ArrayAttr(starts), n.builder.getDenseI64ArrayAttr(steps));
-      };
-      Value first = part(0, half), second = part(half, half);
-      Value larger = add(second, relu(sub(first, second)));
-      shape[axis] = half + size % 2;
-      if (size % 2)
-        larger = graph::ConcatOp::create(n.builder, n.loc, n.f32Tensor(shape),
-                                         ValueRange{larger, part(2 * half, 1)}, n.builder.getI64IntegerAttr(axis));
-      x = larger;
-    }
-    return x;
-  }
-  Value sumOver(Value x, const ReductionLayout &layout) {
-    return graph::ReduceSumOp::create(n.builder, n.loc, n.f32Tensor(layout.keptShape), x,
-                                      n.builder.getDenseI64ArrayAttr(layout.axes), n.builder.getBoolAttr(true));
-  }
-  /// clamp(alpha x + beta, 0, 1) = relu(y) - relu(y - 1).
-  Value hardSigmoid(Value x, double alpha, double beta) {
-    Value y = add(scale(x, alpha), constant(static_cast<float>(beta)));
-    return sub(relu(y), relu(sub(y, constant(1.0f))));
-  }
-};
 
 /// A one-input op composed by `build` from the input.
 template <typename Build> LogicalResult composeUnary(NodeImporter &n, Build build) {
@@ -209,6 +148,42 @@ LogicalResult fsdpc::import::convertGlobalAveragePool(NodeImporter &n) {
   Value sum = graph::ReduceSumOp::create(n.builder, n.loc, n.f32Tensor(outShape), x,
                                          n.builder.getDenseI64ArrayAttr(axes), n.builder.getBoolAttr(true));
   n.setOutput(0, Compose{n}.scale(sum, 1.0 / static_cast<double>(count)));
+  return success();
+}
+
+LogicalResult fsdpc::import::convertRuntimeGatherElements(NodeImporter &n, Value data, Value indices,
+                                                          int64_t axis) {
+  if (!isF32(data))
+    return n.fail("GatherElements on runtime data needs float data");
+  if (!cast<RankedTensorType>(indices.getType()).getElementType().isInteger(64))
+    return n.fail("indices must be an int64 tensor");
+  ArrayRef<int64_t> dataShape = shapeOf(data), indexShape = shapeOf(indices);
+  const int64_t rank = dataShape.size();
+  SmallVector<int64_t> extent(indexShape), perm, spread(indexShape);
+  extent[axis] = dataShape[axis];
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d != axis && indexShape[d] > dataShape[d])
+      return n.fail("indices " + shapeString(indexShape) + " exceed data " + shapeString(dataShape) + " off the axis");
+    if (d != axis)
+      perm.push_back(d);
+  }
+  perm.push_back(axis);
+  spread[axis] = 1;
+  spread.push_back(dataShape[axis]);
+  // out[.., i, ..] = sum_c data[.., c, ..] * (indices[.., i, ..] == c): the
+  // data cut to the indices' extent off the axis, the axis moved last and
+  // broadcast against the indices' one-hot rows.
+  Compose b{n};
+  Value cut = data;
+  if (ArrayRef<int64_t>(extent) != dataShape)
+    cut = graph::SliceOp::create(n.builder, n.loc, n.f32Tensor(extent), data,
+                                 n.builder.getDenseI64ArrayAttr(SmallVector<int64_t>(rank, 0)),
+                                 n.builder.getDenseI64ArrayAttr(SmallVector<int64_t>(rank, 1)));
+  Value rows = b.reshape(b.transpose(cut, perm), spread);
+  SmallVector<int64_t> maskShape(indexShape);
+  maskShape.push_back(dataShape[axis]);
+  Value mask = graph::OneHotOp::create(n.builder, n.loc, n.f32Tensor(maskShape), indices, IntegerAttr());
+  n.setOutput(0, b.sum(b.mul(rows, mask), {rank}, /*keepdims=*/false));
   return success();
 }
 

@@ -19,6 +19,9 @@ mlir::LogicalResult convertRuntimeAbs(NodeImporter &n);
 mlir::LogicalResult convertRuntimeMinMax(NodeImporter &n, bool isMax);
 mlir::LogicalResult convertGlobalAveragePool(NodeImporter &n);
 mlir::LogicalResult convertTile(NodeImporter &n);
+/// GatherElements of runtime float data along `axis` by int64 indices of
+/// its rank.
+mlir::LogicalResult convertRuntimeGatherElements(NodeImporter &n, mlir::Value data, mlir::Value indices, int64_t axis);
 mlir::LogicalResult convertCumSum(NodeImporter &n);
 enum class ComposedReduction { kMax, kMin, kSumSquare, kL1, kL2, kLogSum, kLogSumExp };
 mlir::LogicalResult convertComposedReduction(NodeImporter &n, ComposedReduction kind);
@@ -30,6 +33,9 @@ mlir::LogicalResult convertInstanceNormalization(NodeImporter &n);
 mlir::LogicalResult convertConv(NodeImporter &n);
 mlir::LogicalResult convertAveragePool(NodeImporter &n);
 mlir::LogicalResult convertMaxPool(NodeImporter &n);
+// LossPatterns.cpp.
+mlir::LogicalResult convertSoftmaxCrossEntropyLoss(NodeImporter &n);
+mlir::LogicalResult convertNegativeLogLikelihoodLoss(NodeImporter &n);
 
 } // namespace fsdpc::import
 

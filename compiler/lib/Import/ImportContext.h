@@ -5,6 +5,7 @@
 #include "fsdpc/Dialect/Graph/IR/GraphDialect.h"
 #include "fsdpc/Dialect/Graph/IR/GraphOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
 
 #include "onnx/onnx_pb.h"
@@ -125,6 +126,22 @@ mlir::DenseElementsAttr tensorProtoToAttr(const onnx::TensorProto &tensor, const
 
 /// The shape of a ranked tensor value.
 inline llvm::ArrayRef<int64_t> shapeOf(mlir::Value v) { return mlir::cast<mlir::RankedTensorType>(v.getType()).getShape(); }
+
+/// The element count of a static shape.
+inline int64_t product(llvm::ArrayRef<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+/// "[2,3,5]", for messages.
+inline std::string shapeString(llvm::ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  for (auto [i, d] : llvm::enumerate(shape))
+    s += (i ? "," : "") + std::to_string(d);
+  return s + "]";
+}
 
 /// Whether `v` is present and an f32 tensor.
 inline bool isF32(mlir::Value v) {

@@ -717,10 +717,17 @@ bool ModelImporter::buildForward() {
   // BatchNormalization's running statistics are module buffers: the step
   // updates them as torch does in training, nobody trains them.
   llvm::StringSet<> bufferNames;
-  for (const onnx::NodeProto &node : graph.node())
+  // Module buffers torch never trains: BatchNormalization's running
+  // statistics, and a loss's class weights (nn.CrossEntropyLoss and
+  // nn.NLLLoss register `weight` as a buffer).
+  for (const onnx::NodeProto &node : graph.node()) {
     if (node.op_type() == "BatchNormalization")
       for (int i = 3; i < std::min(node.input_size(), 5); ++i)
         bufferNames.insert(node.input(i));
+    if ((node.op_type() == "SoftmaxCrossEntropyLoss" || node.op_type() == "NegativeLogLikelihoodLoss") &&
+        node.input_size() > 2 && !node.input(2).empty())
+      bufferNames.insert(node.input(2));
+  }
   std::vector<const onnx::TensorProto *> constantInitializers;
   for (const onnx::TensorProto &init : graph.initializer()) {
     if (!isFloatType(init.data_type())) {

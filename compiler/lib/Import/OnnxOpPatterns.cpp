@@ -38,20 +38,6 @@ Value fsdpc::import::reshape(NodeImporter &n, Value v, ArrayRef<int64_t> shape) 
 
 namespace {
 
-int64_t product(ArrayRef<int64_t> shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
-
-std::string shapeString(ArrayRef<int64_t> shape) {
-  std::string s = "[";
-  for (auto [i, d] : llvm::enumerate(shape))
-    s += (i ? "," : "") + std::to_string(d);
-  return s + "]";
-}
-
 int64_t normalizeAxis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
 
 Type elementOf(Value v) { return cast<RankedTensorType>(v.getType()).getElementType(); }
@@ -520,52 +506,6 @@ template <typename OpTy> LogicalResult convertSoftmax1(NodeImporter &n) {
   return success();
 }
 
-LogicalResult convertSoftmaxCrossEntropyLoss(NodeImporter &n) {
-  if (failed(requireFloatInputs(n, 1)))
-    return failure();
-  if (n.hasInput(2))
-    return n.fail("class weights are not supported");
-  Value scores = n.input(0), labels = n.input(1);
-  if (!labels || !cast<RankedTensorType>(labels.getType()).getElementType().isInteger(64))
-    return n.fail("labels must be an int64 tensor");
-  std::string reduction = n.stringAttr("reduction", "mean");
-  if (reduction != "mean" && reduction != "sum")
-    return n.fail("reduction '" + reduction + "' is not supported (mean and sum are)");
-  ArrayRef<int64_t> shape = shapeOf(scores);
-  if (shape.size() < 2)
-    return n.fail("scores must be [N, C] or [N, C, d1, ...]");
-  int64_t classes = shape[1];
-  SmallVector<int64_t> labelShape(shape.begin(), shape.end());
-  labelShape.erase(labelShape.begin() + 1);
-  if (shapeOf(labels) != ArrayRef<int64_t>(labelShape))
-    return n.fail("labels must have shape " + shapeString(labelShape));
-
-  // [N, C, d...] -> [N, d..., C] -> [N * prod(d), C].
-  Value logits = scores;
-  if (shape.size() > 2) {
-    SmallVector<int64_t> perm = {0}, moved = {shape[0]};
-    for (size_t d = 2; d < shape.size(); ++d) {
-      perm.push_back(d);
-      moved.push_back(shape[d]);
-    }
-    perm.push_back(1);
-    moved.push_back(classes);
-    logits = graph::TransposeOp::create(n.builder, n.loc, n.f32Tensor(moved), scores,
-                                        n.builder.getDenseI64ArrayAttr(perm));
-  }
-  int64_t rows = product(labelShape);
-  logits = reshape(n, logits, {rows, classes});
-  Value flatLabels = reshape(n, labels, {rows});
-  IntegerAttr ignoreIndex;
-  if (const onnx::AttributeProto *attr = n.attribute("ignore_index"))
-    ignoreIndex = n.builder.getI64IntegerAttr(attr->i());
-  n.setOutput(0, graph::SoftmaxCrossEntropyOp::create(n.builder, n.loc, n.f32Tensor({}), logits, flatLabels,
-                                                      n.builder.getStringAttr(reduction), ignoreIndex));
-  if (n.wantsOutput(1))
-    n.setOutput(1, graph::LogSoftmaxOp::create(n.builder, n.loc, scores, n.builder.getI64IntegerAttr(1)));
-  return success();
-}
-
 } // namespace
 
 FailureOr<ReductionLayout> fsdpc::import::reductionLayout(NodeImporter &n) {
@@ -879,8 +819,21 @@ LogicalResult convertSplit(NodeImporter &n) {
 LogicalResult convertGatherElements(NodeImporter &n) {
   DenseElementsAttr data = n.constantInput(0);
   std::optional<SmallVector<int64_t>> indices = constantInts(n, 1);
+  if (!data && n.input(0) && n.input(1) && shapeOf(n.input(0)).size() == shapeOf(n.input(1)).size()) {
+    const int64_t rank = shapeOf(n.input(0)).size(), axis = normalizeAxis(n.intAttr("axis", 0), rank);
+    if (axis < 0 || axis >= rank)
+      return n.fail("axis " + Twine(n.intAttr("axis", 0)) + " is outside the data's rank " + Twine(rank));
+    Value index = n.input(1);
+    if (indices) { // negative constant indices count from the end
+      for (int64_t &i : *indices)
+        i += i < 0 ? shapeOf(n.input(0))[axis] : 0;
+      auto type = tensorOf(shapeOf(index), n.builder.getI64Type());
+      index = graph::ConstantOp::create(n.builder, n.loc, type, DenseElementsAttr::get(type, ArrayRef<int64_t>(*indices)));
+    }
+    return convertRuntimeGatherElements(n, n.input(0), index, axis);
+  }
   if (!data || !indices)
-    return n.fail("GatherElements is supported on constants, which fold at compile time");
+    return n.fail("GatherElements needs data and indices of one rank");
   ArrayRef<int64_t> dataShape = data.getType().getShape();
   ArrayRef<int64_t> indexShape = shapeOf(n.input(1));
   const int64_t rank = dataShape.size();
@@ -1243,6 +1196,34 @@ LogicalResult convertDropout(NodeImporter &n) {
   return success();
 }
 
+/// ArgMax and ArgMin of a float tensor: graph.arg_max / arg_min keep the
+/// axis as 1, a reshape drops it without keepdims.
+template <bool IsMax> LogicalResult convertArgReduce(NodeImporter &n) {
+  if (failed(requireFloatInputs(n, 1)))
+    return failure();
+  Value x = n.input(0);
+  ArrayRef<int64_t> shape = shapeOf(x);
+  const int64_t rank = shape.size(), axis = normalizeAxis(n.intAttr("axis", 0), rank);
+  if (axis < 0 || axis >= rank)
+    return n.fail("axis " + Twine(n.intAttr("axis", 0)) + " is outside the input's rank " + Twine(rank));
+  if (shape[axis] == 0)
+    return n.fail("axis " + Twine(axis) + " is empty");
+  SmallVector<int64_t> kept(shape);
+  kept[axis] = 1;
+  auto type = tensorOf(kept, n.builder.getI64Type());
+  auto last = n.builder.getBoolAttr(n.intAttr("select_last_index", 0) != 0);
+  Value index = IsMax ? graph::ArgMaxOp::create(n.builder, n.loc, type, x, n.builder.getI64IntegerAttr(axis), last)
+                            .getResult()
+                      : graph::ArgMinOp::create(n.builder, n.loc, type, x, n.builder.getI64IntegerAttr(axis), last)
+                            .getResult();
+  if (n.intAttr("keepdims", 1) == 0) {
+    kept.erase(kept.begin() + axis);
+    index = reshape(n, index, kept);
+  }
+  n.setOutput(0, index);
+  return success();
+}
+
 /// The shape of a static tensor is a compile-time constant.
 LogicalResult convertShape(NodeImporter &n) {
   ArrayRef<int64_t> shape = shapeOf(n.input(0));
@@ -1267,6 +1248,8 @@ LogicalResult convertSize(NodeImporter &n) {
 const OpPattern kPatterns[] = {
     {"Abs", 6, convertAbs},
     {"Add", 7, convertBinary<graph::AddOp>},
+    {"ArgMax", 1, convertArgReduce<true>, "float input"},
+    {"ArgMin", 1, convertArgReduce<false>, "float input"},
     {"AveragePool", 7, convertAveragePool, "as gathered patches: K times the input's memory"},
     {"Conv", 1, convertConv, "as gathered patches and a matmul: K times the input's memory"},
     {"MaxPool", 1, convertMaxPool, "no Indices output; as gathered patches"},
@@ -1297,7 +1280,8 @@ const OpPattern kPatterns[] = {
     {"Expand", 8, convertExpand, "constant target shape"},
     {"Flatten", 1, convertFlatten},
     {"Gather", 1, convertGather},
-    {"GatherElements", 11, convertGatherElements, "constant data and indices (folds)"},
+    {"GatherElements", 11, convertGatherElements,
+     "folds on constants; on float data as a one-hot mask of indices x axis size, runtime indices in [0, size)"},
     {"Gelu", 20, convertGelu},
     {"Greater", 7, convertComparison<std::greater<>>, "constant inputs (folds)"},
     {"GreaterOrEqual", 12, convertComparison<std::greater_equal<>>, "constant inputs (folds)"},
@@ -1336,7 +1320,10 @@ const OpPattern kPatterns[] = {
     {"Slice", 10, convertSlice, "constant starts, ends, axes and steps"},
     {"Softmax", 1, convertSoftmax1<graph::SoftmaxOp>},
     {"Softmax", 13, convertSoftmax13<graph::SoftmaxOp>},
-    {"SoftmaxCrossEntropyLoss", 12, convertSoftmaxCrossEntropyLoss, "mean and sum reductions, no class weights"},
+    {"SoftmaxCrossEntropyLoss", 12, convertSoftmaxCrossEntropyLoss,
+     "int64 labels; with class weights or reduction none, a one-hot mask of the scores' size"},
+    {"NegativeLogLikelihoodLoss", 12, convertNegativeLogLikelihoodLoss,
+     "int64 labels; as a one-hot mask of the input's size"},
     {"Split", 2, convertSplit, "constant split sizes"},
     {"Sqrt", 6, convertUnary<graph::SqrtOp>},
     {"Squeeze", 1, convertSqueeze},

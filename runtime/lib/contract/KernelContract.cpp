@@ -62,6 +62,11 @@ std::vector<KernelSignature> buildTable() {
       fixed("gather_grad", 2, 1, axis),
       fixed("select", 3, 1),
       fixed("is_nan", 1, 1),
+      // labels -> f32 rows of zeros with a one at the label.
+      fixed("one_hot", 1, 1, {{"ignore_index", kInt, kOptional}}),
+      // The index along axis, which the output keeps as a dimension of 1.
+      fixed("arg_max", 1, 1, {{"axis", kInt, kRequired}, {"select_last_index", kBool, kOptional}}),
+      fixed("arg_min", 1, 1, {{"axis", kInt, kRequired}, {"select_last_index", kBool, kOptional}}),
       fixed("cast", 1, 1, {{"to_bool", kBool, kOptional}}),
       fixed("trilu", 1, 1, {{"k", kInt, kRequired}, {"upper", kBool, kRequired}}),
       fixed("transpose", 1, 1, {{"perm", kIntList, kRequired}}),
@@ -160,7 +165,8 @@ constexpr std::string_view kParamNames[] = {
     "warmup_steps",
     "total_steps",
     "min_lr",
-    "max_norm"};
+    "max_norm",
+    "select_last_index"};
 static_assert(sizeof(kParamNames) / sizeof(kParamNames[0]) == static_cast<size_t>(Param::kCount),
               "one name per Param");
 

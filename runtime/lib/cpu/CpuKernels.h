@@ -58,6 +58,8 @@ Status concat(const KernelCall &call);
 Status slice(const KernelCall &call);
 Status sliceGrad(const KernelCall &call);
 Status gather(const KernelCall &call);
+Status oneHot(const KernelCall &call);
+Status argReduce(const KernelCall &call);
 Status gatherGrad(const KernelCall &call);
 Status trilu(const KernelCall &call);
 Status transpose(const KernelCall &call);

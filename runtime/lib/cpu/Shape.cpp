@@ -119,6 +119,68 @@ Status gatherGrad(const KernelCall &call) {
   return Status::ok();
 }
 
+Status oneHot(const KernelCall &call) {
+  const TensorView &labels = call.inputs[0], &out = call.outputs[0];
+  if (labels.dtype != plan::I64 || out.dtype != plan::F32 || out.shape.size() != labels.shape.size() + 1 ||
+      out.numElements() != labels.numElements() * out.shape.back())
+    return FSDPC_ERROR(kInvalidArgument, "one_hot: int64 labels ", shapeString(labels.shape), " and f32 output ",
+                       shapeString(out.shape), " do not match");
+  const int64_t rows = labels.numElements(), depth = out.shape.back();
+  const int64_t ignoreIndex = call.intParam(contract::Param::kIgnoreIndex, INT64_MIN);
+  std::fill(out.f32(), out.f32() + out.numElements(), 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t label = labels.i64()[r];
+    if (label == ignoreIndex)
+      continue;
+    if (label < 0 || label >= depth)
+      return FSDPC_ERROR(kInvalidArgument, "one_hot: label ", label, " at position ", r, " is outside [0, ", depth,
+                         ")");
+    out.f32()[r * depth + label] = 1.0f;
+  }
+  return Status::ok();
+}
+
+Status argReduce(const KernelCall &call) {
+  const TensorView &x = call.inputs[0], &out = call.outputs[0];
+  const bool isMax = call.instruction->op() == "arg_max";
+  const int64_t axis = call.intParam(contract::Param::kAxis, 0);
+  const bool last = call.intParam(contract::Param::kSelectLastIndex, 0) != 0;
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  if (x.dtype != plan::F32 || out.dtype != plan::I64 || axis < 0 || axis >= rank || x.shape[axis] < 1 ||
+      out.numElements() * x.shape[axis] != x.numElements())
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": f32 input ", shapeString(x.shape),
+                       " and i64 output ", shapeString(out.shape), " do not match axis ", axis);
+  int64_t inner = 1;
+  for (int64_t d = axis + 1; d < rank; ++d)
+    inner *= x.shape[d];
+  const int64_t size = x.shape[axis], outer = x.numElements() / (size * inner);
+  const float *px = x.f32();
+  int64_t *py = out.i64();
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t k = 0; k < inner; ++k) {
+      const float *column = px + o * size * inner + k;
+      int64_t best = 0;
+      float bestValue = column[0];
+      for (int64_t j = 1; j < size; ++j) {
+        const float v = column[j * inner];
+        // A NaN wins over every number and, among NaNs, the first (last) one.
+        bool better;
+        if (std::isnan(bestValue))
+          better = last && std::isnan(v);
+        else if (std::isnan(v))
+          better = true;
+        else
+          better = isMax ? (v > bestValue || (last && v == bestValue)) : (v < bestValue || (last && v == bestValue));
+        if (better) {
+          best = j;
+          bestValue = v;
+        }
+      }
+      py[o * inner + k] = best;
+    }
+  return Status::ok();
+}
+
 Status trilu(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &y = call.outputs[0];
   if (x.shape.size() < 2 || x.numElements() != y.numElements())

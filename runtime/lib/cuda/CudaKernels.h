@@ -111,6 +111,8 @@ Status sliceGrad(const KernelCall &call);
 Status gather(const KernelCall &call);
 Status gatherGrad(const KernelCall &call);
 uint64_t gatherGradScratch(const KernelCall &call);
+Status oneHot(const KernelCall &call);
+Status argReduce(const KernelCall &call);
 Status trilu(const KernelCall &call);
 Status transpose(const KernelCall &call);
 Status copy(const KernelCall &call);

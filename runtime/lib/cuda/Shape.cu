@@ -2,6 +2,8 @@
 #include "DeviceMath.cuh"
 #include "../KernelChecks.h"
 
+#include <climits>
+
 namespace fsdpc::runtime::cuda {
 
 namespace {
@@ -11,6 +13,44 @@ __global__ void scatterSliceKernel(Operand dy, Operand dx, long long base, long 
     long long offset[1];
     layout.offsets(i, offset);
     storeFloat(dx, base + offset[0], loadFloat(dy, i));
+  }
+}
+
+/// out[r, c] = labels[r] == c; an ignored label leaves a row of zeros, any
+/// other label outside [0, depth) is reported (and its row left zero).
+__global__ void oneHotKernel(Operand labels, float *out, long long rows, long long depth, long long ignoreIndex,
+                             DeviceError *error, int instruction) {
+  FSDPC_GRID_STRIDE_LOOP(i, rows * depth) {
+    const long long r = i / depth, c = i % depth, label = loadInteger(labels, r);
+    if (c == 0 && label != ignoreIndex && (label < 0 || label >= depth))
+      reportDataError(error, instruction, label, r, depth);
+    out[i] = label == c ? 1.0f : 0.0f;
+  }
+}
+
+/// One thread per output element scans its column along the axis; NaN
+/// wins, the first (or with `last` the last) of equal values is kept.
+__global__ void argReduceKernel(Operand x, long long *out, long long outer, long long size, long long inner,
+                                bool isMax, bool last) {
+  FSDPC_GRID_STRIDE_LOOP(i, outer * inner) {
+    const long long o = i / inner, k = i % inner, base = o * size * inner + k;
+    long long best = 0;
+    float bestValue = loadFloat(x, base);
+    for (long long j = 1; j < size; ++j) {
+      const float v = loadFloat(x, base + j * inner);
+      bool better;
+      if (isnan(bestValue))
+        better = last && isnan(v);
+      else if (isnan(v))
+        better = true;
+      else
+        better = isMax ? (v > bestValue || (last && v == bestValue)) : (v < bestValue || (last && v == bestValue));
+      if (better) {
+        best = j;
+        bestValue = v;
+      }
+    }
+    out[i] = best;
   }
 }
 
@@ -205,6 +245,44 @@ Status gatherGrad(const KernelCall &call) {
                                                                                       dx.numElements());
     FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   }
+  return Status::ok();
+}
+
+Status oneHot(const KernelCall &call) {
+  const TensorView &labels = call.inputs[0], &out = call.outputs[0];
+  if ((labels.dtype != plan::I64 && labels.dtype != plan::I32) || out.dtype != plan::F32 ||
+      out.shape.size() != labels.shape.size() + 1 || out.numElements() != labels.numElements() * out.shape.back())
+    return FSDPC_ERROR(kInvalidArgument, "one_hot: integer labels ", cpu::shapeString(labels.shape),
+                       " and f32 output ", cpu::shapeString(out.shape), " do not match");
+  const int64_t rows = labels.numElements(), depth = out.shape.back();
+  if (rows * depth == 0)
+    return Status::ok();
+  const CudaLaunch &launch = launchOf(call);
+  oneHotKernel<<<blocksFor(rows * depth, launch), kThreads, 0, launch.stream>>>(
+      operandOf(labels), out.f32(), rows, depth, call.intParam(contract::Param::kIgnoreIndex, LLONG_MIN), launch.error,
+      launch.instruction);
+  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::ok();
+}
+
+Status argReduce(const KernelCall &call) {
+  const TensorView &x = call.inputs[0], &out = call.outputs[0];
+  const int64_t axis = call.intParam(contract::Param::kAxis, 0), rank = static_cast<int64_t>(x.shape.size());
+  if (out.dtype != plan::I64 || axis < 0 || axis >= rank || x.shape[axis] < 1 ||
+      out.numElements() * x.shape[axis] != x.numElements())
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": input ", cpu::shapeString(x.shape),
+                       " and i64 output ", cpu::shapeString(out.shape), " do not match axis ", axis);
+  int64_t inner = 1;
+  for (int64_t d = axis + 1; d < rank; ++d)
+    inner *= x.shape[d];
+  const int64_t size = x.shape[axis], outer = x.numElements() / (size * inner);
+  if (outer * inner == 0)
+    return Status::ok();
+  const CudaLaunch &launch = launchOf(call);
+  argReduceKernel<<<blocksFor(outer * inner, launch), kThreads, 0, launch.stream>>>(
+      operandOf(x), reinterpret_cast<long long *>(out.i64()), outer, size, inner, call.instruction->op() == "arg_max",
+      call.intParam(contract::Param::kSelectLastIndex, 0) != 0);
+  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }
 

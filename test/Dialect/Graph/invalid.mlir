@@ -158,3 +158,30 @@ func.func @is_nan_shape(%p: tensor<2x4xf32>) -> tensor<4x2xi64> {
   %m = graph.is_nan %p : (tensor<2x4xf32>) -> tensor<4x2xi64>
   return %m : tensor<4x2xi64>
 }
+
+// -----
+
+// Tests that one_hot appends the class dimension to the labels' shape.
+func.func @one_hot_shape(%labels: tensor<6xi64>) -> tensor<5x6xf32> {
+  // expected-error @+1 {{result must be the labels' shape with the class count appended}}
+  %m = graph.one_hot %labels : (tensor<6xi64>) -> tensor<5x6xf32>
+  return %m : tensor<5x6xf32>
+}
+
+// -----
+
+// Tests that arg_max's axis lies inside the input's rank.
+func.func @arg_max_axis(%x: tensor<3x7xf32>) -> tensor<3x1xi64> {
+  // expected-error @+1 {{axis 2 is outside [0, 2)}}
+  %i = graph.arg_max %x {axis = 2 : i64} : (tensor<3x7xf32>) -> tensor<3x1xi64>
+  return %i : tensor<3x1xi64>
+}
+
+// -----
+
+// Tests that arg_min keeps the reduced axis as a dimension of 1.
+func.func @arg_min_shape(%x: tensor<3x7xf32>) -> tensor<3xi64> {
+  // expected-error @+1 {{result must have the input's shape with axis 1 of size 1}}
+  %i = graph.arg_min %x {axis = 1 : i64} : (tensor<3x7xf32>) -> tensor<3xi64>
+  return %i : tensor<3xi64>
+}

@@ -96,3 +96,16 @@ func.func @nan_mask(%p: tensor<2x4x4xf32>, %zero: tensor<f32>) -> tensor<2x4x4xf
   %y = graph.select %nan, %zero, %p : (tensor<2x4x4xi64>, tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
   return %y : tensor<2x4x4xf32>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @labels_and_indices
+func.func @labels_and_indices(%x: tensor<3x7x5xf32>, %labels: tensor<6x4xi64>) -> (tensor<6x4x5xf32>, tensor<3x1x5xi64>, tensor<1x7x5xi64>) {
+  // CHECK: graph.one_hot %{{.*}} {ignore_index = -100 : i64} : (tensor<6x4xi64>) -> tensor<6x4x5xf32>
+  %mask = graph.one_hot %labels {ignore_index = -100 : i64} : (tensor<6x4xi64>) -> tensor<6x4x5xf32>
+  // CHECK: graph.arg_max %{{.*}} {axis = 1 : i64} : (tensor<3x7x5xf32>) -> tensor<3x1x5xi64>
+  %i = graph.arg_max %x {axis = 1 : i64} : (tensor<3x7x5xf32>) -> tensor<3x1x5xi64>
+  // CHECK: graph.arg_min %{{.*}} {axis = 0 : i64, select_last_index = true} : (tensor<3x7x5xf32>) -> tensor<1x7x5xi64>
+  %j = graph.arg_min %x {axis = 0 : i64, select_last_index = true} : (tensor<3x7x5xf32>) -> tensor<1x7x5xi64>
+  return %mask, %i, %j : tensor<6x4x5xf32>, tensor<3x1x5xi64>, tensor<1x7x5xi64>
+}

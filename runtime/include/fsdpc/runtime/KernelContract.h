@@ -57,6 +57,7 @@ enum class Param : uint8_t {
   kTotalSteps,
   kMinLr,
   kMaxNorm,
+  kSelectLastIndex,
   kCount
 };
 

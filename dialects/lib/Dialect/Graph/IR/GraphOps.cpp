@@ -248,6 +248,30 @@ LogicalResult IsNanOp::verify() {
   return success();
 }
 
+LogicalResult OneHotOp::verify() {
+  ArrayRef<int64_t> labels = shapeOf(getLabels()), result = shapeOf(getResult());
+  if (result.size() != labels.size() + 1 || result.drop_back() != labels)
+    return emitOpError("result must be the labels' shape with the class count appended");
+  if (result.back() < 1)
+    return emitOpError("needs at least one class, got ") << result.back();
+  return success();
+}
+
+static LogicalResult verifyArgReduce(Operation *op, Value input, Value result, int64_t axis) {
+  ArrayRef<int64_t> shape = shapeOf(input);
+  if (axis < 0 || axis >= static_cast<int64_t>(shape.size()))
+    return op->emitOpError("axis ") << axis << " is outside [0, " << shape.size() << ")";
+  if (shape[axis] < 1)
+    return op->emitOpError("axis ") << axis << " is empty";
+  SmallVector<int64_t> expected(shape);
+  expected[axis] = 1;
+  if (shapeOf(result) != ArrayRef<int64_t>(expected))
+    return op->emitOpError("result must have the input's shape with axis ") << axis << " of size 1";
+  return success();
+}
+LogicalResult ArgMaxOp::verify() { return verifyArgReduce(*this, getInput(), getResult(), getAxis()); }
+LogicalResult ArgMinOp::verify() { return verifyArgReduce(*this, getInput(), getResult(), getAxis()); }
+
 static LogicalResult verifyDropout(Operation *op, double ratio) {
   if (ratio < 0 || ratio >= 1)
     return op->emitOpError("ratio must be in [0, 1), got ") << ratio;

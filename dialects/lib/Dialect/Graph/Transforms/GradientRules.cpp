@@ -262,6 +262,10 @@ LogicalResult fsdpc::graph::buildGradient(OpBuilder &builder, Operation *op, Arr
             operandGrads[0] = DropoutGradOp::create(builder, r.loc, r.dy(), o.getRatioAttr(), o.getSeedAttr());
             return true;
           })
+          .Case<OneHotOp, ArgMaxOp, ArgMinOp>([&](Operation *) {
+            // Integer labels in or integer indices out: no gradient flows.
+            return true;
+          })
           .Case<CastOp>([&](CastOp o) {
             // Only a float-to-float cast carries a gradient: dy cast back to
             // the input's type (mixed precision's casts between f32 and bf16).

@@ -400,6 +400,61 @@ def Graph_IsNanOp : Graph_Op<"is_nan", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Graph_OneHotOp : Graph_Op<"one_hot", [Pure]> {
+  let summary = "integer labels as rows of zeros with a one at the label";
+  let description = [{
+    `result[..., c] = labels[...] == c ? 1 : 0` for `c` in `[0, depth)`,
+    where `depth` is the result's last dimension. A label equal to
+    `ignore_index` gives a row of zeros; any other label outside
+    `[0, depth)` is a data error that fails the step with the label and its
+    position, as torch's losses do. The importer writes the weighted and
+    unreduced negative log-likelihood losses with it (ONNX
+    `NegativeLogLikelihoodLoss`, and `SoftmaxCrossEntropyLoss` with class
+    weights or `reduction = "none"`): the label's entry of a row is
+    `sum(x * one_hot)`, which autodiff differentiates as a product. It has
+    no gradient (labels are integers).
+
+    - `labels`: an i64 tensor.
+    - `ignore_index`: optional label value whose rows are all zero.
+    - `result`: f32, the labels' shape with `depth` appended.
+
+    ```mlir
+    %mask = graph.one_hot %labels {ignore_index = -100 : i64} : (tensor<6x4xi64>) -> tensor<6x4x5xf32>
+    ```
+  }];
+  let arguments = (ins Graph_I64Tensor:$labels, OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Graph_F32Tensor:$result);
+  let assemblyFormat = "$labels attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+class Graph_ArgReduceOp<string mnemonic, string what> : Graph_Op<mnemonic, [Pure]> {
+  let summary = "the index of the " # what # " along one axis";
+  let description = [{
+    As ONNX `Arg}] # !if(!eq(mnemonic, "arg_max"), "Max", "Min") # [{`, with the reduced axis kept as a dimension of 1:
+    the position of the }] # what # [{ along `axis`, the first one among
+    equal values, or the last with `select_last_index`. A NaN counts as
+    the }] # what # [{, as in torch. It has no gradient (the result is an
+    integer).
+
+    - `input`: a float tensor.
+    - `axis`: the axis, in `[0, rank)`.
+    - `result`: i64, the input's shape with `axis` of size 1.
+
+    ```mlir
+    %i = graph.}] # mnemonic # [{ %x {axis = 1 : i64} : (tensor<3x7x5xf32>) -> tensor<3x1x5xi64>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, I64Attr:$axis,
+                       DefaultValuedAttr<BoolAttr, "false">:$select_last_index);
+  let results = (outs Graph_I64Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Graph_ArgMaxOp : Graph_ArgReduceOp<"arg_max", "largest value">;
+def Graph_ArgMinOp : Graph_ArgReduceOp<"arg_min", "smallest value">;
+
 def Graph_TriluOp : Graph_Op<"trilu", [Pure, SameOperandsAndResultType]> {
   let summary = "the upper or lower triangle of the last two dimensions";
   let description = [{

@@ -1,0 +1,106 @@
+//===- Compose.h - building graph ops at an ONNX node -------------*- C++ -*-===//
+//
+// The small vocabulary the composite patterns write ONNX ops in: graph ops
+// at the node's location, f32 results, numpy broadcasting.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDPC_LIB_IMPORT_COMPOSE_H
+#define FSDPC_LIB_IMPORT_COMPOSE_H
+
+#include "ImportContext.h"
+
+#include "fsdpc/Dialect/Graph/IR/GraphOps.h"
+
+namespace fsdpc::import {
+
+/// Composes graph ops at the node's location.
+struct Compose {
+  NodeImporter &n;
+
+  mlir::Value constant(float v) {
+    auto type = n.f32Tensor({});
+    return graph::ConstantOp::create(n.builder, n.loc, type, mlir::DenseElementsAttr::get(type, v));
+  }
+  mlir::Value relu(mlir::Value x) { return graph::ReluOp::create(n.builder, n.loc, x); }
+  mlir::Value neg(mlir::Value x) { return graph::NegOp::create(n.builder, n.loc, x); }
+  mlir::Value exp(mlir::Value x) { return graph::ExpOp::create(n.builder, n.loc, x); }
+  mlir::Value log(mlir::Value x) { return graph::LogOp::create(n.builder, n.loc, x); }
+  mlir::Value tanh(mlir::Value x) { return graph::TanhOp::create(n.builder, n.loc, x); }
+  mlir::Value scale(mlir::Value x, double factor) {
+    return factor == 1.0 ? x : graph::ScaleOp::create(n.builder, n.loc, x, n.builder.getF64FloatAttr(factor)).getResult();
+  }
+  template <typename OpTy> mlir::Value binary(mlir::Value a, mlir::Value b) {
+    mlir::FailureOr<mlir::SmallVector<int64_t>> shape = graph::broadcastShapes(shapeOf(a), shapeOf(b));
+    return OpTy::create(n.builder, n.loc, n.f32Tensor(*shape), a, b);
+  }
+  mlir::Value add(mlir::Value a, mlir::Value b) { return binary<graph::AddOp>(a, b); }
+  mlir::Value sub(mlir::Value a, mlir::Value b) { return binary<graph::SubOp>(a, b); }
+  mlir::Value mul(mlir::Value a, mlir::Value b) { return binary<graph::MulOp>(a, b); }
+  mlir::Value div(mlir::Value a, mlir::Value b) { return binary<graph::DivOp>(a, b); }
+  /// The sum over `axes`, which stay as dimensions of 1 with `keepdims`.
+  mlir::Value sum(mlir::Value x, mlir::ArrayRef<int64_t> axes, bool keepdims) {
+    mlir::SmallVector<int64_t> shape;
+    for (auto [d, size] : llvm::enumerate(shapeOf(x)))
+      if (!llvm::is_contained(axes, static_cast<int64_t>(d)))
+        shape.push_back(size);
+      else if (keepdims)
+        shape.push_back(1);
+    return graph::ReduceSumOp::create(n.builder, n.loc, n.f32Tensor(shape), x, n.builder.getDenseI64ArrayAttr(axes),
+                                      n.builder.getBoolAttr(keepdims));
+  }
+  /// The sum of every element, a scalar.
+  mlir::Value sumAll(mlir::Value x) {
+    mlir::SmallVector<int64_t> axes;
+    for (int64_t d = 0; d < static_cast<int64_t>(shapeOf(x).size()); ++d)
+      axes.push_back(d);
+    return axes.empty() ? x : sum(x, axes, false);
+  }
+  mlir::Value transpose(mlir::Value x, mlir::ArrayRef<int64_t> perm) {
+    mlir::SmallVector<int64_t> shape;
+    for (int64_t p : perm)
+      shape.push_back(shapeOf(x)[p]);
+    auto type = mlir::RankedTensorType::get(shape, mlir::cast<mlir::RankedTensorType>(x.getType()).getElementType());
+    return graph::TransposeOp::create(n.builder, n.loc, type, x, n.builder.getDenseI64ArrayAttr(perm));
+  }
+  mlir::Value reshape(mlir::Value v, mlir::ArrayRef<int64_t> shape) { return import::reshape(n, v, shape); }
+  /// |x| = relu(x) + relu(-x).
+  mlir::Value abs(mlir::Value x) { return add(relu(x), relu(neg(x))); }
+  /// log(1 + exp(x)), stable at any x: relu(x) + log(1 + exp(-|x|)).
+  mlir::Value softplus(mlir::Value x) { return add(relu(x), log(add(constant(1.0f), exp(neg(abs(x)))))); }
+  /// The max of `x` along `axis`, kept as a dimension of 1: halves taken
+  /// pairwise, max(a, b) = b + relu(a - b), so log2(size) levels.
+  mlir::Value maxAlong(mlir::Value x, int64_t axis) {
+    mlir::SmallVector<int64_t> shape(shapeOf(x));
+    while (shape[axis] > 1) {
+      const int64_t size = shape[axis], half = size / 2;
+      auto part = [&](int64_t start, int64_t length) -> mlir::Value {
+        mlir::SmallVector<int64_t> starts(shape.size(), 0), steps(shape.size(), 1), partShape(shape);
+        starts[axis] = start;
+        partShape[axis] = length;
+        return graph::SliceOp::create(n.builder, n.loc, n.f32Tensor(partShape), x,
+                                      n.builder.getDenseI64ArrayAttr(starts), n.builder.getDenseI64ArrayAttr(steps));
+      };
+      mlir::Value first = part(0, half), second = part(half, half);
+      mlir::Value larger = add(second, relu(sub(first, second)));
+      shape[axis] = half + size % 2;
+      if (size % 2)
+        larger = graph::ConcatOp::create(n.builder, n.loc, n.f32Tensor(shape),
+                                         mlir::ValueRange{larger, part(2 * half, 1)}, n.builder.getI64IntegerAttr(axis));
+      x = larger;
+    }
+    return x;
+  }
+  mlir::Value sumOver(mlir::Value x, const ReductionLayout &layout) {
+    return graph::ReduceSumOp::create(n.builder, n.loc, n.f32Tensor(layout.keptShape), x,
+                                      n.builder.getDenseI64ArrayAttr(layout.axes), n.builder.getBoolAttr(true));
+  }
+  /// clamp(alpha x + beta, 0, 1) = relu(y) - relu(y - 1).
+  mlir::Value hardSigmoid(mlir::Value x, double alpha, double beta) {
+    mlir::Value y = add(scale(x, alpha), constant(static_cast<float>(beta)));
+    return sub(relu(y), relu(sub(y, constant(1.0f))));
+  }
+};
+
+} // namespace fsdpc::import
+
+#endif // FSDPC_LIB_IMPORT_COMPOSE_H

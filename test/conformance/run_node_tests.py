@@ -10,7 +10,8 @@ fsdpc compiles static shapes, and many node tests pass shape operands (axes,
 starts, ends, split sizes, a Reshape target, a dropout ratio) as graph
 inputs. So integer and scalar inputs are baked into the model as
 initializers with the test's values before compiling, as a model exported
-with those values would hold them; other float inputs stay runtime inputs. Tests that use
+with those values would hold them, and so are Resize's roi and scales; other
+float inputs stay runtime inputs. Tests that use
 an op fsdpc does not support are skipped; so are the tests in skip.txt, each
 listed there with its reason. It ends with `N passed, N failed, N skipped`
 and fails if any test failed.
@@ -62,10 +63,16 @@ def run_test(test_dir, work, rtol, atol):
         with open(os.path.join(data_dir, "input_%d.pb" % index), "rb") as f:
             tensor.ParseFromString(f.read())
         values.append(numpy_helper.to_array(tensor))
+    # Float settings a torch export holds as constants: Resize's roi and
+    # scales, Upsample's scales.
+    settings = set()
+    for node in model.graph.node:
+        if node.op_type in ("Resize", "Upsample"):
+            settings.update(node.input[1:3 if node.op_type == "Resize" else 2])
     runtime_inputs = []
     for info, value in zip(inputs, values):
         integer = info.type.tensor_type.elem_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.BOOL)
-        if integer or value.ndim == 0:
+        if integer or value.ndim == 0 or info.name in settings:
             model.graph.initializer.append(numpy_helper.from_array(value, info.name))
             if model.ir_version >= 4:  # before IR 4, initializers must also be graph inputs
                 model.graph.input.remove(info)

@@ -268,6 +268,18 @@ def cases():
              lambda x, w: F.conv2d(F.pad(x, (1, 1, 0, 1)), w, stride=2, groups=4)),
         case("conv1d", "Conv", {"x": ((3, 4, 11), normal), "w": ((5, 4, 3), normal), "b": ((5,), normal)},
              {"strides": [2], "pads": [1, 1]}, lambda x, w, b: F.conv1d(x, w, b, stride=2, padding=1)),
+        # ConvTranspose as a matmul and the scatter of its patches.
+        case("conv_transpose2d_stride_pad_outpad", "ConvTranspose",
+             {"x": ((2, 4, 5, 4), normal), "w": ((4, 3, 3, 2), normal), "b": ((3,), normal)},
+             {"strides": [2, 3], "pads": [1, 0, 1, 1], "output_padding": [1, 2]},
+             # torch pads symmetrically: the extra end pad crops one more column.
+             lambda x, w, b: F.conv_transpose2d(x, w, b, stride=(2, 3), padding=(1, 0), output_padding=(1, 2))[..., :-1]),
+        case("conv_transpose2d_groups_dilation", "ConvTranspose", {"x": ((2, 6, 4, 5), normal),
+             "w": ((6, 2, 3, 3), normal)}, {"group": 3, "dilations": [2, 1], "pads": [1, 1, 1, 1]},
+             lambda x, w: F.conv_transpose2d(x, w, groups=3, dilation=(2, 1), padding=1)),
+        case("conv_transpose1d", "ConvTranspose", {"x": ((3, 4, 7), normal), "w": ((4, 5, 4), normal),
+             "b": ((5,), normal)}, {"strides": [2], "pads": [1, 1]},
+             lambda x, w, b: F.conv_transpose1d(x, w, b, stride=2, padding=1)),
         case("average_pool_pad_exclude", "AveragePool", {"x": ((2, 3, 7, 6), normal)},
              {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]},
              lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=False)),
@@ -318,6 +330,29 @@ def cases():
              lambda x, s, b: F.batch_norm(x, torch.tensor(BN_MEAN, dtype=x.dtype), torch.tensor(BN_VAR, dtype=x.dtype), s, b, training=False,
                                           eps=1e-5),
              constants={"mean": BN_MEAN, "var": BN_VAR}, opset=15),
+        # Resize as gathers of 1, 2 or 4 taps per axis, against F.interpolate
+        # as torch exports it (nearest: asymmetric and floor; bilinear and
+        # bicubic without align_corners: pytorch_half_pixel).
+        case("resize_nearest", "graph.gather", {"x": ((2, 3, 4, 5), normal)}, None,
+             lambda x: F.interpolate(x, scale_factor=(2, 3), mode="nearest"),
+             constants={"scales": np.array([1, 1, 2, 3], np.float32)},
+             nodes=[helper.make_node("Resize", ["x", "", "const.scales"], ["y"], mode="nearest",
+                                     coordinate_transformation_mode="asymmetric", nearest_mode="floor")]),
+        case("resize_bilinear", "graph.gather", {"x": ((2, 3, 5, 4), normal)}, None,
+             lambda x: F.interpolate(x, size=(7, 9), mode="bilinear", align_corners=False),
+             constants={"sizes": np.array([2, 3, 7, 9], np.int64)},
+             nodes=[helper.make_node("Resize", ["x", "", "", "const.sizes"], ["y"], mode="linear",
+                                     coordinate_transformation_mode="pytorch_half_pixel")]),
+        case("resize_bilinear_align_corners", "graph.gather", {"x": ((2, 3, 5, 4), normal)}, None,
+             lambda x: F.interpolate(x, size=(3, 7), mode="bilinear", align_corners=True),
+             constants={"sizes": np.array([2, 3, 3, 7], np.int64)},
+             nodes=[helper.make_node("Resize", ["x", "", "", "const.sizes"], ["y"], mode="linear",
+                                     coordinate_transformation_mode="align_corners")]),
+        case("resize_bicubic", "graph.gather", {"x": ((2, 2, 5, 6), normal)}, None,
+             lambda x: F.interpolate(x, scale_factor=2, mode="bicubic", align_corners=False),
+             constants={"scales": np.array([1, 1, 2, 2], np.float32)},
+             nodes=[helper.make_node("Resize", ["x", "", "const.scales"], ["y"], mode="cubic", cubic_coeff_a=-0.75,
+                                     coordinate_transformation_mode="pytorch_half_pixel")]),
         # Losses with class weights, ignore_index and every reduction: a
         # one-hot mask picks the label's entry (log-probabilities for
         # NegativeLogLikelihoodLoss, logits for SoftmaxCrossEntropyLoss);

@@ -635,6 +635,117 @@ LogicalResult fsdpc::import::convertConv(NodeImporter &n) {
   return success();
 }
 
+/// ConvTranspose is the adjoint of a Conv: the Conv whose input has
+/// ConvTranspose's output shape, with the same kernel, strides, dilations and
+/// pads, reads input position o * s - pad + j * d for output position o and
+/// kernel offset j; ConvTranspose adds x[o] * W[j] into exactly that
+/// position. So the patches [N, M, P, K] are a batch matmul of x with W, and
+/// gather_grad over the Conv's patch indices scatters them into the output
+/// (the padding slot, one past the end, is sliced off).
+LogicalResult fsdpc::import::convertConvTranspose(NodeImporter &n) {
+  Value x = n.input(0), weight = n.input(1), bias = n.input(2);
+  if (!isF32(x) || !isF32(weight) || (bias && !isF32(bias)))
+    return n.fail("X, W and B must be float tensors");
+  ArrayRef<int64_t> xs = shapeOf(x), ws = shapeOf(weight);
+  if (xs.size() < 3 || ws.size() != xs.size())
+    return n.fail("X must be [N, C, spatial...] and W [C, M/group, kernel...] of the same rank");
+  const int64_t group = n.intAttr("group", 1), channels = xs[1];
+  if (group <= 0 || channels % group != 0 || ws[0] != channels)
+    return n.fail("W [" + Twine(ws[0]) + ", " + Twine(ws[1]) + ", ...] does not match " + Twine(channels) +
+                  " input channels in " + Twine(group) + " groups");
+  const int64_t maps = ws[1] * group, perGroup = channels / group, mapsPerGroup = ws[1];
+  if (bias && shapeOf(bias) != ArrayRef<int64_t>{maps})
+    return n.fail("B must be [" + Twine(maps) + "]");
+  const size_t k = xs.size() - 2;
+  SmallVector<int64_t> kernel(ws.begin() + 2, ws.end());
+  if (std::optional<SmallVector<int64_t>> given = n.intsAttr("kernel_shape"); given && *given != kernel)
+    return n.fail("kernel_shape differs from W's shape");
+  auto ints = [&](StringRef name, int64_t fallback) {
+    std::optional<SmallVector<int64_t>> given = n.intsAttr(name);
+    return given ? *given : SmallVector<int64_t>(k, fallback);
+  };
+  Window w;
+  w.kernel = kernel;
+  w.strides = ints("strides", 1);
+  w.dilations = ints("dilations", 1);
+  SmallVector<int64_t> pads = ints("pads", 0), outputPadding = ints("output_padding", 0);
+  if (pads.size() == k)
+    pads.append(pads.begin(), pads.end());
+  std::optional<SmallVector<int64_t>> outputShape = n.intsAttr("output_shape");
+  if (outputShape && outputShape->size() == k + 2)
+    outputShape->erase(outputShape->begin(), outputShape->begin() + 2);
+  if (w.strides.size() != k || w.dilations.size() != k || pads.size() != 2 * k || outputPadding.size() != k ||
+      (outputShape && outputShape->size() != k))
+    return n.fail("strides, dilations, pads, output_padding and output_shape must have one entry per spatial "
+                  "dimension");
+  const std::string autoPad = n.stringAttr("auto_pad", "NOTSET");
+  if (autoPad != "NOTSET" && autoPad != "VALID" && autoPad != "SAME_UPPER" && autoPad != "SAME_LOWER")
+    return n.fail("auto_pad '" + autoPad + "' is not NOTSET, SAME_UPPER, SAME_LOWER or VALID");
+  for (size_t i = 0; i < k; ++i) {
+    if (w.strides[i] <= 0 || w.dilations[i] <= 0 || w.kernel[i] <= 0 || outputPadding[i] < 0)
+      return n.fail("strides, dilations and kernel sizes must be positive, output_padding not negative");
+    const int64_t span = w.dilations[i] * (w.kernel[i] - 1) + 1;
+    const int64_t full = w.strides[i] * (xs[2 + i] - 1) + outputPadding[i] + span;
+    int64_t begin = pads[i], end = pads[i + k];
+    // With output_shape (or SAME padding, whose output is input x stride)
+    // the pads are derived from it, split as the ONNX reference splits them.
+    std::optional<int64_t> wanted;
+    if (outputShape)
+      wanted = (*outputShape)[i];
+    else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER")
+      wanted = xs[2 + i] * w.strides[i];
+    if (autoPad == "VALID")
+      begin = end = 0;
+    if (wanted) {
+      // A negative total pads with zeros nothing reaches (floor division,
+      // as the reference's Python).
+      const int64_t total = full - *wanted, half = total >= 0 ? total / 2 : -((-total + 1) / 2);
+      begin = autoPad == "SAME_UPPER" ? half : total - half;
+      end = total - begin;
+    }
+    const int64_t out = full - begin - end;
+    if (out <= 0 || outputPadding[i] >= std::max(w.strides[i], w.dilations[i]))
+      return n.fail("pads, output_padding and the kernel leave no valid output in dimension " + Twine(i));
+    w.input.push_back(out);
+    w.output.push_back(xs[2 + i]);
+    w.padBegin.push_back(begin);
+    w.padEnd.push_back(end);
+    w.positions *= xs[2 + i];
+    w.offsets *= w.kernel[i];
+    w.slots *= out;
+  }
+  Compose b{n};
+  const int64_t batch = xs[0];
+  // x [N, C, P] -> [N, g, C/g, P] -> [N, g, P, C/g]
+  Value lhs = transpose(b, b.reshape(x, {batch, group, perGroup, w.positions}), {0, 1, 3, 2});
+  // W [C, M/g, kernel...] -> [g, C/g, M/g K]
+  Value rhs = b.reshape(weight, {group, perGroup, mapsPerGroup * w.offsets});
+  Value patches = graph::BatchMatmulOp::create(n.builder, n.loc,
+                                               n.f32Tensor({batch, group, w.positions, mapsPerGroup * w.offsets}),
+                                               lhs, rhs, false, false);
+  // [N, g, P, M/g, K] -> [N, g, M/g, P, K] -> [N, M, P K]
+  patches = b.reshape(patches, {batch, group, w.positions, mapsPerGroup, w.offsets});
+  patches = b.reshape(transpose(b, patches, {0, 1, 3, 2, 4}), {batch, maps, w.positions * w.offsets});
+  SmallVector<int64_t> indices = patchIndices(w);
+  auto indexType = RankedTensorType::get({static_cast<int64_t>(indices.size())}, n.builder.getI64Type());
+  Value index = graph::ConstantOp::create(n.builder, n.loc, indexType,
+                                          DenseElementsAttr::get(indexType, ArrayRef<int64_t>(indices)));
+  Value y = graph::GatherGradOp::create(n.builder, n.loc, n.f32Tensor({batch, maps, w.slots + 1}), patches, index,
+                                        n.builder.getI64IntegerAttr(2));
+  y = graph::SliceOp::create(n.builder, n.loc, n.f32Tensor({batch, maps, w.slots}), y,
+                             n.builder.getDenseI64ArrayAttr({0, 0, 0}), n.builder.getDenseI64ArrayAttr({1, 1, 1}));
+  SmallVector<int64_t> shape = {batch, maps};
+  shape.append(w.input.begin(), w.input.end());
+  y = b.reshape(y, shape);
+  if (bias) {
+    SmallVector<int64_t> biasShape(xs.size() - 1, 1);
+    biasShape[0] = maps;
+    y = b.add(y, b.reshape(bias, biasShape));
+  }
+  n.setOutput(0, y);
+  return success();
+}
+
 LogicalResult fsdpc::import::convertAveragePool(NodeImporter &n) {
   FailureOr<Window> w = poolingWindow(n);
   if (failed(w))

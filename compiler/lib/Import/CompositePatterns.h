@@ -31,8 +31,12 @@ template <ComposedReduction Kind> mlir::LogicalResult convertReduction(NodeImpor
 mlir::LogicalResult convertBatchNormalization(NodeImporter &n);
 mlir::LogicalResult convertInstanceNormalization(NodeImporter &n);
 mlir::LogicalResult convertConv(NodeImporter &n);
+mlir::LogicalResult convertConvTranspose(NodeImporter &n);
 mlir::LogicalResult convertAveragePool(NodeImporter &n);
 mlir::LogicalResult convertMaxPool(NodeImporter &n);
+// ResizePatterns.cpp.
+mlir::LogicalResult convertResize(NodeImporter &n);
+mlir::LogicalResult convertUpsample(NodeImporter &n);
 // LossPatterns.cpp.
 mlir::LogicalResult convertSoftmaxCrossEntropyLoss(NodeImporter &n);
 mlir::LogicalResult convertNegativeLogLikelihoodLoss(NodeImporter &n);

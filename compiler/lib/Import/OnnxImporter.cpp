@@ -716,7 +716,7 @@ bool ModelImporter::buildForward() {
   }
   // BatchNormalization's running statistics are module buffers: the step
   // updates them as torch does in training, nobody trains them.
-  llvm::StringSet<> bufferNames;
+  llvm::StringSet<> bufferNames, settingNames;
   // Module buffers torch never trains: BatchNormalization's running
   // statistics, and a loss's class weights (nn.CrossEntropyLoss and
   // nn.NLLLoss register `weight` as a buffer).
@@ -727,6 +727,10 @@ bool ModelImporter::buildForward() {
     if ((node.op_type() == "SoftmaxCrossEntropyLoss" || node.op_type() == "NegativeLogLikelihoodLoss") &&
         node.input_size() > 2 && !node.input(2).empty())
       bufferNames.insert(node.input(2));
+    // Float settings, not weights: Resize's roi and scales, Upsample's scales.
+    if (node.op_type() == "Resize" || node.op_type() == "Upsample")
+      for (int i = 1; i < std::min(node.input_size(), node.op_type() == "Resize" ? 3 : 2); ++i)
+        settingNames.insert(node.input(i));
   }
   std::vector<const onnx::TensorProto *> constantInitializers;
   for (const onnx::TensorProto &init : graph.initializer()) {
@@ -745,7 +749,8 @@ bool ModelImporter::buildForward() {
     // attention scale, GELU's 0.5: the dynamo exporter writes them as
     // initializers); and a buffer the torch program declared.
     if (llvm::any_of(values, [](float v) { return !std::isfinite(v) || std::fabs(v) >= 1e30f; }) ||
-        (values.size() == 1 && dynamo_.isAnonymous(init.name())) || dynamo_.buffers.contains(init.name())) {
+        (values.size() == 1 && dynamo_.isAnonymous(init.name())) || dynamo_.buffers.contains(init.name()) ||
+        settingNames.contains(init.name())) {
       constantInitializers.push_back(&init);
       continue;
     }

@@ -1252,6 +1252,7 @@ const OpPattern kPatterns[] = {
     {"ArgMin", 1, convertArgReduce<false>, "float input"},
     {"AveragePool", 7, convertAveragePool, "as gathered patches: K times the input's memory"},
     {"Conv", 1, convertConv, "as gathered patches and a matmul: K times the input's memory"},
+    {"ConvTranspose", 1, convertConvTranspose, "as a matmul and a scatter of its patches: K times the input's memory"},
     {"MaxPool", 1, convertMaxPool, "no Indices output; as gathered patches"},
     {"Clip", 6, convertClip, "constant min and max"},
     {"Clip", 11, convertClip, "constant min and max"},
@@ -1314,6 +1315,8 @@ const OpPattern kPatterns[] = {
     {"ReduceSumSquare", 1, convertReduction<ComposedReduction::kSumSquare>},
     {"Relu", 6, convertUnary<graph::ReluOp>},
     {"Reshape", 5, convertReshape, "constant target shape"},
+    {"Resize", 10, convertResize, "constant scales or sizes; as gathers of 1, 2 or 4 taps per resized axis"},
+    {"Resize", 11, convertResize, "constant scales, sizes and roi; as gathers of 1, 2 or 4 taps per resized axis"},
     {"Size", 1, convertSize, "folds (static shapes)"},
     {"Shape", 1, convertShape},
     {"Sigmoid", 6, convertUnary<graph::SigmoidOp>},
@@ -1332,6 +1335,7 @@ const OpPattern kPatterns[] = {
     {"Transpose", 1, convertTranspose},
     {"Trilu", 14, convertTrilu, "float input, or integer constant (folds); constant k"},
     {"Unsqueeze", 1, convertUnsqueeze},
+    {"Upsample", 7, convertUpsample, "constant scales; as gathers of 1 or 2 taps per resized axis"},
     {"Where", 9, convertWhere, "float choices, or integer constants (folds)"},
 };
 

@@ -131,3 +131,25 @@ func.func @train_step(%q: tensor<3x5x4xf32> {graph.param = "q"}, %kt: tensor<3x4
   %l = graph.mse_loss %o, %t : (tensor<3x5x6xf32>, tensor<3x5x6xf32>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// Tests the scatters' rules (a transposed convolution scatters its
+// patches): gather_grad's adjoint is a gather, slice_grad's a slice, with the
+// same indices, axis, starts and steps; the labels' one_hot mask gets none.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[DY:.*]] = graph.mse_loss_grad
+// CHECK: %[[DM:.*]] = graph.mul %[[DY]], %{{.*}}
+// CHECK: %[[DS:.*]] = graph.slice %[[DM]] {starts = array<i64: 1>, steps = array<i64: 2>} : (tensor<9xf32>) -> tensor<4xf32>
+// CHECK: %[[DP:.*]] = graph.gather %[[DS]], %arg1 {axis = 0 : i64} : (tensor<4xf32>, tensor<6xi64>) -> tensor<6xf32>
+// CHECK-NOT: graph.one_hot
+// CHECK: return %{{.*}}, %[[DP]] : tensor<f32>, tensor<6xf32>
+func.func @train_step(%p: tensor<6xf32> {graph.param = "p"}, %i: tensor<6xi64> {graph.input = "indices"}, %t: tensor<9xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}) {
+  %0 = graph.gather_grad %p, %i {axis = 0 : i64} : (tensor<6xf32>, tensor<6xi64>) -> tensor<4xf32>
+  %1 = graph.slice_grad %0 {starts = array<i64: 1>, steps = array<i64: 2>} : (tensor<4xf32>) -> tensor<9xf32>
+  %2 = graph.one_hot %i : (tensor<6xi64>) -> tensor<6x9xf32>
+  %3 = graph.reduce_sum %2 {axes = array<i64: 0>, keepdims = false} : (tensor<6x9xf32>) -> tensor<9xf32>
+  %4 = graph.mul %1, %3 : (tensor<9xf32>, tensor<9xf32>) -> tensor<9xf32>
+  %5 = graph.mse_loss %4, %t : (tensor<9xf32>, tensor<9xf32>) -> tensor<f32>
+  return %5 : tensor<f32>
+}

@@ -241,6 +241,19 @@ LogicalResult fsdpc::graph::buildGradient(OpBuilder &builder, Operation *op, Arr
                                                      o.getAxisAttr());
             return true;
           })
+          // The scatters are linear; their adjoints are the gathers (what a
+          // transposed convolution, written as the scatter of its patches,
+          // differentiates through).
+          .Case<SliceGradOp>([&](SliceGradOp o) {
+            operandGrads[0] = SliceOp::create(builder, r.loc, o.getGrad().getType(), r.dy(), o.getStartsAttr(),
+                                              o.getStepsAttr());
+            return true;
+          })
+          .Case<GatherGradOp>([&](GatherGradOp o) {
+            operandGrads[0] = GatherOp::create(builder, r.loc, o.getGrad().getType(), r.dy(), o.getIndices(),
+                                               o.getAxisAttr());
+            return true;
+          })
           .Case<SelectOp>([&](SelectOp o) {
             // The gradient flows to the operand each element was taken from.
             Value zero = scalar(builder, r.loc, 0.0f, r.dy());

@@ -1,0 +1,314 @@
+//===- ResizePatterns.cpp - Resize and Upsample -----------------------------===//
+//
+// Resize is separable: each resized axis is a weighted sum of a few
+// gathers along it (1 tap for nearest, 2 for linear, 4 for cubic), with
+// constant indices and weights worked out here from the coordinate
+// transformation, as ONNX's reference computes them. Neighbours past the
+// edge read the edge (the reference pads with edge values); with
+// exclude_outside their weight is dropped and the rest renormalised.
+// gather_grad scatters the gradient back, so it trains on every backend.
+// tf_crop_and_resize writes extrapolation_value where a position falls
+// outside the input.
+//
+//===----------------------------------------------------------------------===//
+#include "CompositePatterns.h"
+#include "Compose.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace fsdpc;
+using namespace fsdpc::import;
+
+namespace {
+
+enum class Interpolation { kNearest, kLinear, kCubic };
+
+struct ResizeSettings {
+  Interpolation mode = Interpolation::kNearest;
+  std::string coordinates = "half_pixel", nearest = "round_prefer_floor";
+  double cubicA = -0.75;
+  bool excludeOutside = false;
+  double extrapolation = 0.0;
+  SmallVector<double> roi;           // [starts..., ends...] for tf_crop_and_resize
+  SmallVector<double> scales;        // per axis
+  SmallVector<int64_t> outputShape;  // per axis
+};
+
+/// The taps of one axis: for every output position, each tap's input index
+/// and weight, and whether the position lies inside the input.
+struct AxisTaps {
+  SmallVector<SmallVector<int64_t>> index;
+  SmallVector<SmallVector<float>> weight;
+  SmallVector<bool> inside;
+};
+
+/// Cubic convolution weights of the 4 neighbours floor-1 .. floor+2 at
+/// fraction `t` past floor (Keys' kernel with parameter a).
+std::array<double, 4> cubicWeights(double t, double a) {
+  auto near = [&](double d) { return ((a + 2) * d - (a + 3)) * d * d + 1; };       // |d| <= 1
+  auto far = [&](double d) { return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a; };  // 1 < |d| < 2
+  return {far(t + 1), near(t), near(1 - t), far(2 - t)};
+}
+
+AxisTaps axisTaps(const ResizeSettings &s, int64_t axis, int64_t in, int64_t out, int64_t rank) {
+  AxisTaps taps;
+  const double scale = s.scales[axis];
+  // The reference scales by the float length in * scale, not the rounded
+  // output size.
+  const double length = scale * static_cast<double>(in);
+  for (int64_t i = 0; i < out; ++i) {
+    double x;
+    bool inside = true;
+    if (s.coordinates == "align_corners")
+      x = length == 1 ? 0.0 : i * static_cast<double>(in - 1) / (length - 1);
+    else if (s.coordinates == "asymmetric")
+      x = i / scale;
+    else if (s.coordinates == "tf_half_pixel_for_nn")
+      x = (i + 0.5) / scale;
+    else if (s.coordinates == "pytorch_half_pixel")
+      x = length > 1 ? (i + 0.5) / scale - 0.5 : 0.0;
+    else if (s.coordinates == "tf_crop_and_resize") {
+      const double start = s.roi[axis], end = s.roi[axis + rank];
+      x = length == 1 ? (end - start) * (in - 1) / 2.0 : i * (end - start) * (in - 1) / (length - 1);
+      x += start * (in - 1);
+      inside = x >= 0 && x <= in - 1;
+    } else // half_pixel
+      x = (i + 0.5) / scale - 0.5;
+    const double base = std::floor(x), t = x - base;
+    auto clamp = [&](double c) { return std::clamp<int64_t>(static_cast<int64_t>(c), 0, in - 1); };
+    SmallVector<int64_t> index;
+    SmallVector<double> weight;
+    switch (s.mode) {
+    case Interpolation::kNearest: {
+      double pick;
+      if (s.nearest == "floor")
+        pick = base;
+      else if (s.nearest == "ceil")
+        pick = std::ceil(x);
+      else if (s.nearest == "round_prefer_ceil")
+        pick = t >= 0.5 ? base + 1 : base;
+      else // round_prefer_floor
+        pick = t > 0.5 ? base + 1 : base;
+      index = {clamp(pick)};
+      weight = {1.0};
+      break;
+    }
+    case Interpolation::kLinear:
+      index = {clamp(base), clamp(base + 1)};
+      weight = {1 - t, t};
+      break;
+    case Interpolation::kCubic: {
+      std::array<double, 4> w = cubicWeights(t, s.cubicA);
+      double total = 0;
+      for (int k = 0; k < 4; ++k) {
+        const double c = base - 1 + k;
+        if (s.excludeOutside && (c < 0 || c > in - 1))
+          w[k] = 0;
+        total += w[k];
+        index.push_back(clamp(c));
+      }
+      for (int k = 0; k < 4; ++k)
+        weight.push_back(s.excludeOutside ? w[k] / total : w[k]);
+      break;
+    }
+    }
+    if (taps.index.empty()) {
+      taps.index.resize(index.size());
+      taps.weight.resize(index.size());
+    }
+    for (size_t k = 0; k < index.size(); ++k) {
+      taps.index[k].push_back(index[k]);
+      taps.weight[k].push_back(inside ? static_cast<float>(weight[k]) : 0.0f);
+    }
+    taps.inside.push_back(inside);
+  }
+  return taps;
+}
+
+/// The resized tensor: axis by axis, the weighted sum of its taps' gathers.
+Value resize(NodeImporter &n, Value x, const ResizeSettings &s) {
+  Compose b{n};
+  ArrayRef<int64_t> inShape = shapeOf(x);
+  const int64_t rank = inShape.size();
+  SmallVector<int64_t> shape(inShape);
+  SmallVector<AxisTaps> all(rank);
+  bool crops = false;
+  for (int64_t axis = 0; axis < rank; ++axis) {
+    const int64_t in = inShape[axis], out = s.outputShape[axis];
+    if (in == out && s.scales[axis] == 1.0 && s.coordinates != "tf_crop_and_resize")
+      continue; // every coordinate transformation maps i to i here
+    AxisTaps taps = axisTaps(s, axis, in, out, rank);
+    shape[axis] = out;
+    Value sum;
+    for (size_t k = 0; k < taps.index.size(); ++k) {
+      if (llvm::all_of(taps.weight[k], [](float w) { return w == 0; }))
+        continue;
+      auto indexType = RankedTensorType::get({out}, n.builder.getI64Type());
+      Value index = graph::ConstantOp::create(n.builder, n.loc, indexType,
+                                              DenseElementsAttr::get(indexType, ArrayRef<int64_t>(taps.index[k])));
+      Value part = graph::GatherOp::create(n.builder, n.loc, n.f32Tensor(shape), x, index,
+                                           n.builder.getI64IntegerAttr(axis));
+      if (llvm::any_of(taps.weight[k], [](float w) { return w != 1; })) {
+        SmallVector<int64_t> weightShape(rank, 1);
+        weightShape[axis] = out;
+        auto weightType = n.f32Tensor(weightShape);
+        part = b.mul(part, graph::ConstantOp::create(n.builder, n.loc, weightType,
+                                                     DenseElementsAttr::get(weightType, ArrayRef<float>(taps.weight[k]))));
+      }
+      sum = sum ? b.add(sum, part) : part;
+    }
+    if (!sum) { // every position of this axis is outside (tf_crop_and_resize)
+      auto zeros = n.f32Tensor(shape);
+      sum = b.mul(graph::ConstantOp::create(n.builder, n.loc, zeros, DenseElementsAttr::get(zeros, 0.0f)),
+                  b.constant(1.0f));
+    }
+    x = sum;
+    crops |= llvm::is_contained(taps.inside, false);
+    all[axis] = std::move(taps);
+  }
+  if (crops && s.extrapolation != 0) {
+    // extrapolation_value wherever some axis falls outside: the sum there
+    // is 0, so add the value times the outside mask.
+    SmallVector<float> outside(product(shape), 0.0f);
+    for (int64_t i = 0; i < static_cast<int64_t>(outside.size()); ++i) {
+      bool in = true;
+      for (int64_t axis = rank - 1, rest = i; axis >= 0; --axis) {
+        const int64_t c = rest % shape[axis];
+        rest /= shape[axis];
+        if (!all[axis].inside.empty() && !all[axis].inside[c])
+          in = false;
+      }
+      outside[i] = in ? 0.0f : static_cast<float>(s.extrapolation);
+    }
+    auto type = n.f32Tensor(shape);
+    x = b.add(x, graph::ConstantOp::create(n.builder, n.loc, type, DenseElementsAttr::get(type, ArrayRef<float>(outside))));
+  }
+  return x;
+}
+
+/// A constant float or int input as doubles (scales, roi, sizes), or none.
+std::optional<SmallVector<double>> constantNumbers(NodeImporter &n, int i) {
+  DenseElementsAttr value = n.constantInput(i);
+  if (!value)
+    return std::nullopt;
+  SmallVector<double> numbers;
+  if (value.getElementType().isF32())
+    for (float v : value.getValues<float>())
+      numbers.push_back(v);
+  else
+    for (int64_t v : value.getValues<int64_t>())
+      numbers.push_back(static_cast<double>(v));
+  return numbers;
+}
+
+/// Output shape and per-axis scales from `scales` (input `scalesIndex`) or
+/// `sizes` (input `sizesIndex`, -1 for none).
+LogicalResult readScales(NodeImporter &n, ResizeSettings &s, int scalesIndex, int sizesIndex) {
+  ArrayRef<int64_t> shape = shapeOf(n.input(0));
+  const size_t rank = shape.size();
+  std::optional<SmallVector<double>> scales = constantNumbers(n, scalesIndex);
+  std::optional<SmallVector<double>> sizes = sizesIndex >= 0 ? constantNumbers(n, sizesIndex) : std::nullopt;
+  if (scales && scales->empty())
+    scales.reset();
+  if (sizes && sizes->empty())
+    sizes.reset();
+  if (n.hasInput(scalesIndex) && !scales && !n.constantInput(scalesIndex))
+    return n.fail("scales must be a constant");
+  if (sizesIndex >= 0 && n.hasInput(sizesIndex) && !sizes && !n.constantInput(sizesIndex))
+    return n.fail("sizes must be a constant");
+  if (scales.has_value() == sizes.has_value())
+    return n.fail("needs exactly one of scales and sizes");
+  const SmallVector<double> &given = scales ? *scales : *sizes;
+  if (given.size() != rank)
+    return n.fail(Twine(scales ? "scales" : "sizes") + " must have one entry per input dimension");
+  for (size_t d = 0; d < rank; ++d) {
+    if (given[d] <= 0)
+      return n.fail("scales and sizes must be positive");
+    const int64_t out = scales ? static_cast<int64_t>(std::floor(shape[d] * given[d])) : static_cast<int64_t>(given[d]);
+    if (out <= 0)
+      return n.fail("the output would be empty in dimension " + Twine(d));
+    s.outputShape.push_back(out);
+    s.scales.push_back(scales ? given[d] : static_cast<double>(out) / shape[d]);
+  }
+  return success();
+}
+
+LogicalResult readMode(NodeImporter &n, ResizeSettings &s) {
+  const std::string mode = n.stringAttr("mode", "nearest");
+  if (mode == "nearest")
+    s.mode = Interpolation::kNearest;
+  else if (mode == "linear" || mode == "bilinear")
+    s.mode = Interpolation::kLinear;
+  else if (mode == "cubic")
+    s.mode = Interpolation::kCubic;
+  else
+    return n.fail("mode '" + mode + "' is not nearest, linear or cubic");
+  return success();
+}
+
+} // namespace
+
+LogicalResult fsdpc::import::convertResize(NodeImporter &n) {
+  if (failed(requireFloatInputs(n, 1)))
+    return failure();
+  ResizeSettings s;
+  if (failed(readMode(n, s)))
+    return failure();
+  if (n.opset < 11) { // Resize-10: X and scales, asymmetric coordinates
+    s.coordinates = "asymmetric";
+    s.nearest = "floor";
+    if (failed(readScales(n, s, 1, -1)))
+      return failure();
+  } else {
+    s.coordinates = n.stringAttr("coordinate_transformation_mode", "half_pixel");
+    static const char *const kModes[] = {"half_pixel",         "pytorch_half_pixel", "align_corners",
+                                         "asymmetric",         "tf_half_pixel_for_nn", "tf_crop_and_resize"};
+    if (!llvm::is_contained(kModes, StringRef(s.coordinates)))
+      return n.fail("coordinate_transformation_mode '" + s.coordinates + "' is not supported");
+    s.nearest = n.stringAttr("nearest_mode", "round_prefer_floor");
+    static const char *const kNearest[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+    if (!llvm::is_contained(kNearest, StringRef(s.nearest)))
+      return n.fail("nearest_mode '" + s.nearest + "' is not supported");
+    s.cubicA = n.floatAttr("cubic_coeff_a", -0.75f);
+    s.excludeOutside = n.intAttr("exclude_outside", 0) != 0;
+    s.extrapolation = n.floatAttr("extrapolation_value", 0.0f);
+    if (failed(readScales(n, s, 2, 3)))
+      return failure();
+    if (s.coordinates == "tf_crop_and_resize") {
+      std::optional<SmallVector<double>> roi = constantNumbers(n, 1);
+      if (!roi || roi->size() != 2 * shapeOf(n.input(0)).size())
+        return n.fail("tf_crop_and_resize needs a constant roi of 2 entries per input dimension");
+      s.roi = *roi;
+    }
+  }
+  n.setOutput(0, resize(n, n.input(0), s));
+  return success();
+}
+
+LogicalResult fsdpc::import::convertUpsample(NodeImporter &n) {
+  if (failed(requireFloatInputs(n, 1)))
+    return failure();
+  ResizeSettings s;
+  if (failed(readMode(n, s)))
+    return failure();
+  s.coordinates = "asymmetric";
+  s.nearest = "floor";
+  if (n.opset >= 9) {
+    if (failed(readScales(n, s, 1, -1)))
+      return failure();
+  } else {
+    std::optional<SmallVector<float>> scales;
+    if (const onnx::AttributeProto *attr = n.attribute("scales"))
+      scales = SmallVector<float>(attr->floats().begin(), attr->floats().end());
+    ArrayRef<int64_t> shape = shapeOf(n.input(0));
+    if (!scales || scales->size() != shape.size())
+      return n.fail("scales must have one entry per input dimension");
+    for (size_t d = 0; d < shape.size(); ++d) {
+      s.scales.push_back((*scales)[d]);
+      s.outputShape.push_back(static_cast<int64_t>(std::floor(shape[d] * (*scales)[d])));
+    }
+  }
+  n.setOutput(0, resize(n, n.input(0), s));
+  return success();
+}

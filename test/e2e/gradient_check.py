@@ -268,6 +268,25 @@ def cases():
              lambda x, w: F.conv2d(F.pad(x, (1, 1, 0, 1)), w, stride=2, groups=4)),
         case("conv1d", "Conv", {"x": ((3, 4, 11), normal), "w": ((5, 4, 3), normal), "b": ((5,), normal)},
              {"strides": [2], "pads": [1, 1]}, lambda x, w, b: F.conv1d(x, w, b, stride=2, padding=1)),
+        # Einsum as diagonals, sums, transposes and batch matmuls.
+        case("einsum_attention_scores", "Einsum", {"q": ((2, 3, 5, 4), normal), "k": ((2, 3, 7, 4), normal)},
+             {"equation": "bhqd,bhkd->bhqk"}, lambda q, k: torch.einsum("bhqd,bhkd->bhqk", q, k), opset=12),
+        case("einsum_chain_implicit", "Einsum", {"a": ((3, 4), normal), "b": ((4, 5), normal), "c": ((5, 2), normal)},
+             {"equation": "ij,jk,kl"}, lambda a, b, c: torch.einsum("ij,jk,kl", a, b, c), opset=12),
+        case("einsum_diagonal_ellipsis", "Einsum", {"x": ((2, 3, 4, 4), normal)}, {"equation": "...ii->...i"},
+             lambda x: torch.einsum("...ii->...i", x), opset=12),
+        case("einsum_transposed_rhs", "Einsum", {"a": ((3, 4), normal), "b": ((5, 4), normal)},
+             {"equation": "ij,kj->ik"}, lambda a, b: torch.einsum("ij,kj->ik", a, b), opset=12),
+        case("einsum_sum_one_side", "Einsum", {"a": ((3, 4, 2), normal), "b": ((2, 5), normal)},
+             {"equation": "ijk,kl->l"}, lambda a, b: torch.einsum("ijk,kl->l", a, b), opset=12),
+        # GroupNormalization: opset 18 scales per group, opset 21 per channel.
+        case("group_norm_opset21", "GroupNormalization", {"x": ((3, 6, 4, 5), normal), "scale": ((6,), normal),
+             "bias": ((6,), normal)}, {"num_groups": 3, "epsilon": 1e-5},
+             lambda x, s, b: F.group_norm(x, 3, s, b, eps=1e-5), opset=21),
+        case("group_norm_opset18_per_group", "GroupNormalization", {"x": ((2, 8, 7), normal), "scale": ((4,), normal),
+             "bias": ((4,), normal)}, {"num_groups": 4, "epsilon": 1e-3},
+             lambda x, s, b: F.group_norm(x, 4, eps=1e-3) * s.repeat_interleave(2)[:, None]
+             + b.repeat_interleave(2)[:, None], opset=18),
         # ConvTranspose as a matmul and the scatter of its patches.
         case("conv_transpose2d_stride_pad_outpad", "ConvTranspose",
              {"x": ((2, 4, 5, 4), normal), "w": ((4, 3, 3, 2), normal), "b": ((3,), normal)},
@@ -330,6 +349,16 @@ def cases():
              lambda x, s, b: F.batch_norm(x, torch.tensor(BN_MEAN, dtype=x.dtype), torch.tensor(BN_VAR, dtype=x.dtype), s, b, training=False,
                                           eps=1e-5),
              constants={"mean": BN_MEAN, "var": BN_VAR}, opset=15),
+        # ScatterND (constant indices into the first dimension, a duplicate for
+        # add; into two dimensions for the overwrite): x.index_put.
+        case("scatter_nd_overwrite_2d_index", "graph.gather_grad", {"x": ((4, 5, 3), normal), "u": ((2, 3), normal)},
+             {}, lambda x, u: x.index_put((labels(np.array([3, 0])), labels(np.array([1, 4]))), u),
+             constants={"indices": np.array([[3, 1], [0, 4]], np.int64)}, opset=13,
+             nodes=[helper.make_node("ScatterND", ["x", "const.indices", "u"], ["y"])]),
+        case("scatter_nd_add_duplicates", "graph.gather_grad", {"x": ((5, 4), normal), "u": ((3, 4), normal)},
+             {"reduction": "add"}, lambda x, u: x.index_put((labels(np.array([1, 3, 1])),), u, accumulate=True),
+             constants={"indices": np.array([[1], [3], [1]], np.int64)}, opset=16,
+             nodes=[helper.make_node("ScatterND", ["x", "const.indices", "u"], ["y"], reduction="add")]),
         # Resize as gathers of 1, 2 or 4 taps per axis, against F.interpolate
         # as torch exports it (nearest: asymmetric and floor; bilinear and
         # bicubic without align_corners: pytorch_half_pixel).

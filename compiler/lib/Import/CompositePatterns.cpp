@@ -187,6 +187,84 @@ LogicalResult fsdpc::import::convertRuntimeGatherElements(NodeImporter &n, Value
   return success();
 }
 
+/// ScatterND as a scatter-add of the updates' rows into the data's leading
+/// k dimensions: gather_grad of the updates [count, inner] at the flat row
+/// indices gives S [rows, inner]; reduction add is data + S, none (an
+/// overwrite) is data * (1 - written) + S, where `written` marks the rows
+/// the indices name (a constant for constant indices, else from their
+/// one_hot rows).
+LogicalResult fsdpc::import::convertScatterND(NodeImporter &n) {
+  Value data = n.input(0), indices = n.input(1), updates = n.input(2);
+  if (!isF32(data) || !isF32(updates))
+    return n.fail("data and updates must be float tensors");
+  if (!indices || !cast<RankedTensorType>(indices.getType()).getElementType().isInteger(64))
+    return n.fail("indices must be an int64 tensor");
+  const std::string reduction = n.stringAttr("reduction", "none");
+  if (reduction != "none" && reduction != "add")
+    return n.fail("reduction '" + reduction + "' is not supported (none and add are)");
+  ArrayRef<int64_t> dataShape = shapeOf(data), indexShape = shapeOf(indices);
+  if (indexShape.empty() || indexShape.back() < 1 || indexShape.back() > static_cast<int64_t>(dataShape.size()))
+    return n.fail("indices must be [..., k] with k from 1 to the data's rank");
+  const int64_t k = indexShape.back();
+  SmallVector<int64_t> updateShape(indexShape.drop_back());
+  updateShape.append(dataShape.begin() + k, dataShape.end());
+  if (shapeOf(updates) != ArrayRef<int64_t>(updateShape))
+    return n.fail("updates must have shape " + shapeString(updateShape));
+  const int64_t rows = product(dataShape.take_front(k)), inner = product(dataShape.drop_front(k)),
+                count = product(indexShape.drop_back());
+  Compose b{n};
+  auto flatType = RankedTensorType::get({count}, n.builder.getI64Type());
+  Value flat;
+  std::optional<SmallVector<int64_t>> written;
+  if (DenseElementsAttr constant = n.constantInput(1)) {
+    SmallVector<int64_t> values(constant.getValues<int64_t>()), rowsIndex;
+    written = SmallVector<int64_t>(rows, 0);
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t row = 0;
+      for (int64_t d = 0; d < k; ++d) {
+        int64_t index = values[i * k + d];
+        index += index < 0 ? dataShape[d] : 0;
+        if (index < 0 || index >= dataShape[d])
+          return n.fail("index " + Twine(values[i * k + d]) + " is out of range for dimension " + Twine(d) +
+                        " of size " + Twine(dataShape[d]));
+        row = row * dataShape[d] + index;
+      }
+      rowsIndex.push_back(row);
+      (*written)[row] = 1;
+    }
+    flat = graph::ConstantOp::create(n.builder, n.loc, flatType, DenseElementsAttr::get(flatType, ArrayRef<int64_t>(rowsIndex)));
+  } else if (k == 1) {
+    flat = b.reshape(indices, {count});
+  } else {
+    return n.fail("indices must be constant when they index more than one dimension");
+  }
+  Value scattered = graph::GatherGradOp::create(n.builder, n.loc, n.f32Tensor({rows, inner}),
+                                                b.reshape(updates, {count, inner}), flat,
+                                                n.builder.getI64IntegerAttr(0));
+  Value rowsOf = b.reshape(data, {rows, inner});
+  Value out;
+  if (reduction == "add") {
+    out = b.add(rowsOf, scattered);
+  } else {
+    Value kept;
+    if (written) {
+      SmallVector<float> keep;
+      for (int64_t w : *written)
+        keep.push_back(w ? 0.0f : 1.0f);
+      auto keepType = n.f32Tensor({rows, 1});
+      kept = graph::ConstantOp::create(n.builder, n.loc, keepType, DenseElementsAttr::get(keepType, ArrayRef<float>(keep)));
+    } else {
+      // 1 - min(times written, 1) per row.
+      Value hits = b.sum(graph::OneHotOp::create(n.builder, n.loc, n.f32Tensor({count, rows}), flat, IntegerAttr()),
+                         {0}, /*keepdims=*/false);
+      kept = b.reshape(b.relu(b.sub(b.constant(1.0f), hits)), {rows, 1});
+    }
+    out = b.add(b.mul(rowsOf, kept), scattered);
+  }
+  n.setOutput(0, b.reshape(out, dataShape));
+  return success();
+}
+
 LogicalResult fsdpc::import::convertTile(NodeImporter &n) {
   Value x = n.input(0);
   DenseElementsAttr repeatsAttr = n.constantInput(1);
@@ -400,33 +478,67 @@ LogicalResult fsdpc::import::convertBatchNormalization(NodeImporter &n) {
   return success();
 }
 
-LogicalResult fsdpc::import::convertInstanceNormalization(NodeImporter &n) {
-  if (!isF32(n.input(0)) || !isF32(n.input(1)) || !isF32(n.input(2)))
-    return n.fail("input, scale and B must be float tensors");
-  Value x = n.input(0);
+namespace {
+
+/// x [N, C, spatial...] normalised per sample over each of `groups` groups
+/// of channels and their positions (a layer_norm on [N, G, C/G * S] over
+/// the last axis, without its own affine), then scaled and shifted per
+/// group (scale and bias [G]) or per channel ([C]).
+Value groupNorm(Compose &b, Value x, int64_t groups, Value scale, Value bias, double epsilon) {
+  NodeImporter &n = b.n;
   ArrayRef<int64_t> shape = shapeOf(x);
-  if (shape.size() < 3 || shapeOf(n.input(1)) != ArrayRef<int64_t>{shape[1]} ||
-      shapeOf(n.input(2)) != ArrayRef<int64_t>{shape[1]})
-    return n.fail("input must be [N, C, spatial...] with scale and B of [C]");
   int64_t spatial = 1;
   for (size_t d = 2; d < shape.size(); ++d)
     spatial *= shape[d];
-  Compose b{n};
-  // Each (sample, channel) normalised over its positions: layer_norm on
-  // [N, C, S] over S, without its own affine; then the per-channel one.
-  auto unitType = n.f32Tensor({spatial});
+  const int64_t batch = shape[0], channels = shape[1], width = channels / groups * spatial;
+  auto unitType = n.f32Tensor({width});
   Value ones = graph::ConstantOp::create(n.builder, n.loc, unitType, DenseElementsAttr::get(unitType, 1.0f));
   Value zeros = graph::ConstantOp::create(n.builder, n.loc, unitType, DenseElementsAttr::get(unitType, 0.0f));
-  auto statType = n.f32Tensor({shape[0], shape[1], 1});
-  auto norm = graph::LayerNormOp::create(n.builder, n.loc, n.f32Tensor({shape[0], shape[1], spatial}), statType,
-                                         statType, b.reshape(x, {shape[0], shape[1], spatial}), ones, zeros,
-                                         n.builder.getI64IntegerAttr(2),
-                                         n.builder.getF64FloatAttr(n.floatAttr("epsilon", 1e-5f)));
+  auto statType = n.f32Tensor({batch, groups, 1});
+  auto norm = graph::LayerNormOp::create(n.builder, n.loc, n.f32Tensor({batch, groups, width}), statType, statType,
+                                         b.reshape(x, {batch, groups, width}), ones, zeros,
+                                         n.builder.getI64IntegerAttr(2), n.builder.getF64FloatAttr(epsilon));
+  Value y = norm.getResult();
+  if (shapeOf(scale)[0] == groups && groups != channels) {
+    y = b.add(b.mul(y, b.reshape(scale, {groups, 1})), b.reshape(bias, {groups, 1}));
+    return b.reshape(y, shape);
+  }
   SmallVector<int64_t> channelShape(shape.size(), 1);
-  channelShape[1] = shape[1];
-  Value y = b.reshape(norm.getResult(), shape);
-  y = b.add(b.mul(y, b.reshape(n.input(1), channelShape)), b.reshape(n.input(2), channelShape));
-  n.setOutput(0, y);
+  channelShape[1] = channels;
+  y = b.reshape(y, shape);
+  return b.add(b.mul(y, b.reshape(scale, channelShape)), b.reshape(bias, channelShape));
+}
+
+} // namespace
+
+LogicalResult fsdpc::import::convertInstanceNormalization(NodeImporter &n) {
+  if (!isF32(n.input(0)) || !isF32(n.input(1)) || !isF32(n.input(2)))
+    return n.fail("input, scale and B must be float tensors");
+  ArrayRef<int64_t> shape = shapeOf(n.input(0));
+  if (shape.size() < 3 || shapeOf(n.input(1)) != ArrayRef<int64_t>{shape[1]} ||
+      shapeOf(n.input(2)) != ArrayRef<int64_t>{shape[1]})
+    return n.fail("input must be [N, C, spatial...] with scale and B of [C]");
+  // Each (sample, channel) normalised over its positions: one group per channel.
+  Compose b{n};
+  n.setOutput(0, groupNorm(b, n.input(0), shape[1], n.input(1), n.input(2), n.floatAttr("epsilon", 1e-5f)));
+  return success();
+}
+
+LogicalResult fsdpc::import::convertGroupNormalization(NodeImporter &n) {
+  if (!isF32(n.input(0)) || !isF32(n.input(1)) || !isF32(n.input(2)))
+    return n.fail("X, scale and bias must be float tensors");
+  ArrayRef<int64_t> shape = shapeOf(n.input(0));
+  const int64_t groups = n.intAttr("num_groups", 0);
+  if (shape.size() < 3 || groups <= 0 || shape[1] % groups != 0)
+    return n.fail("X must be [N, C, spatial...] with C divisible by num_groups " + Twine(groups));
+  // Opset 18 scales per group, opset 21 per channel.
+  const int64_t affine = n.opset >= 21 ? shape[1] : groups;
+  if (shapeOf(n.input(1)) != ArrayRef<int64_t>{affine} || shapeOf(n.input(2)) != ArrayRef<int64_t>{affine})
+    return n.fail("scale and bias must be [" + Twine(affine) + "] at opset " + Twine(n.opset));
+  if (n.opset >= 21 && n.intAttr("stash_type", 1) != 1)
+    return n.fail("stash_type must be 1 (float statistics)");
+  Compose b{n};
+  n.setOutput(0, groupNorm(b, n.input(0), groups, n.input(1), n.input(2), n.floatAttr("epsilon", 1e-5f)));
   return success();
 }
 

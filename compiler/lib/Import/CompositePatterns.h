@@ -19,6 +19,7 @@ mlir::LogicalResult convertRuntimeAbs(NodeImporter &n);
 mlir::LogicalResult convertRuntimeMinMax(NodeImporter &n, bool isMax);
 mlir::LogicalResult convertGlobalAveragePool(NodeImporter &n);
 mlir::LogicalResult convertTile(NodeImporter &n);
+mlir::LogicalResult convertScatterND(NodeImporter &n);
 /// GatherElements of runtime float data along `axis` by int64 indices of
 /// its rank.
 mlir::LogicalResult convertRuntimeGatherElements(NodeImporter &n, mlir::Value data, mlir::Value indices, int64_t axis);
@@ -30,10 +31,13 @@ template <ComposedReduction Kind> mlir::LogicalResult convertReduction(NodeImpor
 }
 mlir::LogicalResult convertBatchNormalization(NodeImporter &n);
 mlir::LogicalResult convertInstanceNormalization(NodeImporter &n);
+mlir::LogicalResult convertGroupNormalization(NodeImporter &n);
 mlir::LogicalResult convertConv(NodeImporter &n);
 mlir::LogicalResult convertConvTranspose(NodeImporter &n);
 mlir::LogicalResult convertAveragePool(NodeImporter &n);
 mlir::LogicalResult convertMaxPool(NodeImporter &n);
+// EinsumPattern.cpp.
+mlir::LogicalResult convertEinsum(NodeImporter &n);
 // ResizePatterns.cpp.
 mlir::LogicalResult convertResize(NodeImporter &n);
 mlir::LogicalResult convertUpsample(NodeImporter &n);

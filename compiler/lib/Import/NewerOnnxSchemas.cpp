@@ -4,7 +4,7 @@
 // know the default opset up to 17. Exports from newer torch use opsets 18 to
 // 21, where a few ops fsdpc supports changed their signature (the
 // reductions' axes became an input, Split gained num_outputs) or first appeared (Gelu,
-// Mish);
+// Mish, GroupNormalization);
 // the other changes of opsets 19 and 21 add element types (float8, int4).
 // Registering those versions here lets the same checker and shape inference
 // run on such models; every other op resolves to its newest version at or
@@ -62,6 +62,24 @@ onnx::OpSchema mish18() {
       .Output(0, "Y", "output", "T")
       .TypeConstraint("T", kFloatTypes, "float tensors")
       .TypeAndShapeInferenceFunction(onnx::propagateShapeAndTypeFromFirstInput);
+  return schema;
+}
+
+/// GroupNormalization: opset 18 has a scale and bias per group, opset 21
+/// per channel (and stash_type, the precision of the statistics).
+onnx::OpSchema groupNormalization(int since) {
+  onnx::OpSchema schema = newSchema("GroupNormalization", since,
+                                    "Normalises each group of channels over its channels and positions.");
+  schema.Attr("epsilon", "added to the variance", AttributeProto::FLOAT, 1e-5f)
+      .Attr("num_groups", "the number of groups the channels are split into", AttributeProto::INT, true)
+      .Input(0, "X", "input [N, C, spatial...]", "T")
+      .Input(1, "scale", since >= 21 ? "per channel" : "per group", "T")
+      .Input(2, "bias", since >= 21 ? "per channel" : "per group", "T")
+      .Output(0, "Y", "output", "T")
+      .TypeConstraint("T", kFloatTypes, "float tensors")
+      .TypeAndShapeInferenceFunction(onnx::propagateShapeAndTypeFromFirstInput);
+  if (since >= 21)
+    schema.Attr("stash_type", "the type of the statistics (1: float)", AttributeProto::INT, static_cast<int64_t>(1));
   return schema;
 }
 
@@ -177,7 +195,7 @@ void registerNewerOnnxSchemas() {
     for (onnx::OpSchema schema :
          {gelu20(), mish18(), reduce18("ReduceMean"), reduce18("ReduceMax"), reduce18("ReduceMin"),
           reduce18("ReduceL1"), reduce18("ReduceL2"), reduce18("ReduceLogSum"), reduce18("ReduceLogSumExp"),
-          reduce18("ReduceSumSquare"), split18()})
+          reduce18("ReduceSumSquare"), split18(), groupNormalization(18), groupNormalization(21)})
       onnx::OpSchemaRegistry::OpSchemaRegisterOnce once(schema);
     return true;
   }();

@@ -1,0 +1,44 @@
+// Tests ScatterND. With constant indices the rows it overwrites are a
+// constant keep-mask and the updates are scattered by gather_grad at the
+// flat row indices; with runtime indices into the first dimension the mask
+// comes from the indices' one_hot rows. The runtime case runs forward and
+// is compared with numpy.
+// RUN: onnx-from-text %s --extract '// CONST-ONNX: ' -o %t.const.onnx
+// RUN: fsdpc %t.const.onnx --emit=import | FileCheck %s --check-prefix=CONST
+// RUN: onnx-from-text %s --extract '// RT-ONNX: ' -o %t.rt.onnx
+// RUN: fsdpc %t.rt.onnx --emit=import | FileCheck %s --check-prefix=RT
+// RUN: fsdpc %t.rt.onnx --forward-only -o %t.rt.bin
+// RUN: rm -rf %t.in %t.out && mkdir -p %t.in %t.out
+// RUN: %python -c "import numpy as np; r = np.random.default_rng(3); np.save('%t.in/data.npy', r.standard_normal((4, 3)).astype(np.float32)); np.save('%t.in/u.npy', r.standard_normal((2, 3)).astype(np.float32)); np.save('%t.in/i.npy', np.array([[2], [0]], np.int64))"
+// RUN: fsdp-run %t.rt.bin --forward --inputs %t.in --outputs %t.out
+// RUN: %python -c "import numpy as np; d = np.load('%t.in/data.npy'); d[[2, 0]] = np.load('%t.in/u.npy'); y = np.load('%t.out/y.npy'); assert np.allclose(y, d, rtol=0, atol=1e-7), (y, d); print('scatter matches numpy')" | FileCheck %s --check-prefix=MATCH
+// RUN: %python -c "import numpy as np; np.save('%t.in/i.npy', np.array([[2], [4]], np.int64))"
+// RUN: not fsdp-run %t.rt.bin --forward --inputs %t.in --outputs %t.out 2>&1 | FileCheck %s --check-prefix=RANGE
+
+// CONST-ONNX: <ir_version: 8, opset_import: ["" : 13]>
+// CONST-ONNX: sc (float[4, 3] data, float[2, 3] u) => (float[4, 3] y) {
+// CONST-ONNX:   i = Constant <value = int64[2, 1] {3, 1}> ()
+// CONST-ONNX:   y = ScatterND (data, i, u)
+// CONST-ONNX: }
+
+// CONST-LABEL: func.func @forward
+// CONST: %[[ROWS:.*]] = graph.constant dense<[3, 1]> : tensor<2xi64>
+// CONST: %[[S:.*]] = graph.gather_grad %arg1, %[[ROWS]] {axis = 0 : i64} : (tensor<2x3xf32>, tensor<2xi64>) -> tensor<4x3xf32>
+// CONST: %[[KEEP:.*]] = graph.constant dense<{{\[\[}}1.000000e+00], [0.000000e+00], [1.000000e+00], [0.000000e+00]]> : tensor<4x1xf32>
+// CONST: %[[KEPT:.*]] = graph.mul %arg0, %[[KEEP]]
+// CONST: graph.add %[[KEPT]], %[[S]]
+
+// RT-ONNX: <ir_version: 8, opset_import: ["" : 13]>
+// RT-ONNX: sc (float[4, 3] data, int64[2, 1] i, float[2, 3] u) => (float[4, 3] y) {
+// RT-ONNX:   y = ScatterND (data, i, u)
+// RT-ONNX: }
+
+// RT-LABEL: func.func @forward
+// RT: %[[FLAT:.*]] = graph.reshape %arg1 : (tensor<2x1xi64>) -> tensor<2xi64>
+// RT: %[[S:.*]] = graph.gather_grad %arg2, %[[FLAT]] {axis = 0 : i64} : (tensor<2x3xf32>, tensor<2xi64>) -> tensor<4x3xf32>
+// RT: %[[HOT:.*]] = graph.one_hot %[[FLAT]] : (tensor<2xi64>) -> tensor<2x4xf32>
+// RT: %[[HITS:.*]] = graph.reduce_sum %[[HOT]] {axes = array<i64: 0>, keepdims = false} : (tensor<2x4xf32>) -> tensor<4xf32>
+// RT: graph.relu
+// RT: graph.mul %arg0,
+// MATCH: scatter matches numpy
+// RANGE: fsdp-run: error: gather_grad: index 4 is outside [-4, 4) (at ONNX node ScatterND_0)

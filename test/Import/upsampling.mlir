@@ -44,3 +44,19 @@
 // RS: %[[T1:.*]] = graph.mul %[[G1]], %[[W1]]
 // RS: %[[Y:.*]] = graph.add %[[T0]], %[[T1]]
 // RS: return %[[Y]]
+
+// Resize at opset 18 (its schema is registered in NewerOnnxSchemas.cpp):
+// scales name only the axes listed, and the others keep their size.
+// RUN: onnx-from-text %s --extract '// RS18-ONNX: ' -o %t.rs18.onnx
+// RUN: fsdpc %t.rs18.onnx --emit=import | FileCheck %s --check-prefix=RS18
+
+// RS18-ONNX: <ir_version: 8, opset_import: ["" : 18]>
+// RS18-ONNX: rs (float[2, 3, 4, 5] x) => (float[2, 3, 8, 5] y) {
+// RS18-ONNX:   scales = Constant <value = float[1] {2.0}> ()
+// RS18-ONNX:   y = Resize <mode = "nearest", axes = [2], keep_aspect_ratio_policy = "stretch", antialias = 0, coordinate_transformation_mode = "asymmetric", nearest_mode = "floor"> (x, , scales)
+// RS18-ONNX: }
+
+// RS18-LABEL: func.func @forward
+// RS18: %[[I:.*]] = graph.constant dense<[0, 0, 1, 1, 2, 2, 3, 3]> : tensor<8xi64>
+// RS18: %[[Y:.*]] = graph.gather %arg0, %[[I]] {axis = 2 : i64} : (tensor<2x3x4x5xf32>, tensor<8xi64>) -> tensor<2x3x8x5xf32>
+// RS18: return %[[Y]]

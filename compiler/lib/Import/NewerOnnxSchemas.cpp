@@ -4,7 +4,7 @@
 // know the default opset up to 17. Exports from newer torch use opsets 18 to
 // 21, where a few ops fsdpc supports changed their signature (the
 // reductions' axes became an input, Split gained num_outputs) or first appeared (Gelu,
-// Mish, GroupNormalization);
+// Mish, GroupNormalization), or gained attributes (Resize's axes);
 // the other changes of opsets 19 and 21 add element types (float8, int4).
 // Registering those versions here lets the same checker and shape inference
 // run on such models; every other op resolves to its newest version at or
@@ -18,6 +18,7 @@
 #include <onnx/defs/tensor_proto_util.h>
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 
 namespace fsdpc::import {
@@ -80,6 +81,80 @@ onnx::OpSchema groupNormalization(int since) {
       .TypeAndShapeInferenceFunction(onnx::propagateShapeAndTypeFromFirstInput);
   if (since >= 21)
     schema.Attr("stash_type", "the type of the statistics (1: float)", AttributeProto::INT, static_cast<int64_t>(1));
+  return schema;
+}
+
+/// The constant float values of input `index`, if the graph gives them.
+std::optional<std::vector<float>> constantFloats(InferenceContext &ctx, size_t index) {
+  if (ctx.getNumInputs() <= index)
+    return std::nullopt;
+  const onnx::TensorProto *data = ctx.getInputData(index);
+  if (!data || data->data_type() != onnx::TensorProto::FLOAT)
+    return std::nullopt;
+  return onnx::ParseData<float>(data);
+}
+
+/// Resize since opset 18 (antialias, axes, keep_aspect_ratio_policy) and 19
+/// (the half_pixel_symmetric coordinates). The output shape is inferred from
+/// constant scales or sizes of the listed axes.
+onnx::OpSchema resize(int since) {
+  onnx::OpSchema schema = newSchema("Resize", since, "Resizes a tensor by interpolation.");
+  schema.Attr("antialias", "antialiasing filter when downsampling", AttributeProto::INT, static_cast<int64_t>(0))
+      .Attr("axes", "the axes scales, sizes and roi refer to", AttributeProto::INTS, false)
+      .Attr("coordinate_transformation_mode", "how output coordinates map to input ones", AttributeProto::STRING,
+            std::string("half_pixel"))
+      .Attr("cubic_coeff_a", "the cubic kernel's parameter", AttributeProto::FLOAT, -0.75f)
+      .Attr("exclude_outside", "zero weight outside the input", AttributeProto::INT, static_cast<int64_t>(0))
+      .Attr("extrapolation_value", "value outside the input (tf_crop_and_resize)", AttributeProto::FLOAT, 0.0f)
+      .Attr("keep_aspect_ratio_policy", "stretch, not_larger or not_smaller", AttributeProto::STRING,
+            std::string("stretch"))
+      .Attr("mode", "nearest, linear or cubic", AttributeProto::STRING, std::string("nearest"))
+      .Attr("nearest_mode", "rounding of nearest", AttributeProto::STRING, std::string("round_prefer_floor"))
+      .Input(0, "X", "input", "T1")
+      .Input(1, "roi", "region of interest", "T2", onnx::OpSchema::Optional)
+      .Input(2, "scales", "scale per axis", "tensor(float)", onnx::OpSchema::Optional)
+      .Input(3, "sizes", "output size per axis", "tensor(int64)", onnx::OpSchema::Optional)
+      .Output(0, "Y", "output", "T1")
+      .TypeConstraint("T1", onnx::OpSchema::all_tensor_types_with_bfloat(), "any tensor")
+      .TypeConstraint("T2", kFloatTypes, "float tensors")
+      .TypeAndShapeInferenceFunction([](InferenceContext &ctx) {
+        onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+        if (!onnx::hasInputShape(ctx, 0))
+          return;
+        const onnx::TensorShapeProto &in = onnx::getInputShape(ctx, 0);
+        const int64_t rank = in.dim_size();
+        std::vector<int64_t> axes;
+        if (const AttributeProto *given = ctx.getAttribute("axes"))
+          axes.assign(given->ints().begin(), given->ints().end());
+        else
+          for (int64_t d = 0; d < rank; ++d)
+            axes.push_back(d);
+        std::optional<std::vector<float>> scales = constantFloats(ctx, 2);
+        std::optional<std::vector<int64_t>> sizes = constantInts(ctx, 3);
+        if (scales && scales->empty())
+          scales.reset();
+        if (sizes && sizes->empty())
+          sizes.reset();
+        if (!scales && !sizes)
+          return;
+        const size_t count = scales ? scales->size() : sizes->size();
+        if (count != axes.size())
+          fail_shape_inference("Resize has ", count, " scales or sizes for ", axes.size(), " axes");
+        onnx::TensorShapeProto *out = onnx::getOutputShape(ctx, 0);
+        *out = in;
+        for (size_t i = 0; i < axes.size(); ++i) {
+          const int64_t axis = axes[i] < 0 ? axes[i] + rank : axes[i];
+          if (axis < 0 || axis >= rank)
+            fail_shape_inference("Resize axis ", axes[i], " is out of range for rank ", rank);
+          if (sizes)
+            out->mutable_dim(axis)->set_dim_value((*sizes)[i]);
+          else if (in.dim(axis).has_dim_value())
+            out->mutable_dim(axis)->set_dim_value(
+                static_cast<int64_t>(std::floor(in.dim(axis).dim_value() * static_cast<double>((*scales)[i]))));
+          else
+            out->mutable_dim(axis)->clear_dim_value();
+        }
+      });
   return schema;
 }
 
@@ -195,7 +270,7 @@ void registerNewerOnnxSchemas() {
     for (onnx::OpSchema schema :
          {gelu20(), mish18(), reduce18("ReduceMean"), reduce18("ReduceMax"), reduce18("ReduceMin"),
           reduce18("ReduceL1"), reduce18("ReduceL2"), reduce18("ReduceLogSum"), reduce18("ReduceLogSumExp"),
-          reduce18("ReduceSumSquare"), split18(), groupNormalization(18), groupNormalization(21)})
+          reduce18("ReduceSumSquare"), split18(), groupNormalization(18), groupNormalization(21), resize(18), resize(19)})
       onnx::OpSchemaRegistry::OpSchemaRegisterOnce once(schema);
     return true;
   }();

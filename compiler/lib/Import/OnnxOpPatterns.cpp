@@ -690,6 +690,16 @@ LogicalResult convertConcat(NodeImporter &n) {
     n.setFoldedOutput(0, DenseElementsAttr::get(tensorOf(shape, elementOf(inputs[0])), ArrayRef<int64_t>(joined)));
     return success();
   }
+  // So do small float vectors of constants (Resize scales torch writes as
+  // Concat(Constant [1, 1], Constant [2, 2])).
+  if (allConstant && rank == 1 && elementOf(inputs[0]).isF32()) {
+    SmallVector<float> joined;
+    for (int i = 0; i < n.numInputs(); ++i)
+      if (n.hasInput(i))
+        llvm::append_range(joined, n.constantInput(i).getValues<float>());
+    n.setFoldedOutput(0, DenseElementsAttr::get(tensorOf(shape, elementOf(inputs[0])), ArrayRef<float>(joined)));
+    return success();
+  }
   n.setOutput(0, graph::ConcatOp::create(n.builder, n.loc, tensorOf(shape, elementOf(inputs[0])), inputs,
                                          n.builder.getI64IntegerAttr(axis)));
   return success();

@@ -73,6 +73,10 @@ AxisTaps axisTaps(const ResizeSettings &s, int64_t axis, int64_t in, int64_t out
       x = length == 1 ? (end - start) * (in - 1) / 2.0 : i * (end - start) * (in - 1) / (length - 1);
       x += start * (in - 1);
       inside = x >= 0 && x <= in - 1;
+    } else if (s.coordinates == "half_pixel_symmetric") {
+      // half_pixel about the input's centre, for an output rounded down.
+      const double adjustment = out / length, center = in / 2.0;
+      x = center * (1 - adjustment) + (i + 0.5) / scale - 0.5;
     } else // half_pixel
       x = (i + 0.5) / scale - 0.5;
     const double base = std::floor(x), t = x - base;
@@ -203,33 +207,67 @@ std::optional<SmallVector<double>> constantNumbers(NodeImporter &n, int i) {
 }
 
 /// Output shape and per-axis scales from `scales` (input `scalesIndex`) or
-/// `sizes` (input `sizesIndex`, -1 for none).
-LogicalResult readScales(NodeImporter &n, ResizeSettings &s, int scalesIndex, int sizesIndex) {
+/// `sizes` (input `sizesIndex`, -1 for none), which name the dims in `axes`
+/// (opset 18; all dims before). keep_aspect_ratio_policy not_larger /
+/// not_smaller scales every listed axis by the smallest / largest ratio.
+LogicalResult readScales(NodeImporter &n, ResizeSettings &s, int scalesIndex, int sizesIndex,
+                         std::optional<SmallVector<int64_t>> axes = std::nullopt, StringRef policy = "stretch") {
   ArrayRef<int64_t> shape = shapeOf(n.input(0));
-  const size_t rank = shape.size();
+  const int64_t rank = shape.size();
   std::optional<SmallVector<double>> scales = constantNumbers(n, scalesIndex);
   std::optional<SmallVector<double>> sizes = sizesIndex >= 0 ? constantNumbers(n, sizesIndex) : std::nullopt;
   if (scales && scales->empty())
     scales.reset();
   if (sizes && sizes->empty())
     sizes.reset();
-  if (n.hasInput(scalesIndex) && !scales && !n.constantInput(scalesIndex))
+  if (n.hasInput(scalesIndex) && !n.constantInput(scalesIndex))
     return n.fail("scales must be a constant");
-  if (sizesIndex >= 0 && n.hasInput(sizesIndex) && !sizes && !n.constantInput(sizesIndex))
+  if (sizesIndex >= 0 && n.hasInput(sizesIndex) && !n.constantInput(sizesIndex))
     return n.fail("sizes must be a constant");
   if (scales.has_value() == sizes.has_value())
     return n.fail("needs exactly one of scales and sizes");
+  if (!axes) {
+    axes.emplace();
+    for (int64_t d = 0; d < rank; ++d)
+      axes->push_back(d);
+  }
+  for (int64_t &axis : *axes) {
+    axis += axis < 0 ? rank : 0;
+    if (axis < 0 || axis >= rank)
+      return n.fail("axes must lie in the input's rank " + Twine(rank));
+  }
   const SmallVector<double> &given = scales ? *scales : *sizes;
-  if (given.size() != rank)
-    return n.fail(Twine(scales ? "scales" : "sizes") + " must have one entry per input dimension");
-  for (size_t d = 0; d < rank; ++d) {
-    if (given[d] <= 0)
+  if (given.size() != axes->size())
+    return n.fail(Twine(scales ? "scales" : "sizes") + " must have one entry per axis (" + Twine(axes->size()) + ")");
+  s.scales.assign(rank, 1.0);
+  s.outputShape.assign(shape.begin(), shape.end());
+  std::optional<double> uniform;
+  if (sizes && policy != "stretch") {
+    for (size_t i = 0; i < axes->size(); ++i) {
+      const double ratio = given[i] / shape[(*axes)[i]];
+      uniform = !uniform ? ratio : policy == "not_larger" ? std::min(*uniform, ratio) : std::max(*uniform, ratio);
+    }
+  }
+  for (size_t i = 0; i < axes->size(); ++i) {
+    const int64_t d = (*axes)[i];
+    if (given[i] <= 0)
       return n.fail("scales and sizes must be positive");
-    const int64_t out = scales ? static_cast<int64_t>(std::floor(shape[d] * given[d])) : static_cast<int64_t>(given[d]);
+    int64_t out;
+    double scale;
+    if (uniform) {
+      scale = *uniform;
+      out = static_cast<int64_t>(std::round(scale * shape[d]));
+    } else if (scales) {
+      scale = given[i];
+      out = static_cast<int64_t>(std::floor(shape[d] * given[i]));
+    } else {
+      out = static_cast<int64_t>(given[i]);
+      scale = static_cast<double>(out) / shape[d];
+    }
     if (out <= 0)
       return n.fail("the output would be empty in dimension " + Twine(d));
-    s.outputShape.push_back(out);
-    s.scales.push_back(scales ? given[d] : static_cast<double>(out) / shape[d]);
+    s.outputShape[d] = out;
+    s.scales[d] = scale;
   }
   return success();
 }
@@ -262,8 +300,9 @@ LogicalResult fsdpc::import::convertResize(NodeImporter &n) {
       return failure();
   } else {
     s.coordinates = n.stringAttr("coordinate_transformation_mode", "half_pixel");
-    static const char *const kModes[] = {"half_pixel",         "pytorch_half_pixel", "align_corners",
-                                         "asymmetric",         "tf_half_pixel_for_nn", "tf_crop_and_resize"};
+    static const char *const kModes[] = {"half_pixel",         "pytorch_half_pixel",   "align_corners",
+                                         "asymmetric",         "tf_half_pixel_for_nn", "tf_crop_and_resize",
+                                         "half_pixel_symmetric"};
     if (!llvm::is_contained(kModes, StringRef(s.coordinates)))
       return n.fail("coordinate_transformation_mode '" + s.coordinates + "' is not supported");
     s.nearest = n.stringAttr("nearest_mode", "round_prefer_floor");
@@ -273,9 +312,32 @@ LogicalResult fsdpc::import::convertResize(NodeImporter &n) {
     s.cubicA = n.floatAttr("cubic_coeff_a", -0.75f);
     s.excludeOutside = n.intAttr("exclude_outside", 0) != 0;
     s.extrapolation = n.floatAttr("extrapolation_value", 0.0f);
-    if (failed(readScales(n, s, 2, 3)))
+    // Opset 18: scales, sizes and roi may name a subset of the axes.
+    std::optional<SmallVector<int64_t>> axes = n.intsAttr("axes");
+    const std::string policy = n.stringAttr("keep_aspect_ratio_policy", "stretch");
+    if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller")
+      return n.fail("keep_aspect_ratio_policy '" + policy + "' is not stretch, not_larger or not_smaller");
+    if (failed(readScales(n, s, 2, 3, axes, policy)))
       return failure();
-    if (s.coordinates == "tf_crop_and_resize") {
+    // Antialiasing filters only what is downsampled.
+    if (n.intAttr("antialias", 0) != 0 && s.mode != Interpolation::kNearest &&
+        llvm::any_of(s.scales, [](double scale) { return scale < 1; }))
+      return n.fail("antialias when downsampling is not supported");
+    if (s.coordinates == "tf_crop_and_resize" && axes) {
+      // roi names the listed axes: widen it to every axis, the rest whole.
+      std::optional<SmallVector<double>> roi = constantNumbers(n, 1);
+      const size_t rank = shapeOf(n.input(0)).size();
+      if (!roi || roi->size() != 2 * axes->size())
+        return n.fail("tf_crop_and_resize needs a constant roi of 2 entries per axis");
+      SmallVector<double> full(rank, 0.0);
+      full.append(rank, 1.0);
+      for (auto [i, axis] : llvm::enumerate(*axes)) {
+        const int64_t d = axis < 0 ? axis + static_cast<int64_t>(rank) : axis;
+        full[d] = (*roi)[i];
+        full[d + rank] = (*roi)[i + axes->size()];
+      }
+      s.roi = full;
+    } else if (s.coordinates == "tf_crop_and_resize") {
       std::optional<SmallVector<double>> roi = constantNumbers(n, 1);
       if (!roi || roi->size() != 2 * shapeOf(n.input(0)).size())
         return n.fail("tf_crop_and_resize needs a constant roi of 2 entries per input dimension");

@@ -22,6 +22,7 @@ the exports, what fsdpc compiles them with, and the per-step losses of
 torch training the module itself: fp32, AdamW, the data's batches in order.
 """
 import argparse
+import copy
 import importlib.util
 import json
 import os
@@ -126,6 +127,34 @@ def hf_vit(vocab):
         intermediate_size=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, num_labels=CLASSES)))
 
 
+class TinyUNet(torch.nn.Module):
+    """A small encoder-decoder CNN with the layers decoders use: Conv,
+    BatchNorm (trained with batch statistics), MaxPool, GroupNorm, SiLU,
+    ConvTranspose, bilinear F.interpolate and a skip connection; a pooled
+    linear head classifies the image."""
+
+    def __init__(self, classes):
+        super().__init__()
+        nn = torch.nn
+        self.down = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU())
+        self.pool = nn.MaxPool2d(2)
+        self.mid = nn.Sequential(nn.Conv2d(8, 16, 3, padding=1), nn.GroupNorm(4, 16), nn.SiLU())
+        self.up = nn.ConvTranspose2d(16, 8, 2, stride=2)
+        self.fuse = nn.Conv2d(16, 8, 3, padding=1)
+        self.head = nn.Linear(8, classes)
+
+    def forward(self, pixel_values):
+        d = self.down(pixel_values)
+        m = self.mid(self.pool(d))
+        u = self.up(m) + F.interpolate(m[:, :8], scale_factor=2, mode="bilinear", align_corners=False)
+        f = F.relu(self.fuse(torch.cat([u, d], 1)))
+        return self.head(f.mean((2, 3)))
+
+
+def tiny_unet(vocab):
+    return TinyUNet(CLASSES)
+
+
 CLASSES = 3
 ALL_VARIANTS = [(dynamo, opset, False) for dynamo in (False, True) for opset in OPSETS] + \
     [(dynamo, DYNAMIC_OPSET, True) for dynamo in (False, True)]
@@ -154,7 +183,18 @@ MODELS = {
     # batch, into one initializer that a Concat reads (and loses the zero
     # Conv bias: LOSSY).
     "hf-vit": (hf_vit, "images", [(False, 17, False), (False, DYNAMIC_OPSET, True), (True, 18, False)]),
+    # BatchNorm in training mode, exported so (TrainingMode.TRAINING): each
+    # rank normalises its own slice of the batch, so torch's trajectory is
+    # recorded for 1 and 2 replicas. The dynamo exporter folds BatchNorm into
+    # the Conv before it, as in inference, even for a module in training
+    # mode, and nothing in the file says so: it is not exported.
+    "tiny-unet": (tiny_unet, "images", [(False, 17, False), (False, 18, False), (False, DYNAMIC_OPSET, True)]),
 }
+
+# Models exported and trained in training mode (BatchNorm's batch
+# statistics); their trajectories depend on how the batch is split.
+TRAINING_MODE = {"tiny-unet"}
+REPLICAS = [1, 2]
 
 # Exports that lost parameters in the exporter; the test checks that fsdpc
 # warns about them instead of comparing with torch.
@@ -194,7 +234,8 @@ def make_data(out_dir, labels_kind="tokens"):
 
 def build(name, vocab):
     torch.manual_seed(0)
-    return MODELS[name][0](vocab).eval()
+    model = MODELS[name][0](vocab)
+    return model.train() if name in TRAINING_MODE else model.eval()
 
 
 def export(model, path, dynamo, opset, symbolic, kind="tokens"):
@@ -209,24 +250,43 @@ def export(model, path, dynamo, opset, symbolic, kind="tokens"):
             kwargs["dynamic_shapes"] = {names[0]: {0: torch.export.Dim("batch", min=1, max=4096)}}
     elif symbolic:
         kwargs["dynamic_axes"] = {names[0]: {0: "batch"}, "logits": {0: "batch"}}
+    if model.training and not dynamo:
+        kwargs["training"] = torch.onnx.TrainingMode.TRAINING
+        kwargs["do_constant_folding"] = False
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(model, (ids,) * len(names), path, **kwargs)
 
 
-def torch_losses(model, inputs, labels):
+def torch_losses(model, inputs, labels, replicas=1):
+    """Trains `model` for STEPS steps; with several replicas (DDP and FSDP
+    without SyncBatchNorm), each runs its own copy on its contiguous slice
+    of the batch and the gradients are averaged."""
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
+    copies = [copy.deepcopy(model) for _ in range(replicas)] if replicas > 1 else [model]
+    local = BATCH // replicas
     losses = []
     for step in range(STEPS):
-        batch = slice(step * BATCH, (step + 1) * BATCH)
         feeds = inputs if isinstance(inputs, tuple) else (inputs,)
-        logits = model(*(torch.tensor(x[batch]) for x in feeds))
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), torch.tensor(labels[batch]).reshape(-1))
         optimizer.zero_grad()
-        loss.backward()
+        total = 0.0
+        for rank, replica in enumerate(copies):
+            if replica is not model:
+                with torch.no_grad():
+                    for mine, shared in zip(replica.parameters(), model.parameters()):
+                        mine.copy_(shared)
+                replica.zero_grad()
+            batch = slice(step * BATCH + rank * local, step * BATCH + (rank + 1) * local)
+            logits = replica(*(torch.tensor(x[batch]) for x in feeds))
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), torch.tensor(labels[batch]).reshape(-1))
+            (loss / replicas).backward()
+            total += loss.item() / replicas
+            if replica is not model:
+                for mine, shared in zip(replica.parameters(), model.parameters()):
+                    shared.grad = mine.grad.clone() if shared.grad is None else shared.grad + mine.grad
         optimizer.step()
-        losses.append(loss.item())
+        losses.append(total)
     return losses
 
 
@@ -258,6 +318,9 @@ def main():
         model = build(name, vocab)
         models[name] = {"parameters": sum(p.numel() for p in model.parameters()), "data": data, "exports": exports,
                         "losses": torch_losses(model, inputs, labels)}
+        if name in TRAINING_MODE:
+            models[name]["losses_by_ranks"] = {str(r): torch_losses(build(name, vocab), inputs, labels, r)
+                                               for r in REPLICAS}
         print(name, "losses", " ".join("%.6f" % l for l in models[name]["losses"]))
     with open(manifest_path, "w") as f:
         json.dump(manifest, f, indent=1)

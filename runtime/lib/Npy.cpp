@@ -104,11 +104,13 @@ StatusOr<HostArray> readNpy(const std::string &path) {
     return FSDPC_ERROR(kInvalidArgument, "'", path, "' has dtype ", descr,
                        "; fsdp-run reads float16, float32, float64, int32 and int64");
   }
-  int64_t count = array.numElements();
-  size_t payloadStart = headerStart + headerLength;
-  if (bytes.size() - payloadStart != static_cast<size_t>(count) * sourceElementBytes)
-    return FSDPC_ERROR(kInvalidArgument, "'", path, "' holds ", bytes.size() - payloadStart, " data bytes, its shape needs ",
-                       count * sourceElementBytes);
+  const size_t payloadStart = headerStart + headerLength;
+  const int64_t available = static_cast<int64_t>(bytes.size() - payloadStart);
+  const int64_t needed = checkedByteSize(array.shape, static_cast<int64_t>(sourceElementBytes), INT64_MAX / 8);
+  if (needed != available)
+    return FSDPC_ERROR(kInvalidArgument, "'", path, "' holds ", available, " data bytes, its shape ", shapeText,
+                       needed < 0 ? " is too large for any file" : " needs " + std::to_string(needed));
+  const int64_t count = array.numElements();
   const char *payload = bytes.data() + payloadStart;
   array.bytes.resize(count * dtypeSize(array.dtype));
   if (array.dtype == plan::F32) {

@@ -239,10 +239,13 @@ StatusOr<NamedArrays> readSafetensors(const std::string &path, std::map<std::str
     for (const auto &dim : shape->elements)
       array.shape.push_back(dim->number);
     int64_t begin = offsets->elements[0]->number, end = offsets->elements[1]->number;
-    int64_t count = array.numElements();
-    if (begin < 0 || end < begin || static_cast<uint64_t>(end) > dataBytes ||
-        static_cast<uint64_t>(end - begin) != count * sourceBytes)
+    const int64_t needed = checkedByteSize(array.shape, static_cast<int64_t>(sourceBytes), static_cast<int64_t>(dataBytes));
+    if (needed < 0)
+      return FSDPC_ERROR(kInvalidArgument, "'", path, "': tensor '", name, "' has shape larger than the file's ",
+                         dataBytes, " data bytes");
+    if (begin < 0 || end < begin || static_cast<uint64_t>(end) > dataBytes || end - begin != needed)
       return FSDPC_ERROR(kInvalidArgument, "'", path, "': tensor '", name, "' has bad data offsets");
+    const int64_t count = array.numElements();
     const char *src = bytes.data() + dataStart + begin;
     array.bytes.resize(count * dtypeSize(array.dtype));
     for (int64_t i = 0; i < count; ++i) {

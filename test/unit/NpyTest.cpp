@@ -59,4 +59,21 @@ TEST(Npy, RejectsTruncatedAndForeignFiles) {
   EXPECT_FALSE(readNpy(path).isOk());
 }
 
+// A shape whose element count times the element size wraps around to the
+// bytes present (2^61 + 1 int64 labels, 8 data bytes) must not pass the size
+// check: once it did, and the copy overran the heap (issue 15, finding 4).
+TEST(Npy, RejectsShapesWhoseSizeWrapsAround) {
+  for (const char *shape : {"(2305843009213693953,)", "(4294967297, 4294967296)", "(-1,)", "(99999999999999999999999,)"}) {
+    std::string header = std::string("{'descr': '<i8', 'fortran_order': False, 'shape': ") + shape + ", }";
+    header.append((64 - (10 + header.size() + 1) % 64) % 64, ' ');
+    header += '\n';
+    std::string file = std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(header.size()) + '\0' + header;
+    file.append(8, '\1');
+    std::string path = ::testing::TempDir() + "wrap.npy";
+    std::ofstream(path, std::ios::binary) << file;
+    StatusOr<HostArray> read = readNpy(path);
+    EXPECT_FALSE(read.isOk()) << shape;
+  }
+}
+
 } // namespace

@@ -38,4 +38,20 @@ TEST(Safetensors, RejectsMalformedHeader) {
   EXPECT_FALSE(readSafetensors(path).isOk());
 }
 
+// F32 [2^62 + 1]: 4 * (2^62 + 1) wraps to 4, the 4 bytes present (issue
+// 15, finding 4); so do shapes whose product alone wraps.
+TEST(Safetensors, RejectsShapesWhoseSizeWrapsAround) {
+  for (const char *shape : {"[4611686018427387905]", "[4294967296,4294967297]", "[-1]"}) {
+    std::string header = std::string("{\"w\":{\"dtype\":\"F32\",\"shape\":") + shape + ",\"data_offsets\":[0,4]}}";
+    std::string bytes(8, '\0');
+    for (int i = 0; i < 8; ++i)
+      bytes[i] = static_cast<char>(static_cast<uint64_t>(header.size()) >> (8 * i));
+    bytes += header;
+    bytes.append(4, '\0');
+    std::string path = ::testing::TempDir() + "wrap.safetensors";
+    ASSERT_TRUE(writeFileAtomically(path, [&](FILE *f) { return writeBytes(f, bytes.data(), bytes.size(), path); }).isOk());
+    EXPECT_FALSE(readSafetensors(path).isOk()) << shape;
+  }
+}
+
 } // namespace

@@ -169,6 +169,11 @@ mlir::LogicalResult requireFloatInputs(NodeImporter &n, int count);
 /// `v` reshaped to `shape` (itself when it already has that shape).
 mlir::Value reshape(NodeImporter &n, mlir::Value v, llvm::ArrayRef<int64_t> shape);
 
+/// Replaces the external data of `tensor`, if it has any, by its bytes: a
+/// regular file inside `baseDir` (no absolute path, no `..`, no symlink
+/// out), the byte range inside it and exactly as long as the dims need.
+bool inlineExternalData(onnx::TensorProto &tensor, const std::string &baseDir, std::string &error);
+
 /// Reads the elements of `tensor` as f32 (`floats`) or i64 (`ints`), from
 /// its typed fields, raw data or external data under `baseDir`.
 bool readTensorElements(const onnx::TensorProto &tensor, const std::string &baseDir, std::vector<float> *floats,

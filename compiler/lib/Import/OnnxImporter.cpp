@@ -26,7 +26,10 @@
 #include "onnx/checker.h"
 #include "onnx/shape_inference/implementation.h"
 
+#include <algorithm>
 #include <array>
+#include <charconv>
+#include <filesystem>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -101,35 +104,158 @@ std::string firstLine(const std::string &text) { return text.substr(0, text.find
 
 } // namespace
 
-/// Reads the elements of `tensor` as f32 (`floats`) or i64 (`ints`).
-bool fsdpc::import::readTensorElements(const onnx::TensorProto &tensor, const std::string &baseDir, std::vector<float> *floats,
-                        std::vector<int64_t> *ints, std::string &error) {
-  int64_t count = 1;
-  for (int64_t d : tensor.dims())
+namespace {
+
+/// A non-negative decimal number, all of `text`.
+std::optional<int64_t> parseSize(const std::string &text) {
+  int64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < 0)
+    return std::nullopt;
+  return value;
+}
+
+/// Where the external data of `tensor` lies: a regular file inside the
+/// model's folder (no absolute path, no `..`, no symlink out of it), and a
+/// byte range inside that file of exactly `needed` bytes. Plans and models
+/// come from other people, so nothing outside the model's folder is read.
+bool locateExternalData(const onnx::TensorProto &tensor, const std::string &baseDir, int64_t needed,
+                        std::string &file, int64_t &offset, std::string &error) {
+  namespace fs = std::filesystem;
+  std::string location, offsetText, lengthText;
+  for (const auto &entry : tensor.external_data()) {
+    if (entry.key() == "location")
+      location = entry.value();
+    else if (entry.key() == "offset")
+      offsetText = entry.value();
+    else if (entry.key() == "length")
+      lengthText = entry.value();
+  }
+  const std::string what = "external data of tensor '" + tensor.name() + "'";
+  fs::path relative(location);
+  if (location.empty() || relative.is_absolute() ||
+      std::any_of(relative.begin(), relative.end(), [](const fs::path &part) { return part == ".."; })) {
+    error = what + " names '" + location + "', which is not a path inside the model's folder";
+    return false;
+  }
+  std::error_code ec;
+  const fs::path base = fs::canonical(baseDir.empty() ? "." : baseDir, ec);
+  const fs::path resolved = ec ? fs::path() : fs::weakly_canonical(base / relative, ec);
+  auto [baseEnd, inside] = std::mismatch(base.begin(), base.end(), resolved.begin(), resolved.end());
+  if (ec || baseEnd != base.end() || inside == resolved.end()) {
+    error = what + " '" + location + "' resolves outside the model's folder";
+    return false;
+  }
+  file = resolved.string();
+  if (!fs::is_regular_file(resolved, ec)) {
+    error = what + " '" + location + "' is not a regular file";
+    return false;
+  }
+  const int64_t size = static_cast<int64_t>(fs::file_size(resolved, ec));
+  std::optional<int64_t> start = offsetText.empty() ? std::optional<int64_t>(0) : parseSize(offsetText);
+  std::optional<int64_t> length = lengthText.empty() ? std::optional<int64_t>(needed) : parseSize(lengthText);
+  if (ec || !start || !length) {
+    error = what + " has offset '" + offsetText + "' and length '" + lengthText + "', not byte counts";
+    return false;
+  }
+  if (*length != needed) {
+    error = what + " has length " + std::to_string(*length) + "; its shape needs " + std::to_string(needed) + " bytes";
+    return false;
+  }
+  if (*start > size || needed > size - *start) {
+    error = what + " in '" + location + "' is truncated: bytes " + std::to_string(*start) + " to " +
+            std::to_string(*start + needed) + " of a file of " + std::to_string(size);
+    return false;
+  }
+  offset = *start;
+  return true;
+}
+
+} // namespace
+
+namespace {
+
+/// The element count and element size `tensor` claims, checked: no
+/// negative dims, no count past what any file could hold, a supported type.
+bool tensorLayout(const onnx::TensorProto &tensor, int64_t &count, size_t &elementBytes, std::string &error) {
+  constexpr int64_t kMaxElements = int64_t(1) << 56;
+  count = 1;
+  for (int64_t d : tensor.dims()) {
+    if (d < 0) {
+      error = "tensor '" + tensor.name() + "' has a negative dimension " + std::to_string(d);
+      return false;
+    }
+    if (d != 0 && count > kMaxElements / d) {
+      error = "tensor '" + tensor.name() + "' claims more than 2^56 elements";
+      return false;
+    }
     count *= d;
-  const int32_t type = tensor.data_type();
-  size_t elementBytes;
-  switch (type) {
+  }
+  switch (tensor.data_type()) {
   case onnx::TensorProto::FLOAT:
   case onnx::TensorProto::INT32:
     elementBytes = 4;
-    break;
+    return true;
   case onnx::TensorProto::DOUBLE:
   case onnx::TensorProto::INT64:
     elementBytes = 8;
-    break;
+    return true;
   case onnx::TensorProto::BOOL:
     elementBytes = 1;
-    break;
+    return true;
   case onnx::TensorProto::FLOAT16:
   case onnx::TensorProto::BFLOAT16:
     elementBytes = 2;
-    break;
+    return true;
   default:
-    error = "tensor '" + tensor.name() + "' has element type " + elementTypeName(type) +
+    error = "tensor '" + tensor.name() + "' has element type " + elementTypeName(tensor.data_type()) +
             "; supported are FLOAT, DOUBLE, FLOAT16, BFLOAT16, INT64, INT32 and BOOL";
     return false;
   }
+}
+
+} // namespace
+
+bool fsdpc::import::inlineExternalData(onnx::TensorProto &tensor, const std::string &baseDir, std::string &error) {
+  if (tensor.data_location() != onnx::TensorProto::EXTERNAL)
+    return true;
+  int64_t count, offset = 0;
+  size_t elementBytes;
+  std::string file;
+  if (!tensorLayout(tensor, count, elementBytes, error))
+    return false;
+  const int64_t needed = count * static_cast<int64_t>(elementBytes);
+  if (!locateExternalData(tensor, baseDir, needed, file, offset, error))
+    return false;
+  std::string bytes(needed, '\0');
+  std::ifstream in(file, std::ios::binary);
+  in.seekg(offset);
+  in.read(bytes.data(), needed);
+  if (!in) {
+    error = "external data of tensor '" + tensor.name() + "' in '" + file + "' cannot be read";
+    return false;
+  }
+  tensor.set_raw_data(std::move(bytes));
+  tensor.clear_external_data();
+  tensor.set_data_location(onnx::TensorProto::DEFAULT);
+  return true;
+}
+
+/// Reads the elements of `tensor` as f32 (`floats`) or i64 (`ints`). The
+/// dims are checked, and the bytes they claim found, before anything is
+/// allocated: a model is untrusted input.
+bool fsdpc::import::readTensorElements(const onnx::TensorProto &tensor, const std::string &baseDir, std::vector<float> *floats,
+                        std::vector<int64_t> *ints, std::string &error) {
+  if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
+    onnx::TensorProto inlined = tensor;
+    return inlineExternalData(inlined, baseDir, error) && readTensorElements(inlined, baseDir, floats, ints, error);
+  }
+  int64_t count;
+  size_t elementBytes;
+  if (!tensorLayout(tensor, count, elementBytes, error))
+    return false;
+  const int32_t type = tensor.data_type();
+  const int64_t needed = count * static_cast<int64_t>(elementBytes);
   bool isFloat = isFloatType(type);
   // bf16 and f16 widen to f32 exactly: parameters train from f32 masters
   // (--mixed-precision computes in bf16 again).
@@ -137,6 +263,26 @@ bool fsdpc::import::readTensorElements(const onnx::TensorProto &tensor, const st
     return type == onnx::TensorProto::BFLOAT16 ? fsdpc::runtime::bf16ToFloat(bits)
                                                : fsdpc::runtime::halfToFloat(bits);
   };
+  // That there are as many bytes as the dims claim.
+  const std::string *raw = nullptr;
+  if (tensor.has_raw_data()) {
+    raw = &tensor.raw_data();
+    if (raw->size() != static_cast<size_t>(needed)) {
+      error = "tensor '" + tensor.name() + "' holds " + std::to_string(raw->size()) + " bytes, its shape needs " +
+              std::to_string(needed);
+      return false;
+    }
+  } else {
+    const int64_t available = type == onnx::TensorProto::FLOAT    ? tensor.float_data_size()
+                              : type == onnx::TensorProto::DOUBLE ? tensor.double_data_size()
+                              : type == onnx::TensorProto::INT64  ? tensor.int64_data_size()
+                                                                  : tensor.int32_data_size();
+    if (available != count) {
+      error = "tensor '" + tensor.name() + "' holds " + std::to_string(available) + " values, its shape needs " +
+              std::to_string(count);
+      return false;
+    }
+  }
   if (floats)
     floats->resize(count);
   if (ints)
@@ -148,43 +294,7 @@ bool fsdpc::import::readTensorElements(const onnx::TensorProto &tensor, const st
       (*ints)[i] = isFloat ? static_cast<int64_t>(f) : n;
   };
 
-  std::string external;
-  const std::string *raw = nullptr;
-  if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
-    std::string location;
-    int64_t offset = 0, length = -1;
-    for (const auto &entry : tensor.external_data()) {
-      if (entry.key() == "location")
-        location = entry.value();
-      else if (entry.key() == "offset")
-        offset = std::strtoll(entry.value().c_str(), nullptr, 10);
-      else if (entry.key() == "length")
-        length = std::strtoll(entry.value().c_str(), nullptr, 10);
-    }
-    std::string file = baseDir + "/" + location;
-    std::ifstream in(file, std::ios::binary);
-    if (!in) {
-      error = "tensor '" + tensor.name() + "' refers to external data '" + file + "' that cannot be opened";
-      return false;
-    }
-    in.seekg(offset);
-    external.resize(length >= 0 ? length : count * elementBytes);
-    in.read(external.data(), external.size());
-    if (!in) {
-      error = "external data of tensor '" + tensor.name() + "' in '" + file + "' is truncated";
-      return false;
-    }
-    raw = &external;
-  } else if (tensor.has_raw_data()) {
-    raw = &tensor.raw_data();
-  }
-
   if (raw) {
-    if (raw->size() != static_cast<size_t>(count) * elementBytes) {
-      error = "tensor '" + tensor.name() + "' holds " + std::to_string(raw->size()) + " bytes, its shape needs " +
-              std::to_string(count * elementBytes);
-      return false;
-    }
     const char *data = raw->data();
     for (int64_t i = 0; i < count; ++i) {
       const char *p = data + i * elementBytes;
@@ -227,15 +337,6 @@ bool fsdpc::import::readTensorElements(const onnx::TensorProto &tensor, const st
     return true;
   }
 
-  int64_t available = type == onnx::TensorProto::FLOAT    ? tensor.float_data_size()
-                      : type == onnx::TensorProto::DOUBLE ? tensor.double_data_size()
-                      : type == onnx::TensorProto::INT64  ? tensor.int64_data_size()
-                                                          : tensor.int32_data_size();
-  if (available != count) {
-    error = "tensor '" + tensor.name() + "' holds " + std::to_string(available) + " values, its shape needs " +
-            std::to_string(count);
-    return false;
-  }
   for (int64_t i = 0; i < count; ++i) {
     switch (type) {
     case onnx::TensorProto::FLOAT:
@@ -304,6 +405,7 @@ private:
   bool undoExporterParameterRewrites();
   std::vector<std::array<std::string, 3>> initializerRewrites_; // kind, name, source
   bool buildForward();
+  bool checkTensorSizes(ModuleOp module);
   std::optional<Type> tensorType(const onnx::ValueInfoProto &info);
 
   MLIRContext &context_;
@@ -338,6 +440,17 @@ bool ModelImporter::load() {
   baseDir_ = llvm::sys::path::parent_path(path_).str();
   if (baseDir_.empty())
     baseDir_ = ".";
+  // External data is checked and read once, here, so that the checker and
+  // everything after see ordinary tensors and nothing else opens a file the
+  // model names.
+  std::string error;
+  for (onnx::TensorProto &init : *model_.mutable_graph()->mutable_initializer())
+    if (!inlineExternalData(init, baseDir_, error))
+      return fail(error);
+  for (onnx::NodeProto &node : *model_.mutable_graph()->mutable_node())
+    for (onnx::AttributeProto &attr : *node.mutable_attribute())
+      if (attr.has_t() && !inlineExternalData(*attr.mutable_t(), baseDir_, error))
+        return fail(error);
   return true;
 }
 
@@ -850,6 +963,35 @@ bool ModelImporter::buildForward() {
   return true;
 }
 
+/// Sizes are products of untrusted dims (and --batch-size): every tensor
+/// must have a byte size that int64 arithmetic carries through memory
+/// planning, or the plan's offsets would wrap around.
+bool ModelImporter::checkTensorSizes(ModuleOp module) {
+  constexpr int64_t kMaxTensorBytes = int64_t(1) << 50;
+  std::string tooLarge;
+  module.walk([&](Operation *op) {
+    for (Value result : op->getResults()) {
+      auto type = dyn_cast<RankedTensorType>(result.getType());
+      if (!type || !tooLarge.empty())
+        continue;
+      int64_t bytes = 8;
+      for (int64_t d : type.getShape())
+        bytes = d < 0 || (d != 0 && bytes > kMaxTensorBytes / d) ? kMaxTensorBytes + 1 : bytes * d;
+      if (bytes > kMaxTensorBytes) {
+        std::string shape;
+        llvm::raw_string_ostream os(shape);
+        llvm::interleave(type.getShape(), os, "x");
+        tooLarge = "a tensor of shape [" + shape + "] holds more than 2^50 bytes";
+        if (auto nameLoc = dyn_cast<NameLoc>(op->getLoc()))
+          tooLarge = "node '" + nameLoc.getName().getValue().str() + "': " + tooLarge;
+      }
+    }
+  });
+  if (!tooLarge.empty())
+    return fail(tooLarge + (options_.batchSize > 0 ? " (--batch-size " + std::to_string(options_.batchSize) + ")" : ""));
+  return true;
+}
+
 std::optional<ImportedModel> ModelImporter::run() {
   if (!load() || !undoExporterParameterRewrites() || !fixBatchDimension())
     return std::nullopt;
@@ -863,6 +1005,8 @@ std::optional<ImportedModel> ModelImporter::run() {
                 "avoids re-deriving it)";
     return std::nullopt;
   }
+  if (!checkTensorSizes(*result_.module))
+    return std::nullopt;
   return std::move(result_);
 }
 

@@ -39,6 +39,22 @@ inline int64_t elementCount(const std::vector<int64_t> &shape) {
   return n;
 }
 
+/// The bytes of `shape` at `elementBytes` each, or -1 when a dimension is
+/// negative or the size would pass `limit` (what a file can hold). Untrusted
+/// headers (.npy, safetensors, plans) are sized with this, before anything
+/// is allocated, so a product that wraps around cannot pass a size check.
+inline int64_t checkedByteSize(const std::vector<int64_t> &shape, int64_t elementBytes, int64_t limit) {
+  int64_t bytes = elementBytes;
+  for (int64_t d : shape) {
+    if (d < 0)
+      return -1;
+    if (d != 0 && bytes > limit / d)
+      return -1;
+    bytes *= d;
+  }
+  return bytes <= limit ? bytes : -1;
+}
+
 /// Row-major array; `bytes` holds the elements of `dtype` (f32 or i64).
 struct HostArray {
   plan::DType dtype = plan::F32;

@@ -24,13 +24,15 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <vector>
 #include <cinttypes>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 
 using namespace fsdpc::runtime;
 namespace plan = fsdpc::plan;
@@ -72,6 +74,7 @@ struct Options {
   std::string inputsDir;
   std::string outputsDir;
   uint64_t seed = 0;
+  double collectiveTimeout = 300; // seconds; 0 waits forever
   bool help = false;
 };
 
@@ -110,6 +113,8 @@ const char *kUsage = "usage: fsdp-run PLAN [--steps N] [--data DIR] [--seed S] [
                      "                      (default: all whole batches)\n"
                      "  --profile           after training, print the time spent per kernel (rank 0)\n"
                      "  --device D          auto (default: cuda when a GPU is visible, else cpu), cpu or cuda\n"
+                     "  --collective-timeout S  end the launch when a collective waits more than S seconds\n"
+                     "                      for a rank that stalled or died (default 300; 0: wait forever)\n"
                      "  --trace FILE.json   a Chrome / Perfetto trace of every step: one track per rank and\n"
                      "                      stream, one slice per instruction (open it in ui.perfetto.dev)\n"
                      "  --forward           run a plan's forward pass once on --inputs DIR (<input>.npy;\n"
@@ -210,6 +215,14 @@ Status parseOptions(int argc, char **argv, Options &options) {
       options.shuffle = true;
     } else if (arg == "--profile") {
       options.profile = true;
+    } else if (arg == "--collective-timeout") {
+      std::string text;
+      FSDPC_RETURN_IF_ERROR(takeValue(text));
+      char *end = nullptr;
+      const double seconds = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end || !(seconds >= 0) || !std::isfinite(seconds))
+        return FSDPC_ERROR(kInvalidArgument, "--collective-timeout expects seconds >= 0, got '", text, "'");
+      options.collectiveTimeout = seconds;
     } else if (arg == "--trace") {
       FSDPC_RETURN_IF_ERROR(takeValue(options.tracePath));
     } else if (arg == "--device") {
@@ -365,10 +378,18 @@ Status runForward(Executor &executor, const Options &options) {
 Communicator *communicator = nullptr;
 
 int fail(const Status &status) {
-  if (communicator && communicator->worldSize() > 1)
+  if (communicator && communicator->worldSize() > 1) {
     std::fprintf(stderr, "fsdp-run: error: rank %d: %s\n", communicator->rank(), status.toString().c_str());
-  else
+    // The other ranks may be waiting in a collective this rank will never
+    // join (its --metrics-json failed, its plan was another): end them all
+    // now rather than leave them hanging. A moment first, so that ranks
+    // failing the same way (a plan for another world size) print theirs.
+    std::fflush(stderr);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    communicator->abortAll(1);
+  } else {
     std::fprintf(stderr, "fsdp-run: error: %s\n", status.toString().c_str());
+  }
   if (communicator)
     communicator->finish();
   return 1;
@@ -415,6 +436,7 @@ int main(int argc, char **argv) {
     std::fputs(kUsage, stderr);
     return fail(parsed);
   }
+  communicator->setCollectiveTimeout(options.collectiveTimeout);
   if (options.help) {
     // Through finish(), not exit(): under mpirun every rank must leave MPI.
     std::fputs(kUsage, stdout);

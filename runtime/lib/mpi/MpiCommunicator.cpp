@@ -5,10 +5,14 @@
 
 #include <mpi.h>
 
+#include <atomic>
+#include <chrono>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <thread>
 #include <vector>
 
 namespace fsdpc::runtime {
@@ -65,6 +69,58 @@ public:
   Status allReduce(void *, int64_t, plan::DType, Reduction, Group group) override { return checkGroup(group, 1); }
 };
 
+/// Ends the launch when a blocking collective outlives the timeout: a rank
+/// that stalled (stopped, swapping, stuck in a kernel) or died without
+/// MPI noticing would otherwise keep every other rank waiting in silence.
+/// Every waiting rank reports; the rank that does not report is the one
+/// that stalled. A plain thread that only reads atomics and exits: it calls
+/// no MPI, so MPI_THREAD_SERIALIZED holds.
+class CollectiveWatchdog {
+public:
+  ~CollectiveWatchdog() {
+    stop_ = true;
+    if (thread_.joinable())
+      thread_.join();
+  }
+  void start(double seconds, int rank) {
+    timeout_ = seconds;
+    if (seconds <= 0 || thread_.joinable())
+      return;
+    thread_ = std::thread([this, rank] {
+      while (!stop_) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        const int64_t since = since_.load();
+        if (since == 0 || nowNs() - since < static_cast<int64_t>(timeout_ * 1e9))
+          continue;
+        std::fprintf(stderr,
+                     "fsdp-run: error: rank %d: collective %s (call %llu) did not complete within %g s "
+                     "(--collective-timeout): another rank stalled or died, the one that does not report this\n",
+                     rank, what_.load(), static_cast<unsigned long long>(calls_.load()), timeout_);
+        std::fflush(stderr);
+        std::_Exit(1); // mpirun ends the other ranks when one exits without MPI_Finalize
+      }
+    });
+  }
+  void enter(const char *what) {
+    what_ = what;
+    ++calls_;
+    since_ = nowNs();
+  }
+  void leave() { since_ = 0; }
+
+private:
+  static int64_t nowNs() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+  double timeout_ = 0;
+  std::atomic<int64_t> since_{0};
+  std::atomic<const char *> what_{""};
+  std::atomic<uint64_t> calls_{0};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
 class MpiCommunicator final : public Communicator {
 public:
   MpiCommunicator() {
@@ -85,10 +141,12 @@ public:
 
   Status agreeOn(uint64_t value, const char *what) override {
     unsigned long long local = value, lowest = 0, highest = 0;
-    FSDPC_RETURN_IF_ERROR(check(MPI_Allreduce(&local, &lowest, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD),
-                                "agree"));
-    FSDPC_RETURN_IF_ERROR(check(MPI_Allreduce(&local, &highest, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD),
-                                "agree"));
+    FSDPC_RETURN_IF_ERROR(timed("agree", [&] {
+      return MPI_Allreduce(&local, &lowest, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+    }));
+    FSDPC_RETURN_IF_ERROR(timed("agree", [&] {
+      return MPI_Allreduce(&local, &highest, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+    }));
     if (lowest != highest)
       return FSDPC_ERROR(kInvalidArgument, "the ranks disagree on ", what, ": every rank must run the same plan");
     return Status::ok();
@@ -96,7 +154,7 @@ public:
 
   Status broadcastBytes(void *data, uint64_t bytes, int root) override {
     FSDPC_RETURN_IF_ERROR(checkCount(bytes));
-    return check(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, MPI_COMM_WORLD), "broadcast");
+    return timed("broadcast", [&] { return MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, MPI_COMM_WORLD); });
   }
 
   Status gatherBytesToFirst(const void *mine, void *all, uint64_t bytes, Group group) override {
@@ -105,18 +163,25 @@ public:
       return comm.status();
     FSDPC_RETURN_IF_ERROR(checkCount(bytes));
     int count = static_cast<int>(bytes);
-    return check(MPI_Gather(mine, count, MPI_BYTE, all, count, MPI_BYTE, 0, *comm), "gather");
+    return timed("gather", [&] { return MPI_Gather(mine, count, MPI_BYTE, all, count, MPI_BYTE, 0, *comm); });
   }
 
   Status allGatherBytes(const void *mine, void *all, uint64_t bytes) override {
     FSDPC_RETURN_IF_ERROR(checkCount(bytes));
     int count = static_cast<int>(bytes);
-    return check(MPI_Allgather(mine, count, MPI_BYTE, all, count, MPI_BYTE, MPI_COMM_WORLD), "all_gather");
+    return timed("all_gather", [&] { return MPI_Allgather(mine, count, MPI_BYTE, all, count, MPI_BYTE, MPI_COMM_WORLD); });
   }
 
   Status allReduceHostFloats(float *data, int64_t count, Reduction reduction) override {
     return allReduce(data, count, plan::F32, reduction, {worldSize_, 1});
   }
+
+  void abortAll(int code) override {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, code);
+  }
+  void setCollectiveTimeout(double seconds) override { watchdog_.start(seconds, rank_); }
 
   void finish() override {
     int finalized = 0;
@@ -142,8 +207,9 @@ public:
     if (!type.isOk())
       return type.status();
     FSDPC_RETURN_IF_ERROR(checkCount(count));
-    return check(MPI_Allgather(shard, static_cast<int>(count), *type, full, static_cast<int>(count), *type, *comm),
-                 "all_gather");
+    return timed("all_gather", [&] {
+      return MPI_Allgather(shard, static_cast<int>(count), *type, full, static_cast<int>(count), *type, *comm);
+    });
   }
 
   Status reduceScatter(const void *full, void *shard, int64_t count, plan::DType dtype, Reduction reduction,
@@ -155,8 +221,9 @@ public:
     if (!type.isOk())
       return type.status();
     FSDPC_RETURN_IF_ERROR(checkCount(count));
-    FSDPC_RETURN_IF_ERROR(check(
-        MPI_Reduce_scatter_block(full, shard, static_cast<int>(count), *type, sumOp(dtype), *comm), "reduce_scatter"));
+    FSDPC_RETURN_IF_ERROR(timed("reduce_scatter", [&] {
+      return MPI_Reduce_scatter_block(full, shard, static_cast<int>(count), *type, sumOp(dtype), *comm);
+    }));
     if (reduction == Reduction::kAvg)
       scale(shard, count, dtype, group.size);
     return Status::ok();
@@ -170,8 +237,9 @@ public:
     if (!type.isOk())
       return type.status();
     FSDPC_RETURN_IF_ERROR(checkCount(count));
-    FSDPC_RETURN_IF_ERROR(
-        check(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), *type, sumOp(dtype), *comm), "all_reduce"));
+    FSDPC_RETURN_IF_ERROR(timed("all_reduce", [&] {
+      return MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), *type, sumOp(dtype), *comm);
+    }));
     if (reduction == Reduction::kAvg)
       scale(data, count, dtype, group.size);
     return Status::ok();
@@ -220,6 +288,13 @@ private:
         static_cast<float *>(data)[i] *= inverse;
     }
   }
+  /// A blocking MPI call, watched by the collective timeout.
+  template <typename Call> Status timed(const char *what, Call call) {
+    watchdog_.enter(what);
+    const int code = call();
+    watchdog_.leave();
+    return check(code, what);
+  }
   static Status check(int code, const char *what) {
     if (code == MPI_SUCCESS)
       return Status::ok();
@@ -250,7 +325,7 @@ private:
     int color = block * group.stride + rank_ % group.stride;
     int member = (rank_ / group.stride) % group.size;
     MPI_Comm comm;
-    FSDPC_RETURN_IF_ERROR(check(MPI_Comm_split(MPI_COMM_WORLD, color, member, &comm), "comm_split"));
+    FSDPC_RETURN_IF_ERROR(timed("comm_split", [&] { return MPI_Comm_split(MPI_COMM_WORLD, color, member, &comm); }));
     groups_[key] = comm;
     return comm;
   }
@@ -258,6 +333,7 @@ private:
   int rank_ = 0;
   int worldSize_ = 1;
   std::map<std::pair<int, int>, MPI_Comm> groups_;
+  CollectiveWatchdog watchdog_;
   MPI_Op sumBf16_ = MPI_OP_NULL, sumF16_ = MPI_OP_NULL;
 };
 

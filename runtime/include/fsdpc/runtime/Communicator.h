@@ -57,8 +57,16 @@ public:
   /// Host floats reduced over the world in float, as torch's all_reduce
   /// does (the step's loss, averaged over ranks).
   virtual Status allReduceHostFloats(float *data, int64_t count, Reduction reduction) = 0;
-  /// Lets every rank leave together; called before exiting, even on errors.
+  /// Lets every rank leave together; called before exiting when every rank
+  /// got this far.
   virtual void finish() = 0;
+  /// Ends every rank of the launch now, with exit code `code`: what a rank
+  /// does on an error the others may not share, so that none of them waits
+  /// forever in a collective it will never join. A world of 1 just returns.
+  virtual void abortAll(int code) { (void)code; }
+  /// Every blocking collective that has not completed `seconds` after it
+  /// began ends the launch, naming the collective (0: wait forever).
+  virtual void setCollectiveTimeout(double seconds) { (void)seconds; }
 };
 
 class CollectiveChannel {

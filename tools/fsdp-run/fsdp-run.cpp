@@ -395,6 +395,15 @@ int fail(const Status &status) {
   return 1;
 }
 
+/// A number as JSON has it: NaN and infinities are not JSON, so null.
+std::string jsonNumber(double value) {
+  if (!std::isfinite(value))
+    return "null";
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.9g", value);
+  return text;
+}
+
 /// The plan's learning-rate schedule: the first optimizer update's lr and
 /// schedule (every unit's update shares one configuration), read once;
 /// a plan without an update has lr 0.
@@ -652,8 +661,8 @@ int main(int argc, char **argv) {
       std::fflush(stdout);
     }
     if (metrics)
-      std::fprintf(metrics, "{\"step\": %" PRId64 ", \"eval_loss\": %.9g, \"eval_batches\": %" PRId64 "}\n",
-                   completed - 1, evalLoss, evalBatches);
+      std::fprintf(metrics, "{\"step\": %" PRId64 ", \"eval_loss\": %s, \"eval_batches\": %" PRId64 "}\n",
+                   completed - 1, jsonNumber(evalLoss).c_str(), evalBatches);
     return Status::ok();
   };
   int64_t evaluatedAfter = -1;
@@ -686,6 +695,29 @@ int main(int argc, char **argv) {
       std::snprintf(text, sizeof(text), "%.9g", *norm);
       gradNorm = text;
     }
+    // A non-finite loss or gradient norm has already poisoned this step's
+    // update: stop before anything is saved, so the last checkpoint and
+    // --save files stay good. Every rank has the same (averaged) loss and
+    // global norm, so all stop here together.
+    const bool normBad = executor.clipsGradients() && !std::isfinite(std::strtod(gradNorm.c_str(), nullptr));
+    if (!std::isfinite(*loss) || normBad) {
+      if (metrics) {
+        std::fprintf(metrics, "{\"step\": %" PRId64 ", \"total_steps\": %" PRId64 ", \"loss\": %s%s%s}\n", step, endStep,
+                     jsonNumber(*loss).c_str(), gradNorm.empty() ? "" : ", \"grad_norm\": ",
+                     gradNorm.empty() ? "" : jsonNumber(std::strtod(gradNorm.c_str(), nullptr)).c_str());
+        std::fclose(metrics);
+        metrics = nullptr;
+      }
+      if (rank == 0) {
+        const std::string value = normBad ? gradNorm : std::isnan(*loss) ? "nan" : *loss > 0 ? "inf" : "-inf";
+        std::fprintf(stderr,
+                     "fsdp-run: error: step %" PRId64 ": the %s is %s; stopping without saving this step's parameters "
+                     "(try a lower --lr, --clip-grad-norm, or inputs without NaN)\n",
+                     step, normBad ? "gradient norm" : "loss", value.c_str());
+      }
+      communicator->finish();
+      return 1;
+    }
     double stepMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     double samplesPerSecond = header.global_batch() / (stepMs / 1000.0);
     // Progress: the steps done in this run so far give the time per step.
@@ -714,10 +746,11 @@ int main(int argc, char **argv) {
     }
     if (metrics)
       std::fprintf(metrics,
-                   "{\"step\": %" PRId64 ", \"total_steps\": %" PRId64 ", \"loss\": %.9g, \"step_ms\": %.4f, "
+                   "{\"step\": %" PRId64 ", \"total_steps\": %" PRId64 ", \"loss\": %s, \"step_ms\": %.4f, "
                    "\"samples_per_s\": %.2f, \"tokens_per_s\": %.1f, \"exposed_comm_ms\": %.4f, \"lr\": %.9g, "
                    "\"eta_s\": %.1f, \"memory_bytes\": %" PRIu64 "%s%s}\n",
-                   step, endStep, *loss, stepMs, samplesPerSecond, samplesPerSecond * tokensPerSample, exposedCommMs,
+                   step, endStep, jsonNumber(*loss).c_str(), stepMs, samplesPerSecond, samplesPerSecond * tokensPerSample,
+                   exposedCommMs,
                    schedule.at(step + 1), etaSeconds, executor.residentTensorBytes(),
                    gradNorm.empty() ? "" : ", \"grad_norm\": ", gradNorm.c_str());
     if (evalData && options.evalEvery > 0 && (step + 1) % options.evalEvery == 0) {

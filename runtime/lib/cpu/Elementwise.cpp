@@ -90,12 +90,14 @@ Status scale(const KernelCall &c) {
   return unary(c, [factor](float x) { return x * factor; });
 }
 
-Status relu(const KernelCall &c) { return unary(c, [](float x) { return x > 0 ? x : 0.0f; }); }
+// As torch: relu(NaN) is NaN, and its gradient passes where y is NaN (the
+// test is y <= 0, which NaN fails), so a NaN is never silently zeroed.
+Status relu(const KernelCall &c) { return unary(c, [](float x) { return x <= 0 ? 0.0f : x; }); }
 Status hyperbolicTangent(const KernelCall &c) { return unary(c, [](float x) { return std::tanh(x); }); }
 Status sigmoid(const KernelCall &c) { return unary(c, [](float x) { return 1.0f / (1.0f + std::exp(-x)); }); }
 
 Status reluGrad(const KernelCall &c) {
-  return unaryGrad(c, [](float y, float dy) { return y > 0 ? dy : 0.0f; });
+  return unaryGrad(c, [](float y, float dy) { return y <= 0 ? 0.0f : dy; });
 }
 Status tanhGrad(const KernelCall &c) {
   return unaryGrad(c, [](float y, float dy) { return dy * (1 - y * y); });

@@ -91,7 +91,7 @@ template <Unary Op> __device__ __forceinline__ float applyUnary(float x, float f
   else if constexpr (Op == Unary::kScale)
     return x * factor;
   else if constexpr (Op == Unary::kRelu)
-    return x > 0.0f ? x : 0.0f;
+    return x <= 0.0f ? 0.0f : x; // NaN stays NaN, as in torch
   else if constexpr (Op == Unary::kTanh)
     return tanhf(x);
   else if constexpr (Op == Unary::kSigmoid)
@@ -124,7 +124,7 @@ enum class UnaryGrad { kRelu, kTanh, kSigmoid, kGelu, kGeluTanh };
 
 template <UnaryGrad Op> __device__ __forceinline__ float applyUnaryGrad(float y, float dy) {
   if constexpr (Op == UnaryGrad::kRelu)
-    return y > 0.0f ? dy : 0.0f;
+    return y <= 0.0f ? 0.0f : dy;
   else if constexpr (Op == UnaryGrad::kTanh)
     return dy * (1.0f - y * y);
   else if constexpr (Op == UnaryGrad::kSigmoid)

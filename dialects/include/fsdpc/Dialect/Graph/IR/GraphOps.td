@@ -133,7 +133,7 @@ class Graph_UnaryOp<string mnemonic, string what> :
 }
 
 def Graph_NegOp : Graph_UnaryOp<"neg", "negation">;
-def Graph_ReluOp : Graph_UnaryOp<"relu", "max(x, 0)">;
+def Graph_ReluOp : Graph_UnaryOp<"relu", "max(x, 0), NaN kept as NaN (as torch)">;
 def Graph_TanhOp : Graph_UnaryOp<"tanh", "the hyperbolic tangent">;
 def Graph_SigmoidOp : Graph_UnaryOp<"sigmoid", "the logistic function 1 / (1 + exp(-x))">;
 def Graph_ExpOp : Graph_UnaryOp<"exp", "the exponential">;
@@ -752,7 +752,7 @@ class Graph_ActivationGradOp<string mnemonic, string formula> :
   let assemblyFormat = "$y `,` $dy attr-dict `:` type($y)";
 }
 
-def Graph_ReluGradOp : Graph_ActivationGradOp<"relu_grad", "y > 0 ? dy : 0">;
+def Graph_ReluGradOp : Graph_ActivationGradOp<"relu_grad", "y <= 0 ? 0 : dy (a NaN y passes dy, as torch)">;
 def Graph_TanhGradOp : Graph_ActivationGradOp<"tanh_grad", "dy * (1 - y^2)">;
 def Graph_SigmoidGradOp : Graph_ActivationGradOp<"sigmoid_grad", "dy * y * (1 - y)">;
 

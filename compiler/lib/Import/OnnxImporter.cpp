@@ -216,6 +216,45 @@ bool tensorLayout(const onnx::TensorProto &tensor, int64_t &count, size_t &eleme
 
 } // namespace
 
+/// Whether `tensor` holds exactly the bytes (or typed values) its dims
+/// claim. libonnx's shape inference reads constants' data without checking
+/// (a Constant whose raw data is cut short crashed it), so every tensor of
+/// the model is checked before libonnx sees it.
+static bool checkTensorData(const onnx::TensorProto &tensor, std::string &error) {
+  int64_t count;
+  size_t elementBytes;
+  // Types fsdpc does not read are refused where they are used (a string
+  // Constant nothing reads does no harm).
+  const int32_t kind = tensor.data_type();
+  if (!isFloatType(kind) && kind != onnx::TensorProto::INT64 && kind != onnx::TensorProto::INT32 &&
+      kind != onnx::TensorProto::BOOL)
+    return true;
+  if (!tensorLayout(tensor, count, elementBytes, error))
+    return false;
+  if (tensor.data_location() == onnx::TensorProto::EXTERNAL)
+    return true; // inlined (and so checked) by inlineExternalData
+  const int64_t needed = count * static_cast<int64_t>(elementBytes);
+  if (tensor.has_raw_data()) {
+    if (static_cast<int64_t>(tensor.raw_data().size()) != needed) {
+      error = "tensor '" + tensor.name() + "' holds " + std::to_string(tensor.raw_data().size()) +
+              " bytes, its shape needs " + std::to_string(needed);
+      return false;
+    }
+    return true;
+  }
+  const int32_t type = tensor.data_type();
+  const int64_t available = type == onnx::TensorProto::FLOAT    ? tensor.float_data_size()
+                            : type == onnx::TensorProto::DOUBLE ? tensor.double_data_size()
+                            : type == onnx::TensorProto::INT64  ? tensor.int64_data_size()
+                                                                : tensor.int32_data_size();
+  if (available != count) {
+    error = "tensor '" + tensor.name() + "' holds " + std::to_string(available) + " values, its shape needs " +
+            std::to_string(count);
+    return false;
+  }
+  return true;
+}
+
 bool fsdpc::import::inlineExternalData(onnx::TensorProto &tensor, const std::string &baseDir, std::string &error) {
   if (tensor.data_location() != onnx::TensorProto::EXTERNAL)
     return true;
@@ -451,6 +490,14 @@ bool ModelImporter::load() {
     for (onnx::AttributeProto &attr : *node.mutable_attribute())
       if (attr.has_t() && !inlineExternalData(*attr.mutable_t(), baseDir_, error))
         return fail(error);
+  for (const onnx::TensorProto &init : model_.graph().initializer())
+    if (!checkTensorData(init, error))
+      return fail(error);
+  for (auto [index, node] : llvm::enumerate(model_.graph().node()))
+    for (const onnx::AttributeProto &attr : node.attribute())
+      if (attr.has_t() && !checkTensorData(attr.t(), error))
+        return fail("node '" + nodeName(node, index) + "' (" + node.op_type() + "): attribute '" + attr.name() +
+                    "': " + error);
   return true;
 }
 

@@ -71,3 +71,20 @@ for value in (batched.graph.input[0], batched.graph.output[0]):
     dims = value.type.tensor_type.shape.dim
     dims.insert(0, onnx.TensorShapeProto.Dimension(dim_param="batch"))
 onnx.save(batched, os.path.join(out, "batched.onnx"))
+
+# A Constant whose raw data is cut short, read by a Reshape: libonnx's shape
+# inference (data propagation) crashed on it.
+short = TensorProto(name="c", data_type=TensorProto.INT64, dims=[2], raw_data=b"\x02\x00\x00")
+graph = helper.make_graph([helper.make_node("Constant", [], ["shape"], value=short, name="c"),
+                           helper.make_node("Reshape", ["x", "shape"], ["y"], name="r")], "short",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), os.path.join(out, "short.onnx"))
+
+# LayerNormalization with axis INT64_MAX.
+graph = helper.make_graph([helper.make_node("LayerNormalization", ["x", "s", "b"], ["y"], axis=2**63 - 1, name="ln")],
+                          "ln", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+                          [numpy_helper.from_array(np.ones(4, np.float32), "s"),
+                           numpy_helper.from_array(np.zeros(4, np.float32), "b")])
+onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), os.path.join(out, "ln-axis.onnx"))

@@ -205,13 +205,27 @@ Status checkKernelContract(const plan::Instruction &inst) {
 }
 
 Status validatePlan(const PlanFile &plan) {
+  // The content hash catches accidents, not edits: every size and offset
+  // below is checked without arithmetic that could wrap around, and sizes
+  // are bounded, so that a rewritten plan cannot send a kernel out of its
+  // buffers.
+  constexpr uint64_t kMaxRegionBytes = uint64_t(1) << 50;
+  constexpr int32_t kMaxEvents = 1 << 20;
+  constexpr int64_t kMaxClasses = int64_t(1) << 24;
   const plan::PlanHeader &h = plan.header;
   int numTensors = h.tensors_size();
   for (int s = 0; s < h.sections_size(); ++s) {
     const plan::Section &section = h.sections(s);
-    if (section.offset() + section.bytes() > plan.data.size())
+    if (section.offset() > plan.data.size() || section.bytes() > plan.data.size() - section.offset())
       return FSDPC_ERROR(kDataLoss, "plan section ", s, " lies outside the data area");
   }
+  if (h.persistent_bytes() > kMaxRegionBytes || h.transient_bytes() > kMaxRegionBytes)
+    return FSDPC_ERROR(kInvalidArgument, "plan regions of ", h.persistent_bytes(), " and ", h.transient_bytes(),
+                       " bytes exceed 2^50 bytes");
+  if (h.num_events() < 0 || h.num_events() > kMaxEvents)
+    return FSDPC_ERROR(kInvalidArgument, "plan has ", h.num_events(), " events");
+  if (h.num_classes() < 0 || h.num_classes() > kMaxClasses)
+    return FSDPC_ERROR(kInvalidArgument, "plan has ", h.num_classes(), " classes");
   for (int t = 0; t < numTensors; ++t) {
     const plan::Tensor &tensor = h.tensors(t);
     size_t elementBytes = dtypeSize(tensor.dtype());
@@ -220,12 +234,14 @@ Status validatePlan(const PlanFile &plan) {
     for (int64_t d : tensor.shape())
       if (d < 0)
         return FSDPC_ERROR(kInvalidArgument, "plan tensor '", tensor.name(), "' has a negative dimension");
-    if (tensor.bytes() != numElements(tensor) * elementBytes)
+    const std::vector<int64_t> shape(tensor.shape().begin(), tensor.shape().end());
+    const int64_t bytes = checkedByteSize(shape, static_cast<int64_t>(elementBytes), kMaxRegionBytes);
+    if (bytes < 0 || tensor.bytes() != static_cast<uint64_t>(bytes))
       return FSDPC_ERROR(kInvalidArgument, "plan tensor '", tensor.name(), "' has a byte size that does not match its shape");
     uint64_t regionBytes = tensor.region() == plan::PERSISTENT ? h.persistent_bytes() : h.transient_bytes();
     if (tensor.region() != plan::PERSISTENT && tensor.region() != plan::TRANSIENT_ARENA)
       return FSDPC_ERROR(kInvalidArgument, "plan tensor '", tensor.name(), "' has no region");
-    if (tensor.offset() + tensor.bytes() > regionBytes)
+    if (tensor.offset() > regionBytes || tensor.bytes() > regionBytes - tensor.offset())
       return FSDPC_ERROR(kInvalidArgument, "plan tensor '", tensor.name(), "' lies outside its region");
     if (tensor.init_section() >= h.sections_size())
       return FSDPC_ERROR(kInvalidArgument, "plan tensor '", tensor.name(), "' names a missing section");
@@ -276,10 +292,9 @@ Status validatePlan(const PlanFile &plan) {
                      h.sections(unit.init_section()).bytes() != static_cast<uint64_t>(unit.padded_size()) * sizeof(float)))
       return FSDPC_ERROR(kInvalidArgument, "unit '", unit.name(), "' has no initial value of its padded size");
     for (const plan::UnitParam &param : unit.params()) {
-      int64_t count = 1;
-      for (int64_t d : param.shape())
-        count *= d;
-      if (param.offset() < 0 || count < 0 || param.offset() + count > unit.flat_size())
+      const int64_t count =
+          checkedByteSize(std::vector<int64_t>(param.shape().begin(), param.shape().end()), 1, unit.flat_size());
+      if (param.offset() < 0 || count < 0 || param.offset() > unit.flat_size() - count)
         return FSDPC_ERROR(kInvalidArgument, "unit '", unit.name(), "' places parameter '", param.name(),
                            "' outside its flat parameter");
     }

@@ -87,6 +87,35 @@ TEST(PlanFile, ValidationRejectsOutOfRegionTensor) {
   EXPECT_FALSE(validatePlan(plan).isOk());
 }
 
+// A plan rewritten with a matching hash is only as safe as the validator
+// (issue 15, finding 6): offsets and sizes whose sums or products wrap
+// around once passed it and sent kernels out of their buffers.
+TEST(PlanFile, ValidationRejectsWrappedAndHugeSizes) {
+  auto rejects = [](const char *what, auto edit) {
+    PlanFile plan = samplePlan();
+    ASSERT_TRUE(validatePlan(plan).isOk());
+    edit(plan);
+    EXPECT_FALSE(validatePlan(plan).isOk()) << what;
+  };
+  rejects("tensor offset wrapping past the region", [](PlanFile &p) {
+    p.header.mutable_tensors(0)->set_offset(~uint64_t(0) - 7);
+  });
+  rejects("section offset wrapping past the data", [](PlanFile &p) {
+    p.header.mutable_sections(0)->set_offset(~uint64_t(0) - 3);
+  });
+  rejects("shape whose byte size wraps to the stored one", [](PlanFile &p) {
+    plan::Tensor *w = p.header.mutable_tensors(0);
+    w->clear_shape();
+    w->add_shape(int64_t(1) << 62);
+    w->add_shape(4); // 2^64 elements x 4 bytes wraps to 0...
+    w->set_bytes(0);
+  });
+  rejects("region past 2^50 bytes", [](PlanFile &p) { p.header.set_persistent_bytes(uint64_t(1) << 60); });
+  rejects("negative event count", [](PlanFile &p) { p.header.set_num_events(-1); });
+  rejects("huge event count", [](PlanFile &p) { p.header.set_num_events(1 << 30); });
+  rejects("huge class count", [](PlanFile &p) { p.header.set_num_classes(int64_t(1) << 40); });
+}
+
 TEST(AtomicFile, FailedWriteKeepsPreviousFile) {
   std::string path = tempPath("atomic.txt");
   ASSERT_TRUE(writeFileAtomically(path, [&](FILE *f) { return writeBytes(f, "old", 3, path); }).isOk());

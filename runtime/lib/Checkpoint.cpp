@@ -99,16 +99,30 @@ Status removeCheckpoint(const std::string &dir, int64_t steps) {
   return Status::ok();
 }
 
-std::string manifestText(const plan::PlanHeader &h, int worldSize, int64_t completedSteps, uint64_t planHash) {
+/// What the manifest records of one rank's file: its size and FNV-1a hash,
+/// so that a file of another save, or one copied over another rank's, is
+/// caught before it loads.
+struct FileRecord {
+  uint64_t bytes = 0;
+  uint64_t hash = 0;
+};
+
+std::string fileEntry(int rank, const FileRecord &record) {
+  return "{\"name\": \"rank-" + std::to_string(rank) + ".safetensors\", \"bytes\": " + std::to_string(record.bytes) +
+         ", \"fnv1a64\": \"" + hex(record.hash) + "\"}";
+}
+
+std::string manifestText(const plan::PlanHeader &h, int worldSize, int64_t completedSteps, uint64_t planHash,
+                         const std::vector<FileRecord> &records) {
   std::string files;
   for (int r = 0; r < worldSize; ++r)
-    files += std::string(r ? ", " : "") + "\"rank-" + std::to_string(r) + ".safetensors\"";
+    files += std::string(r ? ",\n    " : "\n    ") + fileEntry(r, records[r]);
   return "{\n  \"format\": \"fsdpc sharded checkpoint\",\n  \"version\": 1,\n  \"completed_steps\": " +
          std::to_string(completedSteps) + ",\n  \"world_size\": " + std::to_string(worldSize) +
          ",\n  \"shard_group_size\": " + std::to_string(std::max(h.shard_group_size(), 1)) + ",\n  \"strategy\": \"" +
          h.strategy() + "\",\n  \"layout_hash\": \"" + hex(layoutHash(h)) + "\",\n  \"unit_layout_hash\": \"" +
          hex(unitLayoutHash(h)) + "\",\n  \"plan_hash\": \"" + hex(planHash) + "\",\n  \"files\": [" + files +
-         "]\n}\n";
+         "\n  ]\n}\n";
 }
 
 int64_t integerOr(const std::map<std::string, std::string> &metadata, const std::string &key, int64_t fallback) {
@@ -119,6 +133,79 @@ int64_t integerOr(const std::map<std::string, std::string> &metadata, const std:
   long long value = std::strtoll(it->second.c_str(), &end, 10);
   return *end ? fallback : value;
 }
+
+StatusOr<FileRecord> recordOf(const std::string &file) {
+  StatusOr<std::string> bytes = readWholeFile(file);
+  if (!bytes.isOk())
+    return bytes.status();
+  return FileRecord{bytes->size(), fnv1a64(bytes->data(), bytes->size())};
+}
+
+/// Checks rank `rank`'s file of checkpoint `path` against the record its
+/// manifest keeps (checkpoints from before the records load unchecked).
+Status checkAgainstManifest(const std::string &path, int rank) {
+  StatusOr<std::string> manifest = readWholeFile(path + "/" + kManifest);
+  if (!manifest.isOk())
+    return manifest.status();
+  const std::string name = "\"name\": \"rank-" + std::to_string(rank) + ".safetensors\"";
+  const size_t at = manifest->find(name);
+  if (at == std::string::npos)
+    return manifest->find("\"fnv1a64\"") == std::string::npos
+               ? Status::ok()
+               : FSDPC_ERROR(kDataLoss, "'", path, "/", kManifest, "' lists no file of rank ", rank);
+  const std::string entry = manifest->substr(at, manifest->find('}', at) - at);
+  const std::string file = path + "/rank-" + std::to_string(rank) + ".safetensors";
+  StatusOr<FileRecord> actual = recordOf(file);
+  if (!actual.isOk())
+    return actual.status();
+  const std::string bytesKey = "\"bytes\": ", hashKey = "\"fnv1a64\": \"";
+  const size_t bytesAt = entry.find(bytesKey), hashAt = entry.find(hashKey);
+  const FileRecord expected{
+      bytesAt == std::string::npos ? ~uint64_t(0) : std::strtoull(entry.c_str() + bytesAt + bytesKey.size(), nullptr, 10),
+      0};
+  const std::string hash = hashAt == std::string::npos ? "" : entry.substr(hashAt + hashKey.size(), 16);
+  if (actual->bytes != expected.bytes || hash != hex(actual->hash))
+    return FSDPC_ERROR(kDataLoss, "'", file, "' is not the file this checkpoint's manifest lists (", actual->bytes,
+                       " bytes, hash ", hex(actual->hash), "; the manifest has ", expected.bytes, " bytes, hash ", hash,
+                       "): it belongs to another save or another rank");
+  return Status::ok();
+}
+
+/// Removes what killed saves left of this rank's files (`NAME.tmp.PID`,
+/// from writeFileAtomically) in every checkpoint of `dir`; rank 0 also its
+/// manifests' and `latest`'s. Only a rank's own names: another rank may be
+/// writing its temporary file right now.
+void removeLeftoverTemporaries(const std::string &dir, int rank) {
+  const std::string own = "rank-" + std::to_string(rank) + ".safetensors.tmp.";
+  auto removeIn = [&](const std::string &folder, bool checkpointFolder) {
+    DIR *listing = ::opendir(folder.c_str());
+    if (!listing)
+      return;
+    std::vector<std::string> names;
+    while (dirent *entry = ::readdir(listing)) {
+      const std::string name = entry->d_name;
+      const bool mine = checkpointFolder ? name.rfind(own, 0) == 0 ||
+                                               (rank == 0 && name.rfind(std::string(kManifest) + ".tmp.", 0) == 0)
+                                         : rank == 0 && name.rfind("latest.tmp.", 0) == 0;
+      if (mine)
+        names.push_back(name);
+    }
+    ::closedir(listing);
+    for (const std::string &name : names)
+      std::remove((folder + "/" + name).c_str());
+  };
+  removeIn(dir, false);
+  if (DIR *listing = ::opendir(dir.c_str())) {
+    std::vector<std::string> steps;
+    while (dirent *entry = ::readdir(listing))
+      if (std::strncmp(entry->d_name, "step-", 5) == 0)
+        steps.push_back(entry->d_name);
+    ::closedir(listing);
+    for (const std::string &step : steps)
+      removeIn(dir + "/" + step, true);
+  }
+}
+
 
 /// This rank's state for `h` cut from the checkpoint's first shard group:
 /// unit tensors (flat parameter and optimizer-state shards) element by
@@ -135,6 +222,7 @@ StatusOr<NamedArrays> reshard(const std::string &path, const plan::PlanHeader &h
     return FSDPC_ERROR(kInvalidArgument, "'", path, "/rank-0.safetensors' does not hold the state of rank 0");
   for (int64_t q = 1; q < oldGroup; ++q) {
     std::string file = path + "/rank-" + std::to_string(q) + ".safetensors";
+    FSDPC_RETURN_IF_ERROR(checkAgainstManifest(path, static_cast<int>(q)));
     std::map<std::string, std::string> own;
     StatusOr<NamedArrays> arrays = readSafetensors(file, &own);
     if (!arrays.isOk())
@@ -204,6 +292,7 @@ Status saveShardedCheckpoint(const std::string &dir, Executor &executor, HostCon
   if (written.isOk() && control.rank() == 0 && std::remove((path + "/" + kManifest).c_str()) != 0 && errno != ENOENT)
     written = FSDPC_ERROR(kDataLoss, "cannot replace '", path, "/", kManifest, "': ", std::strerror(errno));
   FSDPC_RETURN_IF_ERROR(agreeAllSucceeded(control, written, "creating the sharded checkpoint"));
+  removeLeftoverTemporaries(dir, control.rank());
   StatusOr<NamedArrays> state = executor.localState();
   if (!state.isOk())
     written = state.status();
@@ -220,12 +309,25 @@ Status saveShardedCheckpoint(const std::string &dir, Executor &executor, HostCon
                                 {"completed_steps", std::to_string(completedSteps)},
                                 // Step i reads global batch i, so the steps are the data position.
                                 {"data_position_samples", std::to_string(completedSteps * h.global_batch())}});
+  // Each rank's file, as it lies on disk, for the manifest.
+  FileRecord mine;
+  if (written.isOk()) {
+    StatusOr<FileRecord> record = recordOf(rankFile(dir, checkpoint, control.rank()));
+    if (record.isOk())
+      mine = *record;
+    else
+      written = record.status();
+  }
   FSDPC_RETURN_IF_ERROR(agreeAllSucceeded(control, written, "writing the sharded checkpoint"));
-  // Every rank's file is on disk: the manifest makes the checkpoint
-  // complete, then `latest` names it, then old ones go.
+  std::vector<FileRecord> records(control.worldSize());
+  FSDPC_RETURN_IF_ERROR(control.gatherBytesToFirst(&mine, control.rank() == 0 ? records.data() : nullptr,
+                                                   sizeof(FileRecord), {control.worldSize(), 1}));
+  // Every rank's file is on disk: the manifest, listing each with its size
+  // and hash, makes the checkpoint complete, then `latest` names it, then
+  // old ones go.
   Status published = Status::ok();
   if (control.rank() == 0) {
-    const std::string manifest = manifestText(h, control.worldSize(), completedSteps, planHash);
+    const std::string manifest = manifestText(h, control.worldSize(), completedSteps, planHash, records);
     published = writeFileAtomically(path + "/" + kManifest, [&](FILE *file) {
       return writeBytes(file, manifest.data(), manifest.size(), path + "/" + kManifest);
     });
@@ -261,6 +363,7 @@ StatusOr<int64_t> loadShardedCheckpoint(const std::string &dir, Executor &execut
     std::map<std::string, std::string> metadata;
     std::string own = rankFile(dir, checkpoint, control.rank());
     if (fileExists(own)) {
+      FSDPC_RETURN_IF_ERROR(checkAgainstManifest(path, control.rank()));
       StatusOr<NamedArrays> arrays = readSafetensors(own, &metadata);
       if (!arrays.isOk())
         return arrays.status();
@@ -278,6 +381,7 @@ StatusOr<int64_t> loadShardedCheckpoint(const std::string &dir, Executor &execut
     }
     // Another world size or strategy: reshard from the first shard group.
     std::string first = rankFile(dir, checkpoint, 0);
+    FSDPC_RETURN_IF_ERROR(checkAgainstManifest(path, 0));
     metadata.clear();
     StatusOr<NamedArrays> arrays = readSafetensors(first, &metadata);
     if (!arrays.isOk())
@@ -437,7 +541,14 @@ Status writeCheckpointFromFull(const std::string &dir, const plan::PlanHeader &h
                                             {"completed_steps", std::to_string(completedSteps)},
                                             {"data_position_samples", std::to_string(completedSteps * h.global_batch())}}));
   }
-  const std::string manifest = manifestText(h, world, completedSteps, planHash);
+  std::vector<FileRecord> records;
+  for (int rank = 0; rank < world; ++rank) {
+    StatusOr<FileRecord> record = recordOf(rankFile(dir, checkpoint, rank));
+    if (!record.isOk())
+      return record.status();
+    records.push_back(*record);
+  }
+  const std::string manifest = manifestText(h, world, completedSteps, planHash, records);
   FSDPC_RETURN_IF_ERROR(writeFileAtomically(path + "/" + kManifest, [&](FILE *file) {
     return writeBytes(file, manifest.data(), manifest.size(), path + "/" + kManifest);
   }));

@@ -537,6 +537,10 @@ int main(int argc, char **argv) {
                             "normal:STD,SEED"));
   }
 
+  if (!options.forward && header.loss_tensor() < 0)
+    return fail(FSDPC_ERROR(kInvalidArgument, "plan '", options.planPath,
+                            "' was compiled with --forward-only: it has no loss to train; run it with --forward "
+                            "--inputs DIR --outputs DIR"));
   if (options.forward) {
     Status ran = header.output_tensors().empty() && header.has_forward_output_tensor()
                      ? runForwardOfTrainingPlan(executor, options, *communicator)
@@ -560,6 +564,9 @@ int main(int argc, char **argv) {
     firstStep = *resumed;
   }
   // --max-steps counts from the start of training, --steps from here.
+  if (options.maxSteps < 0 && options.steps > INT64_MAX - firstStep)
+    return fail(FSDPC_ERROR(kInvalidArgument, "--steps ", options.steps, " after step ", firstStep,
+                            " would pass step 2^63 - 1; use --max-steps for the total"));
   int64_t endStep = options.maxSteps >= 0 ? std::max(options.maxSteps, firstStep) : firstStep + options.steps;
   int64_t savedAfter = -1;
   auto saveCheckpoint = [&](int64_t completed) -> Status {
@@ -591,6 +598,27 @@ int main(int argc, char **argv) {
   if (options.epochs > 0) // whole batches of every epoch, as drop_last
     endStep = std::max(options.epochs * (*dataset)->numSamples() / std::max<int64_t>(header.global_batch(), 1),
                        firstStep);
+  if (rank == 0 && (*dataset)->numSamples() < header.global_batch())
+    std::fprintf(stderr,
+                 "fsdp-run: warning: the data holds %" PRId64 " samples, fewer than the global batch of %" PRId64
+                 ": every batch repeats samples\n",
+                 (*dataset)->numSamples(), header.global_batch());
+  // Every rank must run the same steps and the same collectives between
+  // them (checkpoints, evaluations): ranks given different --steps once
+  // crashed in MPI. Agreed once, before the first step.
+  {
+    uint64_t schedule = 0xcbf29ce484222325ULL;
+    for (int64_t value : {endStep, options.saveEvery, options.evalEvery, options.evalBatches, options.keepLast,
+                          static_cast<int64_t>(options.evalDataDir.empty()),
+                          static_cast<int64_t>(options.saveShardedDir.empty()),
+                          static_cast<int64_t>(options.savePath.empty()), static_cast<int64_t>(options.tracePath.empty())})
+      schedule = fnv1a64(&value, sizeof(value), schedule);
+    Status sameSchedule = communicator->agreeOn(
+        schedule, "the run's steps and schedule (--steps, --max-steps, --epochs, --save-every, --eval-every, "
+                  "--eval-batches, --keep-last, --eval-data, --save-sharded, --save, --trace)");
+    if (!sameSchedule.isOk())
+      return fail(sameSchedule);
+  }
   std::unique_ptr<Dataset> evalData;
   if (!options.evalDataDir.empty()) {
     StatusOr<std::unique_ptr<Dataset>> read = openData(options.evalDataDir);

@@ -404,6 +404,54 @@ std::string jsonNumber(double value) {
   return text;
 }
 
+/// Bytes the kernel reports available for new allocations (MemAvailable),
+/// or 0 when it cannot be read.
+uint64_t hostMemoryAvailable() {
+  std::FILE *meminfo = std::fopen("/proc/meminfo", "r");
+  if (!meminfo)
+    return 0;
+  char line[256];
+  unsigned long long kib = 0;
+  while (std::fgets(line, sizeof(line), meminfo))
+    if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
+      break;
+  std::fclose(meminfo);
+  return static_cast<uint64_t>(kib) * 1024;
+}
+
+/// On the CPU device, every rank's tensor regions live in its host's
+/// memory: the ranks on one host sum what they will allocate and refuse,
+/// with the plan's numbers, when it cannot fit (two ranks of 13 GB on a
+/// 23 GB machine were once ended by the OOM killer with no message).
+Status checkHostMemory(HostControl &control, const plan::PlanHeader &h) {
+  struct Claim {
+    char host[64];
+    uint64_t bytes;
+  } mine = {}, *all = nullptr;
+  ::gethostname(mine.host, sizeof(mine.host) - 1);
+  mine.bytes = h.persistent_bytes() + h.transient_bytes();
+  std::vector<Claim> claims(control.worldSize());
+  all = claims.data();
+  FSDPC_RETURN_IF_ERROR(control.allGatherBytes(&mine, all, sizeof(Claim)));
+  uint64_t total = 0;
+  int sharing = 0;
+  for (const Claim &claim : claims)
+    if (std::strncmp(claim.host, mine.host, sizeof(mine.host)) == 0) {
+      total += claim.bytes;
+      ++sharing;
+    }
+  const uint64_t available = hostMemoryAvailable();
+  if (available == 0 || total <= available)
+    return Status::ok();
+  char text[256];
+  std::snprintf(text, sizeof(text),
+                "the %d rank(s) on host %s need %.2f GiB of tensor memory (%.2f GiB each: the plan's persistent and "
+                "transient regions) but it has %.2f GiB available",
+                sharing, mine.host, total / 1073741824.0, mine.bytes / 1073741824.0, available / 1073741824.0);
+  return FSDPC_ERROR(kInvalidArgument, text,
+                     "; start fewer ranks per host, or compile with a smaller --batch-size or more --world-size");
+}
+
 /// The plan's learning-rate schedule: the first optimizer update's lr and
 /// schedule (every unit's update shares one configuration), read once;
 /// a plan without an update has lr 0.
@@ -493,6 +541,11 @@ int main(int argc, char **argv) {
       std::printf("fsdp-run: note: --offload %s changes nothing on the CPU device: all state is in host memory "
                   "already\n",
                   loaded->header.offload().c_str());
+  }
+  if (!useCuda) {
+    Status fits = checkHostMemory(*communicator, loaded->header);
+    if (!fits.isOk())
+      return fail(fits);
   }
   StatusOr<std::unique_ptr<Executor>> created =
       Executor::create(std::move(*loaded), std::move(device), communicator, communicator);

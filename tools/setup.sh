@@ -10,6 +10,8 @@ PACKAGES=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   libopenblas-dev libopenmpi-dev openmpi-bin
   libgtest-dev
+  # the fuzz targets (libFuzzer, ASan, UBSan: tools/fuzz.sh)
+  clang
   # reference oracle and example exports (run with /usr/bin/python3)
   python3-torch python3-torchvision python3-onnx python3-numpy
   # ONNX's own node tests for the conformance harness

@@ -706,13 +706,37 @@ FailureOr<Window> poolingWindow(NodeImporter &n) {
 
 } // namespace
 
-LogicalResult fsdpc::import::convertConv(NodeImporter &n) {
-  Value x = n.input(0), weight = n.input(1), bias = n.input(2);
+namespace {
+
+/// X, W and the optional B of a Conv or a ConvTranspose: float tensors, X
+/// [N, C, spatial...] and W of its rank (laid out as `weightLayout` says).
+LogicalResult convolutionOperands(NodeImporter &n, StringRef weightLayout, Value &x, Value &weight, Value &bias) {
+  x = n.input(0);
+  weight = n.input(1);
+  bias = n.input(2);
   if (!isF32(x) || !isF32(weight) || (bias && !isF32(bias)))
     return n.fail("X, W and B must be float tensors");
+  if (shapeOf(x).size() < 3 || shapeOf(weight).size() != shapeOf(x).size())
+    return n.fail("X must be [N, C, spatial...] and W " + weightLayout + " of the same rank");
+  return success();
+}
+
+/// y [N, M, spatial...] plus the optional per-channel bias B [M].
+Value addChannelBias(Compose &b, Value y, Value bias) {
+  if (!bias)
+    return y;
+  SmallVector<int64_t> biasShape(shapeOf(y).size() - 1, 1);
+  biasShape[0] = shapeOf(y)[1];
+  return b.add(y, b.reshape(bias, biasShape));
+}
+
+} // namespace
+
+LogicalResult fsdpc::import::convertConv(NodeImporter &n) {
+  Value x, weight, bias;
+  if (failed(convolutionOperands(n, "[M, C/group, kernel...]", x, weight, bias)))
+    return failure();
   ArrayRef<int64_t> xs = shapeOf(x), ws = shapeOf(weight);
-  if (xs.size() < 3 || ws.size() != xs.size())
-    return n.fail("X must be [N, C, spatial...] and W [M, C/group, kernel...] of the same rank");
   const int64_t group = n.intAttr("group", 1), channels = xs[1], maps = ws[0];
   if (group <= 0 || channels % group != 0 || maps % group != 0 || ws[1] != channels / group)
     return n.fail("group " + Twine(group) + " does not divide the " + Twine(channels) + " input and " + Twine(maps) +
@@ -738,12 +762,7 @@ LogicalResult fsdpc::import::convertConv(NodeImporter &n) {
   // [N, g, P, M/g] -> [N, g, M/g, P] -> [N, M, o...]
   y = b.reshape(transpose(b, y, {0, 1, 3, 2}), {batch, maps, w->positions});
   y = unflattenPositions(b, y, *w);
-  if (bias) {
-    SmallVector<int64_t> biasShape(xs.size() - 1, 1);
-    biasShape[0] = maps;
-    y = b.add(y, b.reshape(bias, biasShape));
-  }
-  n.setOutput(0, y);
+  n.setOutput(0, addChannelBias(b, y, bias));
   return success();
 }
 
@@ -755,12 +774,10 @@ LogicalResult fsdpc::import::convertConv(NodeImporter &n) {
 /// gather_grad over the Conv's patch indices scatters them into the output
 /// (the padding slot, one past the end, is sliced off).
 LogicalResult fsdpc::import::convertConvTranspose(NodeImporter &n) {
-  Value x = n.input(0), weight = n.input(1), bias = n.input(2);
-  if (!isF32(x) || !isF32(weight) || (bias && !isF32(bias)))
-    return n.fail("X, W and B must be float tensors");
+  Value x, weight, bias;
+  if (failed(convolutionOperands(n, "[C, M/group, kernel...]", x, weight, bias)))
+    return failure();
   ArrayRef<int64_t> xs = shapeOf(x), ws = shapeOf(weight);
-  if (xs.size() < 3 || ws.size() != xs.size())
-    return n.fail("X must be [N, C, spatial...] and W [C, M/group, kernel...] of the same rank");
   const int64_t group = n.intAttr("group", 1), channels = xs[1];
   if (group <= 0 || channels % group != 0 || ws[0] != channels)
     return n.fail("W [" + Twine(ws[0]) + ", " + Twine(ws[1]) + ", ...] does not match " + Twine(channels) +
@@ -849,12 +866,7 @@ LogicalResult fsdpc::import::convertConvTranspose(NodeImporter &n) {
   SmallVector<int64_t> shape = {batch, maps};
   shape.append(w.input.begin(), w.input.end());
   y = b.reshape(y, shape);
-  if (bias) {
-    SmallVector<int64_t> biasShape(xs.size() - 1, 1);
-    biasShape[0] = maps;
-    y = b.add(y, b.reshape(bias, biasShape));
-  }
-  n.setOutput(0, y);
+  n.setOutput(0, addChannelBias(b, y, bias));
   return success();
 }
 

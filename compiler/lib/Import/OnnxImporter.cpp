@@ -289,12 +289,13 @@ bool fsdpc::import::readTensorElements(const onnx::TensorProto &tensor, const st
     onnx::TensorProto inlined = tensor;
     return inlineExternalData(inlined, baseDir, error) && readTensorElements(inlined, baseDir, floats, ints, error);
   }
+  // The type (refused here when fsdpc does not read it), the dims, and as
+  // many bytes or values as they claim.
   int64_t count;
   size_t elementBytes;
-  if (!tensorLayout(tensor, count, elementBytes, error))
+  if (!tensorLayout(tensor, count, elementBytes, error) || !checkTensorData(tensor, error))
     return false;
   const int32_t type = tensor.data_type();
-  const int64_t needed = count * static_cast<int64_t>(elementBytes);
   bool isFloat = isFloatType(type);
   // bf16 and f16 widen to f32 exactly: parameters train from f32 masters
   // (--mixed-precision computes in bf16 again).
@@ -302,26 +303,7 @@ bool fsdpc::import::readTensorElements(const onnx::TensorProto &tensor, const st
     return type == onnx::TensorProto::BFLOAT16 ? fsdpc::runtime::bf16ToFloat(bits)
                                                : fsdpc::runtime::halfToFloat(bits);
   };
-  // That there are as many bytes as the dims claim.
-  const std::string *raw = nullptr;
-  if (tensor.has_raw_data()) {
-    raw = &tensor.raw_data();
-    if (raw->size() != static_cast<size_t>(needed)) {
-      error = "tensor '" + tensor.name() + "' holds " + std::to_string(raw->size()) + " bytes, its shape needs " +
-              std::to_string(needed);
-      return false;
-    }
-  } else {
-    const int64_t available = type == onnx::TensorProto::FLOAT    ? tensor.float_data_size()
-                              : type == onnx::TensorProto::DOUBLE ? tensor.double_data_size()
-                              : type == onnx::TensorProto::INT64  ? tensor.int64_data_size()
-                                                                  : tensor.int32_data_size();
-    if (available != count) {
-      error = "tensor '" + tensor.name() + "' holds " + std::to_string(available) + " values, its shape needs " +
-              std::to_string(count);
-      return false;
-    }
-  }
+  const std::string *raw = tensor.has_raw_data() ? &tensor.raw_data() : nullptr;
   if (floats)
     floats->resize(count);
   if (ints)

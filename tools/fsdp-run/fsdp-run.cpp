@@ -75,6 +75,7 @@ struct Options {
   std::string outputsDir;
   uint64_t seed = 0;
   double collectiveTimeout = 300; // seconds; 0 waits forever
+  bool skipNonfinite = false;     // undo a step whose loss or gradient norm is not finite
   bool help = false;
 };
 
@@ -113,6 +114,8 @@ const char *kUsage = "usage: fsdp-run PLAN [--steps N] [--data DIR] [--seed S] [
                      "                      (default: all whole batches)\n"
                      "  --profile           after training, print the time spent per kernel (rank 0)\n"
                      "  --device D          auto (default: cuda when a GPU is visible, else cpu), cpu or cuda\n"
+                     "  --skip-nonfinite    undo a step whose loss or gradient norm is not finite and go on\n"
+                     "                      (as a mixed-precision loss scaler skips it), instead of stopping\n"
                      "  --collective-timeout S  end the launch when a collective waits more than S seconds\n"
                      "                      for a rank that stalled or died (default 300; 0: wait forever)\n"
                      "  --trace FILE.json   a Chrome / Perfetto trace of every step: one track per rank and\n"
@@ -215,6 +218,8 @@ Status parseOptions(int argc, char **argv, Options &options) {
       options.shuffle = true;
     } else if (arg == "--profile") {
       options.profile = true;
+    } else if (arg == "--skip-nonfinite") {
+      options.skipNonfinite = true;
     } else if (arg == "--collective-timeout") {
       std::string text;
       FSDPC_RETURN_IF_ERROR(takeValue(text));
@@ -754,6 +759,12 @@ int main(int argc, char **argv) {
     if (!filled.isOk())
       return fail(filled);
     const double stepBegin = std::chrono::duration<double>(std::chrono::steady_clock::now() - runStart).count();
+    // With --skip-nonfinite, this rank's state before the step (parameter
+    // and optimizer shards, the step counter), to undo an update that a
+    // non-finite loss poisoned.
+    StatusOr<NamedArrays> before = options.skipNonfinite ? executor.localState() : StatusOr<NamedArrays>(NamedArrays{});
+    if (!before.isOk())
+      return fail(before.status());
     StatusOr<float> loss = executor.runStep(step + 1);
     if (!loss.isOk())
       return fail(loss.status());
@@ -781,6 +792,20 @@ int main(int argc, char **argv) {
     // --save files stay good. Every rank has the same (averaged) loss and
     // global norm, so all stop here together.
     const bool normBad = executor.clipsGradients() && !std::isfinite(std::strtod(gradNorm.c_str(), nullptr));
+    if ((!std::isfinite(*loss) || normBad) && options.skipNonfinite) {
+      Status undone = executor.loadLocalState(*before);
+      if (!undone.isOk())
+        return fail(undone);
+      if (reports) {
+        std::printf("step %" PRId64 " loss %s skipped: the %s is not finite; its update is undone\n", step,
+                    jsonNumber(*loss).c_str(), normBad ? "gradient norm" : "loss");
+        std::fflush(stdout);
+      }
+      if (metrics)
+        std::fprintf(metrics, "{\"step\": %" PRId64 ", \"total_steps\": %" PRId64 ", \"loss\": %s, \"skipped\": true}\n",
+                     step, endStep, jsonNumber(*loss).c_str());
+      continue;
+    }
     if (!std::isfinite(*loss) || normBad) {
       if (metrics) {
         std::fprintf(metrics, "{\"step\": %" PRId64 ", \"total_steps\": %" PRId64 ", \"loss\": %s%s%s}\n", step, endStep,
@@ -793,7 +818,7 @@ int main(int argc, char **argv) {
         const std::string value = normBad ? gradNorm : std::isnan(*loss) ? "nan" : *loss > 0 ? "inf" : "-inf";
         std::fprintf(stderr,
                      "fsdp-run: error: step %" PRId64 ": the %s is %s; stopping without saving this step's parameters "
-                     "(try a lower --lr, --clip-grad-norm, or inputs without NaN)\n",
+                     "(try a lower --lr, --clip-grad-norm, inputs without NaN, or --skip-nonfinite)\n",
                      step, normBad ? "gradient norm" : "loss", value.c_str());
       }
       communicator->finish();

@@ -76,6 +76,7 @@ struct Options {
   uint64_t seed = 0;
   double collectiveTimeout = 300; // seconds; 0 waits forever
   bool skipNonfinite = false;     // undo a step whose loss or gradient norm is not finite
+  bool checkNonfinite = false;    // name the first instruction that wrote a NaN or an infinity
   bool help = false;
 };
 
@@ -114,6 +115,8 @@ const char *kUsage = "usage: fsdp-run PLAN [--steps N] [--data DIR] [--seed S] [
                      "                      (default: all whole batches)\n"
                      "  --profile           after training, print the time spent per kernel (rank 0)\n"
                      "  --device D          auto (default: cuda when a GPU is visible, else cpu), cpu or cuda\n"
+                     "  --check-nonfinite   with a non-finite loss, name the first instruction (and ONNX node)\n"
+                     "                      that wrote a NaN or an infinity (checks every output: slower)\n"
                      "  --skip-nonfinite    undo a step whose loss or gradient norm is not finite and go on\n"
                      "                      (as a mixed-precision loss scaler skips it), instead of stopping\n"
                      "  --collective-timeout S  end the launch when a collective waits more than S seconds\n"
@@ -218,6 +221,8 @@ Status parseOptions(int argc, char **argv, Options &options) {
       options.shuffle = true;
     } else if (arg == "--profile") {
       options.profile = true;
+    } else if (arg == "--check-nonfinite") {
+      options.checkNonfinite = true;
     } else if (arg == "--skip-nonfinite") {
       options.skipNonfinite = true;
     } else if (arg == "--collective-timeout") {
@@ -611,6 +616,8 @@ int main(int argc, char **argv) {
 
   if (options.profile)
     executor.enableProfiling();
+  if (options.checkNonfinite && !executor.enableNonfiniteCheck())
+    return fail(FSDPC_ERROR(kUnimplemented, "--check-nonfinite runs on the CPU device only"));
   if (!options.tracePath.empty())
     executor.enableTracing();
   TraceRecorder trace(header);
@@ -814,12 +821,18 @@ int main(int argc, char **argv) {
         std::fclose(metrics);
         metrics = nullptr;
       }
+      // Each rank's first non-finite instruction; rank 0 names its own.
+      const std::string source = options.checkNonfinite ? executor.firstNonfinite() : "";
       if (rank == 0) {
         const std::string value = normBad ? gradNorm : std::isnan(*loss) ? "nan" : *loss > 0 ? "inf" : "-inf";
         std::fprintf(stderr,
                      "fsdp-run: error: step %" PRId64 ": the %s is %s; stopping without saving this step's parameters "
-                     "(try a lower --lr, --clip-grad-norm, inputs without NaN, or --skip-nonfinite)\n",
-                     step, normBad ? "gradient norm" : "loss", value.c_str());
+                     "(try a lower --lr, --clip-grad-norm, inputs without NaN, or --skip-nonfinite)%s%s\n",
+                     step, normBad ? "gradient norm" : "loss", value.c_str(),
+                     source.empty() ? (options.checkNonfinite ? "; on rank 0 every instruction wrote finite values"
+                                                              : "")
+                                    : "; the first non-finite value on rank 0 came from ",
+                     source.c_str());
       }
       communicator->finish();
       return 1;

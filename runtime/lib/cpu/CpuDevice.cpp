@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <map>
@@ -200,6 +201,7 @@ public:
     context_ = context;
     stepStart_ = Clock::now();
     computeWaitSeconds_ = 0;
+    nonfiniteIndex_ = -1;
     // Events are matched by run, not by the optimizer step: an evaluation
     // pass runs between two steps.
     const int64_t run = ++runs_;
@@ -219,6 +221,19 @@ public:
   }
 
   void enableProfiling() override { profile_ = true; }
+
+  bool enableNonfiniteCheck() override {
+    checkNonfinite_ = true;
+    return true;
+  }
+  std::string firstNonfinite() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (nonfiniteIndex_ < 0)
+      return "";
+    const plan::Instruction &inst = *nonfiniteInstruction_;
+    return "instruction " + std::to_string(nonfiniteIndex_) + " '" + inst.op() + "'" +
+           (inst.location().empty() ? std::string() : " (at ONNX node " + inst.location() + ")");
+  }
 
   void enableTracing() override {
     trace_ = true;
@@ -364,6 +379,8 @@ private:
           timing->end = sinceStepStart(end);
         }
       }
+      if (status.isOk() && checkNonfinite_)
+        noteNonfinite(r, static_cast<int64_t>(stream.planIndex[i]));
       if (!status.isOk()) {
         {
           std::lock_guard<std::mutex> lock(mutex_);
@@ -385,14 +402,37 @@ private:
   CollectiveChannel *channel_ = nullptr;
   Stream compute_, comm_;
   StepContext context_;
+  /// Records `r` (plan index `index`) if it wrote a non-finite float and
+  /// comes before what was recorded this step.
+  void noteNonfinite(const ResolvedInstruction &r, int64_t index) {
+    for (const TensorView &out : r.call.outputs) {
+      if (out.dtype != plan::F32 && !isNarrowFloat(out.dtype))
+        continue;
+      bool bad = false;
+      for (int64_t e = 0, n = out.numElements(); e < n && !bad; ++e)
+        bad = !std::isfinite(cpu::loadFloat(out, e));
+      if (bad) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (nonfiniteIndex_ < 0 || index < nonfiniteIndex_) {
+          nonfiniteIndex_ = index;
+          nonfiniteInstruction_ = r.instruction;
+        }
+        return;
+      }
+    }
+  }
+
   bool profile_ = false;
+  bool checkNonfinite_ = false;
+  int64_t nonfiniteIndex_ = -1;
+  const plan::Instruction *nonfiniteInstruction_ = nullptr;
   bool trace_ = false;
   std::vector<InstructionTiming> timings_; // per plan instruction, last step
   Clock::time_point stepStart_;
   double computeWaitSeconds_ = 0; // written by the compute stream only
 
   // Events and the worker's hand-over, under one mutex.
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable signal_;
   std::vector<int64_t> eventRecordedInRun_;
   bool streamFailed_ = false;

@@ -109,6 +109,15 @@ public:
   /// communication stream during the last step: communication that
   /// computation did not hide.
   virtual double lastStepExposedCommSeconds() const = 0;
+
+  /// From now on, checks every float output of every instruction for NaN
+  /// and infinities (a pass over the data per instruction); false where the
+  /// device cannot.
+  virtual bool enableNonfiniteCheck() { return false; }
+  /// The first instruction, in plan order, of the last step that wrote a
+  /// NaN or an infinity: "instruction K 'op'" and its ONNX node; empty when
+  /// none did or the check is off.
+  virtual std::string firstNonfinite() const { return ""; }
 };
 
 } // namespace fsdpc::runtime

@@ -94,6 +94,8 @@ public:
   void enableTracing() { device_->enableTracing(); }
   std::vector<InstructionTiming> lastStepTrace() const { return device_->lastStepTrace(); }
   double lastStepExposedCommSeconds() const { return device_->lastStepExposedCommSeconds(); }
+  bool enableNonfiniteCheck() { return device_->enableNonfiniteCheck(); }
+  std::string firstNonfinite() const { return device_->firstNonfinite(); }
 
 private:
   Executor() = default;

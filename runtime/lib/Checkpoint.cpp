@@ -99,21 +99,16 @@ Status removeCheckpoint(const std::string &dir, int64_t steps) {
   return Status::ok();
 }
 
-/// What the manifest records of one rank's file: its size and FNV-1a hash,
-/// so that a file of another save, or one copied over another rank's, is
+/// The manifest records each rank's file with its size and FNV-1a hash, so
+/// that a file of another save, or one copied over another rank's, is
 /// caught before it loads.
-struct FileRecord {
-  uint64_t bytes = 0;
-  uint64_t hash = 0;
-};
-
-std::string fileEntry(int rank, const FileRecord &record) {
-  return "{\"name\": \"rank-" + std::to_string(rank) + ".safetensors\", \"bytes\": " + std::to_string(record.bytes) +
-         ", \"fnv1a64\": \"" + hex(record.hash) + "\"}";
+std::string fileEntry(int rank, const FileDigest &digest) {
+  return "{\"name\": \"rank-" + std::to_string(rank) + ".safetensors\", \"bytes\": " + std::to_string(digest.bytes) +
+         ", \"fnv1a64\": \"" + hex(digest.fnv1a64) + "\"}";
 }
 
 std::string manifestText(const plan::PlanHeader &h, int worldSize, int64_t completedSteps, uint64_t planHash,
-                         const std::vector<FileRecord> &records) {
+                         const std::vector<FileDigest> &records) {
   std::string files;
   for (int r = 0; r < worldSize; ++r)
     files += std::string(r ? ",\n    " : "\n    ") + fileEntry(r, records[r]);
@@ -134,41 +129,37 @@ int64_t integerOr(const std::map<std::string, std::string> &metadata, const std:
   return *end ? fallback : value;
 }
 
-StatusOr<FileRecord> recordOf(const std::string &file) {
-  StatusOr<std::string> bytes = readWholeFile(file);
-  if (!bytes.isOk())
-    return bytes.status();
-  return FileRecord{bytes->size(), fnv1a64(bytes->data(), bytes->size())};
-}
-
-/// Checks rank `rank`'s file of checkpoint `path` against the record its
-/// manifest keeps (checkpoints from before the records load unchecked).
-Status checkAgainstManifest(const std::string &path, int rank) {
+/// Rank `rank`'s file of checkpoint `path`, its bytes read once: checked
+/// against the size and hash its manifest records (checkpoints from before
+/// the records load unchecked), then parsed.
+StatusOr<NamedArrays> readCheckedRankFile(const std::string &path, int rank,
+                                          std::map<std::string, std::string> &metadata) {
+  const std::string file = path + "/rank-" + std::to_string(rank) + ".safetensors";
   StatusOr<std::string> manifest = readWholeFile(path + "/" + kManifest);
   if (!manifest.isOk())
     return manifest.status();
+  StatusOr<std::string> bytes = readWholeFile(file);
+  if (!bytes.isOk())
+    return bytes.status();
   const std::string name = "\"name\": \"rank-" + std::to_string(rank) + ".safetensors\"";
   const size_t at = manifest->find(name);
-  if (at == std::string::npos)
-    return manifest->find("\"fnv1a64\"") == std::string::npos
-               ? Status::ok()
-               : FSDPC_ERROR(kDataLoss, "'", path, "/", kManifest, "' lists no file of rank ", rank);
-  const std::string entry = manifest->substr(at, manifest->find('}', at) - at);
-  const std::string file = path + "/rank-" + std::to_string(rank) + ".safetensors";
-  StatusOr<FileRecord> actual = recordOf(file);
-  if (!actual.isOk())
-    return actual.status();
-  const std::string bytesKey = "\"bytes\": ", hashKey = "\"fnv1a64\": \"";
-  const size_t bytesAt = entry.find(bytesKey), hashAt = entry.find(hashKey);
-  const FileRecord expected{
-      bytesAt == std::string::npos ? ~uint64_t(0) : std::strtoull(entry.c_str() + bytesAt + bytesKey.size(), nullptr, 10),
-      0};
-  const std::string hash = hashAt == std::string::npos ? "" : entry.substr(hashAt + hashKey.size(), 16);
-  if (actual->bytes != expected.bytes || hash != hex(actual->hash))
-    return FSDPC_ERROR(kDataLoss, "'", file, "' is not the file this checkpoint's manifest lists (", actual->bytes,
-                       " bytes, hash ", hex(actual->hash), "; the manifest has ", expected.bytes, " bytes, hash ", hash,
-                       "): it belongs to another save or another rank");
-  return Status::ok();
+  if (at == std::string::npos && manifest->find("\"fnv1a64\"") != std::string::npos)
+    return FSDPC_ERROR(kDataLoss, "'", path, "/", kManifest, "' lists no file of rank ", rank);
+  if (at != std::string::npos) {
+    const std::string entry = manifest->substr(at, manifest->find('}', at) - at);
+    const std::string bytesKey = "\"bytes\": ", hashKey = "\"fnv1a64\": \"";
+    const size_t bytesAt = entry.find(bytesKey), hashAt = entry.find(hashKey);
+    const uint64_t expectedBytes = bytesAt == std::string::npos
+                                       ? ~uint64_t(0)
+                                       : std::strtoull(entry.c_str() + bytesAt + bytesKey.size(), nullptr, 10);
+    const std::string expectedHash = hashAt == std::string::npos ? "" : entry.substr(hashAt + hashKey.size(), 16);
+    const std::string actualHash = hex(fnv1a64(bytes->data(), bytes->size()));
+    if (bytes->size() != expectedBytes || actualHash != expectedHash)
+      return FSDPC_ERROR(kDataLoss, "'", file, "' is not the file this checkpoint's manifest lists (", bytes->size(),
+                         " bytes, hash ", actualHash, "; the manifest has ", expectedBytes, " bytes, hash ",
+                         expectedHash, "): it belongs to another save or another rank");
+  }
+  return parseSafetensors(*bytes, file, &metadata);
 }
 
 /// Removes what killed saves left of this rank's files (`NAME.tmp.PID`,
@@ -206,7 +197,6 @@ void removeLeftoverTemporaries(const std::string &dir, int rank) {
   }
 }
 
-
 /// This rank's state for `h` cut from the checkpoint's first shard group:
 /// unit tensors (flat parameter and optimizer-state shards) element by
 /// element from the shards that cover them, zero in the padding; the rest
@@ -222,9 +212,8 @@ StatusOr<NamedArrays> reshard(const std::string &path, const plan::PlanHeader &h
     return FSDPC_ERROR(kInvalidArgument, "'", path, "/rank-0.safetensors' does not hold the state of rank 0");
   for (int64_t q = 1; q < oldGroup; ++q) {
     std::string file = path + "/rank-" + std::to_string(q) + ".safetensors";
-    FSDPC_RETURN_IF_ERROR(checkAgainstManifest(path, static_cast<int>(q)));
     std::map<std::string, std::string> own;
-    StatusOr<NamedArrays> arrays = readSafetensors(file, &own);
+    StatusOr<NamedArrays> arrays = readCheckedRankFile(path, static_cast<int>(q), own);
     if (!arrays.isOk())
       return arrays.status();
     if (integerOr(own, "rank", -1) != q || own["completed_steps"] != metadata.at("completed_steps"))
@@ -294,6 +283,7 @@ Status saveShardedCheckpoint(const std::string &dir, Executor &executor, HostCon
   FSDPC_RETURN_IF_ERROR(agreeAllSucceeded(control, written, "creating the sharded checkpoint"));
   removeLeftoverTemporaries(dir, control.rank());
   StatusOr<NamedArrays> state = executor.localState();
+  FileDigest mine; // of this rank's file, for the manifest
   if (!state.isOk())
     written = state.status();
   else
@@ -308,20 +298,12 @@ Status saveShardedCheckpoint(const std::string &dir, Executor &executor, HostCon
                                 {"rank", std::to_string(control.rank())},
                                 {"completed_steps", std::to_string(completedSteps)},
                                 // Step i reads global batch i, so the steps are the data position.
-                                {"data_position_samples", std::to_string(completedSteps * h.global_batch())}});
-  // Each rank's file, as it lies on disk, for the manifest.
-  FileRecord mine;
-  if (written.isOk()) {
-    StatusOr<FileRecord> record = recordOf(rankFile(dir, checkpoint, control.rank()));
-    if (record.isOk())
-      mine = *record;
-    else
-      written = record.status();
-  }
+                                {"data_position_samples", std::to_string(completedSteps * h.global_batch())}},
+                               &mine);
   FSDPC_RETURN_IF_ERROR(agreeAllSucceeded(control, written, "writing the sharded checkpoint"));
-  std::vector<FileRecord> records(control.worldSize());
+  std::vector<FileDigest> records(control.worldSize());
   FSDPC_RETURN_IF_ERROR(control.gatherBytesToFirst(&mine, control.rank() == 0 ? records.data() : nullptr,
-                                                   sizeof(FileRecord), {control.worldSize(), 1}));
+                                                   sizeof(FileDigest), {control.worldSize(), 1}));
   // Every rank's file is on disk: the manifest, listing each with its size
   // and hash, makes the checkpoint complete, then `latest` names it, then
   // old ones go.
@@ -363,8 +345,7 @@ StatusOr<int64_t> loadShardedCheckpoint(const std::string &dir, Executor &execut
     std::map<std::string, std::string> metadata;
     std::string own = rankFile(dir, checkpoint, control.rank());
     if (fileExists(own)) {
-      FSDPC_RETURN_IF_ERROR(checkAgainstManifest(path, control.rank()));
-      StatusOr<NamedArrays> arrays = readSafetensors(own, &metadata);
+      StatusOr<NamedArrays> arrays = readCheckedRankFile(path, control.rank(), metadata);
       if (!arrays.isOk())
         return arrays.status();
       // A file copied over another rank's would load that rank's shards.
@@ -381,9 +362,8 @@ StatusOr<int64_t> loadShardedCheckpoint(const std::string &dir, Executor &execut
     }
     // Another world size or strategy: reshard from the first shard group.
     std::string first = rankFile(dir, checkpoint, 0);
-    FSDPC_RETURN_IF_ERROR(checkAgainstManifest(path, 0));
     metadata.clear();
-    StatusOr<NamedArrays> arrays = readSafetensors(first, &metadata);
+    StatusOr<NamedArrays> arrays = readCheckedRankFile(path, 0, metadata);
     if (!arrays.isOk())
       return arrays.status();
     if (metadata["unit_layout_hash"] != hex(unitLayoutHash(h)))
@@ -494,6 +474,7 @@ Status writeCheckpointFromFull(const std::string &dir, const plan::PlanHeader &h
   FSDPC_RETURN_IF_ERROR(makeDirectory(path));
   if (std::remove((path + "/" + kManifest).c_str()) != 0 && errno != ENOENT)
     return FSDPC_ERROR(kDataLoss, "cannot replace '", path, "/", kManifest, "': ", std::strerror(errno));
+  std::vector<FileDigest> records(world);
   for (int rank = 0; rank < world; ++rank) {
     NamedArrays state;
     for (const plan::Tensor &tensor : h.tensors()) {
@@ -539,14 +520,8 @@ Status writeCheckpointFromFull(const std::string &dir, const plan::PlanHeader &h
                                             {"strategy", h.strategy()},
                                             {"rank", std::to_string(rank)},
                                             {"completed_steps", std::to_string(completedSteps)},
-                                            {"data_position_samples", std::to_string(completedSteps * h.global_batch())}}));
-  }
-  std::vector<FileRecord> records;
-  for (int rank = 0; rank < world; ++rank) {
-    StatusOr<FileRecord> record = recordOf(rankFile(dir, checkpoint, rank));
-    if (!record.isOk())
-      return record.status();
-    records.push_back(*record);
+                                            {"data_position_samples", std::to_string(completedSteps * h.global_batch())}},
+                                           &records[rank]));
   }
   const std::string manifest = manifestText(h, world, completedSteps, planHash, records);
   FSDPC_RETURN_IF_ERROR(writeFileAtomically(path + "/" + kManifest, [&](FILE *file) {

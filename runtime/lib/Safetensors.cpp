@@ -1,4 +1,5 @@
 #include "fsdpc/runtime/Safetensors.h"
+#include "fsdpc/runtime/PlanFile.h" // fnv1a64
 
 #include "fsdpc/runtime/Float16.h"
 
@@ -150,7 +151,7 @@ private:
 } // namespace
 
 Status writeSafetensors(const NamedArrays &arrays, const std::string &path,
-                        const std::map<std::string, std::string> &metadata) {
+                        const std::map<std::string, std::string> &metadata, FileDigest *digest) {
   std::string header = "{";
   if (!metadata.empty()) {
     header += "\"__metadata__\":{";
@@ -176,6 +177,12 @@ Status writeSafetensors(const NamedArrays &arrays, const std::string &path,
   uint8_t length[8];
   for (int i = 0; i < 8; ++i)
     length[i] = static_cast<uint8_t>(static_cast<uint64_t>(header.size()) >> (8 * i));
+  if (digest) { // the bytes below, in the order they are written
+    digest->bytes = sizeof(length) + header.size() + offset;
+    digest->fnv1a64 = fnv1a64(header.data(), header.size(), fnv1a64(length, sizeof(length)));
+    for (const auto &entry : arrays)
+      digest->fnv1a64 = fnv1a64(entry.second.bytes.data(), entry.second.bytes.size(), digest->fnv1a64);
+  }
   return writeFileAtomically(path, [&](FILE *file) -> Status {
     FSDPC_RETURN_IF_ERROR(writeBytes(file, length, sizeof(length), path));
     FSDPC_RETURN_IF_ERROR(writeBytes(file, header.data(), header.size(), path));
@@ -189,7 +196,11 @@ StatusOr<NamedArrays> readSafetensors(const std::string &path, std::map<std::str
   StatusOr<std::string> contents = readWholeFile(path);
   if (!contents.isOk())
     return contents.status();
-  const std::string &bytes = *contents;
+  return parseSafetensors(*contents, path, metadata);
+}
+
+StatusOr<NamedArrays> parseSafetensors(const std::string &bytes, const std::string &path,
+                                       std::map<std::string, std::string> *metadata) {
   if (bytes.size() < 8)
     return FSDPC_ERROR(kInvalidArgument, "'", path, "' is not a safetensors file");
   uint64_t headerLength = 0;

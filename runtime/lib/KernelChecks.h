@@ -9,12 +9,40 @@
 #define FSDPC_RUNTIME_KERNELCHECKS_H
 
 #include "cpu/Indexing.h"
+#include "fsdpc/runtime/HostDevice.h"
 #include "fsdpc/runtime/Kernels.h"
 
 #include <string>
 #include <vector>
 
 namespace fsdpc::runtime {
+
+/// The [outer, size, inner] split of arg_max / arg_min's input at its axis,
+/// checked against the i64 output that keeps the axis as 1.
+inline Status argReduceLayout(const KernelCall &call, int64_t &outer, int64_t &size, int64_t &inner) {
+  const TensorView &x = call.inputs[0], &out = call.outputs[0];
+  const int64_t axis = call.intParam(contract::Param::kAxis, 0), rank = static_cast<int64_t>(x.shape.size());
+  if (out.dtype != plan::I64 || axis < 0 || axis >= rank || x.shape[axis] < 1 ||
+      out.numElements() * x.shape[axis] != x.numElements())
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": input ", cpu::shapeString(x.shape),
+                       " and i64 output ", cpu::shapeString(out.shape), " do not match axis ", axis);
+  inner = elementCount(std::vector<int64_t>(x.shape.begin() + axis + 1, x.shape.end()));
+  size = x.shape[axis];
+  outer = x.numElements() / (size * inner);
+  return Status::ok();
+}
+
+/// Whether arg_max (`isMax`) or arg_min moves from `best` to `value` found
+/// later along the axis: a NaN wins over every number (as in torch) and,
+/// among NaNs and among equal values, the first one, or the last with
+/// select_last_index (`last`). `v != v` tests NaN on host and device alike.
+FSDPC_HOST_DEVICE inline bool argReduceReplaces(float best, float value, bool isMax, bool last) {
+  if (best != best)
+    return last && value != value;
+  if (value != value)
+    return true;
+  return isMax ? (value > best || (last && value == best)) : (value < best || (last && value == best));
+}
 
 /// The [rows, cols] layout of a layer or RMS norm's input split at `axis`,
 /// checked against the scale and the per-row statistics.

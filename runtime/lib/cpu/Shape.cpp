@@ -142,40 +142,21 @@ Status oneHot(const KernelCall &call) {
 
 Status argReduce(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &out = call.outputs[0];
+  int64_t outer, size, inner;
+  FSDPC_RETURN_IF_ERROR(argReduceLayout(call, outer, size, inner));
+  if (x.dtype != plan::F32)
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": the CPU kernel takes an f32 input");
   const bool isMax = call.instruction->op() == "arg_max";
-  const int64_t axis = call.intParam(contract::Param::kAxis, 0);
   const bool last = call.intParam(contract::Param::kSelectLastIndex, 0) != 0;
-  const int64_t rank = static_cast<int64_t>(x.shape.size());
-  if (x.dtype != plan::F32 || out.dtype != plan::I64 || axis < 0 || axis >= rank || x.shape[axis] < 1 ||
-      out.numElements() * x.shape[axis] != x.numElements())
-    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": f32 input ", shapeString(x.shape),
-                       " and i64 output ", shapeString(out.shape), " do not match axis ", axis);
-  int64_t inner = 1;
-  for (int64_t d = axis + 1; d < rank; ++d)
-    inner *= x.shape[d];
-  const int64_t size = x.shape[axis], outer = x.numElements() / (size * inner);
   const float *px = x.f32();
   int64_t *py = out.i64();
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t k = 0; k < inner; ++k) {
       const float *column = px + o * size * inner + k;
       int64_t best = 0;
-      float bestValue = column[0];
-      for (int64_t j = 1; j < size; ++j) {
-        const float v = column[j * inner];
-        // A NaN wins over every number and, among NaNs, the first (last) one.
-        bool better;
-        if (std::isnan(bestValue))
-          better = last && std::isnan(v);
-        else if (std::isnan(v))
-          better = true;
-        else
-          better = isMax ? (v > bestValue || (last && v == bestValue)) : (v < bestValue || (last && v == bestValue));
-        if (better) {
+      for (int64_t j = 1; j < size; ++j)
+        if (argReduceReplaces(column[best * inner], column[j * inner], isMax, last))
           best = j;
-          bestValue = v;
-        }
-      }
       py[o * inner + k] = best;
     }
   return Status::ok();

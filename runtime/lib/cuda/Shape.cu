@@ -28,8 +28,8 @@ __global__ void oneHotKernel(Operand labels, float *out, long long rows, long lo
   }
 }
 
-/// One thread per output element scans its column along the axis; NaN
-/// wins, the first (or with `last` the last) of equal values is kept.
+/// One thread per output element scans its column along the axis, by the
+/// rules both backends share (argReduceReplaces).
 __global__ void argReduceKernel(Operand x, long long *out, long long outer, long long size, long long inner,
                                 bool isMax, bool last) {
   FSDPC_GRID_STRIDE_LOOP(i, outer * inner) {
@@ -38,14 +38,7 @@ __global__ void argReduceKernel(Operand x, long long *out, long long outer, long
     float bestValue = loadFloat(x, base);
     for (long long j = 1; j < size; ++j) {
       const float v = loadFloat(x, base + j * inner);
-      bool better;
-      if (isnan(bestValue))
-        better = last && isnan(v);
-      else if (isnan(v))
-        better = true;
-      else
-        better = isMax ? (v > bestValue || (last && v == bestValue)) : (v < bestValue || (last && v == bestValue));
-      if (better) {
+      if (argReduceReplaces(bestValue, v, isMax, last)) {
         best = j;
         bestValue = v;
       }
@@ -267,15 +260,8 @@ Status oneHot(const KernelCall &call) {
 
 Status argReduce(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &out = call.outputs[0];
-  const int64_t axis = call.intParam(contract::Param::kAxis, 0), rank = static_cast<int64_t>(x.shape.size());
-  if (out.dtype != plan::I64 || axis < 0 || axis >= rank || x.shape[axis] < 1 ||
-      out.numElements() * x.shape[axis] != x.numElements())
-    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": input ", cpu::shapeString(x.shape),
-                       " and i64 output ", cpu::shapeString(out.shape), " do not match axis ", axis);
-  int64_t inner = 1;
-  for (int64_t d = axis + 1; d < rank; ++d)
-    inner *= x.shape[d];
-  const int64_t size = x.shape[axis], outer = x.numElements() / (size * inner);
+  int64_t outer, size, inner;
+  FSDPC_RETURN_IF_ERROR(argReduceLayout(call, outer, size, inner));
   if (outer * inner == 0)
     return Status::ok();
   const CudaLaunch &launch = launchOf(call);

@@ -13,15 +13,12 @@
 #ifndef FSDPC_RUNTIME_LRSCHEDULE_H
 #define FSDPC_RUNTIME_LRSCHEDULE_H
 
+#include "fsdpc/runtime/HostDevice.h"
+
 #include <cmath>
 #include <cstdint>
 #include <string>
 
-#if defined(__CUDACC__)
-#define FSDPC_HOST_DEVICE __host__ __device__
-#else
-#define FSDPC_HOST_DEVICE
-#endif
 
 namespace fsdpc::runtime {
 

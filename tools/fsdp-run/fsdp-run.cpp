@@ -437,12 +437,11 @@ Status checkHostMemory(HostControl &control, const plan::PlanHeader &h) {
   struct Claim {
     char host[64];
     uint64_t bytes;
-  } mine = {}, *all = nullptr;
+  } mine = {};
   ::gethostname(mine.host, sizeof(mine.host) - 1);
   mine.bytes = h.persistent_bytes() + h.transient_bytes();
   std::vector<Claim> claims(control.worldSize());
-  all = claims.data();
-  FSDPC_RETURN_IF_ERROR(control.allGatherBytes(&mine, all, sizeof(Claim)));
+  FSDPC_RETURN_IF_ERROR(control.allGatherBytes(&mine, claims.data(), sizeof(Claim)));
   uint64_t total = 0;
   int sharing = 0;
   for (const Claim &claim : claims)
@@ -786,19 +785,21 @@ int main(int argc, char **argv) {
     }
     // With clipping, the global norm before clipping (every rank has it).
     std::string gradNorm;
+    float gradNormValue = 0;
     if (executor.clipsGradients()) {
       StatusOr<float> norm = executor.lastGradNorm();
       if (!norm.isOk())
         return fail(norm.status());
+      gradNormValue = *norm;
       char text[32];
-      std::snprintf(text, sizeof(text), "%.9g", *norm);
+      std::snprintf(text, sizeof(text), "%.9g", gradNormValue);
       gradNorm = text;
     }
     // A non-finite loss or gradient norm has already poisoned this step's
     // update: stop before anything is saved, so the last checkpoint and
     // --save files stay good. Every rank has the same (averaged) loss and
     // global norm, so all stop here together.
-    const bool normBad = executor.clipsGradients() && !std::isfinite(std::strtod(gradNorm.c_str(), nullptr));
+    const bool normBad = executor.clipsGradients() && !std::isfinite(gradNormValue);
     if ((!std::isfinite(*loss) || normBad) && options.skipNonfinite) {
       Status undone = executor.loadLocalState(*before);
       if (!undone.isOk())
@@ -817,7 +818,7 @@ int main(int argc, char **argv) {
       if (metrics) {
         std::fprintf(metrics, "{\"step\": %" PRId64 ", \"total_steps\": %" PRId64 ", \"loss\": %s%s%s}\n", step, endStep,
                      jsonNumber(*loss).c_str(), gradNorm.empty() ? "" : ", \"grad_norm\": ",
-                     gradNorm.empty() ? "" : jsonNumber(std::strtod(gradNorm.c_str(), nullptr)).c_str());
+                     gradNorm.empty() ? "" : jsonNumber(gradNormValue).c_str());
         std::fclose(metrics);
         metrics = nullptr;
       }

@@ -30,14 +30,23 @@ using onnx::InferenceContext;
 const std::vector<std::string> kFloatTypes = {"tensor(float16)", "tensor(float)", "tensor(double)",
                                               "tensor(bfloat16)"};
 
-/// The constant int64 values of input `index`, if the graph gives them.
-std::optional<std::vector<int64_t>> constantInts(InferenceContext &ctx, size_t index) {
+/// The constant values of input `index` if the graph gives them as a tensor
+/// of element type `type` (whose C++ type is T).
+template <typename T>
+std::optional<std::vector<T>> constantValues(InferenceContext &ctx, size_t index, int32_t type) {
   if (ctx.getNumInputs() <= index)
     return std::nullopt;
   const onnx::TensorProto *data = ctx.getInputData(index);
-  if (!data || data->data_type() != onnx::TensorProto::INT64)
+  if (!data || data->data_type() != type)
     return std::nullopt;
-  return onnx::ParseData<int64_t>(data);
+  return onnx::ParseData<T>(data);
+}
+
+std::optional<std::vector<int64_t>> constantInts(InferenceContext &ctx, size_t index) {
+  return constantValues<int64_t>(ctx, index, onnx::TensorProto::INT64);
+}
+std::optional<std::vector<float>> constantFloats(InferenceContext &ctx, size_t index) {
+  return constantValues<float>(ctx, index, onnx::TensorProto::FLOAT);
 }
 
 /// A default-domain schema of `name` since opset `since`.
@@ -82,16 +91,6 @@ onnx::OpSchema groupNormalization(int since) {
   if (since >= 21)
     schema.Attr("stash_type", "the type of the statistics (1: float)", AttributeProto::INT, static_cast<int64_t>(1));
   return schema;
-}
-
-/// The constant float values of input `index`, if the graph gives them.
-std::optional<std::vector<float>> constantFloats(InferenceContext &ctx, size_t index) {
-  if (ctx.getNumInputs() <= index)
-    return std::nullopt;
-  const onnx::TensorProto *data = ctx.getInputData(index);
-  if (!data || data->data_type() != onnx::TensorProto::FLOAT)
-    return std::nullopt;
-  return onnx::ParseData<float>(data);
 }
 
 /// Resize since opset 18 (antialias, axes, keep_aspect_ratio_policy) and 19

@@ -171,10 +171,6 @@ bool locateExternalData(const onnx::TensorProto &tensor, const std::string &base
   return true;
 }
 
-} // namespace
-
-namespace {
-
 /// The element count and element size `tensor` claims, checked: no
 /// negative dims, no count past what any file could hold, a supported type.
 bool tensorLayout(const onnx::TensorProto &tensor, int64_t &count, size_t &elementBytes, std::string &error) {
@@ -220,17 +216,8 @@ bool tensorLayout(const onnx::TensorProto &tensor, int64_t &count, size_t &eleme
 /// claim. libonnx's shape inference reads constants' data without checking
 /// (a Constant whose raw data is cut short crashed it), so every tensor of
 /// the model is checked before libonnx sees it.
-static bool checkTensorData(const onnx::TensorProto &tensor, std::string &error) {
-  int64_t count;
-  size_t elementBytes;
-  // Types fsdpc does not read are refused where they are used (a string
-  // Constant nothing reads does no harm).
-  const int32_t kind = tensor.data_type();
-  if (!isFloatType(kind) && kind != onnx::TensorProto::INT64 && kind != onnx::TensorProto::INT32 &&
-      kind != onnx::TensorProto::BOOL)
-    return true;
-  if (!tensorLayout(tensor, count, elementBytes, error))
-    return false;
+static bool checkTensorBytes(const onnx::TensorProto &tensor, int64_t count, size_t elementBytes,
+                             std::string &error) {
   if (tensor.data_location() == onnx::TensorProto::EXTERNAL)
     return true; // inlined (and so checked) by inlineExternalData
   const int64_t needed = count * static_cast<int64_t>(elementBytes);
@@ -253,6 +240,19 @@ static bool checkTensorData(const onnx::TensorProto &tensor, std::string &error)
     return false;
   }
   return true;
+}
+
+/// checkTensorBytes for a tensor of a type fsdpc reads; types it does not
+/// read are refused where they are used (a string Constant nothing reads
+/// does no harm).
+static bool checkTensorData(const onnx::TensorProto &tensor, std::string &error) {
+  const int32_t kind = tensor.data_type();
+  if (!isFloatType(kind) && kind != onnx::TensorProto::INT64 && kind != onnx::TensorProto::INT32 &&
+      kind != onnx::TensorProto::BOOL)
+    return true;
+  int64_t count;
+  size_t elementBytes;
+  return tensorLayout(tensor, count, elementBytes, error) && checkTensorBytes(tensor, count, elementBytes, error);
 }
 
 bool fsdpc::import::inlineExternalData(onnx::TensorProto &tensor, const std::string &baseDir, std::string &error) {
@@ -293,7 +293,7 @@ bool fsdpc::import::readTensorElements(const onnx::TensorProto &tensor, const st
   // many bytes or values as they claim.
   int64_t count;
   size_t elementBytes;
-  if (!tensorLayout(tensor, count, elementBytes, error) || !checkTensorData(tensor, error))
+  if (!tensorLayout(tensor, count, elementBytes, error) || !checkTensorBytes(tensor, count, elementBytes, error))
     return false;
   const int32_t type = tensor.data_type();
   bool isFloat = isFloatType(type);
@@ -856,12 +856,11 @@ bool ModelImporter::buildForward() {
     argTypes.push_back(*type);
     argRoles.emplace_back(graph::kInputAttr, input.name());
   }
-  // BatchNormalization's running statistics are module buffers: the step
-  // updates them as torch does in training, nobody trains them.
-  llvm::StringSet<> bufferNames, settingNames;
   // Module buffers torch never trains: BatchNormalization's running
-  // statistics, and a loss's class weights (nn.CrossEntropyLoss and
-  // nn.NLLLoss register `weight` as a buffer).
+  // statistics (the step updates them as torch does in training), and a
+  // loss's class weights (nn.CrossEntropyLoss and nn.NLLLoss register
+  // `weight` as a buffer).
+  llvm::StringSet<> bufferNames, settingNames;
   for (const onnx::NodeProto &node : graph.node()) {
     if (node.op_type() == "BatchNormalization")
       for (int i = 3; i < std::min(node.input_size(), 5); ++i)

@@ -22,6 +22,22 @@ config.substitutions.append(("%fsdpc_src", config.fsdpc_src_root))
 config.environment["PYTHONDONTWRITEBYTECODE"] = "1"
 config.environment["OMP_NUM_THREADS"] = os.environ.get("OMP_NUM_THREADS", "2")
 
+# The sanitizer build (tools/test.sh --sanitize): "asan" marks tests that
+# cannot run under it, and the sanitizers' settings reach every process.
+if config.fsdpc_sanitize:
+    config.available_features.add("asan")
+    for name in ("ASAN_OPTIONS", "LSAN_OPTIONS", "UBSAN_OPTIONS", "OMPI_MCA_mca_base_component_disable_dlclose"):
+        if name in os.environ:
+            config.environment[name] = os.environ[name]
+
+# A shell prefix that makes any allocation over 3 GB fail: an address-space
+# limit, or under ASan (which reserves terabytes of shadow address space, so
+# no such limit can be set) ASan's own cap on one allocation.
+if config.fsdpc_sanitize:
+    config.substitutions.append(("%limit_memory_3g", 'export ASAN_OPTIONS="$ASAN_OPTIONS:max_allocation_size_mb=3000";'))
+else:
+    config.substitutions.append(("%limit_memory_3g", "ulimit -v 3000000;"))
+
 # "gpu" where nvidia-smi lists a GPU: tests of what happens without one are
 # UNSUPPORTED there (and the GPU checks run through ctest's gpu label).
 import shutil as _shutil

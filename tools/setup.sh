@@ -10,8 +10,9 @@ PACKAGES=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   libopenblas-dev libopenmpi-dev openmpi-bin
   libgtest-dev
-  # the fuzz targets (libFuzzer, ASan, UBSan: tools/fuzz.sh)
-  clang
+  # the sanitizer build and its fuzz targets (clang 22 with ASan, UBSan,
+  # libFuzzer and OpenMP: tools/build.sh --sanitize)
+  clang-22 libclang-rt-22-dev libfuzzer-22-dev libomp-22-dev
   # reference oracle and example exports (run with /usr/bin/python3)
   python3-torch python3-torchvision python3-onnx python3-numpy
   # ONNX's own node tests for the conformance harness

@@ -4,6 +4,7 @@
 
 #include "fsdpc/runtime/AtomicFile.h"
 #include "fsdpc/runtime/KernelContract.h"
+#include "fsdpc/runtime/KernelOperands.h"
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
@@ -258,8 +259,24 @@ Status validatePlan(const PlanFile &plan) {
     bool isEvent = inst.op() == "record_event" || inst.op() == "wait_event";
     if (isEvent && (inst.event() < 0 || inst.event() >= h.num_events()))
       return FSDPC_ERROR(kInvalidArgument, "instruction '", inst.op(), "' names a missing event ", inst.event());
-    if (!isEvent && !isCollective(inst.op()))
+    if (!isEvent && !isCollective(inst.op())) {
       FSDPC_RETURN_IF_ERROR(checkKernelContract(inst));
+      // Dtypes and shapes against the kernel's rule, on views that hold no
+      // data: the same views the executor hands the kernel.
+      const DecodedParams params = decodeParams(inst);
+      KernelCall call;
+      call.instruction = &inst;
+      call.params = &params;
+      auto view = [&](int id) {
+        const plan::Tensor &tensor = h.tensors(id);
+        return TensorView{nullptr, tensor.dtype(), std::vector<int64_t>(tensor.shape().begin(), tensor.shape().end())};
+      };
+      for (int id : inst.inputs())
+        call.inputs.push_back(view(id));
+      for (int id : inst.outputs())
+        call.outputs.push_back(view(id));
+      FSDPC_RETURN_IF_ERROR(checkKernelOperands(call));
+    }
   }
   if (h.loss_tensor() >= numTensors || (h.loss_tensor() < 0 && h.output_tensors().empty()))
     return FSDPC_ERROR(kInvalidArgument, "plan has neither a loss tensor nor outputs");

@@ -30,12 +30,14 @@
 // TRAIN: %[[SQ:.*]] = graph.mul %[[R]], %[[R]]
 // TRAIN: %[[INV:.*]] = graph.reciprocal %[[SQ]]
 // TRAIN: %[[VAR:.*]] = graph.sub %[[INV]], %{{.*}}
-// TRAIN: %[[MB:.*]] = graph.scale %[[M]] {factor = 2.500000e-01 : f64}
 // TRAIN: %[[MR:.*]] = graph.scale %arg3 {factor = 7.500000e-01 : f64}
+// TRAIN: %[[MB:.*]] = graph.scale %[[M]] {factor = 2.500000e-01 : f64}
 // TRAIN: %[[NEWM:.*]] = graph.add %[[MR]], %[[MB]]
-// TRAIN: %[[VB:.*]] = graph.scale %[[VAR]] {factor = 0.25641025641025639 : f64}
+// The ONNX output's blend (biased variance), then the buffer's (unbiased).
+// TRAIN: graph.scale %[[VAR]] {factor = 2.500000e-01 : f64}
 // TRAIN: %[[VR:.*]] = graph.scale %arg4 {factor = 7.500000e-01 : f64}
-// TRAIN: %[[NEWV:.*]] = graph.add %[[VR]], %[[VB]]
+// TRAIN-NEXT: %[[VB:.*]] = graph.scale %[[VAR]] {factor = 0.25641025641025639 : f64}
+// TRAIN-NEXT: %[[NEWV:.*]] = graph.add %[[VR]], %[[VB]]
 // TRAIN: return %{{.*}}, %[[NEWM]], %[[NEWV]]
 
 // PLAN-LABEL: plan.program

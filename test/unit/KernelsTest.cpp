@@ -238,6 +238,21 @@ TEST(Kernels, TransposeThreeDims) {
   expectNear(y.f, want, 0);
 }
 
+// Integer tensors (positions, token ids) are transposed element for
+// element; the kernel once read every dtype as f32.
+TEST(Kernels, TransposeIntegers) {
+  Buffer x, y;
+  x.shape = {2, 3};
+  x.i = {int64_t(1) << 40, 1, 2, 3, 4, -5};
+  y.shape = {3, 2};
+  y.i.assign(6, 0);
+  plan::Instruction inst;
+  for (int64_t p : {1, 0})
+    (*inst.mutable_int_list_attrs())["perm"].add_values(p);
+  ASSERT_TRUE(runKernel("transpose", {&x}, {&y}, inst).isOk());
+  EXPECT_EQ(y.i, (std::vector<int64_t>{int64_t(1) << 40, 3, 1, 4, 2, -5}));
+}
+
 // Three AdamW steps against the torch 1.13 update written out in double.
 TEST(Kernels, AdamwMatchesTorchFormula) {
   Buffer p = randomBuffer({10}, 16), m = zeros({10}), v = zeros({10});
@@ -290,6 +305,20 @@ TEST(Kernels, SgdMomentumMatchesTorchFormula) {
 } // namespace
 
 namespace {
+
+// As torch: a NaN in a softmax row makes that row NaN and leaves the other
+// rows alone (the fast exp once converted NaN to an int: undefined).
+TEST(Kernels, SoftmaxPropagatesNaNPerRow) {
+  Buffer x = randomBuffer({2, 4}, 3), y = zeros({2, 4});
+  x.f[1] = std::nanf("");
+  plan::Instruction inst;
+  (*inst.mutable_int_attrs())["axis"] = 1;
+  ASSERT_TRUE(runKernel("softmax", {&x}, {&y}, inst).isOk());
+  for (int64_t k = 0; k < 4; ++k) {
+    EXPECT_TRUE(std::isnan(y.f[k])) << "row 0, element " << k;
+    EXPECT_FALSE(std::isnan(y.f[4 + k])) << "row 1, element " << k;
+  }
+}
 
 TEST(Kernels, IsNanMarksNaNsOnly) {
   Buffer x = randomBuffer({3, 5}, 7);

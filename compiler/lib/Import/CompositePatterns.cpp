@@ -449,15 +449,20 @@ LogicalResult fsdpc::import::convertBatchNormalization(NodeImporter &n) {
   Value normalized =
       b.reshape(swapFirstTwo(b.reshape(norm.getResult(), {channels, shape[0], spatial}), {shape[0], channels, spatial}),
                 shape);
-  n.setOutput(0, b.add(b.mul(normalized, perChannel(scale)), perChannel(bias)));
+  Value scaled = b.mul(normalized, perChannel(scale));
+  n.setOutput(0, b.add(scaled, perChannel(bias)));
 
   // The batch statistics: the mean, and the biased variance 1 / rstd^2 - epsilon.
   Value mean = b.reshape(norm.getMean(), {channels});
   Value rstd = b.reshape(norm.getInvStdDev(), {channels});
   Value variance = b.sub(graph::ReciprocalOp::create(n.builder, n.loc, b.mul(rstd, rstd)),
                          b.constant(static_cast<float>(epsilon)));
+  // One statement per op: the order of nested arguments' evaluation is
+  // the compiler's choice, and the IR must not depend on it.
   auto blend = [&](Value running, Value batch, double batchFactor) {
-    return b.add(b.scale(running, momentum), b.scale(batch, batchFactor));
+    Value kept = b.scale(running, momentum);
+    Value added = b.scale(batch, batchFactor);
+    return b.add(kept, added);
   };
   // The statistics outputs follow the ONNX definition (biased variance).
   Value newMean = blend(runningMean, mean, 1.0 - momentum);

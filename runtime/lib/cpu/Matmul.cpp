@@ -19,7 +19,7 @@ Status matmul(const KernelCall &call) {
     return FSDPC_ERROR(kInvalidArgument, "matmul: unsupported operand ranks ", shapeString(a.shape), " x ",
                        shapeString(b.shape));
   int64_t k = transA ? a.shape[0] : a.shape.back();
-  int64_t m = transA ? a.shape[1] : a.numElements() / k;
+  int64_t m = transA ? a.shape[1] : elementCount(std::vector<int64_t>(a.shape.begin(), a.shape.end() - 1));
   int64_t kb = transB ? b.shape[1] : b.shape[0];
   int64_t n = transB ? b.shape[0] : b.shape[1];
   if (k != kb || c.numElements() != m * n)

@@ -178,32 +178,50 @@ Status trilu(const KernelCall &call) {
 }
 
 
+namespace {
+
+/// y = x permuted, for elements of type T: output rows in parallel, each
+/// reading its input elements a fixed stride apart.
+template <typename T>
+void permute(const TensorView &x, const TensorView &y, const std::vector<int64_t> &permStrides) {
+  const T *px = static_cast<const T *>(x.data);
+  T *py = static_cast<T *>(y.data);
+  forEachRow<1>(y.shape, {permStrides},
+                [&](int64_t row, const std::array<int64_t, 1> &offset, int64_t count,
+                    const std::array<int64_t, 1> &step) {
+                  T *out = py + row * count;
+                  const T *in = px + offset[0];
+                  for (int64_t i = 0; i < count; ++i)
+                    out[i] = in[i * step[0]];
+                });
+}
+
+} // namespace
+
+// Any dtype (the plan validator checked the perm and shapes): integer
+// tensors are transposed too, as i64 after the device's widening.
 Status transpose(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &y = call.outputs[0];
   std::vector<int64_t> perm = call.intListParam(contract::Param::kPerm);
   size_t rank = x.shape.size();
   if (perm.size() != rank)
     return FSDPC_ERROR(kInvalidArgument, "transpose: perm has ", perm.size(), " entries for rank ", rank);
-  std::vector<int64_t> inStrides(rank);
-  int64_t stride = 1;
-  for (size_t d = rank; d-- > 0;) {
-    inStrides[d] = stride;
-    stride *= x.shape[d];
-  }
-  std::vector<int64_t> permStrides(rank);
+  std::vector<int64_t> inStrides = stridesOf(x.shape), permStrides(rank);
   for (size_t d = 0; d < rank; ++d)
     permStrides[d] = inStrides[perm[d]];
-  const float *px = x.f32();
-  float *py = y.f32();
-  // Output rows in parallel; each reads its input elements a fixed stride apart.
-  forEachRow<1>(y.shape, {permStrides},
-                [&](int64_t row, const std::array<int64_t, 1> &offset, int64_t count,
-                    const std::array<int64_t, 1> &step) {
-                  float *out = py + row * count;
-                  const float *in = px + offset[0];
-                  for (int64_t i = 0; i < count; ++i)
-                    out[i] = in[i * step[0]];
-                });
+  switch (dtypeSize(x.dtype)) {
+  case 8:
+    permute<int64_t>(x, y, permStrides);
+    break;
+  case 4:
+    permute<float>(x, y, permStrides);
+    break;
+  case 2:
+    permute<uint16_t>(x, y, permStrides);
+    break;
+  default:
+    permute<uint8_t>(x, y, permStrides);
+  }
   return Status::ok();
 }
 

@@ -8,8 +8,10 @@
 #ifndef FSDPC_RUNTIME_CPU_VECTORMATH_H
 #define FSDPC_RUNTIME_CPU_VECTORMATH_H
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 namespace fsdpc::runtime::cpu {
 
@@ -19,9 +21,12 @@ constexpr int64_t kParallelThreshold = 1 << 15;
 /// exp in straight-line arithmetic the compiler vectorises, unlike libm's:
 /// Cephes' expf (reduction by ln 2 in two parts, a degree-6 polynomial,
 /// within 2 ulp). Arguments below -87.3 give 0 (so exp(-inf) = 0, as
-/// masked softmax positions need); above 88.3 they are clamped there.
+/// masked softmax positions need); above 88.3 they are clamped there. NaN
+/// gives NaN: it fails both comparisons, so it takes the lower clamp here
+/// (the conversion to int below is undefined for NaN) and is returned as
+/// it came at the end.
 inline float vectorExp(float argument) {
-  const float x = std::min(std::max(argument, -87.3f), 88.3f);
+  const float x = argument >= -87.3f ? std::min(argument, 88.3f) : -87.3f;
   const float scaled = x * 1.44269504088896341f + 0.5f;
   int n = static_cast<int>(scaled);
   n -= static_cast<float>(n) > scaled; // floor, for negative arguments too
@@ -38,7 +43,7 @@ inline float vectorExp(float argument) {
   const uint32_t bits = static_cast<uint32_t>(n + 127) << 23;
   float power;
   std::memcpy(&power, &bits, sizeof(power));
-  return argument < -87.3f ? 0.0f : p * power;
+  return argument < -87.3f ? 0.0f : argument != argument ? argument : p * power;
 }
 
 /// 1 + erf(x / sqrt 2), GELU's 2 Phi(x), to an absolute 1.5e-7: erfc of

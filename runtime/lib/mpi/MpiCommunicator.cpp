@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -69,46 +70,109 @@ public:
   Status allReduce(void *, int64_t, plan::DType, Reduction, Group group) override { return checkGroup(group, 1); }
 };
 
+/// How far each rank of this host has got, one slot per node-local rank in
+/// memory the ranks share (MPI_Win_allocate_shared): the number of blocking
+/// collectives it has entered, and a heartbeat its watchdog thread writes
+/// every 50 ms (a stopped or dead process writes none). Plain atomic stores
+/// and loads, so it costs nothing and calls no MPI after setup.
+struct ProgressSlot {
+  uint64_t entered;
+  int64_t heartbeatNs; // CLOCK_MONOTONIC, the same clock for every process of a host
+  int32_t worldRank;
+};
+
+/// A heartbeat this old means the rank is not running.
+constexpr int64_t kSilentNs = 1'000'000'000;
+
 /// Ends the launch when a blocking collective outlives the timeout: a rank
 /// that stalled (stopped, swapping, stuck in a kernel) or died without
 /// MPI noticing would otherwise keep every other rank waiting in silence.
-/// Every waiting rank reports; the rank that does not report is the one
-/// that stalled. A plain thread that only reads atomics and exits: it calls
-/// no MPI, so MPI_THREAD_SERIALIZED holds.
+/// Every waiting rank reports which collective it waits in and, from the
+/// progress board, which ranks of its host have not reached that call yet.
+/// A plain thread that only reads atomics and exits: it calls no MPI, so
+/// MPI_THREAD_SERIALIZED holds.
 class CollectiveWatchdog {
 public:
-  ~CollectiveWatchdog() {
-    stop_ = true;
-    if (thread_.joinable())
-      thread_.join();
+  ~CollectiveWatchdog() { stop(); }
+  /// `board` (node-local ranks' slots, `mine` this rank's) stays valid
+  /// until stop(); `othersElsewhere` says some ranks are on other hosts.
+  void setBoard(ProgressSlot *board, int slots, ProgressSlot *mine, bool othersElsewhere) {
+    board_ = board, slots_ = slots, mine_ = mine, othersElsewhere_ = othersElsewhere;
   }
+  /// Starts the thread that beats the heart and, with `seconds` > 0, ends
+  /// the launch when a collective waits longer than that.
   void start(double seconds, int rank) {
     timeout_ = seconds;
-    if (seconds <= 0 || thread_.joinable())
+    if (thread_.joinable())
       return;
     thread_ = std::thread([this, rank] {
+      int64_t lastWake = nowNs();
       while (!stop_) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        const int64_t now = nowNs(), asleep = now - lastWake;
+        lastWake = now;
+        if (mine_)
+          __atomic_store_n(&mine_->heartbeatNs, now, __ATOMIC_RELAXED);
         const int64_t since = since_.load();
-        if (since == 0 || nowNs() - since < static_cast<int64_t>(timeout_ * 1e9))
+        if (timeout_ <= 0 || since == 0 || now - since < static_cast<int64_t>(timeout_ * 1e9))
           continue;
-        std::fprintf(stderr,
-                     "fsdp-run: error: rank %d: collective %s (call %llu) did not complete within %g s "
-                     "(--collective-timeout): another rank stalled or died, the one that does not report this\n",
-                     rank, what_.load(), static_cast<unsigned long long>(calls_.load()), timeout_);
+        const uint64_t call = calls_.load();
+        // A rank that was itself stopped (and is now resumed, say to be
+        // ended) says so instead of blaming the ranks that gave up on it.
+        const std::string why = asleep > kSilentNs ? "this rank was not running for " + secondsText(asleep) +
+                                                         " (stopped, or starved of CPU)"
+                                                   : waitedFor(call, now);
+        std::fprintf(stderr, "fsdp-run: error: rank %d: collective %s (call %llu) did not complete within %g s "
+                             "(--collective-timeout): %s\n",
+                     rank, what_.load(), static_cast<unsigned long long>(call), timeout_, why.c_str());
         std::fflush(stderr);
         std::_Exit(1); // mpirun ends the other ranks when one exits without MPI_Finalize
       }
     });
   }
+  void stop() {
+    stop_ = true;
+    if (thread_.joinable())
+      thread_.join();
+  }
   void enter(const char *what) {
     what_ = what;
-    ++calls_;
+    const uint64_t call = ++calls_;
+    if (mine_)
+      __atomic_store_n(&mine_->entered, call, __ATOMIC_RELAXED);
     since_ = nowNs();
   }
   void leave() { since_ = 0; }
 
 private:
+  /// Which ranks this one waits for: those of its host that have not
+  /// reached this call, or whose heartbeat stopped (inside the call).
+  std::string waitedFor(uint64_t call, int64_t now) const {
+    std::string ranks;
+    for (int i = 0; board_ && i < slots_; ++i) {
+      const ProgressSlot &slot = board_[i];
+      if (&slot == mine_)
+        continue;
+      const uint64_t entered = __atomic_load_n(&slot.entered, __ATOMIC_RELAXED);
+      const int64_t silent = now - __atomic_load_n(&slot.heartbeatNs, __ATOMIC_RELAXED);
+      std::string state;
+      if (silent > kSilentNs)
+        state = "not running for " + secondsText(silent);
+      if (entered < call)
+        state += (state.empty() ? "" : ", ") + std::string("at call ") + std::to_string(entered);
+      if (!state.empty())
+        ranks += (ranks.empty() ? "" : "; ") + std::string("rank ") + std::to_string(slot.worldRank) + " (" + state + ")";
+    }
+    if (!ranks.empty())
+      return "waiting for " + ranks;
+    return othersElsewhere_ ? "every rank of this host is running and reached it; a rank on another host stalled or died"
+                            : "every rank is running and reached it";
+  }
+  static std::string secondsText(int64_t ns) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f s", static_cast<double>(ns) / 1e9);
+    return text;
+  }
   static int64_t nowNs() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
         .count();
@@ -119,6 +183,9 @@ private:
   std::atomic<uint64_t> calls_{0};
   std::atomic<bool> stop_{false};
   std::thread thread_;
+  ProgressSlot *board_ = nullptr, *mine_ = nullptr;
+  int slots_ = 0;
+  bool othersElsewhere_ = false;
 };
 
 class MpiCommunicator final : public Communicator {
@@ -132,6 +199,34 @@ public:
   Status createOps() {
     FSDPC_RETURN_IF_ERROR(check(MPI_Op_create(sumBf16, /*commute=*/1, &sumBf16_), "op_create"));
     return check(MPI_Op_create(sumF16, /*commute=*/1, &sumF16_), "op_create");
+  }
+
+  /// The progress board of this host's ranks (ProgressSlot), set up on
+  /// every rank whatever its --collective-timeout, so the collective calls
+  /// here match across ranks.
+  Status createProgressBoard() {
+    FSDPC_RETURN_IF_ERROR(check(
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &hostComm_), "comm_split_type"));
+    int hostRank = 0, hostSize = 1;
+    MPI_Comm_rank(hostComm_, &hostRank);
+    MPI_Comm_size(hostComm_, &hostSize);
+    ProgressSlot *mine = nullptr;
+    FSDPC_RETURN_IF_ERROR(check(MPI_Win_allocate_shared(sizeof(ProgressSlot), sizeof(ProgressSlot), MPI_INFO_NULL,
+                                                        hostComm_, &mine, &boardWindow_),
+                                "win_allocate_shared"));
+    MPI_Aint bytes = 0;
+    int unit = 0;
+    ProgressSlot *first = nullptr;
+    FSDPC_RETURN_IF_ERROR(check(MPI_Win_shared_query(boardWindow_, 0, &bytes, &unit, &first), "win_shared_query"));
+    mine->entered = 0;
+    mine->heartbeatNs = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::steady_clock::now().time_since_epoch())
+                            .count();
+    mine->worldRank = rank_;
+    // Every slot is initialised before any watchdog reads one.
+    FSDPC_RETURN_IF_ERROR(check(MPI_Barrier(hostComm_), "barrier"));
+    watchdog_.setBoard(first, hostSize, mine, hostSize < worldSize_);
+    return Status::ok();
   }
 
   int rank() const override { return rank_; }
@@ -188,6 +283,12 @@ public:
     MPI_Finalized(&finalized);
     if (finalized)
       return;
+    // The watchdog reads the board: stopped before the board goes.
+    watchdog_.stop();
+    if (boardWindow_ != MPI_WIN_NULL)
+      MPI_Win_free(&boardWindow_);
+    if (hostComm_ != MPI_COMM_NULL)
+      MPI_Comm_free(&hostComm_);
     for (auto &[key, comm] : groups_)
       MPI_Comm_free(&comm);
     groups_.clear();
@@ -334,6 +435,8 @@ private:
   int worldSize_ = 1;
   std::map<std::pair<int, int>, MPI_Comm> groups_;
   CollectiveWatchdog watchdog_;
+  MPI_Comm hostComm_ = MPI_COMM_NULL;
+  MPI_Win boardWindow_ = MPI_WIN_NULL;
   MPI_Op sumBf16_ = MPI_OP_NULL, sumF16_ = MPI_OP_NULL;
 };
 
@@ -363,6 +466,7 @@ StatusOr<std::unique_ptr<Communicator>> createCommunicator(int *argc, char ***ar
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   auto communicator = std::make_unique<MpiCommunicator>();
   FSDPC_RETURN_IF_ERROR(communicator->createOps());
+  FSDPC_RETURN_IF_ERROR(communicator->createProgressBoard());
   return std::unique_ptr<Communicator>(std::move(communicator));
 }
 

@@ -1,0 +1,552 @@
+//===- KernelOperands.cpp - operand dtypes and shapes of every kernel ------===//
+//
+// What each kernel of the contract needs of its operands' dtypes and shapes,
+// checked when a plan loads (validatePlan), before anything runs. A plan is
+// input from someone else: once these checks pass, every kernel's reads and
+// writes lie inside its operands, on every backend. What depends on the
+// data (labels and indices in range) is still checked by the kernels.
+//
+// Dtype classes: "float" is f32, bf16 or f16 and "integer" is i64, i32 or
+// bool; the CPU device widens the narrow ones to f32 and i64 around a
+// kernel, the CUDA kernels read them directly.
+//
+//===----------------------------------------------------------------------===//
+#include "fsdpc/runtime/KernelOperands.h"
+
+#include "KernelChecks.h"
+#include "cpu/Indexing.h"
+#include "fsdpc/runtime/LrSchedule.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <string>
+
+namespace fsdpc::runtime {
+
+namespace {
+
+using cpu::broadcastsTo;
+using cpu::shapeString;
+
+bool isFloatType(plan::DType d) { return d == plan::F32 || d == plan::BF16 || d == plan::F16; }
+bool isIntegerType(plan::DType d) { return d == plan::I64 || d == plan::I32 || d == plan::BOOL; }
+
+std::string where(const KernelCall &call) { return " (at " + call.instruction->location() + ")"; }
+
+Status refuse(const KernelCall &call, const std::string &why) {
+  return FSDPC_ERROR(kInvalidArgument, "kernel '", call.instruction->op(), "' ", why, where(call));
+}
+
+/// Checks every operand's dtype against a pattern of one letter per operand:
+/// 'f' float, 'i' integer, 'a' any, 'T' any but the same as every other 'T'
+/// of the instruction. The last letter of a pattern repeats for variadic
+/// operands.
+Status checkDtypes(const KernelCall &call, std::string_view inputs, std::string_view outputs) {
+  bool haveT = false;
+  plan::DType typeT = plan::DTYPE_UNSPECIFIED;
+  auto checkOne = [&](const TensorView &view, char letter, const char *side, size_t index) -> Status {
+    bool fits = true;
+    const char *expected = "";
+    switch (letter) {
+    case 'f':
+      fits = isFloatType(view.dtype), expected = "a float tensor (f32, bf16, f16)";
+      break;
+    case 'i':
+      fits = isIntegerType(view.dtype), expected = "an integer tensor (i64, i32, bool)";
+      break;
+    case 'T':
+      if (!haveT)
+        haveT = true, typeT = view.dtype;
+      fits = view.dtype == typeT, expected = "the dtype of its other data operands";
+      break;
+    default:
+      break;
+    }
+    if (!fits)
+      return refuse(call, std::string(side) + " " + std::to_string(index) + " has dtype " +
+                              plan::DType_Name(view.dtype) + "; it takes " + expected);
+    return Status::ok();
+  };
+  for (size_t i = 0; i < call.inputs.size(); ++i)
+    FSDPC_RETURN_IF_ERROR(checkOne(call.inputs[i], inputs[std::min(i, inputs.size() - 1)], "input", i));
+  for (size_t i = 0; i < call.outputs.size(); ++i)
+    FSDPC_RETURN_IF_ERROR(checkOne(call.outputs[i], outputs[std::min(i, outputs.size() - 1)], "output", i));
+  return Status::ok();
+}
+
+/// Every operand has `count` elements.
+Status sameCount(const KernelCall &call, int64_t count) {
+  for (const auto *side : {&call.inputs, &call.outputs})
+    for (const TensorView &view : *side)
+      if (view.numElements() != count)
+        return refuse(call, "needs operands of " + std::to_string(count) + " elements, got " +
+                                shapeString(view.shape));
+  return Status::ok();
+}
+
+Status oneElement(const KernelCall &call, const TensorView &view, const char *what) {
+  if (view.numElements() != 1)
+    return refuse(call, std::string(what) + " must be one element, got " + shapeString(view.shape));
+  return Status::ok();
+}
+
+Status elementsOf(const KernelCall &call, const TensorView &view, int64_t count, const char *what) {
+  if (view.numElements() != count)
+    return refuse(call, std::string(what) + " " + shapeString(view.shape) + " does not hold " +
+                            std::to_string(count) + " elements");
+  return Status::ok();
+}
+
+// --- One rule per family --------------------------------------------------
+
+Status gemm(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "f", "f"));
+  const TensorView &a = call.inputs[0], &b = call.inputs[1], &c = call.outputs[0];
+  const bool transA = call.intParam(contract::Param::kTransposeA, 0), transB = call.intParam(contract::Param::kTransposeB, 0);
+  if (a.shape.size() < 2 || b.shape.size() != 2 || (transA && a.shape.size() != 2))
+    return refuse(call, "has unsupported operand ranks " + shapeString(a.shape) + " x " + shapeString(b.shape));
+  const int64_t k = transA ? a.shape[0] : a.shape.back();
+  const int64_t m = transA ? a.shape[1] : elementCount(std::vector<int64_t>(a.shape.begin(), a.shape.end() - 1));
+  const int64_t kb = transB ? b.shape[1] : b.shape[0], n = transB ? b.shape[0] : b.shape[1];
+  if (k != kb || c.numElements() != m * n)
+    return refuse(call, "has shapes " + shapeString(a.shape) + " x " + shapeString(b.shape) +
+                            " that do not match the output " + shapeString(c.shape));
+  if (call.inputs.size() > 2)
+    FSDPC_RETURN_IF_ERROR(elementsOf(call, call.inputs[2], n, "bias"));
+  return Status::ok();
+}
+
+Status batchGemm(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "f", "f"));
+  const TensorView &a = call.inputs[0], &b = call.inputs[1], &c = call.outputs[0];
+  const bool transA = call.intParam(contract::Param::kTransposeA, 0), transB = call.intParam(contract::Param::kTransposeB, 0);
+  const size_t ra = a.shape.size(), rb = b.shape.size(), rc = c.shape.size();
+  if (ra < 2 || rb < 2 || rc < 2)
+    return refuse(call, "needs operands of rank 2 or more");
+  const int64_t m = transA ? a.shape[ra - 1] : a.shape[ra - 2], k = transA ? a.shape[ra - 2] : a.shape[ra - 1];
+  const int64_t kb = transB ? b.shape[rb - 1] : b.shape[rb - 2], n = transB ? b.shape[rb - 2] : b.shape[rb - 1];
+  const std::vector<int64_t> batch(c.shape.begin(), c.shape.end() - 2);
+  if (k != kb || c.shape[rc - 2] != m || c.shape[rc - 1] != n ||
+      !broadcastsTo(std::vector<int64_t>(a.shape.begin(), a.shape.end() - 2), batch) ||
+      !broadcastsTo(std::vector<int64_t>(b.shape.begin(), b.shape.end() - 2), batch))
+    return refuse(call, "has shapes " + shapeString(a.shape) + " x " + shapeString(b.shape) +
+                            " that do not match the output " + shapeString(c.shape));
+  return Status::ok();
+}
+
+Status binaryBroadcast(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "f", "f"));
+  const TensorView &out = call.outputs[0];
+  for (const TensorView &in : call.inputs)
+    if (!broadcastsTo(in.shape, out.shape))
+      return refuse(call, "input " + shapeString(in.shape) + " does not broadcast to the output " +
+                              shapeString(out.shape));
+  return Status::ok();
+}
+
+/// Elementwise: every operand float and of the output's element count.
+Status elementwise(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "f", "f"));
+  return sameCount(call, call.outputs[0].numElements());
+}
+
+Status gelu(const KernelCall &call) {
+  bool tanhForm;
+  FSDPC_RETURN_IF_ERROR(geluTanhForm(call, tanhForm));
+  return elementwise(call);
+}
+
+Status dropout(const KernelCall &call) {
+  const double ratio = call.floatParam(contract::Param::kRatio, 0.5);
+  if (!(ratio >= 0 && ratio < 1))
+    return refuse(call, "has ratio " + std::to_string(ratio) + " outside [0, 1)");
+  return elementwise(call);
+}
+
+Status reduceSum(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "f", "f"));
+  const TensorView &x = call.inputs[0], &y = call.outputs[0];
+  const std::vector<int64_t> &axes = call.intListParam(contract::Param::kAxes);
+  std::vector<int64_t> kept;
+  for (size_t d = 0; d < x.shape.size(); ++d)
+    if (std::find(axes.begin(), axes.end(), static_cast<int64_t>(d)) == axes.end())
+      kept.push_back(x.shape[d]);
+  for (int64_t axis : axes)
+    if (axis < 0 || axis >= static_cast<int64_t>(x.shape.size()))
+      return refuse(call, "reduces axis " + std::to_string(axis) + " of " + shapeString(x.shape));
+  return elementsOf(call, y, elementCount(kept), "output");
+}
+
+Status broadcastTo(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "T", "T"));
+  if (!broadcastsTo(call.inputs[0].shape, call.outputs[0].shape))
+    return refuse(call, shapeString(call.inputs[0].shape) + " does not broadcast to " +
+                            shapeString(call.outputs[0].shape));
+  return Status::ok();
+}
+
+Status sumTo(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "f", "f"));
+  if (!broadcastsTo(call.outputs[0].shape, call.inputs[0].shape))
+    return refuse(call, shapeString(call.outputs[0].shape) + " does not broadcast to " +
+                            shapeString(call.inputs[0].shape));
+  return Status::ok();
+}
+
+Status concat(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "T", "T"));
+  const TensorView &y = call.outputs[0];
+  const int64_t axis = call.intParam(contract::Param::kAxis, 0), rank = y.shape.size();
+  if (axis < 0 || axis >= rank)
+    return refuse(call, "has axis " + std::to_string(axis) + " for rank " + std::to_string(rank));
+  int64_t total = 0;
+  for (const TensorView &x : call.inputs) {
+    bool fits = static_cast<int64_t>(x.shape.size()) == rank;
+    for (int64_t d = 0; fits && d < rank; ++d)
+      fits = d == axis || x.shape[d] == y.shape[d];
+    if (!fits)
+      return refuse(call, "input " + shapeString(x.shape) + " does not fit the output " + shapeString(y.shape) +
+                              " along axis " + std::to_string(axis));
+    total += x.shape[axis];
+  }
+  if (total != y.shape[axis])
+    return refuse(call, "inputs add up to " + std::to_string(total) + " along axis " + std::to_string(axis) +
+                            ", the output has " + std::to_string(y.shape[axis]));
+  return Status::ok();
+}
+
+Status slice(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "T", "T"));
+  return checkSlice("slice", call.inputs[0].shape, call.outputs[0].shape, call.intListParam(contract::Param::kStarts),
+                    call.intListParam(contract::Param::kSteps));
+}
+
+Status sliceGrad(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "f", "f"));
+  return checkSlice("slice_grad", call.outputs[0].shape, call.inputs[0].shape,
+                    call.intListParam(contract::Param::kStarts), call.intListParam(contract::Param::kSteps));
+}
+
+Status gather(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "Ti", "T"));
+  GatherLayout g;
+  FSDPC_RETURN_IF_ERROR(
+      gatherLayout("gather", call.inputs[0].shape, call.inputs[1], call.intParam(contract::Param::kAxis, 0), g));
+  return elementsOf(call, call.outputs[0], g.outer * g.count * g.inner, "output");
+}
+
+Status gatherGrad(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "fi", "f"));
+  GatherLayout g;
+  FSDPC_RETURN_IF_ERROR(
+      gatherLayout("gather_grad", call.outputs[0].shape, call.inputs[1], call.intParam(contract::Param::kAxis, 0), g));
+  return elementsOf(call, call.inputs[0], g.outer * g.count * g.inner, "gradient");
+}
+
+Status select(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "iff", "f"));
+  for (const TensorView &in : call.inputs)
+    if (!broadcastsTo(in.shape, call.outputs[0].shape))
+      return refuse(call, "operand " + shapeString(in.shape) + " does not broadcast to " +
+                              shapeString(call.outputs[0].shape));
+  return Status::ok();
+}
+
+Status isNan(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "f", "i"));
+  return sameCount(call, call.outputs[0].numElements());
+}
+
+Status oneHot(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "i", "f"));
+  const TensorView &labels = call.inputs[0], &out = call.outputs[0];
+  if (out.shape.size() != labels.shape.size() + 1 ||
+      !std::equal(labels.shape.begin(), labels.shape.end(), out.shape.begin()))
+    return refuse(call, "output " + shapeString(out.shape) + " is not the labels " + shapeString(labels.shape) +
+                            " and a class axis");
+  return Status::ok();
+}
+
+Status argReduce(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "f", "i"));
+  int64_t outer, size, inner;
+  return argReduceLayout(call, outer, size, inner);
+}
+
+Status cast(const KernelCall &call) {
+  if (call.intParam(contract::Param::kToBool, 0))
+    FSDPC_RETURN_IF_ERROR(checkDtypes(call, "i", "i"));
+  return sameCount(call, call.outputs[0].numElements());
+}
+
+Status trilu(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "f", "f"));
+  if (call.inputs[0].shape.size() < 2)
+    return refuse(call, "needs rank 2 or more, got " + shapeString(call.inputs[0].shape));
+  return sameCount(call, call.outputs[0].numElements());
+}
+
+Status transpose(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "T", "T"));
+  const TensorView &x = call.inputs[0], &y = call.outputs[0];
+  const std::vector<int64_t> &perm = call.intListParam(contract::Param::kPerm);
+  const size_t rank = x.shape.size();
+  std::vector<bool> seen(rank, false);
+  bool fits = perm.size() == rank && y.shape.size() == rank;
+  for (size_t d = 0; fits && d < rank; ++d) {
+    fits = perm[d] >= 0 && perm[d] < static_cast<int64_t>(rank) && !seen[perm[d]] && y.shape[d] == x.shape[perm[d]];
+    if (fits)
+      seen[perm[d]] = true;
+  }
+  if (!fits)
+    return refuse(call, "cannot permute " + shapeString(x.shape) + " into " + shapeString(y.shape) +
+                            " with perm of " + std::to_string(perm.size()) + " entries");
+  return Status::ok();
+}
+
+Status copy(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "T", "T"));
+  return sameCount(call, call.outputs[0].numElements());
+}
+
+Status fill(const KernelCall &call) { return checkDtypes(call, "f", "f"); }
+
+/// softmax, log_softmax and their gradients: one shape, a valid axis.
+Status softmax(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "f", "f"));
+  const TensorView &y = call.outputs[0];
+  for (const TensorView &in : call.inputs)
+    if (in.shape != y.shape)
+      return refuse(call, "operand " + shapeString(in.shape) + " differs from the output " + shapeString(y.shape));
+  int64_t outer, size, inner;
+  if (!cpu::splitAroundAxis(y.shape, call.intParam(contract::Param::kAxis, -1), outer, size, inner))
+    return refuse(call, "has an axis outside rank " + std::to_string(y.shape.size()));
+  return Status::ok();
+}
+
+Status maskedSoftmax(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "fi", "f"));
+  const TensorView &x = call.inputs[0], &mask = call.inputs[1], &y = call.outputs[0];
+  if (x.shape.empty() || x.shape != y.shape || !broadcastsTo(mask.shape, y.shape))
+    return refuse(call, "mask " + shapeString(mask.shape) + " and input " + shapeString(x.shape) +
+                            " do not fit the output " + shapeString(y.shape));
+  return Status::ok();
+}
+
+/// The attention operands other than the mask against the shared sizes:
+/// key and value have the query's batch dimensions (no broadcasting).
+Status attentionOperands(const KernelCall &call, AttentionDims &a) {
+  FSDPC_RETURN_IF_ERROR(attentionDims(call, a));
+  const TensorView &q = call.inputs[0], &k = call.inputs[1], &v = call.inputs[2];
+  const size_t rank = q.shape.size();
+  const bool batchFits = std::equal(q.shape.begin(), q.shape.end() - 2, k.shape.begin()) &&
+                         std::equal(q.shape.begin(), q.shape.end() - 2, v.shape.begin());
+  const int64_t keyD = a.keyTransposed ? k.shape[rank - 2] : k.shape[rank - 1];
+  if (!batchFits || keyD != a.d || v.shape[rank - 2] != a.tk)
+    return refuse(call, "has query " + shapeString(q.shape) + ", key " + shapeString(k.shape) + " and value " +
+                            shapeString(v.shape) + " that do not fit together");
+  return Status::ok();
+}
+
+Status attention(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "fffi", "f"));
+  AttentionDims a;
+  FSDPC_RETURN_IF_ERROR(attentionOperands(call, a));
+  FSDPC_RETURN_IF_ERROR(elementsOf(call, call.outputs[0], a.batch * a.tq * a.dv, "output"));
+  return elementsOf(call, call.outputs[1], a.batch * a.tq, "logsumexp");
+}
+
+Status attentionGrad(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "fffifff", "f"));
+  AttentionDims a;
+  FSDPC_RETURN_IF_ERROR(attentionOperands(call, a));
+  FSDPC_RETURN_IF_ERROR(elementsOf(call, call.inputs[4], a.batch * a.tq * a.dv, "output"));
+  FSDPC_RETURN_IF_ERROR(elementsOf(call, call.inputs[5], a.batch * a.tq, "logsumexp"));
+  FSDPC_RETURN_IF_ERROR(elementsOf(call, call.inputs[6], a.batch * a.tq * a.dv, "output gradient"));
+  for (int i = 0; i < 3; ++i)
+    FSDPC_RETURN_IF_ERROR(elementsOf(call, call.outputs[i], call.inputs[i].numElements(), "gradient"));
+  return Status::ok();
+}
+
+/// layer_norm (x, scale, bias -> y, mean, inv_std_dev) and rms_norm
+/// (x, scale -> y, inv_rms).
+Status norm(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "f", "f"));
+  const TensorView &x = call.inputs[0];
+  int64_t rows, cols;
+  FSDPC_RETURN_IF_ERROR(normLayout(call, x, call.inputs[1], call.outputs[1], rows, cols));
+  FSDPC_RETURN_IF_ERROR(elementsOf(call, call.outputs[0], x.numElements(), "output"));
+  if (call.inputs.size() == 3) {
+    FSDPC_RETURN_IF_ERROR(elementsOf(call, call.inputs[2], cols, "bias"));
+    FSDPC_RETURN_IF_ERROR(elementsOf(call, call.outputs[2], rows, "statistic"));
+  }
+  return Status::ok();
+}
+
+/// layer_norm_grad (x, scale, mean, inv_std_dev, dy -> dx, dscale, dbias)
+/// and rms_norm_grad (x, scale, inv_rms, dy -> dx, dscale).
+Status normGrad(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "f", "f"));
+  const TensorView &x = call.inputs[0];
+  int64_t rows, cols;
+  FSDPC_RETURN_IF_ERROR(normLayout(call, x, call.inputs[1], call.inputs[2], rows, cols));
+  const bool layer = call.inputs.size() == 5;
+  if (layer)
+    FSDPC_RETURN_IF_ERROR(elementsOf(call, call.inputs[3], rows, "statistic"));
+  FSDPC_RETURN_IF_ERROR(elementsOf(call, call.inputs.back(), x.numElements(), "output gradient"));
+  FSDPC_RETURN_IF_ERROR(elementsOf(call, call.outputs[0], x.numElements(), "input gradient"));
+  for (size_t i = 1; i < call.outputs.size(); ++i)
+    FSDPC_RETURN_IF_ERROR(elementsOf(call, call.outputs[i], cols, "parameter gradient"));
+  return Status::ok();
+}
+
+Status crossEntropyParams(const KernelCall &call) {
+  const std::string reduction = call.stringParam(contract::Param::kReduction, "mean");
+  if (reduction != "mean" && reduction != "sum")
+    return refuse(call, "has reduction '" + reduction + "'; it must be mean or sum");
+  const TensorView &logits = call.inputs[0], &labels = call.inputs[1];
+  if (logits.shape.size() != 2 || labels.numElements() != logits.shape[0])
+    return refuse(call, "has logits " + shapeString(logits.shape) + " and labels " + shapeString(labels.shape) +
+                            " that do not match");
+  return Status::ok();
+}
+
+Status crossEntropy(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "fi", "f"));
+  FSDPC_RETURN_IF_ERROR(crossEntropyParams(call));
+  return oneElement(call, call.outputs[0], "the loss");
+}
+
+Status crossEntropyGrad(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "fif", "f"));
+  FSDPC_RETURN_IF_ERROR(crossEntropyParams(call));
+  FSDPC_RETURN_IF_ERROR(oneElement(call, call.inputs[2], "the loss gradient"));
+  return elementsOf(call, call.outputs[0], call.inputs[0].numElements(), "logits gradient");
+}
+
+Status mse(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "f", "f"));
+  FSDPC_RETURN_IF_ERROR(elementsOf(call, call.inputs[1], call.inputs[0].numElements(), "target"));
+  if (call.inputs.size() == 3) { // mse_loss_grad: pred, target, seed -> dpred
+    FSDPC_RETURN_IF_ERROR(oneElement(call, call.inputs[2], "the loss gradient"));
+    return elementsOf(call, call.outputs[0], call.inputs[0].numElements(), "prediction gradient");
+  }
+  return oneElement(call, call.outputs[0], "the loss");
+}
+
+/// sgd_update (param, grad, [momentum_buffer], step -> param,
+/// [momentum_buffer]) and adamw_update (param, grad, exp_avg, exp_avg_sq,
+/// step -> param, exp_avg, exp_avg_sq): one flat shard, a one-element step.
+Status optimizer(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, std::string(call.inputs.size() - 1, 'f') + "i", "f"));
+  FSDPC_RETURN_IF_ERROR(lrScheduleKind(call.stringParam(contract::Param::kLrSchedule, "constant")) >= 0
+                            ? Status::ok()
+                            : refuse(call, "has an unknown lr_schedule"));
+  if (call.instruction->op() == "sgd_update") {
+    const bool momentum = call.floatParam(contract::Param::kMomentum, 0) != 0;
+    const size_t slots = momentum ? 2 : 1;
+    if (call.inputs.size() != slots + 2 || call.outputs.size() != slots)
+      return refuse(call, std::string(momentum ? "with" : "without") +
+                              " momentum needs param, grad, " + (momentum ? "momentum_buffer, " : "") + "step");
+  }
+  const int64_t n = call.inputs[0].numElements();
+  for (size_t i = 0; i + 1 < call.inputs.size(); ++i)
+    FSDPC_RETURN_IF_ERROR(elementsOf(call, call.inputs[i], n, "shard operand"));
+  for (const TensorView &out : call.outputs)
+    FSDPC_RETURN_IF_ERROR(elementsOf(call, out, n, "shard result"));
+  return oneElement(call, call.inputs.back(), "the step");
+}
+
+Status sumSquares(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "f", "f"));
+  return oneElement(call, call.outputs[0], "the sum");
+}
+
+Status clipCoefficient(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "f", "f"));
+  return sameCount(call, 1);
+}
+
+using Rule = Status (*)(const KernelCall &);
+
+const std::map<std::string, Rule, std::less<>> &rules() {
+  static const std::map<std::string, Rule, std::less<>> table = {
+      {"matmul", gemm},
+      {"matmul_bias", gemm},
+      {"batch_matmul", batchGemm},
+      {"add", binaryBroadcast},
+      {"sub", binaryBroadcast},
+      {"mul", binaryBroadcast},
+      {"div", binaryBroadcast},
+      {"pow", binaryBroadcast},
+      {"neg", elementwise},
+      {"exp", elementwise},
+      {"log", elementwise},
+      {"sqrt", elementwise},
+      {"erf", elementwise},
+      {"reciprocal", elementwise},
+      {"scale", elementwise},
+      {"relu", elementwise},
+      {"tanh", elementwise},
+      {"sigmoid", elementwise},
+      {"relu_grad", elementwise},
+      {"tanh_grad", elementwise},
+      {"sigmoid_grad", elementwise},
+      {"gelu", gelu},
+      {"gelu_grad", gelu},
+      {"reduce_sum", reduceSum},
+      {"broadcast_to", broadcastTo},
+      {"sum_to", sumTo},
+      {"concat", concat},
+      {"slice", slice},
+      {"slice_grad", sliceGrad},
+      {"gather", gather},
+      {"gather_grad", gatherGrad},
+      {"select", select},
+      {"is_nan", isNan},
+      {"one_hot", oneHot},
+      {"arg_max", argReduce},
+      {"arg_min", argReduce},
+      {"cast", cast},
+      {"trilu", trilu},
+      {"transpose", transpose},
+      {"copy", copy},
+      {"fill", fill},
+      {"dropout", dropout},
+      {"dropout_grad", dropout},
+      {"softmax", softmax},
+      {"log_softmax", softmax},
+      {"softmax_grad", softmax},
+      {"log_softmax_grad", softmax},
+      {"masked_softmax", maskedSoftmax},
+      {"attention", attention},
+      {"attention_grad", attentionGrad},
+      {"layer_norm", norm},
+      {"layer_norm_grad", normGrad},
+      {"rms_norm", norm},
+      {"rms_norm_grad", normGrad},
+      {"softmax_cross_entropy", crossEntropy},
+      {"softmax_cross_entropy_grad", crossEntropyGrad},
+      {"mse_loss", mse},
+      {"mse_loss_grad", mse},
+      {"sgd_update", optimizer},
+      {"adamw_update", optimizer},
+      {"sum_squares", sumSquares},
+      {"clip_coefficient", clipCoefficient},
+  };
+  return table;
+}
+
+} // namespace
+
+bool hasOperandRule(std::string_view kernel) { return rules().count(kernel) != 0; }
+
+Status checkKernelOperands(const KernelCall &call) {
+  auto rule = rules().find(call.instruction->op());
+  if (rule == rules().end())
+    return refuse(call, "has no operand rule in this fsdp-run");
+  return rule->second(call);
+}
+
+} // namespace fsdpc::runtime

@@ -18,8 +18,6 @@
 #include "fsdpc/runtime/LrSchedule.h"
 
 #include <algorithm>
-#include <functional>
-#include <map>
 #include <string>
 
 namespace fsdpc::runtime {
@@ -178,19 +176,12 @@ Status reduceSum(const KernelCall &call) {
   return elementsOf(call, y, elementCount(kept), "output");
 }
 
-Status broadcastTo(const KernelCall &call) {
-  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "T", "T"));
-  if (!broadcastsTo(call.inputs[0].shape, call.outputs[0].shape))
-    return refuse(call, shapeString(call.inputs[0].shape) + " does not broadcast to " +
-                            shapeString(call.outputs[0].shape));
-  return Status::ok();
-}
-
-Status sumTo(const KernelCall &call) {
-  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "f", "f"));
-  if (!broadcastsTo(call.outputs[0].shape, call.inputs[0].shape))
-    return refuse(call, shapeString(call.outputs[0].shape) + " does not broadcast to " +
-                            shapeString(call.inputs[0].shape));
+/// broadcast_to (any dtype, input to output) and sum_to, its gradient
+/// (floats, output to input): `from` broadcasts to `to`.
+Status broadcast(const KernelCall &call, std::string_view dtypes, const TensorView &from, const TensorView &to) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, dtypes, dtypes));
+  if (!broadcastsTo(from.shape, to.shape))
+    return refuse(call, shapeString(from.shape) + " does not broadcast to " + shapeString(to.shape));
   return Status::ok();
 }
 
@@ -468,85 +459,92 @@ Status clipCoefficient(const KernelCall &call) {
   return sameCount(call, 1);
 }
 
-using Rule = Status (*)(const KernelCall &);
-
-const std::map<std::string, Rule, std::less<>> &rules() {
-  static const std::map<std::string, Rule, std::less<>> table = {
-      {"matmul", gemm},
-      {"matmul_bias", gemm},
-      {"batch_matmul", batchGemm},
-      {"add", binaryBroadcast},
-      {"sub", binaryBroadcast},
-      {"mul", binaryBroadcast},
-      {"div", binaryBroadcast},
-      {"pow", binaryBroadcast},
-      {"neg", elementwise},
-      {"exp", elementwise},
-      {"log", elementwise},
-      {"sqrt", elementwise},
-      {"erf", elementwise},
-      {"reciprocal", elementwise},
-      {"scale", elementwise},
-      {"relu", elementwise},
-      {"tanh", elementwise},
-      {"sigmoid", elementwise},
-      {"relu_grad", elementwise},
-      {"tanh_grad", elementwise},
-      {"sigmoid_grad", elementwise},
-      {"gelu", gelu},
-      {"gelu_grad", gelu},
-      {"reduce_sum", reduceSum},
-      {"broadcast_to", broadcastTo},
-      {"sum_to", sumTo},
-      {"concat", concat},
-      {"slice", slice},
-      {"slice_grad", sliceGrad},
-      {"gather", gather},
-      {"gather_grad", gatherGrad},
-      {"select", select},
-      {"is_nan", isNan},
-      {"one_hot", oneHot},
-      {"arg_max", argReduce},
-      {"arg_min", argReduce},
-      {"cast", cast},
-      {"trilu", trilu},
-      {"transpose", transpose},
-      {"copy", copy},
-      {"fill", fill},
-      {"dropout", dropout},
-      {"dropout_grad", dropout},
-      {"softmax", softmax},
-      {"log_softmax", softmax},
-      {"softmax_grad", softmax},
-      {"log_softmax_grad", softmax},
-      {"masked_softmax", maskedSoftmax},
-      {"attention", attention},
-      {"attention_grad", attentionGrad},
-      {"layer_norm", norm},
-      {"layer_norm_grad", normGrad},
-      {"rms_norm", norm},
-      {"rms_norm_grad", normGrad},
-      {"softmax_cross_entropy", crossEntropy},
-      {"softmax_cross_entropy_grad", crossEntropyGrad},
-      {"mse_loss", mse},
-      {"mse_loss_grad", mse},
-      {"sgd_update", optimizer},
-      {"adamw_update", optimizer},
-      {"sum_squares", sumSquares},
-      {"clip_coefficient", clipCoefficient},
-  };
-  return table;
+Status checkRule(contract::OperandRule rule, const KernelCall &call) {
+  using contract::OperandRule;
+  switch (rule) {
+  case OperandRule::kUnspecified:
+    break;
+  case OperandRule::kGemm:
+    return gemm(call);
+  case OperandRule::kBatchGemm:
+    return batchGemm(call);
+  case OperandRule::kBinaryBroadcast:
+    return binaryBroadcast(call);
+  case OperandRule::kElementwise:
+    return elementwise(call);
+  case OperandRule::kGelu:
+    return gelu(call);
+  case OperandRule::kReduceSum:
+    return reduceSum(call);
+  case OperandRule::kBroadcastTo:
+    return broadcast(call, "T", call.inputs[0], call.outputs[0]);
+  case OperandRule::kSumTo:
+    return broadcast(call, "f", call.outputs[0], call.inputs[0]);
+  case OperandRule::kConcat:
+    return concat(call);
+  case OperandRule::kSlice:
+    return slice(call);
+  case OperandRule::kSliceGrad:
+    return sliceGrad(call);
+  case OperandRule::kGather:
+    return gather(call);
+  case OperandRule::kGatherGrad:
+    return gatherGrad(call);
+  case OperandRule::kSelect:
+    return select(call);
+  case OperandRule::kIsNan:
+    return isNan(call);
+  case OperandRule::kOneHot:
+    return oneHot(call);
+  case OperandRule::kArgReduce:
+    return argReduce(call);
+  case OperandRule::kCast:
+    return cast(call);
+  case OperandRule::kTrilu:
+    return trilu(call);
+  case OperandRule::kTranspose:
+    return transpose(call);
+  case OperandRule::kCopy:
+    return copy(call);
+  case OperandRule::kFill:
+    return fill(call);
+  case OperandRule::kDropout:
+    return dropout(call);
+  case OperandRule::kSoftmax:
+    return softmax(call);
+  case OperandRule::kMaskedSoftmax:
+    return maskedSoftmax(call);
+  case OperandRule::kAttention:
+    return attention(call);
+  case OperandRule::kAttentionGrad:
+    return attentionGrad(call);
+  case OperandRule::kNorm:
+    return norm(call);
+  case OperandRule::kNormGrad:
+    return normGrad(call);
+  case OperandRule::kCrossEntropy:
+    return crossEntropy(call);
+  case OperandRule::kCrossEntropyGrad:
+    return crossEntropyGrad(call);
+  case OperandRule::kMse:
+    return mse(call);
+  case OperandRule::kOptimizer:
+    return optimizer(call);
+  case OperandRule::kSumSquares:
+    return sumSquares(call);
+  case OperandRule::kClipCoefficient:
+    return clipCoefficient(call);
+  }
+  return refuse(call, "has no operand rule in this fsdp-run");
 }
 
 } // namespace
 
-bool hasOperandRule(std::string_view kernel) { return rules().count(kernel) != 0; }
-
 Status checkKernelOperands(const KernelCall &call) {
-  auto rule = rules().find(call.instruction->op());
-  if (rule == rules().end())
-    return refuse(call, "has no operand rule in this fsdp-run");
-  return rule->second(call);
+  const contract::KernelSignature *signature = contract::findKernel(call.instruction->op());
+  if (!signature)
+    return refuse(call, "is not in the kernel contract");
+  return checkRule(signature->operands, call);
 }
 
 } // namespace fsdpc::runtime

@@ -50,15 +50,21 @@ std::optional<float> constantScalar(NodeImporter &n, int i) {
 LogicalResult fsdpc::import::convertLeakyRelu(NodeImporter &n) {
   const double alpha = n.floatAttr("alpha", 0.01f);
   // relu(x) - alpha relu(-x)
-  return composeUnary(n, [&](Compose &b, Value x) { return b.sub(b.relu(x), b.scale(b.relu(b.neg(x)), alpha)); });
+  return composeUnary(n, [&](Compose &b, Value x) {
+    Value positivePart = b.relu(x);
+    Value negativePart = b.scale(b.relu(b.neg(x)), alpha);
+    return b.sub(positivePart, negativePart);
+  });
 }
 
 LogicalResult fsdpc::import::convertElu(NodeImporter &n) {
   const double alpha = n.floatAttr("alpha", 1.0f);
   // relu(x) + alpha (exp(min(x, 0)) - 1), min(x, 0) = -relu(-x)
   return composeUnary(n, [&](Compose &b, Value x) {
-    Value negativePart = b.sub(b.exp(b.neg(b.relu(b.neg(x)))), b.constant(1.0f));
-    return b.add(b.relu(x), b.scale(negativePart, alpha));
+    Value expOfMin = b.exp(b.neg(b.relu(b.neg(x))));
+    Value negativePart = b.sub(expOfMin, b.constant(1.0f));
+    Value positivePart = b.relu(x);
+    return b.add(positivePart, b.scale(negativePart, alpha));
   });
 }
 
@@ -100,12 +106,14 @@ LogicalResult fsdpc::import::convertClip(NodeImporter &n) {
   Compose b{n};
   Value x = n.input(0), y = x;
   // low + relu(x - low) - relu(x - high); each side alone without the other.
-  if (low && high)
-    y = b.sub(b.add(b.constant(*low), b.relu(b.sub(x, b.constant(*low)))), b.relu(b.sub(x, b.constant(*high))));
-  else if (low)
-    y = b.add(b.constant(*low), b.relu(b.sub(x, b.constant(*low))));
-  else if (high)
-    y = b.sub(b.constant(*high), b.relu(b.sub(b.constant(*high), x)));
+  if (low) {
+    Value lowValue = b.constant(*low);
+    y = b.add(lowValue, b.relu(b.sub(x, lowValue)));
+  }
+  if (high) {
+    Value highValue = b.constant(*high);
+    y = low ? b.sub(y, b.relu(b.sub(x, highValue))) : b.sub(highValue, b.relu(b.sub(highValue, x)));
+  }
   n.setOutput(0, y);
   return success();
 }
@@ -422,7 +430,8 @@ LogicalResult fsdpc::import::convertBatchNormalization(NodeImporter &n) {
         graph::SqrtOp::create(n.builder, n.loc, b.add(runningVar, b.constant(static_cast<float>(epsilon)))));
     Value a = b.mul(scale, inverseStd);
     Value shift = b.sub(bias, b.mul(runningMean, a));
-    n.setOutput(0, b.add(b.mul(x, perChannel(a)), perChannel(shift)));
+    Value scaled = b.mul(x, perChannel(a));
+    n.setOutput(0, b.add(scaled, perChannel(shift)));
     return success();
   }
 
@@ -455,10 +464,10 @@ LogicalResult fsdpc::import::convertBatchNormalization(NodeImporter &n) {
   // The batch statistics: the mean, and the biased variance 1 / rstd^2 - epsilon.
   Value mean = b.reshape(norm.getMean(), {channels});
   Value rstd = b.reshape(norm.getInvStdDev(), {channels});
-  Value variance = b.sub(graph::ReciprocalOp::create(n.builder, n.loc, b.mul(rstd, rstd)),
-                         b.constant(static_cast<float>(epsilon)));
   // One statement per op: the order of nested arguments' evaluation is
   // the compiler's choice, and the IR must not depend on it.
+  Value inverseSquare = graph::ReciprocalOp::create(n.builder, n.loc, b.mul(rstd, rstd));
+  Value variance = b.sub(inverseSquare, b.constant(static_cast<float>(epsilon)));
   auto blend = [&](Value running, Value batch, double batchFactor) {
     Value kept = b.scale(running, momentum);
     Value added = b.scale(batch, batchFactor);
@@ -505,13 +514,15 @@ Value groupNorm(Compose &b, Value x, int64_t groups, Value scale, Value bias, do
                                          n.builder.getI64IntegerAttr(2), n.builder.getF64FloatAttr(epsilon));
   Value y = norm.getResult();
   if (shapeOf(scale)[0] == groups && groups != channels) {
-    y = b.add(b.mul(y, b.reshape(scale, {groups, 1})), b.reshape(bias, {groups, 1}));
+    y = b.mul(y, b.reshape(scale, {groups, 1}));
+    y = b.add(y, b.reshape(bias, {groups, 1}));
     return b.reshape(y, shape);
   }
   SmallVector<int64_t> channelShape(shape.size(), 1);
   channelShape[1] = channels;
   y = b.reshape(y, shape);
-  return b.add(b.mul(y, b.reshape(scale, channelShape)), b.reshape(bias, channelShape));
+  y = b.mul(y, b.reshape(scale, channelShape));
+  return b.add(y, b.reshape(bias, channelShape));
 }
 
 } // namespace

@@ -164,8 +164,8 @@ Value resize(NodeImporter &n, Value x, const ResizeSettings &s) {
     }
     if (!sum) { // every position of this axis is outside (tf_crop_and_resize)
       auto zeros = n.f32Tensor(shape);
-      sum = b.mul(graph::ConstantOp::create(n.builder, n.loc, zeros, DenseElementsAttr::get(zeros, 0.0f)),
-                  b.constant(1.0f));
+      Value zero = graph::ConstantOp::create(n.builder, n.loc, zeros, DenseElementsAttr::get(zeros, 0.0f));
+      sum = b.mul(zero, b.constant(1.0f));
     }
     x = sum;
     crops |= llvm::is_contained(taps.inside, false);

@@ -8,8 +8,9 @@ constexpr AttrType kBool = AttrType::kBool, kInt = AttrType::kInt, kFloat = Attr
                    kIntList = AttrType::kIntList, kString = AttrType::kString;
 constexpr bool kRequired = true, kOptional = false;
 
-KernelSignature fixed(std::string_view name, int inputs, int outputs, std::vector<AttrSpec> attrs = {}) {
-  return {name, inputs, inputs, outputs, outputs, std::move(attrs)};
+KernelSignature fixed(std::string_view name, int inputs, int outputs, OperandRule operands,
+                      std::vector<AttrSpec> attrs = {}) {
+  return {name, inputs, inputs, outputs, outputs, std::move(attrs), operands};
 }
 
 std::vector<KernelSignature> buildTable() {
@@ -25,79 +26,79 @@ std::vector<KernelSignature> buildTable() {
 
   std::vector<KernelSignature> table = {
       // GEMMs. matmul_bias: C = bias (broadcast over rows) + A B, as addmm.
-      fixed("matmul", 2, 1, gemm),
-      fixed("matmul_bias", 3, 1, gemm),
-      fixed("batch_matmul", 2, 1, gemm),
+      fixed("matmul", 2, 1, OperandRule::kGemm, gemm),
+      fixed("matmul_bias", 3, 1, OperandRule::kGemm, gemm),
+      fixed("batch_matmul", 2, 1, OperandRule::kBatchGemm, gemm),
       // Elementwise with broadcasting.
-      fixed("add", 2, 1),
-      fixed("sub", 2, 1),
-      fixed("mul", 2, 1),
-      fixed("div", 2, 1),
-      fixed("pow", 2, 1),
+      fixed("add", 2, 1, OperandRule::kBinaryBroadcast),
+      fixed("sub", 2, 1, OperandRule::kBinaryBroadcast),
+      fixed("mul", 2, 1, OperandRule::kBinaryBroadcast),
+      fixed("div", 2, 1, OperandRule::kBinaryBroadcast),
+      fixed("pow", 2, 1, OperandRule::kBinaryBroadcast),
       // Elementwise unary, and activation gradients from (y, dy).
-      fixed("neg", 1, 1),
-      fixed("exp", 1, 1),
-      fixed("log", 1, 1),
-      fixed("sqrt", 1, 1),
-      fixed("erf", 1, 1),
-      fixed("reciprocal", 1, 1),
-      fixed("scale", 1, 1, {{"factor", kFloat, kRequired}}),
-      fixed("relu", 1, 1),
-      fixed("tanh", 1, 1),
-      fixed("sigmoid", 1, 1),
-      fixed("relu_grad", 2, 1),
-      fixed("tanh_grad", 2, 1),
-      fixed("sigmoid_grad", 2, 1),
-      fixed("gelu", 1, 1, gelu),
-      fixed("gelu_grad", 2, 1, gelu),
+      fixed("neg", 1, 1, OperandRule::kElementwise),
+      fixed("exp", 1, 1, OperandRule::kElementwise),
+      fixed("log", 1, 1, OperandRule::kElementwise),
+      fixed("sqrt", 1, 1, OperandRule::kElementwise),
+      fixed("erf", 1, 1, OperandRule::kElementwise),
+      fixed("reciprocal", 1, 1, OperandRule::kElementwise),
+      fixed("scale", 1, 1, OperandRule::kElementwise, {{"factor", kFloat, kRequired}}),
+      fixed("relu", 1, 1, OperandRule::kElementwise),
+      fixed("tanh", 1, 1, OperandRule::kElementwise),
+      fixed("sigmoid", 1, 1, OperandRule::kElementwise),
+      fixed("relu_grad", 2, 1, OperandRule::kElementwise),
+      fixed("tanh_grad", 2, 1, OperandRule::kElementwise),
+      fixed("sigmoid_grad", 2, 1, OperandRule::kElementwise),
+      fixed("gelu", 1, 1, OperandRule::kGelu, gelu),
+      fixed("gelu_grad", 2, 1, OperandRule::kGelu, gelu),
       // Reductions and broadcasts.
-      fixed("reduce_sum", 1, 1, {{"axes", kIntList, kRequired}, {"keepdims", kBool, kRequired}}),
-      fixed("broadcast_to", 1, 1),
-      fixed("sum_to", 1, 1),
+      fixed("reduce_sum", 1, 1, OperandRule::kReduceSum, {{"axes", kIntList, kRequired}, {"keepdims", kBool, kRequired}}),
+      fixed("broadcast_to", 1, 1, OperandRule::kBroadcastTo),
+      fixed("sum_to", 1, 1, OperandRule::kSumTo),
       // Shape and indexing.
-      {"concat", 1, -1, 1, 1, axis},
-      fixed("slice", 1, 1, strided),
-      fixed("slice_grad", 1, 1, strided),
-      fixed("gather", 2, 1, axis),
-      fixed("gather_grad", 2, 1, axis),
-      fixed("select", 3, 1),
-      fixed("is_nan", 1, 1),
+      {"concat", 1, -1, 1, 1, axis, OperandRule::kConcat},
+      fixed("slice", 1, 1, OperandRule::kSlice, strided),
+      fixed("slice_grad", 1, 1, OperandRule::kSliceGrad, strided),
+      fixed("gather", 2, 1, OperandRule::kGather, axis),
+      fixed("gather_grad", 2, 1, OperandRule::kGatherGrad, axis),
+      fixed("select", 3, 1, OperandRule::kSelect),
+      fixed("is_nan", 1, 1, OperandRule::kIsNan),
       // labels -> f32 rows of zeros with a one at the label.
-      fixed("one_hot", 1, 1, {{"ignore_index", kInt, kOptional}}),
+      fixed("one_hot", 1, 1, OperandRule::kOneHot, {{"ignore_index", kInt, kOptional}}),
       // The index along axis, which the output keeps as a dimension of 1.
-      fixed("arg_max", 1, 1, {{"axis", kInt, kRequired}, {"select_last_index", kBool, kOptional}}),
-      fixed("arg_min", 1, 1, {{"axis", kInt, kRequired}, {"select_last_index", kBool, kOptional}}),
-      fixed("cast", 1, 1, {{"to_bool", kBool, kOptional}}),
-      fixed("trilu", 1, 1, {{"k", kInt, kRequired}, {"upper", kBool, kRequired}}),
-      fixed("transpose", 1, 1, {{"perm", kIntList, kRequired}}),
-      fixed("copy", 1, 1),
-      fixed("fill", 0, 1, {{"value", kFloat, kRequired}}),
-      fixed("dropout", 1, 1, dropout),
-      fixed("dropout_grad", 1, 1, dropout),
+      fixed("arg_max", 1, 1, OperandRule::kArgReduce, {{"axis", kInt, kRequired}, {"select_last_index", kBool, kOptional}}),
+      fixed("arg_min", 1, 1, OperandRule::kArgReduce, {{"axis", kInt, kRequired}, {"select_last_index", kBool, kOptional}}),
+      fixed("cast", 1, 1, OperandRule::kCast, {{"to_bool", kBool, kOptional}}),
+      fixed("trilu", 1, 1, OperandRule::kTrilu, {{"k", kInt, kRequired}, {"upper", kBool, kRequired}}),
+      fixed("transpose", 1, 1, OperandRule::kTranspose, {{"perm", kIntList, kRequired}}),
+      fixed("copy", 1, 1, OperandRule::kCopy),
+      fixed("fill", 0, 1, OperandRule::kFill, {{"value", kFloat, kRequired}}),
+      fixed("dropout", 1, 1, OperandRule::kDropout, dropout),
+      fixed("dropout_grad", 1, 1, OperandRule::kDropout, dropout),
       // Softmax family.
-      fixed("softmax", 1, 1, axis),
-      fixed("log_softmax", 1, 1, axis),
-      fixed("softmax_grad", 2, 1, axis),
-      fixed("log_softmax_grad", 2, 1, axis),
-      fixed("masked_softmax", 2, 1, {{"scale", kFloat, kRequired}}),
+      fixed("softmax", 1, 1, OperandRule::kSoftmax, axis),
+      fixed("log_softmax", 1, 1, OperandRule::kSoftmax, axis),
+      fixed("softmax_grad", 2, 1, OperandRule::kSoftmax, axis),
+      fixed("log_softmax_grad", 2, 1, OperandRule::kSoftmax, axis),
+      fixed("masked_softmax", 2, 1, OperandRule::kMaskedSoftmax, {{"scale", kFloat, kRequired}}),
       // query, key, value, mask -> out, logsumexp.
-      fixed("attention", 4, 2, attention),
+      fixed("attention", 4, 2, OperandRule::kAttention, attention),
       // query, key, value, mask, out, logsumexp, dout -> dquery, dkey, dvalue.
-      fixed("attention_grad", 7, 3, attention),
+      fixed("attention_grad", 7, 3, OperandRule::kAttentionGrad, attention),
       // Norms: forward also writes the per-row statistics backward reads.
       // layer_norm: input, scale, bias -> y, mean, inv_std_dev.
-      fixed("layer_norm", 3, 3, normalize),
+      fixed("layer_norm", 3, 3, OperandRule::kNorm, normalize),
       // input, scale, mean, inv_std_dev, dy -> dinput, dscale, dbias.
-      fixed("layer_norm_grad", 5, 3, axis),
+      fixed("layer_norm_grad", 5, 3, OperandRule::kNormGrad, axis),
       // rms_norm: input, scale -> y, inv_rms.
-      fixed("rms_norm", 2, 2, normalize),
+      fixed("rms_norm", 2, 2, OperandRule::kNorm, normalize),
       // input, scale, inv_rms, dy -> dinput, dscale.
-      fixed("rms_norm_grad", 4, 2, axis),
+      fixed("rms_norm_grad", 4, 2, OperandRule::kNormGrad, axis),
       // Losses: forward gives the scalar loss; grad takes the loss's seed.
-      fixed("softmax_cross_entropy", 2, 1, crossEntropy),
-      fixed("softmax_cross_entropy_grad", 3, 1, crossEntropy),
-      fixed("mse_loss", 2, 1),
-      fixed("mse_loss_grad", 3, 1),
+      fixed("softmax_cross_entropy", 2, 1, OperandRule::kCrossEntropy, crossEntropy),
+      fixed("softmax_cross_entropy_grad", 3, 1, OperandRule::kCrossEntropyGrad, crossEntropy),
+      fixed("mse_loss", 2, 1, OperandRule::kMse),
+      fixed("mse_loss_grad", 3, 1, OperandRule::kMse),
       // Optimizers, in place on a unit's shard. lr is the peak learning
       // rate; lr_schedule (constant, linear, cosine), warmup_steps,
       // total_steps and min_lr give each step's (LrSchedule.h).
@@ -111,13 +112,14 @@ std::vector<KernelSignature> buildTable() {
         {"momentum", kFloat, kRequired},
         {"dampening", kFloat, kRequired},
         {"weight_decay", kFloat, kRequired},
-        {"nesterov", kBool, kRequired}}},
+        {"nesterov", kBool, kRequired}},
+       OperandRule::kOptimizer},
       // Gradient clipping: the squared L2 norm of the inputs (summed in
       // double), then from the global one the clip scale and the norm.
-      {"sum_squares", 1, -1, 1, 1, {}},
-      fixed("clip_coefficient", 1, 2, {{"max_norm", kFloat, kRequired}}),
+      {"sum_squares", 1, -1, 1, 1, {}, OperandRule::kSumSquares},
+      fixed("clip_coefficient", 1, 2, OperandRule::kClipCoefficient, {{"max_norm", kFloat, kRequired}}),
       // param, grad, exp_avg, exp_avg_sq, step -> param, exp_avg, exp_avg_sq.
-      fixed("adamw_update", 5, 3,
+      fixed("adamw_update", 5, 3, OperandRule::kOptimizer,
             {{"lr", kFloat, kRequired},
              {"lr_schedule", kString, kOptional},
              {"warmup_steps", kInt, kOptional},

@@ -1,7 +1,8 @@
 //===- KernelContract.h - the kernels a plan may call ----------*- C++ -*-===//
 //
 // One table of every kernel a plan instruction may name: its operand and
-// result counts and its parameters with their types. The compiler's
+// result counts, its parameters with their types, and the rule its
+// operands' dtypes and shapes follow. The compiler's
 // verifier of `plan.kernel` checks each instruction against it (so a wrong
 // name, arity or parameter is a compile-time error), the plan loader checks
 // each plan against it, and every backend's kernel table must implement
@@ -14,6 +15,7 @@
 #ifndef FSDPC_RUNTIME_KERNELCONTRACT_H
 #define FSDPC_RUNTIME_KERNELCONTRACT_H
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -79,11 +81,54 @@ struct AttrSpec {
   Param id() const { return findParam(name); }
 };
 
+/// What a kernel needs of its operands' dtypes and shapes, by family: the
+/// runtime's rule for each (KernelOperands.cpp) is checked when a plan
+/// loads, before any backend runs it.
+enum class OperandRule : uint8_t {
+  kUnspecified, // an entry that forgot its rule: its kernel is refused at load
+  kGemm,
+  kBatchGemm,
+  kBinaryBroadcast,
+  kElementwise,
+  kGelu,
+  kReduceSum,
+  kBroadcastTo,
+  kSumTo,
+  kConcat,
+  kSlice,
+  kSliceGrad,
+  kGather,
+  kGatherGrad,
+  kSelect,
+  kIsNan,
+  kOneHot,
+  kArgReduce,
+  kCast,
+  kTrilu,
+  kTranspose,
+  kCopy,
+  kFill,
+  kDropout,
+  kSoftmax,
+  kMaskedSoftmax,
+  kAttention,
+  kAttentionGrad,
+  kNorm,
+  kNormGrad,
+  kCrossEntropy,
+  kCrossEntropyGrad,
+  kMse,
+  kOptimizer,
+  kSumSquares,
+  kClipCoefficient,
+};
+
 struct KernelSignature {
   std::string_view name;
   int minInputs, maxInputs; // maxInputs -1: any number from minInputs
   int minOutputs, maxOutputs;
   std::vector<AttrSpec> attrs;
+  OperandRule operands;
 
   const AttrSpec *findAttr(std::string_view attr) const;
 };

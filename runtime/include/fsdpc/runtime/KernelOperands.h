@@ -1,8 +1,8 @@
 //===- KernelOperands.h - operand dtypes and shapes of each kernel -*- C++ -*-===//
 //
-// The second half of the kernel contract: what each kernel needs of its
-// operands' dtypes and shapes (KernelContract.h has the names, counts and
-// parameters). validatePlan checks every instruction with it before a plan
+// The rules of the kernel contract's operand families (OperandRule in
+// KernelContract.h): what each kernel needs of its operands' dtypes and
+// shapes. validatePlan checks every instruction with it before a plan
 // runs, so that no kernel of any backend reads or writes outside its
 // operands; the kernels then check only what depends on the data.
 //
@@ -12,18 +12,12 @@
 
 #include "fsdpc/runtime/Kernels.h"
 
-#include <string_view>
-
 namespace fsdpc::runtime {
 
 /// Checks `call`'s operand dtypes and shapes (the views' data is not read)
-/// against its kernel's rule; the error names the kernel, the operand and
-/// the instruction's location.
+/// against its kernel's rule (KernelSignature::operands); the error names
+/// the kernel, the operand and the instruction's location.
 Status checkKernelOperands(const KernelCall &call);
-
-/// Whether `kernel` has an operand rule (a unit test checks every kernel
-/// of the contract has one).
-bool hasOperandRule(std::string_view kernel);
 
 } // namespace fsdpc::runtime
 

@@ -4,16 +4,21 @@
 # seed corpus it writes, in the sanitizer build (clang 22, ASan + UBSan:
 # tools/build.sh --sanitize, which it runs unless BUILD_DIR is given):
 #
-#   bash tools/fuzz.sh [SECONDS] [BUILD_DIR]   (the sanitizer suite: 10 s)
+#   bash tools/fuzz.sh [SECONDS] [BUILD_DIR] [TARGET...]   (the sanitizer suite: 10 s)
 #
-# Each run prints libFuzzer's last status line (executions, coverage) and
-# fails on the first crash, leak, sanitizer report or timeout; the input that
-# caused it is left in BUILD_DIR/fuzz/crashes/. A longer run: bash tools/fuzz.sh 600.
+# TARGETs are among onnx, plan, npy, safetensors (default: all); as many
+# run at once as the machine has cores. Each run prints libFuzzer's last
+# status line (executions, coverage) and fails on the first crash, leak,
+# sanitizer report or timeout; the input that caused it is left in
+# BUILD_DIR/fuzz/crashes/. A longer run: bash tools/fuzz.sh 600.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 seconds="${1:-20}"
+targets=()
 if [ -n "${2:-}" ]; then
   build="$2"
+  shift 2
+  targets=("$@")
 else
   build="$root/build-asan"
   bash "$root/tools/build.sh" --sanitize "$build" > /dev/null
@@ -68,15 +73,30 @@ for test in test_layer_normalization_2d_axis0 test_gemm_default_matrix_bias test
   [ -f "$model" ] && cp "$model" "$seeds/onnx/$test.onnx"
 done
 
-status=0
-for target in onnx plan npy safetensors; do
-  log="$out/fuzz-$target.log"
+fuzz_one() {
+  local target="$1" max_len=16384
   case "$target" in
     onnx|plan) max_len=32768 ;; # the bf16 GPT plan is 20 KB
-    *) max_len=16384 ;;
+    npy|safetensors) ;;
+    *) echo "fuzz.sh: no fuzz target '$target' (onnx, plan, npy, safetensors)" >&2; return 2 ;;
   esac
-  if "$build/bin/fuzz-$target" -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
-      -artifact_prefix="$out/crashes/$target-" "$seeds/$target" > "$log" 2>&1; then
+  "$build/bin/fuzz-$target" -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
+    -artifact_prefix="$out/crashes/$target-" "$seeds/$target" > "$out/fuzz-$target.log" 2>&1
+}
+
+# One target per core at a time; each reports when all are done.
+[ "${#targets[@]}" -gt 0 ] || targets=(onnx plan npy safetensors)
+slots="$(nproc)"
+declare -A pids
+for target in "${targets[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$slots" ]; do wait -n || true; done
+  fuzz_one "$target" &
+  pids[$target]=$!
+done
+status=0
+for target in "${targets[@]}"; do
+  log="$out/fuzz-$target.log"
+  if wait "${pids[$target]}"; then
     echo "fuzz-$target: no finding in ${seconds} s: $(grep -E '^#[0-9]+' "$log" | tail -1)"
   else
     echo "fuzz-$target: FAILED (see $log)"; tail -30 "$log"; status=1

@@ -244,6 +244,12 @@ Status validatePlan(const PlanFile &plan) {
       return FSDPC_ERROR(kInvalidArgument, "plan tensor '", tensor.name(), "' has no region");
     if (tensor.offset() > regionBytes || tensor.bytes() > regionBytes - tensor.offset())
       return FSDPC_ERROR(kInvalidArgument, "plan tensor '", tensor.name(), "' lies outside its region");
+    // Kernels of every backend access elements through typed pointers; the
+    // regions' bases are 64-byte aligned, so an element-aligned offset is
+    // what each tensor needs.
+    if (tensor.offset() % elementBytes != 0)
+      return FSDPC_ERROR(kInvalidArgument, "plan tensor '", tensor.name(), "' has offset ", tensor.offset(),
+                         ", not a multiple of its ", elementBytes, "-byte element");
     if (tensor.init_section() >= h.sections_size())
       return FSDPC_ERROR(kInvalidArgument, "plan tensor '", tensor.name(), "' names a missing section");
     if (tensor.init_section() >= 0 && h.sections(tensor.init_section()).bytes() != tensor.bytes())

@@ -17,10 +17,13 @@ and run where the GPU is, so the script has two halves:
 
 A check compares the per-step losses of two runs of one plan (or of two
 plans of one model): |a - b| <= tolerance * max(1, |b|) at every step.
+One more runs a small MLP on a batch holding a NaN with --check-nonfinite
+on both devices: each must stop with exit 1 and name the same instruction.
 """
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -113,6 +116,18 @@ def prepare(fsdpc, out):
                 "models": {m: {"init": s["init"], "data": s["data"]} for m, s in MODELS.items()}}
     with open(os.path.join(out, "checks.json"), "w") as f:
         json.dump(manifest, f, indent=1)
+    # --check-nonfinite: a NaN in the second batch of a small MLP.
+    nonfinite = os.path.join(out, "nonfinite")
+    os.makedirs(nonfinite, exist_ok=True)
+    run([sys.executable, os.path.join(EXAMPLES, "mlp", "export.py"), "--out-dir", nonfinite, "--sizes", "3,4,4,2",
+         "--batch", "4"])
+    run([fsdpc, os.path.join(nonfinite, "mlp.onnx"), "-o", os.path.join(out, "nonfinite.bin")])
+    run([sys.executable, "-c", "import numpy as np, sys; x = np.ones((8, 3), np.float32); x[5, 1] = np.nan; "
+         "np.save(sys.argv[1] + '/input.npy', x); np.save(sys.argv[1] + '/labels.npy', np.zeros(8, np.int64))",
+         nonfinite])
+    for name in os.listdir(nonfinite):
+        if name.endswith(".onnx"):
+            os.remove(os.path.join(nonfinite, name))
     for name in os.listdir(out):  # the plans hold what the runs need
         if name.endswith(".onnx"):
             os.remove(os.path.join(out, name))
@@ -126,6 +141,18 @@ def read_losses(path):
         if "loss" in record:
             steps[record["step"]] = record["loss"]
     return [steps[s] for s in sorted(steps)]
+
+
+def first_nonfinite(fsdp_run, plans, device):
+    """What --check-nonfinite names on `device`, or why it did not."""
+    cmd = [fsdp_run, os.path.join(plans, "nonfinite.bin"), "--device", device, "--data",
+           os.path.join(plans, "nonfinite"), "--steps", "3", "--check-nonfinite"]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    found = re.search(r"the first non-finite value on rank 0 came from (instruction [0-9]+ '[a-z_]+'[^;\n]*)",
+                      result.stderr)
+    if result.returncode != 1 or not found:
+        return None, "exit %d: %s" % (result.returncode, result.stderr.strip()[-300:])
+    return found.group(1), ""
 
 
 def run_checks(fsdp_run, plans, work):
@@ -168,7 +195,13 @@ def run_checks(fsdp_run, plans, work):
         ok = len(got) == len(want) == STEPS and all(e <= tolerance for e in excess)
         failures += not ok
         print("%-44s %12.3e %10.0e  %d%s" % (what, excess[worst], tolerance, worst, "" if ok else "  <-- FAIL"))
-    print("RESULT:", "PASS" if failures == 0 else "FAIL (%d of %d checks)" % (failures, len(checks)))
+    cpu, why_cpu = first_nonfinite(fsdp_run, plans, "cpu")
+    gpu, why_gpu = first_nonfinite(fsdp_run, plans, "cuda")
+    ok = cpu is not None and cpu == gpu
+    failures += not ok
+    print("--check-nonfinite: cpu names %s; cuda names %s%s" % (cpu or why_cpu, gpu or why_gpu,
+                                                                 "" if ok else "  <-- FAIL"))
+    print("RESULT:", "PASS" if failures == 0 else "FAIL (%d of %d checks)" % (failures, len(checks) + 1))
     return 1 if failures else 0
 
 

@@ -114,6 +114,11 @@ TEST(PlanFile, ValidationRejectsWrappedAndHugeSizes) {
   rejects("negative event count", [](PlanFile &p) { p.header.set_num_events(-1); });
   rejects("huge event count", [](PlanFile &p) { p.header.set_num_events(1 << 30); });
   rejects("huge class count", [](PlanFile &p) { p.header.set_num_classes(int64_t(1) << 40); });
+  // Found by fuzz-plan: a float tensor at an odd offset made kernels store
+  // through a misaligned float pointer (undefined behaviour).
+  rejects("float tensor at an offset that is not a multiple of 4", [](PlanFile &p) {
+    p.header.mutable_tensors(1)->set_offset(13);
+  });
 }
 
 TEST(AtomicFile, FailedWriteKeepsPreviousFile) {

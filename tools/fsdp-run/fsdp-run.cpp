@@ -414,51 +414,40 @@ std::string jsonNumber(double value) {
   return text;
 }
 
-/// Bytes the kernel reports available for new allocations (MemAvailable),
-/// or 0 when it cannot be read.
-uint64_t hostMemoryAvailable() {
-  std::FILE *meminfo = std::fopen("/proc/meminfo", "r");
-  if (!meminfo)
-    return 0;
-  char line[256];
-  unsigned long long kib = 0;
-  while (std::fgets(line, sizeof(line), meminfo))
-    if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
-      break;
-  std::fclose(meminfo);
-  return static_cast<uint64_t>(kib) * 1024;
-}
-
-/// On the CPU device, every rank's tensor regions live in its host's
-/// memory: the ranks on one host sum what they will allocate and refuse,
-/// with the plan's numbers, when it cannot fit (two ranks of 13 GB on a
-/// 23 GB machine were once ended by the OOM killer with no message).
-Status checkHostMemory(HostControl &control, const plan::PlanHeader &h) {
+/// Every rank's tensor regions come from its device's memory pool: the
+/// host's memory on the CPU device, a GPU's on the CUDA device, where
+/// several ranks may share one GPU. The ranks sharing a pool sum what they
+/// will allocate and refuse, with the plan's numbers, when it cannot fit
+/// (two ranks of 13 GB on a 23 GB machine were once ended by the OOM
+/// killer with no message).
+Status checkMemoryFits(HostControl &control, const Device &device, const plan::PlanHeader &h) {
+  const MemoryPool pool = device.memoryPool();
   struct Claim {
-    char host[64];
+    char pool[128];
     uint64_t bytes;
   } mine = {};
-  ::gethostname(mine.host, sizeof(mine.host) - 1);
+  std::snprintf(mine.pool, sizeof(mine.pool), "%s", pool.id.c_str());
   mine.bytes = h.persistent_bytes() + h.transient_bytes();
   std::vector<Claim> claims(control.worldSize());
   FSDPC_RETURN_IF_ERROR(control.allGatherBytes(&mine, claims.data(), sizeof(Claim)));
   uint64_t total = 0;
   int sharing = 0;
   for (const Claim &claim : claims)
-    if (std::strncmp(claim.host, mine.host, sizeof(mine.host)) == 0) {
+    if (std::strncmp(claim.pool, mine.pool, sizeof(mine.pool)) == 0) {
       total += claim.bytes;
       ++sharing;
     }
-  const uint64_t available = hostMemoryAvailable();
-  if (available == 0 || total <= available)
+  if (pool.availableBytes == 0 || total <= pool.availableBytes)
     return Status::ok();
-  char text[256];
+  char text[512];
   std::snprintf(text, sizeof(text),
-                "the %d rank(s) on host %s need %.2f GiB of tensor memory (%.2f GiB each: the plan's persistent and "
+                "the %d rank(s) on %s need %.2f GiB of tensor memory (%.2f GiB each: the plan's persistent and "
                 "transient regions) but it has %.2f GiB available",
-                sharing, mine.host, total / 1073741824.0, mine.bytes / 1073741824.0, available / 1073741824.0);
+                sharing, pool.description.c_str(), total / 1073741824.0, mine.bytes / 1073741824.0,
+                pool.availableBytes / 1073741824.0);
   return FSDPC_ERROR(kInvalidArgument, text,
-                     "; start fewer ranks per host, or compile with a smaller --batch-size or more --world-size");
+                     "; start fewer ranks per host or GPU, or compile with a smaller --batch-size or more "
+                     "--world-size");
 }
 
 /// The plan's learning-rate schedule: the first optimizer update's lr and
@@ -551,11 +540,9 @@ int main(int argc, char **argv) {
                   "already\n",
                   loaded->header.offload().c_str());
   }
-  if (!useCuda) {
-    Status fits = checkHostMemory(*communicator, loaded->header);
-    if (!fits.isOk())
-      return fail(fits);
-  }
+  Status fits = checkMemoryFits(*communicator, *device, loaded->header);
+  if (!fits.isOk())
+    return fail(fits);
   StatusOr<std::unique_ptr<Executor>> created =
       Executor::create(std::move(*loaded), std::move(device), communicator, communicator);
   if (!created.isOk())
@@ -616,7 +603,7 @@ int main(int argc, char **argv) {
   if (options.profile)
     executor.enableProfiling();
   if (options.checkNonfinite && !executor.enableNonfiniteCheck())
-    return fail(FSDPC_ERROR(kUnimplemented, "--check-nonfinite runs on the CPU device only"));
+    return fail(FSDPC_ERROR(kUnimplemented, "--check-nonfinite: the device ", executor.device().name(), " cannot check its outputs"));
   if (!options.tracePath.empty())
     executor.enableTracing();
   TraceRecorder trace(header);

@@ -131,6 +131,11 @@ public:
   ~CpuDevice() override { stopWorker(); }
 
   std::string name() const override { return "cpu"; }
+  /// Host memory, shared by every rank on the host.
+  MemoryPool memoryPool() const override {
+    const std::string host = hostName();
+    return {"host:" + host, "host " + host, hostMemoryAvailable()};
+  }
 
   Status allocateRegions(uint64_t persistentBytes, uint64_t transientBytes, uint64_t alignment) override {
     if (pageSize() % alignment != 0)
@@ -230,9 +235,7 @@ public:
     std::lock_guard<std::mutex> lock(mutex_);
     if (nonfiniteIndex_ < 0)
       return "";
-    const plan::Instruction &inst = *nonfiniteInstruction_;
-    return "instruction " + std::to_string(nonfiniteIndex_) + " '" + inst.op() + "'" +
-           (inst.location().empty() ? std::string() : " (at ONNX node " + inst.location() + ")");
+    return describeInstruction(nonfiniteIndex_, *nonfiniteInstruction_);
   }
 
   void enableTracing() override {

@@ -157,6 +157,16 @@ public:
   }
 
   std::string name() const override { return name_; }
+  /// This GPU's memory, which the ranks given the same GPU share.
+  MemoryPool memoryPool() const override {
+    char uuid[2 * sizeof(uuid_) + 1] = {};
+    for (size_t i = 0; i < sizeof(uuid_); ++i)
+      std::snprintf(uuid + 2 * i, 3, "%02x", uuid_[i]);
+    size_t freeBytes = 0, totalBytes = 0;
+    if (cudaSetDevice(ordinal_) != cudaSuccess || cudaMemGetInfo(&freeBytes, &totalBytes) != cudaSuccess)
+      freeBytes = 0;
+    return {std::string("gpu:") + uuid, "GPU " + name_ + " of host " + hostName(), freeBytes};
+  }
 
   Status allocateRegions(uint64_t persistentBytes, uint64_t transientBytes, uint64_t alignment) override {
     if (256 % alignment != 0)
@@ -276,6 +286,12 @@ public:
     if (trace_)
       FSDPC_CUDA_RETURN_IF_ERROR(cudaEventRecord(origin_, compute_));
     const size_t limit = std::min(step_.size(), static_cast<size_t>(std::max<int64_t>(count, 0)));
+    nonfiniteIndex_ = -1;
+    if (checkNonfinite_) {
+      // Done before either stream starts, so no check can see last step's.
+      FSDPC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(firstNonfiniteWord_.data, 0xff, sizeof(unsigned long long), compute_));
+      FSDPC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(compute_));
+    }
     for (size_t i = 0; i < limit; ++i) {
       const ResolvedInstruction &r = step_[i];
       const cudaStream_t stream = r.stream == plan::COMMUNICATION ? comm_ : compute_;
@@ -302,6 +318,12 @@ public:
         FSDPC_CUDA_RETURN_IF_ERROR(cudaEventRecord(waitTimers_[i].second, stream));
       if (timed)
         FSDPC_CUDA_RETURN_IF_ERROR(cudaEventRecord(timers_[i].second, stream));
+      // On the instruction's stream, so it reads the outputs before any
+      // later instruction reuses their memory.
+      const bool wrote = r.kind == ResolvedInstruction::Kind::kKernel || r.kind == ResolvedInstruction::Kind::kCollective;
+      for (size_t o = 0; status.isOk() && checkNonfinite_ && wrote && o < r.call.outputs.size(); ++o)
+        status = cuda::noteNonfinite(r.call.outputs[o], launches_[i],
+                                     static_cast<unsigned long long *>(firstNonfiniteWord_.data));
       if (!status.isOk()) {
         cudaStreamSynchronize(compute_);
         cudaStreamSynchronize(comm_);
@@ -311,6 +333,13 @@ public:
     FSDPC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(compute_));
     FSDPC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(comm_));
     FSDPC_RETURN_IF_ERROR(checkDeviceError());
+    if (checkNonfinite_) {
+      unsigned long long first = 0;
+      FSDPC_CUDA_RETURN_IF_ERROR(
+          cudaMemcpy(&first, firstNonfiniteWord_.data, sizeof(first), cudaMemcpyDeviceToHost));
+      if (first < step_.size())
+        nonfiniteIndex_ = static_cast<int64_t>(first);
+    }
     exposedCommSeconds_ = 0;
     // Only what ran: a prefix leaves the later events unrecorded.
     for (size_t i = 0; i < limit; ++i)
@@ -350,6 +379,18 @@ public:
     }
   }
   std::vector<InstructionTiming> lastStepTrace() const override { return timings_; }
+
+  bool enableNonfiniteCheck() override {
+    if (!firstNonfiniteWord_.data && !firstNonfiniteWord_.allocate(sizeof(unsigned long long)).isOk())
+      return false;
+    checkNonfinite_ = true;
+    return true;
+  }
+  std::string firstNonfinite() const override {
+    if (nonfiniteIndex_ < 0 || static_cast<size_t>(nonfiniteIndex_) >= step_.size())
+      return "";
+    return describeInstruction(nonfiniteIndex_, *step_[nonfiniteIndex_].instruction);
+  }
   double lastStepExposedCommSeconds() const override { return exposedCommSeconds_; }
 
   std::vector<std::pair<std::string, double>> profile() const override {
@@ -541,6 +582,12 @@ private:
   std::vector<double> seconds_;
   std::vector<InstructionTiming> timings_;
   double exposedCommSeconds_ = 0;
+  /// --check-nonfinite: the plan index of the first instruction of the
+  /// step that wrote a NaN or an infinity (all ones for none) on the
+  /// device, and what the host read of it after the step.
+  DeviceBuffer firstNonfiniteWord_;
+  bool checkNonfinite_ = false;
+  int64_t nonfiniteIndex_ = -1;
 };
 
 } // namespace

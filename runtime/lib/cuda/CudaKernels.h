@@ -91,6 +91,11 @@ Status select(const KernelCall &call);
 Status cast(const KernelCall &call);
 Status dropout(const KernelCall &call);
 Status fill(const KernelCall &call);
+/// fsdp-run --check-nonfinite, after an instruction on its stream: where an
+/// element of the float tensor `output` is NaN or infinite, lowers `*first`
+/// to the instruction's plan index (atomicMin), so that after the step it
+/// holds the first instruction in plan order that wrote one, as on the CPU.
+Status noteNonfinite(const TensorView &output, const CudaLaunch &launch, unsigned long long *first);
 
 // Matmul.cu: cuBLASLt GEMMs (fp32 without TF32, or bf16 / f16 inputs with
 // fp32 accumulation), the bias as an epilogue.

@@ -336,4 +336,23 @@ Status fill(const KernelCall &call) {
   return Status::ok();
 }
 
+__global__ void nonfiniteKernel(Operand x, long long n, unsigned long long index, unsigned long long *first) {
+  FSDPC_GRID_STRIDE_LOOP(i, n) {
+    if (!isfinite(loadFloat(x, i))) {
+      atomicMin(first, index);
+      return; // one report per thread is enough
+    }
+  }
+}
+
+Status noteNonfinite(const TensorView &output, const CudaLaunch &launch, unsigned long long *first) {
+  const int64_t n = output.numElements();
+  if (n == 0 || !isFloatDtype(output.dtype))
+    return Status::ok();
+  nonfiniteKernel<<<blocksFor(n, launch), kThreads, 0, launch.stream>>>(
+      operandOf(output), n, static_cast<unsigned long long>(launch.instruction), first);
+  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::ok();
+}
+
 } // namespace fsdpc::runtime::cuda

@@ -60,11 +60,26 @@ struct InstructionTiming {
   double start = 0, end = 0;
 };
 
+/// The memory a device allocates its regions from, so that the ranks
+/// sharing it can check before anything is allocated that they fit.
+struct MemoryPool {
+  std::string id;              // ranks whose pools have one id share the memory
+  std::string description;     // "host h1", "GPU cuda:0 (NVIDIA H200) of host h1"
+  uint64_t availableBytes = 0; // what is free now; 0 for unknown
+};
+
+/// This host's name, as ranks compare it to find who shares a host.
+std::string hostName();
+/// Bytes the kernel reports available for new allocations (MemAvailable),
+/// or 0 when it cannot be read.
+uint64_t hostMemoryAvailable();
+
 class Device {
 public:
   virtual ~Device() = default;
   /// "cpu", "cuda:0", ...
   virtual std::string name() const = 0;
+  virtual MemoryPool memoryPool() const = 0;
 
   /// Reserves the plan's regions, zero-filled; each starts at a multiple of
   /// `alignment` bytes.
@@ -119,6 +134,13 @@ public:
   /// none did or the check is off.
   virtual std::string firstNonfinite() const { return ""; }
 };
+
+/// "instruction K 'op' (at ONNX node N)": how --check-nonfinite names the
+/// instruction at plan index `index` on every device.
+inline std::string describeInstruction(int64_t index, const plan::Instruction &instruction) {
+  return "instruction " + std::to_string(index) + " '" + instruction.op() + "'" +
+         (instruction.location().empty() ? std::string() : " (at ONNX node " + instruction.location() + ")");
+}
 
 } // namespace fsdpc::runtime
 

@@ -49,7 +49,7 @@ int failures = 0;
 
 /// How a tensor's values are drawn.
 struct Fill {
-  enum Kind { kNormal, kPositive, kIntegers, kCausal, kConstant, kZeros, kSomeNaN } kind = kNormal;
+  enum Kind { kNormal, kPositive, kIntegers, kCausal, kConstant, kZeros, kSomeNaN, kOutOfInt64 } kind = kNormal;
   double a = 0, b = 0; // kIntegers: [a, b); kConstant: a
 };
 Fill normal() { return {}; }
@@ -58,6 +58,7 @@ Fill integers(int64_t lo, int64_t hi) { return {Fill::kIntegers, static_cast<dou
 Fill causal() { return {Fill::kCausal}; }
 Fill constant(double v) { return {Fill::kConstant, v}; }
 Fill someNaN() { return {Fill::kSomeNaN}; } // normal, every third element NaN
+Fill outOfInt64() { return {Fill::kOutOfInt64}; } // NaN, +-inf and normal x 1e19 in turn
 
 struct Spec {
   std::vector<int64_t> shape;
@@ -162,6 +163,11 @@ HostTensor makeTensor(const Spec &spec, std::mt19937 &rng) {
     case Fill::kSomeNaN:
       v = i % 3 == 1 ? std::nan("") : gauss(rng);
       break;
+    case Fill::kOutOfInt64: {
+      const double cycle[] = {std::nan(""), INFINITY, -INFINITY, gauss(rng) * 1e19};
+      v = cycle[i % 4];
+      break;
+    }
     }
     TensorView view{t.bytes.data(), spec.dtype, spec.shape};
     if (spec.dtype == plan::I64 || spec.dtype == plan::I32 || spec.dtype == plan::BOOL)
@@ -376,6 +382,8 @@ std::vector<Case> cases() {
   all.push_back(Case("cast", "f32 -> bf16").in({1111}).out({1111}, plan::BF16).tol(0));
   all.push_back(Case("cast", "bf16 -> f32").in({1111}, normal(), plan::BF16).out({1111}).tol(0));
   all.push_back(Case("cast", "i64 -> f32").in({333}, integers(-50, 50), plan::I64).out({333}).tol(0));
+  all.push_back(Case("cast", "f32 -> i64").in({333}).out({333}, plan::I64).tol(0));
+  all.push_back(Case("cast", "f32 -> i64 outside int64").in({333}, outOfInt64()).out({333}, plan::I64).tol(0));
   all.push_back(Case("cast", "to_bool").in({333}, integers(-2, 3), plan::I64).out({333}, plan::I64)
                     .attr("to_bool", int64_t(1)).tol(0));
   all.push_back(Case("dropout").in({3, 1001}).out({3, 1001}).attr("ratio", 0.3).attr("seed", int64_t(7)).tol(0));

@@ -333,6 +333,21 @@ TEST(Kernels, IsNanMarksNaNsOnly) {
     EXPECT_EQ(mask.i[k], (k == 1 || k == 7) ? 1 : 0) << "at element " << k;
 }
 
+// Float to integer truncates toward zero; NaN, the infinities and values
+// outside int64 give INT64_MIN, as torch's .long() on x86 (C++ leaves them
+// undefined: UBSan found a -inf in Hugging Face T5's bucket arithmetic).
+TEST(Kernels, CastFloatToIntegerIsDefinedEverywhere) {
+  Buffer x;
+  x.shape = {7};
+  x.f = {2.9f, -2.9f, std::nanf(""), INFINITY, -INFINITY, 1e19f, -1e19f};
+  Buffer y;
+  y.shape = {7};
+  y.i.assign(7, 0);
+  ASSERT_TRUE(runKernel("cast", {&x}, {&y}).isOk());
+  const std::vector<int64_t> expected = {2, -2, INT64_MIN, INT64_MIN, INT64_MIN, INT64_MIN, INT64_MIN};
+  EXPECT_EQ(y.i, expected);
+}
+
 TEST(Kernels, OneHotRowsAndIgnoredLabels) {
   Buffer labels, rows = zeros({4, 3});
   labels.shape = {4};

@@ -63,10 +63,20 @@ struct Compose {
     return graph::TransposeOp::create(n.builder, n.loc, type, x, n.builder.getDenseI64ArrayAttr(perm));
   }
   mlir::Value reshape(mlir::Value v, mlir::ArrayRef<int64_t> shape) { return import::reshape(n, v, shape); }
+  // One statement per created op below: the order in which nested
+  // arguments are evaluated is the C++ compiler's choice, and the IR (and
+  // so the plan's bytes) must not depend on it.
   /// |x| = relu(x) + relu(-x).
-  mlir::Value abs(mlir::Value x) { return add(relu(x), relu(neg(x))); }
+  mlir::Value abs(mlir::Value x) {
+    mlir::Value positive = relu(x);
+    return add(positive, relu(neg(x)));
+  }
   /// log(1 + exp(x)), stable at any x: relu(x) + log(1 + exp(-|x|)).
-  mlir::Value softplus(mlir::Value x) { return add(relu(x), log(add(constant(1.0f), exp(neg(abs(x)))))); }
+  mlir::Value softplus(mlir::Value x) {
+    mlir::Value positive = relu(x);
+    mlir::Value one = constant(1.0f);
+    return add(positive, log(add(one, exp(neg(abs(x))))));
+  }
   /// The max of `x` along `axis`, kept as a dimension of 1: halves taken
   /// pairwise, max(a, b) = b + relu(a - b), so log2(size) levels.
   mlir::Value maxAlong(mlir::Value x, int64_t axis) {
@@ -96,8 +106,10 @@ struct Compose {
   }
   /// clamp(alpha x + beta, 0, 1) = relu(y) - relu(y - 1).
   mlir::Value hardSigmoid(mlir::Value x, double alpha, double beta) {
-    mlir::Value y = add(scale(x, alpha), constant(static_cast<float>(beta)));
-    return sub(relu(y), relu(sub(y, constant(1.0f))));
+    mlir::Value scaled = scale(x, alpha);
+    mlir::Value y = add(scaled, constant(static_cast<float>(beta)));
+    mlir::Value low = relu(y);
+    return sub(low, relu(sub(y, constant(1.0f))));
   }
 };
 

@@ -9,6 +9,7 @@
 #include "CompositePatterns.h"
 #include "ImportContext.h"
 #include "fsdpc/Import/OnnxImporter.h"
+#include "fsdpc/runtime/HostDevice.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 
@@ -992,7 +993,7 @@ LogicalResult convertCast(NodeImporter &n) {
       });
     else
       folded = value.mapValues(element, [](const APFloat &v) {
-        return APInt(64, static_cast<int64_t>(v.convertToFloat()), /*isSigned=*/true);
+        return APInt(64, fsdpc::runtime::truncateToInt64(v.convertToFloat()), /*isSigned=*/true);
       });
     n.setFoldedOutput(0, folded);
     return success();

@@ -148,12 +148,16 @@ public:
   void *address(plan::Region region, uint64_t offset) const override {
     return (region == plan::PERSISTENT ? persistent_.base : transient_.base) + offset;
   }
+  // An empty tensor's host side may be a null pointer, which memcpy must
+  // not be given even for 0 bytes.
   Status upload(void *device, const void *host, uint64_t bytes) override {
-    std::memcpy(device, host, bytes);
+    if (bytes > 0)
+      std::memcpy(device, host, bytes);
     return Status::ok();
   }
   Status download(void *host, const void *device, uint64_t bytes) override {
-    std::memcpy(host, device, bytes);
+    if (bytes > 0)
+      std::memcpy(host, device, bytes);
     return Status::ok();
   }
   uint64_t residentBytes() const override { return persistent_.resident() + transient_.resident(); }

@@ -9,6 +9,7 @@
 #define FSDPC_RUNTIME_CPU_INDEXING_H
 
 #include "fsdpc/runtime/Float16.h"
+#include "fsdpc/runtime/HostDevice.h"
 #include "fsdpc/runtime/Kernels.h"
 #include "VectorMath.h"
 
@@ -79,7 +80,7 @@ inline void castElements(const TensorView &from, const TensorView &to) {
     if (floatIn && floatOut)
       storeFloat(to, i, loadFloat(from, i));
     else if (floatIn)
-      storeInteger(to, i, static_cast<int64_t>(loadFloat(from, i)));
+      storeInteger(to, i, truncateToInt64(loadFloat(from, i)));
     else if (floatOut)
       storeFloat(to, i, static_cast<float>(loadInteger(from, i)));
     else

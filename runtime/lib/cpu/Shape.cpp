@@ -38,7 +38,8 @@ Status slice(const KernelCall &call) {
   std::vector<int64_t> starts = call.intListParam(contract::Param::kStarts), steps = call.intListParam(contract::Param::kSteps);
   FSDPC_RETURN_IF_ERROR(checkSlice("slice", x.shape, y.shape, starts, steps));
   SliceMap map(x.shape, starts, steps);
-  size_t bytes = dtypeSize(x.dtype);
+  // Signed: a negative step walks back from `in`.
+  const int64_t bytes = static_cast<int64_t>(dtypeSize(x.dtype));
   const uint8_t *src = static_cast<const uint8_t *>(x.data);
   uint8_t *dst = static_cast<uint8_t *>(y.data);
   forEachRow<1>(y.shape, {map.strides},

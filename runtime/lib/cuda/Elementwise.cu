@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "DeviceMath.cuh"
 #include "../KernelChecks.h"
+#include "fsdpc/runtime/HostDevice.h"
 
 #include <cmath>
 
@@ -176,8 +177,8 @@ __global__ void castKernel(Operand in, Operand out, long long n, bool toBool) {
       storeInteger(out, i, loadInteger(in, i) != 0);
     else if (floatIn && floatOut)
       storeFloat(out, i, loadFloat(in, i));
-    else if (floatIn) // float to integer truncates, as static_cast does
-      storeInteger(out, i, static_cast<long long>(loadFloat(in, i)));
+    else if (floatIn) // float to integer truncates, as the CPU kernel does
+      storeInteger(out, i, truncateToInt64(loadFloat(in, i)));
     else if (floatOut)
       storeFloat(out, i, static_cast<float>(loadInteger(in, i)));
     else
@@ -212,7 +213,7 @@ __global__ void fillKernel(Operand out, long long n, float value) {
     if (isFloat)
       storeFloat(out, i, value);
     else
-      storeInteger(out, i, static_cast<long long>(value));
+      storeInteger(out, i, truncateToInt64(value));
   }
 }
 

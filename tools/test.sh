@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: packages, the release build and
 # both tiers of its tests, then the sanitizer build and the fast tier under
-# it:
+# it, then every plan of both builds compared (tools/compare-plans.sh):
 #   fast: the runtime unit tests (GoogleTest, collectives) and the lit tests
 #         of the dialects, passes, importer and CLI (seconds); in the
 #         sanitizer build also a 10 s smoke run of every fuzz target;
@@ -54,4 +54,6 @@ elif [ -n "${1:-}" ]; then
 else
   run_release all
   run_sanitized fast
+  # The same plans from the g++ and the clang build, byte for byte.
+  bash "$root/tools/compare-plans.sh" "$root/build" "$root/build-asan"
 fi

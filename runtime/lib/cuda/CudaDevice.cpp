@@ -387,7 +387,7 @@ public:
     return true;
   }
   std::string firstNonfinite() const override {
-    if (nonfiniteIndex_ < 0 || static_cast<size_t>(nonfiniteIndex_) >= step_.size())
+    if (nonfiniteIndex_ < 0) // runPrefix sets it only to an index of step_
       return "";
     return describeInstruction(nonfiniteIndex_, *step_[nonfiniteIndex_].instruction);
   }

@@ -14,6 +14,10 @@ and run where the GPU is, so the script has two halves:
       and a RESULT line; exits 77 (skipped) when no GPU is visible.
   devices_agree.py all --build BUILD --work DIR
       both, for ctest; skips before compiling anything when no GPU is there.
+  devices_agree.py all --build BUILD --work DIR --emulated [--steps N]
+      the same checks with fsdp-run-emulated, whose CUDA device is the CUDA
+      backend's own code on the CUDA emulator (docs/cuda-emulator.md): no
+      GPU needed, so CI runs the whole CUDA path, host-staged 2 ranks too.
 
 A check compares the per-step losses of two runs of one plan (or of two
 plans of one model): |a - b| <= tolerance * max(1, |b|) at every step.
@@ -155,22 +159,22 @@ def first_nonfinite(fsdp_run, plans, device):
     return found.group(1), ""
 
 
-def run_checks(fsdp_run, plans, work):
-    if not gpu_visible():
+def run_checks(fsdp_run, plans, work, emulated=False, steps=STEPS):
+    if not emulated and not gpu_visible():
         print("SKIP: no GPU is visible (nvidia-smi -L lists none)")
         return 77
     manifest = json.load(open(os.path.join(plans, "checks.json")))
     os.makedirs(work, exist_ok=True)
     losses = {}
     runs, checks = list(RUNS), list(CHECKS)
-    if gpu_count() >= 2:  # one rank per GPU: NCCL, not the host-staged fallback
+    if not emulated and gpu_count() >= 2:  # one rank per GPU: NCCL, not the host-staged fallback
         runs.append(("gpt-nccl-2-gpus", "gpt-w2", "cuda", 2))
         checks.append(("GPT fp32, 2 ranks on 2 GPUs (NCCL) vs 1 rank", "gpt-nccl-2-gpus", "gpt-cuda", 1e-5))
     for name, plan, device, ranks in runs:
         info = manifest["plans"][plan]
         model = manifest["models"][info["model"]]
         metrics = os.path.join(work, name + ".jsonl")
-        cmd = [fsdp_run, os.path.join(plans, plan + ".bin"), "--device", device, "--steps", str(STEPS),
+        cmd = [fsdp_run, os.path.join(plans, plan + ".bin"), "--device", device, "--steps", str(steps),
                "--metrics-json", metrics]
         if model["init"]:
             cmd += ["--init", model["init"]]
@@ -184,7 +188,7 @@ def run_checks(fsdp_run, plans, work):
         out = run(cmd)
         first = out.splitlines()[0] if out else ""
         losses[name] = read_losses(metrics)
-        print("ran %-18s %s; step 0 loss %.6f, step %d loss %.6f" % (name, first, losses[name][0], STEPS - 1,
+        print("ran %-18s %s; step 0 loss %.6f, step %d loss %.6f" % (name, first, losses[name][0], steps - 1,
                                                                     losses[name][-1]))
     failures = 0
     print("%-44s %12s %10s  %s" % ("check", "worst", "tolerance", "at step"))
@@ -192,7 +196,7 @@ def run_checks(fsdp_run, plans, work):
         got, want = losses[got_name], losses[want_name]
         excess = [abs(a - b) / max(1.0, abs(b)) for a, b in zip(got, want)]
         worst = max(range(len(excess)), key=excess.__getitem__)
-        ok = len(got) == len(want) == STEPS and all(e <= tolerance for e in excess)
+        ok = len(got) == len(want) == steps and all(e <= tolerance for e in excess)
         failures += not ok
         print("%-44s %12.3e %10.0e  %d%s" % (what, excess[worst], tolerance, worst, "" if ok else "  <-- FAIL"))
     cpu, why_cpu = first_nonfinite(fsdp_run, plans, "cpu")
@@ -218,18 +222,22 @@ def main():
     a = sub.add_parser("all")
     a.add_argument("--build", required=True)
     a.add_argument("--work", required=True)
+    a.add_argument("--emulated", action="store_true", help="run the CUDA device on the CUDA emulator")
+    a.add_argument("--steps", type=int, default=STEPS)
     args = parser.parse_args()
     if args.command == "prepare":
         prepare(args.fsdpc, args.out)
         return 0
     if args.command == "run":
         return run_checks(args.fsdp_run, args.plans, args.work)
-    if not gpu_visible():
+    if not args.emulated and not gpu_visible():
         print("SKIP: no GPU is visible (nvidia-smi -L lists none)")
         return 77
     plans = os.path.join(args.work, "plans")
     prepare(os.path.join(args.build, "bin", "fsdpc"), plans)
-    return run_checks(os.path.join(args.build, "bin", "fsdp-run"), plans, os.path.join(args.work, "runs"))
+    runner = "fsdp-run-emulated" if args.emulated else "fsdp-run"
+    return run_checks(os.path.join(args.build, "bin", runner), plans, os.path.join(args.work, "runs"),
+                      emulated=args.emulated, steps=args.steps)
 
 
 if __name__ == "__main__":

@@ -136,7 +136,7 @@ __device__ __forceinline__ void loadKeyTile(float *tile, int pitch, const float 
 template <int Cols>
 __global__ void __launch_bounds__(kWarps * 32) attentionForwardKernel(const float *q, const float *k, const float *v,
                                                                        float *out, float *lse, AttentionShape s) {
-  extern __shared__ float shared[];
+  FSDPC_DYNAMIC_SHARED(float, shared);
   const int pitchD = s.d + 1, pitchV = s.dv + 1;
   float *qTile = shared, *keyTile = qTile + kTile * pitchD, *vTile = keyTile + kTile * pitchD;
   const long long b = blockIdx.y, firstQuery = static_cast<long long>(blockIdx.x) * kTile;
@@ -232,7 +232,7 @@ template <int Cols>
 __global__ void __launch_bounds__(kWarps * 32)
     attentionKeyGradKernel(const float *q, const float *k, const float *v, const float *lse, const float *delta,
                            const float *dout, float *dk, float *dv, AttentionShape s) {
-  extern __shared__ float shared[];
+  FSDPC_DYNAMIC_SHARED(float, shared);
   const int pitchD = s.d + 1, pitchV = s.dv + 1;
   float *keyTile = shared, *vTile = keyTile + kTile * pitchD, *qTile = vTile + kTile * pitchV,
         *doTile = qTile + kTile * pitchD, *lseTile = doTile + kTile * pitchV, *deltaTile = lseTile + kTile;
@@ -297,7 +297,7 @@ template <int Cols>
 __global__ void __launch_bounds__(kWarps * 32)
     attentionQueryGradKernel(const float *q, const float *k, const float *v, const float *lse, const float *delta,
                              const float *dout, float *dq, AttentionShape s) {
-  extern __shared__ float shared[];
+  FSDPC_DYNAMIC_SHARED(float, shared);
   const int pitchD = s.d + 1, pitchV = s.dv + 1;
   float *qTile = shared, *doTile = qTile + kTile * pitchD, *keyTile = doTile + kTile * pitchV,
         *vTile = keyTile + kTile * pitchD;
@@ -357,7 +357,7 @@ Status launchTiled(Kernel kernel, dim3 grid, size_t bytes, cudaStream_t stream, 
   if (bytes > 48 * 1024)
     FSDPC_CUDA_RETURN_IF_ERROR(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  kernel<<<grid, kWarps * 32, bytes, stream>>>(args...);
+  launchKernel(kernel, grid, kWarps * 32, bytes, stream, args...);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }
@@ -411,7 +411,8 @@ Status attentionGrad(const KernelCall &call) {
   float *dq = call.outputs[0].f32(), *dk = call.outputs[1].f32(), *dv = call.outputs[2].f32();
   float *delta = static_cast<float *>(launch.scratch);
   const long long rows = s.batch * s.tq;
-  attentionDeltaKernel<<<blocksFor(rows * 32, launch), kThreads, 0, launch.stream>>>(out, dout, delta, rows, s.dv);
+  launchKernel(attentionDeltaKernel, blocksFor(rows * 32, launch), kThreads, 0, launch.stream, out, dout, delta, rows,
+               s.dv);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   const size_t tileBytes = sizeof(float) * kTile * (2 * (s.d + 1) + 2 * (s.dv + 1));
   const size_t keyBytes = tileBytes + sizeof(float) * 2 * kTile;

@@ -115,6 +115,26 @@ inline unsigned blocksFor(int64_t n, const CudaLaunch &launch) {
   return static_cast<unsigned>(std::max<int64_t>(1, std::min(wanted, cap)));
 }
 
+/// Launches `kernel` on `stream`: `kernel<<<grid, block, sharedBytes,
+/// stream>>>(args...)` under nvcc; under the CUDA emulator (CI, no GPU) the
+/// same kernel runs on the CPU. Check FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED after.
+template <typename... Params, typename... Args>
+inline void launchKernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t sharedBytes, cudaStream_t stream,
+                         Args... args) {
+#ifdef FSDPC_CUDA_EMULATOR
+  fsdpc_cuda_emulator::launch(kernel, grid, block, sharedBytes, stream, args...);
+#else
+  kernel<<<grid, block, sharedBytes, stream>>>(args...);
+#endif
+}
+
+/// The block's dynamic shared memory (the launch's sharedBytes) as `type name[]`.
+#ifdef FSDPC_CUDA_EMULATOR
+#define FSDPC_DYNAMIC_SHARED(type, name) type *name = static_cast<type *>(::fsdpc_cuda_emulator::dynamicShared())
+#else
+#define FSDPC_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
+#endif
+
 #define FSDPC_GRID_STRIDE_LOOP(i, n)                                                                            \
   for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);                    \
        i += static_cast<long long>(blockDim.x) * gridDim.x)

@@ -63,8 +63,8 @@ template <Binary Op> Status binary(const KernelCall &call) {
                   layout))
     return rankError(call, out.shape.size());
   const CudaLaunch &launch = launchOf(call);
-  binaryKernel<Op><<<blocksFor(n, launch), kThreads, 0, launch.stream>>>(
-      operandOf(a), operandOf(b), operandOf(out), n, accessOf(a, n), accessOf(b, n), layout);
+  launchKernel(binaryKernel<Op>, blocksFor(n, launch), kThreads, 0, launch.stream, operandOf(a), operandOf(b),
+               operandOf(out), n, accessOf(a, n), accessOf(b, n), layout);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }
@@ -115,7 +115,8 @@ template <Unary Op> Status unary(const KernelCall &call, float factor = 1.0f) {
   if (n == 0)
     return Status::ok();
   const CudaLaunch &launch = launchOf(call);
-  unaryKernel<Op><<<blocksFor(n, launch), kThreads, 0, launch.stream>>>(operandOf(in), operandOf(out), n, factor);
+  launchKernel(unaryKernel<Op>, blocksFor(n, launch), kThreads, 0, launch.stream, operandOf(in), operandOf(out), n,
+               factor);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }
@@ -152,8 +153,8 @@ template <UnaryGrad Op> Status unaryGrad(const KernelCall &call) {
   if (n == 0)
     return Status::ok();
   const CudaLaunch &launch = launchOf(call);
-  unaryGradKernel<Op>
-      <<<blocksFor(n, launch), kThreads, 0, launch.stream>>>(operandOf(y), operandOf(dy), operandOf(out), n);
+  launchKernel(unaryGradKernel<Op>, blocksFor(n, launch), kThreads, 0, launch.stream, operandOf(y), operandOf(dy),
+               operandOf(out), n);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }
@@ -267,8 +268,8 @@ Status select(const KernelCall &call) {
                   layout))
     return rankError(call, y.shape.size());
   const CudaLaunch &launch = launchOf(call);
-  selectKernel<<<blocksFor(n, launch), kThreads, 0, launch.stream>>>(operandOf(c), operandOf(a), operandOf(b),
-                                                                     operandOf(y), n, layout);
+  launchKernel(selectKernel, blocksFor(n, launch), kThreads, 0, launch.stream, operandOf(c), operandOf(a), operandOf(b),
+               operandOf(y), n, layout);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }
@@ -281,7 +282,7 @@ Status isNan(const KernelCall &call) {
   if (n == 0)
     return Status::ok();
   const CudaLaunch &launch = launchOf(call);
-  isNanKernel<<<blocksFor(n, launch), kThreads, 0, launch.stream>>>(operandOf(x), operandOf(y), n);
+  launchKernel(isNanKernel, blocksFor(n, launch), kThreads, 0, launch.stream, operandOf(x), operandOf(y), n);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }
@@ -302,7 +303,7 @@ Status cast(const KernelCall &call) {
         cudaMemcpyAsync(y.data, x.data, n * dtypeSize(x.dtype), cudaMemcpyDeviceToDevice, launch.stream));
     return Status::ok();
   }
-  castKernel<<<blocksFor(n, launch), kThreads, 0, launch.stream>>>(operandOf(x), operandOf(y), n, toBool);
+  launchKernel(castKernel, blocksFor(n, launch), kThreads, 0, launch.stream, operandOf(x), operandOf(y), n, toBool);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }
@@ -319,8 +320,8 @@ Status dropout(const KernelCall &call) {
   if (n == 0)
     return Status::ok();
   const CudaLaunch &launch = launchOf(call);
-  dropoutKernel<<<blocksFor(n, launch), kThreads, 0, launch.stream>>>(operandOf(x), operandOf(y), n, seed,
-                                                                      context.step, context.rank, ratio, scale);
+  launchKernel(dropoutKernel, blocksFor(n, launch), kThreads, 0, launch.stream, operandOf(x), operandOf(y), n, seed,
+               context.step, context.rank, ratio, scale);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }
@@ -331,8 +332,8 @@ Status fill(const KernelCall &call) {
   if (n == 0)
     return Status::ok();
   const CudaLaunch &launch = launchOf(call);
-  fillKernel<<<blocksFor(n, launch), kThreads, 0, launch.stream>>>(
-      operandOf(y), n, static_cast<float>(call.floatParam(contract::Param::kValue, 0.0)));
+  launchKernel(fillKernel, blocksFor(n, launch), kThreads, 0, launch.stream, operandOf(y), n,
+               static_cast<float>(call.floatParam(contract::Param::kValue, 0.0)));
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }
@@ -350,8 +351,8 @@ Status noteNonfinite(const TensorView &output, const CudaLaunch &launch, unsigne
   const int64_t n = output.numElements();
   if (n == 0 || !isFloatDtype(output.dtype))
     return Status::ok();
-  nonfiniteKernel<<<blocksFor(n, launch), kThreads, 0, launch.stream>>>(
-      operandOf(output), n, static_cast<unsigned long long>(launch.instruction), first);
+  launchKernel(nonfiniteKernel, blocksFor(n, launch), kThreads, 0, launch.stream, operandOf(output), n,
+               static_cast<unsigned long long>(launch.instruction), first);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }

@@ -162,13 +162,12 @@ Status softmaxCrossEntropy(const KernelCall &call) {
   const bool mean = call.stringParam(contract::Param::kReduction, "mean") == "mean";
   const auto *labels = static_cast<const long long *>(call.inputs[1].data);
   if (rows > 0) {
-    crossEntropyRowsKernel<<<rowBlocks(rows), kThreads, 0, launch.stream>>>(
-        call.inputs[0].f32(), labels, rows, classes, ignoreIndex, rowLoss, rowCounts, launch.error,
-        launch.instruction);
+    launchKernel(crossEntropyRowsKernel, rowBlocks(rows), kThreads, 0, launch.stream, call.inputs[0].f32(), labels,
+                 rows, classes, ignoreIndex, rowLoss, rowCounts, launch.error, launch.instruction);
     FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   }
-  crossEntropyTotalKernel<<<1, kReduceThreads, 0, launch.stream>>>(rowLoss, rowCounts, rows, mean,
-                                                                   call.outputs[0].f32());
+  launchKernel(crossEntropyTotalKernel, 1, kReduceThreads, 0, launch.stream, rowLoss, rowCounts, rows, mean,
+               call.outputs[0].f32());
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }
@@ -185,11 +184,11 @@ Status softmaxCrossEntropyGrad(const KernelCall &call) {
   const long long ignoreIndex = call.intParam(contract::Param::kIgnoreIndex, INT64_MIN);
   const bool mean = call.stringParam(contract::Param::kReduction, "mean") == "mean";
   const auto *labels = static_cast<const long long *>(call.inputs[1].data);
-  countLabelsKernel<<<1, kReduceThreads, 0, launch.stream>>>(labels, rows, ignoreIndex, counted);
+  launchKernel(countLabelsKernel, 1, kReduceThreads, 0, launch.stream, labels, rows, ignoreIndex, counted);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
-  crossEntropyGradKernel<<<rowBlocks(rows), kThreads, 0, launch.stream>>>(
-      call.inputs[0].f32(), labels, call.inputs[2].f32(), counted, rows, classes, ignoreIndex, mean,
-      call.outputs[0].f32(), launch.error, launch.instruction);
+  launchKernel(crossEntropyGradKernel, rowBlocks(rows), kThreads, 0, launch.stream, call.inputs[0].f32(), labels,
+               call.inputs[2].f32(), counted, rows, classes, ignoreIndex, mean, call.outputs[0].f32(), launch.error,
+               launch.instruction);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }
@@ -201,8 +200,8 @@ Status mseLoss(const KernelCall &call) {
     return FSDPC_ERROR(kInvalidArgument, "mse_loss: prediction ", cpu::shapeString(pred.shape), " and target ",
                        cpu::shapeString(target.shape), " differ");
   const CudaLaunch &launch = launchOf(call);
-  mseLossKernel<<<1, kReduceThreads, 0, launch.stream>>>(pred.f32(), target.f32(), pred.numElements(),
-                                                         call.outputs[0].f32());
+  launchKernel(mseLossKernel, 1, kReduceThreads, 0, launch.stream, pred.f32(), target.f32(), pred.numElements(),
+               call.outputs[0].f32());
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }
@@ -215,8 +214,8 @@ Status mseLossGrad(const KernelCall &call) {
   if (n == 0)
     return Status::ok();
   const CudaLaunch &launch = launchOf(call);
-  mseLossGradKernel<<<blocksFor(n, launch), kThreads, 0, launch.stream>>>(
-      call.inputs[0].f32(), call.inputs[1].f32(), call.inputs[2].f32(), n, call.outputs[0].f32());
+  launchKernel(mseLossGradKernel, blocksFor(n, launch), kThreads, 0, launch.stream, call.inputs[0].f32(),
+               call.inputs[1].f32(), call.inputs[2].f32(), n, call.outputs[0].f32());
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }

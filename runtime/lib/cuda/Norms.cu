@@ -124,9 +124,8 @@ Status normalize(const KernelCall &call, const float *bias, float *mean, float *
   if (rows == 0 || cols == 0)
     return Status::ok();
   const CudaLaunch &launch = launchOf(call);
-  normalizeKernel<<<rowBlocks(rows), kThreads, 0, launch.stream>>>(call.inputs[0].f32(), call.inputs[1].f32(), bias,
-                                                                   rows, cols, epsilon, mean != nullptr,
-                                                                   call.outputs[0].f32(), mean, invStd);
+  launchKernel(normalizeKernel, rowBlocks(rows), kThreads, 0, launch.stream, call.inputs[0].f32(), call.inputs[1].f32(),
+               bias, rows, cols, epsilon, mean != nullptr, call.outputs[0].f32(), mean, invStd);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }
@@ -137,19 +136,19 @@ Status normalizeGrad(const KernelCall &call, const float *mean, const float *inv
     return Status::ok();
   const CudaLaunch &launch = launchOf(call);
   const float *x = call.inputs[0].f32(), *scale = call.inputs[1].f32();
-  normalizeGradKernel<<<rowBlocks(rows), kThreads, 0, launch.stream>>>(x, scale, mean, invStd, dy, rows, cols,
-                                                                       call.outputs[0].f32());
+  launchKernel(normalizeGradKernel, rowBlocks(rows), kThreads, 0, launch.stream, x, scale, mean, invStd, dy, rows, cols,
+               call.outputs[0].f32());
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   const int64_t chunks = chunksFor(rows), rowsPerChunk = (rows + chunks - 1) / chunks;
   if (launch.scratchBytes < normGradScratch(call))
     return FSDPC_ERROR(kInternal, call.instruction->op(), ": scratch too small");
   auto *partial = static_cast<double *>(launch.scratch);
   const dim3 grid(static_cast<unsigned>((cols + kColumnTile - 1) / kColumnTile), static_cast<unsigned>(chunks));
-  normParamPartialsKernel<<<grid, dim3(kColumnTile, kRowLanes), 0, launch.stream>>>(x, mean, invStd, dy, rows, cols,
-                                                                                    rowsPerChunk, chunks, partial);
+  launchKernel(normParamPartialsKernel, grid, dim3(kColumnTile, kRowLanes), 0, launch.stream, x, mean, invStd, dy, rows,
+               cols, rowsPerChunk, chunks, partial);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
-  normParamSumKernel<<<blocksFor(cols, launch), kThreads, 0, launch.stream>>>(partial, chunks, cols,
-                                                                              call.outputs[1].f32(), dbias);
+  launchKernel(normParamSumKernel, blocksFor(cols, launch), kThreads, 0, launch.stream, partial, chunks, cols,
+               call.outputs[1].f32(), dbias);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }

@@ -119,11 +119,11 @@ Status sumSquares(const KernelCall &call) {
   for (const TensorView &x : call.inputs) {
     if (x.dtype != plan::F32)
       return FSDPC_ERROR(kInvalidArgument, "sum_squares: inputs must be f32");
-    sumSquaresKernel<<<1, kSumThreads, 0, launch.stream>>>(x.f32(), x.numElements(), total, first);
+    launchKernel(sumSquaresKernel, 1, kSumThreads, 0, launch.stream, x.f32(), x.numElements(), total, first);
     FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
     first = false;
   }
-  storeTotalKernel<<<1, 1, 0, launch.stream>>>(total, y.f32());
+  launchKernel(storeTotalKernel, 1, 1, 0, launch.stream, total, y.f32());
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }
@@ -133,8 +133,8 @@ Status clipCoefficient(const KernelCall &call) {
   if (sq.numElements() != 1 || scale.numElements() != 1 || norm.numElements() != 1)
     return FSDPC_ERROR(kInvalidArgument, "clip_coefficient: operands must be one element each");
   const CudaLaunch &launch = launchOf(call);
-  clipCoefficientKernel<<<1, 1, 0, launch.stream>>>(
-      sq.f32(), scale.f32(), norm.f32(), static_cast<float>(call.floatParam(contract::Param::kMaxNorm, 1.0)));
+  launchKernel(clipCoefficientKernel, 1, 1, 0, launch.stream, sq.f32(), scale.f32(), norm.f32(),
+               static_cast<float>(call.floatParam(contract::Param::kMaxNorm, 1.0)));
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }
@@ -152,10 +152,10 @@ Status sgdUpdate(const KernelCall &call) {
   Schedule schedule;
   FSDPC_RETURN_IF_ERROR(scheduleOf(call, schedule));
   float *buf = momentum != 0 ? call.inputs[2].f32() : nullptr;
-  sgdKernel<<<blocksFor(n, launch), kThreads, 0, launch.stream>>>(
-      param.f32(), grad.f32(), buf, static_cast<const long long *>(call.inputs.back().data), n, schedule, momentum,
-      call.floatParam(contract::Param::kDampening, 0),
-      call.floatParam(contract::Param::kWeightDecay, 0), call.intParam(contract::Param::kNesterov, 0) != 0);
+  launchKernel(sgdKernel, blocksFor(n, launch), kThreads, 0, launch.stream, param.f32(), grad.f32(), buf,
+               static_cast<const long long *>(call.inputs.back().data), n, schedule, momentum,
+               call.floatParam(contract::Param::kDampening, 0), call.floatParam(contract::Param::kWeightDecay, 0),
+               call.intParam(contract::Param::kNesterov, 0) != 0);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }
@@ -171,11 +171,11 @@ Status adamwUpdate(const KernelCall &call) {
   const CudaLaunch &launch = launchOf(call);
   Schedule schedule;
   FSDPC_RETURN_IF_ERROR(scheduleOf(call, schedule));
-  adamwKernel<<<blocksFor(n, launch), kThreads, 0, launch.stream>>>(
-      call.inputs[0].f32(), call.inputs[1].f32(), call.inputs[2].f32(), call.inputs[3].f32(),
-      static_cast<const long long *>(call.inputs[4].data), n, schedule,
-      call.floatParam(contract::Param::kBeta1, 0.9), call.floatParam(contract::Param::kBeta2, 0.999),
-      call.floatParam(contract::Param::kEps, 1e-8), call.floatParam(contract::Param::kWeightDecay, 0.01));
+  launchKernel(adamwKernel, blocksFor(n, launch), kThreads, 0, launch.stream, call.inputs[0].f32(),
+               call.inputs[1].f32(), call.inputs[2].f32(), call.inputs[3].f32(),
+               static_cast<const long long *>(call.inputs[4].data), n, schedule,
+               call.floatParam(contract::Param::kBeta1, 0.9), call.floatParam(contract::Param::kBeta2, 0.999),
+               call.floatParam(contract::Param::kEps, 1e-8), call.floatParam(contract::Param::kWeightDecay, 0.01));
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }

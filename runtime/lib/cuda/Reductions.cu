@@ -138,11 +138,11 @@ Status runReduction(const KernelCall &call, const TensorView &x, const TensorVie
       return FSDPC_ERROR(kInternal, call.instruction->op(), ": scratch too small");
     auto *partial = static_cast<double *>(launch.scratch);
     const dim3 grid(static_cast<unsigned>((p.outCount + kColumnTile - 1) / kColumnTile), static_cast<unsigned>(p.chunks));
-    columnPartialsKernel<<<grid, dim3(kColumnTile, kRowLanes), 0, launch.stream>>>(
-        operandOf(x), p.reducedCount, p.outCount, p.rowsPerChunk, partial);
+    launchKernel(columnPartialsKernel, grid, dim3(kColumnTile, kRowLanes), 0, launch.stream, operandOf(x),
+                 p.reducedCount, p.outCount, p.rowsPerChunk, partial);
     FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
-    sumChunksKernel<<<blocksFor(p.outCount, launch), kThreads, 0, launch.stream>>>(partial, p.chunks, p.outCount,
-                                                                                    operandOf(y));
+    launchKernel(sumChunksKernel, blocksFor(p.outCount, launch), kThreads, 0, launch.stream, partial, p.chunks,
+                 p.outCount, operandOf(y));
     FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
     return Status::ok();
   }
@@ -151,11 +151,11 @@ Status runReduction(const KernelCall &call, const TensorView &x, const TensorVie
     return rankError(call, x.shape.size());
   if (p.reducedCount >= kThreads) {
     const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(p.outCount, 1 << 20));
-    reducePerBlockKernel<<<blocks, kThreads, 0, launch.stream>>>(operandOf(x), operandOf(y), p.outCount,
-                                                                 p.reducedCount, kept, reducedLayout);
+    launchKernel(reducePerBlockKernel, blocks, kThreads, 0, launch.stream, operandOf(x), operandOf(y), p.outCount,
+                 p.reducedCount, kept, reducedLayout);
   } else {
-    reducePerThreadKernel<<<blocksFor(p.outCount, launch), kThreads, 0, launch.stream>>>(
-        operandOf(x), operandOf(y), p.outCount, p.reducedCount, kept, reducedLayout);
+    launchKernel(reducePerThreadKernel, blocksFor(p.outCount, launch), kThreads, 0, launch.stream, operandOf(x),
+                 operandOf(y), p.outCount, p.reducedCount, kept, reducedLayout);
   }
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
@@ -207,16 +207,16 @@ Status gatherElements(const KernelCall &call, const void *in, void *out, int64_t
   const unsigned blocks = blocksFor(n, launch);
   switch (bytes) {
   case 1:
-    broadcastKernel<1><<<blocks, kThreads, 0, launch.stream>>>(in, out, n, layout);
+    launchKernel(broadcastKernel<1>, blocks, kThreads, 0, launch.stream, in, out, n, layout);
     break;
   case 2:
-    broadcastKernel<2><<<blocks, kThreads, 0, launch.stream>>>(in, out, n, layout);
+    launchKernel(broadcastKernel<2>, blocks, kThreads, 0, launch.stream, in, out, n, layout);
     break;
   case 4:
-    broadcastKernel<4><<<blocks, kThreads, 0, launch.stream>>>(in, out, n, layout);
+    launchKernel(broadcastKernel<4>, blocks, kThreads, 0, launch.stream, in, out, n, layout);
     break;
   case 8:
-    broadcastKernel<8><<<blocks, kThreads, 0, launch.stream>>>(in, out, n, layout);
+    launchKernel(broadcastKernel<8>, blocks, kThreads, 0, launch.stream, in, out, n, layout);
     break;
   default:
     return FSDPC_ERROR(kInternal, call.instruction->op(), ": elements of ", bytes, " bytes");

@@ -168,8 +168,8 @@ Status sliceGrad(const KernelCall &call) {
   if (n == 0)
     return Status::ok();
   // A slice reads distinct elements, so the scatter has no conflicts.
-  scatterSliceKernel<<<blocksFor(n, launch), kThreads, 0, launch.stream>>>(operandOf(dy), operandOf(dx), base, n,
-                                                                           layout);
+  launchKernel(scatterSliceKernel, blocksFor(n, launch), kThreads, 0, launch.stream, operandOf(dy), operandOf(dx), base,
+               n, layout);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }
@@ -186,9 +186,9 @@ Status gather(const KernelCall &call) {
   const CudaLaunch &launch = launchOf(call);
   const unsigned blocks = blocksFor(n, launch);
   const Operand idx = operandOf(indices);
-#define FSDPC_LAUNCH_GATHER(BYTES)                                                                              \
-  gatherKernel<BYTES><<<blocks, kThreads, 0, launch.stream>>>(data.data, idx, out.data, g.outer, g.rows, g.count, \
-                                                              g.inner, launch.error, launch.instruction)
+#define FSDPC_LAUNCH_GATHER(BYTES)                                                                                     \
+  launchKernel(gatherKernel<BYTES>, blocks, kThreads, 0, launch.stream, data.data, idx, out.data, g.outer, g.rows,     \
+               g.count, g.inner, launch.error, launch.instruction)
   switch (dtypeSize(data.dtype)) {
   case 1:
     FSDPC_LAUNCH_GATHER(1);
@@ -228,14 +228,13 @@ Status gatherGrad(const KernelCall &call) {
   FSDPC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(accumulator, 0, dx.numElements() * sizeof(float), launch.stream));
   const int64_t n = dy.numElements();
   if (n > 0) {
-    gatherGradKernel<<<blocksFor(n, launch), kThreads, 0, launch.stream>>>(operandOf(dy), operandOf(indices),
-                                                                           accumulator, g.outer, g.rows, g.count,
-                                                                           g.inner);
+    launchKernel(gatherGradKernel, blocksFor(n, launch), kThreads, 0, launch.stream, operandOf(dy), operandOf(indices),
+                 accumulator, g.outer, g.rows, g.count, g.inner);
     FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   }
   if (dx.dtype != plan::F32 && dx.numElements() > 0) {
-    narrowKernel<<<blocksFor(dx.numElements(), launch), kThreads, 0, launch.stream>>>(accumulator, operandOf(dx),
-                                                                                      dx.numElements());
+    launchKernel(narrowKernel, blocksFor(dx.numElements(), launch), kThreads, 0, launch.stream, accumulator,
+                 operandOf(dx), dx.numElements());
     FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   }
   return Status::ok();
@@ -251,9 +250,8 @@ Status oneHot(const KernelCall &call) {
   if (rows * depth == 0)
     return Status::ok();
   const CudaLaunch &launch = launchOf(call);
-  oneHotKernel<<<blocksFor(rows * depth, launch), kThreads, 0, launch.stream>>>(
-      operandOf(labels), out.f32(), rows, depth, call.intParam(contract::Param::kIgnoreIndex, LLONG_MIN), launch.error,
-      launch.instruction);
+  launchKernel(oneHotKernel, blocksFor(rows * depth, launch), kThreads, 0, launch.stream, operandOf(labels), out.f32(),
+               rows, depth, call.intParam(contract::Param::kIgnoreIndex, LLONG_MIN), launch.error, launch.instruction);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }
@@ -265,9 +263,9 @@ Status argReduce(const KernelCall &call) {
   if (outer * inner == 0)
     return Status::ok();
   const CudaLaunch &launch = launchOf(call);
-  argReduceKernel<<<blocksFor(outer * inner, launch), kThreads, 0, launch.stream>>>(
-      operandOf(x), reinterpret_cast<long long *>(out.i64()), outer, size, inner, call.instruction->op() == "arg_max",
-      call.intParam(contract::Param::kSelectLastIndex, 0) != 0);
+  launchKernel(argReduceKernel, blocksFor(outer * inner, launch), kThreads, 0, launch.stream, operandOf(x),
+               reinterpret_cast<long long *>(out.i64()), outer, size, inner, call.instruction->op() == "arg_max",
+               call.intParam(contract::Param::kSelectLastIndex, 0) != 0);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }
@@ -280,9 +278,8 @@ Status trilu(const KernelCall &call) {
   if (n == 0)
     return Status::ok();
   const CudaLaunch &launch = launchOf(call);
-  triluKernel<<<blocksFor(n, launch), kThreads, 0, launch.stream>>>(
-      operandOf(x), operandOf(y), n, rows, cols, call.intParam(contract::Param::kK, 0),
-      call.intParam(contract::Param::kUpper, 1) != 0);
+  launchKernel(triluKernel, blocksFor(n, launch), kThreads, 0, launch.stream, operandOf(x), operandOf(y), n, rows, cols,
+               call.intParam(contract::Param::kK, 0), call.intParam(contract::Param::kUpper, 1) != 0);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }

@@ -123,17 +123,17 @@ Status softmax(const KernelCall &call) {
   if (inner == 1) {
     const Operand none{nullptr, plan::I64};
     if (logOutput)
-      softmaxRowsKernel<Mode::kLogSoftmax>
-          <<<rowBlocks(outer), kThreads, 0, launch.stream>>>(x, y, outer, size, none, Layout<1>(), 1.0f, false);
+      launchKernel(softmaxRowsKernel<Mode::kLogSoftmax>, rowBlocks(outer), kThreads, 0, launch.stream, x, y, outer,
+                   size, none, Layout<1>(), 1.0f, false);
     else
-      softmaxRowsKernel<Mode::kSoftmax>
-          <<<rowBlocks(outer), kThreads, 0, launch.stream>>>(x, y, outer, size, none, Layout<1>(), 1.0f, false);
+      launchKernel(softmaxRowsKernel<Mode::kSoftmax>, rowBlocks(outer), kThreads, 0, launch.stream, x, y, outer, size,
+                   none, Layout<1>(), 1.0f, false);
   } else if (logOutput) {
-    softmaxStridedKernel<Mode::kLogSoftmax>
-        <<<blocksFor(outer * inner, launch), kThreads, 0, launch.stream>>>(x, y, outer, size, inner);
+    launchKernel(softmaxStridedKernel<Mode::kLogSoftmax>, blocksFor(outer * inner, launch), kThreads, 0, launch.stream,
+                 x, y, outer, size, inner);
   } else {
-    softmaxStridedKernel<Mode::kSoftmax>
-        <<<blocksFor(outer * inner, launch), kThreads, 0, launch.stream>>>(x, y, outer, size, inner);
+    launchKernel(softmaxStridedKernel<Mode::kSoftmax>, blocksFor(outer * inner, launch), kThreads, 0, launch.stream, x,
+                 y, outer, size, inner);
   }
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
@@ -153,9 +153,9 @@ Status maskedSoftmax(const KernelCall &call) {
   if (rows == 0)
     return Status::ok();
   const CudaLaunch &launch = launchOf(call);
-  softmaxRowsKernel<Mode::kSoftmax><<<rowBlocks(rows), kThreads, 0, launch.stream>>>(
-      x.f32(), y.f32(), rows, cols, operandOf(mask), maskLayout,
-      static_cast<float>(call.floatParam(contract::Param::kScale, 1.0)), true);
+  launchKernel(softmaxRowsKernel<Mode::kSoftmax>, rowBlocks(rows), kThreads, 0, launch.stream, x.f32(), y.f32(), rows,
+               cols, operandOf(mask), maskLayout, static_cast<float>(call.floatParam(contract::Param::kScale, 1.0)),
+               true);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }
@@ -175,15 +175,17 @@ Status softmaxGrad(const KernelCall &call) {
   float *dx = call.outputs[0].f32();
   if (inner == 1) {
     if (logInput)
-      softmaxGradRowsKernel<Mode::kLogSoftmax><<<rowBlocks(outer), kThreads, 0, launch.stream>>>(y, dy, dx, outer, size);
+      launchKernel(softmaxGradRowsKernel<Mode::kLogSoftmax>, rowBlocks(outer), kThreads, 0, launch.stream, y, dy, dx,
+                   outer, size);
     else
-      softmaxGradRowsKernel<Mode::kSoftmax><<<rowBlocks(outer), kThreads, 0, launch.stream>>>(y, dy, dx, outer, size);
+      launchKernel(softmaxGradRowsKernel<Mode::kSoftmax>, rowBlocks(outer), kThreads, 0, launch.stream, y, dy, dx,
+                   outer, size);
   } else if (logInput) {
-    softmaxGradStridedKernel<Mode::kLogSoftmax>
-        <<<blocksFor(outer * inner, launch), kThreads, 0, launch.stream>>>(y, dy, dx, outer, size, inner);
+    launchKernel(softmaxGradStridedKernel<Mode::kLogSoftmax>, blocksFor(outer * inner, launch), kThreads, 0,
+                 launch.stream, y, dy, dx, outer, size, inner);
   } else {
-    softmaxGradStridedKernel<Mode::kSoftmax>
-        <<<blocksFor(outer * inner, launch), kThreads, 0, launch.stream>>>(y, dy, dx, outer, size, inner);
+    launchKernel(softmaxGradStridedKernel<Mode::kSoftmax>, blocksFor(outer * inner, launch), kThreads, 0, launch.stream,
+                 y, dy, dx, outer, size, inner);
   }
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();

@@ -899,21 +899,28 @@ int main(int argc, char **argv) {
   }
 
   // Tensor memory: what the plan reserved and the pages really touched, per
-  // rank, collected on rank 0 (as KiB, exact in a float up to 16 GiB).
-  std::vector<float> residentKiB(worldSize, 0.0f);
-  float localKiB = static_cast<float>(executor.residentTensorBytes() / 1024);
-  Status gathered = communicator->allGatherBytes(&localKiB, residentKiB.data(), sizeof(localKiB));
+  // rank, and the device memory besides (kernel scratch, library
+  // workspaces), collected on rank 0 (as KiB, exact in a float up to 16 GiB).
+  std::vector<float> residentKiB(2 * worldSize, 0.0f);
+  const float localKiB[2] = {static_cast<float>(executor.residentTensorBytes() / 1024),
+                             static_cast<float>(executor.device().auxiliaryBytes() / 1024)};
+  Status gathered = communicator->allGatherBytes(localKiB, residentKiB.data(), sizeof(localKiB));
   if (!gathered.isOk())
     return fail(gathered);
   if (reports) {
     for (int r = 0; r < worldSize; ++r) {
-      uint64_t measured = static_cast<uint64_t>(residentKiB[r]) * 1024;
+      const uint64_t measured = static_cast<uint64_t>(residentKiB[2 * r]) * 1024;
+      const uint64_t auxiliary = static_cast<uint64_t>(residentKiB[2 * r + 1]) * 1024;
       std::printf("fsdp-run: rank %d tensor memory: measured peak %.3f MiB, planned %.3f MiB\n", r,
                   measured / 1048576.0, executor.tensorBytes() / 1048576.0);
+      if (auxiliary > 0)
+        std::printf("fsdp-run: rank %d also holds %.3f MiB of kernel scratch and cuBLASLt workspace, which the plan "
+                    "does not count\n",
+                    r, auxiliary / 1048576.0);
       if (metrics)
         std::fprintf(metrics, "{\"rank\": %d, \"measured_peak_tensor_bytes\": %" PRIu64
-                              ", \"planned_tensor_bytes\": %" PRIu64 "}\n",
-                     r, measured, executor.tensorBytes());
+                              ", \"planned_tensor_bytes\": %" PRIu64 ", \"auxiliary_device_bytes\": %" PRIu64 "}\n",
+                     r, measured, executor.tensorBytes(), auxiliary);
     }
   }
   if (metrics && std::fclose(metrics) != 0)

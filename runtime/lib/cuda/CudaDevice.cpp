@@ -188,10 +188,11 @@ public:
     FSDPC_CUDA_RETURN_IF_ERROR(cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost));
     return Status::ok();
   }
-  /// What the step holds on the device: the plan's regions, the kernels'
-  /// scratch and cuBLASLt's workspaces (cudaMalloc has no untouched pages).
-  uint64_t residentBytes() const override {
-    uint64_t bytes = persistent_.bytes + transient_.bytes;
+  /// The plan's regions, whole: cudaMalloc has no untouched pages.
+  uint64_t residentBytes() const override { return persistent_.bytes + transient_.bytes; }
+  /// The kernels' scratch and cuBLASLt's workspaces, one per stream.
+  uint64_t auxiliaryBytes() const override {
+    uint64_t bytes = 0;
     for (const DeviceBuffer *b : {&computeScratch_, &commScratch_, &computeWorkspace_, &commWorkspace_})
       bytes += b->data ? b->bytes : 0;
     return bytes;

@@ -91,6 +91,10 @@ public:
   virtual Status download(void *host, const void *device, uint64_t bytes) = 0;
   /// Bytes of the regions the step has really used so far (the peak).
   virtual uint64_t residentBytes() const = 0;
+  /// Device memory the step holds besides the plan's regions: kernel
+  /// scratch and library workspaces (cuBLASLt's), which the plan does not
+  /// count. 0 on the CPU, whose kernels allocate nothing.
+  virtual uint64_t auxiliaryBytes() const { return 0; }
 
   /// This device's kernel for a signature of the kernel contract, or null.
   virtual KernelFn kernel(const std::string &name) const = 0;

@@ -50,10 +50,12 @@ int failures = 0;
 
 /// How a tensor's values are drawn.
 struct Fill {
-  enum Kind { kNormal, kPositive, kIntegers, kCausal, kConstant, kZeros, kSomeNaN, kOutOfInt64 } kind = kNormal;
+  enum Kind { kNormal, kNormalBf16, kPositive, kIntegers, kCausal, kConstant, kZeros, kSomeNaN, kOutOfInt64 } kind =
+      kNormal;
   double a = 0, b = 0; // kIntegers: [a, b); kConstant: a
 };
 Fill normal() { return {}; }
+Fill normalBf16() { return {Fill::kNormalBf16}; } // normal, rounded to a bf16 value (stored as f32)
 Fill positive() { return {Fill::kPositive}; }
 Fill integers(int64_t lo, int64_t hi) { return {Fill::kIntegers, static_cast<double>(lo), static_cast<double>(hi)}; }
 Fill causal() { return {Fill::kCausal}; }
@@ -142,6 +144,9 @@ HostTensor makeTensor(const Spec &spec, std::mt19937 &rng) {
     switch (spec.fill.kind) {
     case Fill::kNormal:
       v = gauss(rng);
+      break;
+    case Fill::kNormalBf16:
+      v = bf16ToFloat(floatToBf16(gauss(rng)));
       break;
     case Fill::kPositive:
       v = uniform(rng);
@@ -459,6 +464,33 @@ std::vector<Case> cases() {
                         .attr("scale", 1.0 / std::sqrt(double(d))).attr("key_transposed", int64_t(kt)).tol(5e-5));
     }
   }
+  // Mixed-precision attention (compute_dtype bf16: tensor cores on the GPU,
+  // f32 on the CPU). The f32 inputs hold bf16 values, so both sides see the
+  // operands the tensor cores see; what is left is the rounding of P and dS
+  // to bf16 (measured on the emulator: up to 3e-3 forward, 1.6e-2 backward;
+  // a wrong index or mask is off by O(1)). From f32 inputs the gap is the
+  // inputs' rounding, amplified where dS = P (dP - delta) cancels: a double
+  // reference with the same roundings matched the tensor-core dQ within
+  // 1e-3 where it was 0.15 from the f32 CPU.
+  for (int64_t d : {64, 32}) {
+    for (int kt = 0; kt < 2; ++kt) {
+      for (auto [tq, tk] : {std::pair<int64_t, int64_t>{67, 67}, {45, 131}}) {
+        const std::string what = "bf16 d=" + std::to_string(d) + " " + std::to_string(tq) + "x" +
+                                 std::to_string(tk) + (kt ? " key transposed" : "");
+        const V key = kt ? V{2, 3, d, tk} : V{2, 3, tk, d};
+        const Fill b = normalBf16();
+        all.push_back(Case("attention", what).in({2, 3, tq, d}, b).in(key, b).in({2, 3, tk, d}, b)
+                          .in({tq, tk}, causal(), plan::I64).out({2, 3, tq, d}).out({2, 3, tq})
+                          .attr("scale", 1.0 / std::sqrt(double(d))).attr("key_transposed", int64_t(kt))
+                          .attr("compute_dtype", std::string("bf16")).tol(1e-2));
+        all.push_back(Case("attention_grad", what).in({2, 3, tq, d}, b).in(key, b).in({2, 3, tk, d}, b)
+                          .in({tq, tk}, causal(), plan::I64).in({2, 3, tq, d}, b).in({2, 3, tq}, constant(3.0))
+                          .in({2, 3, tq, d}, b).out({2, 3, tq, d}).out(key).out({2, 3, tk, d})
+                          .attr("scale", 1.0 / std::sqrt(double(d))).attr("key_transposed", int64_t(kt))
+                          .attr("compute_dtype", std::string("bf16")).tol(3e-2));
+      }
+    }
+  }
   // Norms.
   all.push_back(Case("layer_norm").in({45, 771}).in({771}).in({771}).out({45, 771}).out({45}).out({45})
                     .attr("axis", int64_t(1)).attr("epsilon", 1e-5).tol(1e-5));
@@ -563,5 +595,9 @@ int main(int argc, char **argv) {
   }
   std::printf("%s: %d of %d CUDA kernel cases agree with the CPU kernels\n", failures ? "FAIL" : "PASS",
               ran - failures, ran);
+  cudaFree(gpu.error);
+  cudaFree(gpu.workspace);
+  cublasLtDestroy(gpu.lt);
+  cudaStreamDestroy(gpu.stream);
   return failures ? 1 : 0;
 }

@@ -20,7 +20,11 @@ std::vector<KernelSignature> buildTable() {
   const std::vector<AttrSpec> strided = {{"starts", kIntList, kRequired}, {"steps", kIntList, kRequired}};
   const std::vector<AttrSpec> dropout = {{"ratio", kFloat, kRequired}, {"seed", kInt, kRequired}};
   const std::vector<AttrSpec> gelu = {{"approximate", kString, kOptional}};
-  const std::vector<AttrSpec> attention = {{"scale", kFloat, kRequired}, {"key_transposed", kBool, kOptional}};
+  // compute_dtype: "f32" (the default) or, in mixed-precision plans, "bf16" /
+  // "f16": the products' input type (the device's tensor cores), with f32
+  // accumulation and softmax. The CPU computes in f32 either way.
+  const std::vector<AttrSpec> attention = {
+      {"scale", kFloat, kRequired}, {"key_transposed", kBool, kOptional}, {"compute_dtype", kString, kOptional}};
   // "mean" (torch's default: over the labels that count) or "sum".
   const std::vector<AttrSpec> crossEntropy = {{"reduction", kString, kOptional}, {"ignore_index", kInt, kOptional}};
 
@@ -168,7 +172,8 @@ constexpr std::string_view kParamNames[] = {
     "total_steps",
     "min_lr",
     "max_norm",
-    "select_last_index"};
+    "select_last_index",
+    "compute_dtype"};
 static_assert(sizeof(kParamNames) / sizeof(kParamNames[0]) == static_cast<size_t>(Param::kCount),
               "one name per Param");
 

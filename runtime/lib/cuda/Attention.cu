@@ -20,6 +20,8 @@
 #include "DeviceMath.cuh"
 #include "../KernelChecks.h"
 
+#include <mma.h>
+
 namespace fsdpc::runtime::cuda {
 
 namespace {
@@ -369,6 +371,397 @@ dim3 tilesOf(long long rows, long long batch) {
   return dim3(static_cast<unsigned>((rows + kTile - 1) / kTile), static_cast<unsigned>(batch));
 }
 
+// ---- bf16 tensor cores (compute_dtype = "bf16") --------------------------
+//
+// The mixed-precision plans' attention: Q, K, V and dO are rounded to bf16
+// as each tile is loaded, every product runs on the tensor cores (wmma,
+// 16x16x16, f32 accumulation) and the softmax stays in f32, as torch's
+// flash attention does under bf16 autocast. A block holds 64 query rows
+// (or 64 key rows), a warp 16 of them; the other side streams through in
+// tiles of 64. Between products, scores go through the warp's own shared
+// memory: which element of a fragment a lane holds is not specified, so
+// the row-wise softmax reads them from there (two lanes per row, 32 columns
+// each). Query, key and value need one head size, 32, 64 or 128 (a
+// template parameter, so the accumulators stay in registers); other shapes
+// take the f32 kernels above.
+
+namespace tc {
+
+using namespace nvcuda;
+using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major>;
+using FragBRow = wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major>;
+using FragBCol = wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major>;
+using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+
+constexpr int kRows = 64;  // a block's queries or keys
+constexpr int kWarps = 4;  // 16 of them each
+constexpr int kTile = 64;  // the streamed side's tile
+
+/// Padded pitches (elements): wmma needs 16-byte multiples; the pad also
+/// spreads rows over the shared-memory banks.
+__host__ __device__ __forceinline__ int bf16Pitch(long long cols) { return static_cast<int>(cols) + 8; }
+__host__ __device__ __forceinline__ int f32Pitch(long long cols) { return static_cast<int>(cols) + 4; }
+
+/// Shared memory, carved in 128-byte aligned pieces.
+struct Carver {
+  unsigned char *next;
+  template <typename T> __device__ __forceinline__ T *take(long long count) {
+    T *p = reinterpret_cast<T *>(next);
+    next += (count * sizeof(T) + 127) / 128 * 128;
+    return p;
+  }
+};
+__host__ __device__ __forceinline__ size_t piece(size_t bytes) { return (bytes + 127) / 128 * 128; }
+
+/// `rows` rows from `first` of a row-major [*, cols] f32 matrix, as bf16,
+/// into a tile of kRows rows; rows past `limit` are zeros.
+__device__ __forceinline__ void loadRows(__nv_bfloat16 *tile, int pitch, const float *src, long long first,
+                                         long long limit, long long cols) {
+  for (long long e = threadIdx.x; e < kRows * cols; e += blockDim.x) {
+    const long long r = e / cols, c = e % cols;
+    tile[r * pitch + c] = __float2bfloat16_rn(first + r < limit ? src[(first + r) * cols + c] : 0.0f);
+  }
+}
+__device__ __forceinline__ void loadKeys(__nv_bfloat16 *tile, int pitch, const float *k, const AttentionShape &s,
+                                         long long first) {
+  for (long long e = threadIdx.x; e < kRows * s.d; e += blockDim.x) {
+    const long long r = e / s.d, c = e % s.d;
+    tile[r * pitch + c] = __float2bfloat16_rn(first + r < s.tk ? keyAt(k, s, first + r, c) : 0.0f);
+  }
+}
+
+/// out (16 x 16 NTiles) = a (16 x 16 KSteps, row-major at `a`) times b, where b
+/// is k x n: row-major at `b` (bRowMajor) or the transpose of a row-major
+/// n x k matrix at `b`. Stored to `out` (f32, row-major, pitch outPitch).
+template <bool BRowMajor, int KSteps, int NTiles>
+__device__ __forceinline__ void warpProduct(const __nv_bfloat16 *a, int aPitch, const __nv_bfloat16 *b, int bPitch,
+                                            float *out, int outPitch) {
+#pragma unroll
+  for (int nt = 0; nt < NTiles; ++nt) {
+    FragC acc;
+    wmma::fill_fragment(acc, 0.0f);
+#pragma unroll
+    for (int kt = 0; kt < KSteps; ++kt) {
+      FragA fa;
+      wmma::load_matrix_sync(fa, a + kt * 16, aPitch);
+      if constexpr (BRowMajor) {
+        FragBRow fb;
+        wmma::load_matrix_sync(fb, b + kt * 16 * bPitch + nt * 16, bPitch);
+        wmma::mma_sync(acc, fa, fb, acc);
+      } else {
+        FragBCol fb;
+        wmma::load_matrix_sync(fb, b + nt * 16 * bPitch + kt * 16, bPitch);
+        wmma::mma_sync(acc, fa, fb, acc);
+      }
+    }
+    wmma::store_matrix_sync(out + nt * 16, acc, outPitch, wmma::mem_row_major);
+  }
+}
+
+/// acc[nt] += a (16 x 16 KSteps) times b (row-major k x n).
+template <int KSteps, int NTiles>
+__device__ __forceinline__ void warpAccumulate(FragC (&acc)[NTiles], const __nv_bfloat16 *a, int aPitch,
+                                               const __nv_bfloat16 *b, int bPitch) {
+#pragma unroll
+  for (int nt = 0; nt < NTiles; ++nt)
+#pragma unroll
+    for (int kt = 0; kt < KSteps; ++kt) {
+      FragA fa;
+      FragBRow fb;
+      wmma::load_matrix_sync(fa, a + kt * 16, aPitch);
+      wmma::load_matrix_sync(fb, b + kt * 16 * bPitch + nt * 16, bPitch);
+      wmma::mma_sync(acc[nt], fa, fb, acc[nt]);
+    }
+}
+
+/// Bytes of shared memory for each kernel.
+size_t forwardBytes(const AttentionShape &s) {
+  const int pS = f32Pitch(std::max<long long>(kTile, s.dv));
+  return piece(2 * kRows * bf16Pitch(s.d)) * 2 + piece(2 * kRows * bf16Pitch(s.dv)) +
+         kWarps * (piece(4 * 16 * pS) + piece(2 * 16 * bf16Pitch(kTile)) + piece(4 * 16 * f32Pitch(s.dv)) +
+                   2 * piece(4 * 16));
+}
+size_t keyGradBytes(const AttentionShape &s) {
+  const int pS = f32Pitch(std::max<long long>(kTile, std::max(s.d, s.dv)));
+  return piece(2 * kRows * bf16Pitch(s.d)) * 2 + piece(2 * kRows * bf16Pitch(s.dv)) * 2 + 2 * piece(4 * kTile) +
+         kWarps * (piece(4 * 16 * pS) + 2 * piece(2 * 16 * bf16Pitch(kTile)));
+}
+size_t queryGradBytes(const AttentionShape &s) {
+  const int pS = f32Pitch(std::max<long long>(kTile, s.d));
+  return piece(2 * kRows * bf16Pitch(s.d)) * 2 + piece(2 * kRows * bf16Pitch(s.dv)) * 2 +
+         kWarps * (piece(4 * 16 * pS) + piece(2 * 16 * bf16Pitch(kTile)));
+}
+
+/// Head size 16 Tiles.
+template <int Tiles>
+__global__ void __launch_bounds__(kWarps * 32) forwardKernel(const float *q, const float *k, const float *v,
+                                                              float *out, float *lse, AttentionShape s) {
+  FSDPC_DYNAMIC_SHARED(unsigned char, tcShared);
+  const int pQ = bf16Pitch(s.d), pV = bf16Pitch(s.dv), pP = bf16Pitch(kTile), pO = f32Pitch(s.dv);
+  const int pS = f32Pitch(std::max<long long>(kTile, s.dv));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  Carver carve{tcShared};
+  __nv_bfloat16 *qs = carve.take<__nv_bfloat16>(kRows * pQ), *ks = carve.take<__nv_bfloat16>(kRows * pQ);
+  __nv_bfloat16 *vs = carve.take<__nv_bfloat16>(kRows * pV);
+  for (int w = 0; w < warp; ++w) { // skip the earlier warps' pieces
+    carve.take<float>(16 * pS);
+    carve.take<__nv_bfloat16>(16 * pP);
+    carve.take<float>(16 * pO);
+    carve.take<float>(16);
+    carve.take<float>(16);
+  }
+  float *sc = carve.take<float>(16 * pS);
+  __nv_bfloat16 *ps = carve.take<__nv_bfloat16>(16 * pP);
+  float *os = carve.take<float>(16 * pO), *corrRow = carve.take<float>(16), *sumRow = carve.take<float>(16);
+
+  const long long b = blockIdx.y, firstQuery = static_cast<long long>(blockIdx.x) * kRows;
+  const float *qb = q + b * s.tq * s.d, *kb = k + b * s.tk * s.d, *vb = v + b * s.tk * s.dv;
+  const long long maskOffset = maskBase(s, b);
+  loadRows(qs, pQ, qb, firstQuery, s.tq, s.d);
+  for (long long e = lane; e < 16 * s.dv; e += 32)
+    os[(e / s.dv) * pO + e % s.dv] = 0.0f;
+  // Lanes 2r and 2r + 1 own row r: columns [32 h, 32 h + 32) of each tile.
+  const int r = lane / 2, h = lane % 2;
+  const long long query = firstQuery + warp * 16 + r;
+  float rowMax = -INFINITY, rowSum = 0.0f;
+  for (long long firstKey = 0; firstKey < s.tk; firstKey += kTile) {
+    __syncthreads(); // the previous tiles are no longer read
+    loadKeys(ks, pQ, kb, s, firstKey);
+    loadRows(vs, pV, vb, firstKey, s.tk, s.dv);
+    __syncthreads();
+    warpProduct<false, Tiles, kTile / 16>(qs + warp * 16 * pQ, pQ, ks, pQ, sc, pS); // S = Q K^T
+    __syncwarp();
+    float score[32], tileMax = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      const long long key = firstKey + h * 32 + j;
+      const bool valid = query < s.tq && key < s.tk && !isMasked(s, maskOffset, query, key);
+      score[j] = valid ? sc[r * pS + h * 32 + j] * s.scale : -INFINITY;
+      tileMax = fmaxf(tileMax, score[j]);
+    }
+    tileMax = fmaxf(tileMax, __shfl_xor_sync(0xffffffffu, tileMax, 1));
+    const float newMax = fmaxf(rowMax, tileMax);
+    // Nothing unmasked yet: keep everything at zero, nothing to rescale.
+    const float correction = newMax == -INFINITY ? 1.0f : expf(rowMax - newMax);
+    float pSum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      const float p = newMax == -INFINITY ? 0.0f : expf(score[j] - newMax);
+      pSum += p;
+      ps[r * pP + h * 32 + j] = __float2bfloat16_rn(p);
+    }
+    pSum += __shfl_xor_sync(0xffffffffu, pSum, 1);
+    rowSum = rowSum * correction + pSum;
+    rowMax = newMax;
+    if (h == 0)
+      corrRow[r] = correction;
+    __syncwarp();
+    warpProduct<true, kTile / 16, Tiles>(ps, pP, vs, pV, sc, pS); // P V, into the scores' place
+    __syncwarp();
+    for (long long e = lane; e < 16 * s.dv; e += 32) {
+      const long long rr = e / s.dv, c = e % s.dv;
+      os[rr * pO + c] = os[rr * pO + c] * corrRow[rr] + sc[rr * pS + c];
+    }
+    __syncwarp();
+  }
+  if (h == 0) {
+    sumRow[r] = rowSum;
+    if (query < s.tq)
+      lse[b * s.tq + query] = rowMax + logf(rowSum);
+  }
+  __syncwarp();
+  for (long long e = lane; e < 16 * s.dv; e += 32) {
+    const long long rr = e / s.dv, c = e % s.dv, row = firstQuery + warp * 16 + rr;
+    if (row < s.tq)
+      out[(b * s.tq + row) * s.dv + c] = os[rr * pO + c] / sumRow[rr];
+  }
+}
+
+/// Writes a warp's accumulators (16 rows x 16 nTiles) through its staging
+/// area: element (row, c) goes to `store(row, c, value)`.
+template <int NTiles, typename Store>
+__device__ __forceinline__ void writeAccumulators(const FragC (&acc)[NTiles], long long cols, float *staging,
+                                                  int pitch, Store store) {
+  __syncwarp();
+#pragma unroll
+  for (int nt = 0; nt < NTiles; ++nt)
+    wmma::store_matrix_sync(staging + nt * 16, acc[nt], pitch, wmma::mem_row_major);
+  __syncwarp();
+  for (long long e = threadIdx.x % 32; e < 16 * cols; e += 32)
+    store(e / cols, e % cols, staging[(e / cols) * pitch + e % cols]);
+}
+
+/// dK and dV for 64 keys: a warp owns 16; the queries stream through.
+template <int Tiles>
+__global__ void __launch_bounds__(kWarps * 32)
+    keyGradKernel(const float *q, const float *k, const float *v, const float *lse, const float *delta,
+                  const float *dout, float *dk, float *dv, AttentionShape s) {
+  FSDPC_DYNAMIC_SHARED(unsigned char, tcShared);
+  const int pK = bf16Pitch(s.d), pV = bf16Pitch(s.dv), pP = bf16Pitch(kTile);
+  const int pS = f32Pitch(std::max<long long>(kTile, std::max(s.d, s.dv)));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  Carver carve{tcShared};
+  __nv_bfloat16 *ks = carve.take<__nv_bfloat16>(kRows * pK), *qs = carve.take<__nv_bfloat16>(kRows * pK);
+  __nv_bfloat16 *vs = carve.take<__nv_bfloat16>(kRows * pV), *dos = carve.take<__nv_bfloat16>(kRows * pV);
+  float *lseTile = carve.take<float>(kTile), *deltaTile = carve.take<float>(kTile);
+  for (int w = 0; w < warp; ++w) {
+    carve.take<float>(16 * pS);
+    carve.take<__nv_bfloat16>(16 * pP);
+    carve.take<__nv_bfloat16>(16 * pP);
+  }
+  float *st = carve.take<float>(16 * pS);
+  __nv_bfloat16 *pt = carve.take<__nv_bfloat16>(16 * pP), *dst = carve.take<__nv_bfloat16>(16 * pP);
+
+  const long long b = blockIdx.y, firstKey = static_cast<long long>(blockIdx.x) * kRows;
+  const float *qb = q + b * s.tq * s.d, *kb = k + b * s.tk * s.d, *vb = v + b * s.tk * s.dv;
+  const float *dob = dout + b * s.tq * s.dv;
+  const long long maskOffset = maskBase(s, b);
+  loadKeys(ks, pK, kb, s, firstKey);
+  loadRows(vs, pV, vb, firstKey, s.tk, s.dv);
+  const int r = lane / 2, h = lane % 2;
+  const long long key = firstKey + warp * 16 + r;
+  FragC dkAcc[Tiles], dvAcc[Tiles];
+#pragma unroll
+  for (int t = 0; t < Tiles; ++t) {
+    wmma::fill_fragment(dkAcc[t], 0.0f);
+    wmma::fill_fragment(dvAcc[t], 0.0f);
+  }
+  for (long long firstQuery = 0; firstQuery < s.tq; firstQuery += kTile) {
+    __syncthreads();
+    loadRows(qs, pK, qb, firstQuery, s.tq, s.d);
+    loadRows(dos, pV, dob, firstQuery, s.tq, s.dv);
+    for (int i = threadIdx.x; i < kTile; i += blockDim.x) {
+      const long long query = firstQuery + i;
+      lseTile[i] = query < s.tq ? lse[b * s.tq + query] : 0.0f;
+      deltaTile[i] = query < s.tq ? delta[b * s.tq + query] : 0.0f;
+    }
+    __syncthreads();
+    warpProduct<false, Tiles, kTile / 16>(ks + warp * 16 * pK, pK, qs, pK, st, pS); // S^T = K Q^T
+    __syncwarp();
+    float p[32];
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      const int col = h * 32 + j;
+      const long long query = firstQuery + col;
+      const bool valid = key < s.tk && query < s.tq && !isMasked(s, maskOffset, query, key);
+      p[j] = valid ? expf(st[r * pS + col] * s.scale - lseTile[col]) : 0.0f;
+      pt[r * pP + col] = __float2bfloat16_rn(p[j]);
+    }
+    __syncwarp();
+    warpProduct<false, Tiles, kTile / 16>(vs + warp * 16 * pV, pV, dos, pV, st, pS); // dP^T = V dO^T
+    __syncwarp();
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      const int col = h * 32 + j;
+      dst[r * pP + col] = __float2bfloat16_rn(p[j] * (st[r * pS + col] - deltaTile[col]) * s.scale);
+    }
+    __syncwarp();
+    warpAccumulate<kTile / 16>(dvAcc, pt, pP, dos, pV); // dV += P^T dO
+    warpAccumulate<kTile / 16>(dkAcc, dst, pP, qs, pK); // dK += dS^T Q
+  }
+  float *dkb = dk + b * s.tk * s.d, *dvb = dv + b * s.tk * s.dv;
+  const long long base = firstKey + warp * 16;
+  writeAccumulators(dvAcc, s.dv, st, pS, [&](long long row, long long c, float value) {
+    if (base + row < s.tk)
+      dvb[(base + row) * s.dv + c] = value;
+  });
+  writeAccumulators(dkAcc, s.d, st, pS, [&](long long row, long long c, float value) {
+    if (base + row < s.tk)
+      (s.keyTransposed ? dkb[c * s.tk + base + row] : dkb[(base + row) * s.d + c]) = value;
+  });
+}
+
+/// dQ for 64 queries: a warp owns 16; the keys stream through.
+template <int Tiles>
+__global__ void __launch_bounds__(kWarps * 32)
+    queryGradKernel(const float *q, const float *k, const float *v, const float *lse, const float *delta,
+                    const float *dout, float *dq, AttentionShape s) {
+  FSDPC_DYNAMIC_SHARED(unsigned char, tcShared);
+  const int pQ = bf16Pitch(s.d), pV = bf16Pitch(s.dv), pP = bf16Pitch(kTile);
+  const int pS = f32Pitch(std::max<long long>(kTile, s.d));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  Carver carve{tcShared};
+  __nv_bfloat16 *qs = carve.take<__nv_bfloat16>(kRows * pQ), *ks = carve.take<__nv_bfloat16>(kRows * pQ);
+  __nv_bfloat16 *dos = carve.take<__nv_bfloat16>(kRows * pV), *vs = carve.take<__nv_bfloat16>(kRows * pV);
+  for (int w = 0; w < warp; ++w) {
+    carve.take<float>(16 * pS);
+    carve.take<__nv_bfloat16>(16 * pP);
+  }
+  float *sc = carve.take<float>(16 * pS);
+  __nv_bfloat16 *ds = carve.take<__nv_bfloat16>(16 * pP);
+
+  const long long b = blockIdx.y, firstQuery = static_cast<long long>(blockIdx.x) * kRows;
+  const float *qb = q + b * s.tq * s.d, *kb = k + b * s.tk * s.d, *vb = v + b * s.tk * s.dv;
+  const float *dob = dout + b * s.tq * s.dv;
+  const long long maskOffset = maskBase(s, b);
+  loadRows(qs, pQ, qb, firstQuery, s.tq, s.d);
+  loadRows(dos, pV, dob, firstQuery, s.tq, s.dv);
+  const int r = lane / 2, h = lane % 2;
+  const long long query = firstQuery + warp * 16 + r;
+  const float rowLse = query < s.tq ? lse[b * s.tq + query] : 0.0f;
+  const float rowDelta = query < s.tq ? delta[b * s.tq + query] : 0.0f;
+  FragC dqAcc[Tiles];
+#pragma unroll
+  for (int t = 0; t < Tiles; ++t)
+    wmma::fill_fragment(dqAcc[t], 0.0f);
+  for (long long firstKey = 0; firstKey < s.tk; firstKey += kTile) {
+    __syncthreads();
+    loadKeys(ks, pQ, kb, s, firstKey);
+    loadRows(vs, pV, vb, firstKey, s.tk, s.dv);
+    __syncthreads();
+    warpProduct<false, Tiles, kTile / 16>(qs + warp * 16 * pQ, pQ, ks, pQ, sc, pS); // S = Q K^T
+    __syncwarp();
+    float p[32];
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      const int col = h * 32 + j;
+      const long long key = firstKey + col;
+      const bool valid = query < s.tq && key < s.tk && !isMasked(s, maskOffset, query, key);
+      p[j] = valid ? expf(sc[r * pS + col] * s.scale - rowLse) : 0.0f;
+    }
+    __syncwarp();
+    warpProduct<false, Tiles, kTile / 16>(dos + warp * 16 * pV, pV, vs, pV, sc, pS); // dP = dO V^T
+    __syncwarp();
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      const int col = h * 32 + j;
+      ds[r * pP + col] = __float2bfloat16_rn(p[j] * (sc[r * pS + col] - rowDelta) * s.scale);
+    }
+    __syncwarp();
+    warpAccumulate<kTile / 16>(dqAcc, ds, pP, ks, pQ); // dQ += dS K
+  }
+  const long long base = firstQuery + warp * 16;
+  float *dqb = dq + b * s.tq * s.d;
+  writeAccumulators(dqAcc, s.d, sc, pS, [&](long long row, long long c, float value) {
+    if (base + row < s.tq)
+      dqb[(base + row) * s.d + c] = value;
+  });
+}
+
+/// Whether the call asks for bf16 tensor cores and its head size is one of
+/// the kernels': 16 Tiles with Tiles 2, 4 or 8 (0 for none).
+int tilesFor(const KernelCall &call, const AttentionShape &s) {
+  if (call.stringParam(contract::Param::kComputeDtype, "f32") != "bf16" || s.d != s.dv)
+    return 0;
+  return s.d == 32 || s.d == 64 || s.d == 128 ? static_cast<int>(s.d / 16) : 0;
+}
+
+template <typename Kernel, typename... Args>
+Status launch(Kernel kernel, dim3 grid, size_t bytes, cudaStream_t stream, Args... args) {
+  if (bytes > 48 * 1024)
+    FSDPC_CUDA_RETURN_IF_ERROR(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  launchKernel(kernel, grid, kWarps * 32, bytes, stream, args...);
+  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::ok();
+}
+
+dim3 blocksOf(long long rows, long long batch) {
+  return dim3(static_cast<unsigned>((rows + kRows - 1) / kRows), static_cast<unsigned>(batch));
+}
+
+} // namespace tc
+
 } // namespace
 
 Status attention(const KernelCall &call) {
@@ -381,6 +774,17 @@ Status attention(const KernelCall &call) {
   const CudaLaunch &launch = launchOf(call);
   const float *q = call.inputs[0].f32(), *k = call.inputs[1].f32(), *v = call.inputs[2].f32();
   float *out = call.outputs[0].f32(), *lse = call.outputs[1].f32();
+  switch (tc::tilesFor(call, s)) {
+  case 2:
+    return tc::launch(tc::forwardKernel<2>, tc::blocksOf(s.tq, s.batch), tc::forwardBytes(s), launch.stream, q, k, v,
+                      out, lse, s);
+  case 4:
+    return tc::launch(tc::forwardKernel<4>, tc::blocksOf(s.tq, s.batch), tc::forwardBytes(s), launch.stream, q, k, v,
+                      out, lse, s);
+  case 8:
+    return tc::launch(tc::forwardKernel<8>, tc::blocksOf(s.tq, s.batch), tc::forwardBytes(s), launch.stream, q, k, v,
+                      out, lse, s);
+  }
   const size_t bytes = sizeof(float) * kTile * (2 * (s.d + 1) + (s.dv + 1));
   const dim3 grid = tilesOf(s.tq, s.batch);
   switch (columnsPerLane(s.dv)) {
@@ -414,6 +818,25 @@ Status attentionGrad(const KernelCall &call) {
   launchKernel(attentionDeltaKernel, blocksFor(rows * 32, launch), kThreads, 0, launch.stream, out, dout, delta, rows,
                s.dv);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  if (const int tiles = tc::tilesFor(call, s)) {
+    const dim3 keyBlocks = tc::blocksOf(s.tk, s.batch), queryBlocks = tc::blocksOf(s.tq, s.batch);
+    const size_t keyBytes = tc::keyGradBytes(s), queryBytes = tc::queryGradBytes(s);
+    const cudaStream_t stream = launch.stream;
+    switch (tiles) {
+    case 2:
+      FSDPC_RETURN_IF_ERROR(tc::launch(tc::keyGradKernel<2>, keyBlocks, keyBytes, stream, q, k, v, lse, delta, dout,
+                                       dk, dv, s));
+      return tc::launch(tc::queryGradKernel<2>, queryBlocks, queryBytes, stream, q, k, v, lse, delta, dout, dq, s);
+    case 4:
+      FSDPC_RETURN_IF_ERROR(tc::launch(tc::keyGradKernel<4>, keyBlocks, keyBytes, stream, q, k, v, lse, delta, dout,
+                                       dk, dv, s));
+      return tc::launch(tc::queryGradKernel<4>, queryBlocks, queryBytes, stream, q, k, v, lse, delta, dout, dq, s);
+    default:
+      FSDPC_RETURN_IF_ERROR(tc::launch(tc::keyGradKernel<8>, keyBlocks, keyBytes, stream, q, k, v, lse, delta, dout,
+                                       dk, dv, s));
+      return tc::launch(tc::queryGradKernel<8>, queryBlocks, queryBytes, stream, q, k, v, lse, delta, dout, dq, s);
+    }
+  }
   const size_t tileBytes = sizeof(float) * kTile * (2 * (s.d + 1) + 2 * (s.dv + 1));
   const size_t keyBytes = tileBytes + sizeof(float) * 2 * kTile;
   const int cols = columnsPerLane(std::max(s.d, s.dv));

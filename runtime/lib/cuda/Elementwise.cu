@@ -243,12 +243,12 @@ Status tanhGrad(const KernelCall &c) { return unaryGrad<UnaryGrad::kTanh>(c); }
 Status sigmoidGrad(const KernelCall &c) { return unaryGrad<UnaryGrad::kSigmoid>(c); }
 
 Status gelu(const KernelCall &c) {
-  bool tanhForm;
+  bool tanhForm = false;
   FSDPC_RETURN_IF_ERROR(geluTanhForm(c, tanhForm));
   return tanhForm ? unary<Unary::kGeluTanh>(c) : unary<Unary::kGelu>(c);
 }
 Status geluGrad(const KernelCall &c) {
-  bool tanhForm;
+  bool tanhForm = false;
   FSDPC_RETURN_IF_ERROR(geluTanhForm(c, tanhForm));
   return tanhForm ? unaryGrad<UnaryGrad::kGeluTanh>(c) : unaryGrad<UnaryGrad::kGelu>(c);
 }

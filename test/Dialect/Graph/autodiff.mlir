@@ -134,6 +134,18 @@ func.func @train_step(%q: tensor<3x5x4xf32> {graph.param = "q"}, %kt: tensor<3x4
 
 // -----
 
+// Tests that attention_grad computes in the forward op's compute_dtype.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[OUT:.*]], %[[LSE:.*]] = graph.attention %arg0, %arg1, %arg2, %arg3 {compute_dtype = "bf16", scale = 5.000000e-01 : f64}
+// CHECK: graph.attention_grad %arg0, %arg1, %arg2, %arg3, %[[OUT]], %[[LSE]], %{{.*}} {compute_dtype = "bf16", scale = 5.000000e-01 : f64}
+func.func @train_step(%q: tensor<3x5x4xf32> {graph.param = "q"}, %k: tensor<3x5x4xf32> {graph.param = "k"}, %v: tensor<3x5x6xf32> {graph.param = "v"}, %m: tensor<5x5xi64> {graph.input = "mask"}, %t: tensor<3x5x6xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}) {
+  %o, %lse = graph.attention %q, %k, %v, %m {compute_dtype = "bf16", scale = 0.5 : f64} : (tensor<3x5x4xf32>, tensor<3x5x4xf32>, tensor<3x5x6xf32>, tensor<5x5xi64>) -> (tensor<3x5x6xf32>, tensor<3x5xf32>)
+  %l = graph.mse_loss %o, %t : (tensor<3x5x6xf32>, tensor<3x5x6xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // Tests the scatters' rules (a transposed convolution scatters its
 // patches): gather_grad's adjoint is a gather, slice_grad's a slice, with the
 // same indices, axis, starts and steps; the labels' one_hot mask gets none.

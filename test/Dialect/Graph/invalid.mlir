@@ -134,6 +134,15 @@ func.func @attention_shapes(%q: tensor<3x5x4xf32>, %k: tensor<3x5x7xf32>, %v: te
 
 // -----
 
+// Tests that attention's compute_dtype is a float type it knows.
+func.func @attention_compute_dtype(%q: tensor<3x5x4xf32>, %k: tensor<3x5x4xf32>, %v: tensor<3x5x6xf32>, %m: tensor<5x5xi64>) {
+  // expected-error @+1 {{compute_dtype must be f32, bf16 or f16, not 'int8'}}
+  %o, %lse = graph.attention %q, %k, %v, %m {compute_dtype = "int8", scale = 0.5 : f64} : (tensor<3x5x4xf32>, tensor<3x5x4xf32>, tensor<3x5x6xf32>, tensor<5x5xi64>) -> (tensor<3x5x6xf32>, tensor<3x5xf32>)
+  return
+}
+
+// -----
+
 // Tests that sum_squares gives one element.
 func.func @sum_squares_shape(%g: tensor<8xf32>) -> tensor<f32> {
   // expected-error @+1 {{result must be tensor<1xf32>, got 'tensor<f32>'}}

@@ -39,3 +39,21 @@ func.func @forward(%x: tensor<4x3xf32> {graph.input = "input"}, %w: tensor<5x3xf
   %r = graph.relu %y : tensor<4x5xf32> loc("head")
   return %r : tensor<4x5xf32>
 }
+
+// -----
+
+// Tests that attention keeps f32 tensors (and so its softmax) but asks for
+// the low type's tensor cores through compute_dtype, unless --keep-fp32
+// names it.
+// CHECK-LABEL: func.func @train_step
+// CHECK: graph.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {compute_dtype = "bf16", graph.prediction = "logits", scale = 5.000000e-01 : f64} : (tensor<5x4xf32>, tensor<5x4xf32>, tensor<5x4xf32>, tensor<5x5xi64>) -> (tensor<5x4xf32>, tensor<5xf32>)
+// F16-LABEL: func.func @train_step
+// F16: graph.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {compute_dtype = "f16", graph.prediction = "logits", scale = 5.000000e-01 : f64}
+// KEEP-LABEL: func.func @train_step
+// KEEP: graph.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {graph.prediction = "logits", scale = 5.000000e-01 : f64} : (tensor<5x4xf32>
+func.func @forward(%q: tensor<5x4xf32> {graph.param = "q"}, %k: tensor<5x4xf32> {graph.param = "k"},
+                   %v: tensor<5x4xf32> {graph.param = "v"}, %m: tensor<5x5xi64> {graph.input = "mask"})
+    -> (tensor<5x4xf32> {graph.output = "logits"}) {
+  %o, %lse = graph.attention %q, %k, %v, %m {scale = 0.5 : f64} : (tensor<5x4xf32>, tensor<5x4xf32>, tensor<5x4xf32>, tensor<5x5xi64>) -> (tensor<5x4xf32>, tensor<5xf32>) loc("head")
+  return %o : tensor<5x4xf32>
+}

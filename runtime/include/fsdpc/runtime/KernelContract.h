@@ -60,6 +60,7 @@ enum class Param : uint8_t {
   kMinLr,
   kMaxNorm,
   kSelectLastIndex,
+  kComputeDtype,
   kCount
 };
 

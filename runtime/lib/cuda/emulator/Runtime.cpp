@@ -257,6 +257,7 @@ struct Warp {
   int arrived = 0;
   uint64_t generation = 0;
   unsigned char slots[32][8];
+  float matrices[3][256]; // A, B and C of the warp's mma_sync
 };
 
 /// The block being run on this host thread.
@@ -268,7 +269,9 @@ struct Block {
   int live = 0, arrived = 0;
   uint64_t generation = 0;
   std::string error;
-  std::vector<unsigned char> shared; // dynamic shared memory
+  std::vector<unsigned char> sharedStorage; // dynamic shared memory, 256-byte aligned in it
+  unsigned char *shared = nullptr;
+  size_t sharedBytes = 0;
   char *stacks = nullptr;
   size_t stackCount = 0;
 #ifdef FSDPC_EMULATOR_ASAN
@@ -368,7 +371,7 @@ void runBlock(Block &b, dim3 grid, dim3 blockShape, uint3 index) {
   b.live = threads;
   b.arrived = 0;
   b.error.clear();
-  std::fill(b.shared.begin(), b.shared.end(), 0xff);
+  std::fill(b.shared, b.shared + b.sharedBytes, 0xff);
   for (int t = 0; t < threads; ++t) {
     Fiber &f = b.fibers[t];
     f.place.thread = {t % blockShape.x, (t / blockShape.x) % blockShape.y, t / (blockShape.x * blockShape.y)};
@@ -423,7 +426,11 @@ void runGrid(dim3 grid, dim3 blockShape, size_t sharedBytes, const std::function
   }
   b.stacks = static_cast<char *>(stacks);
   b.body = &body;
-  b.shared.assign(sharedBytes, 0xff);
+  // As on a GPU, the dynamic shared memory starts on a large alignment.
+  b.sharedStorage.assign(sharedBytes + 256, 0xff);
+  b.shared = reinterpret_cast<unsigned char *>((reinterpret_cast<uintptr_t>(b.sharedStorage.data()) + 255) &
+                                               ~uintptr_t(255));
+  b.sharedBytes = sharedBytes;
   Block *outer = block;
   block = &b;
   for (unsigned z = 0; z < grid.z && b.error.empty(); ++z)
@@ -441,7 +448,7 @@ void runGrid(dim3 grid, dim3 blockShape, size_t sharedBytes, const std::function
 
 // ---- Device-side entry points ---------------------------------------------
 
-void *dynamicShared() { return block->shared.data(); }
+void *dynamicShared() { return block->shared; }
 
 int laneId() { return fiber->lane; }
 
@@ -476,6 +483,40 @@ void warpBarrier(unsigned mask) {
   yieldToScheduler();
 }
 } // namespace
+
+void kernelFault(const char *what) { setError(what); }
+
+void syncWarp(unsigned mask) {
+  Warp &w = block->warps[fiber->warp];
+  if (mask & ~w.existing)
+    return setError("__syncwarp's mask names lanes past the end of the block");
+  if (mask & w.done)
+    return setError("__syncwarp's mask names lanes that have exited");
+  warpBarrier(mask);
+}
+
+void warpMatrixMultiply(const float *a, const float *b, const float *c, float *d) {
+  Warp &w = block->warps[fiber->warp];
+  const int lane = fiber->lane;
+  if (w.existing != 0xffffffffu || w.done != 0) {
+    std::fill(d, d + 8, 0.0f);
+    return setError("mma_sync needs all 32 lanes of the warp");
+  }
+  for (int i = 0; i < 8; ++i) {
+    w.matrices[0][i * 32 + lane] = a[i];
+    w.matrices[1][i * 32 + lane] = b[i];
+    w.matrices[2][i * 32 + lane] = c[i];
+  }
+  warpBarrier(0xffffffffu);
+  for (int i = 0; i < 8; ++i) {
+    const int e = i * 32 + lane, row = e / 16, col = e % 16;
+    float sum = w.matrices[2][e];
+    for (int k = 0; k < 16; ++k)
+      sum += w.matrices[0][row * 16 + k] * w.matrices[1][k * 16 + col];
+    d[i] = sum;
+  }
+  warpBarrier(0xffffffffu); // nobody overwrites the matrices before every lane read them
+}
 
 void warpExchange(unsigned mask, const void *mine, void *theirs, size_t bytes, int source) {
   Warp &w = block->warps[fiber->warp];

@@ -497,7 +497,9 @@ LogicalResult MaskedSoftmaxOp::verify() {
 /// [Tq, D], key [Tk, D] (or [D, Tk]), value [Tk, Dv], a mask broadcasting to
 /// [Tq, Tk]; `out` [Tq, Dv] and `logsumexp` [Tq].
 static LogicalResult verifyAttention(Operation *op, Value query, Value key, Value value, Value mask, Value out,
-                                     Value logsumexp, bool keyTransposed) {
+                                     Value logsumexp, bool keyTransposed, StringRef computeDtype) {
+  if (computeDtype != "f32" && computeDtype != "bf16" && computeDtype != "f16")
+    return op->emitOpError("compute_dtype must be f32, bf16 or f16, not '") << computeDtype << "'";
   ArrayRef<int64_t> q = shapeOf(query), k = shapeOf(key), v = shapeOf(value);
   size_t rank = q.size();
   if (rank < 2 || k.size() != rank || v.size() != rank)
@@ -527,12 +529,12 @@ static LogicalResult verifyAttention(Operation *op, Value query, Value key, Valu
 
 LogicalResult AttentionOp::verify() {
   return verifyAttention(*this, getQuery(), getKey(), getValue(), getMask(), getOut(), getLogsumexp(),
-                         getKeyTransposed());
+                         getKeyTransposed(), getComputeDtype());
 }
 
 LogicalResult AttentionGradOp::verify() {
   if (failed(verifyAttention(*this, getQuery(), getKey(), getValue(), getMask(), getOut(), getLogsumexp(),
-                             getKeyTransposed())))
+                             getKeyTransposed(), getComputeDtype())))
     return failure();
   if (getDout().getType() != getOut().getType() || getDquery().getType() != getQuery().getType() ||
       getDkey().getType() != getKey().getType() || getDvalue().getType() != getValue().getType())

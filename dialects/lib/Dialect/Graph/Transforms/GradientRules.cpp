@@ -369,7 +369,8 @@ LogicalResult fsdpc::graph::buildGradient(OpBuilder &builder, Operation *op, Arr
             auto grad = AttentionGradOp::create(builder, r.loc, o.getQuery().getType(), o.getKey().getType(),
                                                 o.getValue().getType(), o.getQuery(), o.getKey(), o.getValue(),
                                                 o.getMask(), o.getOut(), o.getLogsumexp(), r.resultGrads[0],
-                                                o.getScaleAttr(), o.getKeyTransposedAttr());
+                                                o.getScaleAttr(), o.getKeyTransposedAttr(),
+                                                o.getComputeDtypeAttr());
             for (int i = 0; i < 3; ++i)
               if (r.needs(i))
                 operandGrads[i] = grad->getResult(i);

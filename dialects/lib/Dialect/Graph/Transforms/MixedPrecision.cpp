@@ -121,9 +121,10 @@ struct GraphMixedPrecisionPass : public fsdpc::graph::impl::GraphMixedPrecisionB
     return result;
   }
 
-  bool keptInF32(Operation *op) {
-    if (needsF32(op))
-      return true;
+  bool keptInF32(Operation *op) { return needsF32(op) || keptByName(op); }
+
+  /// Whether --keep-fp32 names one of the op's ONNX nodes.
+  bool keptByName(Operation *op) {
     if (keepFp32.empty())
       return false;
     SmallVector<StringRef> names;
@@ -138,6 +139,11 @@ struct GraphMixedPrecisionPass : public fsdpc::graph::impl::GraphMixedPrecisionB
     if (!touchesFloats)
       return;
     Type f32 = Float32Type::get(op->getContext());
+    // Attention keeps f32 tensors and softmax, but its products may take
+    // the low type's tensor cores, as torch's flash attention does; not
+    // where the user kept the op in f32 by name.
+    if (auto attention = dyn_cast<AttentionOp>(op); attention && !keptByName(op))
+      attention.setComputeDtype(paramDtype.getValue());
     if (keptInF32(op)) {
       // f32 operands; a parameter, input or constant still goes through the
       // low-precision type, as FSDP casts it before any op sees it.

@@ -168,6 +168,7 @@ struct ThreadPlace {
 extern thread_local ThreadPlace *current;
 
 void syncThreads();
+void syncWarp(unsigned mask);
 /// The warp exchange under __shfl_sync / __shfl_xor_sync: every lane of
 /// `mask` offers `bytes` (at most 8) and reads lane `source`'s.
 void warpExchange(unsigned mask, const void *mine, void *theirs, size_t bytes, int source);
@@ -189,6 +190,7 @@ template <typename Kernel> cudaError_t cudaFuncSetAttribute(Kernel *kernel, cuda
 constexpr int warpSize = 32;
 
 inline void __syncthreads() { fsdpc_cuda_emulator::syncThreads(); }
+inline void __syncwarp(unsigned mask = 0xffffffffu) { fsdpc_cuda_emulator::syncWarp(mask); }
 
 template <typename T> T __shfl_sync(unsigned mask, T value, int sourceLane, int width = 32) {
   const int lane = fsdpc_cuda_emulator::laneId();

@@ -642,6 +642,11 @@ def Graph_AttentionOp : Graph_Op<"attention", [Pure]> {
     - `mask`: i64, broadcasts to `[..., Tq, Tk]`; nonzero positions are
       excluded.
     - `scale`: the factor on the scores.
+    - `compute_dtype`: `"f32"` (the default), or `"bf16"` / `"f16"`, which
+      `graph-mixed-precision` sets: the tensors stay f32, but a device may
+      round query, key, value and the probabilities to that type for its
+      tensor cores, accumulating and taking the softmax in f32 (torch's
+      flash attention under autocast). The CPU computes in f32 either way.
     - results: `out` `[..., Tq, Dv]` and `logsumexp` `[..., Tq]`.
 
     ```mlir
@@ -651,7 +656,8 @@ def Graph_AttentionOp : Graph_Op<"attention", [Pure]> {
     ```
   }];
   let arguments = (ins Graph_F32Tensor:$query, Graph_F32Tensor:$key, Graph_F32Tensor:$value, Graph_I64Tensor:$mask,
-                       F64Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$key_transposed);
+                       F64Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$key_transposed,
+                       DefaultValuedStrAttr<StrAttr, "f32">:$compute_dtype);
   let results = (outs Graph_F32Tensor:$out, Graph_F32Tensor:$logsumexp);
   let assemblyFormat = "$query `,` $key `,` $value `,` $mask attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -676,7 +682,8 @@ def Graph_AttentionGradOp : Graph_Op<"attention_grad", [Pure]> {
   }];
   let arguments = (ins Graph_F32Tensor:$query, Graph_F32Tensor:$key, Graph_F32Tensor:$value, Graph_I64Tensor:$mask,
                        Graph_F32Tensor:$out, Graph_F32Tensor:$logsumexp, Graph_F32Tensor:$dout, F64Attr:$scale,
-                       DefaultValuedAttr<BoolAttr, "false">:$key_transposed);
+                       DefaultValuedAttr<BoolAttr, "false">:$key_transposed,
+                       DefaultValuedStrAttr<StrAttr, "f32">:$compute_dtype);
   let results = (outs Graph_F32Tensor:$dquery, Graph_F32Tensor:$dkey, Graph_F32Tensor:$dvalue);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $mask `,` $out `,` $logsumexp `,` $dout attr-dict `:` functional-type(operands, results)

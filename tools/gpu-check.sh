@@ -57,7 +57,7 @@ timeout 200 python3 "$root/test/gpu/devices_agree.py" run --fsdp-run "$bin/fsdp-
 devices=${PIPESTATUS[0]}
 
 echo "== GPT-2 124M bf16 against torch ($(elapsed))"
-timeout 240 python3 "$root/test/bench/gpu_vs_torch.py" run --fsdp-run "$bin/fsdp-run" --plans "$carry/bench" \
+timeout 300 python3 "$root/test/bench/gpu_vs_torch.py" run --fsdp-run "$bin/fsdp-run" --plans "$carry/bench" \
   --work /tmp/fsdpc-gpu-bench 2>&1 | tee "$out/bench.txt"
 bench=${PIPESTATUS[0]}
 

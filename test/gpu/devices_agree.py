@@ -81,6 +81,10 @@ RUNS = [
     ("gpt-bf16-cuda", "gpt-bf16-w1", "cuda", 1),
     ("gpt-h32-bf16-cpu", "gpt-h32-bf16-w1", "cpu", 1),
     ("gpt-h32-bf16-cuda", "gpt-h32-bf16-w1", "cuda", 1),
+    # The step captured once as a CUDA graph and replayed: the same kernels
+    # in the same order, so the same bits.
+    ("gpt-cuda-graph", "gpt-w1", "cuda", 1, ["--cuda-graph"]),
+    ("gpt-h32-bf16-cuda-graph", "gpt-h32-bf16-w1", "cuda", 1, ["--cuda-graph"]),
 ]
 CHECKS = [
     # what, run, reference run, tolerance
@@ -92,6 +96,8 @@ CHECKS = [
     # kernel, cuBLASLt accumulates a whole GEMM in f32): bf16's own spread.
     ("GPT bf16, GPU vs CPU", "gpt-bf16-cuda", "gpt-bf16-cpu", 2e-2),
     ("GPT bf16, heads of 32 (tensor-core attention), GPU vs CPU", "gpt-h32-bf16-cuda", "gpt-h32-bf16-cpu", 2e-2),
+    ("GPT fp32, --cuda-graph vs without", "gpt-cuda-graph", "gpt-cuda", 0.0),
+    ("GPT bf16 heads of 32, --cuda-graph vs without", "gpt-h32-bf16-cuda-graph", "gpt-h32-bf16-cuda", 0.0),
 ]
 
 
@@ -179,7 +185,7 @@ def run_checks(fsdp_run, plans, work, emulated=False, steps=STEPS):
     if not emulated and gpu_count() >= 2:  # one rank per GPU: NCCL, not the host-staged fallback
         runs.append(("gpt-nccl-2-gpus", "gpt-w2", "cuda", 2))
         checks.append(("GPT fp32, 2 ranks on 2 GPUs (NCCL) vs 1 rank", "gpt-nccl-2-gpus", "gpt-cuda", 1e-5))
-    for name, plan, device, ranks in runs:
+    for name, plan, device, ranks, *extra in runs:
         info = manifest["plans"][plan]
         model = manifest["models"][info["model"]]
         metrics = os.path.join(work, name + ".jsonl")
@@ -189,6 +195,7 @@ def run_checks(fsdp_run, plans, work, emulated=False, steps=STEPS):
             cmd += ["--init", model["init"]]
         if model["data"]:
             cmd += ["--data", os.path.join(plans, model["data"])]
+        cmd += extra[0] if extra else []
         if ranks > 1:
             # Both ranks on GPU 0 (LOCAL_RANK picks the GPU), unless the run
             # is the one-rank-per-GPU NCCL run.

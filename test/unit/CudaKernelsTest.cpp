@@ -219,6 +219,7 @@ struct GpuContext {
   cublasLtHandle_t lt = nullptr;
   void *workspace = nullptr;
   cuda::DeviceError *error = nullptr;
+  StepContext *context = nullptr; // on the device: {step 3, rank 1}, as the CPU call's
   int multiprocessors = 1;
 };
 
@@ -290,6 +291,7 @@ void runCase(const Case &c, GpuContext &gpu, unsigned seed) {
   launch.workspace = gpu.workspace;
   launch.workspaceBytes = 32ull << 20;
   launch.multiprocessors = gpu.multiprocessors;
+  launch.context = gpu.context;
   launch.scratchBytes = kernel.scratch ? kernel.scratch(gpuCall) : 0;
   if (launch.scratchBytes)
     CHECK_CUDA(cudaMalloc(&launch.scratch, launch.scratchBytes));
@@ -585,6 +587,9 @@ int main(int argc, char **argv) {
   }
   CHECK_CUDA(cudaMalloc(&gpu.workspace, 32ull << 20));
   CHECK_CUDA(cudaMalloc(&gpu.error, sizeof(cuda::DeviceError)));
+  const StepContext stepContext{3, 1};
+  CHECK_CUDA(cudaMalloc(&gpu.context, sizeof(StepContext)));
+  CHECK_CUDA(cudaMemcpy(gpu.context, &stepContext, sizeof(StepContext), cudaMemcpyHostToDevice));
   unsigned seed = 1;
   int ran = 0;
   for (const Case &c : all) {
@@ -596,6 +601,7 @@ int main(int argc, char **argv) {
   std::printf("%s: %d of %d CUDA kernel cases agree with the CPU kernels\n", failures ? "FAIL" : "PASS",
               ran - failures, ran);
   cudaFree(gpu.error);
+  cudaFree(gpu.context);
   cudaFree(gpu.workspace);
   cublasLtDestroy(gpu.lt);
   cudaStreamDestroy(gpu.stream);

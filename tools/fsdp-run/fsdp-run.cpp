@@ -77,6 +77,7 @@ struct Options {
   double collectiveTimeout = 300; // seconds; 0 waits forever
   bool skipNonfinite = false;     // undo a step whose loss or gradient norm is not finite
   bool checkNonfinite = false;    // name the first instruction that wrote a NaN or an infinity
+  bool cudaGraph = false;         // capture the step once as a CUDA graph and replay it
   bool help = false;
 };
 
@@ -115,6 +116,9 @@ const char *kUsage = "usage: fsdp-run PLAN [--steps N] [--data DIR] [--seed S] [
                      "                      (default: all whole batches)\n"
                      "  --profile           after training, print the time spent per kernel (rank 0)\n"
                      "  --device D          auto (default: cuda when a GPU is visible, else cpu), cpu or cuda\n"
+                     "  --cuda-graph        on a GPU, capture the step once as a CUDA graph and replay it\n"
+                     "                      each step (the plan is static); --profile, --trace,\n"
+                     "                      --check-nonfinite and ranks sharing a GPU run it as it is\n"
                      "  --check-nonfinite   with a non-finite loss, name the first instruction (and ONNX node)\n"
                      "                      that wrote a NaN or an infinity (checks every output: slower)\n"
                      "  --skip-nonfinite    undo a step whose loss or gradient norm is not finite and go on\n"
@@ -223,6 +227,8 @@ Status parseOptions(int argc, char **argv, Options &options) {
       options.profile = true;
     } else if (arg == "--check-nonfinite") {
       options.checkNonfinite = true;
+    } else if (arg == "--cuda-graph") {
+      options.cudaGraph = true;
     } else if (arg == "--skip-nonfinite") {
       options.skipNonfinite = true;
     } else if (arg == "--collective-timeout") {
@@ -606,6 +612,9 @@ int main(int argc, char **argv) {
     return fail(FSDPC_ERROR(kUnimplemented, "--check-nonfinite: the device ", executor.device().name(), " cannot check its outputs"));
   if (!options.tracePath.empty())
     executor.enableTracing();
+  if (options.cudaGraph && !executor.enableStepCapture() && rank == 0)
+    std::printf("fsdp-run: note: --cuda-graph changes nothing on the device %s, which runs the step as it is\n",
+                executor.device().name().c_str());
   TraceRecorder trace(header);
   int64_t firstStep = 0;
   if (!resumeDir.empty()) {

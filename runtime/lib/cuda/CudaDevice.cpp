@@ -134,6 +134,11 @@ public:
       }
     if (origin_)
       cudaEventDestroy(origin_);
+    if (graph_)
+      cudaGraphExecDestroy(graph_);
+    for (cudaEvent_t e : {fork_, join_})
+      if (e)
+        cudaEventDestroy(e);
     if (lt_)
       cublasLtDestroy(lt_);
     if (compute_)
@@ -153,6 +158,8 @@ public:
     FSDPC_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&comm_, cudaStreamNonBlocking));
     FSDPC_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&lt_));
     FSDPC_RETURN_IF_ERROR(errorWord_.allocate(sizeof(DeviceError)));
+    FSDPC_RETURN_IF_ERROR(contextWord_.allocate(sizeof(StepContext)));
+    FSDPC_RETURN_IF_ERROR(hostContext_.allocate(sizeof(StepContext)));
     return Status::ok();
   }
 
@@ -269,6 +276,7 @@ public:
       launch.scratch = scratch.data;
       launch.scratchBytes = scratch.data ? scratch.bytes : 0;
       launch.multiprocessors = multiprocessors_;
+      launch.context = static_cast<const StepContext *>(contextWord_.data);
       r.call.backend = &launch;
     }
     if (collectiveBytes > 0)
@@ -283,10 +291,40 @@ public:
   Status runPrefix(const StepContext &context, int64_t count) override {
     FSDPC_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal_));
     context_ = context;
+    // The step's context for the kernels that read it on the device; the
+    // previous step's copy has finished (every step ends synchronised).
+    *static_cast<StepContext *>(hostContext_.data) = context;
+    FSDPC_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(contextWord_.data, hostContext_.data, sizeof(StepContext), cudaMemcpyHostToDevice, compute_));
     const bool timed = profile_ || trace_;
+    const size_t limit = std::min(step_.size(), static_cast<size_t>(std::max<int64_t>(count, 0)));
+    // --cuda-graph: the first whole step runs as it is (cuBLASLt makes its
+    // plans, nothing is captured half-made), the second is captured, and
+    // from then on the graph replays. Host work inside the step (the
+    // host-staged collectives) and per-instruction timing or checks cannot
+    // be in a graph: those runs stay as they are.
+    const bool replayable = capture_ && limit == step_.size() && !timed && !checkNonfinite_ && !sharedGpu_;
+    if (replayable && !graph_ && completedSteps_ >= 1) {
+      Status captured = captureStep();
+      if (!captured.isOk()) {
+        capture_ = false;
+        std::fprintf(stderr, "fsdp-run: note: the step cannot be captured as a CUDA graph (%s); it runs as it is\n",
+                     captured.toString().c_str());
+      }
+    }
+    if (replayable && graph_) {
+      FSDPC_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph_, compute_));
+      FSDPC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(compute_));
+      FSDPC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(comm_));
+      FSDPC_RETURN_IF_ERROR(checkDeviceError());
+      nonfiniteIndex_ = -1;
+      exposedCommSeconds_ = 0; // a graph's waits are not timed
+      ++completedSteps_;
+      return Status::ok();
+    }
+
     if (trace_)
       FSDPC_CUDA_RETURN_IF_ERROR(cudaEventRecord(origin_, compute_));
-    const size_t limit = std::min(step_.size(), static_cast<size_t>(std::max<int64_t>(count, 0)));
     nonfiniteIndex_ = -1;
     if (checkNonfinite_) {
       // Done before either stream starts, so no check can see last step's.
@@ -294,41 +332,11 @@ public:
       FSDPC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(compute_));
     }
     for (size_t i = 0; i < limit; ++i) {
-      const ResolvedInstruction &r = step_[i];
-      const cudaStream_t stream = r.stream == plan::COMMUNICATION ? comm_ : compute_;
-      Status status;
-      if (timed)
-        FSDPC_CUDA_RETURN_IF_ERROR(cudaEventRecord(timers_[i].first, stream));
-      if (waitTimers_[i].first)
-        FSDPC_CUDA_RETURN_IF_ERROR(cudaEventRecord(waitTimers_[i].first, stream));
-      switch (r.kind) {
-      case ResolvedInstruction::Kind::kRecordEvent:
-        status = cudaCall(cudaEventRecord(events_[r.event], stream), "cudaEventRecord");
-        break;
-      case ResolvedInstruction::Kind::kWaitEvent:
-        status = cudaCall(cudaStreamWaitEvent(stream, events_[r.event], 0), "cudaStreamWaitEvent");
-        break;
-      case ResolvedInstruction::Kind::kCollective:
-        status = runCollective(r, stream);
-        break;
-      case ResolvedInstruction::Kind::kKernel:
-        status = r.kernel(r.call);
-        break;
-      }
-      if (waitTimers_[i].second)
-        FSDPC_CUDA_RETURN_IF_ERROR(cudaEventRecord(waitTimers_[i].second, stream));
-      if (timed)
-        FSDPC_CUDA_RETURN_IF_ERROR(cudaEventRecord(timers_[i].second, stream));
-      // On the instruction's stream, so it reads the outputs before any
-      // later instruction reuses their memory.
-      const bool wrote = r.kind == ResolvedInstruction::Kind::kKernel || r.kind == ResolvedInstruction::Kind::kCollective;
-      for (size_t o = 0; status.isOk() && checkNonfinite_ && wrote && o < r.call.outputs.size(); ++o)
-        status = cuda::noteNonfinite(r.call.outputs[o], launches_[i],
-                                     static_cast<unsigned long long *>(firstNonfiniteWord_.data));
+      Status status = enqueueInstruction(i, timed, /*timeWaits=*/true);
       if (!status.isOk()) {
         cudaStreamSynchronize(compute_);
         cudaStreamSynchronize(comm_);
-        return atNode(status, r);
+        return atNode(status, step_[i]);
       }
     }
     FSDPC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(compute_));
@@ -361,7 +369,14 @@ public:
         timings_[i] = {startMs / 1000.0, (startMs + ms) / 1000.0};
       }
     }
+    if (limit == step_.size())
+      ++completedSteps_;
     return Status::ok();
+  }
+
+  bool enableStepCapture() override {
+    capture_ = true;
+    return true;
   }
 
   void enableProfiling() override {
@@ -407,6 +422,80 @@ public:
   }
 
 private:
+  /// Enqueues instruction `i` on its stream, with its timing events when
+  /// `timed`, the compute stream's wait timers when `timeWaits`, and the
+  /// non-finite check when on.
+  Status enqueueInstruction(size_t i, bool timed, bool timeWaits) {
+    const ResolvedInstruction &r = step_[i];
+    const cudaStream_t stream = r.stream == plan::COMMUNICATION ? comm_ : compute_;
+    Status status;
+    if (timed)
+      FSDPC_CUDA_RETURN_IF_ERROR(cudaEventRecord(timers_[i].first, stream));
+    if (timeWaits && waitTimers_[i].first)
+      FSDPC_CUDA_RETURN_IF_ERROR(cudaEventRecord(waitTimers_[i].first, stream));
+    switch (r.kind) {
+    case ResolvedInstruction::Kind::kRecordEvent:
+      status = cudaCall(cudaEventRecord(events_[r.event], stream), "cudaEventRecord");
+      break;
+    case ResolvedInstruction::Kind::kWaitEvent:
+      status = cudaCall(cudaStreamWaitEvent(stream, events_[r.event], 0), "cudaStreamWaitEvent");
+      break;
+    case ResolvedInstruction::Kind::kCollective:
+      status = runCollective(r, stream);
+      break;
+    case ResolvedInstruction::Kind::kKernel:
+      status = r.kernel(r.call);
+      break;
+    }
+    if (timeWaits && waitTimers_[i].second)
+      FSDPC_CUDA_RETURN_IF_ERROR(cudaEventRecord(waitTimers_[i].second, stream));
+    if (timed)
+      FSDPC_CUDA_RETURN_IF_ERROR(cudaEventRecord(timers_[i].second, stream));
+    // On the instruction's stream, so it reads the outputs before any
+    // later instruction reuses their memory.
+    const bool wrote = r.kind == ResolvedInstruction::Kind::kKernel || r.kind == ResolvedInstruction::Kind::kCollective;
+    for (size_t o = 0; status.isOk() && checkNonfinite_ && wrote && o < r.call.outputs.size(); ++o)
+      status = cuda::noteNonfinite(r.call.outputs[o], launches_[i],
+                                   static_cast<unsigned long long *>(firstNonfiniteWord_.data));
+    return status;
+  }
+
+  /// Records the whole step, both streams, into graph_. The communication
+  /// stream joins the capture through fork_ and is joined back through
+  /// join_, as CUDA requires of a capture that spans streams.
+  Status captureStep() {
+    if (!fork_)
+      FSDPC_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+    if (!join_)
+      FSDPC_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
+    FSDPC_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(compute_, cudaStreamCaptureModeThreadLocal));
+    Status status = cudaCall(cudaEventRecord(fork_, compute_), "cudaEventRecord");
+    if (status.isOk())
+      status = cudaCall(cudaStreamWaitEvent(comm_, fork_, 0), "cudaStreamWaitEvent");
+    for (size_t i = 0; status.isOk() && i < step_.size(); ++i) {
+      status = enqueueInstruction(i, /*timed=*/false, /*timeWaits=*/false);
+      if (!status.isOk())
+        status = atNode(status, step_[i]);
+    }
+    if (status.isOk())
+      status = cudaCall(cudaEventRecord(join_, comm_), "cudaEventRecord");
+    if (status.isOk())
+      status = cudaCall(cudaStreamWaitEvent(compute_, join_, 0), "cudaStreamWaitEvent");
+    cudaGraph_t graph = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(compute_, &graph);
+    if (status.isOk() && ended != cudaSuccess)
+      status = cudaCall(ended, "cudaStreamEndCapture");
+    if (status.isOk())
+      status = cudaCall(cudaGraphInstantiate(&graph_, graph, 0), "cudaGraphInstantiate");
+    if (graph)
+      cudaGraphDestroy(graph);
+    if (!status.isOk()) {
+      cudaGetLastError(); // a failed capture leaves its error behind
+      graph_ = nullptr;
+    }
+    return status;
+  }
+
   /// Timing events around every instruction, for profiling and tracing;
   /// false (and both stay off) if they cannot be made.
   bool createTimers() {
@@ -589,6 +678,16 @@ private:
   DeviceBuffer firstNonfiniteWord_;
   bool checkNonfinite_ = false;
   int64_t nonfiniteIndex_ = -1;
+  /// The step's StepContext on the device, and its pinned host copy.
+  DeviceBuffer contextWord_;
+  PinnedBuffer hostContext_;
+  /// --cuda-graph: whether to capture, the instantiated step, and the
+  /// events that fork the communication stream into the capture and join
+  /// it back.
+  bool capture_ = false;
+  cudaGraphExec_t graph_ = nullptr;
+  cudaEvent_t fork_ = nullptr, join_ = nullptr;
+  int64_t completedSteps_ = 0;
 };
 
 } // namespace

@@ -46,6 +46,10 @@ struct CudaLaunch {
   void *scratch = nullptr; // this kernel's own, as its scratch function asked
   size_t scratchBytes = 0;
   int multiprocessors = 1;
+  /// The step's StepContext in device memory, written before each step: a
+  /// kernel that needs the step number reads it there, not from the host
+  /// call, so that a captured step (a CUDA graph) replays with the new one.
+  const StepContext *context = nullptr;
   /// State a kernel keeps between steps (the GEMM algorithm cuBLASLt chose).
   std::shared_ptr<void> cache;
 };

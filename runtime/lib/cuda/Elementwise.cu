@@ -201,8 +201,10 @@ __device__ __forceinline__ bool keepElement(unsigned long long seed, long long s
   return static_cast<double>(x >> 11) * (1.0 / 9007199254740992.0) >= ratio;
 }
 
-__global__ void dropoutKernel(Operand in, Operand out, long long n, unsigned long long seed, long long step, int rank,
-                              double ratio, float scale) {
+__global__ void dropoutKernel(Operand in, Operand out, long long n, unsigned long long seed,
+                              const StepContext *context, double ratio, float scale) {
+  const long long step = context->step;
+  const int rank = context->rank;
   FSDPC_GRID_STRIDE_LOOP(i, n) {
     storeFloat(out, i, keepElement(seed, step, rank, i, ratio) ? loadFloat(in, i) * scale : 0.0f);
   }
@@ -312,7 +314,6 @@ Status dropout(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &y = call.outputs[0];
   const double ratio = call.floatParam(contract::Param::kRatio, 0.5);
   const auto seed = static_cast<unsigned long long>(call.intParam(contract::Param::kSeed, 0));
-  const StepContext context = call.context ? *call.context : StepContext();
   const float scale = static_cast<float>(1.0 / (1.0 - ratio));
   const int64_t n = y.numElements();
   if (x.numElements() != n)
@@ -320,8 +321,10 @@ Status dropout(const KernelCall &call) {
   if (n == 0)
     return Status::ok();
   const CudaLaunch &launch = launchOf(call);
+  if (!launch.context)
+    return FSDPC_ERROR(kInternal, call.instruction->op(), ": no step context on the device");
   launchKernel(dropoutKernel, blocksFor(n, launch), kThreads, 0, launch.stream, operandOf(x), operandOf(y), n, seed,
-               context.step, context.rank, ratio, scale);
+               launch.context, ratio, scale);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }

@@ -133,6 +133,10 @@ public:
   /// and infinities (a pass over the data per instruction); false where the
   /// device cannot.
   virtual bool enableNonfiniteCheck() { return false; }
+  /// fsdp-run --cuda-graph: record the whole step once and replay the
+  /// recording each step (its shapes and addresses never change). False
+  /// where the device has no such thing; it then runs the step as it is.
+  virtual bool enableStepCapture() { return false; }
   /// The first instruction, in plan order, of the last step that wrote a
   /// NaN or an infinity: "instruction K 'op'" and its ONNX node; empty when
   /// none did or the check is off.

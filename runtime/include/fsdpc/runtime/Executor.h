@@ -95,6 +95,7 @@ public:
   std::vector<InstructionTiming> lastStepTrace() const { return device_->lastStepTrace(); }
   double lastStepExposedCommSeconds() const { return device_->lastStepExposedCommSeconds(); }
   bool enableNonfiniteCheck() { return device_->enableNonfiniteCheck(); }
+  bool enableStepCapture() { return device_->enableStepCapture(); }
   std::string firstNonfinite() const { return device_->firstNonfinite(); }
 
 private:

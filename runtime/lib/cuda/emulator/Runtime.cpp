@@ -56,6 +56,23 @@ struct CUevent_st {
   uint64_t count = 0;            // the record's position in it, plus one
   bool timing = true;
   double seconds = 0; // host clock when the record ran
+  // Recorded during a capture: the graph and the index of its record there.
+  struct CUgraph_st *graph = nullptr;
+  int capturedIndex = -1;
+};
+
+/// A captured stream operation: what it runs, or (after >= 0) a wait for
+/// the graph's operation `after`.
+struct CapturedOperation {
+  CUstream_st *stream;
+  std::function<void()> run;
+  int after = -1;
+};
+struct CUgraph_st {
+  std::vector<CapturedOperation> operations;
+};
+struct CUgraphExec_st {
+  CUgraph_st graph;
 };
 
 // Switches to the context whose stack pointer is `to`, saving this one's in
@@ -112,6 +129,11 @@ struct Emulator {
   cudaError_t sticky = cudaSuccess; // a failed kernel: every later call fails
   std::mt19937 order{20261202};
   std::map<const void *, size_t> dynamicSharedLimit;
+  // The capture under way, if any: its graph, the stream it began on, the
+  // streams that joined it and the index of each one's last operation.
+  CUgraph_st *capture = nullptr;
+  CUstream_st *captureOrigin = nullptr;
+  std::map<CUstream_st *, int> captured;
 
   Emulator() { streams.push_back(&legacy); }
 };
@@ -231,10 +253,32 @@ cudaError_t drain(CUstream_st *target) {
   return e.sticky;
 }
 
+/// Records into the capture under way when `s` takes part in it; returns
+/// the operation's index there, or -1 when it does not.
+int recordIfCaptured(CUstream_st *s, std::function<void()> run, int after = -1) {
+  Emulator &e = emulator();
+  auto it = e.captured.find(s);
+  if (it == e.captured.end())
+    return -1;
+  e.capture->operations.push_back({s, std::move(run), after});
+  it->second = static_cast<int>(e.capture->operations.size()) - 1;
+  return it->second;
+}
+
 void enqueue(cudaStream_t stream, std::function<void()> run) {
   CUstream_st *s = streamOf(stream);
+  if (recordIfCaptured(s, run) >= 0)
+    return;
   s->queue.push_back({std::move(run), nullptr, 0});
   ++s->enqueued;
+}
+
+/// What a capture forbids: calls that wait for the device or allocate.
+cudaError_t refusedWhileCapturing(const char *api) {
+  if (!emulator().capture)
+    return cudaSuccess;
+  return fail(cudaErrorStreamCaptureUnsupported,
+              std::string(api) + " while a stream is being captured (it would wait for the device)");
 }
 
 // ---- Fibers --------------------------------------------------------------
@@ -610,6 +654,12 @@ const char *cudaGetErrorString(cudaError_t error) {
     return "device not ready";
   case cudaErrorLaunchFailure:
     return "unspecified launch failure";
+  case cudaErrorStreamCaptureUnsupported:
+    return "operation not permitted when stream is capturing";
+  case cudaErrorStreamCaptureUnjoined:
+    return "capturing stream has unjoined work";
+  case cudaErrorStreamCaptureWrongThread:
+    return "attempt to terminate a thread-local capture sequence from another thread";
   }
   return "unknown error";
 }
@@ -648,10 +698,16 @@ cudaError_t cudaMemGetInfo(size_t *freeBytes, size_t *totalBytes) {
   *freeBytes = *totalBytes - std::min(*totalBytes, emulator().deviceBytes);
   return cudaSuccess;
 }
-cudaError_t cudaDeviceSynchronize() { return drain(nullptr); }
+cudaError_t cudaDeviceSynchronize() {
+  if (cudaError_t error = refusedWhileCapturing("cudaDeviceSynchronize"))
+    return error;
+  return drain(nullptr);
+}
 
 cudaError_t cudaMalloc(void **pointer, size_t bytes) {
   *pointer = nullptr;
+  if (cudaError_t error = refusedWhileCapturing("cudaMalloc"))
+    return error;
   if (bytes == 0)
     return cudaSuccess;
   const size_t rounded = (bytes + 255) / 256 * 256;
@@ -667,6 +723,8 @@ cudaError_t cudaMalloc(void **pointer, size_t bytes) {
 cudaError_t cudaFree(void *pointer) {
   if (!pointer)
     return cudaSuccess;
+  if (cudaError_t error = refusedWhileCapturing("cudaFree"))
+    return error;
   Emulator &e = emulator();
   drain(nullptr); // cudaFree waits for the device
   auto it = e.device.find(reinterpret_cast<uintptr_t>(pointer));
@@ -700,6 +758,8 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind 
   // waits for none of them, as on a GPU.
   if (cudaError_t error = checkCopy("cudaMemcpy", dst, src, bytes, kind))
     return error;
+  if (cudaError_t error = refusedWhileCapturing("cudaMemcpy"))
+    return error;
   if (cudaError_t error = drain(&emulator().legacy))
     return error;
   if (bytes)
@@ -720,6 +780,8 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
   }
   if (kind == cudaMemcpyDeviceToHost && !isPinned(dst, bytes)) {
     // Into pageable memory the call returns when the copy is done.
+    if (cudaError_t error = refusedWhileCapturing("cudaMemcpyAsync into pageable memory"))
+      return error;
     enqueue(stream, [dst, src, bytes] { std::memmove(dst, src, bytes); });
     return drain(streamOf(stream));
   }
@@ -749,6 +811,8 @@ cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t 
 cudaError_t cudaMemset(void *dst, int value, size_t bytes) {
   if (bytes && !isDevice(dst, bytes))
     return fail(cudaErrorInvalidValue, "cudaMemset of " + std::to_string(bytes) + " bytes outside device memory");
+  if (cudaError_t error = refusedWhileCapturing("cudaMemset"))
+    return error;
   if (cudaError_t error = drain(&emulator().legacy))
     return error;
   std::memset(dst, value, bytes);
@@ -778,11 +842,25 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   delete stream;
   return cudaSuccess;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t stream) { return drain(streamOf(stream)); }
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  if (cudaError_t error = refusedWhileCapturing("cudaStreamSynchronize"))
+    return error;
+  return drain(streamOf(stream));
+}
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned) {
   if (!event)
     return fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent on a null event");
   CUstream_st *s = streamOf(stream);
+  Emulator &e = emulator();
+  if (e.capture && event->graph == e.capture) {
+    // An event recorded in the capture: the waiting stream joins it.
+    e.captured.emplace(s, -1);
+    recordIfCaptured(s, {}, event->capturedIndex);
+    return cudaSuccess;
+  }
+  if (e.captured.count(s))
+    return fail(cudaErrorStreamCaptureUnsupported,
+                "cudaStreamWaitEvent in a capture on an event recorded outside it");
   if (event->stream) { // waiting on an event never recorded is a no-op
     s->queue.push_back({{}, event->stream, event->count});
     ++s->enqueued;
@@ -807,6 +885,13 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (!event)
     return fail(cudaErrorInvalidResourceHandle, "cudaEventRecord of a null event");
   CUstream_st *s = streamOf(stream);
+  const int index = recordIfCaptured(s, [event] { event->seconds = now(); });
+  if (index >= 0) {
+    event->graph = emulator().capture;
+    event->capturedIndex = index;
+    return cudaSuccess;
+  }
+  event->graph = nullptr;
   event->stream = s;
   event->count = s->enqueued + 1;
   enqueue(stream, [event] { event->seconds = now(); });
@@ -825,5 +910,96 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) 
     if (!e->stream || e->stream->completed < e->count)
       return fail(cudaErrorNotReady, "cudaEventElapsedTime of an event that has not completed");
   *ms = static_cast<float>((end->seconds - start->seconds) * 1000.0);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode) {
+  Emulator &e = emulator();
+  if (e.capture)
+    return fail(cudaErrorStreamCaptureUnsupported, "cudaStreamBeginCapture while another capture is under way");
+  CUstream_st *s = streamOf(stream);
+  if (s == &e.legacy)
+    return fail(cudaErrorStreamCaptureUnsupported, "cudaStreamBeginCapture on the legacy stream");
+  e.capture = new CUgraph_st();
+  e.captureOrigin = s;
+  e.captured[s] = -1;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph) {
+  Emulator &e = emulator();
+  CUstream_st *s = streamOf(stream);
+  if (!e.capture || s != e.captureOrigin)
+    return fail(cudaErrorStreamCaptureWrongThread, "cudaStreamEndCapture on a stream that began no capture");
+  // Every stream that joined must be joined back: the origin waits on an
+  // event recorded after that stream's last captured operation.
+  std::string unjoined;
+  for (const auto &[other, last] : e.captured) {
+    if (other == s || last < 0)
+      continue;
+    bool joined = false;
+    for (const CapturedOperation &op : e.capture->operations)
+      joined |= op.stream == s && op.after >= last && e.capture->operations[op.after].stream == other;
+    if (!joined)
+      unjoined = "a stream that joined the capture was not joined back to its origin before cudaStreamEndCapture";
+  }
+  CUgraph_st *made = e.capture;
+  e.capture = nullptr;
+  e.captureOrigin = nullptr;
+  e.captured.clear();
+  if (!unjoined.empty()) {
+    delete made;
+    *graph = nullptr;
+    return fail(cudaErrorStreamCaptureUnjoined, unjoined);
+  }
+  *graph = made;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long) {
+  if (!graph)
+    return fail(cudaErrorInvalidValue, "cudaGraphInstantiate of a null graph");
+  *exec = new CUgraphExec_st{*graph};
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+  if (!exec)
+    return fail(cudaErrorInvalidValue, "cudaGraphLaunch of a null graph");
+  if (cudaError_t error = refusedWhileCapturing("cudaGraphLaunch"))
+    return error;
+  CUstream_st *launch = streamOf(stream);
+  // Each captured stream's operations go back onto it, in order, after the
+  // work queued on the launch stream so far; waits point at the new
+  // positions; the launch stream then waits for every one of them.
+  std::map<CUstream_st *, bool> started;
+  std::vector<std::pair<CUstream_st *, uint64_t>> placed; // per operation: its stream and position + 1
+  const uint64_t before = launch->enqueued;
+  auto push = [](CUstream_st *s, CUstream_st::Operation op) {
+    s->queue.push_back(std::move(op));
+    return ++s->enqueued;
+  };
+  for (const CapturedOperation &op : exec->graph.operations) {
+    CUstream_st *s = op.stream;
+    if (!started[s] && s != launch)
+      push(s, {{}, launch, before});
+    started[s] = true;
+    if (op.after >= 0)
+      placed.push_back({s, push(s, {{}, placed[op.after].first, placed[op.after].second})});
+    else
+      placed.push_back({s, push(s, {op.run, nullptr, 0})});
+  }
+  for (const auto &[s, _] : started)
+    if (s != launch)
+      push(launch, {{}, s, s->enqueued});
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  delete graph;
+  return cudaSuccess;
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  delete exec;
   return cudaSuccess;
 }

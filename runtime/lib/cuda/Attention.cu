@@ -352,14 +352,15 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-/// Launches `kernel` with `bytes` of dynamic shared memory, raising the
-/// kernel's limit above the default 48 KB where it needs more.
+/// Launches `kernel` with `threads` per block and `bytes` of dynamic shared
+/// memory, raising the kernel's limit above the default 48 KB where it
+/// needs more.
 template <typename Kernel, typename... Args>
-Status launchTiled(Kernel kernel, dim3 grid, size_t bytes, cudaStream_t stream, Args... args) {
+Status launchTiled(Kernel kernel, dim3 grid, int threads, size_t bytes, cudaStream_t stream, Args... args) {
   if (bytes > 48 * 1024)
     FSDPC_CUDA_RETURN_IF_ERROR(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  launchKernel(kernel, grid, kWarps * 32, bytes, stream, args...);
+  launchKernel(kernel, grid, threads, bytes, stream, args...);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }
@@ -746,16 +747,6 @@ int tilesFor(const KernelCall &call, const AttentionShape &s) {
   return s.d == 32 || s.d == 64 || s.d == 128 ? static_cast<int>(s.d / 16) : 0;
 }
 
-template <typename Kernel, typename... Args>
-Status launch(Kernel kernel, dim3 grid, size_t bytes, cudaStream_t stream, Args... args) {
-  if (bytes > 48 * 1024)
-    FSDPC_CUDA_RETURN_IF_ERROR(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  launchKernel(kernel, grid, kWarps * 32, bytes, stream, args...);
-  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
-  return Status::ok();
-}
-
 dim3 blocksOf(long long rows, long long batch) {
   return dim3(static_cast<unsigned>((rows + kRows - 1) / kRows), static_cast<unsigned>(batch));
 }
@@ -776,24 +767,24 @@ Status attention(const KernelCall &call) {
   float *out = call.outputs[0].f32(), *lse = call.outputs[1].f32();
   switch (tc::tilesFor(call, s)) {
   case 2:
-    return tc::launch(tc::forwardKernel<2>, tc::blocksOf(s.tq, s.batch), tc::forwardBytes(s), launch.stream, q, k, v,
-                      out, lse, s);
+    return launchTiled(tc::forwardKernel<2>, tc::blocksOf(s.tq, s.batch), tc::kWarps * 32, tc::forwardBytes(s),
+                       launch.stream, q, k, v, out, lse, s);
   case 4:
-    return tc::launch(tc::forwardKernel<4>, tc::blocksOf(s.tq, s.batch), tc::forwardBytes(s), launch.stream, q, k, v,
-                      out, lse, s);
+    return launchTiled(tc::forwardKernel<4>, tc::blocksOf(s.tq, s.batch), tc::kWarps * 32, tc::forwardBytes(s),
+                       launch.stream, q, k, v, out, lse, s);
   case 8:
-    return tc::launch(tc::forwardKernel<8>, tc::blocksOf(s.tq, s.batch), tc::forwardBytes(s), launch.stream, q, k, v,
-                      out, lse, s);
+    return launchTiled(tc::forwardKernel<8>, tc::blocksOf(s.tq, s.batch), tc::kWarps * 32, tc::forwardBytes(s),
+                       launch.stream, q, k, v, out, lse, s);
   }
   const size_t bytes = sizeof(float) * kTile * (2 * (s.d + 1) + (s.dv + 1));
   const dim3 grid = tilesOf(s.tq, s.batch);
   switch (columnsPerLane(s.dv)) {
   case 2:
-    return launchTiled(attentionForwardKernel<2>, grid, bytes, launch.stream, q, k, v, out, lse, s);
+    return launchTiled(attentionForwardKernel<2>, grid, kWarps * 32, bytes, launch.stream, q, k, v, out, lse, s);
   case 4:
-    return launchTiled(attentionForwardKernel<4>, grid, bytes, launch.stream, q, k, v, out, lse, s);
+    return launchTiled(attentionForwardKernel<4>, grid, kWarps * 32, bytes, launch.stream, q, k, v, out, lse, s);
   default:
-    return launchTiled(attentionForwardKernel<8>, grid, bytes, launch.stream, q, k, v, out, lse, s);
+    return launchTiled(attentionForwardKernel<8>, grid, kWarps * 32, bytes, launch.stream, q, k, v, out, lse, s);
   }
 }
 
@@ -824,17 +815,20 @@ Status attentionGrad(const KernelCall &call) {
     const cudaStream_t stream = launch.stream;
     switch (tiles) {
     case 2:
-      FSDPC_RETURN_IF_ERROR(tc::launch(tc::keyGradKernel<2>, keyBlocks, keyBytes, stream, q, k, v, lse, delta, dout,
-                                       dk, dv, s));
-      return tc::launch(tc::queryGradKernel<2>, queryBlocks, queryBytes, stream, q, k, v, lse, delta, dout, dq, s);
+      FSDPC_RETURN_IF_ERROR(launchTiled(tc::keyGradKernel<2>, keyBlocks, tc::kWarps * 32, keyBytes, stream, q, k, v,
+                                        lse, delta, dout, dk, dv, s));
+      return launchTiled(tc::queryGradKernel<2>, queryBlocks, tc::kWarps * 32, queryBytes, stream, q, k, v, lse, delta,
+                         dout, dq, s);
     case 4:
-      FSDPC_RETURN_IF_ERROR(tc::launch(tc::keyGradKernel<4>, keyBlocks, keyBytes, stream, q, k, v, lse, delta, dout,
-                                       dk, dv, s));
-      return tc::launch(tc::queryGradKernel<4>, queryBlocks, queryBytes, stream, q, k, v, lse, delta, dout, dq, s);
+      FSDPC_RETURN_IF_ERROR(launchTiled(tc::keyGradKernel<4>, keyBlocks, tc::kWarps * 32, keyBytes, stream, q, k, v,
+                                        lse, delta, dout, dk, dv, s));
+      return launchTiled(tc::queryGradKernel<4>, queryBlocks, tc::kWarps * 32, queryBytes, stream, q, k, v, lse, delta,
+                         dout, dq, s);
     default:
-      FSDPC_RETURN_IF_ERROR(tc::launch(tc::keyGradKernel<8>, keyBlocks, keyBytes, stream, q, k, v, lse, delta, dout,
-                                       dk, dv, s));
-      return tc::launch(tc::queryGradKernel<8>, queryBlocks, queryBytes, stream, q, k, v, lse, delta, dout, dq, s);
+      FSDPC_RETURN_IF_ERROR(launchTiled(tc::keyGradKernel<8>, keyBlocks, tc::kWarps * 32, keyBytes, stream, q, k, v,
+                                        lse, delta, dout, dk, dv, s));
+      return launchTiled(tc::queryGradKernel<8>, queryBlocks, tc::kWarps * 32, queryBytes, stream, q, k, v, lse, delta,
+                         dout, dq, s);
     }
   }
   const size_t tileBytes = sizeof(float) * kTile * (2 * (s.d + 1) + 2 * (s.dv + 1));
@@ -843,20 +837,20 @@ Status attentionGrad(const KernelCall &call) {
   const dim3 keyGrid = tilesOf(s.tk, s.batch), queryGrid = tilesOf(s.tq, s.batch);
   switch (cols) {
   case 2:
-    FSDPC_RETURN_IF_ERROR(launchTiled(attentionKeyGradKernel<2>, keyGrid, keyBytes, launch.stream, q, k, v, lse,
-                                      delta, dout, dk, dv, s));
-    return launchTiled(attentionQueryGradKernel<2>, queryGrid, tileBytes, launch.stream, q, k, v, lse, delta, dout,
-                       dq, s);
+    FSDPC_RETURN_IF_ERROR(launchTiled(attentionKeyGradKernel<2>, keyGrid, kWarps * 32, keyBytes, launch.stream, q, k, v,
+                                      lse, delta, dout, dk, dv, s));
+    return launchTiled(attentionQueryGradKernel<2>, queryGrid, kWarps * 32, tileBytes, launch.stream, q, k, v, lse,
+                       delta, dout, dq, s);
   case 4:
-    FSDPC_RETURN_IF_ERROR(launchTiled(attentionKeyGradKernel<4>, keyGrid, keyBytes, launch.stream, q, k, v, lse,
-                                      delta, dout, dk, dv, s));
-    return launchTiled(attentionQueryGradKernel<4>, queryGrid, tileBytes, launch.stream, q, k, v, lse, delta, dout,
-                       dq, s);
+    FSDPC_RETURN_IF_ERROR(launchTiled(attentionKeyGradKernel<4>, keyGrid, kWarps * 32, keyBytes, launch.stream, q, k, v,
+                                      lse, delta, dout, dk, dv, s));
+    return launchTiled(attentionQueryGradKernel<4>, queryGrid, kWarps * 32, tileBytes, launch.stream, q, k, v, lse,
+                       delta, dout, dq, s);
   default:
-    FSDPC_RETURN_IF_ERROR(launchTiled(attentionKeyGradKernel<8>, keyGrid, keyBytes, launch.stream, q, k, v, lse,
-                                      delta, dout, dk, dv, s));
-    return launchTiled(attentionQueryGradKernel<8>, queryGrid, tileBytes, launch.stream, q, k, v, lse, delta, dout,
-                       dq, s);
+    FSDPC_RETURN_IF_ERROR(launchTiled(attentionKeyGradKernel<8>, keyGrid, kWarps * 32, keyBytes, launch.stream, q, k, v,
+                                      lse, delta, dout, dk, dv, s));
+    return launchTiled(attentionQueryGradKernel<8>, queryGrid, kWarps * 32, tileBytes, launch.stream, q, k, v, lse,
+                       delta, dout, dq, s);
   }
 }
 

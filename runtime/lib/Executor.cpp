@@ -93,6 +93,11 @@ StatusOr<ResolvedInstruction> Executor::resolve(const plan::Instruction &inst) c
     r.event = inst.event();
     return r;
   }
+  if (isHostCopy(inst.op())) { // validatePlan checked its two sides
+    r.kind = inst.op() == "copy_to_device" ? ResolvedInstruction::Kind::kCopyToDevice
+                                           : ResolvedInstruction::Kind::kCopyToHost;
+    return r;
+  }
   if (isCollective(inst.op())) {
     r.kind = ResolvedInstruction::Kind::kCollective;
     r.collective = inst.op() == "all_gather"       ? Collective::kAllGather
@@ -129,10 +134,11 @@ StatusOr<ResolvedInstruction> Executor::resolve(const plan::Instruction &inst) c
   r.kind = ResolvedInstruction::Kind::kKernel;
   r.params = std::make_shared<const DecodedParams>(decodeParams(inst));
   r.call.params = r.params.get();
-  r.kernel = device_->kernel(inst.op());
+  r.onHost = inst.on_host();
+  r.kernel = r.onHost ? device_->hostKernel(inst.op()) : device_->kernel(inst.op());
   if (!r.kernel)
-    return FSDPC_ERROR(kUnimplemented, "the ", device_->name(), " device has no kernel '", inst.op(), "' (at ",
-                       inst.location(), ")");
+    return FSDPC_ERROR(kUnimplemented, "the ", r.onHost ? std::string("host") : device_->name(),
+                       " device has no kernel '", inst.op(), "' (at ", inst.location(), ")");
   return r;
 }
 
@@ -149,7 +155,8 @@ StatusOr<std::unique_ptr<Executor>> Executor::create(PlanFile plan, std::unique_
     return FSDPC_ERROR(kInvalidArgument, "the plan was compiled for world size ", h.world_size(), " but this launch has ",
                        worldSize, " rank(s)");
   Device &dev = *executor->device_;
-  FSDPC_RETURN_IF_ERROR(dev.allocateRegions(h.persistent_bytes(), h.transient_bytes(), kRegionAlignment));
+  FSDPC_RETURN_IF_ERROR(
+      dev.allocateRegions(h.persistent_bytes(), h.transient_bytes(), h.host_bytes(), kRegionAlignment));
 
   for (int t = 0; t < h.tensors_size(); ++t) {
     const plan::Tensor &tensor = h.tensors(t);

@@ -147,6 +147,8 @@ bool isCollective(const std::string &op) {
   return op == "all_gather" || op == "reduce_scatter" || op == "all_reduce";
 }
 
+bool isHostCopy(const std::string &op) { return op == "copy_to_device" || op == "copy_to_host"; }
+
 namespace {
 
 /// The parameter maps of a plan instruction.
@@ -220,9 +222,10 @@ Status validatePlan(const PlanFile &plan) {
     if (section.offset() > plan.data.size() || section.bytes() > plan.data.size() - section.offset())
       return FSDPC_ERROR(kDataLoss, "plan section ", s, " lies outside the data area");
   }
-  if (h.persistent_bytes() > kMaxRegionBytes || h.transient_bytes() > kMaxRegionBytes)
-    return FSDPC_ERROR(kInvalidArgument, "plan regions of ", h.persistent_bytes(), " and ", h.transient_bytes(),
-                       " bytes exceed 2^50 bytes");
+  if (h.persistent_bytes() > kMaxRegionBytes || h.transient_bytes() > kMaxRegionBytes ||
+      h.host_bytes() > kMaxRegionBytes)
+    return FSDPC_ERROR(kInvalidArgument, "plan regions of ", h.persistent_bytes(), ", ", h.transient_bytes(), " and ",
+                       h.host_bytes(), " bytes exceed 2^50 bytes");
   if (h.num_events() < 0 || h.num_events() > kMaxEvents)
     return FSDPC_ERROR(kInvalidArgument, "plan has ", h.num_events(), " events");
   if (h.num_classes() < 0 || h.num_classes() > kMaxClasses)
@@ -239,8 +242,11 @@ Status validatePlan(const PlanFile &plan) {
     const int64_t bytes = checkedByteSize(shape, static_cast<int64_t>(elementBytes), kMaxRegionBytes);
     if (bytes < 0 || tensor.bytes() != static_cast<uint64_t>(bytes))
       return FSDPC_ERROR(kInvalidArgument, "plan tensor '", tensor.name(), "' has a byte size that does not match its shape");
-    uint64_t regionBytes = tensor.region() == plan::PERSISTENT ? h.persistent_bytes() : h.transient_bytes();
-    if (tensor.region() != plan::PERSISTENT && tensor.region() != plan::TRANSIENT_ARENA)
+    uint64_t regionBytes = tensor.region() == plan::PERSISTENT ? h.persistent_bytes()
+                           : tensor.region() == plan::HOST     ? h.host_bytes()
+                                                               : h.transient_bytes();
+    if (tensor.region() != plan::PERSISTENT && tensor.region() != plan::TRANSIENT_ARENA &&
+        tensor.region() != plan::HOST)
       return FSDPC_ERROR(kInvalidArgument, "plan tensor '", tensor.name(), "' has no region");
     if (tensor.offset() > regionBytes || tensor.bytes() > regionBytes - tensor.offset())
       return FSDPC_ERROR(kInvalidArgument, "plan tensor '", tensor.name(), "' lies outside its region");
@@ -265,6 +271,30 @@ Status validatePlan(const PlanFile &plan) {
     bool isEvent = inst.op() == "record_event" || inst.op() == "wait_event";
     if (isEvent && (inst.event() < 0 || inst.event() >= h.num_events()))
       return FSDPC_ERROR(kInvalidArgument, "instruction '", inst.op(), "' names a missing event ", inst.event());
+    // Where each instruction runs decides which memory it may touch: host
+    // kernels the HOST region only, device kernels and collectives none of
+    // it, copies one side each.
+    auto onHost = [&](int id) { return h.tensors(id).region() == plan::HOST; };
+    if (isHostCopy(inst.op())) {
+      if (inst.inputs_size() != 1 || inst.outputs_size() != 1)
+        return FSDPC_ERROR(kInvalidArgument, "instruction '", inst.op(), "' needs one input and one output");
+      const plan::Tensor &from = h.tensors(inst.inputs(0)), &to = h.tensors(inst.outputs(0));
+      const bool toDevice = inst.op() == "copy_to_device";
+      if (from.bytes() != to.bytes() || from.dtype() != to.dtype() || onHost(inst.inputs(0)) != toDevice ||
+          onHost(inst.outputs(0)) == toDevice || inst.on_host())
+        return FSDPC_ERROR(kInvalidArgument, "instruction '", inst.op(), "' copies '", from.name(), "' into '",
+                           to.name(), "', which are not the same size on the sides it names");
+      continue;
+    }
+    if (!isEvent) {
+      const bool wantHost = inst.on_host() && !isCollective(inst.op());
+      for (const auto *ids : {&inst.inputs(), &inst.outputs()})
+        for (int id : *ids)
+          if (onHost(id) != wantHost)
+            return FSDPC_ERROR(kInvalidArgument, "instruction '", inst.op(), "' runs on the ",
+                               wantHost ? "host" : "device", " but touches '", h.tensors(id).name(),
+                               wantHost ? "' in device memory" : "' in host memory", " (at ", inst.location(), ")");
+    }
     if (!isEvent && !isCollective(inst.op())) {
       FSDPC_RETURN_IF_ERROR(checkKernelContract(inst));
       // Dtypes and shapes against the kernel's rule, on views that hold no
@@ -329,8 +359,8 @@ Status validatePlan(const PlanFile &plan) {
 
 bool isCheckpointedState(const plan::Tensor &tensor) {
   // Gradient shards are recomputed every step, so they are not state.
-  return tensor.region() == plan::PERSISTENT && tensor.kind() != plan::VIEW && tensor.kind() != plan::CONSTANT &&
-         tensor.kind() != plan::GRADIENT;
+  return (tensor.region() == plan::PERSISTENT || tensor.region() == plan::HOST) && tensor.kind() != plan::VIEW &&
+         tensor.kind() != plan::CONSTANT && tensor.kind() != plan::GRADIENT && tensor.kind() != plan::TRANSIENT;
 }
 
 namespace {

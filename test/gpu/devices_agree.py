@@ -67,6 +67,12 @@ PLANS = {
     "llama-w1": ("llama", 1, []),
     "gpt-bf16-w1": ("gpt", 1, ["--mixed-precision", "bf16"]),
     "gpt-h32-bf16-w1": ("gpt-h32", 1, ["--mixed-precision", "bf16"]),
+    # fsdpc --offload (FSDP's CPUOffload): the state in pinned host memory,
+    # the optimizer step on the host.
+    "gpt-offload-opt-w1": ("gpt", 1, ["--offload", "optimizer"]),
+    "gpt-offload-params-w1": ("gpt", 1, ["--offload", "params"]),
+    "gpt-offload-params-w2": ("gpt", 2, ["--offload", "params"]),
+    "gpt-bf16-offload-params-w1": ("gpt", 1, ["--mixed-precision", "bf16", "--offload", "params"]),
 }
 RUNS = [
     # name, plan, device, ranks
@@ -85,6 +91,11 @@ RUNS = [
     # in the same order, so the same bits.
     ("gpt-cuda-graph", "gpt-w1", "cuda", 1, ["--cuda-graph"]),
     ("gpt-h32-bf16-cuda-graph", "gpt-h32-bf16-w1", "cuda", 1, ["--cuda-graph"]),
+    ("gpt-offload-optimizer-cuda", "gpt-offload-opt-w1", "cuda", 1),
+    ("gpt-offload-params-cuda", "gpt-offload-params-w1", "cuda", 1),
+    ("gpt-offload-params-cuda-graph", "gpt-offload-params-w1", "cuda", 1, ["--cuda-graph"]),
+    ("gpt-offload-params-cuda-2-ranks", "gpt-offload-params-w2", "cuda", 2),
+    ("gpt-bf16-offload-params-cuda", "gpt-bf16-offload-params-w1", "cuda", 1),
 ]
 CHECKS = [
     # what, run, reference run, tolerance
@@ -98,6 +109,24 @@ CHECKS = [
     ("GPT bf16, heads of 32 (tensor-core attention), GPU vs CPU", "gpt-h32-bf16-cuda", "gpt-h32-bf16-cpu", 2e-2),
     ("GPT fp32, --cuda-graph vs without", "gpt-cuda-graph", "gpt-cuda", 0.0),
     ("GPT bf16 heads of 32, --cuda-graph vs without", "gpt-h32-bf16-cuda-graph", "gpt-h32-bf16-cuda", 0.0),
+    # Offloaded, the same kernels run but the optimizer's, which is the CPU
+    # backend's AdamW on the host instead of the CUDA one.
+    ("GPT fp32 --offload optimizer vs without", "gpt-offload-optimizer-cuda", "gpt-cuda", 1e-6),
+    ("GPT fp32 --offload params vs without", "gpt-offload-params-cuda", "gpt-cuda", 1e-6),
+    ("GPT fp32 --offload params, --cuda-graph vs without", "gpt-offload-params-cuda-graph",
+     "gpt-offload-params-cuda", 0.0),
+    ("GPT fp32 --offload params, 2 ranks on one GPU vs without", "gpt-offload-params-cuda-2-ranks",
+     "gpt-cuda-2-ranks", 1e-6),
+    # An AdamW ulp apart rounds a bf16 weight the other way now and then.
+    ("GPT bf16 --offload params vs without", "gpt-bf16-offload-params-cuda", "gpt-bf16-cuda", 1e-5),
+]
+# (offloaded run, the same plan's run without --offload): device memory
+# lower by what the compiler moved to the host.
+OFFLOAD_MEMORY = [
+    ("gpt-offload-optimizer-cuda", "gpt-cuda"),
+    ("gpt-offload-params-cuda", "gpt-cuda"),
+    ("gpt-offload-params-cuda-2-ranks", "gpt-cuda-2-ranks"),
+    ("gpt-bf16-offload-params-cuda", "gpt-bf16-cuda"),
 ]
 
 
@@ -229,6 +258,18 @@ def run_checks(fsdp_run, plans, work, emulated=False, steps=STEPS):
             print("%s rank %d: measured %.3f MiB, planned %.3f MiB (%.2f%%), besides %.3f MiB of scratch and "
                   "workspace%s" % (name, record["rank"], measured / 2**20, planned / 2**20, 100 * off,
                                    record.get("auxiliary_device_bytes", 0) / 2**20, "" if ok else "  <-- FAIL"))
+    # Offload: the device holds less by what the plans say it moved (the
+    # planned regions' difference, which the compiler's report gives),
+    # measured on the device; the host region is apart.
+    for offloaded, base in OFFLOAD_MEMORY:
+        for got, want in zip(peaks[offloaded], peaks[base]):
+            lower = want["measured_peak_tensor_bytes"] - got["measured_peak_tensor_bytes"]
+            planned = want["planned_tensor_bytes"] - got["planned_tensor_bytes"]
+            ok = planned > 0 and abs(lower - planned) <= 0.02 * planned
+            failures += not ok
+            print("%s rank %d: device tensor memory %.3f MiB lower than %s (planned %.3f MiB lower), %.3f MiB in "
+                  "host memory%s" % (offloaded, got["rank"], lower / 2**20, base, planned / 2**20,
+                                     got.get("host_region_bytes", 0) / 2**20, "" if ok else "  <-- FAIL"))
     cpu, why_cpu = first_nonfinite(fsdp_run, plans, "cpu")
     gpu, why_gpu = first_nonfinite(fsdp_run, plans, "cuda")
     ok = cpu is not None and cpu == gpu

@@ -87,6 +87,47 @@ TEST(PlanFile, ValidationRejectsOutOfRegionTensor) {
   EXPECT_FALSE(validatePlan(plan).isOk());
 }
 
+// An offloaded plan (fsdpc --offload): host kernels touch the HOST region
+// only, device kernels none of it, and copies go from one side to the
+// other at the same size.
+TEST(PlanFile, ValidationChecksWhereInstructionsRun) {
+  auto offloaded = [] {
+    PlanFile plan = samplePlan();
+    plan::PlanHeader &h = plan.header;
+    h.set_host_bytes(64);
+    plan::Tensor *staged = h.add_tensors(); // tensor 2: the loss's host copy
+    *staged = h.tensors(1);
+    staged->set_name("loss.host");
+    staged->set_region(plan::HOST);
+    plan::Instruction *copy = h.add_instructions();
+    copy->set_op("copy_to_host");
+    copy->add_inputs(1);
+    copy->add_outputs(2);
+    plan::Instruction *hostFill = h.add_instructions();
+    hostFill->set_op("fill");
+    hostFill->set_on_host(true);
+    hostFill->add_outputs(2);
+    (*hostFill->mutable_float_attrs())["value"] = 1.0;
+    return plan;
+  };
+  ASSERT_TRUE(validatePlan(offloaded()).isOk()) << validatePlan(offloaded()).toString();
+  auto rejects = [&](const char *what, const char *expected, auto edit) {
+    PlanFile plan = offloaded();
+    edit(plan.header);
+    Status status = validatePlan(plan);
+    ASSERT_FALSE(status.isOk()) << what;
+    EXPECT_NE(status.message().find(expected), std::string::npos) << what << ": " << status.toString();
+  };
+  rejects("a device kernel writing host memory", "runs on the device but touches 'loss.host' in host memory",
+          [](plan::PlanHeader &h) { h.mutable_instructions(2)->set_on_host(false); });
+  rejects("a host kernel writing device memory", "runs on the host but touches 'loss' in device memory",
+          [](plan::PlanHeader &h) { h.mutable_instructions(0)->set_on_host(true); });
+  rejects("a copy naming the wrong direction", "which are not the same size on the sides it names",
+          [](plan::PlanHeader &h) { h.mutable_instructions(1)->set_op("copy_to_device"); });
+  rejects("a host tensor outside the host region", "lies outside its region",
+          [](plan::PlanHeader &h) { h.set_host_bytes(2); });
+}
+
 // A plan rewritten with a matching hash is only as safe as the validator
 // (issue 15, finding 6): offsets and sizes whose sums or products wrap
 // around once passed it and sent kernels out of their buffers.

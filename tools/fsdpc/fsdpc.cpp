@@ -137,7 +137,8 @@ cl::opt<std::string> bucketBytes("bucket-bytes",
 cl::opt<std::string> offload("offload",
                              cl::desc("what a GPU keeps in pinned host memory (FSDP CPUOffload): none (default), "
                                       "optimizer (optimizer-state shards) or params (parameter, gradient and "
-                                      "optimizer-state shards); the CPU device holds everything in host memory"),
+                                      "optimizer-state shards): plan-offload marks them host, runs the optimizer "
+                                      "step on the host and stages copies between host and device"),
                              cl::init("none"), cl::cat(category));
 cl::opt<bool> noWeights("no-weights",
                         cl::desc("leave the parameter values out of the plan (fsdp-run --init-from FILE or --init "
@@ -248,6 +249,7 @@ int main(int argc, char **argv) {
   options.clipGradNorm = clipGradNorm;
   options.gradAccum = gradAccum;
   options.accumReduce = accumReduce;
+  options.offload = offload;
   if (!memoryBudget.empty()) {
     int64_t budget;
     if (!parseBytes(memoryBudget, budget))
@@ -262,8 +264,6 @@ int main(int argc, char **argv) {
   }
   if (std::string invalid = fsdpc::validateCompileOptions(options); !invalid.empty())
     return fail(invalid);
-  if (offload != "none" && offload != "optimizer" && offload != "params")
-    return fail("--offload must be none, optimizer or params, got '" + offload + "'");
   const std::string offloaded = offload == "none" ? "" : std::string(offload);
   const std::vector<fsdpc::CompileStage> compileStages = fsdpc::compileStages(options);
   if (!emitStage.empty() && emitStage != "import" &&
@@ -355,10 +355,6 @@ int main(int argc, char **argv) {
     if (!report)
       return fail(error);
     report->offload = offloaded;
-    if (offloaded == "optimizer")
-      report->hostBytes = report->optimizerStateShards;
-    else if (offloaded == "params")
-      report->hostBytes = report->parameterShards + report->gradientShards + report->optimizerStateShards;
     if (printReport)
       fsdpc::printMemoryReport(*report, llvm::outs());
     if (!reportJson.empty()) {

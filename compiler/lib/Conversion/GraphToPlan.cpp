@@ -33,11 +33,10 @@ public:
 private:
   plan_ir::TensorOp addTensor(StringRef name, TensorKind kind, Type type, Location loc) {
     builder_.setInsertionPointToEnd(&program_.getBlock());
-    auto tensor = plan_ir::TensorOp::create(builder_, loc, builder_.getStringAttr(name),
-                                            plan_ir::TensorKindAttr::get(builder_.getContext(), kind),
-                                            TypeAttr::get(type), StringAttr(), ElementsAttr(), StringAttr(),
-                                            StringAttr(), IntegerAttr(), StringAttr(), FlatSymbolRefAttr(),
-                                            IntegerAttr());
+    auto tensor = plan_ir::TensorOp::create(
+        builder_, loc, builder_.getStringAttr(name), plan_ir::TensorKindAttr::get(builder_.getContext(), kind),
+        TypeAttr::get(type), StringAttr(), ElementsAttr(), StringAttr(), StringAttr(), IntegerAttr(), StringAttr(),
+        FlatSymbolRefAttr(), IntegerAttr(), UnitAttr());
     symbols_->insert(tensor); // renames on a clash
     return tensor;
   }
@@ -134,9 +133,9 @@ private:
     builder_.setInsertionPointToEnd(&program_.getBlock());
     waitForCollectives(inputs, loc);
     waitForCollectives(outputs, loc);
-    auto op = plan_ir::KernelOp::create(builder_, loc, builder_.getStringAttr(kernel), builder_.getArrayAttr(inputs),
-                                        builder_.getArrayAttr(outputs),
-                                        plan_ir::StreamAttr::get(builder_.getContext(), plan_ir::Stream::compute));
+    auto op = plan_ir::KernelOp::create(
+        builder_, loc, builder_.getStringAttr(kernel), builder_.getArrayAttr(inputs), builder_.getArrayAttr(outputs),
+        plan_ir::StreamAttr::get(builder_.getContext(), plan_ir::Stream::compute), UnitAttr());
     for (NamedAttribute param : params)
       op->setAttr(param.getName(), param.getValue());
   }
@@ -541,7 +540,7 @@ LogicalResult Lowering::run() {
       module_->getAttrOfType<IntegerAttr>(graph::kOpsetAttr), module_->getAttrOfType<StringAttr>(fsdp::kStrategyAttr),
       module_->getAttrOfType<IntegerAttr>(fsdp::kShardGroupSizeAttr), FlatSymbolRefAttr(), IntegerAttr(),
       FlatSymbolRefAttr(), module_->getAttrOfType<ArrayAttr>(graph::kInitializerRewritesAttr),
-      module_->getAttrOfType<ArrayAttr>(graph::kTorchNamesAttr), FlatSymbolRefAttr(), StringAttr());
+      module_->getAttrOfType<ArrayAttr>(graph::kTorchNamesAttr), FlatSymbolRefAttr(), StringAttr(), IntegerAttr());
   program_.getBody().emplaceBlock();
   symbols_ = std::make_unique<SymbolTable>(program_);
 

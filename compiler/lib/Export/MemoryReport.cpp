@@ -134,6 +134,7 @@ std::optional<MemoryReport> fsdpc::buildMemoryReport(ModuleOp module, std::strin
     }
   }
   report.persistent = *program.getPersistentBytes();
+  report.hostBytes = program.getHostBytes().value_or(0);
   report.transientPeak = *program.getTransientBytes();
   report.predictedPeak = report.persistent + report.transientPeak;
 
@@ -184,8 +185,9 @@ void fsdpc::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
     os << "  arena fragmentation   " << mib(r.predictedPeak - live) << "\n";
   }
   if (!r.offload.empty())
-    os << "offload (" << r.offload << "):     " << mib(r.hostBytes) << "   in host memory on a GPU; device peak "
-       << mib(r.predictedPeak - r.hostBytes) << "\n";
+    os << "offload (" << r.offload << "):     " << mib(r.hostBytes)
+       << "   in host memory (the offloaded shards and their staging copies); the regions above are "
+          "device memory\n";
   os << "communication per step per rank:\n";
   if (r.communication.empty())
     os << "  none\n";
@@ -218,7 +220,7 @@ void fsdpc::printMemoryReportJson(const MemoryReport &r, llvm::raw_ostream &os) 
       {"communication_per_step", std::move(communication)},
       {"offload", llvm::json::Object{{"kind", r.offload.empty() ? "none" : r.offload},
                                      {"host_bytes", r.hostBytes},
-                                     {"device_peak_bytes", r.predictedPeak - r.hostBytes}}},
+                                     {"device_peak_bytes", r.predictedPeak}}},
       {"timeline",
        llvm::json::Object{
            {"live_bytes_after_instruction", llvm::json::Array(r.liveAfter)},

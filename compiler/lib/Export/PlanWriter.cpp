@@ -149,6 +149,7 @@ std::optional<runtime::PlanFile> fsdpc::buildPlanFile(ModuleOp module, const Wei
   h.set_world_size(program.getWorldSize());
   h.set_persistent_bytes(*program.getPersistentBytes());
   h.set_transient_bytes(*program.getTransientBytes());
+  h.set_host_bytes(program.getHostBytes().value_or(0));
   h.set_global_batch(program.getGlobalBatch());
   h.set_loss_kind(program.getLossKind().str());
   h.set_optimizer(program.getOptimizer().str());
@@ -164,7 +165,7 @@ std::optional<runtime::PlanFile> fsdpc::buildPlanFile(ModuleOp module, const Wei
     for (int64_t d : type.getShape())
       out->add_shape(d);
     out->set_kind(toProto(tensor.getKind()));
-    out->set_region(tensor.isPersistent() ? plan::PERSISTENT : plan::TRANSIENT_ARENA);
+    out->set_region(tensor.isOnHost() ? plan::HOST : tensor.isPersistent() ? plan::PERSISTENT : plan::TRANSIENT_ARENA);
     out->set_offset(*tensor.getOffset());
     out->set_bytes(tensor.getByteSize());
     out->set_init_section(-1);
@@ -252,8 +253,14 @@ std::optional<runtime::PlanFile> fsdpc::buildPlanFile(ModuleOp module, const Wei
       inst->set_stream(plan::COMPUTE);
       addRefs(kernel.getInputs(), [&](int id) { inst->add_inputs(id); });
       addRefs(kernel.getOutputs(), [&](int id) { inst->add_outputs(id); });
-      if (!copyParams(&op, {"kernel", "inputs", "outputs", "stream"}, *inst, error))
+      inst->set_on_host(kernel.getOnHost());
+      if (!copyParams(&op, {"kernel", "inputs", "outputs", "stream", "on_host"}, *inst, error))
         return std::nullopt;
+    } else if (auto copy = dyn_cast<CopyOp>(op)) {
+      inst->set_op(copy.isToDevice() ? "copy_to_device" : "copy_to_host");
+      inst->set_stream(copy.getStream() == Stream::compute ? plan::COMPUTE : plan::COMMUNICATION);
+      inst->add_inputs(index.lookup(copy.getSource()));
+      inst->add_outputs(index.lookup(copy.getTarget()));
     } else if (auto collective = dyn_cast<CollectiveOp>(op)) {
       inst->set_op(collective.getCollective().str());
       inst->set_stream(collective.getStream() == Stream::compute ? plan::COMPUTE : plan::COMMUNICATION);

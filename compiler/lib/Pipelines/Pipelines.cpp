@@ -89,6 +89,10 @@ std::string validateCompileOptions(const CompileOptions &o) {
     return "--grad-accum needs a training step, not --forward-only";
   if (o.gradAccum > 1 && mp != "none" && o.reduceDtype == mp)
     return "--grad-accum sums gradients in fp32; use it with --reduce-dtype fp32";
+  if (o.offload != "none" && o.offload != "optimizer" && o.offload != "params")
+    return "--offload must be none, optimizer or params, got '" + o.offload + "'";
+  if (o.offload != "none" && o.forwardOnly)
+    return "--offload needs a training step, not --forward-only";
   if (o.clipGradNorm < 0)
     return "--clip-grad-norm must be positive";
   if (o.clipGradNorm > 0 && o.forwardOnly)
@@ -150,6 +154,8 @@ void buildPlanStage(OpPassManager &pm, const CompileOptions &o) {
   if (o.forwardOnly && o.fuse) // a train step fused in its graph stage
     pm.addPass(graph::createGraphFuse());
   pm.addPass(createConvertGraphToPlan({o.worldSize, o.forwardOnly ? "forward" : "train_step"}));
+  if (o.offload != "none")
+    pm.addNestedPass<plan_ir::ProgramOp>(plan_ir::createPlanOffload({o.offload}));
   pm.addNestedPass<plan_ir::ProgramOp>(plan_ir::createPlanAllocate());
 }
 

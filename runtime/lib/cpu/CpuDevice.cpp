@@ -137,16 +137,20 @@ public:
     return {"host:" + host, "host " + host, hostMemoryAvailable()};
   }
 
-  Status allocateRegions(uint64_t persistentBytes, uint64_t transientBytes, uint64_t alignment) override {
+  // The host region of an offloaded plan is one more region of host
+  // memory here: its copies are memcpy and its host kernels run as any.
+  Status allocateRegions(uint64_t persistentBytes, uint64_t transientBytes, uint64_t hostBytes,
+                         uint64_t alignment) override {
     if (pageSize() % alignment != 0)
       return FSDPC_ERROR(kInvalidArgument, "the CPU device aligns regions to pages, not to ", alignment, " bytes");
-    if (!persistent_.map(persistentBytes) || !transient_.map(transientBytes))
-      return FSDPC_ERROR(kInvalidArgument, "cannot allocate ", persistentBytes + transientBytes,
+    if (!persistent_.map(persistentBytes) || !transient_.map(transientBytes) || !host_.map(hostBytes))
+      return FSDPC_ERROR(kInvalidArgument, "cannot allocate ", persistentBytes + transientBytes + hostBytes,
                          " bytes of tensor memory");
     return Status::ok();
   }
   void *address(plan::Region region, uint64_t offset) const override {
-    return (region == plan::PERSISTENT ? persistent_.base : transient_.base) + offset;
+    const MappedRegion &base = region == plan::PERSISTENT ? persistent_ : region == plan::HOST ? host_ : transient_;
+    return base.base + offset;
   }
   // An empty tensor's host side may be a null pointer, which memcpy must
   // not be given even for 0 bytes.
@@ -161,8 +165,10 @@ public:
     return Status::ok();
   }
   uint64_t residentBytes() const override { return persistent_.resident() + transient_.resident(); }
+  uint64_t hostRegionBytes() const override { return host_.resident(); }
 
   KernelFn kernel(const std::string &name) const override { return lookupKernel(name); }
+  KernelFn hostKernel(const std::string &name) const override { return lookupKernel(name); }
 
   Status prepare(std::vector<ResolvedInstruction> step, int numEvents, CollectiveChannel *channel) override {
     channel_ = channel;
@@ -329,6 +335,15 @@ private:
     return FSDPC_ERROR(kInternal, "unknown collective");
   }
 
+  /// copy_to_device / copy_to_host: both sides are host memory here.
+  static Status copyBetweenRegions(const ResolvedInstruction &r) {
+    const TensorView &from = r.call.inputs[0], &to = r.call.outputs[0];
+    const uint64_t bytes = from.numElements() * dtypeSize(from.dtype);
+    if (bytes > 0)
+      std::memmove(to.data, from.data, bytes);
+    return Status::ok();
+  }
+
   Status runWidened(const ResolvedInstruction &r, const Widening &w) {
     for (const Widening::Operand &o : w.operands)
       if (!o.output)
@@ -375,7 +390,8 @@ private:
       const bool timed = profile_ || timing;
       const Clock::time_point start = timed ? Clock::now() : Clock::time_point();
       Status status = r.kind == ResolvedInstruction::Kind::kCollective ? runCollective(r)
-                      : stream.widenings[i].active()                  ? runWidened(r, stream.widenings[i])
+                      : r.kind != ResolvedInstruction::Kind::kKernel   ? copyBetweenRegions(r)
+                      : stream.widenings[i].active()                   ? runWidened(r, stream.widenings[i])
                                                                        : r.kernel(r.call);
       if (timed) {
         const Clock::time_point end = Clock::now();
@@ -404,7 +420,7 @@ private:
     return Status::ok();
   }
 
-  MappedRegion persistent_, transient_;
+  MappedRegion persistent_, transient_, host_;
   std::vector<uint8_t> scratch_; // widened copies of narrow operands
   CollectiveChannel *channel_ = nullptr;
   Stream compute_, comm_;

@@ -175,26 +175,46 @@ public:
     return {std::string("gpu:") + uuid, "GPU " + name_ + " of host " + hostName(), freeBytes};
   }
 
-  Status allocateRegions(uint64_t persistentBytes, uint64_t transientBytes, uint64_t alignment) override {
+  Status allocateRegions(uint64_t persistentBytes, uint64_t transientBytes, uint64_t hostBytes,
+                         uint64_t alignment) override {
     if (256 % alignment != 0)
       return FSDPC_ERROR(kInvalidArgument, "the CUDA device aligns regions to 256 bytes, not to ", alignment);
     FSDPC_RETURN_IF_ERROR(persistent_.allocate(persistentBytes));
     FSDPC_RETURN_IF_ERROR(transient_.allocate(transientBytes));
+    // The host region is pinned, so its copies are asynchronous and a CUDA
+    // graph can hold them.
+    if (hostBytes > 0) {
+      FSDPC_RETURN_IF_ERROR(host_.allocate(hostBytes));
+      std::memset(host_.data, 0, hostBytes);
+      hostBytes_ = hostBytes;
+    }
     return Status::ok();
   }
   void *address(plan::Region region, uint64_t offset) const override {
-    return static_cast<uint8_t *>(region == plan::PERSISTENT ? persistent_.data : transient_.data) + offset;
+    void *base = region == plan::PERSISTENT ? persistent_.data : region == plan::HOST ? host_.data : transient_.data;
+    return static_cast<uint8_t *>(base) + offset;
   }
   // Between steps nothing runs on the device (runStep returns after both
   // streams finish), so plain synchronous copies are ordered correctly.
   Status upload(void *device, const void *host, uint64_t bytes) override {
+    if (inHostRegion(device, bytes)) {
+      if (bytes > 0)
+        std::memcpy(device, host, bytes);
+      return Status::ok();
+    }
     FSDPC_CUDA_RETURN_IF_ERROR(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice));
     return Status::ok();
   }
   Status download(void *host, const void *device, uint64_t bytes) override {
+    if (inHostRegion(device, bytes)) {
+      if (bytes > 0)
+        std::memcpy(host, device, bytes);
+      return Status::ok();
+    }
     FSDPC_CUDA_RETURN_IF_ERROR(cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost));
     return Status::ok();
   }
+  uint64_t hostRegionBytes() const override { return hostBytes_; }
   /// The plan's regions, whole: cudaMalloc has no untouched pages.
   uint64_t residentBytes() const override { return persistent_.bytes + transient_.bytes; }
   /// The kernels' scratch and cuBLASLt's workspaces, one per stream.
@@ -206,6 +226,8 @@ public:
   }
 
   KernelFn kernel(const std::string &name) const override { return cuda::lookupCudaKernel(name).run; }
+  /// The CPU backend's kernels, run as host functions on the streams.
+  KernelFn hostKernel(const std::string &name) const override { return lookupKernel(name); }
 
   Status prepare(std::vector<ResolvedInstruction> step, int numEvents, CollectiveChannel *hostChannel) override {
     FSDPC_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal_));
@@ -225,7 +247,8 @@ public:
       if (r.kind == ResolvedInstruction::Kind::kWaitEvent && !recorded[r.event])
         return FSDPC_ERROR(kInvalidArgument, "the plan waits on event ", r.event,
                            " before recording it; the CUDA device enqueues in plan order");
-      if (r.kind == ResolvedInstruction::Kind::kKernel) {
+      FSDPC_RETURN_IF_ERROR(checkPlacement(r));
+      if (r.kind == ResolvedInstruction::Kind::kKernel && !r.onHost) {
         const cuda::ScratchFn scratch = cuda::lookupCudaKernel(r.instruction->op()).scratch;
         const uint64_t bytes = scratch ? scratch(r.call) : 0;
         if (r.stream == plan::COMMUNICATION) {
@@ -260,9 +283,15 @@ public:
         FSDPC_CUDA_RETURN_IF_ERROR(cudaEventCreate(&waitTimers_[i].second));
       }
     launches_.resize(step_.size());
+    hostLaunches_.assign(step_.size(), HostLaunch());
     for (size_t i = 0; i < step_.size(); ++i) {
       ResolvedInstruction &r = step_[i];
       r.call.context = &context_;
+      if (r.onHost) { // a CPU kernel: no CUDA launch state
+        hostLaunches_[i].kernel = r.kernel;
+        hostLaunches_[i].call = &r.call;
+        continue;
+      }
       CudaLaunch &launch = launches_[i];
       const bool onComm = r.stream == plan::COMMUNICATION;
       launch.stream = onComm ? comm_ : compute_;
@@ -317,6 +346,7 @@ public:
       FSDPC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(compute_));
       FSDPC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(comm_));
       FSDPC_RETURN_IF_ERROR(checkDeviceError());
+      FSDPC_RETURN_IF_ERROR(checkHostKernels());
       nonfiniteIndex_ = -1;
       exposedCommSeconds_ = 0; // a graph's waits are not timed
       ++completedSteps_;
@@ -342,6 +372,7 @@ public:
     FSDPC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(compute_));
     FSDPC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(comm_));
     FSDPC_RETURN_IF_ERROR(checkDeviceError());
+    FSDPC_RETURN_IF_ERROR(checkHostKernels());
     if (checkNonfinite_) {
       unsigned long long first = 0;
       FSDPC_CUDA_RETURN_IF_ERROR(
@@ -443,8 +474,21 @@ private:
     case ResolvedInstruction::Kind::kCollective:
       status = runCollective(r, stream);
       break;
+    case ResolvedInstruction::Kind::kCopyToDevice:
+    case ResolvedInstruction::Kind::kCopyToHost: {
+      const TensorView &from = r.call.inputs[0], &to = r.call.outputs[0];
+      const cudaMemcpyKind direction =
+          r.kind == ResolvedInstruction::Kind::kCopyToDevice ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+      status =
+          cudaCall(cudaMemcpyAsync(to.data, from.data, from.numElements() * dtypeSize(from.dtype), direction, stream),
+                   "cudaMemcpyAsync");
+      break;
+    }
     case ResolvedInstruction::Kind::kKernel:
-      status = r.kernel(r.call);
+      // A host kernel runs when the stream reaches it, and holds the stream
+      // until it returns (its failure is read after the step).
+      status = r.onHost ? cudaCall(cudaLaunchHostFunc(stream, runHostKernel, &hostLaunches_[i]), "cudaLaunchHostFunc")
+                        : r.kernel(r.call);
       break;
     }
     if (timeWaits && waitTimers_[i].second)
@@ -453,7 +497,11 @@ private:
       FSDPC_CUDA_RETURN_IF_ERROR(cudaEventRecord(timers_[i].second, stream));
     // On the instruction's stream, so it reads the outputs before any
     // later instruction reuses their memory.
-    const bool wrote = r.kind == ResolvedInstruction::Kind::kKernel || r.kind == ResolvedInstruction::Kind::kCollective;
+    // Only device memory: the host kernels' outputs are checked once a
+    // copy brings them to the device.
+    const bool wrote = (r.kind == ResolvedInstruction::Kind::kKernel && !r.onHost) ||
+                       r.kind == ResolvedInstruction::Kind::kCollective ||
+                       r.kind == ResolvedInstruction::Kind::kCopyToDevice;
     for (size_t o = 0; status.isOk() && checkNonfinite_ && wrote && o < r.call.outputs.size(); ++o)
       status = cuda::noteNonfinite(r.call.outputs[o], launches_[i],
                                    static_cast<unsigned long long *>(firstNonfiniteWord_.data));
@@ -521,6 +569,63 @@ private:
       return status;
     return Status::error(status.code(), status.message() + " (at ONNX node " + location + ")", status.file(),
                          status.line());
+  }
+
+  /// A host kernel's call, as the host function the stream runs gets it.
+  struct HostLaunch {
+    KernelFn kernel = nullptr;
+    const KernelCall *call = nullptr;
+    Status status;
+  };
+  static void runHostKernel(void *launch) {
+    auto *host = static_cast<HostLaunch *>(launch);
+    host->status = host->kernel(*host->call);
+  }
+
+  /// The first host kernel of the step that failed, in plan order; clears
+  /// every status for the next step.
+  Status checkHostKernels() {
+    Status first;
+    for (size_t i = 0; i < hostLaunches_.size(); ++i) {
+      if (first.isOk() && !hostLaunches_[i].status.isOk())
+        first = atNode(hostLaunches_[i].status, step_[i]);
+      hostLaunches_[i].status = Status::ok();
+    }
+    return first;
+  }
+
+  bool inHostRegion(const void *pointer, uint64_t bytes) const {
+    const auto *p = static_cast<const uint8_t *>(pointer), *base = static_cast<const uint8_t *>(host_.data);
+    return host_.data && p >= base && bytes <= hostBytes_ && static_cast<uint64_t>(p - base) <= hostBytes_ - bytes;
+  }
+
+  /// Host kernels touch the host region only, and in f32 / i64 (the CPU
+  /// kernels' types; the CPU device widens narrow ones, a host function
+  /// here does not); device work never touches it. validatePlan checked
+  /// the plan's regions; this checks the addresses the kernels get.
+  Status checkPlacement(const ResolvedInstruction &r) const {
+    const bool copy =
+        r.kind == ResolvedInstruction::Kind::kCopyToDevice || r.kind == ResolvedInstruction::Kind::kCopyToHost;
+    if (r.kind == ResolvedInstruction::Kind::kRecordEvent || r.kind == ResolvedInstruction::Kind::kWaitEvent)
+      return Status::ok();
+    for (const auto *views : {&r.call.inputs, &r.call.outputs})
+      for (size_t k = 0; k < views->size(); ++k) {
+        const TensorView &v = (*views)[k];
+        const bool wantHost =
+            copy ? (views == &r.call.inputs) == (r.kind == ResolvedInstruction::Kind::kCopyToDevice) : r.onHost;
+        if (inHostRegion(v.data, v.numElements() * dtypeSize(v.dtype)) != wantHost)
+          return atNode(FSDPC_ERROR(kInvalidArgument, "'", r.instruction->op(), "' runs on the ",
+                                    wantHost ? "host" : "device", " but its ",
+                                    views == &r.call.inputs ? "input" : "output", " ", k, " is in ",
+                                    wantHost ? "device" : "host", " memory"),
+                        r);
+        if (r.onHost && (isNarrowFloat(v.dtype) || v.dtype == plan::I32 || v.dtype == plan::BOOL))
+          return atNode(FSDPC_ERROR(kUnimplemented, "host kernel '", r.instruction->op(), "' has a ",
+                                    plan::DType_Name(v.dtype),
+                                    " operand; host kernels on the CUDA device take f32 and i64"),
+                        r);
+      }
+    return Status::ok();
   }
 
   /// Reads the error word the kernels report bad data through, and clears it.
@@ -656,6 +761,10 @@ private:
   cudaStream_t compute_ = nullptr, comm_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
   DeviceBuffer persistent_, transient_, errorWord_;
+  /// The host region (fsdpc --offload), pinned, and the host kernels' calls.
+  PinnedBuffer host_;
+  uint64_t hostBytes_ = 0;
+  std::vector<HostLaunch> hostLaunches_;
   DeviceBuffer computeScratch_, commScratch_, computeWorkspace_, commWorkspace_;
   std::vector<ResolvedInstruction> step_;
   std::vector<CudaLaunch> launches_;

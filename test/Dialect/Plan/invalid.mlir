@@ -148,3 +148,64 @@ plan.program @train_step attributes {world_size = 1 : i64, global_batch = 4 : i6
                                      optimizer = "sgd", torch_names = [["onnx::MatMul_1"]]} {
   plan.tensor @loss transient : tensor<f32>
 }
+
+// -----
+
+// Tests that a device kernel does not touch host memory (plan-offload
+// stages it through a plan.copy).
+plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+  plan.tensor @h transient : tensor<f32> {host}
+  plan.tensor @l transient : tensor<f32>
+  // expected-error @+1 {{runs on the device but touches @h, which is on the host}}
+  plan.kernel "copy" ins [@h] outs [@l] on compute
+}
+
+// -----
+
+// Tests that a host kernel touches host memory only.
+plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+  plan.tensor @h transient : tensor<f32> {host}
+  plan.tensor @l transient : tensor<f32>
+  // expected-error @+1 {{runs on the host but touches @l, which is in device memory}}
+  plan.kernel "copy" ins [@h] outs [@l] on compute {on_host}
+}
+
+// -----
+
+// Tests that a collective does not touch host memory.
+plan.program @p attributes {world_size = 2 : i64, global_batch = 4 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+  plan.tensor @h transient : tensor<2xf32> {host}
+  plan.tensor @a transient : tensor<4xf32>
+  plan.tensor @l transient : tensor<f32>
+  // expected-error @+1 {{runs on the device but touches @h, which is on the host}}
+  plan.collective "all_gather" ins [@h] outs [@a] on communication {group_size = 2 : i64}
+}
+
+// -----
+
+// Tests that a copy goes between host and device.
+plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+  plan.tensor @a transient : tensor<f32>
+  plan.tensor @l transient : tensor<f32>
+  // expected-error @+1 {{copies between host and device, but @a and @l are both in device memory}}
+  plan.copy @a to @l on compute
+}
+
+// -----
+
+// Tests that a copy keeps the type.
+plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+  plan.tensor @h transient : tensor<2xf32> {host}
+  plan.tensor @l transient : tensor<f32>
+  // expected-error @+1 {{copies 'tensor<2xf32>' into 'tensor<f32>'}}
+  plan.copy @h to @l on compute
+}
+
+// -----
+
+// Tests that only sharded state and transients can be on the host.
+plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+  // expected-error @+1 {{of kind constant cannot be on the host}}
+  plan.tensor @c constant : tensor<f32> {host, value = dense<1.0> : tensor<f32>}
+  plan.tensor @l transient : tensor<f32>
+}

@@ -56,8 +56,9 @@ struct MemoryReport {
   int64_t transientPeak = 0;   // the transient arena: activations, gathered units, flat gradients
   int64_t predictedPeak = 0;   // persistent + transient
   std::map<std::string, CollectiveVolume> communication;
-  /// --offload: "", "optimizer" or "params"; hostBytes of the state a GPU
-  /// device keeps in host memory instead (counted apart from the device).
+  /// --offload: "", "optimizer" or "params"; hostBytes: the host region
+  /// (the offloaded shards and their host staging copies). The persistent
+  /// region, the arena and the predicted peak are device memory only.
   std::string offload;
   int64_t hostBytes = 0;
 

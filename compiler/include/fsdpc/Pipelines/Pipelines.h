@@ -101,6 +101,10 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
   Option<bool> forwardOnly{*this, "forward-only",
                            llvm::cl::desc("lower @forward alone (no loss, gradients or optimizer)"),
                            llvm::cl::init(false)};
+  Option<std::string> offload{*this, "offload",
+                              llvm::cl::desc("none, optimizer or params: what a GPU keeps in host memory "
+                                             "(plan-offload)"),
+                              llvm::cl::init("none")};
 };
 
 /// Empty if the options fit together; else why not, as a one-line message

@@ -1,7 +1,8 @@
 //===- Device.h - What runs a plan: memory, streams, kernels ----*- C++ -*-===//
 //
-// A Device owns everything a plan's step touches: the plan's two memory
-// regions (persistent and transient arena, sized by the compiler), the two
+// A Device owns everything a plan's step touches: the plan's memory regions
+// (persistent and transient arena, sized by the compiler, and the host
+// region of an offloaded plan, in pinned host memory on a GPU), the two
 // streams (compute and communication) and their events, the kernels that
 // implement the kernel contract, and the collective channel the
 // communication stream calls. The Executor is device-neutral: it validates
@@ -35,7 +36,7 @@ enum class Collective { kAllGather, kReduceScatter, kAllReduce };
 
 /// One plan instruction, decoded once when the plan loads.
 struct ResolvedInstruction {
-  enum class Kind { kKernel, kCollective, kRecordEvent, kWaitEvent };
+  enum class Kind { kKernel, kCollective, kRecordEvent, kWaitEvent, kCopyToDevice, kCopyToHost };
 
   const plan::Instruction *instruction = nullptr;
   Kind kind = Kind::kKernel;
@@ -45,6 +46,10 @@ struct ResolvedInstruction {
   // its parameters, decoded once (shared, so the call's pointer stays valid
   // when the instruction moves).
   KernelFn kernel = nullptr;
+  /// A host kernel (plan instruction on_host): `kernel` is hostKernel's,
+  /// its operands are in the host region, and the device runs it on the
+  /// host in its stream's order.
+  bool onHost = false;
   KernelCall call;
   std::shared_ptr<const DecodedParams> params;
   // Collectives.
@@ -82,8 +87,10 @@ public:
   virtual MemoryPool memoryPool() const = 0;
 
   /// Reserves the plan's regions, zero-filled; each starts at a multiple of
-  /// `alignment` bytes.
-  virtual Status allocateRegions(uint64_t persistentBytes, uint64_t transientBytes, uint64_t alignment) = 0;
+  /// `alignment` bytes. The host region (0 bytes without --offload) is host
+  /// memory the device copies from and to asynchronously: pinned on a GPU.
+  virtual Status allocateRegions(uint64_t persistentBytes, uint64_t transientBytes, uint64_t hostBytes,
+                                 uint64_t alignment) = 0;
   /// The device address of byte `offset` of `region`.
   virtual void *address(plan::Region region, uint64_t offset) const = 0;
   /// Host to device and back; `bytes` bytes at a device address.
@@ -95,9 +102,16 @@ public:
   /// scratch and library workspaces (cuBLASLt's), which the plan does not
   /// count. 0 on the CPU, whose kernels allocate nothing.
   virtual uint64_t auxiliaryBytes() const { return 0; }
+  /// Bytes of the host region (fsdpc --offload): host memory, not counted
+  /// in residentBytes.
+  virtual uint64_t hostRegionBytes() const = 0;
 
   /// This device's kernel for a signature of the kernel contract, or null.
   virtual KernelFn kernel(const std::string &name) const = 0;
+  /// The kernel a host instruction (plan on_host) of an offloaded plan
+  /// runs: the CPU backend's, on host-region operands; null where the
+  /// device cannot run host kernels.
+  virtual KernelFn hostKernel(const std::string &name) const { return nullptr; }
 
   /// Takes the resolved step (in plan order) once, with the number of
   /// events it uses and the channel its collectives go to (null: a plan

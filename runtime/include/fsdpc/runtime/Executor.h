@@ -80,8 +80,10 @@ public:
   /// Restores what localState() returned, checking names and shapes.
   Status loadLocalState(const NamedArrays &arrays);
 
-  /// Bytes of tensor memory the plan reserves: both regions.
+  /// Bytes of tensor memory the plan reserves on the device: both regions
+  /// (the host region of --offload apart: hostRegionBytes).
   uint64_t tensorBytes() const { return plan_.header.persistent_bytes() + plan_.header.transient_bytes(); }
+  uint64_t hostRegionBytes() const { return plan_.header.host_bytes(); }
   /// Bytes of both regions the device has really used: the peak.
   uint64_t residentTensorBytes() const { return device_->residentBytes(); }
 

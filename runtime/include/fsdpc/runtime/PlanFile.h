@@ -54,6 +54,9 @@ Status validatePlan(const PlanFile &plan);
 
 /// Whether `op` names a collective (all_gather, reduce_scatter, all_reduce).
 bool isCollective(const std::string &op);
+/// Whether `op` names a copy between the HOST region and device memory
+/// (copy_to_device, copy_to_host: fsdpc --offload's staging).
+bool isHostCopy(const std::string &op);
 
 /// Checks a compute instruction against the kernel contract: a known kernel,
 /// its operand counts, and its parameters' names, types and presence.
@@ -65,8 +68,9 @@ int64_t numElements(const plan::Tensor &tensor);
 /// parameters outside units.
 int64_t countTrainableParameters(const plan::PlanHeader &header);
 
-/// Whether a rank's checkpoint holds `tensor`: its persistent tensors but
-/// views, constants and gradient shards (recomputed every step).
+/// Whether a rank's checkpoint holds `tensor`: its persistent tensors (in
+/// the persistent or, offloaded, the host region) but views, constants,
+/// gradient shards (recomputed every step) and host staging copies.
 bool isCheckpointedState(const plan::Tensor &tensor);
 
 /// A hash of what a sharded checkpoint holds and how: the world size, shard

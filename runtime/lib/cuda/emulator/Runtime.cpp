@@ -265,7 +265,14 @@ int recordIfCaptured(CUstream_st *s, std::function<void()> run, int after = -1) 
   return it->second;
 }
 
+/// Set while a cudaLaunchHostFunc function runs: CUDA calls are not allowed there.
+bool inHostFunction = false;
+
 void enqueue(cudaStream_t stream, std::function<void()> run) {
+  if (inHostFunction) {
+    fail(cudaErrorNotPermitted, "a CUDA call enqueued work from inside a host function (cudaLaunchHostFunc)");
+    return;
+  }
   CUstream_st *s = streamOf(stream);
   if (recordIfCaptured(s, run) >= 0)
     return;
@@ -652,6 +659,8 @@ const char *cudaGetErrorString(cudaError_t error) {
     return "invalid resource handle";
   case cudaErrorNotReady:
     return "device not ready";
+  case cudaErrorNotPermitted:
+    return "operation not permitted";
   case cudaErrorLaunchFailure:
     return "unspecified launch failure";
   case cudaErrorStreamCaptureUnsupported:
@@ -866,6 +875,17 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
     ++s->enqueued;
   }
   return cudaSuccess;
+}
+
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userData) {
+  if (!fn)
+    return fail(cudaErrorInvalidValue, "cudaLaunchHostFunc without a function");
+  enqueue(stream, [fn, userData] {
+    inHostFunction = true;
+    fn(userData);
+    inHostFunction = false;
+  });
+  return emulator().sticky;
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t *event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }

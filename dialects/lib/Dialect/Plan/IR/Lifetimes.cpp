@@ -28,7 +28,7 @@ ProgramLifetimes computeLifetimes(ProgramOp program) {
   llvm::StringMap<size_t> index;
   for (TensorOp tensor : block.getOps<TensorOp>()) {
     tensors[tensor.getSymName()] = tensor;
-    if (tensor.getKind() == TensorKind::view || tensor.isPersistent())
+    if (tensor.getKind() == TensorKind::view || tensor.isPersistent() || tensor.getHost())
       continue;
     index[tensor.getSymName()] = result.transients.size();
     const bool isInput = tensor.getKind() == TensorKind::input;
@@ -63,11 +63,14 @@ ProgramLifetimes computeLifetimes(ProgramOp program) {
     if (auto kernel = dyn_cast<KernelOp>(op)) {
       touch(kernel.getInputs(), i, i);
       touch(kernel.getOutputs(), i, i);
-    } else if (auto collective = dyn_cast<CollectiveOp>(op)) {
+    } else if (isa<CollectiveOp, CopyOp>(op)) {
       // On the communication stream, compute does not wait for it until the
       // wait_event of the record that follows it there.
       int64_t until = i;
-      if (collective.getStream() == Stream::communication) {
+      auto collective = dyn_cast<CollectiveOp>(op);
+      auto copy = dyn_cast<CopyOp>(op);
+      const Stream stream = collective ? collective.getStream() : copy.getStream();
+      if (stream == Stream::communication) {
         until = end;
         for (int64_t next = i + 1; next < end; ++next)
           if (auto record = dyn_cast<RecordEventOp>(instructions[next]);
@@ -76,8 +79,12 @@ ProgramLifetimes computeLifetimes(ProgramOp program) {
             break;
           }
       }
-      touch(collective.getInputs(), i, until);
-      touch(collective.getOutputs(), i, until);
+      if (collective) {
+        touch(collective.getInputs(), i, until);
+        touch(collective.getOutputs(), i, until);
+      } else {
+        touch(ArrayAttr::get(op->getContext(), {copy.getSourceAttr(), copy.getTargetAttr()}), i, until);
+      }
     }
   }
   // The loss and outputs are read after the step; unused tensors still get

@@ -87,21 +87,29 @@ LogicalResult ProgramOp::verify() {
     return success();
   if (!getPersistentBytes() || !getTransientBytes())
     return emitOpError("persistent_bytes and transient_bytes must be set together");
-  std::vector<std::pair<int64_t, int64_t>> persistentRanges;
+  // The host region, like the persistent one, holds each tensor for the
+  // whole run.
+  std::vector<std::pair<int64_t, int64_t>> persistentRanges, hostRanges;
   for (auto tensor : getBlock().getOps<TensorOp>()) {
     if (!tensor.getOffset())
       return tensor.emitOpError("has no offset in an allocated program");
     int64_t begin = *tensor.getOffset(), end = begin + tensor.getByteSize();
-    int64_t limit = tensor.isPersistent() ? *getPersistentBytes() : *getTransientBytes();
+    const bool onHost = tensor.isOnHost();
+    int64_t limit = onHost                  ? getHostBytes().value_or(0)
+                    : tensor.isPersistent() ? *getPersistentBytes()
+                                            : *getTransientBytes();
     if (end > limit)
       return tensor.emitOpError("bytes [") << begin << ", " << end << ") exceed its region of " << limit << " bytes";
-    if (tensor.isPersistent() && end > begin && tensor.getKind() != TensorKind::view)
-      persistentRanges.emplace_back(begin, end);
+    if ((onHost || tensor.isPersistent()) && end > begin && tensor.getKind() != TensorKind::view)
+      (onHost ? hostRanges : persistentRanges).emplace_back(begin, end);
   }
-  llvm::sort(persistentRanges);
-  for (size_t i = 1; i < persistentRanges.size(); ++i)
-    if (persistentRanges[i].first < persistentRanges[i - 1].second)
-      return emitOpError("persistent tensors overlap at byte ") << persistentRanges[i].first;
+  for (auto *ranges : {&persistentRanges, &hostRanges}) {
+    llvm::sort(*ranges);
+    for (size_t i = 1; i < ranges->size(); ++i)
+      if ((*ranges)[i].first < (*ranges)[i - 1].second)
+        return emitOpError(ranges == &hostRanges ? "host" : "persistent")
+               << " tensors overlap at byte " << (*ranges)[i].first;
+  }
   return success();
 }
 
@@ -151,6 +159,8 @@ bool TensorOp::isPersistent() {
   return false;
 }
 
+bool TensorOp::isOnHost() { return getStorage().getHost(); }
+
 LogicalResult TensorOp::verify() {
   RankedTensorType type = getTensorType();
   if (!type.hasStaticShape())
@@ -176,6 +186,13 @@ LogicalResult TensorOp::verify() {
     return emitOpError("offset must be non-negative");
   if ((getKind() == TensorKind::view) != (getViewOf() && getViewOffset()))
     return emitOpError("view_of and view_offset are set exactly for kind view");
+  // What --offload may move to the host: a unit's state and the copies
+  // staged for host kernels. A view is where its storage is.
+  if (getHost() && getKind() != TensorKind::parameter && getKind() != TensorKind::gradient &&
+      getKind() != TensorKind::optimizer_state && getKind() != TensorKind::transient)
+    return emitOpError("of kind ") << stringifyTensorKind(getKind())
+                                   << " cannot be on the host (parameters, gradients, optimizer state and "
+                                      "transients can)";
   if (getKind() == TensorKind::view) {
     auto base = SymbolTable::lookupNearestSymbolFrom<TensorOp>(*this, getViewOfAttr());
     if (!base)
@@ -233,7 +250,7 @@ LogicalResult KernelOp::verify() {
   for (NamedAttribute attr : (*this)->getAttrDictionary()) {
     StringRef name = attr.getName().getValue();
     if (name == getKernelAttrName() || name == getInputsAttrName() || name == getOutputsAttrName() ||
-        name == getStreamAttrName())
+        name == getStreamAttrName() || name == getOnHostAttrName())
       continue;
     const fsdpc::contract::AttrSpec *spec = signature->findAttr(std::string_view(name.data(), name.size()));
     if (!spec)
@@ -280,10 +297,26 @@ LogicalResult UnitOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return success();
 }
 
+/// Whether every tensor of `refs` is on the host (`onHost`) or none is;
+/// the first that is not is named.
+static LogicalResult verifyPlacement(Operation *op, SymbolTableCollection &symbolTable, ArrayAttr refs, bool onHost,
+                                     StringRef what) {
+  for (Attribute ref : refs) {
+    auto tensor = symbolTable.lookupNearestSymbolFrom<TensorOp>(op, cast<FlatSymbolRefAttr>(ref));
+    if (tensor.isOnHost() != onHost)
+      return op->emitOpError(what) << " " << ref << (onHost ? ", which is in device memory" : ", which is on the host");
+  }
+  return success();
+}
+
 LogicalResult KernelOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  if (failed(verifyTensorRefs(*this, symbolTable, getInputs())))
+  if (failed(verifyTensorRefs(*this, symbolTable, getInputs())) ||
+      failed(verifyTensorRefs(*this, symbolTable, getOutputs())))
     return failure();
-  return verifyTensorRefs(*this, symbolTable, getOutputs());
+  StringRef what = getOnHost() ? "runs on the host but touches" : "runs on the device but touches";
+  if (failed(verifyPlacement(*this, symbolTable, getInputs(), getOnHost(), what)))
+    return failure();
+  return verifyPlacement(*this, symbolTable, getOutputs(), getOnHost(), what);
 }
 
 LogicalResult CollectiveOp::verify() {
@@ -303,9 +336,31 @@ LogicalResult CollectiveOp::verify() {
 }
 
 LogicalResult CollectiveOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  if (failed(verifyTensorRefs(*this, symbolTable, getInputs())))
+  if (failed(verifyTensorRefs(*this, symbolTable, getInputs())) ||
+      failed(verifyTensorRefs(*this, symbolTable, getOutputs())))
     return failure();
-  return verifyTensorRefs(*this, symbolTable, getOutputs());
+  if (failed(verifyPlacement(*this, symbolTable, getInputs(), false, "runs on the device but touches")))
+    return failure();
+  return verifyPlacement(*this, symbolTable, getOutputs(), false, "runs on the device but touches");
+}
+
+bool CopyOp::isToDevice() {
+  auto source = SymbolTable::lookupNearestSymbolFrom<TensorOp>(*this, getSourceAttr());
+  return source && source.isOnHost();
+}
+
+LogicalResult CopyOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto source = symbolTable.lookupNearestSymbolFrom<TensorOp>(*this, getSourceAttr());
+  auto target = symbolTable.lookupNearestSymbolFrom<TensorOp>(*this, getTargetAttr());
+  if (!source || !target)
+    return emitOpError("references ") << (source ? getTargetAttr() : getSourceAttr()) << ", which is not a plan.tensor";
+  if (source.getType() != target.getType())
+    return emitOpError("copies ") << source.getType() << " into " << target.getType();
+  if (source.isOnHost() == target.isOnHost())
+    return emitOpError("copies between host and device, but ")
+           << getSourceAttr() << " and " << getTargetAttr() << " are both "
+           << (source.isOnHost() ? "on the host" : "in device memory");
+  return success();
 }
 
 LogicalResult RecordEventOp::verify() {

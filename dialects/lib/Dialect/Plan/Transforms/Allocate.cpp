@@ -36,7 +36,7 @@ struct PlanAllocatePass : public fsdpc::plan_ir::impl::PlanAllocateBase<PlanAllo
     ProgramOp program = getOperation();
     Block &block = program.getBlock();
 
-    int64_t persistentBytes = 0;
+    int64_t persistentBytes = 0, hostBytes = 0;
     llvm::StringMap<TensorOp> tensors;
     SmallVector<TensorOp> views;
     for (TensorOp tensor : block.getOps<TensorOp>()) {
@@ -45,7 +45,12 @@ struct PlanAllocatePass : public fsdpc::plan_ir::impl::PlanAllocateBase<PlanAllo
         views.push_back(tensor);
         continue;
       }
-      if (tensor.isPersistent()) {
+      // Host tensors (plan-offload) are few and live through the step: laid
+      // out one after another, like the persistent region.
+      if (tensor.getHost()) {
+        tensor.setOffset(hostBytes);
+        hostBytes = alignUp(hostBytes + tensor.getByteSize());
+      } else if (tensor.isPersistent()) {
         tensor.setOffset(persistentBytes);
         persistentBytes = alignUp(persistentBytes + tensor.getByteSize());
       }
@@ -92,6 +97,8 @@ struct PlanAllocatePass : public fsdpc::plan_ir::impl::PlanAllocateBase<PlanAllo
 
     program.setPersistentBytes(persistentBytes);
     program.setTransientBytes(transientBytes);
+    if (hostBytes > 0)
+      program.setHostBytes(hostBytes);
   }
 };
 

@@ -55,6 +55,7 @@ enum cudaError_t {
   cudaErrorInvalidDevice = 101,
   cudaErrorInvalidResourceHandle = 400,
   cudaErrorNotReady = 600,
+  cudaErrorNotPermitted = 800,
   cudaErrorLaunchFailure = 719,
   cudaErrorStreamCaptureUnsupported = 900,
   cudaErrorStreamCaptureUnjoined = 904,
@@ -154,6 +155,11 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags);
 cudaError_t cudaStreamDestroy(cudaStream_t stream);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags = 0);
+/// Runs `fn(userData)` on the host when the stream reaches it; the stream
+/// waits for it to return. It may not call CUDA (the emulator reports an
+/// enqueue from inside one).
+typedef void (*cudaHostFn_t)(void *userData);
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userData);
 
 // Stream capture: what the captured streams are given between begin and
 // end becomes a graph instead of running; a launch of the instantiated

@@ -6,8 +6,9 @@
 // the arena from these intervals; the memory report adds them up after
 // every instruction for its timeline. One computation, so the two agree.
 //
-// A view's uses are its storage's. A collective on the communication stream
-// keeps its tensors live until the compute stream waits for its record. The
+// A view's uses are its storage's. A collective or copy on the communication
+// stream keeps its tensors live until the compute stream waits for its
+// record. Host tensors are not in the arena and have no interval. The
 // loss, the gradient norm and the outputs stay live to the end (they are
 // read after the step);
 // inputs are live from before the first instruction.

@@ -36,8 +36,9 @@ def Plan_ProgramOp : Plan_Op<"program", [Symbol, SymbolTable, IsolatedFromAbove,
     - `loss_kind`: `"cross_entropy"`, `"mse"` or `"output"`.
     - `optimizer`: a readable description of the optimizer and its settings.
     - `num_classes`: classes of a cross-entropy loss (0 otherwise).
-    - `persistent_bytes`, `transient_bytes`: region sizes, set by
-      `plan-allocate`.
+    - `persistent_bytes`, `transient_bytes`, `host_bytes`: region sizes, set
+      by `plan-allocate`; the host region (pinned host memory on a GPU) holds
+      what `plan-offload` moved off the device.
     - `source`, `opset`: the ONNX model the plan came from, for reports.
     - `strategy`, `shard_group_size`: the sharding strategy and the ranks
       that share one copy of the parameters; the units are `plan.unit` ops.
@@ -61,7 +62,8 @@ def Plan_ProgramOp : Plan_Op<"program", [Symbol, SymbolTable, IsolatedFromAbove,
                        OptionalAttr<I64Attr>:$shard_group_size, OptionalAttr<FlatSymbolRefAttr>:$grad_norm,
                        OptionalAttr<I64Attr>:$forward_instructions, OptionalAttr<FlatSymbolRefAttr>:$forward_loss,
                        OptionalAttr<ArrayAttr>:$initializer_rewrites, OptionalAttr<ArrayAttr>:$torch_names,
-                       OptionalAttr<FlatSymbolRefAttr>:$forward_output, OptionalAttr<StrAttr>:$forward_output_name);
+                       OptionalAttr<FlatSymbolRefAttr>:$forward_output, OptionalAttr<StrAttr>:$forward_output_name,
+                       OptionalAttr<I64Attr>:$host_bytes);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
   let hasVerifier = 1;
@@ -91,6 +93,11 @@ def Plan_TensorOp : Plan_Op<"tensor", [Symbol, HasParent<"ProgramOp">]> {
       byte in it.
     - `offset`: the byte offset in its region, set by `plan-allocate` (for a
       view, the base's offset plus `view_offset`).
+    - `host`: the tensor lives in the host region (pinned host memory on a
+      GPU) rather than in device memory: `plan-offload` sets it on the state
+      `fsdpc --offload` moves off the device and on the host copies it
+      stages. Only host kernels touch it, and copies move it; a view is
+      where its storage is.
 
     ```mlir
     plan.tensor @w0 parameter : tensor<2048x10xf32> {source_name = "fc1.weight", offset = 0 : i64}
@@ -101,7 +108,8 @@ def Plan_TensorOp : Plan_Op<"tensor", [Symbol, HasParent<"ProgramOp">]> {
                        OptionalAttr<StrAttr>:$source_name, OptionalAttr<ElementsAttr>:$value,
                        OptionalAttr<StrAttr>:$optimizer_slot, OptionalAttr<StrAttr>:$owner,
                        OptionalAttr<I64Attr>:$offset, OptionalAttr<StrAttr>:$unit,
-                       OptionalAttr<FlatSymbolRefAttr>:$view_of, OptionalAttr<I64Attr>:$view_offset);
+                       OptionalAttr<FlatSymbolRefAttr>:$view_of, OptionalAttr<I64Attr>:$view_offset,
+                       UnitAttr:$host);
   let assemblyFormat = "$sym_name $kind `:` $type attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -112,6 +120,8 @@ def Plan_TensorOp : Plan_Op<"tensor", [Symbol, HasParent<"ProgramOp">]> {
     bool isPersistent();
     /// The tensor a view aliases, through views of views; itself otherwise.
     TensorOp getStorage();
+    /// Whether the tensor's bytes are in the host region (a view: its base's).
+    bool isOnHost();
   }];
 }
 
@@ -156,13 +166,18 @@ def Plan_KernelOp : Plan_Op<"kernel", [HasParent<"ProgramOp">, DeclareOpInterfac
     - `kernel`: the runtime kernel's name.
     - `inputs`, `outputs`: `plan.tensor` symbols.
     - `stream`: the stream it runs on.
+    - `on_host`: the kernel runs on the host, on `host` tensors only, in its
+      stream's order (the CUDA backend enqueues it as a host function): the
+      optimizer step of an offloaded plan. Every other kernel touches device
+      tensors only.
 
     ```mlir
     plan.kernel "matmul" ins [@x, @w0] outs [@h0] on compute {transpose_b = true}
+    plan.kernel "sgd_update" ins [@w, @g] outs [@w] on compute {lr = 0.1 : f64, on_host}
     ```
   }];
   let arguments = (ins StrAttr:$kernel, FlatSymbolRefArrayAttr:$inputs, FlatSymbolRefArrayAttr:$outputs,
-                       Plan_Stream:$stream);
+                       Plan_Stream:$stream, UnitAttr:$on_host);
   let assemblyFormat = "$kernel `ins` $inputs `outs` $outputs `on` $stream attr-dict";
   let hasVerifier = 1;
 }
@@ -186,6 +201,28 @@ def Plan_CollectiveOp : Plan_Op<"collective", [HasParent<"ProgramOp">,
                        OptionalAttr<StrAttr>:$reduction);
   let assemblyFormat = "$collective `ins` $inputs `outs` $outputs `on` $stream attr-dict";
   let hasVerifier = 1;
+}
+
+def Plan_CopyOp : Plan_Op<"copy", [HasParent<"ProgramOp">, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "copies a tensor between host and device memory";
+  let description = [{
+    Copies `source` into `target` on `stream`, in that stream's order; one
+    of the two is a `host` tensor and the other is not, and they have the
+    same type. `plan-offload` puts one before an instruction that reads a
+    tensor from the other side and one after an instruction that writes
+    one, on the instruction's own stream. The CUDA backend makes it an
+    asynchronous `cudaMemcpyAsync` from or into pinned memory.
+
+    ```mlir
+    plan.copy @fc1.flat_param to @fc1.flat_param.device on communication
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$source, FlatSymbolRefAttr:$target, Plan_Stream:$stream);
+  let assemblyFormat = "$source `to` $target `on` $stream attr-dict";
+  let extraClassDeclaration = [{
+    /// Whether it copies host memory to the device (else the device's to the host).
+    bool isToDevice();
+  }];
 }
 
 class Plan_EventOp<string mnemonic, string what> : Plan_Op<mnemonic, [HasParent<"ProgramOp">]> {

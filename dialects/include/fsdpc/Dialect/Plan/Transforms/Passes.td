@@ -13,9 +13,39 @@ def PlanAllocate : Pass<"plan-allocate", "::fsdpc::plan_ir::ProgramOp"> {
     touches it to the last (inputs from the start of the step, the loss to
     its end), and tensors whose lifetimes are disjoint may share bytes. They
     are placed largest first at the lowest 64-byte-aligned offset that
-    overlaps no placed tensor alive at the same time. Sets
-    `persistent_bytes` and `transient_bytes` on the program.
+    overlaps no placed tensor alive at the same time. Tensors marked `host`
+    (plan-offload) are laid out one after another in the host region. Sets
+    `persistent_bytes`, `transient_bytes` and (with host tensors)
+    `host_bytes` on the program.
   }];
+}
+
+def PlanOffload : Pass<"plan-offload", "::fsdpc::plan_ir::ProgramOp"> {
+  let summary = "keep sharded state in host memory (FSDP's CPUOffload)";
+  let description = [{
+    `what=optimizer` moves the optimizer-state shards to the host,
+    `what=params` also every unit's parameter and gradient shard (FSDP's
+    `CPUOffload(offload_params=True)`). Moving marks those tensors `host`;
+    then every instruction sees its operands where it runs:
+
+    - a kernel that writes a host tensor (the optimizer update, gradient
+      clipping's scale, a micro-batch's accumulation into a gradient shard)
+      runs on the host (`on_host`), so the optimizer step works on the
+      host's flat shards;
+    - any other kernel, and every collective, runs on the device.
+
+    An operand on the wrong side is staged: a `plan.copy` on the
+    instruction's stream just before it brings an input over (a parameter
+    shard to the device ahead of its all_gather, on the communication
+    stream), and one just after it takes an output back (a reduce_scatter's
+    gradient shard to the host). Device staging tensors are transients,
+    each live only around its instruction, so the arena packs them with the
+    rest; host staging tensors (the step counter, device shards a host
+    optimizer reads) take one host tensor per source.
+  }];
+  let options = [
+    Option<"what", "what", "std::string", /*default=*/"\"optimizer\"", "optimizer or params">
+  ];
 }
 
 #endif // FSDPC_DIALECT_PLAN_TRANSFORMS_PASSES_TD

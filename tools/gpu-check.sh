@@ -8,11 +8,11 @@
 #   1. the carried binaries, or a runtime-only build here if they do not run;
 #   2. every CUDA kernel against its CPU kernel (fsdpc-cuda-kernel-test),
 #      then the same under compute-sanitizer's memcheck;
-#   3. the example MLP / GPT / LLaMA on the GPU against the CPU backend, and
-#      2 ranks on one GPU (host-staged MPI) against 1 rank
-#      (test/gpu/devices_agree.py);
-#   4. GPT-2 124M bf16 against torch eager, torch.compile and FSDP2
-#      (test/bench/gpu_vs_torch.py).
+#   3. the example MLP / GPT / LLaMA on the GPU against the CPU backend,
+#      2 ranks on one GPU (host-staged MPI) against 1 rank, and --offload
+#      against no offload (test/gpu/devices_agree.py);
+#   4. GPT-2 124M bf16 against torch eager, torch.compile and FSDP2, and
+#      with --offload optimizer / --recompute auto (test/bench/gpu_vs_torch.py).
 # Ends with one SUMMARY line.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"

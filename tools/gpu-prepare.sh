@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Prepares, on a development machine (no GPU needed), everything
 # tools/gpu-check.sh runs on a GPU machine, into gpu-carry/ (git-ignored,
-# about 25 MB, so it travels within the device tool's 64 MiB):
+# about 50 MB, so it travels within the device tool's 64 MiB):
 #   gpu-carry/bin/    fsdp-run and fsdpc-cuda-kernel-test, a runtime-only
 #                     build for sm_90 with protobuf linked statically (the GPU
 #                     machine has another protobuf and no MLIR);
 #   gpu-carry/plans/  the example MLP / GPT / LLaMA plans of
 #                     test/gpu/devices_agree.py, with their data;
-#   gpu-carry/bench/  GPT-2 124M's weight-free bf16 plan and parameter-name
-#                     map for test/bench/gpu_vs_torch.py.
+#   gpu-carry/bench/  GPT-2 124M's weight-free bf16 plans (plain, offloaded,
+#                     recomputed) and parameter-name map for
+#                     test/bench/gpu_vs_torch.py.
 # Needs the compiler built (tools/build.sh) and /usr/bin/python3 with torch.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"

@@ -511,6 +511,16 @@ std::vector<Case> cases() {
                     .out({}).dataError());
   all.push_back(Case("softmax_cross_entropy_grad").in({37, 5003}).in({37}, integers(-1, 5003), plan::I64)
                     .in({}, constant(1.0)).out({37, 5003}).attr("ignore_index", int64_t(-1)).tol(1e-6));
+  // Mixed precision: bf16 logits read as f32, the gradient rounded to bf16
+  // once on its store (the CPU's f32 result rounded the same way, exactly).
+  all.push_back(Case("softmax_cross_entropy", "bf16 logits").in({37, 5003}, normal(), plan::BF16)
+                    .in({37}, integers(0, 5003), plan::I64).out({}).tol(1e-6));
+  // Few classes and a summed loss, so the gradient is O(0.1): a bf16 ulp
+  // either way (the two sides' f32 results can round apart) is 4e-4, a
+  // missing or wrong store is O(0.1).
+  all.push_back(Case("softmax_cross_entropy_grad", "bf16").in({37, 13}, normal(), plan::BF16)
+                    .in({37}, integers(-1, 13), plan::I64).in({}, constant(1.0)).out({37, 13}, plan::BF16)
+                    .attr("ignore_index", int64_t(-1)).attr("reduction", std::string("sum")).tol(2e-3));
   all.push_back(Case("mse_loss").in({3, 1001}).in({3, 1001}).out({}).tol(1e-6));
   all.push_back(Case("mse_loss_grad").in({3, 1001}).in({3, 1001}).in({}, constant(0.5)).out({3, 1001}).tol(1e-6));
   // Optimizers, in place over a flat shard; step 3 (not the first).

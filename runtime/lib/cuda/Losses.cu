@@ -19,30 +19,31 @@ constexpr int kReduceThreads = 1024;
 Status crossEntropyShapes(const KernelCall &call, int64_t &rows, int64_t &classes) {
   const TensorView &logits = call.inputs[0], &labels = call.inputs[1];
   if (logits.shape.size() != 2 || labels.numElements() != logits.shape[0] || labels.dtype != plan::I64 ||
-      logits.dtype != plan::F32)
-    return FSDPC_ERROR(kInvalidArgument, "softmax_cross_entropy: f32 logits ", cpu::shapeString(logits.shape),
+      !isFloatDtype(logits.dtype))
+    return FSDPC_ERROR(kInvalidArgument, "softmax_cross_entropy: float logits ", cpu::shapeString(logits.shape),
                        " and int64 labels ", cpu::shapeString(labels.shape), " do not match");
   rows = logits.shape[0];
   classes = logits.shape[1];
   return Status::ok();
 }
 
-/// The row's maximum and sum of exp(x - max), block-wide.
-__device__ void rowExpSum(const float *row, long long classes, float *sharedFloat, double *sharedDouble,
+/// The maximum and sum of exp(x - max) of the row starting at element
+/// `first` of the logits (f32, or bf16 / f16 read as f32), block-wide.
+__device__ void rowExpSum(Operand logits, long long first, long long classes, float *sharedFloat, double *sharedDouble,
                           float &rowMax, double &sum) {
   float localMax = -INFINITY;
   for (long long c = threadIdx.x; c < classes; c += blockDim.x)
-    localMax = fmaxf(localMax, row[c]);
+    localMax = fmaxf(localMax, loadFloat(logits, first + c));
   rowMax = blockMax(localMax, sharedFloat);
   double local = 0;
   for (long long c = threadIdx.x; c < classes; c += blockDim.x)
-    local += expf(row[c] - rowMax);
+    local += expf(loadFloat(logits, first + c) - rowMax);
   sum = blockSum(local, sharedDouble);
 }
 
-__global__ void crossEntropyRowsKernel(const float *logits, const long long *labels, long long rows,
-                                       long long classes, long long ignoreIndex, double *rowLoss,
-                                       long long *rowCounts, DeviceError *error, int instruction) {
+__global__ void crossEntropyRowsKernel(Operand logits, const long long *labels, long long rows, long long classes,
+                                       long long ignoreIndex, double *rowLoss, long long *rowCounts, DeviceError *error,
+                                       int instruction) {
   __shared__ float sharedFloat[32];
   __shared__ double sharedDouble[32];
   for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -57,12 +58,11 @@ __global__ void crossEntropyRowsKernel(const float *logits, const long long *lab
       }
       continue;
     }
-    const float *row = logits + r * classes;
     float rowMax;
     double sum;
-    rowExpSum(row, classes, sharedFloat, sharedDouble, rowMax, sum);
+    rowExpSum(logits, r * classes, classes, sharedFloat, sharedDouble, rowMax, sum);
     if (threadIdx.x == 0) {
-      rowLoss[r] = log(sum) + rowMax - row[label];
+      rowLoss[r] = log(sum) + rowMax - loadFloat(logits, r * classes + label);
       rowCounts[r] = 1;
     }
   }
@@ -95,31 +95,33 @@ __global__ void countLabelsKernel(const long long *labels, long long rows, long 
     counted[0] = total;
 }
 
-__global__ void crossEntropyGradKernel(const float *logits, const long long *labels, const float *seed,
+/// dlogits has the logits' dtype: under mixed precision the gradient is
+/// rounded to bf16 once, on the store, as a cast of the f32 one would.
+__global__ void crossEntropyGradKernel(Operand logits, const long long *labels, const float *seed,
                                        const long long *counted, long long rows, long long classes,
-                                       long long ignoreIndex, bool mean, float *dlogits, DeviceError *error,
+                                       long long ignoreIndex, bool mean, Operand dlogits, DeviceError *error,
                                        int instruction) {
   __shared__ float sharedFloat[32];
   __shared__ double sharedDouble[32];
   const float scale = mean ? seed[0] / static_cast<float>(counted[0]) : seed[0];
   for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
     const long long label = labels[r];
-    float *out = dlogits + r * classes;
+    const long long first = r * classes;
     const bool ignored = label == ignoreIndex, outside = !ignored && (label < 0 || label >= classes);
     if (ignored || outside) {
       if (outside && threadIdx.x == 0)
         reportDataError(error, instruction, label, r, classes);
       for (long long c = threadIdx.x; c < classes; c += blockDim.x)
-        out[c] = 0.0f;
+        storeFloat(dlogits, first + c, 0.0f);
       continue;
     }
-    const float *row = logits + r * classes;
     float rowMax;
     double sum;
-    rowExpSum(row, classes, sharedFloat, sharedDouble, rowMax, sum);
+    rowExpSum(logits, first, classes, sharedFloat, sharedDouble, rowMax, sum);
     const float factor = static_cast<float>(scale / sum);
     for (long long c = threadIdx.x; c < classes; c += blockDim.x)
-      out[c] = expf(row[c] - rowMax) * factor - (c == label ? scale : 0.0f);
+      storeFloat(dlogits, first + c,
+                 expf(loadFloat(logits, first + c) - rowMax) * factor - (c == label ? scale : 0.0f));
   }
 }
 
@@ -162,7 +164,7 @@ Status softmaxCrossEntropy(const KernelCall &call) {
   const bool mean = call.stringParam(contract::Param::kReduction, "mean") == "mean";
   const auto *labels = static_cast<const long long *>(call.inputs[1].data);
   if (rows > 0) {
-    launchKernel(crossEntropyRowsKernel, rowBlocks(rows), kThreads, 0, launch.stream, call.inputs[0].f32(), labels,
+    launchKernel(crossEntropyRowsKernel, rowBlocks(rows), kThreads, 0, launch.stream, operandOf(call.inputs[0]), labels,
                  rows, classes, ignoreIndex, rowLoss, rowCounts, launch.error, launch.instruction);
     FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   }
@@ -186,9 +188,11 @@ Status softmaxCrossEntropyGrad(const KernelCall &call) {
   const auto *labels = static_cast<const long long *>(call.inputs[1].data);
   launchKernel(countLabelsKernel, 1, kReduceThreads, 0, launch.stream, labels, rows, ignoreIndex, counted);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
-  launchKernel(crossEntropyGradKernel, rowBlocks(rows), kThreads, 0, launch.stream, call.inputs[0].f32(), labels,
-               call.inputs[2].f32(), counted, rows, classes, ignoreIndex, mean, call.outputs[0].f32(), launch.error,
-               launch.instruction);
+  if (call.outputs[0].dtype != call.inputs[0].dtype)
+    return FSDPC_ERROR(kInvalidArgument, "softmax_cross_entropy_grad: the gradient's dtype is not the logits'");
+  launchKernel(crossEntropyGradKernel, rowBlocks(rows), kThreads, 0, launch.stream, operandOf(call.inputs[0]), labels,
+               call.inputs[2].f32(), counted, rows, classes, ignoreIndex, mean, operandOf(call.outputs[0]),
+               launch.error, launch.instruction);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }

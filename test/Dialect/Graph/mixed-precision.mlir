@@ -3,8 +3,10 @@
 // RUN: fsdp-opt %s -split-input-file -graph-append-loss '-graph-mixed-precision=keep-fp32=head' | FileCheck %s --check-prefix=KEEP
 
 // Tests that parameters, inputs and constants are read through one cast
-// each, that ops compute in bf16 but the layer norm and the loss, whose
-// operands are cast to f32, and that the loss stays f32.
+// each, that ops compute in bf16 but the layer norm, whose operands are cast
+// to f32, and the loss, which reads the bf16 logits itself (its kernels
+// compute in f32: no f32 copy of the logits), and that the loss stays f32.
+// Where --keep-fp32 keeps the logits f32, the loss reads them as they are.
 // CHECK: module attributes {{{.*}}graph.mixed_precision = "bf16"
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<4x3xf32> {graph.input = "input"}
@@ -21,14 +23,15 @@
 // CHECK: %[[M:.*]] = graph.mul %[[H]], %[[CL]] : (tensor<4x5xbf16>, tensor<bf16>) -> tensor<4x5xbf16>
 // CHECK-NEXT: %[[MF:.*]] = graph.cast %[[M]] : (tensor<4x5xbf16>) -> tensor<4x5xf32>
 // CHECK: graph.layer_norm %[[MF]], %[[SF]], %{{.*}} {axis = 1 : i64, epsilon = 1.000000e-05 : f64} : (tensor<4x5xf32>, tensor<5xf32>, tensor<5xf32>)
-// CHECK: graph.relu %{{.*}} : tensor<4x5xbf16>
-// CHECK: %[[LF:.*]] = graph.cast %{{.*}} : (tensor<4x5xbf16>) -> tensor<4x5xf32>
-// CHECK: graph.softmax_cross_entropy %[[LF]], %{{.*}} : (tensor<4x5xf32>, tensor<4xi64>) -> tensor<f32>
+// CHECK: %[[R:.*]] = graph.relu %{{.*}} : tensor<4x5xbf16>
+// CHECK-NOT: graph.cast
+// CHECK: graph.softmax_cross_entropy %[[R]], %{{.*}} : (tensor<4x5xbf16>, tensor<4xi64>) -> tensor<f32>
 // F16-LABEL: func.func @train_step
 // F16: graph.matmul %{{.*}}, %{{.*}} {transpose_b = true} : (tensor<4x3xf16>, tensor<5x3xf16>) -> tensor<4x5xf16>
 // KEEP-LABEL: func.func @train_step
 // KEEP: graph.matmul %{{.*}}, %{{.*}} {transpose_b = true} : (tensor<4x3xbf16>, tensor<5x3xbf16>) -> tensor<4x5xbf16>
-// KEEP: graph.relu %{{.*}} : tensor<4x5xf32>
+// KEEP: %[[R:.*]] = graph.relu %{{.*}} : tensor<4x5xf32>
+// KEEP: graph.softmax_cross_entropy %[[R]], %{{.*}} : (tensor<4x5xf32>, tensor<4xi64>) -> tensor<f32>
 func.func @forward(%x: tensor<4x3xf32> {graph.input = "input"}, %w: tensor<5x3xf32> {graph.param = "w"},
                    %s: tensor<5xf32> {graph.param = "scale"}, %b: tensor<5xf32> {graph.param = "bias"})
     -> (tensor<4x5xf32> {graph.output = "logits"}) {

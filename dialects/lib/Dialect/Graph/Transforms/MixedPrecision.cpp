@@ -146,10 +146,17 @@ struct GraphMixedPrecisionPass : public fsdpc::graph::impl::GraphMixedPrecisionB
       attention.setComputeDtype(paramDtype.getValue());
     if (keptInF32(op)) {
       // f32 operands; a parameter, input or constant still goes through the
-      // low-precision type, as FSDP casts it before any op sees it.
+      // low-precision type, as FSDP casts it before any op sees it. The
+      // loss computes in f32 but reads low-precision logits itself: the
+      // same numbers as reading an f32 copy (widening is exact), without
+      // the copy, whose [tokens, vocabulary] f32 tensor and f32 gradient
+      // were the largest tensors of a language model's step.
+      const bool readsLowLogits = isa<SoftmaxCrossEntropyOp>(op) && !keptByName(op);
       for (OpOperand &operand : op->getOpOperands()) {
         Value value = operand.get();
         if (!isFloatTensor(value))
+          continue;
+        if (readsLowLogits && !castOnRead(value))
           continue;
         if (castOnRead(value))
           operand.set(castTo(castTo(value, low_), f32));

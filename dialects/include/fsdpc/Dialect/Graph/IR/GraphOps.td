@@ -698,7 +698,8 @@ def Graph_SoftmaxCrossEntropyOp : Graph_Op<"softmax_cross_entropy", [Pure]> {
     not `ignore_index`: the mean (torch's `F.cross_entropy` default) or the
     sum. Logits with more dims are reshaped to 2-D by the importer.
 
-    - `logits`: `[N, C]` f32.
+    - `logits`: `[N, C]` f32, or bf16 / f16 under mixed precision (the
+      kernels compute in f32, as torch's autocast does for the loss).
     - `labels`: `[N]` i64, each in `[0, C)` or equal to `ignore_index`.
     - `reduction`: `"mean"` or `"sum"`.
     - `ignore_index`: optional label value whose rows do not count.
@@ -709,7 +710,7 @@ def Graph_SoftmaxCrossEntropyOp : Graph_Op<"softmax_cross_entropy", [Pure]> {
         : (tensor<64x5xf32>, tensor<64xi64>) -> tensor<f32>
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$logits, Graph_I64Tensor:$labels,
+  let arguments = (ins Graph_FloatTensor:$logits, Graph_I64Tensor:$labels,
                        DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
                        OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs Graph_F32Scalar:$result);
@@ -863,16 +864,18 @@ def Graph_SoftmaxCrossEntropyGradOp : Graph_Op<"softmax_cross_entropy_grad", [Pu
 
     - `logits`, `labels`, `reduction`, `ignore_index`: as the forward op.
     - `grad`: the scalar gradient of the final loss with respect to this loss.
+    - `result`: the logits' type (bf16 logits get a gradient rounded to
+      bf16 once, from f32).
 
     ```mlir
     %dlogits = graph.softmax_cross_entropy_grad %logits, %labels, %g {reduction = "mean"}
         : (tensor<64x5xf32>, tensor<64xi64>, tensor<f32>) -> tensor<64x5xf32>
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$logits, Graph_I64Tensor:$labels, Graph_F32Scalar:$grad,
+  let arguments = (ins Graph_FloatTensor:$logits, Graph_I64Tensor:$labels, Graph_F32Scalar:$grad,
                        DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
                        OptionalAttr<I64Attr>:$ignore_index);
-  let results = (outs Graph_F32Tensor:$result);
+  let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$logits `,` $labels `,` $grad attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }

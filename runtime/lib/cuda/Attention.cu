@@ -397,6 +397,7 @@ using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 constexpr int kRows = 64;  // a block's queries or keys
 constexpr int kWarps = 4;  // 16 of them each
 constexpr int kTile = 64;  // the streamed side's tile
+static_assert(kRows == kTile, "tileMasked takes a block's rows and a streamed tile as one square");
 
 /// Padded pitches (elements): wmma needs 16-byte multiples; the pad also
 /// spreads rows over the shared-memory banks.
@@ -475,6 +476,31 @@ __device__ __forceinline__ void warpAccumulate(FragC (&acc)[NTiles], const __nv_
     }
 }
 
+/// Whether every (query, key) pair of the tile of queries [firstQuery,
+/// firstQuery + kRows) and keys [firstKey, firstKey + kTile) is masked or
+/// out of range: the block's common answer (every thread must call it; it
+/// syncs). Such a tile adds exactly nothing (probabilities of zero), so the
+/// kernels skip it: with a causal mask, about half of all tiles. `flag` is
+/// a __shared__ int of the kernel's.
+__device__ __forceinline__ bool tileMasked(const AttentionShape &s, long long maskOffset, long long firstQuery,
+                                           long long firstKey, int *flag) {
+  if (threadIdx.x == 0)
+    *flag = 0;
+  __syncthreads();
+  const volatile int *found = flag;
+  for (int e = threadIdx.x; e < kRows * kTile && *found == 0; e += blockDim.x) {
+    const long long query = firstQuery + e / kTile, key = firstKey + e % kTile;
+    if (query < s.tq && key < s.tk && !isMasked(s, maskOffset, query, key)) {
+      *flag = 1;
+      break;
+    }
+  }
+  __syncthreads();
+  const bool masked = *flag == 0;
+  __syncthreads(); // read by all before the next call resets it
+  return masked;
+}
+
 /// Bytes of shared memory for each kernel.
 size_t forwardBytes(const AttentionShape &s) {
   const int pS = f32Pitch(std::max<long long>(kTile, s.dv));
@@ -525,7 +551,10 @@ __global__ void __launch_bounds__(kWarps * 32) forwardKernel(const float *q, con
   const int r = lane / 2, h = lane % 2;
   const long long query = firstQuery + warp * 16 + r;
   float rowMax = -INFINITY, rowSum = 0.0f;
+  __shared__ int unmaskedFound;
   for (long long firstKey = 0; firstKey < s.tk; firstKey += kTile) {
+    if (tileMasked(s, maskOffset, firstQuery, firstKey, &unmaskedFound))
+      continue;
     __syncthreads(); // the previous tiles are no longer read
     loadKeys(ks, pQ, kb, s, firstKey);
     loadRows(vs, pV, vb, firstKey, s.tk, s.dv);
@@ -627,7 +656,10 @@ __global__ void __launch_bounds__(kWarps * 32)
     wmma::fill_fragment(dkAcc[t], 0.0f);
     wmma::fill_fragment(dvAcc[t], 0.0f);
   }
+  __shared__ int unmaskedFound;
   for (long long firstQuery = 0; firstQuery < s.tq; firstQuery += kTile) {
+    if (tileMasked(s, maskOffset, firstQuery, firstKey, &unmaskedFound))
+      continue;
     __syncthreads();
     loadRows(qs, pK, qb, firstQuery, s.tq, s.d);
     loadRows(dos, pV, dob, firstQuery, s.tq, s.dv);
@@ -705,7 +737,10 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
   for (int t = 0; t < Tiles; ++t)
     wmma::fill_fragment(dqAcc[t], 0.0f);
+  __shared__ int unmaskedFound;
   for (long long firstKey = 0; firstKey < s.tk; firstKey += kTile) {
+    if (tileMasked(s, maskOffset, firstQuery, firstKey, &unmaskedFound))
+      continue;
     __syncthreads();
     loadKeys(ks, pQ, kb, s, firstKey);
     loadRows(vs, pV, vb, firstKey, s.tk, s.dv);

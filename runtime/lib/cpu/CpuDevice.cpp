@@ -165,7 +165,6 @@ public:
     return Status::ok();
   }
   uint64_t residentBytes() const override { return persistent_.resident() + transient_.resident(); }
-  uint64_t hostRegionBytes() const override { return host_.resident(); }
 
   KernelFn kernel(const std::string &name) const override { return lookupKernel(name); }
   KernelFn hostKernel(const std::string &name) const override { return lookupKernel(name); }

@@ -214,7 +214,6 @@ public:
     FSDPC_CUDA_RETURN_IF_ERROR(cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost));
     return Status::ok();
   }
-  uint64_t hostRegionBytes() const override { return hostBytes_; }
   /// The plan's regions, whole: cudaMalloc has no untouched pages.
   uint64_t residentBytes() const override { return persistent_.bytes + transient_.bytes; }
   /// The kernels' scratch and cuBLASLt's workspaces, one per stream.

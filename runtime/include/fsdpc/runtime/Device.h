@@ -102,9 +102,6 @@ public:
   /// scratch and library workspaces (cuBLASLt's), which the plan does not
   /// count. 0 on the CPU, whose kernels allocate nothing.
   virtual uint64_t auxiliaryBytes() const { return 0; }
-  /// Bytes of the host region (fsdpc --offload): host memory, not counted
-  /// in residentBytes.
-  virtual uint64_t hostRegionBytes() const = 0;
 
   /// This device's kernel for a signature of the kernel contract, or null.
   virtual KernelFn kernel(const std::string &name) const = 0;

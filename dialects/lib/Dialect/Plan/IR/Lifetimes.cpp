@@ -45,7 +45,9 @@ ProgramLifetimes computeLifetimes(ProgramOp program) {
       computeWaitIndex.try_emplace(wait.getEvent(), result.instructions.size());
     result.instructions.push_back(&op);
   }
-  auto touch = [&](ArrayAttr refs, int64_t from, int64_t to) {
+  // Pass an ArrayAttr's getValue(): the ArrayAttr itself would convert to a
+  // one-element list of itself.
+  auto touch = [&](ArrayRef<Attribute> refs, int64_t from, int64_t to) {
     for (Attribute ref : refs) {
       auto it =
           index.find(storageOf(tensors.lookup(cast<FlatSymbolRefAttr>(ref).getValue()), tensors).first.getSymName());
@@ -61,8 +63,8 @@ ProgramLifetimes computeLifetimes(ProgramOp program) {
   for (int64_t i = 0; i < end; ++i) {
     Operation *op = instructions[i];
     if (auto kernel = dyn_cast<KernelOp>(op)) {
-      touch(kernel.getInputs(), i, i);
-      touch(kernel.getOutputs(), i, i);
+      touch(kernel.getInputs().getValue(), i, i);
+      touch(kernel.getOutputs().getValue(), i, i);
     } else if (isa<CollectiveOp, CopyOp>(op)) {
       // On the communication stream, compute does not wait for it until the
       // wait_event of the record that follows it there.
@@ -80,10 +82,10 @@ ProgramLifetimes computeLifetimes(ProgramOp program) {
           }
       }
       if (collective) {
-        touch(collective.getInputs(), i, until);
-        touch(collective.getOutputs(), i, until);
+        touch(collective.getInputs().getValue(), i, until);
+        touch(collective.getOutputs().getValue(), i, until);
       } else {
-        touch(ArrayAttr::get(op->getContext(), {copy.getSourceAttr(), copy.getTargetAttr()}), i, until);
+        touch({copy.getSourceAttr(), copy.getTargetAttr()}, i, until);
       }
     }
   }

@@ -43,9 +43,8 @@ struct PlanOffloadPass : public fsdpc::plan_ir::impl::PlanOffloadBase<PlanOffloa
           (what == "params" && tensor.getUnit() && (kind == TensorKind::parameter || kind == TensorKind::gradient));
       if (moves)
         tensor.setHost(true);
-    }
-    for (TensorOp tensor : block.getOps<TensorOp>())
       tensors_[tensor.getSymName()] = tensor;
+    }
     firstInstruction_ = nullptr;
     for (Operation &op : block)
       if (!isa<TensorOp, UnitOp>(op)) {
@@ -85,14 +84,10 @@ private:
                                         bool runsOnHost) {
     MLIRContext *context = op->getContext();
     // One staging tensor per tensor of this instruction (an in-place
-    // operand is both an input and an output).
+    // operand is both an input and an output). Inputs are staged first, so
+    // an in-place output finds its input's copy made and needs only the
+    // copy back.
     llvm::StringMap<FlatSymbolRefAttr> staged;
-    auto stagingOf = [&](FlatSymbolRefAttr ref) {
-      auto [it, inserted] = staged.try_emplace(ref.getValue(), nullptr);
-      if (inserted)
-        it->second = FlatSymbolRefAttr::get(context, makeStaging(tensors_.lookup(ref.getValue()), runsOnHost));
-      return it->second;
-    };
     auto replace = [&](ArrayAttr refs, bool isInput) {
       SmallVector<Attribute> result;
       for (Attribute attr : refs) {
@@ -101,13 +96,14 @@ private:
           result.push_back(ref);
           continue;
         }
-        bool first = !staged.contains(ref.getValue());
-        FlatSymbolRefAttr staging = stagingOf(ref);
-        if (isInput || (first && isInOutput(inputs, ref))) {
+        auto [it, first] = staged.try_emplace(ref.getValue(), nullptr);
+        if (first)
+          it->second = FlatSymbolRefAttr::get(context, makeStaging(tensors_.lookup(ref.getValue()), runsOnHost));
+        FlatSymbolRefAttr staging = it->second;
+        if (isInput && first) {
           OpBuilder before(op);
           CopyOp::create(before, op->getLoc(), ref, staging, StreamAttr::get(context, stream));
-        }
-        if (!isInput) {
+        } else if (!isInput) {
           OpBuilder after(context);
           after.setInsertionPointAfter(op);
           CopyOp::create(after, op->getLoc(), staging, ref, StreamAttr::get(context, stream));
@@ -120,8 +116,6 @@ private:
     ArrayAttr newOutputs = replace(outputs, /*isInput=*/false);
     return {newInputs, newOutputs};
   }
-
-  static bool isInOutput(ArrayAttr inputs, FlatSymbolRefAttr ref) { return llvm::is_contained(inputs, ref); }
 
   /// A tensor holding `source`'s value on the other side: on the host (one
   /// per source, reused: host kernels all run on the compute stream, one at

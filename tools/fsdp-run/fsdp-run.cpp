@@ -433,7 +433,7 @@ Status checkMemoryFits(HostControl &control, const Device &device, const plan::P
     uint64_t bytes;
   } mine = {};
   std::snprintf(mine.pool, sizeof(mine.pool), "%s", pool.id.c_str());
-  mine.bytes = h.persistent_bytes() + h.transient_bytes();
+  mine.bytes = h.persistent_bytes() + h.transient_bytes() + (pool.holdsHostRegion ? h.host_bytes() : 0);
   std::vector<Claim> claims(control.worldSize());
   FSDPC_RETURN_IF_ERROR(control.allGatherBytes(&mine, claims.data(), sizeof(Claim)));
   uint64_t total = 0;
@@ -447,10 +447,10 @@ Status checkMemoryFits(HostControl &control, const Device &device, const plan::P
     return Status::ok();
   char text[512];
   std::snprintf(text, sizeof(text),
-                "the %d rank(s) on %s need %.2f GiB of tensor memory (%.2f GiB each: the plan's persistent and "
+                "the %d rank(s) on %s need %.2f GiB of tensor memory (%.2f GiB each: the plan's persistent%s "
                 "transient regions) but it has %.2f GiB available",
                 sharing, pool.description.c_str(), total / 1073741824.0, mine.bytes / 1073741824.0,
-                pool.availableBytes / 1073741824.0);
+                pool.holdsHostRegion && h.host_bytes() > 0 ? ", host and" : " and", pool.availableBytes / 1073741824.0);
   return FSDPC_ERROR(kInvalidArgument, text,
                      "; start fewer ranks per host or GPU, or compile with a smaller --batch-size or more "
                      "--world-size");

@@ -134,7 +134,7 @@ public:
   /// Host memory, shared by every rank on the host.
   MemoryPool memoryPool() const override {
     const std::string host = hostName();
-    return {"host:" + host, "host " + host, hostMemoryAvailable()};
+    return {"host:" + host, "host " + host, hostMemoryAvailable(), /*holdsHostRegion=*/true};
   }
 
   // The host region of an offloaded plan is one more region of host

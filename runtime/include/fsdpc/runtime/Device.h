@@ -71,6 +71,9 @@ struct MemoryPool {
   std::string id;              // ranks whose pools have one id share the memory
   std::string description;     // "host h1", "GPU cuda:0 (NVIDIA H200) of host h1"
   uint64_t availableBytes = 0; // what is free now; 0 for unknown
+  /// Whether the plan's host region (--offload) comes from this pool too:
+  /// on the CPU device it is host memory like the other regions.
+  bool holdsHostRegion = false;
 };
 
 /// This host's name, as ranks compare it to find who shares a host.

@@ -502,6 +502,39 @@ std::vector<Case> cases() {
                     .attr("epsilon", 1e-6).tol(1e-5));
   all.push_back(Case("rms_norm_grad").in({45, 771}).in({771}).in({45}, positive()).in({45, 771}).out({45, 771})
                     .out({771}).attr("axis", int64_t(1)).tol(1e-5));
+  // Mixed precision: bf16 activations (x, y, dy, dx) read widened and
+  // rounded once where written; scale, bias and statistics f32. A bf16 ulp
+  // either way on outputs up to about 4 is within 1e-2 (1 + |cpu|); a
+  // missing or misplaced store is O(1).
+  all.push_back(Case("layer_norm", "bf16").in({45, 771}, normal(), plan::BF16).in({771}).in({771})
+                    .out({45, 771}, plan::BF16).out({45}).out({45}).attr("axis", int64_t(1)).attr("epsilon", 1e-5)
+                    .tol(1e-2));
+  all.push_back(Case("layer_norm_grad", "bf16").in({3, 45, 771}, normal(), plan::BF16).in({771}).in({3, 45})
+                    .in({3, 45}, positive()).in({3, 45, 771}, normal(), plan::BF16).out({3, 45, 771}, plan::BF16)
+                    .out({771}).out({771}).attr("axis", int64_t(2)).tol(1e-2));
+  all.push_back(Case("rms_norm", "bf16").in({45, 771}, normal(), plan::BF16).in({771}).out({45, 771}, plan::BF16)
+                    .out({45}).attr("axis", int64_t(1)).attr("epsilon", 1e-6).tol(1e-2));
+  all.push_back(Case("rms_norm_grad", "bf16").in({45, 771}, normal(), plan::BF16).in({771}).in({45}, positive())
+                    .in({45, 771}, normal(), plan::BF16).out({45, 771}, plan::BF16).out({771}).attr("axis", int64_t(1))
+                    .tol(1e-2));
+  // Query, key, value and out stored as bf16 (as in a mixed-precision
+  // plan), their gradients too: the tensor-core kernels (d=64) and the f32
+  // ones (d=80) read and write them through the dtype. The values are those
+  // of the f32-held cases above, so the same tolerances.
+  for (int64_t d : {64, 80}) {
+    const int64_t tq = 45, tk = 131;
+    const std::string what = "bf16 storage d=" + std::to_string(d);
+    const plan::DType b = plan::BF16;
+    all.push_back(Case("attention", what).in({2, 3, tq, d}, normal(), b).in({2, 3, tk, d}, normal(), b)
+                      .in({2, 3, tk, d}, normal(), b).in({tq, tk}, causal(), plan::I64).out({2, 3, tq, d}, b)
+                      .out({2, 3, tq}).attr("scale", 1.0 / std::sqrt(double(d)))
+                      .attr("compute_dtype", std::string("bf16")).tol(1e-2));
+    all.push_back(Case("attention_grad", what).in({2, 3, tq, d}, normal(), b).in({2, 3, tk, d}, normal(), b)
+                      .in({2, 3, tk, d}, normal(), b).in({tq, tk}, causal(), plan::I64).in({2, 3, tq, d}, normal(), b)
+                      .in({2, 3, tq}, constant(3.0)).in({2, 3, tq, d}, normal(), b).out({2, 3, tq, d}, b)
+                      .out({2, 3, tk, d}, b).out({2, 3, tk, d}, b).attr("scale", 1.0 / std::sqrt(double(d)))
+                      .attr("compute_dtype", std::string("bf16")).tol(3e-2));
+  }
   // Losses.
   all.push_back(Case("softmax_cross_entropy").in({37, 5003}).in({37}, integers(0, 5003), plan::I64).out({})
                     .tol(1e-6));
@@ -520,6 +553,13 @@ std::vector<Case> cases() {
   // missing or wrong store is O(0.1).
   all.push_back(Case("softmax_cross_entropy_grad", "bf16").in({37, 13}, normal(), plan::BF16)
                     .in({37}, integers(-1, 13), plan::I64).in({}, constant(1.0)).out({37, 13}, plan::BF16)
+                    .attr("ignore_index", int64_t(-1)).attr("reduction", std::string("sum")).tol(2e-3));
+  // In place over the logits (plan-in-place gives the gradient the
+  // logits' bytes), f32 and bf16.
+  all.push_back(Case("softmax_cross_entropy_grad", "in place").in({37, 5003}).in({37}, integers(-1, 5003), plan::I64)
+                    .in({}, constant(1.0)).inPlace(0).attr("ignore_index", int64_t(-1)).tol(1e-6));
+  all.push_back(Case("softmax_cross_entropy_grad", "bf16 in place").in({37, 13}, normal(), plan::BF16)
+                    .in({37}, integers(-1, 13), plan::I64).in({}, constant(1.0)).inPlace(0)
                     .attr("ignore_index", int64_t(-1)).attr("reduction", std::string("sum")).tol(2e-3));
   all.push_back(Case("mse_loss").in({3, 1001}).in({3, 1001}).out({}).tol(1e-6));
   all.push_back(Case("mse_loss_grad").in({3, 1001}).in({3, 1001}).in({}, constant(0.5)).out({3, 1001}).tol(1e-6));

@@ -156,6 +156,7 @@ void buildPlanStage(OpPassManager &pm, const CompileOptions &o) {
   pm.addPass(createConvertGraphToPlan({o.worldSize, o.forwardOnly ? "forward" : "train_step"}));
   if (o.offload != "none")
     pm.addNestedPass<plan_ir::ProgramOp>(plan_ir::createPlanOffload({o.offload}));
+  pm.addNestedPass<plan_ir::ProgramOp>(plan_ir::createPlanInPlace());
   pm.addNestedPass<plan_ir::ProgramOp>(plan_ir::createPlanAllocate());
 }
 

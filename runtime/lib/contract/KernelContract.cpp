@@ -13,6 +13,11 @@ KernelSignature fixed(std::string_view name, int inputs, int outputs, OperandRul
   return {name, inputs, inputs, outputs, outputs, std::move(attrs), operands};
 }
 
+KernelSignature inPlace(KernelSignature signature, int input) {
+  signature.inPlaceInput = input;
+  return signature;
+}
+
 std::vector<KernelSignature> buildTable() {
   const std::vector<AttrSpec> gemm = {{"transpose_a", kBool, kOptional}, {"transpose_b", kBool, kOptional}};
   const std::vector<AttrSpec> axis = {{"axis", kInt, kRequired}};
@@ -100,7 +105,9 @@ std::vector<KernelSignature> buildTable() {
       fixed("rms_norm_grad", 4, 2, OperandRule::kNormGrad, axis),
       // Losses: forward gives the scalar loss; grad takes the loss's seed.
       fixed("softmax_cross_entropy", 2, 1, OperandRule::kCrossEntropy, crossEntropy),
-      fixed("softmax_cross_entropy_grad", 3, 1, OperandRule::kCrossEntropyGrad, crossEntropy),
+      // Each row's maximum and sum first, then each element from its own
+      // logit: the gradient may overwrite the logits.
+      inPlace(fixed("softmax_cross_entropy_grad", 3, 1, OperandRule::kCrossEntropyGrad, crossEntropy), 0),
       fixed("mse_loss", 2, 1, OperandRule::kMse),
       fixed("mse_loss_grad", 3, 1, OperandRule::kMse),
       // Optimizers, in place on a unit's shard. lr is the peak learning

@@ -16,6 +16,10 @@
 // f32 on CUDA cores, written for correctness first: the tensor-core version
 // (or cuDNN's fused SDPA) is the performance work still to do (docs/).
 //
+// Query, key, value and out (and their gradients) may be bf16 / f16, as
+// mixed-precision plans give them: every load widens, every store rounds
+// once; logsumexp is f32.
+//
 //===----------------------------------------------------------------------===//
 #include "DeviceMath.cuh"
 #include "../KernelChecks.h"
@@ -42,7 +46,11 @@ struct AttentionShape {
 };
 
 Status attentionShape(const KernelCall &call, AttentionShape &s) {
-  FSDPC_RETURN_IF_ERROR(requireF32(call));
+  // Query, key, value and out; for the gradient, out, dout, dquery, dkey,
+  // dvalue too.
+  const bool gradient = call.outputs.size() == 3;
+  FSDPC_RETURN_IF_ERROR(gradient ? requireF32Except(call, {0, 1, 2, 4, 6}, {0, 1, 2})
+                                 : requireF32Except(call, {0, 1, 2}, {0}));
   AttentionDims a;
   FSDPC_RETURN_IF_ERROR(attentionDims(call, a));
   s.batch = a.batch;
@@ -113,21 +121,21 @@ __device__ __forceinline__ void accumulateRowTimesTile(float (&acc)[Cols], float
 }
 
 /// Key j's element c, in either key layout.
-__device__ __forceinline__ float keyAt(const float *k, const AttentionShape &s, long long j, long long c) {
-  return s.keyTransposed ? k[c * s.tk + j] : k[j * s.d + c];
+__device__ __forceinline__ float keyAt(Operand k, const AttentionShape &s, long long j, long long c) {
+  return loadFloat(k, s.keyTransposed ? c * s.tk + j : j * s.d + c);
 }
 
 /// Loads `rows` rows (from `first`) of a [*, cols] matrix into a shared
 /// tile with a padded pitch; rows past the end are zeros.
-__device__ __forceinline__ void loadTile(float *tile, int pitch, const float *src, long long first, long long rows,
+__device__ __forceinline__ void loadTile(float *tile, int pitch, Operand src, long long first, long long rows,
                                          long long cols) {
   for (int e = threadIdx.x; e < kTile * cols; e += blockDim.x) {
     const int r = e / cols, c = e % cols;
-    tile[r * pitch + c] = first + r < rows ? src[(first + r) * cols + c] : 0.0f;
+    tile[r * pitch + c] = first + r < rows ? loadFloat(src, (first + r) * cols + c) : 0.0f;
   }
 }
 
-__device__ __forceinline__ void loadKeyTile(float *tile, int pitch, const float *k, const AttentionShape &s,
+__device__ __forceinline__ void loadKeyTile(float *tile, int pitch, Operand k, const AttentionShape &s,
                                             long long first) {
   for (int e = threadIdx.x; e < kTile * s.d; e += blockDim.x) {
     const int r = e / s.d, c = e % s.d;
@@ -136,13 +144,13 @@ __device__ __forceinline__ void loadKeyTile(float *tile, int pitch, const float 
 }
 
 template <int Cols>
-__global__ void __launch_bounds__(kWarps * 32) attentionForwardKernel(const float *q, const float *k, const float *v,
-                                                                       float *out, float *lse, AttentionShape s) {
+__global__ void __launch_bounds__(kWarps * 32)
+    attentionForwardKernel(Operand q, Operand k, Operand v, Operand out, float *lse, AttentionShape s) {
   FSDPC_DYNAMIC_SHARED(float, shared);
   const int pitchD = s.d + 1, pitchV = s.dv + 1;
   float *qTile = shared, *keyTile = qTile + kTile * pitchD, *vTile = keyTile + kTile * pitchD;
   const long long b = blockIdx.y, firstQuery = static_cast<long long>(blockIdx.x) * kTile;
-  const float *qb = q + b * s.tq * s.d, *kb = k + b * s.tk * s.d, *vb = v + b * s.tk * s.dv;
+  const Operand qb = advanced(q, b * s.tq * s.d), kb = advanced(k, b * s.tk * s.d), vb = advanced(v, b * s.tk * s.dv);
   const long long maskOffset = maskBase(s, b);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
@@ -205,7 +213,7 @@ __global__ void __launch_bounds__(kWarps * 32) attentionForwardKernel(const floa
     for (int t = 0; t < Cols; ++t) {
       const int c = lane + 32 * t;
       if (c < s.dv)
-        out[(b * s.tq + query) * s.dv + c] = acc[r][t] * inv;
+        storeFloat(out, (b * s.tq + query) * s.dv + c, acc[r][t] * inv);
     }
     if (lane == 0)
       lse[b * s.tq + query] = rowMax[r] + logf(rowSum[r]);
@@ -213,13 +221,13 @@ __global__ void __launch_bounds__(kWarps * 32) attentionForwardKernel(const floa
 }
 
 /// delta[row] = sum_c dO[row, c] O[row, c]: one warp per row.
-__global__ void attentionDeltaKernel(const float *out, const float *dout, float *delta, long long rows, long long dv) {
+__global__ void attentionDeltaKernel(Operand out, Operand dout, float *delta, long long rows, long long dv) {
   const long long warpsTotal = static_cast<long long>(gridDim.x) * (blockDim.x / 32);
   for (long long row = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; row < rows;
        row += warpsTotal) {
     float sum = 0.0f;
     for (long long c = threadIdx.x % 32; c < dv; c += 32)
-      sum += dout[row * dv + c] * out[row * dv + c];
+      sum += loadFloat(dout, row * dv + c) * loadFloat(out, row * dv + c);
 #pragma unroll
     for (int offset = 16; offset > 0; offset >>= 1)
       sum += __shfl_xor_sync(0xffffffffu, sum, offset);
@@ -232,15 +240,15 @@ __global__ void attentionDeltaKernel(const float *out, const float *dout, float 
 /// query i of each query tile.
 template <int Cols>
 __global__ void __launch_bounds__(kWarps * 32)
-    attentionKeyGradKernel(const float *q, const float *k, const float *v, const float *lse, const float *delta,
-                           const float *dout, float *dk, float *dv, AttentionShape s) {
+    attentionKeyGradKernel(Operand q, Operand k, Operand v, const float *lse, const float *delta, Operand dout,
+                           Operand dk, Operand dv, AttentionShape s) {
   FSDPC_DYNAMIC_SHARED(float, shared);
   const int pitchD = s.d + 1, pitchV = s.dv + 1;
   float *keyTile = shared, *vTile = keyTile + kTile * pitchD, *qTile = vTile + kTile * pitchV,
         *doTile = qTile + kTile * pitchD, *lseTile = doTile + kTile * pitchV, *deltaTile = lseTile + kTile;
   const long long b = blockIdx.y, firstKey = static_cast<long long>(blockIdx.x) * kTile;
-  const float *qb = q + b * s.tq * s.d, *kb = k + b * s.tk * s.d, *vb = v + b * s.tk * s.dv;
-  const float *dob = dout + b * s.tq * s.dv;
+  const Operand qb = advanced(q, b * s.tq * s.d), kb = advanced(k, b * s.tk * s.d), vb = advanced(v, b * s.tk * s.dv);
+  const Operand dob = advanced(dout, b * s.tq * s.dv);
   const long long maskOffset = maskBase(s, b);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
@@ -284,11 +292,9 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int t = 0; t < Cols; ++t) {
       const int c = lane + 32 * t;
       if (c < s.dv)
-        dv[(b * s.tk + key) * s.dv + c] = dvAcc[r][t];
-      if (c < s.d) {
-        float *dkb = dk + b * s.tk * s.d;
-        (s.keyTransposed ? dkb[c * s.tk + key] : dkb[key * s.d + c]) = dkAcc[r][t];
-      }
+        storeFloat(dv, (b * s.tk + key) * s.dv + c, dvAcc[r][t]);
+      if (c < s.d)
+        storeFloat(advanced(dk, b * s.tk * s.d), s.keyTransposed ? c * s.tk + key : key * s.d + c, dkAcc[r][t]);
     }
   }
 }
@@ -297,15 +303,15 @@ __global__ void __launch_bounds__(kWarps * 32)
 /// j of each key tile.
 template <int Cols>
 __global__ void __launch_bounds__(kWarps * 32)
-    attentionQueryGradKernel(const float *q, const float *k, const float *v, const float *lse, const float *delta,
-                             const float *dout, float *dq, AttentionShape s) {
+    attentionQueryGradKernel(Operand q, Operand k, Operand v, const float *lse, const float *delta, Operand dout,
+                             Operand dq, AttentionShape s) {
   FSDPC_DYNAMIC_SHARED(float, shared);
   const int pitchD = s.d + 1, pitchV = s.dv + 1;
   float *qTile = shared, *doTile = qTile + kTile * pitchD, *keyTile = doTile + kTile * pitchV,
         *vTile = keyTile + kTile * pitchD;
   const long long b = blockIdx.y, firstQuery = static_cast<long long>(blockIdx.x) * kTile;
-  const float *qb = q + b * s.tq * s.d, *kb = k + b * s.tk * s.d, *vb = v + b * s.tk * s.dv;
-  const float *dob = dout + b * s.tq * s.dv;
+  const Operand qb = advanced(q, b * s.tq * s.d), kb = advanced(k, b * s.tk * s.d), vb = advanced(v, b * s.tk * s.dv);
+  const Operand dob = advanced(dout, b * s.tq * s.dv);
   const long long maskOffset = maskBase(s, b);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
@@ -347,7 +353,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int t = 0; t < Cols; ++t) {
       const int c = lane + 32 * t;
       if (c < s.d)
-        dq[(b * s.tq + query) * s.d + c] = dqAcc[r][t];
+        storeFloat(dq, (b * s.tq + query) * s.d + c, dqAcc[r][t]);
     }
   }
 }
@@ -415,16 +421,16 @@ struct Carver {
 };
 __host__ __device__ __forceinline__ size_t piece(size_t bytes) { return (bytes + 127) / 128 * 128; }
 
-/// `rows` rows from `first` of a row-major [*, cols] f32 matrix, as bf16,
-/// into a tile of kRows rows; rows past `limit` are zeros.
-__device__ __forceinline__ void loadRows(__nv_bfloat16 *tile, int pitch, const float *src, long long first,
-                                         long long limit, long long cols) {
+/// `rows` rows from `first` of a row-major [*, cols] matrix, as bf16, into
+/// a tile of kRows rows; rows past `limit` are zeros.
+__device__ __forceinline__ void loadRows(__nv_bfloat16 *tile, int pitch, Operand src, long long first, long long limit,
+                                         long long cols) {
   for (long long e = threadIdx.x; e < kRows * cols; e += blockDim.x) {
     const long long r = e / cols, c = e % cols;
-    tile[r * pitch + c] = __float2bfloat16_rn(first + r < limit ? src[(first + r) * cols + c] : 0.0f);
+    tile[r * pitch + c] = __float2bfloat16_rn(first + r < limit ? loadFloat(src, (first + r) * cols + c) : 0.0f);
   }
 }
-__device__ __forceinline__ void loadKeys(__nv_bfloat16 *tile, int pitch, const float *k, const AttentionShape &s,
+__device__ __forceinline__ void loadKeys(__nv_bfloat16 *tile, int pitch, Operand k, const AttentionShape &s,
                                          long long first) {
   for (long long e = threadIdx.x; e < kRows * s.d; e += blockDim.x) {
     const long long r = e / s.d, c = e % s.d;
@@ -521,8 +527,8 @@ size_t queryGradBytes(const AttentionShape &s) {
 
 /// Head size 16 Tiles.
 template <int Tiles>
-__global__ void __launch_bounds__(kWarps * 32) forwardKernel(const float *q, const float *k, const float *v,
-                                                              float *out, float *lse, AttentionShape s) {
+__global__ void __launch_bounds__(kWarps * 32)
+    forwardKernel(Operand q, Operand k, Operand v, Operand out, float *lse, AttentionShape s) {
   FSDPC_DYNAMIC_SHARED(unsigned char, tcShared);
   const int pQ = bf16Pitch(s.d), pV = bf16Pitch(s.dv), pP = bf16Pitch(kTile), pO = f32Pitch(s.dv);
   const int pS = f32Pitch(std::max<long long>(kTile, s.dv));
@@ -542,7 +548,7 @@ __global__ void __launch_bounds__(kWarps * 32) forwardKernel(const float *q, con
   float *os = carve.take<float>(16 * pO), *corrRow = carve.take<float>(16), *sumRow = carve.take<float>(16);
 
   const long long b = blockIdx.y, firstQuery = static_cast<long long>(blockIdx.x) * kRows;
-  const float *qb = q + b * s.tq * s.d, *kb = k + b * s.tk * s.d, *vb = v + b * s.tk * s.dv;
+  const Operand qb = advanced(q, b * s.tq * s.d), kb = advanced(k, b * s.tk * s.d), vb = advanced(v, b * s.tk * s.dv);
   const long long maskOffset = maskBase(s, b);
   loadRows(qs, pQ, qb, firstQuery, s.tq, s.d);
   for (long long e = lane; e < 16 * s.dv; e += 32)
@@ -603,7 +609,7 @@ __global__ void __launch_bounds__(kWarps * 32) forwardKernel(const float *q, con
   for (long long e = lane; e < 16 * s.dv; e += 32) {
     const long long rr = e / s.dv, c = e % s.dv, row = firstQuery + warp * 16 + rr;
     if (row < s.tq)
-      out[(b * s.tq + row) * s.dv + c] = os[rr * pO + c] / sumRow[rr];
+      storeFloat(out, (b * s.tq + row) * s.dv + c, os[rr * pO + c] / sumRow[rr]);
   }
 }
 
@@ -624,8 +630,8 @@ __device__ __forceinline__ void writeAccumulators(const FragC (&acc)[NTiles], lo
 /// dK and dV for 64 keys: a warp owns 16; the queries stream through.
 template <int Tiles>
 __global__ void __launch_bounds__(kWarps * 32)
-    keyGradKernel(const float *q, const float *k, const float *v, const float *lse, const float *delta,
-                  const float *dout, float *dk, float *dv, AttentionShape s) {
+    keyGradKernel(Operand q, Operand k, Operand v, const float *lse, const float *delta, Operand dout, Operand dk,
+                  Operand dv, AttentionShape s) {
   FSDPC_DYNAMIC_SHARED(unsigned char, tcShared);
   const int pK = bf16Pitch(s.d), pV = bf16Pitch(s.dv), pP = bf16Pitch(kTile);
   const int pS = f32Pitch(std::max<long long>(kTile, std::max(s.d, s.dv)));
@@ -643,8 +649,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   __nv_bfloat16 *pt = carve.take<__nv_bfloat16>(16 * pP), *dst = carve.take<__nv_bfloat16>(16 * pP);
 
   const long long b = blockIdx.y, firstKey = static_cast<long long>(blockIdx.x) * kRows;
-  const float *qb = q + b * s.tq * s.d, *kb = k + b * s.tk * s.d, *vb = v + b * s.tk * s.dv;
-  const float *dob = dout + b * s.tq * s.dv;
+  const Operand qb = advanced(q, b * s.tq * s.d), kb = advanced(k, b * s.tk * s.d), vb = advanced(v, b * s.tk * s.dv);
+  const Operand dob = advanced(dout, b * s.tq * s.dv);
   const long long maskOffset = maskBase(s, b);
   loadKeys(ks, pK, kb, s, firstKey);
   loadRows(vs, pV, vb, firstKey, s.tk, s.dv);
@@ -692,23 +698,23 @@ __global__ void __launch_bounds__(kWarps * 32)
     warpAccumulate<kTile / 16>(dvAcc, pt, pP, dos, pV); // dV += P^T dO
     warpAccumulate<kTile / 16>(dkAcc, dst, pP, qs, pK); // dK += dS^T Q
   }
-  float *dkb = dk + b * s.tk * s.d, *dvb = dv + b * s.tk * s.dv;
+  const Operand dkb = advanced(dk, b * s.tk * s.d), dvb = advanced(dv, b * s.tk * s.dv);
   const long long base = firstKey + warp * 16;
   writeAccumulators(dvAcc, s.dv, st, pS, [&](long long row, long long c, float value) {
     if (base + row < s.tk)
-      dvb[(base + row) * s.dv + c] = value;
+      storeFloat(dvb, (base + row) * s.dv + c, value);
   });
   writeAccumulators(dkAcc, s.d, st, pS, [&](long long row, long long c, float value) {
     if (base + row < s.tk)
-      (s.keyTransposed ? dkb[c * s.tk + base + row] : dkb[(base + row) * s.d + c]) = value;
+      storeFloat(dkb, s.keyTransposed ? c * s.tk + base + row : (base + row) * s.d + c, value);
   });
 }
 
 /// dQ for 64 queries: a warp owns 16; the keys stream through.
 template <int Tiles>
 __global__ void __launch_bounds__(kWarps * 32)
-    queryGradKernel(const float *q, const float *k, const float *v, const float *lse, const float *delta,
-                    const float *dout, float *dq, AttentionShape s) {
+    queryGradKernel(Operand q, Operand k, Operand v, const float *lse, const float *delta, Operand dout, Operand dq,
+                    AttentionShape s) {
   FSDPC_DYNAMIC_SHARED(unsigned char, tcShared);
   const int pQ = bf16Pitch(s.d), pV = bf16Pitch(s.dv), pP = bf16Pitch(kTile);
   const int pS = f32Pitch(std::max<long long>(kTile, s.d));
@@ -724,8 +730,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   __nv_bfloat16 *ds = carve.take<__nv_bfloat16>(16 * pP);
 
   const long long b = blockIdx.y, firstQuery = static_cast<long long>(blockIdx.x) * kRows;
-  const float *qb = q + b * s.tq * s.d, *kb = k + b * s.tk * s.d, *vb = v + b * s.tk * s.dv;
-  const float *dob = dout + b * s.tq * s.dv;
+  const Operand qb = advanced(q, b * s.tq * s.d), kb = advanced(k, b * s.tk * s.d), vb = advanced(v, b * s.tk * s.dv);
+  const Operand dob = advanced(dout, b * s.tq * s.dv);
   const long long maskOffset = maskBase(s, b);
   loadRows(qs, pQ, qb, firstQuery, s.tq, s.d);
   loadRows(dos, pV, dob, firstQuery, s.tq, s.dv);
@@ -767,10 +773,10 @@ __global__ void __launch_bounds__(kWarps * 32)
     warpAccumulate<kTile / 16>(dqAcc, ds, pP, ks, pQ); // dQ += dS K
   }
   const long long base = firstQuery + warp * 16;
-  float *dqb = dq + b * s.tq * s.d;
+  const Operand dqb = advanced(dq, b * s.tq * s.d);
   writeAccumulators(dqAcc, s.d, sc, pS, [&](long long row, long long c, float value) {
     if (base + row < s.tq)
-      dqb[(base + row) * s.d + c] = value;
+      storeFloat(dqb, (base + row) * s.d + c, value);
   });
 }
 
@@ -798,8 +804,9 @@ Status attention(const KernelCall &call) {
   if (s.tk == 0)
     return FSDPC_ERROR(kInvalidArgument, "attention: no keys");
   const CudaLaunch &launch = launchOf(call);
-  const float *q = call.inputs[0].f32(), *k = call.inputs[1].f32(), *v = call.inputs[2].f32();
-  float *out = call.outputs[0].f32(), *lse = call.outputs[1].f32();
+  const Operand q = operandOf(call.inputs[0]), k = operandOf(call.inputs[1]), v = operandOf(call.inputs[2]);
+  const Operand out = operandOf(call.outputs[0]);
+  float *lse = call.outputs[1].f32();
   switch (tc::tilesFor(call, s)) {
   case 2:
     return launchTiled(tc::forwardKernel<2>, tc::blocksOf(s.tq, s.batch), tc::kWarps * 32, tc::forwardBytes(s),
@@ -836,9 +843,10 @@ Status attentionGrad(const KernelCall &call) {
   const CudaLaunch &launch = launchOf(call);
   if (launch.scratchBytes < attentionGradScratch(call))
     return FSDPC_ERROR(kInternal, "attention_grad: scratch too small");
-  const float *q = call.inputs[0].f32(), *k = call.inputs[1].f32(), *v = call.inputs[2].f32();
-  const float *out = call.inputs[4].f32(), *lse = call.inputs[5].f32(), *dout = call.inputs[6].f32();
-  float *dq = call.outputs[0].f32(), *dk = call.outputs[1].f32(), *dv = call.outputs[2].f32();
+  const Operand q = operandOf(call.inputs[0]), k = operandOf(call.inputs[1]), v = operandOf(call.inputs[2]);
+  const Operand out = operandOf(call.inputs[4]), dout = operandOf(call.inputs[6]);
+  const float *lse = call.inputs[5].f32();
+  const Operand dq = operandOf(call.outputs[0]), dk = operandOf(call.outputs[1]), dv = operandOf(call.outputs[2]);
   float *delta = static_cast<float *>(launch.scratch);
   const long long rows = s.batch * s.tq;
   launchKernel(attentionDeltaKernel, blocksFor(rows * 32, launch), kThreads, 0, launch.stream, out, dout, delta, rows,

@@ -46,6 +46,14 @@ __device__ __forceinline__ void storeFloat(Operand o, long long i, float value) 
   else
     static_cast<float *>(o.data)[i] = value;
 }
+/// The operand `elements` elements further on, in its own dtype.
+__host__ __device__ __forceinline__ Operand advanced(Operand o, long long elements) {
+  const long long bytes = o.dtype == plan::BF16 || o.dtype == plan::F16  ? 2
+                          : o.dtype == plan::F32 || o.dtype == plan::I32 ? 4
+                          : o.dtype == plan::BOOL                        ? 1
+                                                                         : 8;
+  return {static_cast<char *>(o.data) + elements * bytes, o.dtype};
+}
 __device__ __forceinline__ long long loadInteger(Operand o, long long i) {
   if (o.dtype == plan::I32)
     return static_cast<const int *>(o.data)[i];
@@ -192,6 +200,23 @@ inline Status requireF32(const KernelCall &call) {
       if (v.dtype != plan::F32 && v.dtype != plan::I64)
         return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": the CUDA kernel takes f32 tensors");
   return Status::ok();
+}
+
+/// requireF32, but the inputs and outputs named may be any float dtype: the
+/// activations a kernel reads and writes through Operand.
+inline Status requireF32Except(const KernelCall &call, std::initializer_list<size_t> anyInputs,
+                               std::initializer_list<size_t> anyOutputs) {
+  auto check = [&](const std::vector<TensorView> &views, std::initializer_list<size_t> any) -> Status {
+    for (size_t i = 0; i < views.size(); ++i) {
+      const bool exempt = std::find(any.begin(), any.end(), i) != any.end();
+      if (exempt ? !isFloatDtype(views[i].dtype) : views[i].dtype != plan::F32 && views[i].dtype != plan::I64)
+        return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": the CUDA kernel takes ",
+                           exempt ? "a float tensor" : "an f32 tensor", " as operand ", i);
+    }
+    return Status::ok();
+  };
+  FSDPC_RETURN_IF_ERROR(check(call.inputs, anyInputs));
+  return check(call.outputs, anyOutputs);
 }
 
 } // namespace fsdpc::runtime::cuda

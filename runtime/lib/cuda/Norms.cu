@@ -7,6 +7,9 @@
 // - Backward: one block per row for the input gradient; the scale and bias
 //   gradients as column sums over chunks of rows into scratch, then the
 //   chunks in order (the same bits every run).
+// The activations (x, y, dy, dx) may be bf16 / f16 in mixed-precision plans:
+// read widened, computed in f32, rounded once where written, the numbers of
+// f32 kernels between casts. Scale, bias and the statistics are f32.
 //
 //===----------------------------------------------------------------------===//
 #include "DeviceMath.cuh"
@@ -18,30 +21,33 @@ namespace {
 
 constexpr int64_t kColumnTile = 32, kRowLanes = 8, kMaxChunks = 128, kMinRowsPerChunk = 32;
 
-/// The shared layout check (KernelChecks.h), on f32 tensors.
+/// The shared layout check (KernelChecks.h); x and dy (the first and last
+/// inputs) and y or dx (the first output) may be low precision.
 Status checkedNormLayout(const KernelCall &call, const TensorView &x, const TensorView &scale,
                          const TensorView &statistic, int64_t &rows, int64_t &cols) {
-  FSDPC_RETURN_IF_ERROR(requireF32(call));
+  FSDPC_RETURN_IF_ERROR(requireF32Except(call, {0, call.inputs.size() - 1}, {0}));
   return normLayout(call, x, scale, statistic, rows, cols);
 }
 
 int64_t chunksFor(int64_t rows) { return std::min(kMaxChunks, std::max<int64_t>(1, rows / kMinRowsPerChunk)); }
 
-__global__ void normalizeKernel(const float *x, const float *scale, const float *bias, long long rows, long long cols,
-                                double epsilon, bool centered, float *y, float *mean, float *invStd) {
+__global__ void normalizeKernel(Operand x, const float *scale, const float *bias, long long rows, long long cols,
+                                double epsilon, bool centered, Operand y, float *mean, float *invStd) {
   __shared__ double shared[32];
   for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float *row = x + r * cols;
+    const long long row = r * cols;
     double mu = 0;
     if (centered) {
       double local = 0;
       for (long long j = threadIdx.x; j < cols; j += blockDim.x)
-        local += row[j];
+        local += loadFloat(x, row + j);
       mu = blockSum(local, shared) / cols;
     }
     double local = 0;
-    for (long long j = threadIdx.x; j < cols; j += blockDim.x)
-      local += (row[j] - mu) * (row[j] - mu);
+    for (long long j = threadIdx.x; j < cols; j += blockDim.x) {
+      const double centred = loadFloat(x, row + j) - mu;
+      local += centred * centred;
+    }
     const double squares = blockSum(local, shared);
     const float m = static_cast<float>(mu), rs = static_cast<float>(1.0 / sqrt(squares / cols + epsilon));
     if (threadIdx.x == 0) {
@@ -50,34 +56,35 @@ __global__ void normalizeKernel(const float *x, const float *scale, const float 
       invStd[r] = rs;
     }
     for (long long j = threadIdx.x; j < cols; j += blockDim.x)
-      y[r * cols + j] = (row[j] - m) * rs * scale[j] + (bias ? bias[j] : 0.0f);
+      storeFloat(y, row + j, (loadFloat(x, row + j) - m) * rs * scale[j] + (bias ? bias[j] : 0.0f));
   }
 }
 
-__global__ void normalizeGradKernel(const float *x, const float *scale, const float *mean, const float *invStd,
-                                    const float *dy, long long rows, long long cols, float *dx) {
+__global__ void normalizeGradKernel(Operand x, const float *scale, const float *mean, const float *invStd, Operand dy,
+                                    long long rows, long long cols, Operand dx) {
   __shared__ double shared[32];
   for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float *row = x + r * cols, *g = dy + r * cols;
+    const long long row = r * cols;
     const float m = mean ? mean[r] : 0.0f, rs = invStd[r];
     double localG = 0, localGX = 0;
     for (long long j = threadIdx.x; j < cols; j += blockDim.x) {
-      localG += g[j] * scale[j];
-      localGX += g[j] * scale[j] * ((row[j] - m) * rs);
+      const float g = loadFloat(dy, row + j);
+      localG += g * scale[j];
+      localGX += g * scale[j] * ((loadFloat(x, row + j) - m) * rs);
     }
     const double sumG = mean ? blockSum(localG, shared) : 0.0;
     const double sumGX = blockSum(localGX, shared);
     const float meanG = static_cast<float>(sumG / cols), meanGX = static_cast<float>(sumGX / cols);
     for (long long j = threadIdx.x; j < cols; j += blockDim.x)
-      dx[r * cols + j] = rs * (g[j] * scale[j] - meanG - (row[j] - m) * rs * meanGX);
+      storeFloat(dx, row + j,
+                 rs * (loadFloat(dy, row + j) * scale[j] - meanG - (loadFloat(x, row + j) - m) * rs * meanGX));
   }
 }
 
 /// partial[0][chunk][col] = sum of dy * x_hat, partial[1][chunk][col] = sum
 /// of dy, over the chunk's rows.
-__global__ void normParamPartialsKernel(const float *x, const float *mean, const float *invStd, const float *dy,
-                                        long long rows, long long cols, long long rowsPerChunk, long long chunks,
-                                        double *partial) {
+__global__ void normParamPartialsKernel(Operand x, const float *mean, const float *invStd, Operand dy, long long rows,
+                                        long long cols, long long rowsPerChunk, long long chunks, double *partial) {
   __shared__ double lanesScale[kRowLanes][kColumnTile], lanesBias[kRowLanes][kColumnTile];
   const long long col = static_cast<long long>(blockIdx.x) * kColumnTile + threadIdx.x;
   const long long begin = blockIdx.y * rowsPerChunk, end = min(rows, begin + rowsPerChunk);
@@ -85,8 +92,8 @@ __global__ void normParamPartialsKernel(const float *x, const float *mean, const
   if (col < cols)
     for (long long r = begin + threadIdx.y; r < end; r += kRowLanes) {
       const float m = mean ? mean[r] : 0.0f, rs = invStd[r];
-      const float g = dy[r * cols + col];
-      sumScale += g * ((x[r * cols + col] - m) * rs);
+      const float g = loadFloat(dy, r * cols + col);
+      sumScale += g * ((loadFloat(x, r * cols + col) - m) * rs);
       sumBias += g;
     }
   lanesScale[threadIdx.y][threadIdx.x] = sumScale;
@@ -124,20 +131,22 @@ Status normalize(const KernelCall &call, const float *bias, float *mean, float *
   if (rows == 0 || cols == 0)
     return Status::ok();
   const CudaLaunch &launch = launchOf(call);
-  launchKernel(normalizeKernel, rowBlocks(rows), kThreads, 0, launch.stream, call.inputs[0].f32(), call.inputs[1].f32(),
-               bias, rows, cols, epsilon, mean != nullptr, call.outputs[0].f32(), mean, invStd);
+  launchKernel(normalizeKernel, rowBlocks(rows), kThreads, 0, launch.stream, operandOf(call.inputs[0]),
+               call.inputs[1].f32(), bias, rows, cols, epsilon, mean != nullptr, operandOf(call.outputs[0]), mean,
+               invStd);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }
 
-Status normalizeGrad(const KernelCall &call, const float *mean, const float *invStd, const float *dy, int64_t rows,
-                     int64_t cols, float *dbias) {
+Status normalizeGrad(const KernelCall &call, const float *mean, const float *invStd, int64_t rows, int64_t cols,
+                     float *dbias) {
   if (rows == 0 || cols == 0)
     return Status::ok();
   const CudaLaunch &launch = launchOf(call);
-  const float *x = call.inputs[0].f32(), *scale = call.inputs[1].f32();
+  const Operand x = operandOf(call.inputs[0]), dy = operandOf(call.inputs.back());
+  const float *scale = call.inputs[1].f32();
   launchKernel(normalizeGradKernel, rowBlocks(rows), kThreads, 0, launch.stream, x, scale, mean, invStd, dy, rows, cols,
-               call.outputs[0].f32());
+               operandOf(call.outputs[0]));
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   const int64_t chunks = chunksFor(rows), rowsPerChunk = (rows + chunks - 1) / chunks;
   if (launch.scratchBytes < normGradScratch(call))
@@ -175,8 +184,7 @@ Status layerNormGrad(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &scale = call.inputs[1];
   int64_t rows, cols;
   FSDPC_RETURN_IF_ERROR(checkedNormLayout(call, x, scale, call.inputs[2], rows, cols));
-  return normalizeGrad(call, call.inputs[2].f32(), call.inputs[3].f32(), call.inputs[4].f32(), rows, cols,
-                       call.outputs[2].f32());
+  return normalizeGrad(call, call.inputs[2].f32(), call.inputs[3].f32(), rows, cols, call.outputs[2].f32());
 }
 
 Status rmsNorm(const KernelCall &call) {
@@ -191,8 +199,7 @@ Status rmsNormGrad(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &scale = call.inputs[1];
   int64_t rows, cols;
   FSDPC_RETURN_IF_ERROR(checkedNormLayout(call, x, scale, call.inputs[2], rows, cols));
-  return normalizeGrad(call, /*mean=*/nullptr, call.inputs[2].f32(), call.inputs[3].f32(), rows, cols,
-                       /*dbias=*/nullptr);
+  return normalizeGrad(call, /*mean=*/nullptr, call.inputs[2].f32(), rows, cols, /*dbias=*/nullptr);
 }
 
 } // namespace fsdpc::runtime::cuda

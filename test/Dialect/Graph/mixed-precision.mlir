@@ -3,10 +3,13 @@
 // RUN: fsdp-opt %s -split-input-file -graph-append-loss '-graph-mixed-precision=keep-fp32=head' | FileCheck %s --check-prefix=KEEP
 
 // Tests that parameters, inputs and constants are read through one cast
-// each, that ops compute in bf16 but the layer norm, whose operands are cast
-// to f32, and the loss, which reads the bf16 logits itself (its kernels
-// compute in f32: no f32 copy of the logits), and that the loss stays f32.
-// Where --keep-fp32 keeps the logits f32, the loss reads them as they are.
+// each, that ops compute in bf16, and that the layer norm and the loss,
+// which compute in f32, read the bf16 activations themselves (their kernels
+// widen; no f32 copies): the norm's result is bf16, as the relu reading it
+// would cast it, while its scale still goes through bf16 to f32. The loss
+// stays f32. Where --keep-fp32 keeps the relu in f32, the norm's result
+// must be f32, so the norm reads an f32 copy of its input as before, and
+// the loss reads the f32 relu as it is.
 // CHECK: module attributes {{{.*}}graph.mixed_precision = "bf16"
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<4x3xf32> {graph.input = "input"}
@@ -21,16 +24,18 @@
 // CHECK: %[[C:.*]] = graph.constant dense<2.000000e+00> : tensor<f32>
 // CHECK-NEXT: %[[CL:.*]] = graph.cast %[[C]] : (tensor<f32>) -> tensor<bf16>
 // CHECK: %[[M:.*]] = graph.mul %[[H]], %[[CL]] : (tensor<4x5xbf16>, tensor<bf16>) -> tensor<4x5xbf16>
-// CHECK-NEXT: %[[MF:.*]] = graph.cast %[[M]] : (tensor<4x5xbf16>) -> tensor<4x5xf32>
-// CHECK: graph.layer_norm %[[MF]], %[[SF]], %{{.*}} {axis = 1 : i64, epsilon = 1.000000e-05 : f64} : (tensor<4x5xf32>, tensor<5xf32>, tensor<5xf32>)
-// CHECK: %[[R:.*]] = graph.relu %{{.*}} : tensor<4x5xbf16>
-// CHECK-NOT: graph.cast
-// CHECK: graph.softmax_cross_entropy %[[R]], %{{.*}} : (tensor<4x5xbf16>, tensor<4xi64>) -> tensor<f32>
+// CHECK-NEXT: %[[Y:.*]], %{{.*}}, %{{.*}} = graph.layer_norm %[[M]], %[[SF]], %{{.*}} {axis = 1 : i64, epsilon = 1.000000e-05 : f64} : (tensor<4x5xbf16>, tensor<5xf32>, tensor<5xf32>) -> (tensor<4x5xbf16>, tensor<4x1xf32>, tensor<4x1xf32>)
+// CHECK-NEXT: %[[R:.*]] = graph.relu %[[Y]] {{.*}}: tensor<4x5xbf16>
+// CHECK-NEXT: graph.softmax_cross_entropy %[[R]], %{{.*}} : (tensor<4x5xbf16>, tensor<4xi64>) -> tensor<f32>
 // F16-LABEL: func.func @train_step
 // F16: graph.matmul %{{.*}}, %{{.*}} {transpose_b = true} : (tensor<4x3xf16>, tensor<5x3xf16>) -> tensor<4x5xf16>
+// F16: graph.layer_norm %{{.*}} : (tensor<4x5xf16>, tensor<5xf32>, tensor<5xf32>) -> (tensor<4x5xf16>,
 // KEEP-LABEL: func.func @train_step
 // KEEP: graph.matmul %{{.*}}, %{{.*}} {transpose_b = true} : (tensor<4x3xbf16>, tensor<5x3xbf16>) -> tensor<4x5xbf16>
-// KEEP: %[[R:.*]] = graph.relu %{{.*}} : tensor<4x5xf32>
+// KEEP: %[[M:.*]] = graph.mul %{{.*}} -> tensor<4x5xbf16>
+// KEEP-NEXT: %[[MF:.*]] = graph.cast %[[M]] : (tensor<4x5xbf16>) -> tensor<4x5xf32>
+// KEEP-NEXT: %[[Y:.*]], %{{.*}}, %{{.*}} = graph.layer_norm %[[MF]], {{.*}} -> (tensor<4x5xf32>,
+// KEEP-NEXT: %[[R:.*]] = graph.relu %[[Y]] {{.*}}: tensor<4x5xf32>
 // KEEP: graph.softmax_cross_entropy %[[R]], %{{.*}} : (tensor<4x5xf32>, tensor<4xi64>) -> tensor<f32>
 func.func @forward(%x: tensor<4x3xf32> {graph.input = "input"}, %w: tensor<5x3xf32> {graph.param = "w"},
                    %s: tensor<5xf32> {graph.param = "scale"}, %b: tensor<5xf32> {graph.param = "bias"})
@@ -45,9 +50,9 @@ func.func @forward(%x: tensor<4x3xf32> {graph.input = "input"}, %w: tensor<5x3xf
 
 // -----
 
-// Tests that attention keeps f32 tensors (and so its softmax) but asks for
-// the low type's tensor cores through compute_dtype, unless --keep-fp32
-// names it.
+// Tests that attention keeps f32 tensors where it reads parameters and its
+// out feeds the loss, but asks for the low type's tensor cores through
+// compute_dtype, unless --keep-fp32 names it.
 // CHECK-LABEL: func.func @train_step
 // CHECK: graph.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {compute_dtype = "bf16", graph.prediction = "logits", scale = 5.000000e-01 : f64} : (tensor<5x4xf32>, tensor<5x4xf32>, tensor<5x4xf32>, tensor<5x5xi64>) -> (tensor<5x4xf32>, tensor<5xf32>)
 // F16-LABEL: func.func @train_step
@@ -59,4 +64,39 @@ func.func @forward(%q: tensor<5x4xf32> {graph.param = "q"}, %k: tensor<5x4xf32> 
     -> (tensor<5x4xf32> {graph.output = "logits"}) {
   %o, %lse = graph.attention %q, %k, %v, %m {scale = 0.5 : f64} : (tensor<5x4xf32>, tensor<5x4xf32>, tensor<5x4xf32>, tensor<5x5xi64>) -> (tensor<5x4xf32>, tensor<5xf32>) loc("head")
   return %o : tensor<5x4xf32>
+}
+
+// -----
+
+// Tests that attention reads bf16 projections as they are (query, key and
+// value computed in bf16: no f32 copies) and writes a bf16 out where only
+// bf16 ops read it (the relu), and that an
+// RMS norm whose result feeds a bf16 op reads and writes bf16, while one
+// whose result feeds an op that keeps f32 (softmax) reads an f32 copy and
+// keeps an f32 result.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[Q:.*]] = graph.matmul {{.*}} -> tensor<5x4xbf16>
+// CHECK: %[[K:.*]] = graph.matmul {{.*}} -> tensor<5x4xbf16>
+// CHECK: %[[O:.*]], %{{.*}} = graph.attention %[[Q]], %[[K]], %[[K]], %{{.*}} {compute_dtype = "bf16", scale = 5.000000e-01 : f64} : (tensor<5x4xbf16>, tensor<5x4xbf16>, tensor<5x4xbf16>, tensor<5x5xi64>) -> (tensor<5x4xbf16>, tensor<5xf32>)
+// CHECK-NEXT: %[[A:.*]] = graph.relu %[[O]] : tensor<5x4xbf16>
+// CHECK-NEXT: %[[N:.*]], %{{.*}} = graph.rms_norm %[[A]], %{{.*}} {axis = 1 : i64, epsilon = 9.9999999999999995E-7 : f64} : (tensor<5x4xbf16>, tensor<4xf32>) -> (tensor<5x4xbf16>, tensor<5x1xf32>)
+// CHECK-NEXT: %[[B:.*]] = graph.relu %[[N]] : tensor<5x4xbf16>
+// CHECK-NEXT: %[[BF:.*]] = graph.cast %[[B]] : (tensor<5x4xbf16>) -> tensor<5x4xf32>
+// CHECK-NEXT: %[[P:.*]], %{{.*}} = graph.rms_norm %[[BF]], %{{.*}} : (tensor<5x4xf32>, tensor<4xf32>) -> (tensor<5x4xf32>, tensor<5x1xf32>)
+// CHECK-NEXT: graph.softmax %[[P]] {{.*}}: tensor<5x4xf32>
+// KEEP-LABEL: func.func @train_step
+// KEEP: graph.attention {{.*}} : (tensor<5x4xf32>, tensor<5x4xf32>, tensor<5x4xf32>, tensor<5x5xi64>)
+func.func @forward(%x: tensor<5x3xf32> {graph.input = "x"}, %wq: tensor<3x4xf32> {graph.param = "wq"},
+                   %wk: tensor<3x4xf32> {graph.param = "wk"}, %g: tensor<4xf32> {graph.param = "g"},
+                   %m: tensor<5x5xi64> {graph.input = "mask"})
+    -> (tensor<5x4xf32> {graph.output = "logits"}) {
+  %q = graph.matmul %x, %wq : (tensor<5x3xf32>, tensor<3x4xf32>) -> tensor<5x4xf32>
+  %k = graph.matmul %x, %wk : (tensor<5x3xf32>, tensor<3x4xf32>) -> tensor<5x4xf32>
+  %o, %lse = graph.attention %q, %k, %k, %m {scale = 0.5 : f64} : (tensor<5x4xf32>, tensor<5x4xf32>, tensor<5x4xf32>, tensor<5x5xi64>) -> (tensor<5x4xf32>, tensor<5xf32>) loc("head")
+  %a = graph.relu %o : tensor<5x4xf32>
+  %n, %r1 = graph.rms_norm %a, %g {axis = 1 : i64, epsilon = 1.0e-6 : f64} : (tensor<5x4xf32>, tensor<4xf32>) -> (tensor<5x4xf32>, tensor<5x1xf32>)
+  %b = graph.relu %n : tensor<5x4xf32>
+  %p, %r2 = graph.rms_norm %b, %g {axis = 1 : i64, epsilon = 1.0e-6 : f64} : (tensor<5x4xf32>, tensor<4xf32>) -> (tensor<5x4xf32>, tensor<5x1xf32>)
+  %s = graph.softmax %p {axis = 1 : i64} : tensor<5x4xf32>
+  return %s : tensor<5x4xf32>
 }

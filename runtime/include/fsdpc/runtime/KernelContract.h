@@ -130,6 +130,11 @@ struct KernelSignature {
   int minOutputs, maxOutputs;
   std::vector<AttrSpec> attrs;
   OperandRule operands;
+  // The input whose bytes output 0 may take (plan-in-place), or -1: the
+  // kernel reads each element of it before writing the same element of the
+  // output, and reads the rest of what it needs beforehand, on every
+  // backend.
+  int inPlaceInput = -1;
 
   const AttrSpec *findAttr(std::string_view attr) const;
 };

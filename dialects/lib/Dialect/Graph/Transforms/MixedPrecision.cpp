@@ -123,6 +123,49 @@ struct GraphMixedPrecisionPass : public fsdpc::graph::impl::GraphMixedPrecisionB
 
   bool keptInF32(Operation *op) { return needsF32(op) || keptByName(op); }
 
+  /// Whether an op that computes in f32 reads its low-precision activations
+  /// as they are, its kernels widening each element (exact) and rounding
+  /// what they write once, as a cast after them would: the same numbers
+  /// without the f32 copies, which the backward would otherwise keep (the
+  /// [tokens, vocabulary] logits, a norm's input, attention's query, key
+  /// and value: two thirds of GPT-2's activations at its peak). The loss and
+  /// attention always may; a norm only where its input is low and its
+  /// result feeds only low-precision ops, as its result takes the input's
+  /// type.
+  bool readsLowActivations(Operation *op) {
+    if (keptByName(op))
+      return false;
+    if (isa<SoftmaxCrossEntropyOp, AttentionOp>(op))
+      return true;
+    if (!isa<LayerNormOp, RmsNormOp>(op))
+      return false;
+    Value input = op->getOperand(0), result = op->getResult(0);
+    auto inputType = dyn_cast<RankedTensorType>(input.getType());
+    if (!inputType || inputType.getElementType() != low_ || castOnRead(input))
+      return false;
+    return feedsOnlyLowOps(result);
+  }
+
+  /// Whether every user of `value` would cast it to the low type: an op
+  /// computing in f32 may then write it in the low type itself, rounding
+  /// once where the cast would have (a norm's result, attention's output).
+  bool feedsOnlyLowOps(Value value) {
+    return llvm::all_of(value.getUsers(), [&](Operation *user) { return castsOperandsToLow(user); });
+  }
+
+  /// The operands readsLowActivations means: the logits, attention's
+  /// query, key and value, a norm's input.
+  static bool isActivationOperand(Operation *op, unsigned index) {
+    if (isa<AttentionOp>(op))
+      return index < 3;
+    return index == 0;
+  }
+
+  /// Whether rewrite() gives `op` its f32 float operands in the low type.
+  bool castsOperandsToLow(Operation *op) {
+    return !isa<ConstantOp, CastOp>(op) && op->getDialect()->getNamespace() == "graph" && !keptInF32(op);
+  }
+
   /// Whether --keep-fp32 names one of the op's ONNX nodes.
   bool keptByName(Operation *op) {
     if (keepFp32.empty())
@@ -139,27 +182,30 @@ struct GraphMixedPrecisionPass : public fsdpc::graph::impl::GraphMixedPrecisionB
     if (!touchesFloats)
       return;
     Type f32 = Float32Type::get(op->getContext());
-    // Attention keeps f32 tensors and softmax, but its products may take
+    // Attention keeps its softmax in f32, but its products may take
     // the low type's tensor cores, as torch's flash attention does; not
     // where the user kept the op in f32 by name.
     if (auto attention = dyn_cast<AttentionOp>(op); attention && !keptByName(op))
       attention.setComputeDtype(paramDtype.getValue());
     if (keptInF32(op)) {
       // f32 operands; a parameter, input or constant still goes through the
-      // low-precision type, as FSDP casts it before any op sees it. The
-      // loss computes in f32 but reads low-precision logits itself: the
-      // same numbers as reading an f32 copy (widening is exact), without
-      // the copy, whose [tokens, vocabulary] f32 tensor and f32 gradient
-      // were the largest tensors of a language model's step.
-      const bool readsLowLogits = isa<SoftmaxCrossEntropyOp>(op) && !keptByName(op);
+      // low-precision type, as FSDP casts it before any op sees it. Where
+      // the op reads its low activations itself (readsLowActivations),
+      // they stay as they are.
+      const bool readsLow = readsLowActivations(op);
+      const bool writesLow = isa<LayerNormOp, RmsNormOp>(op) ? readsLow
+                             : isa<AttentionOp>(op)          ? !keptByName(op) && feedsOnlyLowOps(op->getResult(0))
+                                                             : false;
+      if (writesLow)
+        op->getResult(0).setType(withElement(op->getResult(0), low_));
       for (OpOperand &operand : op->getOpOperands()) {
         Value value = operand.get();
         if (!isFloatTensor(value))
           continue;
-        if (readsLowLogits && !castOnRead(value))
-          continue;
         if (castOnRead(value))
           operand.set(castTo(castTo(value, low_), f32));
+        else if (readsLow && isActivationOperand(op, operand.getOperandNumber()))
+          continue;
         else if (!isF32Tensor(value))
           operand.set(castTo(value, f32));
       }

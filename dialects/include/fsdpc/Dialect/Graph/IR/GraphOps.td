@@ -173,7 +173,10 @@ def Graph_LayerNormOp : Graph_Op<"layer_norm", [Pure]> {
     `scale` and shifted by `bias`. `graph-fuse` also makes it from the
     ReduceMean/Sub/Pow/Sqrt/Div formula opset-13 exports write out.
 
-    - `input`: an f32 tensor of rank r.
+    - `input`: a float tensor of rank r: f32, or bf16 / f16 under mixed
+      precision, where the kernels read it, compute in f32 and round the
+      result once (the bits of an f32 layer norm between two casts,
+      without the f32 copies).
     - `scale`, `bias`: f32 tensors shaped like `input`'s dimensions from
       `axis` on.
     - `axis`: the first normalised dimension, in `[0, r)`.
@@ -188,9 +191,9 @@ def Graph_LayerNormOp : Graph_Op<"layer_norm", [Pure]> {
         -> (tensor<8x32x48xf32>, tensor<8x32x1xf32>, tensor<8x32x1xf32>)
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$input, Graph_F32Tensor:$scale, Graph_F32Tensor:$bias, I64Attr:$axis,
+  let arguments = (ins Graph_FloatTensor:$input, Graph_F32Tensor:$scale, Graph_F32Tensor:$bias, I64Attr:$axis,
                        F64Attr:$epsilon);
-  let results = (outs Graph_F32Tensor:$result, Graph_F32Tensor:$mean, Graph_F32Tensor:$inv_std_dev);
+  let results = (outs Graph_FloatTensor:$result, Graph_F32Tensor:$mean, Graph_F32Tensor:$inv_std_dev);
   let assemblyFormat = "$input `,` $scale `,` $bias attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -202,7 +205,7 @@ def Graph_RmsNormOp : Graph_Op<"rms_norm", [Pure]> {
     the dimensions from `axis` on: LLaMA's RMSNorm. `graph-fuse` makes it
     from the Pow/ReduceMean/Add/Sqrt/Div formula exports write.
 
-    - `input`: an f32 tensor of rank r.
+    - `input`: a float tensor of rank r (low precision as `layer_norm`'s).
     - `scale`: an f32 tensor shaped like `input`'s dimensions from `axis` on.
     - `axis`: the first normalised dimension, in `[0, r)`.
     - `epsilon`: added to the mean square.
@@ -215,8 +218,8 @@ def Graph_RmsNormOp : Graph_Op<"rms_norm", [Pure]> {
         : (tensor<8x32x48xf32>, tensor<48xf32>) -> (tensor<8x32x48xf32>, tensor<8x32x1xf32>)
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$input, Graph_F32Tensor:$scale, I64Attr:$axis, F64Attr:$epsilon);
-  let results = (outs Graph_F32Tensor:$result, Graph_F32Tensor:$inv_rms);
+  let arguments = (ins Graph_FloatTensor:$input, Graph_F32Tensor:$scale, I64Attr:$axis, F64Attr:$epsilon);
+  let results = (outs Graph_FloatTensor:$result, Graph_F32Tensor:$inv_rms);
   let assemblyFormat = "$input `,` $scale attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -643,10 +646,15 @@ def Graph_AttentionOp : Graph_Op<"attention", [Pure]> {
       excluded.
     - `scale`: the factor on the scores.
     - `compute_dtype`: `"f32"` (the default), or `"bf16"` / `"f16"`, which
-      `graph-mixed-precision` sets: the tensors stay f32, but a device may
-      round query, key, value and the probabilities to that type for its
-      tensor cores, accumulating and taking the softmax in f32 (torch's
-      flash attention under autocast). The CPU computes in f32 either way.
+      `graph-mixed-precision` sets: a device may round query, key, value
+      and the probabilities to that type for its tensor cores, accumulating
+      and taking the softmax in f32 (torch's flash attention under
+      autocast). The CPU computes in f32 either way.
+    - `query`, `key`, `value` and `out` are float tensors of any one type
+      each: under mixed precision the low-precision projections, read as
+      they are (widening is exact), and a low-precision `out` rounded once
+      (torch's flash attention writes its output in bf16 too);
+      `logsumexp` is f32.
     - results: `out` `[..., Tq, Dv]` and `logsumexp` `[..., Tq]`.
 
     ```mlir
@@ -655,10 +663,10 @@ def Graph_AttentionOp : Graph_Op<"attention", [Pure]> {
         -> (tensor<8x4x32x12xf32>, tensor<8x4x32xf32>)
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$query, Graph_F32Tensor:$key, Graph_F32Tensor:$value, Graph_I64Tensor:$mask,
-                       F64Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$key_transposed,
+  let arguments = (ins Graph_FloatTensor:$query, Graph_FloatTensor:$key, Graph_FloatTensor:$value,
+                       Graph_I64Tensor:$mask, F64Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$key_transposed,
                        DefaultValuedStrAttr<StrAttr, "f32">:$compute_dtype);
-  let results = (outs Graph_F32Tensor:$out, Graph_F32Tensor:$logsumexp);
+  let results = (outs Graph_FloatTensor:$out, Graph_F32Tensor:$logsumexp);
   let assemblyFormat = "$query `,` $key `,` $value `,` $mask attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -674,17 +682,19 @@ def Graph_AttentionGradOp : Graph_Op<"attention_grad", [Pure]> {
       forward op.
     - `out`, `logsumexp`: the forward op's results.
     - `dout`: the gradient of `out`.
+    - `dquery`, `dkey`, `dvalue`: the types of `query`, `key`, `value`.
 
     ```mlir
     %dq, %dk, %dv = graph.attention_grad %q, %kt, %v, %causal, %o, %lse, %do {key_transposed = true, scale = 0.288675 : f64}
         : (...) -> (tensor<8x4x32x12xf32>, tensor<8x4x12x32xf32>, tensor<8x4x32x12xf32>)
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$query, Graph_F32Tensor:$key, Graph_F32Tensor:$value, Graph_I64Tensor:$mask,
-                       Graph_F32Tensor:$out, Graph_F32Tensor:$logsumexp, Graph_F32Tensor:$dout, F64Attr:$scale,
+  let arguments = (ins Graph_FloatTensor:$query, Graph_FloatTensor:$key, Graph_FloatTensor:$value,
+                       Graph_I64Tensor:$mask, Graph_FloatTensor:$out, Graph_F32Tensor:$logsumexp,
+                       Graph_FloatTensor:$dout, F64Attr:$scale,
                        DefaultValuedAttr<BoolAttr, "false">:$key_transposed,
                        DefaultValuedStrAttr<StrAttr, "f32">:$compute_dtype);
-  let results = (outs Graph_F32Tensor:$dquery, Graph_F32Tensor:$dkey, Graph_F32Tensor:$dvalue);
+  let results = (outs Graph_FloatTensor:$dquery, Graph_FloatTensor:$dkey, Graph_FloatTensor:$dvalue);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $mask `,` $out `,` $logsumexp `,` $dout attr-dict `:` functional-type(operands, results)
   }];
@@ -816,7 +826,7 @@ def Graph_LayerNormGradOp : Graph_Op<"layer_norm_grad", [Pure]> {
       operands, attribute and saved results.
     - `dy`: the gradient of the loss with respect to the forward result.
     - `dinput`, `dscale`, `dbias`: the gradients of `input`, `scale` and
-      `bias`.
+      `bias`; `dy` and `dinput` have `input`'s type.
 
     ```mlir
     %dx, %dw, %db = graph.layer_norm_grad %x, %w, %mean, %rstd, %dy {axis = 2 : i64}
@@ -824,9 +834,9 @@ def Graph_LayerNormGradOp : Graph_Op<"layer_norm_grad", [Pure]> {
         -> (tensor<8x32x48xf32>, tensor<48xf32>, tensor<48xf32>)
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$input, Graph_F32Tensor:$scale, Graph_F32Tensor:$mean,
-                       Graph_F32Tensor:$inv_std_dev, Graph_F32Tensor:$dy, I64Attr:$axis);
-  let results = (outs Graph_F32Tensor:$dinput, Graph_F32Tensor:$dscale, Graph_F32Tensor:$dbias);
+  let arguments = (ins Graph_FloatTensor:$input, Graph_F32Tensor:$scale, Graph_F32Tensor:$mean,
+                       Graph_F32Tensor:$inv_std_dev, Graph_FloatTensor:$dy, I64Attr:$axis);
+  let results = (outs Graph_FloatTensor:$dinput, Graph_F32Tensor:$dscale, Graph_F32Tensor:$dbias);
   let assemblyFormat = "$input `,` $scale `,` $mean `,` $inv_std_dev `,` $dy attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -840,7 +850,8 @@ def Graph_RmsNormGradOp : Graph_Op<"rms_norm_grad", [Pure]> {
 
     - `input`, `scale`, `inv_rms`, `axis`: the forward op's operands,
       attribute and saved result.
-    - `dy`: the gradient of the loss with respect to the forward result.
+    - `dy`: the gradient of the loss with respect to the forward result;
+      it and `dinput` have `input`'s type.
 
     ```mlir
     %dx, %dw = graph.rms_norm_grad %x, %w, %r, %dy {axis = 2 : i64}
@@ -848,9 +859,9 @@ def Graph_RmsNormGradOp : Graph_Op<"rms_norm_grad", [Pure]> {
         -> (tensor<8x32x48xf32>, tensor<48xf32>)
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$input, Graph_F32Tensor:$scale, Graph_F32Tensor:$inv_rms,
-                       Graph_F32Tensor:$dy, I64Attr:$axis);
-  let results = (outs Graph_F32Tensor:$dinput, Graph_F32Tensor:$dscale);
+  let arguments = (ins Graph_FloatTensor:$input, Graph_F32Tensor:$scale, Graph_F32Tensor:$inv_rms,
+                       Graph_FloatTensor:$dy, I64Attr:$axis);
+  let results = (outs Graph_FloatTensor:$dinput, Graph_F32Tensor:$dscale);
   let assemblyFormat = "$input `,` $scale `,` $inv_rms `,` $dy attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }

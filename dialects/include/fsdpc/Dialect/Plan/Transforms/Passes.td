@@ -48,4 +48,27 @@ def PlanOffload : Pass<"plan-offload", "::fsdpc::plan_ir::ProgramOp"> {
   ];
 }
 
+def PlanInPlace : Pass<"plan-in-place", "::fsdpc::plan_ir::ProgramOp"> {
+  let summary = "let kernels write their output over an input that dies with them";
+  let description = [{
+    The kernel contract names, for some kernels, an input whose bytes the
+    output may take (`inPlaceInput`: the kernel reads each element before
+    it writes the same element, and everything else it reads beforehand):
+    the loss gradient over the logits. Where that input's storage is a
+    transient whose last use is this instruction, the output is born here,
+    both are the same size, no other operand of the instruction names
+    either, and no collective, copy or other stream touches them, the
+    output becomes a `view` of the input at offset 0. plan-allocate then
+    gives the two one place in the arena, and the memory report counts one.
+    Runs before plan-allocate.
+
+    ```mlir
+    plan.tensor @dlogits transient : tensor<64x50xbf16>
+    plan.kernel "softmax_cross_entropy_grad" ins [@logits, @labels, @seed] outs [@dlogits] on compute
+    // becomes
+    plan.tensor @dlogits view : tensor<64x50xbf16> {view_of = @logits, view_offset = 0 : i64}
+    ```
+  }];
+}
+
 #endif // FSDPC_DIALECT_PLAN_TRANSFORMS_PASSES_TD

@@ -165,3 +165,53 @@ func.func @train_step(%p: tensor<6xf32> {graph.param = "p"}, %i: tensor<6xi64> {
   %5 = graph.mse_loss %4, %t : (tensor<9xf32>, tensor<9xf32>) -> tensor<f32>
   return %5 : tensor<f32>
 }
+
+// -----
+
+// Tests that a value cut into slices tiling one axis (a fused QKV
+// projection split three ways) gets the concat of the slices' gradients,
+// in axis order whatever the order of use, and no slice_grad; and that
+// slices leaving a gap (the second function) keep the zero-padded
+// slice_grads, summed in the order they arrived.
+// CHECK-LABEL: func.func @train_step
+// CHECK-NOT: graph.slice_grad
+// CHECK: %[[DK:.*]] = graph.tanh_grad %{{.*}} : tensor<2x3xf32>
+// CHECK: %[[DQ:.*]] = graph.relu_grad %{{.*}} : tensor<2x2xf32>
+// CHECK: %[[DV:.*]] = graph.sigmoid_grad %{{.*}} : tensor<2x1xf32>
+// CHECK-NOT: graph.slice_grad
+// CHECK: %[[DX:.*]] = graph.concat %[[DQ]], %[[DK]], %[[DV]] {axis = 1 : i64} : (tensor<2x2xf32>, tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x6xf32>
+// CHECK-NOT: graph.add
+// CHECK: graph.matmul %[[DX]]
+func.func @train_step(%x: tensor<2x4xf32> {graph.input = "x"}, %w: tensor<6x4xf32> {graph.param = "w"}, %t: tensor<2x3xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}) {
+  %qkv = graph.matmul %x, %w {transpose_b = true} : (tensor<2x4xf32>, tensor<6x4xf32>) -> tensor<2x6xf32>
+  %q = graph.slice %qkv {starts = array<i64: 0, 0>, steps = array<i64: 1, 1>} : (tensor<2x6xf32>) -> tensor<2x2xf32>
+  %k = graph.slice %qkv {starts = array<i64: 0, 2>, steps = array<i64: 1, 1>} : (tensor<2x6xf32>) -> tensor<2x3xf32>
+  %v = graph.slice %qkv {starts = array<i64: 0, 5>, steps = array<i64: 1, 1>} : (tensor<2x6xf32>) -> tensor<2x1xf32>
+  %a = graph.sigmoid %v : tensor<2x1xf32>
+  %b = graph.relu %q : tensor<2x2xf32>
+  %c = graph.tanh %k : tensor<2x3xf32>
+  %ab = graph.concat %a, %b {axis = 1 : i64} : (tensor<2x1xf32>, tensor<2x2xf32>) -> tensor<2x3xf32>
+  %s = graph.mul %ab, %c : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  %l = graph.mse_loss %s, %t : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[G1:.*]] = graph.slice_grad %{{.*}} {starts = array<i64: 0, 3>, steps = array<i64: 1, 1>} : (tensor<2x3xf32>) -> tensor<2x6xf32>
+// CHECK: %[[G0:.*]] = graph.slice_grad %{{.*}} {starts = array<i64: 0, 0>, steps = array<i64: 1, 1>} : (tensor<2x2xf32>) -> tensor<2x6xf32>
+// CHECK: %[[SUM:.*]] = graph.add %[[G1]], %[[G0]] : (tensor<2x6xf32>, tensor<2x6xf32>) -> tensor<2x6xf32>
+// CHECK: graph.matmul %[[SUM]]
+// CHECK-NOT: graph.concat
+func.func @train_step(%x: tensor<2x4xf32> {graph.input = "x"}, %w: tensor<6x4xf32> {graph.param = "w"}, %t: tensor<2x3xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}) {
+  %qkv = graph.matmul %x, %w {transpose_b = true} : (tensor<2x4xf32>, tensor<6x4xf32>) -> tensor<2x6xf32>
+  %q = graph.slice %qkv {starts = array<i64: 0, 0>, steps = array<i64: 1, 1>} : (tensor<2x6xf32>) -> tensor<2x2xf32>
+  %k = graph.slice %qkv {starts = array<i64: 0, 3>, steps = array<i64: 1, 1>} : (tensor<2x6xf32>) -> tensor<2x3xf32>
+  %b = graph.relu %q : tensor<2x2xf32>
+  %z = graph.slice %b {starts = array<i64: 0, 0>, steps = array<i64: 1, 1>} : (tensor<2x2xf32>) -> tensor<2x1xf32>
+  %zk = graph.concat %z, %b {axis = 1 : i64} : (tensor<2x1xf32>, tensor<2x2xf32>) -> tensor<2x3xf32>
+  %s = graph.mul %zk, %k : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  %l = graph.mse_loss %s, %t : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}

@@ -2,7 +2,9 @@
 //
 // Reverse-mode differentiation of @train_step's straight-line body: walk the
 // ops backwards from the loss, apply each op's gradient rule, and sum the
-// gradients of values with several uses.
+// gradients of values with several uses. A value cut into slices that tile
+// one axis (the fused QKV projection split into query, key and value) gets
+// the concat of their gradients, not a sum of zero-padded slice_grads.
 //
 //===----------------------------------------------------------------------===//
 #include "fsdpc/Dialect/Graph/Transforms/Passes.h"
@@ -20,6 +22,60 @@ using namespace mlir;
 using namespace fsdpc::graph;
 
 namespace {
+
+/// The gradients contributed to one value, summed as they arrive; those of
+/// slices are held back until the value's gradient is read, to see whether
+/// they tile it.
+struct Contributions {
+  SmallVector<Value> grads; // a running sum, then what came after the first slice_grad
+  bool holdsSlices = false;
+};
+
+/// If `grads` are slice_grads, used only here, whose slices cut `type`
+/// along one axis into pieces that cover it exactly, their gradients
+/// concatenated along it (the same values as their sum, in which each
+/// element adds zeros to one gradient); otherwise nothing.
+Value concatOfTilingSlices(OpBuilder &builder, ArrayRef<Value> grads, RankedTensorType type) {
+  if (grads.size() < 2)
+    return {};
+  std::optional<int64_t> axis;
+  SmallVector<std::pair<int64_t, Value>> pieces;
+  for (Value grad : grads) {
+    auto sliceGrad = grad.getDefiningOp<SliceGradOp>();
+    // Only the Contributions list holds it: no op reads it yet.
+    if (!sliceGrad || !grad.use_empty() || grad.getType() != type)
+      return {};
+    ArrayRef<int64_t> starts = sliceGrad.getStarts(), steps = sliceGrad.getSteps();
+    ArrayRef<int64_t> piece = cast<RankedTensorType>(sliceGrad.getGrad().getType()).getShape();
+    ArrayRef<int64_t> whole = type.getShape();
+    if (starts.size() != whole.size() || steps.size() != whole.size())
+      return {};
+    for (size_t d = 0; d < whole.size(); ++d) {
+      if (steps[d] != 1)
+        return {};
+      if (piece[d] == whole[d] && starts[d] == 0)
+        continue;
+      if (axis && *axis != static_cast<int64_t>(d))
+        return {};
+      axis = d;
+    }
+    if (!axis)
+      return {};
+    pieces.push_back({starts[*axis], sliceGrad.getGrad()});
+  }
+  llvm::stable_sort(pieces, [](const auto &a, const auto &b) { return a.first < b.first; });
+  int64_t next = 0;
+  SmallVector<Value> inputs;
+  for (auto [start, piece] : pieces) {
+    if (start != next)
+      return {};
+    next += cast<RankedTensorType>(piece.getType()).getDimSize(*axis);
+    inputs.push_back(piece);
+  }
+  if (next != type.getDimSize(*axis))
+    return {};
+  return ConcatOp::create(builder, grads.front().getLoc(), type, inputs, builder.getI64IntegerAttr(*axis));
+}
 
 struct GraphAutodiffPass : public fsdpc::graph::impl::GraphAutodiffBase<GraphAutodiffPass> {
   void runOnOperation() override {
@@ -51,10 +107,45 @@ struct GraphAutodiffPass : public fsdpc::graph::impl::GraphAutodiffBase<GraphAut
           active.insert(result);
 
     OpBuilder builder(terminator);
-    llvm::DenseMap<Value, Value> grads;
+    llvm::DenseMap<Value, Contributions> grads;
     auto scalarType = RankedTensorType::get({}, builder.getF32Type());
-    grads[loss] = ConstantOp::create(builder, NameLoc::get(builder.getStringAttr("loss_seed")), scalarType,
-                                     DenseElementsAttr::get(scalarType, 1.0f));
+    grads[loss].grads.push_back(ConstantOp::create(builder, NameLoc::get(builder.getStringAttr("loss_seed")),
+                                                   scalarType, DenseElementsAttr::get(scalarType, 1.0f)));
+    auto add = [&](Value a, Value b, Location loc) {
+      return AddOp::create(builder, loc, a.getType(), a, b).getResult();
+    };
+    auto contribute = [&](Value operand, Value grad, Location loc) {
+      Contributions &c = grads[operand];
+      c.holdsSlices |= static_cast<bool>(grad.getDefiningOp<SliceGradOp>());
+      if (!c.holdsSlices && !c.grads.empty())
+        c.grads.front() = add(c.grads.front(), grad, loc);
+      else
+        c.grads.push_back(grad);
+    };
+    // The value's whole gradient: the held-back contributions as one concat
+    // where their slices tile it, else summed in the order they came.
+    auto gradOf = [&](Value value) -> Value {
+      auto it = grads.find(value);
+      if (it == grads.end() || it->second.grads.empty())
+        return {};
+      Contributions &c = it->second;
+      if (c.grads.size() > 1) {
+        Value total;
+        if (c.holdsSlices)
+          total = concatOfTilingSlices(builder, c.grads, cast<RankedTensorType>(c.grads.front().getType()));
+        if (total) {
+          for (Value grad : c.grads)
+            grad.getDefiningOp()->erase();
+        } else {
+          total = c.grads.front();
+          for (Value grad : ArrayRef<Value>(c.grads).drop_front())
+            total = add(total, grad, grad.getLoc());
+        }
+        c.grads = {total};
+      }
+      c.holdsSlices = false;
+      return c.grads.front();
+    };
 
     SmallVector<Operation *> forwardOps;
     for (Operation &op : body.without_terminator())
@@ -63,7 +154,7 @@ struct GraphAutodiffPass : public fsdpc::graph::impl::GraphAutodiffBase<GraphAut
       SmallVector<Value> resultGrads;
       bool anyResultGrad = false;
       for (Value result : op->getResults()) {
-        resultGrads.push_back(grads.lookup(result));
+        resultGrads.push_back(gradOf(result));
         anyResultGrad |= static_cast<bool>(resultGrads.back());
       }
       if (!anyResultGrad)
@@ -76,18 +167,15 @@ struct GraphAutodiffPass : public fsdpc::graph::impl::GraphAutodiffBase<GraphAut
       SmallVector<Value> operandGrads;
       if (failed(buildGradient(builder, op, resultGrads, needsGrad, operandGrads)))
         return signalPassFailure();
-      for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads)) {
-        if (!grad)
-          continue;
-        Value &total = grads[operand];
-        total = total ? AddOp::create(builder, op->getLoc(), total.getType(), total, grad).getResult() : grad;
-      }
+      for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads))
+        if (grad)
+          contribute(operand, grad, op->getLoc());
     }
 
     SmallVector<Value> returned = {loss};
     SmallVector<DictionaryAttr> attrs = {train.getResultAttrDict(lossIndex)};
     for (BlockArgument param : params) {
-      Value grad = grads.lookup(param);
+      Value grad = gradOf(param);
       if (!grad) {
         // The loss does not depend on this parameter: its gradient is zero.
         auto type = cast<RankedTensorType>(param.getType());

@@ -24,12 +24,16 @@ namespace fsdpc::runtime::cuda {
 constexpr int kThreads = 256;
 constexpr int kMaxRank = 8;
 
-/// A tensor operand as kernels see it: its address and dtype.
+/// A tensor operand as kernels see it: its address, dtype and element size
+/// (dtypeSize, which device code cannot call).
 struct Operand {
   void *data;
   int dtype;
+  int elementBytes;
 };
-inline Operand operandOf(const TensorView &v) { return {v.data, static_cast<int>(v.dtype)}; }
+inline Operand operandOf(const TensorView &v) {
+  return {v.data, static_cast<int>(v.dtype), static_cast<int>(dtypeSize(v.dtype))};
+}
 
 __device__ __forceinline__ float loadFloat(Operand o, long long i) {
   if (o.dtype == plan::BF16)
@@ -46,13 +50,9 @@ __device__ __forceinline__ void storeFloat(Operand o, long long i, float value) 
   else
     static_cast<float *>(o.data)[i] = value;
 }
-/// The operand `elements` elements further on, in its own dtype.
+/// The operand `elements` elements further on.
 __host__ __device__ __forceinline__ Operand advanced(Operand o, long long elements) {
-  const long long bytes = o.dtype == plan::BF16 || o.dtype == plan::F16  ? 2
-                          : o.dtype == plan::F32 || o.dtype == plan::I32 ? 4
-                          : o.dtype == plan::BOOL                        ? 1
-                                                                         : 8;
-  return {static_cast<char *>(o.data) + elements * bytes, o.dtype};
+  return {static_cast<char *>(o.data) + elements * o.elementBytes, o.dtype, o.elementBytes};
 }
 __device__ __forceinline__ long long loadInteger(Operand o, long long i) {
   if (o.dtype == plan::I32)
@@ -194,30 +194,28 @@ template <typename T> __device__ __forceinline__ T blockMax(T value, T *shared) 
 Status gatherElements(const KernelCall &call, const void *in, void *out, int64_t n, size_t bytes,
                       const Layout<1> &layout);
 
-inline Status requireF32(const KernelCall &call) {
-  for (const auto *views : {&call.inputs, &call.outputs})
-    for (const TensorView &v : *views)
-      if (v.dtype != plan::F32 && v.dtype != plan::I64)
-        return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": the CUDA kernel takes f32 tensors");
-  return Status::ok();
-}
-
-/// requireF32, but the inputs and outputs named may be any float dtype: the
-/// activations a kernel reads and writes through Operand.
+/// f32 (or i64) operands only, but the inputs and outputs named, which may
+/// be any float dtype: the activations a kernel reads and writes through
+/// Operand.
 inline Status requireF32Except(const KernelCall &call, std::initializer_list<size_t> anyInputs,
                                std::initializer_list<size_t> anyOutputs) {
-  auto check = [&](const std::vector<TensorView> &views, std::initializer_list<size_t> any) -> Status {
+  auto check = [&](const std::vector<TensorView> &views, std::initializer_list<size_t> any,
+                   const char *side) -> Status {
     for (size_t i = 0; i < views.size(); ++i) {
-      const bool exempt = std::find(any.begin(), any.end(), i) != any.end();
-      if (exempt ? !isFloatDtype(views[i].dtype) : views[i].dtype != plan::F32 && views[i].dtype != plan::I64)
-        return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": the CUDA kernel takes ",
-                           exempt ? "a float tensor" : "an f32 tensor", " as operand ", i);
+      if (std::find(any.begin(), any.end(), i) == any.end()) {
+        if (views[i].dtype != plan::F32 && views[i].dtype != plan::I64)
+          return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": the CUDA kernel takes f32 tensors");
+      } else if (!isFloatDtype(views[i].dtype)) {
+        return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": the CUDA kernel takes a float tensor as ", side,
+                           " ", i);
+      }
     }
     return Status::ok();
   };
-  FSDPC_RETURN_IF_ERROR(check(call.inputs, anyInputs));
-  return check(call.outputs, anyOutputs);
+  FSDPC_RETURN_IF_ERROR(check(call.inputs, anyInputs, "input"));
+  return check(call.outputs, anyOutputs, "output");
 }
+inline Status requireF32(const KernelCall &call) { return requireF32Except(call, {}, {}); }
 
 } // namespace fsdpc::runtime::cuda
 

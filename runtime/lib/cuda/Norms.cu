@@ -21,11 +21,13 @@ namespace {
 
 constexpr int64_t kColumnTile = 32, kRowLanes = 8, kMaxChunks = 128, kMinRowsPerChunk = 32;
 
-/// The shared layout check (KernelChecks.h); x and dy (the first and last
-/// inputs) and y or dx (the first output) may be low precision.
-Status checkedNormLayout(const KernelCall &call, const TensorView &x, const TensorView &scale,
+/// The shared layout check (KernelChecks.h). x (the first input), y or dx
+/// (the first output) and, for a gradient, dy (the last input) may be low
+/// precision; scale, bias and the statistics are f32.
+Status checkedNormLayout(const KernelCall &call, bool gradient, const TensorView &x, const TensorView &scale,
                          const TensorView &statistic, int64_t &rows, int64_t &cols) {
-  FSDPC_RETURN_IF_ERROR(requireF32Except(call, {0, call.inputs.size() - 1}, {0}));
+  FSDPC_RETURN_IF_ERROR(gradient ? requireF32Except(call, {0, call.inputs.size() - 1}, {0})
+                                 : requireF32Except(call, {0}, {0}));
   return normLayout(call, x, scale, statistic, rows, cols);
 }
 
@@ -173,7 +175,7 @@ uint64_t normGradScratch(const KernelCall &call) {
 Status layerNorm(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &scale = call.inputs[1], &bias = call.inputs[2];
   int64_t rows, cols;
-  FSDPC_RETURN_IF_ERROR(checkedNormLayout(call, x, scale, call.outputs[1], rows, cols));
+  FSDPC_RETURN_IF_ERROR(checkedNormLayout(call, /*gradient=*/false, x, scale, call.outputs[1], rows, cols));
   if (bias.numElements() != cols)
     return FSDPC_ERROR(kInvalidArgument, "layer_norm: bias has ", bias.numElements(), " elements, not ", cols);
   return normalize(call, bias.f32(), call.outputs[1].f32(), call.outputs[2].f32(),
@@ -183,14 +185,14 @@ Status layerNorm(const KernelCall &call) {
 Status layerNormGrad(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &scale = call.inputs[1];
   int64_t rows, cols;
-  FSDPC_RETURN_IF_ERROR(checkedNormLayout(call, x, scale, call.inputs[2], rows, cols));
+  FSDPC_RETURN_IF_ERROR(checkedNormLayout(call, /*gradient=*/true, x, scale, call.inputs[2], rows, cols));
   return normalizeGrad(call, call.inputs[2].f32(), call.inputs[3].f32(), rows, cols, call.outputs[2].f32());
 }
 
 Status rmsNorm(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &scale = call.inputs[1];
   int64_t rows, cols;
-  FSDPC_RETURN_IF_ERROR(checkedNormLayout(call, x, scale, call.outputs[1], rows, cols));
+  FSDPC_RETURN_IF_ERROR(checkedNormLayout(call, /*gradient=*/false, x, scale, call.outputs[1], rows, cols));
   return normalize(call, /*bias=*/nullptr, /*mean=*/nullptr, call.outputs[1].f32(),
                    call.floatParam(contract::Param::kEpsilon, 1e-6), rows, cols);
 }
@@ -198,7 +200,7 @@ Status rmsNorm(const KernelCall &call) {
 Status rmsNormGrad(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &scale = call.inputs[1];
   int64_t rows, cols;
-  FSDPC_RETURN_IF_ERROR(checkedNormLayout(call, x, scale, call.inputs[2], rows, cols));
+  FSDPC_RETURN_IF_ERROR(checkedNormLayout(call, /*gradient=*/true, x, scale, call.inputs[2], rows, cols));
   return normalizeGrad(call, /*mean=*/nullptr, call.inputs[2].f32(), rows, cols, /*dbias=*/nullptr);
 }
 

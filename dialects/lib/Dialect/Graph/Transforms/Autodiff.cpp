@@ -23,26 +23,18 @@ using namespace fsdpc::graph;
 
 namespace {
 
-/// The gradients contributed to one value, summed as they arrive; those of
-/// slices are held back until the value's gradient is read, to see whether
-/// they tile it.
-struct Contributions {
-  SmallVector<Value> grads; // a running sum, then what came after the first slice_grad
-  bool holdsSlices = false;
-};
+bool isSliceGrad(Value grad) { return static_cast<bool>(grad.getDefiningOp<SliceGradOp>()); }
 
 /// If `grads` are slice_grads, used only here, whose slices cut `type`
 /// along one axis into pieces that cover it exactly, their gradients
 /// concatenated along it (the same values as their sum, in which each
 /// element adds zeros to one gradient); otherwise nothing.
 Value concatOfTilingSlices(OpBuilder &builder, ArrayRef<Value> grads, RankedTensorType type) {
-  if (grads.size() < 2)
-    return {};
   std::optional<int64_t> axis;
   SmallVector<std::pair<int64_t, Value>> pieces;
   for (Value grad : grads) {
     auto sliceGrad = grad.getDefiningOp<SliceGradOp>();
-    // Only the Contributions list holds it: no op reads it yet.
+    // Only the contributions list holds it: no op reads it yet.
     if (!sliceGrad || !grad.use_empty() || grad.getType() != type)
       return {};
     ArrayRef<int64_t> starts = sliceGrad.getStarts(), steps = sliceGrad.getSteps();
@@ -107,44 +99,43 @@ struct GraphAutodiffPass : public fsdpc::graph::impl::GraphAutodiffBase<GraphAut
           active.insert(result);
 
     OpBuilder builder(terminator);
-    llvm::DenseMap<Value, Contributions> grads;
+    // The gradients contributed to each value, summed as they arrive; from
+    // the first of a slice on, held back until the value's gradient is read,
+    // to see whether the slices tile it.
+    llvm::DenseMap<Value, SmallVector<Value>> grads;
     auto scalarType = RankedTensorType::get({}, builder.getF32Type());
-    grads[loss].grads.push_back(ConstantOp::create(builder, NameLoc::get(builder.getStringAttr("loss_seed")),
-                                                   scalarType, DenseElementsAttr::get(scalarType, 1.0f)));
+    grads[loss].push_back(ConstantOp::create(builder, NameLoc::get(builder.getStringAttr("loss_seed")), scalarType,
+                                             DenseElementsAttr::get(scalarType, 1.0f)));
     auto add = [&](Value a, Value b, Location loc) {
       return AddOp::create(builder, loc, a.getType(), a, b).getResult();
     };
     auto contribute = [&](Value operand, Value grad, Location loc) {
-      Contributions &c = grads[operand];
-      c.holdsSlices |= static_cast<bool>(grad.getDefiningOp<SliceGradOp>());
-      if (!c.holdsSlices && !c.grads.empty())
-        c.grads.front() = add(c.grads.front(), grad, loc);
+      SmallVector<Value> &held = grads[operand];
+      if (!held.empty() && !isSliceGrad(grad) && !llvm::any_of(held, isSliceGrad))
+        held.front() = add(held.front(), grad, loc);
       else
-        c.grads.push_back(grad);
+        held.push_back(grad);
     };
     // The value's whole gradient: the held-back contributions as one concat
     // where their slices tile it, else summed in the order they came.
     auto gradOf = [&](Value value) -> Value {
       auto it = grads.find(value);
-      if (it == grads.end() || it->second.grads.empty())
+      if (it == grads.end() || it->second.empty())
         return {};
-      Contributions &c = it->second;
-      if (c.grads.size() > 1) {
-        Value total;
-        if (c.holdsSlices)
-          total = concatOfTilingSlices(builder, c.grads, cast<RankedTensorType>(c.grads.front().getType()));
+      SmallVector<Value> &held = it->second;
+      if (held.size() > 1) {
+        Value total = concatOfTilingSlices(builder, held, cast<RankedTensorType>(held.front().getType()));
         if (total) {
-          for (Value grad : c.grads)
+          for (Value grad : held)
             grad.getDefiningOp()->erase();
         } else {
-          total = c.grads.front();
-          for (Value grad : ArrayRef<Value>(c.grads).drop_front())
+          total = held.front();
+          for (Value grad : ArrayRef<Value>(held).drop_front())
             total = add(total, grad, grad.getLoc());
         }
-        c.grads = {total};
+        held = {total};
       }
-      c.holdsSlices = false;
-      return c.grads.front();
+      return held.front();
     };
 
     SmallVector<Operation *> forwardOps;

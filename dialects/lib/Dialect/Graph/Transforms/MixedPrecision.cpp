@@ -161,10 +161,14 @@ struct GraphMixedPrecisionPass : public fsdpc::graph::impl::GraphMixedPrecisionB
     return index == 0;
   }
 
-  /// Whether rewrite() gives `op` its f32 float operands in the low type.
-  bool castsOperandsToLow(Operation *op) {
-    return !isa<ConstantOp, CastOp>(op) && op->getDialect()->getNamespace() == "graph" && !keptInF32(op);
+  /// Whether rewrite() changes `op` at all: graph ops but constants and
+  /// casts, which stay as they are.
+  static bool isRewritten(Operation *op) {
+    return !isa<ConstantOp, CastOp>(op) && op->getDialect()->getNamespace() == "graph";
   }
+
+  /// Whether rewrite() gives `op` its f32 float operands in the low type.
+  bool castsOperandsToLow(Operation *op) { return isRewritten(op) && !keptInF32(op); }
 
   /// Whether --keep-fp32 names one of the op's ONNX nodes.
   bool keptByName(Operation *op) {
@@ -176,7 +180,7 @@ struct GraphMixedPrecisionPass : public fsdpc::graph::impl::GraphMixedPrecisionB
   }
 
   void rewrite(Operation *op) {
-    if (isa<ConstantOp, CastOp>(op) || op->getDialect()->getNamespace() != "graph")
+    if (!isRewritten(op))
       return;
     bool touchesFloats = llvm::any_of(op->getOperands(), isFloatTensor) || llvm::any_of(op->getResults(), isFloatTensor);
     if (!touchesFloats)

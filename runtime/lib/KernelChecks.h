@@ -108,16 +108,43 @@ inline Status gatherLayout(const char *kernel, const std::vector<int64_t> &data,
   return Status::ok();
 }
 
-/// The sizes of an attention call (query, key, value, mask, ...): `batch`
-/// batch indices (batch and heads) of `tq` queries and `tk` keys, head
-/// sizes `d` (query, key) and `dv` (value), and the mask's strides over the
-/// scores' index space [batch dims..., tq, tk] (0 where it broadcasts).
+/// Where one attention operand's rows lie in its buffer: row r (a query or
+/// key) of batch index b starts at element
+/// `offset + (b / heads) * outer + (b % heads) * head + r * row`, and its
+/// features follow contiguously. attention's operands are contiguous
+/// [batch, rows, features] blocks (heads 1); packed_attention's query, key
+/// and value are the three thirds of one [..., T, 3 heads D] buffer, so a
+/// row of one head is D features every 3 heads D.
+struct AttentionRows {
+  int64_t offset = 0, outer = 0, head = 0, row = 0;
+};
+
+inline int64_t rowsStart(const AttentionRows &rows, int64_t heads, int64_t b) {
+  return rows.offset + (b / heads) * rows.outer + (b % heads) * rows.head;
+}
+
+/// The sizes of an attention call: `batch` batch indices (batch and heads,
+/// `heads` of them the innermost) of `tq` queries and `tk` keys, head sizes
+/// `d` (query, key) and `dv` (value), where each operand's rows lie (a
+/// gradient's as its operand's), and the mask's strides over the scores'
+/// index space [batch dims..., tq, tk] (0 where it broadcasts). A
+/// transposed key is [d, tk] per batch index: element (j, c) at c tk + j.
 struct AttentionDims {
-  int64_t batch = 1, tq = 0, tk = 0, d = 0, dv = 0;
+  int64_t batch = 1, heads = 1, tq = 0, tk = 0, d = 0, dv = 0;
   bool keyTransposed = false;
+  AttentionRows query, key, value, out;
   std::vector<int64_t> scores, maskStrides;
 };
 
+inline Status attentionMask(const KernelCall &call, const TensorView &mask, AttentionDims &a) {
+  if (!cpu::broadcastsTo(mask.shape, a.scores))
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": mask ", cpu::shapeString(mask.shape),
+                       " does not broadcast to the scores ", cpu::shapeString(a.scores));
+  a.maskStrides = cpu::broadcastStrides(mask.shape, a.scores);
+  return Status::ok();
+}
+
+/// attention's operands: query, key, value, mask, ...
 inline Status attentionDims(const KernelCall &call, AttentionDims &a) {
   const TensorView &q = call.inputs[0], &k = call.inputs[1], &v = call.inputs[2], &mask = call.inputs[3];
   const size_t rank = q.shape.size();
@@ -130,13 +157,37 @@ inline Status attentionDims(const KernelCall &call, AttentionDims &a) {
   a.dv = v.shape[rank - 1];
   a.scores.assign(q.shape.begin(), q.shape.end() - 2);
   a.batch = elementCount(a.scores);
+  a.heads = 1;
   a.scores.push_back(a.tq);
   a.scores.push_back(a.tk);
-  if (!cpu::broadcastsTo(mask.shape, a.scores))
-    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": mask ", cpu::shapeString(mask.shape),
-                       " does not broadcast to the scores ", cpu::shapeString(a.scores));
-  a.maskStrides = cpu::broadcastStrides(mask.shape, a.scores);
-  return Status::ok();
+  a.query = {0, a.tq * a.d, 0, a.d};
+  a.key = {0, a.tk * a.d, 0, a.d};
+  a.value = {0, a.tk * a.dv, 0, a.dv};
+  a.out = {0, a.tq * a.dv, 0, a.dv};
+  return attentionMask(call, mask, a);
+}
+
+/// packed_attention's operands: qkv [..., T, 3 heads D], mask, ...; out is
+/// [..., T, heads D].
+inline Status packedAttentionDims(const KernelCall &call, AttentionDims &a) {
+  const TensorView &qkv = call.inputs[0], &mask = call.inputs[1];
+  const size_t rank = qkv.shape.size();
+  a.heads = call.intParam(contract::Param::kHeads, 0);
+  if (rank < 2 || a.heads <= 0 || qkv.shape.back() % (3 * a.heads) != 0)
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": qkv ", cpu::shapeString(qkv.shape),
+                       " does not hold 3 x ", a.heads, " heads of one size");
+  const int64_t t = qkv.shape[rank - 2], width = qkv.shape.back() / 3;
+  a.keyTransposed = false;
+  a.tq = a.tk = t;
+  a.d = a.dv = width / a.heads;
+  a.scores.assign(qkv.shape.begin(), qkv.shape.end() - 2);
+  a.batch = elementCount(a.scores) * a.heads;
+  a.scores.insert(a.scores.end(), {a.heads, t, t});
+  a.query = {0, t * 3 * width, a.d, 3 * width};
+  a.key = {width, t * 3 * width, a.d, 3 * width};
+  a.value = {2 * width, t * 3 * width, a.d, 3 * width};
+  a.out = {0, t * width, a.d, width};
+  return attentionMask(call, mask, a);
 }
 
 /// Whether a gelu instruction asks for the tanh form; fails on other values.

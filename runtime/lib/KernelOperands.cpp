@@ -360,6 +360,26 @@ Status attentionGrad(const KernelCall &call) {
   return Status::ok();
 }
 
+/// packed_attention: qkv, mask -> out [..., T, heads D], logsumexp.
+Status packedAttention(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "fi", "ff"));
+  AttentionDims a;
+  FSDPC_RETURN_IF_ERROR(packedAttentionDims(call, a));
+  FSDPC_RETURN_IF_ERROR(elementsOf(call, call.outputs[0], a.batch * a.tq * a.dv, "output"));
+  return elementsOf(call, call.outputs[1], a.batch * a.tq, "logsumexp");
+}
+
+/// packed_attention_grad: qkv, mask, out, logsumexp, dout -> dqkv.
+Status packedAttentionGrad(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "fifff", "f"));
+  AttentionDims a;
+  FSDPC_RETURN_IF_ERROR(packedAttentionDims(call, a));
+  FSDPC_RETURN_IF_ERROR(elementsOf(call, call.inputs[2], a.batch * a.tq * a.dv, "output"));
+  FSDPC_RETURN_IF_ERROR(elementsOf(call, call.inputs[3], a.batch * a.tq, "logsumexp"));
+  FSDPC_RETURN_IF_ERROR(elementsOf(call, call.inputs[4], a.batch * a.tq * a.dv, "output gradient"));
+  return elementsOf(call, call.outputs[0], call.inputs[0].numElements(), "gradient");
+}
+
 /// layer_norm (x, scale, bias -> y, mean, inv_std_dev) and rms_norm
 /// (x, scale -> y, inv_rms).
 Status norm(const KernelCall &call) {
@@ -518,6 +538,10 @@ Status checkRule(contract::OperandRule rule, const KernelCall &call) {
     return attention(call);
   case OperandRule::kAttentionGrad:
     return attentionGrad(call);
+  case OperandRule::kPackedAttention:
+    return packedAttention(call);
+  case OperandRule::kPackedAttentionGrad:
+    return packedAttentionGrad(call);
   case OperandRule::kNorm:
     return norm(call);
   case OperandRule::kNormGrad:

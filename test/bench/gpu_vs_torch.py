@@ -48,10 +48,10 @@ CONFIG = dict(vocab=50257, context=1024, dim=768, heads=12, layers=12)
 BATCH, LR, WEIGHT_DECAY = 16, 6e-4, 0.01
 WARMUP, MEASURED, COMPARED = 8, 20, 20
 # The memory knobs (issue 12): plan name -> extra fsdpc flags, and how close
-# each run's losses must be to the plain plan's. fsdpc predicts 8.0 GiB of
-# device memory for the plain plan, 6.3 GiB for --recompute auto at 8 GiB
-# (cheap ops recomputed; the smallest it can reach is 3.5 GiB), 7.1 GiB with
-# the AdamW state offloaded and 5.4 GiB with both at 6 GiB.
+# each run's losses must be to the plain plan's. fsdpc predicts 7.7 GiB of
+# device memory for the plain plan, which already fits --recompute auto at
+# 8 GiB (nothing recomputed; the smallest it can reach is 3.5 GiB), 6.8 GiB
+# with the AdamW state offloaded and 5.4 GiB with both at 6 GiB.
 MEMORY_VARIANTS = {
     "gpt2-124m-bf16-offload-optimizer": ["--offload", "optimizer"],
     "gpt2-124m-bf16-recompute-auto-8g": ["--recompute", "auto", "--memory-budget", "8G"],

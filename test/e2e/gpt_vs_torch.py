@@ -84,7 +84,8 @@ def main():
     ir_dir = os.path.join(args.work, "ir")
     run(["fsdpc", onnx_path, "-o", plan, "--dump-ir", ir_dir] + compile_flags)
     step_ir = open(os.path.join(ir_dir, "01-graph.mlir")).read()
-    fused = ("graph.layer_norm", "graph.rms_norm", "graph.gelu", "graph.masked_softmax", "graph.attention")
+    fused = ("graph.layer_norm", "graph.rms_norm", "graph.gelu", "graph.masked_softmax", "graph.attention",
+             "graph.packed_attention")
     print("fused ops in the step: " + ", ".join("%d %s" % (step_ir.count(op + " "), op) for op in fused))
     launch = MPIRUN + ["-np", str(args.ranks)] if args.ranks > 1 else []
     run(launch + ["fsdp-run", plan, "--steps", str(args.steps), "--data", data, "--metrics-json", metrics])

@@ -114,6 +114,14 @@ def weights(array, like):
     return torch.tensor(array, dtype=like.dtype)
 
 
+def packed_attention_reference(qkv, heads, scale):
+    """torch's attention on the thirds of a fused projection, heads side by side."""
+    b, t, c = qkv.shape
+    q, k, v = (part.reshape(b, t, heads, c // 3 // heads).transpose(1, 2) for part in qkv.split(c // 3, dim=2))
+    p = torch.softmax((q @ k.transpose(-2, -1) * scale).masked_fill(torch.tensor(CAUSAL5), float("-inf")), -1)
+    return (p @ v).transpose(1, 2).reshape(b, t, c // 3)
+
+
 def cases():
     """(name, ONNX op, {param: (shape, sampler)}, attributes, torch function of the params in order)."""
     return [
@@ -221,6 +229,29 @@ def cases():
                     helper.make_node("Where", ["const.mask", "const.ninf", "scaled"], ["masked"]),
                     helper.make_node("Softmax", ["masked"], ["p"], axis=-1),
                     helper.make_node("MatMul", ["p", "v"], ["y"])]),
+        # Attention over one fused projection as GPT-2 exports it (Split in
+        # three, Reshape to heads, Transpose the heads forward, the key in one
+        # step to [B, H, D, T], and the output back): graph-fuse makes one
+        # graph.packed_attention, whose one gradient is the projection's.
+        case("packed_attention_formula", "graph.packed_attention", {"qkv": ((2, 5, 18), normal)}, {},
+             lambda qkv: packed_attention_reference(qkv, heads=2, scale=0.45),
+             constants={"split": np.array([6, 6, 6], np.int64), "heads": np.array([2, 5, 2, 3], np.int64),
+                        "merged": np.array([2, 5, 6], np.int64), "scale": scalar(0.45), "ninf": scalar(-np.inf),
+                        "mask": CAUSAL5},
+             nodes=[helper.make_node("Split", ["qkv", "const.split"], ["q0", "k0", "v0"], axis=2),
+                    helper.make_node("Reshape", ["q0", "const.heads"], ["q1"]),
+                    helper.make_node("Reshape", ["k0", "const.heads"], ["k1"]),
+                    helper.make_node("Reshape", ["v0", "const.heads"], ["v1"]),
+                    helper.make_node("Transpose", ["q1"], ["q"], perm=[0, 2, 1, 3]),
+                    helper.make_node("Transpose", ["k1"], ["kt"], perm=[0, 2, 3, 1]),
+                    helper.make_node("Transpose", ["v1"], ["v"], perm=[0, 2, 1, 3]),
+                    helper.make_node("MatMul", ["q", "kt"], ["scores"]),
+                    helper.make_node("Mul", ["scores", "const.scale"], ["scaled"]),
+                    helper.make_node("Where", ["const.mask", "const.ninf", "scaled"], ["masked"]),
+                    helper.make_node("Softmax", ["masked"], ["p"], axis=-1),
+                    helper.make_node("MatMul", ["p", "v"], ["o"]),
+                    helper.make_node("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]),
+                    helper.make_node("Reshape", ["ot", "const.merged"], ["y"])]),
         case("gelu_tanh_formula", "graph.gelu", {"x": ((5, 7), normal)}, {}, lambda x: F.gelu(x, approximate="tanh"),
              constants={"cubic": scalar(0.044715), "k": scalar(math.sqrt(2 / math.pi)), "one": scalar(1.0),
                         "half": scalar(0.5)}, nodes=gelu_tanh_formula()),

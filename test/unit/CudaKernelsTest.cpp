@@ -535,6 +535,32 @@ std::vector<Case> cases() {
                       .out({2, 3, tk, d}, b).out({2, 3, tk, d}, b).attr("scale", 1.0 / std::sqrt(double(d)))
                       .attr("compute_dtype", std::string("bf16")).tol(3e-2));
   }
+  // Packed attention: the heads read in place from [B, T, 3 heads D] with a
+  // row stride of 3 heads D (and out written with heads D): the f32 kernels
+  // (d=40, 3 heads), the tensor-core ones on bf16 values (d=64, 2 heads),
+  // and both on bf16 storage. Odd T, a causal mask broadcast over heads.
+  struct Packed {
+    int64_t heads, d;
+    bool bf16Compute, bf16Storage;
+  };
+  for (Packed p : {Packed{3, 40, false, false}, Packed{2, 64, true, false}, Packed{2, 64, true, true},
+                   Packed{3, 40, true, true}}) {
+    const int64_t t = 67, width = p.heads * p.d;
+    const std::string what = "heads=" + std::to_string(p.heads) + " d=" + std::to_string(p.d) +
+                             (p.bf16Compute ? " bf16" : "") + (p.bf16Storage ? " storage" : "");
+    const plan::DType storage = p.bf16Storage ? plan::BF16 : plan::F32;
+    const Fill values = p.bf16Compute && !p.bf16Storage ? normalBf16() : normal();
+    const std::string compute = p.bf16Compute ? "bf16" : "f32";
+    const double scale = 1.0 / std::sqrt(double(p.d));
+    all.push_back(Case("packed_attention", what).in({2, t, 3 * width}, values, storage).in({t, t}, causal(), plan::I64)
+                      .out({2, t, width}, storage).out({2, p.heads, t}).attr("heads", p.heads).attr("scale", scale)
+                      .attr("compute_dtype", compute).tol(p.bf16Compute ? 1e-2 : 2e-5));
+    all.push_back(Case("packed_attention_grad", what).in({2, t, 3 * width}, values, storage)
+                      .in({t, t}, causal(), plan::I64).in({2, t, width}, values, storage)
+                      .in({2, p.heads, t}, constant(3.0)).in({2, t, width}, values, storage)
+                      .out({2, t, 3 * width}, storage).attr("heads", p.heads).attr("scale", scale)
+                      .attr("compute_dtype", compute).tol(p.bf16Compute ? 3e-2 : 5e-5));
+  }
   // Losses.
   all.push_back(Case("softmax_cross_entropy").in({37, 5003}).in({37}, integers(0, 5003), plan::I64).out({})
                     .tol(1e-6));

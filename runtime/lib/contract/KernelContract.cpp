@@ -30,6 +30,8 @@ std::vector<KernelSignature> buildTable() {
   // accumulation and softmax. The CPU computes in f32 either way.
   const std::vector<AttrSpec> attention = {
       {"scale", kFloat, kRequired}, {"key_transposed", kBool, kOptional}, {"compute_dtype", kString, kOptional}};
+  const std::vector<AttrSpec> packedAttention = {
+      {"heads", kInt, kRequired}, {"scale", kFloat, kRequired}, {"compute_dtype", kString, kOptional}};
   // "mean" (torch's default: over the labels that count) or "sum".
   const std::vector<AttrSpec> crossEntropy = {{"reduction", kString, kOptional}, {"ignore_index", kInt, kOptional}};
 
@@ -94,6 +96,11 @@ std::vector<KernelSignature> buildTable() {
       fixed("attention", 4, 2, OperandRule::kAttention, attention),
       // query, key, value, mask, out, logsumexp, dout -> dquery, dkey, dvalue.
       fixed("attention_grad", 7, 3, OperandRule::kAttentionGrad, attention),
+      // qkv [..., T, 3 heads D], mask -> out [..., T, heads D], logsumexp
+      // [..., heads, T]: each head read in place with a row stride.
+      fixed("packed_attention", 2, 2, OperandRule::kPackedAttention, packedAttention),
+      // qkv, mask, out, logsumexp, dout -> dqkv.
+      fixed("packed_attention_grad", 5, 1, OperandRule::kPackedAttentionGrad, packedAttention),
       // Norms: forward also writes the per-row statistics backward reads.
       // layer_norm: input, scale, bias -> y, mean, inv_std_dev.
       fixed("layer_norm", 3, 3, OperandRule::kNorm, normalize),
@@ -180,7 +187,8 @@ constexpr std::string_view kParamNames[] = {
     "min_lr",
     "max_norm",
     "select_last_index",
-    "compute_dtype"};
+    "compute_dtype",
+    "heads"};
 static_assert(sizeof(kParamNames) / sizeof(kParamNames[0]) == static_cast<size_t>(Param::kCount),
               "one name per Param");
 

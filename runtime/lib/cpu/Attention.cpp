@@ -26,10 +26,11 @@ namespace {
 struct AttentionLayout : AttentionDims {
   std::vector<int64_t> maskBase; // per batch index: the mask's offset
   int64_t maskRowStride = 0, maskColStride = 0;
+
+  int64_t start(const AttentionRows &rows, int64_t b) const { return rowsStart(rows, heads, b); }
 };
 
-Status attentionLayout(const KernelCall &call, AttentionLayout &l) {
-  FSDPC_RETURN_IF_ERROR(attentionDims(call, l));
+Status finishLayout(AttentionLayout &l) {
   const size_t rank = l.scores.size();
   l.maskRowStride = l.maskStrides[rank - 2];
   l.maskColStride = l.maskStrides[rank - 1];
@@ -39,39 +40,45 @@ Status attentionLayout(const KernelCall &call, AttentionLayout &l) {
   return Status::ok();
 }
 
-/// C (m x n) = op(A) op(B), row-major, with op(A) m x k.
-void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, const float *a, const float *b, float *c) {
+/// The buffers of one call. attention's are separate tensors;
+/// packed_attention's query, key and value (and their gradients) are one
+/// buffer, each read at its own offset (AttentionRows).
+struct AttentionBuffers {
+  const float *q, *k, *v;
+  const int64_t *mask;
+  const float *out = nullptr, *lse = nullptr, *dout = nullptr; // the gradient's inputs
+};
+
+/// C (m x n, leading dimension ldc) = op(A) op(B), row-major, with op(A)
+/// m x k and A, B at leading dimensions lda, ldb.
+void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+          int64_t ldb, float *c, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a,
-              transA ? m : k, b, transB ? k : n, 0.0f, c, n);
+              lda, b, ldb, 0.0f, c, ldc);
 }
 
 /// Batch b's scores S = Q K^T (tq x tk), through BLAS as batch_matmul does.
-void scores(const AttentionLayout &l, const float *q, const float *k, int64_t b, float *s) {
-  const float *qb = q + b * l.tq * l.d, *kb = k + b * l.tk * l.d;
-  gemm(false, !l.keyTransposed, l.tq, l.tk, l.d, qb, kb, s);
+void scores(const AttentionLayout &l, const AttentionBuffers &in, int64_t b, float *s) {
+  const float *qb = in.q + l.start(l.query, b), *kb = in.k + l.start(l.key, b);
+  if (l.keyTransposed) // [d, tk]
+    gemm(false, false, l.tq, l.tk, l.d, qb, l.query.row, kb, l.tk, s, l.tk);
+  else
+    gemm(false, true, l.tq, l.tk, l.d, qb, l.query.row, kb, l.key.row, s, l.tk);
 }
-
-} // namespace
 
 // Per batch index: the scores by GEMM, the masked softmax row by row (as
 // masked_softmax computes it), the output by GEMM. The tq x tk block is
 // per-thread scratch, never a tensor of the plan.
-Status attention(const KernelCall &call) {
-  AttentionLayout l;
-  FSDPC_RETURN_IF_ERROR(attentionLayout(call, l));
-  const float *q = call.inputs[0].f32(), *k = call.inputs[1].f32(), *v = call.inputs[2].f32();
-  const int64_t *mask = call.inputs[3].i64();
-  float *out = call.outputs[0].f32(), *lse = call.outputs[1].f32();
-  const float scale = static_cast<float>(call.floatParam(contract::Param::kScale, 1.0));
+void forward(const AttentionLayout &l, const AttentionBuffers &in, float scale, float *out, float *lse) {
 #pragma omp parallel
   {
     std::vector<float> p(l.tq * l.tk);
 #pragma omp for
     for (int64_t b = 0; b < l.batch; ++b) {
-      scores(l, q, k, b, p.data());
+      scores(l, in, b, p.data());
       for (int64_t i = 0; i < l.tq; ++i) {
         float *row = p.data() + i * l.tk;
-        const int64_t *maskRow = mask + l.maskBase[b] + i * l.maskRowStride;
+        const int64_t *maskRow = in.mask + l.maskBase[b] + i * l.maskRowStride;
         float maxValue = -INFINITY;
         for (int64_t j = 0; j < l.tk; ++j) {
           row[j] = maskRow[j * l.maskColStride] ? -INFINITY : row[j] * scale;
@@ -87,55 +94,97 @@ Status attention(const KernelCall &call) {
           row[j] *= inv;
         lse[b * l.tq + i] = maxValue + static_cast<float>(std::log(sum));
       }
-      gemm(false, false, l.tq, l.dv, l.tk, p.data(), v + b * l.tk * l.dv, out + b * l.tq * l.dv);
+      gemm(false, false, l.tq, l.dv, l.tk, p.data(), l.tk, in.v + l.start(l.value, b), l.value.row,
+           out + l.start(l.out, b), l.out.row);
     }
   }
-  return Status::ok();
 }
 
 // Per batch index: P again from the scores and logsumexp, then
 // dV = P^T dO, dP = dO V^T, dS = P * (dP - rowsum(dO * O)) * scale,
 // dQ = dS K, dK = dS^T Q (in the key's layout), each a GEMM.
-Status attentionGrad(const KernelCall &call) {
-  AttentionLayout l;
-  FSDPC_RETURN_IF_ERROR(attentionLayout(call, l));
-  const float *q = call.inputs[0].f32(), *k = call.inputs[1].f32(), *v = call.inputs[2].f32();
-  const int64_t *mask = call.inputs[3].i64();
-  const float *out = call.inputs[4].f32(), *lse = call.inputs[5].f32(), *dout = call.inputs[6].f32();
-  float *dq = call.outputs[0].f32(), *dk = call.outputs[1].f32(), *dv = call.outputs[2].f32();
-  const float scale = static_cast<float>(call.floatParam(contract::Param::kScale, 1.0));
+void backward(const AttentionLayout &l, const AttentionBuffers &in, float scale, float *dq, float *dk, float *dv) {
 #pragma omp parallel
   {
     std::vector<float> p(l.tq * l.tk), ds(l.tq * l.tk);
 #pragma omp for
     for (int64_t b = 0; b < l.batch; ++b) {
-      const float *qb = q + b * l.tq * l.d, *kb = k + b * l.tk * l.d, *vb = v + b * l.tk * l.dv;
-      const float *ob = out + b * l.tq * l.dv, *dob = dout + b * l.tq * l.dv;
-      scores(l, q, k, b, p.data());
+      const float *qb = in.q + l.start(l.query, b), *kb = in.k + l.start(l.key, b), *vb = in.v + l.start(l.value, b);
+      const float *ob = in.out + l.start(l.out, b), *dob = in.dout + l.start(l.out, b);
+      scores(l, in, b, p.data());
       for (int64_t i = 0; i < l.tq; ++i) {
         float *row = p.data() + i * l.tk;
-        const int64_t *maskRow = mask + l.maskBase[b] + i * l.maskRowStride;
-        const float rowLse = lse[b * l.tq + i];
+        const int64_t *maskRow = in.mask + l.maskBase[b] + i * l.maskRowStride;
+        const float rowLse = in.lse[b * l.tq + i];
         for (int64_t j = 0; j < l.tk; ++j)
           row[j] = maskRow[j * l.maskColStride] ? 0.0f : vectorExp(row[j] * scale - rowLse);
       }
-      gemm(true, false, l.tk, l.dv, l.tq, p.data(), dob, dv + b * l.tk * l.dv); // dV = P^T dO
-      gemm(false, true, l.tq, l.tk, l.dv, dob, vb, ds.data());                  // dP = dO V^T
+      const int64_t ldo = l.out.row;
+      // dV = P^T dO, dP = dO V^T
+      gemm(true, false, l.tk, l.dv, l.tq, p.data(), l.tk, dob, ldo, dv + l.start(l.value, b), l.value.row);
+      gemm(false, true, l.tq, l.tk, l.dv, dob, ldo, vb, l.value.row, ds.data(), l.tk);
       for (int64_t i = 0; i < l.tq; ++i) {
         float rowDot = 0; // sum_j P_ij dP_ij = sum_c dO_ic O_ic
         for (int64_t c = 0; c < l.dv; ++c)
-          rowDot += dob[i * l.dv + c] * ob[i * l.dv + c];
+          rowDot += dob[i * ldo + c] * ob[i * ldo + c];
         for (int64_t j = 0; j < l.tk; ++j)
           ds[i * l.tk + j] = p[i * l.tk + j] * (ds[i * l.tk + j] - rowDot) * scale;
       }
-      // dQ = dS K: K is [tk, d], or [d, tk] when transposed.
-      gemm(false, l.keyTransposed, l.tq, l.d, l.tk, ds.data(), kb, dq + b * l.tq * l.d);
-      if (l.keyTransposed) // dK^T = Q^T dS : [d, tk]
-        gemm(true, false, l.d, l.tk, l.tq, qb, ds.data(), dk + b * l.tk * l.d);
-      else // dK = dS^T Q : [tk, d]
-        gemm(true, false, l.tk, l.d, l.tq, ds.data(), qb, dk + b * l.tk * l.d);
+      float *dqb = dq + l.start(l.query, b), *dkb = dk + l.start(l.key, b);
+      if (l.keyTransposed) {
+        gemm(false, true, l.tq, l.d, l.tk, ds.data(), l.tk, kb, l.tk, dqb, l.query.row); // dQ = dS K, K^T stored
+        gemm(true, false, l.d, l.tk, l.tq, qb, l.query.row, ds.data(), l.tk, dkb, l.tk); // dK^T = Q^T dS : [d, tk]
+      } else {
+        gemm(false, false, l.tq, l.d, l.tk, ds.data(), l.tk, kb, l.key.row, dqb, l.query.row); // dQ = dS K
+        gemm(true, false, l.tk, l.d, l.tq, ds.data(), l.tk, qb, l.query.row, dkb, l.key.row);  // dK = dS^T Q
+      }
     }
   }
+}
+
+float scaleOf(const KernelCall &call) { return static_cast<float>(call.floatParam(contract::Param::kScale, 1.0)); }
+
+} // namespace
+
+Status attention(const KernelCall &call) {
+  AttentionLayout l;
+  FSDPC_RETURN_IF_ERROR(attentionDims(call, l));
+  FSDPC_RETURN_IF_ERROR(finishLayout(l));
+  const AttentionBuffers in{call.inputs[0].f32(), call.inputs[1].f32(), call.inputs[2].f32(), call.inputs[3].i64()};
+  forward(l, in, scaleOf(call), call.outputs[0].f32(), call.outputs[1].f32());
+  return Status::ok();
+}
+
+Status attentionGrad(const KernelCall &call) {
+  AttentionLayout l;
+  FSDPC_RETURN_IF_ERROR(attentionDims(call, l));
+  FSDPC_RETURN_IF_ERROR(finishLayout(l));
+  const AttentionBuffers in{call.inputs[0].f32(), call.inputs[1].f32(), call.inputs[2].f32(), call.inputs[3].i64(),
+                            call.inputs[4].f32(), call.inputs[5].f32(), call.inputs[6].f32()};
+  backward(l, in, scaleOf(call), call.outputs[0].f32(), call.outputs[1].f32(), call.outputs[2].f32());
+  return Status::ok();
+}
+
+Status packedAttention(const KernelCall &call) {
+  AttentionLayout l;
+  FSDPC_RETURN_IF_ERROR(packedAttentionDims(call, l));
+  FSDPC_RETURN_IF_ERROR(finishLayout(l));
+  const float *qkv = call.inputs[0].f32();
+  const AttentionBuffers in{qkv, qkv, qkv, call.inputs[1].i64()};
+  forward(l, in, scaleOf(call), call.outputs[0].f32(), call.outputs[1].f32());
+  return Status::ok();
+}
+
+// Every element of dqkv is one head's dQ, dK or dV, each written whole.
+Status packedAttentionGrad(const KernelCall &call) {
+  AttentionLayout l;
+  FSDPC_RETURN_IF_ERROR(packedAttentionDims(call, l));
+  FSDPC_RETURN_IF_ERROR(finishLayout(l));
+  const float *qkv = call.inputs[0].f32();
+  const AttentionBuffers in{
+      qkv, qkv, qkv, call.inputs[1].i64(), call.inputs[2].f32(), call.inputs[3].f32(), call.inputs[4].f32()};
+  float *dqkv = call.outputs[0].f32();
+  backward(l, in, scaleOf(call), dqkv, dqkv, dqkv);
   return Status::ok();
 }
 

@@ -77,6 +77,8 @@ Status softmaxGrad(const KernelCall &call);
 // each query row's logsumexp for the gradient.
 Status attention(const KernelCall &call);
 Status attentionGrad(const KernelCall &call);
+Status packedAttention(const KernelCall &call);
+Status packedAttentionGrad(const KernelCall &call);
 
 // Norms.cpp.
 Status layerNorm(const KernelCall &call);

@@ -63,6 +63,8 @@ const std::unordered_map<std::string, KernelFn> &registry() {
       {"masked_softmax", maskedSoftmax},
       {"attention", attention},
       {"attention_grad", attentionGrad},
+      {"packed_attention", packedAttention},
+      {"packed_attention_grad", packedAttentionGrad},
       {"layer_norm", layerNorm},
       {"layer_norm_grad", layerNormGrad},
       {"rms_norm", rmsNorm},

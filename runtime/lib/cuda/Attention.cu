@@ -35,25 +35,48 @@ constexpr int kWarps = 8;               // per block
 constexpr int kRowsPerWarp = kTile / kWarps;
 constexpr int kMaxHeadDim = 256;
 
+/// Where an operand's rows lie (AttentionRows in KernelChecks.h): row r of
+/// batch index b at start(b) + r * row.
+struct Rows {
+  long long offset, outer, head, row;
+};
+
 /// Sizes and strides of one attention call, passed by value to the kernels.
 struct AttentionShape {
-  long long batch, tq, tk, d, dv;
+  long long batch, heads, tq, tk, d, dv;
   bool keyTransposed;
   float scale;
+  Rows query, key, value, out; // a gradient's rows are its operand's
   Operand mask;
   Layout<1> maskBatch; // batch index -> offset of the mask's (0, 0) for it
   long long maskRowStride, maskColStride;
+
+  __host__ __device__ __forceinline__ long long start(const Rows &rows, long long b) const {
+    return rows.offset + (b / heads) * rows.outer + (b % heads) * rows.head;
+  }
 };
 
-Status attentionShape(const KernelCall &call, AttentionShape &s) {
-  // Query, key, value and out; for the gradient, out, dout, dquery, dkey,
-  // dvalue too.
-  const bool gradient = call.outputs.size() == 3;
-  FSDPC_RETURN_IF_ERROR(gradient ? requireF32Except(call, {0, 1, 2, 4, 6}, {0, 1, 2})
-                                 : requireF32Except(call, {0, 1, 2}, {0}));
+Rows rowsOf(const AttentionRows &r) { return {r.offset, r.outer, r.head, r.row}; }
+
+/// The shape of an attention (`packed` false) or packed_attention call.
+Status attentionShape(const KernelCall &call, bool packed, AttentionShape &s) {
+  // The activations, which may be low precision: query, key, value and out
+  // (qkv and out); for the gradient, out, dout and the operands' gradients
+  // too. The mask is integer, logsumexp f32.
+  const bool gradient = packed ? call.inputs.size() == 5 : call.outputs.size() == 3;
+  if (packed)
+    FSDPC_RETURN_IF_ERROR(gradient ? requireF32Except(call, {0, 2, 4}, {0}) : requireF32Except(call, {0}, {0}));
+  else
+    FSDPC_RETURN_IF_ERROR(gradient ? requireF32Except(call, {0, 1, 2, 4, 6}, {0, 1, 2})
+                                   : requireF32Except(call, {0, 1, 2}, {0}));
   AttentionDims a;
-  FSDPC_RETURN_IF_ERROR(attentionDims(call, a));
+  FSDPC_RETURN_IF_ERROR(packed ? packedAttentionDims(call, a) : attentionDims(call, a));
   s.batch = a.batch;
+  s.heads = a.heads;
+  s.query = rowsOf(a.query);
+  s.key = rowsOf(a.key);
+  s.value = rowsOf(a.value);
+  s.out = rowsOf(a.out);
   s.tq = a.tq;
   s.tk = a.tk;
   s.d = a.d;
@@ -62,8 +85,8 @@ Status attentionShape(const KernelCall &call, AttentionShape &s) {
   if (s.d > kMaxHeadDim || s.dv > kMaxHeadDim)
     return FSDPC_ERROR(kUnimplemented, call.instruction->op(), ": the CUDA kernel takes head sizes up to ",
                        kMaxHeadDim, ", not ", std::max(s.d, s.dv));
-  const TensorView &k = call.inputs[1], &v = call.inputs[2];
-  if (k.numElements() != s.batch * s.tk * s.d || v.numElements() != s.batch * s.tk * s.dv)
+  if (!packed &&
+      (call.inputs[1].numElements() != s.batch * s.tk * s.d || call.inputs[2].numElements() != s.batch * s.tk * s.dv))
     return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": key and value do not fit the query");
   const size_t rank = a.scores.size();
   s.maskRowStride = a.maskStrides[rank - 2];
@@ -72,7 +95,7 @@ Status attentionShape(const KernelCall &call, AttentionShape &s) {
   const std::vector<int64_t> batchShape(a.scores.begin(), a.scores.end() - 2);
   if (!makeLayout(batchShape, {std::vector<int64_t>(a.maskStrides.begin(), a.maskStrides.end() - 2)}, s.maskBatch))
     return rankError(call, rank);
-  s.mask = operandOf(call.inputs[3]);
+  s.mask = operandOf(call.inputs[packed ? 1 : 3]);
   s.scale = static_cast<float>(call.floatParam(contract::Param::kScale, 1.0));
   return Status::ok();
 }
@@ -120,18 +143,19 @@ __device__ __forceinline__ void accumulateRowTimesTile(float (&acc)[Cols], float
   }
 }
 
-/// Key j's element c, in either key layout.
+/// Key j's element c of one batch index, in either key layout.
 __device__ __forceinline__ float keyAt(Operand k, const AttentionShape &s, long long j, long long c) {
-  return loadFloat(k, s.keyTransposed ? c * s.tk + j : j * s.d + c);
+  return loadFloat(k, s.keyTransposed ? c * s.tk + j : j * s.key.row + c);
 }
 
-/// Loads `rows` rows (from `first`) of a [*, cols] matrix into a shared
-/// tile with a padded pitch; rows past the end are zeros.
+/// Loads `rows` rows (from `first`) of a matrix of `cols` columns, rows
+/// `stride` elements apart, into a shared tile with a padded pitch; rows
+/// past the end are zeros.
 __device__ __forceinline__ void loadTile(float *tile, int pitch, Operand src, long long first, long long rows,
-                                         long long cols) {
+                                         long long cols, long long stride) {
   for (int e = threadIdx.x; e < kTile * cols; e += blockDim.x) {
     const int r = e / cols, c = e % cols;
-    tile[r * pitch + c] = first + r < rows ? loadFloat(src, (first + r) * cols + c) : 0.0f;
+    tile[r * pitch + c] = first + r < rows ? loadFloat(src, (first + r) * stride + c) : 0.0f;
   }
 }
 
@@ -150,11 +174,12 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int pitchD = s.d + 1, pitchV = s.dv + 1;
   float *qTile = shared, *keyTile = qTile + kTile * pitchD, *vTile = keyTile + kTile * pitchD;
   const long long b = blockIdx.y, firstQuery = static_cast<long long>(blockIdx.x) * kTile;
-  const Operand qb = advanced(q, b * s.tq * s.d), kb = advanced(k, b * s.tk * s.d), vb = advanced(v, b * s.tk * s.dv);
+  const Operand qb = advanced(q, s.start(s.query, b)), kb = advanced(k, s.start(s.key, b)),
+                vb = advanced(v, s.start(s.value, b));
   const long long maskOffset = maskBase(s, b);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
-  loadTile(qTile, pitchD, qb, firstQuery, s.tq, s.d);
+  loadTile(qTile, pitchD, qb, firstQuery, s.tq, s.d, s.query.row);
   float acc[kRowsPerWarp][Cols], rowMax[kRowsPerWarp], rowSum[kRowsPerWarp];
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) {
@@ -167,7 +192,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (long long firstKey = 0; firstKey < s.tk; firstKey += kTile) {
     __syncthreads(); // the previous tile is no longer read
     loadKeyTile(keyTile, pitchD, kb, s, firstKey);
-    loadTile(vTile, pitchV, vb, firstKey, s.tk, s.dv);
+    loadTile(vTile, pitchV, vb, firstKey, s.tk, s.dv, s.value.row);
     __syncthreads();
     const long long key = firstKey + lane;
 #pragma unroll
@@ -213,21 +238,23 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int t = 0; t < Cols; ++t) {
       const int c = lane + 32 * t;
       if (c < s.dv)
-        storeFloat(out, (b * s.tq + query) * s.dv + c, acc[r][t] * inv);
+        storeFloat(out, s.start(s.out, b) + query * s.out.row + c, acc[r][t] * inv);
     }
     if (lane == 0)
       lse[b * s.tq + query] = rowMax[r] + logf(rowSum[r]);
   }
 }
 
-/// delta[row] = sum_c dO[row, c] O[row, c]: one warp per row.
-__global__ void attentionDeltaKernel(Operand out, Operand dout, float *delta, long long rows, long long dv) {
-  const long long warpsTotal = static_cast<long long>(gridDim.x) * (blockDim.x / 32);
+/// delta[row] = sum_c dO[row, c] O[row, c] over the batch * tq query rows:
+/// one warp per row.
+__global__ void attentionDeltaKernel(Operand out, Operand dout, float *delta, AttentionShape s) {
+  const long long warpsTotal = static_cast<long long>(gridDim.x) * (blockDim.x / 32), rows = s.batch * s.tq;
   for (long long row = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; row < rows;
        row += warpsTotal) {
+    const long long first = s.start(s.out, row / s.tq) + (row % s.tq) * s.out.row;
     float sum = 0.0f;
-    for (long long c = threadIdx.x % 32; c < dv; c += 32)
-      sum += loadFloat(dout, row * dv + c) * loadFloat(out, row * dv + c);
+    for (long long c = threadIdx.x % 32; c < s.dv; c += 32)
+      sum += loadFloat(dout, first + c) * loadFloat(out, first + c);
 #pragma unroll
     for (int offset = 16; offset > 0; offset >>= 1)
       sum += __shfl_xor_sync(0xffffffffu, sum, offset);
@@ -247,13 +274,14 @@ __global__ void __launch_bounds__(kWarps * 32)
   float *keyTile = shared, *vTile = keyTile + kTile * pitchD, *qTile = vTile + kTile * pitchV,
         *doTile = qTile + kTile * pitchD, *lseTile = doTile + kTile * pitchV, *deltaTile = lseTile + kTile;
   const long long b = blockIdx.y, firstKey = static_cast<long long>(blockIdx.x) * kTile;
-  const Operand qb = advanced(q, b * s.tq * s.d), kb = advanced(k, b * s.tk * s.d), vb = advanced(v, b * s.tk * s.dv);
-  const Operand dob = advanced(dout, b * s.tq * s.dv);
+  const Operand qb = advanced(q, s.start(s.query, b)), kb = advanced(k, s.start(s.key, b)),
+                vb = advanced(v, s.start(s.value, b));
+  const Operand dob = advanced(dout, s.start(s.out, b));
   const long long maskOffset = maskBase(s, b);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
   loadKeyTile(keyTile, pitchD, kb, s, firstKey);
-  loadTile(vTile, pitchV, vb, firstKey, s.tk, s.dv);
+  loadTile(vTile, pitchV, vb, firstKey, s.tk, s.dv, s.value.row);
   float dkAcc[kRowsPerWarp][Cols], dvAcc[kRowsPerWarp][Cols];
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r)
@@ -262,8 +290,8 @@ __global__ void __launch_bounds__(kWarps * 32)
       dkAcc[r][t] = dvAcc[r][t] = 0.0f;
   for (long long firstQuery = 0; firstQuery < s.tq; firstQuery += kTile) {
     __syncthreads();
-    loadTile(qTile, pitchD, qb, firstQuery, s.tq, s.d);
-    loadTile(doTile, pitchV, dob, firstQuery, s.tq, s.dv);
+    loadTile(qTile, pitchD, qb, firstQuery, s.tq, s.d, s.query.row);
+    loadTile(doTile, pitchV, dob, firstQuery, s.tq, s.dv, s.out.row);
     if (threadIdx.x < kTile) {
       const long long query = firstQuery + threadIdx.x;
       lseTile[threadIdx.x] = query < s.tq ? lse[b * s.tq + query] : 0.0f;
@@ -292,9 +320,10 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int t = 0; t < Cols; ++t) {
       const int c = lane + 32 * t;
       if (c < s.dv)
-        storeFloat(dv, (b * s.tk + key) * s.dv + c, dvAcc[r][t]);
+        storeFloat(dv, s.start(s.value, b) + key * s.value.row + c, dvAcc[r][t]);
       if (c < s.d)
-        storeFloat(advanced(dk, b * s.tk * s.d), s.keyTransposed ? c * s.tk + key : key * s.d + c, dkAcc[r][t]);
+        storeFloat(advanced(dk, s.start(s.key, b)), s.keyTransposed ? c * s.tk + key : key * s.key.row + c,
+                   dkAcc[r][t]);
     }
   }
 }
@@ -310,13 +339,14 @@ __global__ void __launch_bounds__(kWarps * 32)
   float *qTile = shared, *doTile = qTile + kTile * pitchD, *keyTile = doTile + kTile * pitchV,
         *vTile = keyTile + kTile * pitchD;
   const long long b = blockIdx.y, firstQuery = static_cast<long long>(blockIdx.x) * kTile;
-  const Operand qb = advanced(q, b * s.tq * s.d), kb = advanced(k, b * s.tk * s.d), vb = advanced(v, b * s.tk * s.dv);
-  const Operand dob = advanced(dout, b * s.tq * s.dv);
+  const Operand qb = advanced(q, s.start(s.query, b)), kb = advanced(k, s.start(s.key, b)),
+                vb = advanced(v, s.start(s.value, b));
+  const Operand dob = advanced(dout, s.start(s.out, b));
   const long long maskOffset = maskBase(s, b);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
-  loadTile(qTile, pitchD, qb, firstQuery, s.tq, s.d);
-  loadTile(doTile, pitchV, dob, firstQuery, s.tq, s.dv);
+  loadTile(qTile, pitchD, qb, firstQuery, s.tq, s.d, s.query.row);
+  loadTile(doTile, pitchV, dob, firstQuery, s.tq, s.dv, s.out.row);
   float rowLse[kRowsPerWarp], rowDelta[kRowsPerWarp], dqAcc[kRowsPerWarp][Cols];
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) {
@@ -330,7 +360,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (long long firstKey = 0; firstKey < s.tk; firstKey += kTile) {
     __syncthreads();
     loadKeyTile(keyTile, pitchD, kb, s, firstKey);
-    loadTile(vTile, pitchV, vb, firstKey, s.tk, s.dv);
+    loadTile(vTile, pitchV, vb, firstKey, s.tk, s.dv, s.value.row);
     __syncthreads();
     const long long key = firstKey + lane;
 #pragma unroll
@@ -353,7 +383,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int t = 0; t < Cols; ++t) {
       const int c = lane + 32 * t;
       if (c < s.d)
-        storeFloat(dq, (b * s.tq + query) * s.d + c, dqAcc[r][t]);
+        storeFloat(dq, s.start(s.query, b) + query * s.query.row + c, dqAcc[r][t]);
     }
   }
 }
@@ -421,13 +451,13 @@ struct Carver {
 };
 __host__ __device__ __forceinline__ size_t piece(size_t bytes) { return (bytes + 127) / 128 * 128; }
 
-/// `rows` rows from `first` of a row-major [*, cols] matrix, as bf16, into
-/// a tile of kRows rows; rows past `limit` are zeros.
+/// kRows rows from `first` of a matrix of `cols` columns, rows `stride`
+/// elements apart, as bf16, into a tile; rows past `limit` are zeros.
 __device__ __forceinline__ void loadRows(__nv_bfloat16 *tile, int pitch, Operand src, long long first, long long limit,
-                                         long long cols) {
+                                         long long cols, long long stride) {
   for (long long e = threadIdx.x; e < kRows * cols; e += blockDim.x) {
     const long long r = e / cols, c = e % cols;
-    tile[r * pitch + c] = __float2bfloat16_rn(first + r < limit ? loadFloat(src, (first + r) * cols + c) : 0.0f);
+    tile[r * pitch + c] = __float2bfloat16_rn(first + r < limit ? loadFloat(src, (first + r) * stride + c) : 0.0f);
   }
 }
 __device__ __forceinline__ void loadKeys(__nv_bfloat16 *tile, int pitch, Operand k, const AttentionShape &s,
@@ -548,9 +578,10 @@ __global__ void __launch_bounds__(kWarps * 32)
   float *os = carve.take<float>(16 * pO), *corrRow = carve.take<float>(16), *sumRow = carve.take<float>(16);
 
   const long long b = blockIdx.y, firstQuery = static_cast<long long>(blockIdx.x) * kRows;
-  const Operand qb = advanced(q, b * s.tq * s.d), kb = advanced(k, b * s.tk * s.d), vb = advanced(v, b * s.tk * s.dv);
+  const Operand qb = advanced(q, s.start(s.query, b)), kb = advanced(k, s.start(s.key, b)),
+                vb = advanced(v, s.start(s.value, b));
   const long long maskOffset = maskBase(s, b);
-  loadRows(qs, pQ, qb, firstQuery, s.tq, s.d);
+  loadRows(qs, pQ, qb, firstQuery, s.tq, s.d, s.query.row);
   for (long long e = lane; e < 16 * s.dv; e += 32)
     os[(e / s.dv) * pO + e % s.dv] = 0.0f;
   // Lanes 2r and 2r + 1 own row r: columns [32 h, 32 h + 32) of each tile.
@@ -563,7 +594,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       continue;
     __syncthreads(); // the previous tiles are no longer read
     loadKeys(ks, pQ, kb, s, firstKey);
-    loadRows(vs, pV, vb, firstKey, s.tk, s.dv);
+    loadRows(vs, pV, vb, firstKey, s.tk, s.dv, s.value.row);
     __syncthreads();
     warpProduct<false, Tiles, kTile / 16>(qs + warp * 16 * pQ, pQ, ks, pQ, sc, pS); // S = Q K^T
     __syncwarp();
@@ -609,7 +640,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (long long e = lane; e < 16 * s.dv; e += 32) {
     const long long rr = e / s.dv, c = e % s.dv, row = firstQuery + warp * 16 + rr;
     if (row < s.tq)
-      storeFloat(out, (b * s.tq + row) * s.dv + c, os[rr * pO + c] / sumRow[rr]);
+      storeFloat(out, s.start(s.out, b) + row * s.out.row + c, os[rr * pO + c] / sumRow[rr]);
   }
 }
 
@@ -649,11 +680,12 @@ __global__ void __launch_bounds__(kWarps * 32)
   __nv_bfloat16 *pt = carve.take<__nv_bfloat16>(16 * pP), *dst = carve.take<__nv_bfloat16>(16 * pP);
 
   const long long b = blockIdx.y, firstKey = static_cast<long long>(blockIdx.x) * kRows;
-  const Operand qb = advanced(q, b * s.tq * s.d), kb = advanced(k, b * s.tk * s.d), vb = advanced(v, b * s.tk * s.dv);
-  const Operand dob = advanced(dout, b * s.tq * s.dv);
+  const Operand qb = advanced(q, s.start(s.query, b)), kb = advanced(k, s.start(s.key, b)),
+                vb = advanced(v, s.start(s.value, b));
+  const Operand dob = advanced(dout, s.start(s.out, b));
   const long long maskOffset = maskBase(s, b);
   loadKeys(ks, pK, kb, s, firstKey);
-  loadRows(vs, pV, vb, firstKey, s.tk, s.dv);
+  loadRows(vs, pV, vb, firstKey, s.tk, s.dv, s.value.row);
   const int r = lane / 2, h = lane % 2;
   const long long key = firstKey + warp * 16 + r;
   FragC dkAcc[Tiles], dvAcc[Tiles];
@@ -667,8 +699,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (tileMasked(s, maskOffset, firstQuery, firstKey, &unmaskedFound))
       continue;
     __syncthreads();
-    loadRows(qs, pK, qb, firstQuery, s.tq, s.d);
-    loadRows(dos, pV, dob, firstQuery, s.tq, s.dv);
+    loadRows(qs, pK, qb, firstQuery, s.tq, s.d, s.query.row);
+    loadRows(dos, pV, dob, firstQuery, s.tq, s.dv, s.out.row);
     for (int i = threadIdx.x; i < kTile; i += blockDim.x) {
       const long long query = firstQuery + i;
       lseTile[i] = query < s.tq ? lse[b * s.tq + query] : 0.0f;
@@ -698,15 +730,15 @@ __global__ void __launch_bounds__(kWarps * 32)
     warpAccumulate<kTile / 16>(dvAcc, pt, pP, dos, pV); // dV += P^T dO
     warpAccumulate<kTile / 16>(dkAcc, dst, pP, qs, pK); // dK += dS^T Q
   }
-  const Operand dkb = advanced(dk, b * s.tk * s.d), dvb = advanced(dv, b * s.tk * s.dv);
+  const Operand dkb = advanced(dk, s.start(s.key, b)), dvb = advanced(dv, s.start(s.value, b));
   const long long base = firstKey + warp * 16;
   writeAccumulators(dvAcc, s.dv, st, pS, [&](long long row, long long c, float value) {
     if (base + row < s.tk)
-      storeFloat(dvb, (base + row) * s.dv + c, value);
+      storeFloat(dvb, (base + row) * s.value.row + c, value);
   });
   writeAccumulators(dkAcc, s.d, st, pS, [&](long long row, long long c, float value) {
     if (base + row < s.tk)
-      storeFloat(dkb, s.keyTransposed ? c * s.tk + base + row : (base + row) * s.d + c, value);
+      storeFloat(dkb, s.keyTransposed ? c * s.tk + base + row : (base + row) * s.key.row + c, value);
   });
 }
 
@@ -730,11 +762,12 @@ __global__ void __launch_bounds__(kWarps * 32)
   __nv_bfloat16 *ds = carve.take<__nv_bfloat16>(16 * pP);
 
   const long long b = blockIdx.y, firstQuery = static_cast<long long>(blockIdx.x) * kRows;
-  const Operand qb = advanced(q, b * s.tq * s.d), kb = advanced(k, b * s.tk * s.d), vb = advanced(v, b * s.tk * s.dv);
-  const Operand dob = advanced(dout, b * s.tq * s.dv);
+  const Operand qb = advanced(q, s.start(s.query, b)), kb = advanced(k, s.start(s.key, b)),
+                vb = advanced(v, s.start(s.value, b));
+  const Operand dob = advanced(dout, s.start(s.out, b));
   const long long maskOffset = maskBase(s, b);
-  loadRows(qs, pQ, qb, firstQuery, s.tq, s.d);
-  loadRows(dos, pV, dob, firstQuery, s.tq, s.dv);
+  loadRows(qs, pQ, qb, firstQuery, s.tq, s.d, s.query.row);
+  loadRows(dos, pV, dob, firstQuery, s.tq, s.dv, s.out.row);
   const int r = lane / 2, h = lane % 2;
   const long long query = firstQuery + warp * 16 + r;
   const float rowLse = query < s.tq ? lse[b * s.tq + query] : 0.0f;
@@ -749,7 +782,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       continue;
     __syncthreads();
     loadKeys(ks, pQ, kb, s, firstKey);
-    loadRows(vs, pV, vb, firstKey, s.tk, s.dv);
+    loadRows(vs, pV, vb, firstKey, s.tk, s.dv, s.value.row);
     __syncthreads();
     warpProduct<false, Tiles, kTile / 16>(qs + warp * 16 * pQ, pQ, ks, pQ, sc, pS); // S = Q K^T
     __syncwarp();
@@ -773,10 +806,10 @@ __global__ void __launch_bounds__(kWarps * 32)
     warpAccumulate<kTile / 16>(dqAcc, ds, pP, ks, pQ); // dQ += dS K
   }
   const long long base = firstQuery + warp * 16;
-  const Operand dqb = advanced(dq, b * s.tq * s.d);
+  const Operand dqb = advanced(dq, s.start(s.query, b));
   writeAccumulators(dqAcc, s.d, sc, pS, [&](long long row, long long c, float value) {
     if (base + row < s.tq)
-      storeFloat(dqb, (base + row) * s.d + c, value);
+      storeFloat(dqb, (base + row) * s.query.row + c, value);
   });
 }
 
@@ -796,17 +829,17 @@ dim3 blocksOf(long long rows, long long batch) {
 
 } // namespace
 
-Status attention(const KernelCall &call) {
-  AttentionShape s;
-  FSDPC_RETURN_IF_ERROR(attentionShape(call, s));
+namespace {
+
+/// The forward kernels on one call's operands (q, k and v one buffer for
+/// packed_attention, each read at its rows' offset).
+Status launchForward(const KernelCall &call, const AttentionShape &s, Operand q, Operand k, Operand v, Operand out,
+                     float *lse) {
   if (s.batch == 0 || s.tq == 0)
     return Status::ok();
   if (s.tk == 0)
-    return FSDPC_ERROR(kInvalidArgument, "attention: no keys");
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": no keys");
   const CudaLaunch &launch = launchOf(call);
-  const Operand q = operandOf(call.inputs[0]), k = operandOf(call.inputs[1]), v = operandOf(call.inputs[2]);
-  const Operand out = operandOf(call.outputs[0]);
-  float *lse = call.outputs[1].f32();
   switch (tc::tilesFor(call, s)) {
   case 2:
     return launchTiled(tc::forwardKernel<2>, tc::blocksOf(s.tq, s.batch), tc::kWarps * 32, tc::forwardBytes(s),
@@ -830,27 +863,18 @@ Status attention(const KernelCall &call) {
   }
 }
 
-uint64_t attentionGradScratch(const KernelCall &call) {
-  // delta: one float per query row.
-  return static_cast<uint64_t>(call.inputs[5].numElements()) * sizeof(float);
-}
-
-Status attentionGrad(const KernelCall &call) {
-  AttentionShape s;
-  FSDPC_RETURN_IF_ERROR(attentionShape(call, s));
+/// The backward kernels: delta, then dK and dV, then dQ (for
+/// packed_attention_grad, dq, dk and dv are one buffer: disjoint columns).
+Status launchBackward(const KernelCall &call, const AttentionShape &s, Operand q, Operand k, Operand v, Operand out,
+                      const float *lse, Operand dout, Operand dq, Operand dk, Operand dv) {
   if (s.batch == 0 || s.tq == 0 || s.tk == 0)
     return Status::ok();
   const CudaLaunch &launch = launchOf(call);
-  if (launch.scratchBytes < attentionGradScratch(call))
-    return FSDPC_ERROR(kInternal, "attention_grad: scratch too small");
-  const Operand q = operandOf(call.inputs[0]), k = operandOf(call.inputs[1]), v = operandOf(call.inputs[2]);
-  const Operand out = operandOf(call.inputs[4]), dout = operandOf(call.inputs[6]);
-  const float *lse = call.inputs[5].f32();
-  const Operand dq = operandOf(call.outputs[0]), dk = operandOf(call.outputs[1]), dv = operandOf(call.outputs[2]);
+  if (launch.scratchBytes < static_cast<uint64_t>(s.batch * s.tq) * sizeof(float))
+    return FSDPC_ERROR(kInternal, call.instruction->op(), ": scratch too small");
   float *delta = static_cast<float *>(launch.scratch);
-  const long long rows = s.batch * s.tq;
-  launchKernel(attentionDeltaKernel, blocksFor(rows * 32, launch), kThreads, 0, launch.stream, out, dout, delta, rows,
-               s.dv);
+  launchKernel(attentionDeltaKernel, blocksFor(s.batch * s.tq * 32, launch), kThreads, 0, launch.stream, out, dout,
+               delta, s);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   if (const int tiles = tc::tilesFor(call, s)) {
     const dim3 keyBlocks = tc::blocksOf(s.tk, s.batch), queryBlocks = tc::blocksOf(s.tq, s.batch);
@@ -895,6 +919,47 @@ Status attentionGrad(const KernelCall &call) {
     return launchTiled(attentionQueryGradKernel<8>, queryGrid, kWarps * 32, tileBytes, launch.stream, q, k, v, lse,
                        delta, dout, dq, s);
   }
+}
+
+} // namespace
+
+Status attention(const KernelCall &call) {
+  AttentionShape s;
+  FSDPC_RETURN_IF_ERROR(attentionShape(call, false, s));
+  return launchForward(call, s, operandOf(call.inputs[0]), operandOf(call.inputs[1]), operandOf(call.inputs[2]),
+                       operandOf(call.outputs[0]), call.outputs[1].f32());
+}
+
+// delta: one float per query row, as many as logsumexp holds.
+uint64_t attentionGradScratch(const KernelCall &call) {
+  return static_cast<uint64_t>(call.inputs[5].numElements()) * sizeof(float);
+}
+
+Status attentionGrad(const KernelCall &call) {
+  AttentionShape s;
+  FSDPC_RETURN_IF_ERROR(attentionShape(call, false, s));
+  return launchBackward(call, s, operandOf(call.inputs[0]), operandOf(call.inputs[1]), operandOf(call.inputs[2]),
+                        operandOf(call.inputs[4]), call.inputs[5].f32(), operandOf(call.inputs[6]),
+                        operandOf(call.outputs[0]), operandOf(call.outputs[1]), operandOf(call.outputs[2]));
+}
+
+Status packedAttention(const KernelCall &call) {
+  AttentionShape s;
+  FSDPC_RETURN_IF_ERROR(attentionShape(call, true, s));
+  const Operand qkv = operandOf(call.inputs[0]);
+  return launchForward(call, s, qkv, qkv, qkv, operandOf(call.outputs[0]), call.outputs[1].f32());
+}
+
+uint64_t packedAttentionGradScratch(const KernelCall &call) {
+  return static_cast<uint64_t>(call.inputs[3].numElements()) * sizeof(float);
+}
+
+Status packedAttentionGrad(const KernelCall &call) {
+  AttentionShape s;
+  FSDPC_RETURN_IF_ERROR(attentionShape(call, true, s));
+  const Operand qkv = operandOf(call.inputs[0]), dqkv = operandOf(call.outputs[0]);
+  return launchBackward(call, s, qkv, qkv, qkv, operandOf(call.inputs[2]), call.inputs[3].f32(),
+                        operandOf(call.inputs[4]), dqkv, dqkv, dqkv);
 }
 
 } // namespace fsdpc::runtime::cuda

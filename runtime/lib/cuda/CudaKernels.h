@@ -135,6 +135,9 @@ Status softmaxGrad(const KernelCall &call);
 Status attention(const KernelCall &call);
 Status attentionGrad(const KernelCall &call);
 uint64_t attentionGradScratch(const KernelCall &call);
+Status packedAttention(const KernelCall &call);
+Status packedAttentionGrad(const KernelCall &call);
+uint64_t packedAttentionGradScratch(const KernelCall &call);
 
 // Norms.cu.
 Status layerNorm(const KernelCall &call);

@@ -62,6 +62,8 @@ const std::unordered_map<std::string, CudaKernel> &registry() {
       {"masked_softmax", {maskedSoftmax}},
       {"attention", {attention}},
       {"attention_grad", {attentionGrad, attentionGradScratch}},
+      {"packed_attention", {packedAttention}},
+      {"packed_attention_grad", {packedAttentionGrad, packedAttentionGradScratch}},
       {"layer_norm", {layerNorm}},
       {"layer_norm_grad", {layerNormGrad, normGradScratch}},
       {"rms_norm", {rmsNorm}},

@@ -98,3 +98,24 @@ func.func @forward(%x: tensor<4x5xf32> {graph.input = "input"},
   %4 = graph.matmul %3, %w2 {transpose_b = true} : (tensor<4x5xf32>, tensor<2x5xf32>) -> tensor<4x2xf32>
   return %4 : tensor<4x2xf32>
 }
+
+// -----
+
+// cheap:fc1 keeps packed attention's output, as a GEMM's: it is not
+// replayed, and the tanh after it is replayed from the kept output.
+// CHEAP-LABEL: func.func @train_step
+// CHEAP: %[[O:.*]], %{{.*}} = graph.packed_attention %{{.*}}, %{{.*}} {heads = 1 : i64, scale = 5.000000e-01 : f64}
+// CHEAP: graph.softmax_cross_entropy_grad
+// CHEAP-NOT: graph.packed_attention {{.*}}fsdp.recompute
+// CHEAP: graph.tanh %[[O]] {fsdp.recompute = @fc1} : tensor<4x2xf32>
+// CHEAP-NOT: graph.packed_attention {{.*}}fsdp.recompute
+func.func @forward(%x: tensor<4x3xf32> {graph.input = "input"}, %m: tensor<4x4xi64> {graph.input = "mask"},
+                   %wa: tensor<6x3xf32> {graph.param = "fc1.a.weight"}, %wb: tensor<3x2xf32> {graph.param = "fc1.b.weight"},
+                   %w2: tensor<2x3xf32> {graph.param = "fc2.weight"}) -> (tensor<4x2xf32> {graph.output = "logits"}) {
+  %qkv = graph.matmul %x, %wa {transpose_b = true} : (tensor<4x3xf32>, tensor<6x3xf32>) -> tensor<4x6xf32>
+  %o, %lse = graph.packed_attention %qkv, %m {heads = 1 : i64, scale = 0.5 : f64} : (tensor<4x6xf32>, tensor<4x4xi64>) -> (tensor<4x2xf32>, tensor<1x4xf32>)
+  %t = graph.tanh %o : tensor<4x2xf32>
+  %h = graph.matmul %t, %wb {transpose_b = true} : (tensor<4x2xf32>, tensor<3x2xf32>) -> tensor<4x3xf32>
+  %y = graph.matmul %h, %w2 {transpose_b = true} : (tensor<4x3xf32>, tensor<2x3xf32>) -> tensor<4x2xf32>
+  return %y : tensor<4x2xf32>
+}

@@ -146,6 +146,22 @@ func.func @train_step(%q: tensor<3x5x4xf32> {graph.param = "q"}, %k: tensor<3x5x
 
 // -----
 
+// Tests packed attention's rule: one packed_attention_grad from qkv, the
+// forward results and dout, whose dqkv is the fused projection's gradient
+// as it is (no slices, no concat), in the forward op's compute_dtype.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[OUT:.*]], %[[LSE:.*]] = graph.packed_attention %arg0, %arg1 {compute_dtype = "bf16", heads = 3 : i64, scale = 5.000000e-01 : f64}
+// CHECK: %[[DQKV:.*]] = graph.packed_attention_grad %arg0, %arg1, %[[OUT]], %[[LSE]], %{{.*}} {compute_dtype = "bf16", heads = 3 : i64, scale = 5.000000e-01 : f64} : (tensor<2x5x36xf32>, tensor<5x5xi64>, tensor<2x5x12xf32>, tensor<2x3x5xf32>, tensor<2x5x12xf32>) -> tensor<2x5x36xf32>
+// CHECK-NOT: graph.concat
+// CHECK: return %{{.*}}, %[[DQKV]]
+func.func @train_step(%qkv: tensor<2x5x36xf32> {graph.param = "qkv"}, %m: tensor<5x5xi64> {graph.input = "mask"}, %t: tensor<2x5x12xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}) {
+  %o, %lse = graph.packed_attention %qkv, %m {compute_dtype = "bf16", heads = 3 : i64, scale = 0.5 : f64} : (tensor<2x5x36xf32>, tensor<5x5xi64>) -> (tensor<2x5x12xf32>, tensor<2x3x5xf32>)
+  %l = graph.mse_loss %o, %t : (tensor<2x5x12xf32>, tensor<2x5x12xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // Tests the scatters' rules (a transposed convolution scatters its
 // patches): gather_grad's adjoint is a gather, slice_grad's a slice, with the
 // same indices, axis, starts and steps; the labels' one_hot mask gets none.

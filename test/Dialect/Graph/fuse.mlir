@@ -311,3 +311,98 @@ func.func @probabilities_used_twice(%q: tensor<3x5x4xf32>, %k: tensor<3x5x4xf32>
   %o = graph.batch_matmul %p, %v : (tensor<3x5x5xf32>, tensor<3x5x6xf32>) -> tensor<3x5x6xf32>
   return %o, %p : tensor<3x5x6xf32>, tensor<3x5x5xf32>
 }
+
+// -----
+
+// Tests that attention over the three thirds of one projection (GPT-2's
+// c_attn: split, view as heads, heads forward; the key transposed in one
+// step) becomes one graph.packed_attention on the projection, with the head
+// count and scale; the output's transpose back becomes a reshape of its
+// [B, T, heads D] result, which folds with the reshape after it, and no
+// slice, transpose or reshape remains.
+// CHECK-LABEL: func.func @packed_attention
+// CHECK: %[[OUT:.*]], %[[LSE:.*]] = graph.packed_attention %arg0, %arg1 {heads = 3 : i64, scale = 5.000000e-01 : f64} : (tensor<2x5x36xf32>, tensor<1x1x5x5xi64>) -> (tensor<2x5x12xf32>, tensor<2x3x5xf32>)
+// CHECK-NOT: graph.slice
+// CHECK-NOT: graph.transpose
+// CHECK-NOT: graph.reshape
+// CHECK: return %[[OUT]] : tensor<2x5x12xf32>
+func.func @packed_attention(%qkv: tensor<2x5x36xf32>, %m: tensor<1x1x5x5xi64>) -> tensor<2x5x12xf32> {
+  %q0 = graph.slice %qkv {starts = array<i64: 0, 0, 0>, steps = array<i64: 1, 1, 1>} : (tensor<2x5x36xf32>) -> tensor<2x5x12xf32>
+  %k0 = graph.slice %qkv {starts = array<i64: 0, 0, 12>, steps = array<i64: 1, 1, 1>} : (tensor<2x5x36xf32>) -> tensor<2x5x12xf32>
+  %v0 = graph.slice %qkv {starts = array<i64: 0, 0, 24>, steps = array<i64: 1, 1, 1>} : (tensor<2x5x36xf32>) -> tensor<2x5x12xf32>
+  %q1 = graph.reshape %q0 : (tensor<2x5x12xf32>) -> tensor<2x5x3x4xf32>
+  %k1 = graph.reshape %k0 : (tensor<2x5x12xf32>) -> tensor<2x5x3x4xf32>
+  %v1 = graph.reshape %v0 : (tensor<2x5x12xf32>) -> tensor<2x5x3x4xf32>
+  %q = graph.transpose %q1 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x5x4xf32>
+  %kt = graph.transpose %k1 {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x4x5xf32>
+  %v = graph.transpose %v1 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x5x4xf32>
+  %s = graph.batch_matmul %q, %kt : (tensor<2x3x5x4xf32>, tensor<2x3x4x5xf32>) -> tensor<2x3x5x5xf32>
+  %p = graph.masked_softmax %s, %m {scale = 0.5 : f64} : (tensor<2x3x5x5xf32>, tensor<1x1x5x5xi64>) -> tensor<2x3x5x5xf32>
+  %o = graph.batch_matmul %p, %v : (tensor<2x3x5x5xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x4xf32>
+  %ot = graph.transpose %o {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x3x5x4xf32>) -> tensor<2x5x3x4xf32>
+  %y = graph.reshape %ot : (tensor<2x5x3x4xf32>) -> tensor<2x5x12xf32>
+  return %y : tensor<2x5x12xf32>
+}
+
+// -----
+
+// Tests that keys transposed forward like the query (scores with
+// transpose_b) pack too, and that the near misses stay graph.attention:
+// the thirds taken as q, v, k; the output read without the transpose back.
+// CHECK-LABEL: func.func @packed_key_rows
+// CHECK: %[[OUT:.*]], %{{.*}} = graph.packed_attention %arg0, %arg1 {heads = 3 : i64, scale = 5.000000e-01 : f64}
+// CHECK: %[[HEADS:.*]] = graph.reshape %[[OUT]] : (tensor<2x5x12xf32>) -> tensor<2x5x3x4xf32>
+// CHECK: return %[[HEADS]]
+// CHECK-LABEL: func.func @thirds_out_of_order
+// CHECK-NOT: graph.packed_attention
+// CHECK: graph.attention
+// CHECK-LABEL: func.func @output_read_in_heads_layout
+// CHECK-NOT: graph.packed_attention
+// CHECK: graph.attention
+func.func @packed_key_rows(%qkv: tensor<2x5x36xf32>, %m: tensor<5x5xi64>) -> tensor<2x5x3x4xf32> {
+  %q0 = graph.slice %qkv {starts = array<i64: 0, 0, 0>, steps = array<i64: 1, 1, 1>} : (tensor<2x5x36xf32>) -> tensor<2x5x12xf32>
+  %k0 = graph.slice %qkv {starts = array<i64: 0, 0, 12>, steps = array<i64: 1, 1, 1>} : (tensor<2x5x36xf32>) -> tensor<2x5x12xf32>
+  %v0 = graph.slice %qkv {starts = array<i64: 0, 0, 24>, steps = array<i64: 1, 1, 1>} : (tensor<2x5x36xf32>) -> tensor<2x5x12xf32>
+  %q1 = graph.reshape %q0 : (tensor<2x5x12xf32>) -> tensor<2x5x3x4xf32>
+  %k1 = graph.reshape %k0 : (tensor<2x5x12xf32>) -> tensor<2x5x3x4xf32>
+  %v1 = graph.reshape %v0 : (tensor<2x5x12xf32>) -> tensor<2x5x3x4xf32>
+  %q = graph.transpose %q1 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x5x4xf32>
+  %k = graph.transpose %k1 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x5x4xf32>
+  %v = graph.transpose %v1 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x5x4xf32>
+  %s = graph.batch_matmul %q, %k {transpose_b = true} : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x5xf32>
+  %p = graph.masked_softmax %s, %m {scale = 0.5 : f64} : (tensor<2x3x5x5xf32>, tensor<5x5xi64>) -> tensor<2x3x5x5xf32>
+  %o = graph.batch_matmul %p, %v : (tensor<2x3x5x5xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x4xf32>
+  %ot = graph.transpose %o {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x3x5x4xf32>) -> tensor<2x5x3x4xf32>
+  return %ot : tensor<2x5x3x4xf32>
+}
+func.func @thirds_out_of_order(%qkv: tensor<2x5x36xf32>, %m: tensor<5x5xi64>) -> tensor<2x5x3x4xf32> {
+  %q0 = graph.slice %qkv {starts = array<i64: 0, 0, 0>, steps = array<i64: 1, 1, 1>} : (tensor<2x5x36xf32>) -> tensor<2x5x12xf32>
+  %v0 = graph.slice %qkv {starts = array<i64: 0, 0, 12>, steps = array<i64: 1, 1, 1>} : (tensor<2x5x36xf32>) -> tensor<2x5x12xf32>
+  %k0 = graph.slice %qkv {starts = array<i64: 0, 0, 24>, steps = array<i64: 1, 1, 1>} : (tensor<2x5x36xf32>) -> tensor<2x5x12xf32>
+  %q1 = graph.reshape %q0 : (tensor<2x5x12xf32>) -> tensor<2x5x3x4xf32>
+  %k1 = graph.reshape %k0 : (tensor<2x5x12xf32>) -> tensor<2x5x3x4xf32>
+  %v1 = graph.reshape %v0 : (tensor<2x5x12xf32>) -> tensor<2x5x3x4xf32>
+  %q = graph.transpose %q1 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x5x4xf32>
+  %k = graph.transpose %k1 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x5x4xf32>
+  %v = graph.transpose %v1 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x5x4xf32>
+  %s = graph.batch_matmul %q, %k {transpose_b = true} : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x5xf32>
+  %p = graph.masked_softmax %s, %m {scale = 0.5 : f64} : (tensor<2x3x5x5xf32>, tensor<5x5xi64>) -> tensor<2x3x5x5xf32>
+  %o = graph.batch_matmul %p, %v : (tensor<2x3x5x5xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x4xf32>
+  %ot = graph.transpose %o {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x3x5x4xf32>) -> tensor<2x5x3x4xf32>
+  return %ot : tensor<2x5x3x4xf32>
+}
+func.func @output_read_in_heads_layout(%qkv: tensor<2x5x36xf32>, %m: tensor<5x5xi64>) -> tensor<2x3x5x4xf32> {
+  %q0 = graph.slice %qkv {starts = array<i64: 0, 0, 0>, steps = array<i64: 1, 1, 1>} : (tensor<2x5x36xf32>) -> tensor<2x5x12xf32>
+  %k0 = graph.slice %qkv {starts = array<i64: 0, 0, 12>, steps = array<i64: 1, 1, 1>} : (tensor<2x5x36xf32>) -> tensor<2x5x12xf32>
+  %v0 = graph.slice %qkv {starts = array<i64: 0, 0, 24>, steps = array<i64: 1, 1, 1>} : (tensor<2x5x36xf32>) -> tensor<2x5x12xf32>
+  %q1 = graph.reshape %q0 : (tensor<2x5x12xf32>) -> tensor<2x5x3x4xf32>
+  %k1 = graph.reshape %k0 : (tensor<2x5x12xf32>) -> tensor<2x5x3x4xf32>
+  %v1 = graph.reshape %v0 : (tensor<2x5x12xf32>) -> tensor<2x5x3x4xf32>
+  %q = graph.transpose %q1 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x5x4xf32>
+  %k = graph.transpose %k1 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x5x4xf32>
+  %v = graph.transpose %v1 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x5x4xf32>
+  %s = graph.batch_matmul %q, %k {transpose_b = true} : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x5xf32>
+  %p = graph.masked_softmax %s, %m {scale = 0.5 : f64} : (tensor<2x3x5x5xf32>, tensor<5x5xi64>) -> tensor<2x3x5x5xf32>
+  %o = graph.batch_matmul %p, %v : (tensor<2x3x5x5xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x4xf32>
+  return %o : tensor<2x3x5x4xf32>
+}

@@ -143,6 +143,43 @@ func.func @attention_compute_dtype(%q: tensor<3x5x4xf32>, %k: tensor<3x5x4xf32>,
 
 // -----
 
+// Tests that packed_attention's qkv holds three thirds of whole heads.
+func.func @packed_attention_heads(%qkv: tensor<2x5x36xf32>, %m: tensor<5x5xi64>) {
+  // expected-error @+1 {{qkv's last axis 36 is not 3 x 5 heads of one size}}
+  %o, %lse = graph.packed_attention %qkv, %m {heads = 5 : i64, scale = 0.5 : f64} : (tensor<2x5x36xf32>, tensor<5x5xi64>) -> (tensor<2x5x12xf32>, tensor<2x5x5xf32>)
+  return
+}
+
+// -----
+
+// Tests that packed_attention's results have the heads side by side and
+// one logsumexp per head and query.
+func.func @packed_attention_results(%qkv: tensor<2x5x36xf32>, %m: tensor<5x5xi64>) {
+  // expected-error @+1 {{out must be [2,5,12] and logsumexp [2,3,5]}}
+  %o, %lse = graph.packed_attention %qkv, %m {heads = 3 : i64, scale = 0.5 : f64} : (tensor<2x5x36xf32>, tensor<5x5xi64>) -> (tensor<2x3x5x4xf32>, tensor<2x3x5xf32>)
+  return
+}
+
+// -----
+
+// Tests that packed_attention's mask broadcasts to every head's scores.
+func.func @packed_attention_mask(%qkv: tensor<2x5x36xf32>, %m: tensor<4x5x5xi64>) {
+  // expected-error @+1 {{mask [4,5,5] does not broadcast to the scores [2,3,5,5]}}
+  %o, %lse = graph.packed_attention %qkv, %m {heads = 3 : i64, scale = 0.5 : f64} : (tensor<2x5x36xf32>, tensor<4x5x5xi64>) -> (tensor<2x5x12xf32>, tensor<2x3x5xf32>)
+  return
+}
+
+// -----
+
+// Tests that packed_attention_grad's dqkv has qkv's type.
+func.func @packed_attention_grad_type(%qkv: tensor<2x5x36xf32>, %m: tensor<5x5xi64>, %o: tensor<2x5x12xf32>, %lse: tensor<2x3x5xf32>) {
+  // expected-error @+1 {{dout must have out's type and dqkv qkv's}}
+  %d = graph.packed_attention_grad %qkv, %m, %o, %lse, %o {heads = 3 : i64, scale = 0.5 : f64} : (tensor<2x5x36xf32>, tensor<5x5xi64>, tensor<2x5x12xf32>, tensor<2x3x5xf32>, tensor<2x5x12xf32>) -> tensor<2x5x36xbf16>
+  return
+}
+
+// -----
+
 // Tests that sum_squares gives one element.
 func.func @sum_squares_shape(%g: tensor<8xf32>) -> tensor<f32> {
   // expected-error @+1 {{result must be tensor<1xf32>, got 'tensor<f32>'}}

@@ -100,3 +100,22 @@ func.func @forward(%x: tensor<5x3xf32> {graph.input = "x"}, %wq: tensor<3x4xf32>
   %s = graph.softmax %p {axis = 1 : i64} : tensor<5x4xf32>
   return %s : tensor<5x4xf32>
 }
+
+// -----
+
+// Tests that packed attention reads the bf16 fused projection as it is and
+// writes a bf16 out where only bf16 ops read it, with bf16 tensor cores.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[QKV:.*]] = graph.matmul {{.*}} -> tensor<5x12xbf16>
+// CHECK: %[[O:.*]], %{{.*}} = graph.packed_attention %[[QKV]], %{{.*}} {compute_dtype = "bf16", heads = 2 : i64, scale = 5.000000e-01 : f64} : (tensor<5x12xbf16>, tensor<5x5xi64>) -> (tensor<5x4xbf16>, tensor<2x5xf32>)
+// CHECK-NEXT: graph.relu %[[O]] {graph.prediction = "logits"} : tensor<5x4xbf16>
+// KEEP-LABEL: func.func @train_step
+// KEEP: graph.packed_attention {{.*}} {heads = 2 : i64, scale = 5.000000e-01 : f64} : (tensor<5x12xf32>, tensor<5x5xi64>) -> (tensor<5x4xf32>, tensor<2x5xf32>)
+func.func @forward(%x: tensor<5x3xf32> {graph.input = "x"}, %w: tensor<3x12xf32> {graph.param = "w"},
+                   %m: tensor<5x5xi64> {graph.input = "mask"})
+    -> (tensor<5x4xf32> {graph.output = "logits"}) {
+  %qkv = graph.matmul %x, %w : (tensor<5x3xf32>, tensor<3x12xf32>) -> tensor<5x12xf32>
+  %o, %lse = graph.packed_attention %qkv, %m {heads = 2 : i64, scale = 0.5 : f64} : (tensor<5x12xf32>, tensor<5x5xi64>) -> (tensor<5x4xf32>, tensor<2x5xf32>) loc("head")
+  %a = graph.relu %o : tensor<5x4xf32>
+  return %a : tensor<5x4xf32>
+}

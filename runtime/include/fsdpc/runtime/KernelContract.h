@@ -61,6 +61,7 @@ enum class Param : uint8_t {
   kMaxNorm,
   kSelectLastIndex,
   kComputeDtype,
+  kHeads,
   kCount
 };
 
@@ -114,6 +115,8 @@ enum class OperandRule : uint8_t {
   kMaskedSoftmax,
   kAttention,
   kAttentionGrad,
+  kPackedAttention,
+  kPackedAttentionGrad,
   kNorm,
   kNormGrad,
   kCrossEntropy,

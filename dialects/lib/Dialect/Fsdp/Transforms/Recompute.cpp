@@ -35,7 +35,9 @@ struct Clause {
 };
 
 /// GEMMs and attention: what selective checkpointing keeps.
-bool isExpensive(Operation *op) { return isa<graph::MatmulOp, graph::BatchMatmulOp, graph::AttentionOp>(op); }
+bool isExpensive(Operation *op) {
+  return isa<graph::MatmulOp, graph::BatchMatmulOp, graph::AttentionOp, graph::PackedAttentionOp>(op);
+}
 
 /// The add of a bias to a matmul's result (a Linear layer): kept with its
 /// GEMM, since the lowering folds the bias into the GEMM (matmul_bias) only

@@ -542,6 +542,45 @@ LogicalResult AttentionGradOp::verify() {
   return success();
 }
 
+static LogicalResult verifyPackedAttention(Operation *op, Value qkv, Value mask, Value out, Value logsumexp,
+                                           int64_t heads, StringRef computeDtype) {
+  if (computeDtype != "f32" && computeDtype != "bf16" && computeDtype != "f16")
+    return op->emitOpError("compute_dtype must be f32, bf16 or f16, not '") << computeDtype << "'";
+  ArrayRef<int64_t> packed = shapeOf(qkv);
+  if (packed.size() < 2)
+    return op->emitOpError("qkv needs a rank of 2 or more, not ") << packed.size();
+  if (heads <= 0 || packed.back() % (3 * heads) != 0)
+    return op->emitOpError("qkv's last axis ") << packed.back() << " is not 3 x " << heads << " heads of one size";
+  ArrayRef<int64_t> batch = packed.drop_back(2);
+  const int64_t t = packed[packed.size() - 2];
+  SmallVector<int64_t> scores(batch.begin(), batch.end());
+  scores.append({heads, t, t});
+  FailureOr<SmallVector<int64_t>> joined = broadcastShapes(shapeOf(mask), scores);
+  if (failed(joined) || ArrayRef<int64_t>(*joined) != ArrayRef<int64_t>(scores))
+    return op->emitOpError("mask ") << shapeString(shapeOf(mask)) << " does not broadcast to the scores "
+                                    << shapeString(scores);
+  SmallVector<int64_t> outShape(batch.begin(), batch.end());
+  outShape.append({t, packed.back() / 3});
+  SmallVector<int64_t> lseShape(batch.begin(), batch.end());
+  lseShape.append({heads, t});
+  if (shapeOf(out) != ArrayRef<int64_t>(outShape) || shapeOf(logsumexp) != ArrayRef<int64_t>(lseShape))
+    return op->emitOpError("out must be ") << shapeString(outShape) << " and logsumexp " << shapeString(lseShape);
+  return success();
+}
+
+LogicalResult PackedAttentionOp::verify() {
+  return verifyPackedAttention(*this, getQkv(), getMask(), getOut(), getLogsumexp(), getHeads(), getComputeDtype());
+}
+
+LogicalResult PackedAttentionGradOp::verify() {
+  if (failed(
+          verifyPackedAttention(*this, getQkv(), getMask(), getOut(), getLogsumexp(), getHeads(), getComputeDtype())))
+    return failure();
+  if (getDout().getType() != getOut().getType() || getDqkv().getType() != getQkv().getType())
+    return emitOpError("dout must have out's type and dqkv qkv's");
+  return success();
+}
+
 LogicalResult SumToOp::verify() {
   if (failed(verifyStaticShape(*this)))
     return failure();

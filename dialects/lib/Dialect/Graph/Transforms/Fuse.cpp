@@ -1,6 +1,6 @@
 //===- Fuse.cpp - graph-fuse ----------------------------------------------===//
 //
-// Recognises the layer norm, RMSNorm, GELU and attention masked-softmax
+// Recognises the layer norm, RMSNorm, GELU, masked-softmax and attention
 // formulas that exporters write out op by op and replaces each by one graph
 // op whose kernel and gradient rule do the same arithmetic in one pass over
 // memory.
@@ -411,10 +411,124 @@ struct FuseAttention : public OpRewritePattern<BatchMatmulOp> {
   }
 };
 
+/// Whether `perm` swaps the axes rank - 3 and rank - 2 (sequence and heads)
+/// and keeps every other axis in place.
+bool swapsHeadsAndSequence(ArrayRef<int64_t> perm) {
+  const int64_t rank = perm.size();
+  if (rank < 3)
+    return false;
+  for (int64_t i = 0; i < rank; ++i) {
+    const int64_t expected = i == rank - 3 ? rank - 2 : i == rank - 2 ? rank - 3 : i;
+    if (perm[i] != expected)
+      return false;
+  }
+  return true;
+}
+
+/// Whether `perm` takes [..., T, H, D] to [..., H, D, T]: the key of
+/// `q @ k^T` transposed in one step.
+bool headsForwardKeyTransposed(ArrayRef<int64_t> perm) {
+  const int64_t rank = perm.size();
+  if (rank < 3)
+    return false;
+  for (int64_t i = 0; i < rank - 3; ++i)
+    if (perm[i] != i)
+      return false;
+  return perm[rank - 3] == rank - 2 && perm[rank - 2] == rank - 1 && perm[rank - 1] == rank - 3;
+}
+
+/// The projection an attention operand is a head view of: `operand` =
+/// transpose(reshape(slice(projection)), heads forward), the slice taking
+/// columns [part * width, (part + 1) * width) of the projection's last axis
+/// and every row, each step with no other use. Sets `projection`, `part`
+/// and `heads` and adds the three ops' locations; fails with a null value.
+Value packedPart(Value operand, bool keyTransposed, int64_t &part, int64_t &heads,
+                 SmallVectorImpl<Location> &locations) {
+  auto transpose = operand.getDefiningOp<TransposeOp>();
+  if (!transpose || !transpose->hasOneUse() ||
+      !(keyTransposed ? headsForwardKeyTransposed(transpose.getPerm()) : swapsHeadsAndSequence(transpose.getPerm())))
+    return {};
+  auto reshape = transpose.getInput().getDefiningOp<ReshapeOp>();
+  if (!reshape || !reshape->hasOneUse())
+    return {};
+  auto slice = reshape.getInput().getDefiningOp<SliceOp>();
+  if (!slice || !slice->hasOneUse())
+    return {};
+  // The reshape splits the slice's last axis into [heads, D], nothing else.
+  ArrayRef<int64_t> sliced = tensorType(slice.getResult()).getShape(),
+                    split = tensorType(reshape.getResult()).getShape();
+  if (sliced.size() < 2 || split.size() != sliced.size() + 1 || split.drop_back(2) != sliced.drop_back() ||
+      split[split.size() - 2] * split.back() != sliced.back())
+    return {};
+  Value projection = slice.getInput();
+  ArrayRef<int64_t> full = tensorType(projection).getShape();
+  ArrayRef<int64_t> starts = slice.getStarts(), steps = slice.getSteps();
+  const size_t rank = full.size();
+  if (rank != sliced.size() || full.drop_back() != sliced.drop_back() || full.back() != 3 * sliced.back())
+    return {};
+  for (size_t i = 0; i < rank; ++i)
+    if (steps[i] != 1 || (i + 1 < rank && starts[i] != 0))
+      return {};
+  if (starts.back() % sliced.back() != 0)
+    return {};
+  part = starts.back() / sliced.back();
+  heads = split[split.size() - 2];
+  locations.append({slice.getLoc(), reshape.getLoc(), transpose.getLoc()});
+  return projection;
+}
+
+/// Attention over the heads of one fused projection: q, k and v the three
+/// thirds of its last axis, each viewed as heads and transposed forward,
+/// and the output transposed back. One graph.packed_attention reads the
+/// heads in place with a row stride; the output transposes become views of
+/// its [..., T, heads * D] result.
+struct FusePackedAttention : public OpRewritePattern<AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AttentionOp attention, PatternRewriter &rewriter) const override {
+    int64_t parts[3], heads[3];
+    SmallVector<Location> locations = {attention.getLoc()};
+    Value projections[3] = {packedPart(attention.getQuery(), false, parts[0], heads[0], locations),
+                            packedPart(attention.getKey(), attention.getKeyTransposed(), parts[1], heads[1], locations),
+                            packedPart(attention.getValue(), false, parts[2], heads[2], locations)};
+    for (int i = 0; i < 3; ++i)
+      if (!projections[i] || projections[i] != projections[0] || parts[i] != i || heads[i] != heads[0])
+        return failure();
+    Value out = attention.getOut();
+    if (out.use_empty())
+      return failure();
+    for (Operation *user : out.getUsers()) {
+      auto transpose = dyn_cast<TransposeOp>(user);
+      if (!transpose || !swapsHeadsAndSequence(transpose.getPerm()))
+        return failure();
+      locations.push_back(transpose.getLoc());
+    }
+    Value qkv = projections[0];
+    RankedTensorType qkvType = tensorType(qkv);
+    SmallVector<int64_t> outShape(qkvType.getShape());
+    outShape.back() /= 3;
+    auto outType = RankedTensorType::get(outShape, tensorType(out).getElementType());
+    rewriter.setInsertionPoint(attention);
+    auto packed = PackedAttentionOp::create(rewriter, rewriter.getFusedLoc(locations), outType,
+                                            attention.getLogsumexp().getType(), qkv, attention.getMask(),
+                                            rewriter.getI64IntegerAttr(heads[0]), attention.getScaleAttr(),
+                                            attention.getComputeDtypeAttr());
+    for (Operation *user : llvm::make_early_inc_range(out.getUsers())) {
+      auto transpose = cast<TransposeOp>(user);
+      rewriter.setInsertionPoint(transpose);
+      rewriter.replaceOpWithNewOp<ReshapeOp>(transpose, transpose.getType(), packed.getOut());
+    }
+    rewriter.replaceAllUsesWith(attention.getLogsumexp(), packed.getLogsumexp());
+    rewriter.eraseOp(attention);
+    return success();
+  }
+};
+
 struct GraphFusePass : public fsdpc::graph::impl::GraphFuseBase<GraphFusePass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseLayerNorm, FuseRmsNorm, FuseErfGelu, FuseTanhGelu, FuseMaskedSoftmax, FuseAttention>(&getContext());
+    patterns.add<FuseLayerNorm, FuseRmsNorm, FuseErfGelu, FuseTanhGelu, FuseMaskedSoftmax, FuseAttention,
+                 FusePackedAttention>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
   }

@@ -376,6 +376,14 @@ LogicalResult fsdpc::graph::buildGradient(OpBuilder &builder, Operation *op, Arr
                 operandGrads[i] = grad->getResult(i);
             return true;
           })
+          .Case<PackedAttentionOp>([&](PackedAttentionOp o) {
+            if (!r.resultGrads[0] || !r.needs(0))
+              return true;
+            operandGrads[0] = PackedAttentionGradOp::create(
+                builder, r.loc, o.getQkv().getType(), o.getQkv(), o.getMask(), o.getOut(), o.getLogsumexp(),
+                r.resultGrads[0], o.getHeadsAttr(), o.getScaleAttr(), o.getComputeDtypeAttr());
+            return true;
+          })
           .Case<LogSoftmaxOp>([&](LogSoftmaxOp o) {
             operandGrads[0] = LogSoftmaxGradOp::create(builder, r.loc, o.getResult(), r.dy(), o.getAxisAttr());
             return true;

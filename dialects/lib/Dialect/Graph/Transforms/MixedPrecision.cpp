@@ -41,8 +41,8 @@ bool isFloatTensor(Value v) {
 /// and widening keeps the order); one_hot writes f32, 0 and 1 are exact in
 /// any type, so its consumers cast it.
 bool needsF32(Operation *op) {
-  return isa<LayerNormOp, RmsNormOp, SoftmaxOp, LogSoftmaxOp, MaskedSoftmaxOp, AttentionOp, SoftmaxCrossEntropyOp,
-             MseLossOp, IsNanOp, ArgMaxOp, ArgMinOp, OneHotOp>(op);
+  return isa<LayerNormOp, RmsNormOp, SoftmaxOp, LogSoftmaxOp, MaskedSoftmaxOp, AttentionOp, PackedAttentionOp,
+             SoftmaxCrossEntropyOp, MseLossOp, IsNanOp, ArgMaxOp, ArgMinOp, OneHotOp>(op);
 }
 
 /// The ONNX node names in a location.
@@ -135,7 +135,7 @@ struct GraphMixedPrecisionPass : public fsdpc::graph::impl::GraphMixedPrecisionB
   bool readsLowActivations(Operation *op) {
     if (keptByName(op))
       return false;
-    if (isa<SoftmaxCrossEntropyOp, AttentionOp>(op))
+    if (isa<SoftmaxCrossEntropyOp, AttentionOp, PackedAttentionOp>(op))
       return true;
     if (!isa<LayerNormOp, RmsNormOp>(op))
       return false;
@@ -154,7 +154,7 @@ struct GraphMixedPrecisionPass : public fsdpc::graph::impl::GraphMixedPrecisionB
   }
 
   /// The operands readsLowActivations means: the logits, attention's
-  /// query, key and value, a norm's input.
+  /// query, key and value (packed attention's qkv), a norm's input.
   static bool isActivationOperand(Operation *op, unsigned index) {
     if (isa<AttentionOp>(op))
       return index < 3;
@@ -191,6 +191,8 @@ struct GraphMixedPrecisionPass : public fsdpc::graph::impl::GraphMixedPrecisionB
     // where the user kept the op in f32 by name.
     if (auto attention = dyn_cast<AttentionOp>(op); attention && !keptByName(op))
       attention.setComputeDtype(paramDtype.getValue());
+    if (auto attention = dyn_cast<PackedAttentionOp>(op); attention && !keptByName(op))
+      attention.setComputeDtype(paramDtype.getValue());
     if (keptInF32(op)) {
       // f32 operands; a parameter, input or constant still goes through the
       // low-precision type, as FSDP casts it before any op sees it. Where
@@ -198,8 +200,9 @@ struct GraphMixedPrecisionPass : public fsdpc::graph::impl::GraphMixedPrecisionB
       // they stay as they are.
       const bool readsLow = readsLowActivations(op);
       const bool writesLow = isa<LayerNormOp, RmsNormOp>(op) ? readsLow
-                             : isa<AttentionOp>(op)          ? !keptByName(op) && feedsOnlyLowOps(op->getResult(0))
-                                                             : false;
+                             : isa<AttentionOp, PackedAttentionOp>(op)
+                                 ? !keptByName(op) && feedsOnlyLowOps(op->getResult(0))
+                                 : false;
       if (writesLow)
         op->getResult(0).setType(withElement(op->getResult(0), low_));
       for (OpOperand &operand : op->getOpOperands()) {

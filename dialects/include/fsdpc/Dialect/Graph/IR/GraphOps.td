@@ -701,6 +701,67 @@ def Graph_AttentionGradOp : Graph_Op<"attention_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Graph_PackedAttentionOp : Graph_Op<"packed_attention", [Pure]> {
+  let summary = "attention that reads its heads from one fused query-key-value projection";
+  let description = [{
+    `graph.attention` over the query, key and value one projection writes
+    side by side, as GPT-2's `c_attn` does: the last axis of `qkv` holds the
+    query, then the key, then the value, each `heads` heads of `D` features.
+    Every head attends over the sequence axis with `mask` and `scale`, and
+    `out` comes back with the heads side by side again, ready for the output
+    projection. `graph-fuse` makes it where an export slices the projection
+    in three, views each slice as `[B, T, heads, D]` and transposes the
+    heads forward (and the output back): the kernels read each head with a
+    row stride instead, so neither the three slices nor the four
+    transposes are copied, and the gradient comes back as one `dqkv` (as
+    llm.c's attention does).
+
+    - `qkv`: `[..., T, 3 * heads * D]`.
+    - `mask`: i64, broadcasts to `[..., heads, T, T]`; nonzero positions
+      are excluded.
+    - `heads`, `scale`, `compute_dtype`: the head count, the factor on the
+      scores, and the products' type as in `graph.attention`.
+    - results: `out` `[..., T, heads * D]` (any float type, as
+      `graph.attention`'s) and `logsumexp` `[..., heads, T]` (f32).
+
+    ```mlir
+    %o, %lse = graph.packed_attention %qkv, %causal {heads = 4 : i64, scale = 0.288675 : f64}
+        : (tensor<8x32x144xf32>, tensor<1x1x32x32xi64>) -> (tensor<8x32x48xf32>, tensor<8x4x32xf32>)
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$qkv, Graph_I64Tensor:$mask, I64Attr:$heads, F64Attr:$scale,
+                       DefaultValuedStrAttr<StrAttr, "f32">:$compute_dtype);
+  let results = (outs Graph_FloatTensor:$out, Graph_F32Tensor:$logsumexp);
+  let assemblyFormat = "$qkv `,` $mask attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Graph_PackedAttentionGradOp : Graph_Op<"packed_attention_grad", [Pure]> {
+  let summary = "the gradient of packed_attention's fused query-key-value";
+  let description = [{
+    `graph.attention_grad` for `graph.packed_attention`: the query, key and
+    value gradients written side by side into one `dqkv` of `qkv`'s type,
+    which is the gradient the fused projection's backward takes.
+
+    - `qkv`, `mask`, `heads`, `scale`, `compute_dtype`: as the forward op.
+    - `out`, `logsumexp`: the forward op's results; `dout`: `out`'s gradient.
+
+    ```mlir
+    %dqkv = graph.packed_attention_grad %qkv, %causal, %o, %lse, %do {heads = 4 : i64, scale = 0.288675 : f64}
+        : (tensor<8x32x144xf32>, tensor<1x1x32x32xi64>, tensor<8x32x48xf32>, tensor<8x4x32xf32>,
+           tensor<8x32x48xf32>) -> tensor<8x32x144xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$qkv, Graph_I64Tensor:$mask, Graph_FloatTensor:$out,
+                       Graph_F32Tensor:$logsumexp, Graph_FloatTensor:$dout, I64Attr:$heads, F64Attr:$scale,
+                       DefaultValuedStrAttr<StrAttr, "f32">:$compute_dtype);
+  let results = (outs Graph_FloatTensor:$dqkv);
+  let assemblyFormat = [{
+    $qkv `,` $mask `,` $out `,` $logsumexp `,` $dout attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Graph_SoftmaxCrossEntropyOp : Graph_Op<"softmax_cross_entropy", [Pure]> {
   let summary = "cross entropy of class logits against integer labels";
   let description = [{

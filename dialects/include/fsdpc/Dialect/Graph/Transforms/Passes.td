@@ -5,7 +5,7 @@
 include "mlir/Pass/PassBase.td"
 
 def GraphFuse : Pass<"graph-fuse", "mlir::ModuleOp"> {
-  let summary = "replace the formulas exporters write for norms, GELU and masked softmax by single ops";
+  let summary = "replace the formulas exporters write for norms, GELU, softmax and attention by single ops";
   let description = [{
     torch exports write layer normalisation, RMSNorm and GELU out as
     chains of elementwise ops and reductions. Differentiated one by one they
@@ -24,7 +24,15 @@ def GraphFuse : Pass<"graph-fuse", "mlir::ModuleOp"> {
     - attention's masked softmax: `softmax(where(mask, -inf, x * c))` or
       `softmax(x * c + M)` with a constant M of 0 and -inf, over the last
       axis (the scale a product or quotient by a constant, or absent),
-      becomes `graph.masked_softmax`.
+      becomes `graph.masked_softmax`;
+    - attention: `masked_softmax(q @ k^T) @ v` (the key transposed or not),
+      where the scores and probabilities have no other use, becomes
+      `graph.attention`, which keeps no T x T tensor;
+    - attention over one fused projection (GPT-2's `c_attn`): q, k and v
+      the three thirds of its last axis, each a reshape to heads and a
+      transpose of the heads forward, and every use of the output a
+      transpose back, becomes `graph.packed_attention` on the projection;
+      the output transposes become reshapes of its result.
 
     Constants must match to a relative 1e-6. The fused op's location joins
     the locations (ONNX node names) of the ops it replaces. Intermediate

@@ -12,7 +12,8 @@
 #      2 ranks on one GPU (host-staged MPI) against 1 rank, and --offload
 #      against no offload (test/gpu/devices_agree.py);
 #   4. GPT-2 124M bf16 against torch eager, torch.compile and FSDP2, and
-#      with --offload optimizer / --recompute auto (test/bench/gpu_vs_torch.py).
+#      with --offload optimizer / --recompute auto, then fsdp-run's time
+#      per kernel (--profile) for the plain plan (test/bench/gpu_vs_torch.py).
 # Ends with one SUMMARY line.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"

@@ -36,6 +36,12 @@ Status refuse(const KernelCall &call, const std::string &why) {
   return FSDPC_ERROR(kInvalidArgument, "kernel '", call.instruction->op(), "' ", why, where(call));
 }
 
+/// A refusal of a check both backends share (KernelChecks.h), which names
+/// the kernel but not where the instruction came from: with its location.
+Status located(const KernelCall &call, const Status &status) {
+  return status.isOk() ? status : FSDPC_ERROR(kInvalidArgument, status.message(), where(call));
+}
+
 /// Checks every operand's dtype against a pattern of one letter per operand:
 /// 'f' float, 'i' integer, 'a' any, 'T' any but the same as every other 'T'
 /// of the instruction. The last letter of a pattern repeats for variadic
@@ -151,7 +157,7 @@ Status elementwise(const KernelCall &call) {
 
 Status gelu(const KernelCall &call) {
   bool tanhForm;
-  FSDPC_RETURN_IF_ERROR(geluTanhForm(call, tanhForm));
+  FSDPC_RETURN_IF_ERROR(located(call, geluTanhForm(call, tanhForm)));
   return elementwise(call);
 }
 
@@ -262,7 +268,7 @@ Status oneHot(const KernelCall &call) {
 Status argReduce(const KernelCall &call) {
   FSDPC_RETURN_IF_ERROR(checkDtypes(call, "f", "i"));
   int64_t outer, size, inner;
-  return argReduceLayout(call, outer, size, inner);
+  return located(call, argReduceLayout(call, outer, size, inner));
 }
 
 Status cast(const KernelCall &call) {
@@ -328,7 +334,7 @@ Status maskedSoftmax(const KernelCall &call) {
 /// The attention operands other than the mask against the shared sizes:
 /// key and value have the query's batch dimensions (no broadcasting).
 Status attentionOperands(const KernelCall &call, AttentionDims &a) {
-  FSDPC_RETURN_IF_ERROR(attentionDims(call, a));
+  FSDPC_RETURN_IF_ERROR(located(call, attentionDims(call, a)));
   const TensorView &q = call.inputs[0], &k = call.inputs[1], &v = call.inputs[2];
   const size_t rank = q.shape.size();
   const bool batchFits = std::equal(q.shape.begin(), q.shape.end() - 2, k.shape.begin()) &&
@@ -340,21 +346,27 @@ Status attentionOperands(const KernelCall &call, AttentionDims &a) {
   return Status::ok();
 }
 
+/// The forward results (out, logsumexp) an attention call writes or, for a
+/// gradient, reads with dout.
+Status attentionResults(const KernelCall &call, const AttentionDims &a, const TensorView &out, const TensorView &lse,
+                        const TensorView *dout) {
+  FSDPC_RETURN_IF_ERROR(elementsOf(call, out, a.batch * a.tq * a.dv, "output"));
+  FSDPC_RETURN_IF_ERROR(elementsOf(call, lse, a.batch * a.tq, "logsumexp"));
+  return dout ? elementsOf(call, *dout, a.batch * a.tq * a.dv, "output gradient") : Status::ok();
+}
+
 Status attention(const KernelCall &call) {
   FSDPC_RETURN_IF_ERROR(checkDtypes(call, "fffi", "f"));
   AttentionDims a;
   FSDPC_RETURN_IF_ERROR(attentionOperands(call, a));
-  FSDPC_RETURN_IF_ERROR(elementsOf(call, call.outputs[0], a.batch * a.tq * a.dv, "output"));
-  return elementsOf(call, call.outputs[1], a.batch * a.tq, "logsumexp");
+  return attentionResults(call, a, call.outputs[0], call.outputs[1], nullptr);
 }
 
 Status attentionGrad(const KernelCall &call) {
   FSDPC_RETURN_IF_ERROR(checkDtypes(call, "fffifff", "f"));
   AttentionDims a;
   FSDPC_RETURN_IF_ERROR(attentionOperands(call, a));
-  FSDPC_RETURN_IF_ERROR(elementsOf(call, call.inputs[4], a.batch * a.tq * a.dv, "output"));
-  FSDPC_RETURN_IF_ERROR(elementsOf(call, call.inputs[5], a.batch * a.tq, "logsumexp"));
-  FSDPC_RETURN_IF_ERROR(elementsOf(call, call.inputs[6], a.batch * a.tq * a.dv, "output gradient"));
+  FSDPC_RETURN_IF_ERROR(attentionResults(call, a, call.inputs[4], call.inputs[5], &call.inputs[6]));
   for (int i = 0; i < 3; ++i)
     FSDPC_RETURN_IF_ERROR(elementsOf(call, call.outputs[i], call.inputs[i].numElements(), "gradient"));
   return Status::ok();
@@ -362,21 +374,18 @@ Status attentionGrad(const KernelCall &call) {
 
 /// packed_attention: qkv, mask -> out [..., T, heads D], logsumexp.
 Status packedAttention(const KernelCall &call) {
-  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "fi", "ff"));
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "fi", "f"));
   AttentionDims a;
-  FSDPC_RETURN_IF_ERROR(packedAttentionDims(call, a));
-  FSDPC_RETURN_IF_ERROR(elementsOf(call, call.outputs[0], a.batch * a.tq * a.dv, "output"));
-  return elementsOf(call, call.outputs[1], a.batch * a.tq, "logsumexp");
+  FSDPC_RETURN_IF_ERROR(located(call, packedAttentionDims(call, a)));
+  return attentionResults(call, a, call.outputs[0], call.outputs[1], nullptr);
 }
 
 /// packed_attention_grad: qkv, mask, out, logsumexp, dout -> dqkv.
 Status packedAttentionGrad(const KernelCall &call) {
   FSDPC_RETURN_IF_ERROR(checkDtypes(call, "fifff", "f"));
   AttentionDims a;
-  FSDPC_RETURN_IF_ERROR(packedAttentionDims(call, a));
-  FSDPC_RETURN_IF_ERROR(elementsOf(call, call.inputs[2], a.batch * a.tq * a.dv, "output"));
-  FSDPC_RETURN_IF_ERROR(elementsOf(call, call.inputs[3], a.batch * a.tq, "logsumexp"));
-  FSDPC_RETURN_IF_ERROR(elementsOf(call, call.inputs[4], a.batch * a.tq * a.dv, "output gradient"));
+  FSDPC_RETURN_IF_ERROR(located(call, packedAttentionDims(call, a)));
+  FSDPC_RETURN_IF_ERROR(attentionResults(call, a, call.inputs[2], call.inputs[3], &call.inputs[4]));
   return elementsOf(call, call.outputs[0], call.inputs[0].numElements(), "gradient");
 }
 
@@ -386,7 +395,7 @@ Status norm(const KernelCall &call) {
   FSDPC_RETURN_IF_ERROR(checkDtypes(call, "f", "f"));
   const TensorView &x = call.inputs[0];
   int64_t rows, cols;
-  FSDPC_RETURN_IF_ERROR(normLayout(call, x, call.inputs[1], call.outputs[1], rows, cols));
+  FSDPC_RETURN_IF_ERROR(located(call, normLayout(call, x, call.inputs[1], call.outputs[1], rows, cols)));
   FSDPC_RETURN_IF_ERROR(elementsOf(call, call.outputs[0], x.numElements(), "output"));
   if (call.inputs.size() == 3) {
     FSDPC_RETURN_IF_ERROR(elementsOf(call, call.inputs[2], cols, "bias"));
@@ -401,7 +410,7 @@ Status normGrad(const KernelCall &call) {
   FSDPC_RETURN_IF_ERROR(checkDtypes(call, "f", "f"));
   const TensorView &x = call.inputs[0];
   int64_t rows, cols;
-  FSDPC_RETURN_IF_ERROR(normLayout(call, x, call.inputs[1], call.inputs[2], rows, cols));
+  FSDPC_RETURN_IF_ERROR(located(call, normLayout(call, x, call.inputs[1], call.inputs[2], rows, cols)));
   const bool layer = call.inputs.size() == 5;
   if (layer)
     FSDPC_RETURN_IF_ERROR(elementsOf(call, call.inputs[3], rows, "statistic"));

@@ -5,8 +5,9 @@ tied head), batch 16, AdamW, bf16, on one GPU: fsdp-run against torch eager
 (fully_shard with MixedPrecisionPolicy(bf16, fp32)), all measured in one
 run from the same initial weights and batches. Prints the median step time
 after warm-up, peak GPU memory, tokens/s and MFU of each, the ratios to
-fsdp-run, and fsdp-run's first 20 losses against FSDP2's. Printed, not
-asserted, but the losses, which must agree within 2e-2 relative.
+fsdp-run, fsdp-run's first 20 losses against FSDP2's, and fsdp-run's time
+per kernel from a short --profile run. Printed, not asserted, but the
+losses, which must agree within 2e-2 relative.
 
 More fsdp-run rows measure the memory knobs (issue 12): the same model
 compiled with --offload optimizer (the AdamW state in pinned host memory,
@@ -47,6 +48,8 @@ sys.path.insert(0, os.path.join(ROOT, "test", "e2e"))
 CONFIG = dict(vocab=50257, context=1024, dim=768, heads=12, layers=12)
 BATCH, LR, WEIGHT_DECAY = 16, 6e-4, 0.01
 WARMUP, MEASURED, COMPARED = 8, 20, 20
+# The profiled run (--profile): its steps, and the kernels it prints.
+PROFILED_STEPS, PROFILED_KERNELS = 4, 16
 # The memory knobs (issue 12): plan name -> extra fsdpc flags, and how close
 # each run's losses must be to the plain plan's. fsdpc predicts 7.7 GiB of
 # device memory for the plain plan, which already fits --recompute auto at
@@ -208,6 +211,16 @@ def run_bench(fsdp_run, plans, work):
         peaks = [r["measured_peak_tensor_bytes"] + r.get("auxiliary_device_bytes", 0) for r in records
                  if "measured_peak_tensor_bytes" in r]
         results[name] = ([r["step_ms"] / 1000 for r in ours], [r["loss"] for r in ours], peaks[0] if peaks else 0)
+    # Where fsdp-run's step time goes: a few more steps of the plain plan
+    # with every instruction timed by CUDA events (--profile), summed by
+    # kernel. Timing each instruction adds gaps between them, so this says
+    # which kernels to work on, not the step time.
+    out = subprocess.run([fsdp_run, os.path.join(plans, "gpt2-124m-bf16.bin"), "--device", "cuda", "--init-from",
+                          weights, "--data", data, "--steps", str(PROFILED_STEPS), "--profile"],
+                         capture_output=True, text=True)
+    table = out.stdout[out.stdout.find("fsdp-run: time per kernel"):].splitlines()
+    profile = table[:PROFILED_KERNELS + 1] if out.returncode == 0 and table else [
+        "fsdp-run --profile failed: " + out.stderr[-500:]]
     for kind in ("eager", "compile", "fsdp2"):
         results[kind] = torch_variant(kind, state, batches, steps)
 
@@ -245,6 +258,7 @@ def run_bench(fsdp_run, plans, work):
         print("%s: peak %.2f GiB (plain %.2f GiB), losses within %.2e of the plain plan's (limit %.0e)%s" % (
             name, results[name][2] / 2**30, results["fsdp-run"][2] / 2**30, off, tolerance,
             "" if fits else "  <-- FAIL"))
+    print("\n".join(profile))
     print("RESULT:", "PASS" if ok else "FAIL", "(fsdp-run %.1f ms, eager %.2fx, compile %.2fx, FSDP2 %.2fx of ours)" % (
         ours_ms, statistics.median(results["eager"][0][WARMUP:]) * 1000 / ours_ms,
         statistics.median(results["compile"][0][WARMUP:]) * 1000 / ours_ms,

@@ -163,6 +163,20 @@ TEST(KernelOperands, NormsAttentionLossesOptimizers) {
   expectRefused(onePlan("attention", {f32({2, 3, 5, 4}), f32({2, 3, 6, 4}), f32({2, 3, 6, 7}), f32({5, 6})},
                         {f32({2, 3, 5, 7}), f32({2, 3, 5})}, scale),
                 "integer");
+  auto packed = [](plan::Instruction &i) {
+    (*i.mutable_float_attrs())["scale"] = 0.5;
+    (*i.mutable_int_attrs())["heads"] = 3;
+  };
+  expectAccepted(
+      onePlan("packed_attention", {f32({2, 5, 36}), i64({5, 5})}, {f32({2, 5, 12}), f32({2, 3, 5})}, packed));
+  expectRefused(onePlan("packed_attention", {f32({2, 5, 35}), i64({5, 5})}, {f32({2, 5, 12}), f32({2, 3, 5})}, packed),
+                "heads of one size");
+  expectRefused(onePlan("packed_attention", {f32({2, 5, 36}), i64({4, 5})}, {f32({2, 5, 12}), f32({2, 3, 5})}, packed),
+                "does not broadcast");
+  expectRefused(onePlan("packed_attention_grad",
+                        {f32({2, 5, 36}), i64({5, 5}), f32({2, 5, 12}), f32({2, 3, 5}), f32({2, 5, 12})},
+                        {f32({2, 5, 12})}, packed),
+                "gradient");
   expectRefused(onePlan("softmax_cross_entropy", {f32({4, 10}), i64({5})}, {f32({})}), "do not match");
   expectRefused(onePlan("softmax_cross_entropy", {f32({4, 10}), i64({4})}, {f32({2})}), "one element");
   auto sgd = [](double momentum) {

@@ -30,7 +30,10 @@ struct AttentionLayout : AttentionDims {
   int64_t start(const AttentionRows &rows, int64_t b) const { return rowsStart(rows, heads, b); }
 };
 
-Status finishLayout(AttentionLayout &l) {
+/// The shared sizes of an attention (`packed` false) or packed_attention
+/// call, and where each batch index reads the mask.
+Status layoutOf(const KernelCall &call, bool packed, AttentionLayout &l) {
+  FSDPC_RETURN_IF_ERROR(packed ? packedAttentionDims(call, l) : attentionDims(call, l));
   const size_t rank = l.scores.size();
   l.maskRowStride = l.maskStrides[rank - 2];
   l.maskColStride = l.maskStrides[rank - 1];
@@ -148,8 +151,7 @@ float scaleOf(const KernelCall &call) { return static_cast<float>(call.floatPara
 
 Status attention(const KernelCall &call) {
   AttentionLayout l;
-  FSDPC_RETURN_IF_ERROR(attentionDims(call, l));
-  FSDPC_RETURN_IF_ERROR(finishLayout(l));
+  FSDPC_RETURN_IF_ERROR(layoutOf(call, false, l));
   const AttentionBuffers in{call.inputs[0].f32(), call.inputs[1].f32(), call.inputs[2].f32(), call.inputs[3].i64()};
   forward(l, in, scaleOf(call), call.outputs[0].f32(), call.outputs[1].f32());
   return Status::ok();
@@ -157,8 +159,7 @@ Status attention(const KernelCall &call) {
 
 Status attentionGrad(const KernelCall &call) {
   AttentionLayout l;
-  FSDPC_RETURN_IF_ERROR(attentionDims(call, l));
-  FSDPC_RETURN_IF_ERROR(finishLayout(l));
+  FSDPC_RETURN_IF_ERROR(layoutOf(call, false, l));
   const AttentionBuffers in{call.inputs[0].f32(), call.inputs[1].f32(), call.inputs[2].f32(), call.inputs[3].i64(),
                             call.inputs[4].f32(), call.inputs[5].f32(), call.inputs[6].f32()};
   backward(l, in, scaleOf(call), call.outputs[0].f32(), call.outputs[1].f32(), call.outputs[2].f32());
@@ -167,8 +168,7 @@ Status attentionGrad(const KernelCall &call) {
 
 Status packedAttention(const KernelCall &call) {
   AttentionLayout l;
-  FSDPC_RETURN_IF_ERROR(packedAttentionDims(call, l));
-  FSDPC_RETURN_IF_ERROR(finishLayout(l));
+  FSDPC_RETURN_IF_ERROR(layoutOf(call, true, l));
   const float *qkv = call.inputs[0].f32();
   const AttentionBuffers in{qkv, qkv, qkv, call.inputs[1].i64()};
   forward(l, in, scaleOf(call), call.outputs[0].f32(), call.outputs[1].f32());
@@ -178,8 +178,7 @@ Status packedAttention(const KernelCall &call) {
 // Every element of dqkv is one head's dQ, dK or dV, each written whole.
 Status packedAttentionGrad(const KernelCall &call) {
   AttentionLayout l;
-  FSDPC_RETURN_IF_ERROR(packedAttentionDims(call, l));
-  FSDPC_RETURN_IF_ERROR(finishLayout(l));
+  FSDPC_RETURN_IF_ERROR(layoutOf(call, true, l));
   const float *qkv = call.inputs[0].f32();
   const AttentionBuffers in{
       qkv, qkv, qkv, call.inputs[1].i64(), call.inputs[2].f32(), call.inputs[3].f32(), call.inputs[4].f32()};

@@ -406,3 +406,35 @@ func.func @output_read_in_heads_layout(%qkv: tensor<2x5x36xf32>, %m: tensor<5x5x
   %o = graph.batch_matmul %p, %v : (tensor<2x3x5x5xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x4xf32>
   return %o : tensor<2x3x5x4xf32>
 }
+
+// -----
+
+// Tests that a 2-D transpose feeding matmul folds into its transpose_b (a
+// tied head reading the embedding) or transpose_a, toggling a flag already
+// set, and that a transpose with another use stays for that use.
+// CHECK-LABEL: func.func @tied_head
+// CHECK-NOT: graph.transpose
+// CHECK: %[[Y:.*]] = graph.matmul %arg0, %arg1 {transpose_b = true} : (tensor<6x4xf32>, tensor<9x4xf32>) -> tensor<6x9xf32>
+// CHECK: return %[[Y]]
+// CHECK-LABEL: func.func @both_sides
+// CHECK: graph.matmul %arg0, %arg1 {transpose_a = true} : (tensor<4x6xf32>, tensor<4x9xf32>) -> tensor<6x9xf32>
+// CHECK-LABEL: func.func @transpose_used_twice
+// CHECK: %[[T:.*]] = graph.transpose %arg1
+// CHECK: graph.matmul %arg0, %arg1 {transpose_b = true}
+// CHECK: return %{{.*}}, %[[T]]
+func.func @tied_head(%x: tensor<6x4xf32>, %wte: tensor<9x4xf32>) -> tensor<6x9xf32> {
+  %t = graph.transpose %wte {perm = array<i64: 1, 0>} : (tensor<9x4xf32>) -> tensor<4x9xf32>
+  %y = graph.matmul %x, %t : (tensor<6x4xf32>, tensor<4x9xf32>) -> tensor<6x9xf32>
+  return %y : tensor<6x9xf32>
+}
+func.func @both_sides(%a: tensor<4x6xf32>, %b: tensor<4x9xf32>) -> tensor<6x9xf32> {
+  %at = graph.transpose %a {perm = array<i64: 1, 0>} : (tensor<4x6xf32>) -> tensor<6x4xf32>
+  %bt = graph.transpose %b {perm = array<i64: 1, 0>} : (tensor<4x9xf32>) -> tensor<9x4xf32>
+  %y = graph.matmul %at, %bt {transpose_b = true} : (tensor<6x4xf32>, tensor<9x4xf32>) -> tensor<6x9xf32>
+  return %y : tensor<6x9xf32>
+}
+func.func @transpose_used_twice(%x: tensor<6x4xf32>, %w: tensor<9x4xf32>) -> (tensor<6x9xf32>, tensor<4x9xf32>) {
+  %t = graph.transpose %w {perm = array<i64: 1, 0>} : (tensor<9x4xf32>) -> tensor<4x9xf32>
+  %y = graph.matmul %x, %t : (tensor<6x4xf32>, tensor<4x9xf32>) -> tensor<6x9xf32>
+  return %y, %t : tensor<6x9xf32>, tensor<4x9xf32>
+}

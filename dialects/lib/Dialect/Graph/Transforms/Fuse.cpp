@@ -524,11 +524,52 @@ struct FusePackedAttention : public OpRewritePattern<AttentionOp> {
   }
 };
 
+/// A 2-D operand of matmul that is only a transpose: the GEMM reads it
+/// transposed itself (transpose_a / transpose_b), as torch's F.linear does
+/// with a tied head's embedding, instead of copying it (GPT-2's
+/// [vocabulary, dim] embedding, each step and again in backward).
+struct FoldTransposeIntoMatmul : public OpRewritePattern<MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  static Value transposedInput(Value operand) {
+    auto transpose = operand.getDefiningOp<TransposeOp>();
+    if (!transpose || transpose.getPerm().size() != 2 || transpose.getPerm()[0] != 1)
+      return {};
+    return transpose.getInput();
+  }
+
+  LogicalResult matchAndRewrite(MatmulOp matmul, PatternRewriter &rewriter) const override {
+    Value lhs = matmul.getLhs(), rhs = matmul.getRhs();
+    bool transposeA = matmul.getTransposeA(), transposeB = matmul.getTransposeB();
+    bool folded = false;
+    if (Value input = transposedInput(rhs)) {
+      rhs = input;
+      transposeB = !transposeB;
+      folded = true;
+    }
+    // transpose_a takes a rank-2 lhs only.
+    if (Value input = tensorType(lhs).getRank() == 2 ? transposedInput(lhs) : Value()) {
+      lhs = input;
+      transposeA = !transposeA;
+      folded = true;
+    }
+    if (!folded)
+      return failure();
+    rewriter.modifyOpInPlace(matmul, [&] {
+      matmul.getLhsMutable().assign(lhs);
+      matmul.getRhsMutable().assign(rhs);
+      matmul.setTransposeA(transposeA);
+      matmul.setTransposeB(transposeB);
+    });
+    return success();
+  }
+};
+
 struct GraphFusePass : public fsdpc::graph::impl::GraphFuseBase<GraphFusePass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<FuseLayerNorm, FuseRmsNorm, FuseErfGelu, FuseTanhGelu, FuseMaskedSoftmax, FuseAttention,
-                 FusePackedAttention>(&getContext());
+                 FusePackedAttention, FoldTransposeIntoMatmul>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
   }

@@ -32,7 +32,9 @@ def GraphFuse : Pass<"graph-fuse", "mlir::ModuleOp"> {
       the three thirds of its last axis, each a reshape to heads and a
       transpose of the heads forward, and every use of the output a
       transpose back, becomes `graph.packed_attention` on the projection;
-      the output transposes become reshapes of its result.
+      the output transposes become reshapes of its result;
+    - a 2-D transpose read by `graph.matmul` (a tied head's embedding)
+      becomes the GEMM's `transpose_a` / `transpose_b`.
 
     Constants must match to a relative 1e-6. The fused op's location joins
     the locations (ONNX node names) of the ops it replaces. Intermediate

@@ -517,6 +517,20 @@ std::vector<Case> cases() {
   all.push_back(Case("rms_norm_grad", "bf16").in({45, 771}, normal(), plan::BF16).in({771}).in({45}, positive())
                     .in({45, 771}, normal(), plan::BF16).out({45, 771}, plan::BF16).out({771}).attr("axis", int64_t(1))
                     .tol(1e-2));
+  // Scale and bias stored as bf16 too, as mixed-precision plans give the
+  // norms their parameters, and their gradients written as bf16.
+  all.push_back(Case("layer_norm", "bf16 parameters").in({45, 771}, normal(), plan::BF16).in({771}, normal(), plan::BF16)
+                    .in({771}, normal(), plan::BF16).out({45, 771}, plan::BF16).out({45}).out({45})
+                    .attr("axis", int64_t(1)).attr("epsilon", 1e-5).tol(1e-2));
+  all.push_back(Case("layer_norm_grad", "bf16 parameters").in({3, 45, 771}, normal(), plan::BF16)
+                    .in({771}, normal(), plan::BF16).in({3, 45}).in({3, 45}, positive())
+                    .in({3, 45, 771}, normal(), plan::BF16).out({3, 45, 771}, plan::BF16).out({771}, plan::BF16)
+                    .out({771}, plan::BF16).attr("axis", int64_t(2)).tol(1e-2));
+  all.push_back(Case("rms_norm", "bf16 parameters").in({45, 771}, normal(), plan::BF16).in({771}, normal(), plan::BF16)
+                    .out({45, 771}, plan::BF16).out({45}).attr("axis", int64_t(1)).attr("epsilon", 1e-6).tol(1e-2));
+  all.push_back(Case("rms_norm_grad", "bf16 parameters").in({45, 771}, normal(), plan::BF16)
+                    .in({771}, normal(), plan::BF16).in({45}, positive()).in({45, 771}, normal(), plan::BF16)
+                    .out({45, 771}, plan::BF16).out({771}, plan::BF16).attr("axis", int64_t(1)).tol(1e-2));
   // Query, key, value and out stored as bf16 (as in a mixed-precision
   // plan), their gradients too: the tensor-core kernels (d=64) and the f32
   // ones (d=80) read and write them through the dtype. The values are those

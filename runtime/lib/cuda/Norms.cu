@@ -7,9 +7,10 @@
 // - Backward: one block per row for the input gradient; the scale and bias
 //   gradients as column sums over chunks of rows into scratch, then the
 //   chunks in order (the same bits every run).
-// The activations (x, y, dy, dx) may be bf16 / f16 in mixed-precision plans:
-// read widened, computed in f32, rounded once where written, the numbers of
-// f32 kernels between casts. Scale, bias and the statistics are f32.
+// The activations (x, y, dy, dx), scale and bias and their gradients may be
+// bf16 / f16 in mixed-precision plans: read widened, computed in f32,
+// rounded once where written, the numbers of f32 kernels between casts.
+// The statistics are f32.
 //
 //===----------------------------------------------------------------------===//
 #include "DeviceMath.cuh"
@@ -21,20 +22,21 @@ namespace {
 
 constexpr int64_t kColumnTile = 32, kRowLanes = 8, kMaxChunks = 128, kMinRowsPerChunk = 32;
 
-/// The shared layout check (KernelChecks.h). x (the first input), y or dx
-/// (the first output) and, for a gradient, dy (the last input) may be low
-/// precision; scale, bias and the statistics are f32.
+/// The shared layout check (KernelChecks.h). x, scale and bias (the
+/// inputs before the statistics), y or dx, dscale and dbias, and for a
+/// gradient dy (the last input) may be low precision; the statistics are
+/// f32.
 Status checkedNormLayout(const KernelCall &call, bool gradient, const TensorView &x, const TensorView &scale,
                          const TensorView &statistic, int64_t &rows, int64_t &cols) {
-  FSDPC_RETURN_IF_ERROR(gradient ? requireF32Except(call, {0, call.inputs.size() - 1}, {0})
-                                 : requireF32Except(call, {0}, {0}));
+  FSDPC_RETURN_IF_ERROR(gradient ? requireF32Except(call, {0, 1, call.inputs.size() - 1}, {0, 1, 2})
+                                 : requireF32Except(call, {0, 1, 2}, {0}));
   return normLayout(call, x, scale, statistic, rows, cols);
 }
 
 int64_t chunksFor(int64_t rows) { return std::min(kMaxChunks, std::max<int64_t>(1, rows / kMinRowsPerChunk)); }
 
-__global__ void normalizeKernel(Operand x, const float *scale, const float *bias, long long rows, long long cols,
-                                double epsilon, bool centered, Operand y, float *mean, float *invStd) {
+__global__ void normalizeKernel(Operand x, Operand scale, Operand bias, long long rows, long long cols, double epsilon,
+                                bool centered, Operand y, float *mean, float *invStd) {
   __shared__ double shared[32];
   for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
     const long long row = r * cols;
@@ -58,11 +60,12 @@ __global__ void normalizeKernel(Operand x, const float *scale, const float *bias
       invStd[r] = rs;
     }
     for (long long j = threadIdx.x; j < cols; j += blockDim.x)
-      storeFloat(y, row + j, (loadFloat(x, row + j) - m) * rs * scale[j] + (bias ? bias[j] : 0.0f));
+      storeFloat(y, row + j,
+                 (loadFloat(x, row + j) - m) * rs * loadFloat(scale, j) + (bias.data ? loadFloat(bias, j) : 0.0f));
   }
 }
 
-__global__ void normalizeGradKernel(Operand x, const float *scale, const float *mean, const float *invStd, Operand dy,
+__global__ void normalizeGradKernel(Operand x, Operand scale, const float *mean, const float *invStd, Operand dy,
                                     long long rows, long long cols, Operand dx) {
   __shared__ double shared[32];
   for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -70,16 +73,17 @@ __global__ void normalizeGradKernel(Operand x, const float *scale, const float *
     const float m = mean ? mean[r] : 0.0f, rs = invStd[r];
     double localG = 0, localGX = 0;
     for (long long j = threadIdx.x; j < cols; j += blockDim.x) {
-      const float g = loadFloat(dy, row + j);
-      localG += g * scale[j];
-      localGX += g * scale[j] * ((loadFloat(x, row + j) - m) * rs);
+      const float g = loadFloat(dy, row + j), w = loadFloat(scale, j);
+      localG += g * w;
+      localGX += g * w * ((loadFloat(x, row + j) - m) * rs);
     }
     const double sumG = mean ? blockSum(localG, shared) : 0.0;
     const double sumGX = blockSum(localGX, shared);
     const float meanG = static_cast<float>(sumG / cols), meanGX = static_cast<float>(sumGX / cols);
     for (long long j = threadIdx.x; j < cols; j += blockDim.x)
-      storeFloat(dx, row + j,
-                 rs * (loadFloat(dy, row + j) * scale[j] - meanG - (loadFloat(x, row + j) - m) * rs * meanGX));
+      storeFloat(
+          dx, row + j,
+          rs * (loadFloat(dy, row + j) * loadFloat(scale, j) - meanG - (loadFloat(x, row + j) - m) * rs * meanGX));
   }
 }
 
@@ -112,41 +116,41 @@ __global__ void normParamPartialsKernel(Operand x, const float *mean, const floa
   }
 }
 
-__global__ void normParamSumKernel(const double *partial, long long chunks, long long cols, float *dscale,
-                                   float *dbias) {
+__global__ void normParamSumKernel(const double *partial, long long chunks, long long cols, Operand dscale,
+                                   Operand dbias) {
   FSDPC_GRID_STRIDE_LOOP(col, cols) {
     double totalScale = 0, totalBias = 0;
     for (long long c = 0; c < chunks; ++c) {
       totalScale += partial[c * cols + col];
       totalBias += partial[(chunks + c) * cols + col];
     }
-    dscale[col] = static_cast<float>(totalScale);
-    if (dbias)
-      dbias[col] = static_cast<float>(totalBias);
+    storeFloat(dscale, col, static_cast<float>(totalScale));
+    if (dbias.data)
+      storeFloat(dbias, col, static_cast<float>(totalBias));
   }
 }
 
 unsigned rowBlocks(int64_t rows) { return static_cast<unsigned>(std::min<int64_t>(rows, 1 << 20)); }
 
-Status normalize(const KernelCall &call, const float *bias, float *mean, float *invStd, double epsilon,
-                 int64_t rows, int64_t cols) {
+Status normalize(const KernelCall &call, Operand bias, float *mean, float *invStd, double epsilon, int64_t rows,
+                 int64_t cols) {
   if (rows == 0 || cols == 0)
     return Status::ok();
   const CudaLaunch &launch = launchOf(call);
   launchKernel(normalizeKernel, rowBlocks(rows), kThreads, 0, launch.stream, operandOf(call.inputs[0]),
-               call.inputs[1].f32(), bias, rows, cols, epsilon, mean != nullptr, operandOf(call.outputs[0]), mean,
+               operandOf(call.inputs[1]), bias, rows, cols, epsilon, mean != nullptr, operandOf(call.outputs[0]), mean,
                invStd);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }
 
 Status normalizeGrad(const KernelCall &call, const float *mean, const float *invStd, int64_t rows, int64_t cols,
-                     float *dbias) {
+                     Operand dbias) {
   if (rows == 0 || cols == 0)
     return Status::ok();
   const CudaLaunch &launch = launchOf(call);
   const Operand x = operandOf(call.inputs[0]), dy = operandOf(call.inputs.back());
-  const float *scale = call.inputs[1].f32();
+  const Operand scale = operandOf(call.inputs[1]);
   launchKernel(normalizeGradKernel, rowBlocks(rows), kThreads, 0, launch.stream, x, scale, mean, invStd, dy, rows, cols,
                operandOf(call.outputs[0]));
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
@@ -159,7 +163,7 @@ Status normalizeGrad(const KernelCall &call, const float *mean, const float *inv
                cols, rowsPerChunk, chunks, partial);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   launchKernel(normParamSumKernel, blocksFor(cols, launch), kThreads, 0, launch.stream, partial, chunks, cols,
-               call.outputs[1].f32(), dbias);
+               operandOf(call.outputs[1]), dbias);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }
@@ -178,7 +182,7 @@ Status layerNorm(const KernelCall &call) {
   FSDPC_RETURN_IF_ERROR(checkedNormLayout(call, /*gradient=*/false, x, scale, call.outputs[1], rows, cols));
   if (bias.numElements() != cols)
     return FSDPC_ERROR(kInvalidArgument, "layer_norm: bias has ", bias.numElements(), " elements, not ", cols);
-  return normalize(call, bias.f32(), call.outputs[1].f32(), call.outputs[2].f32(),
+  return normalize(call, operandOf(bias), call.outputs[1].f32(), call.outputs[2].f32(),
                    call.floatParam(contract::Param::kEpsilon, 1e-5), rows, cols);
 }
 
@@ -186,14 +190,14 @@ Status layerNormGrad(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &scale = call.inputs[1];
   int64_t rows, cols;
   FSDPC_RETURN_IF_ERROR(checkedNormLayout(call, /*gradient=*/true, x, scale, call.inputs[2], rows, cols));
-  return normalizeGrad(call, call.inputs[2].f32(), call.inputs[3].f32(), rows, cols, call.outputs[2].f32());
+  return normalizeGrad(call, call.inputs[2].f32(), call.inputs[3].f32(), rows, cols, operandOf(call.outputs[2]));
 }
 
 Status rmsNorm(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &scale = call.inputs[1];
   int64_t rows, cols;
   FSDPC_RETURN_IF_ERROR(checkedNormLayout(call, /*gradient=*/false, x, scale, call.outputs[1], rows, cols));
-  return normalize(call, /*bias=*/nullptr, /*mean=*/nullptr, call.outputs[1].f32(),
+  return normalize(call, /*bias=*/Operand{}, /*mean=*/nullptr, call.outputs[1].f32(),
                    call.floatParam(contract::Param::kEpsilon, 1e-6), rows, cols);
 }
 
@@ -201,7 +205,7 @@ Status rmsNormGrad(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &scale = call.inputs[1];
   int64_t rows, cols;
   FSDPC_RETURN_IF_ERROR(checkedNormLayout(call, /*gradient=*/true, x, scale, call.inputs[2], rows, cols));
-  return normalizeGrad(call, /*mean=*/nullptr, call.inputs[2].f32(), rows, cols, /*dbias=*/nullptr);
+  return normalizeGrad(call, /*mean=*/nullptr, call.inputs[2].f32(), rows, cols, /*dbias=*/Operand{});
 }
 
 } // namespace fsdpc::runtime::cuda

@@ -143,6 +143,15 @@ func.func @attention_compute_dtype(%q: tensor<3x5x4xf32>, %k: tensor<3x5x4xf32>,
 
 // -----
 
+// Tests that layer_norm's scale and bias have one type.
+func.func @layer_norm_affine_types(%x: tensor<4x5xbf16>, %s: tensor<5xbf16>, %b: tensor<5xf32>) {
+  // expected-error @+1 {{scale and bias must have one type}}
+  %y, %m, %r = graph.layer_norm %x, %s, %b {axis = 1 : i64, epsilon = 1.0e-5 : f64} : (tensor<4x5xbf16>, tensor<5xbf16>, tensor<5xf32>) -> (tensor<4x5xbf16>, tensor<4x1xf32>, tensor<4x1xf32>)
+  return
+}
+
+// -----
+
 // Tests that packed_attention's qkv holds three thirds of whole heads.
 func.func @packed_attention_heads(%qkv: tensor<2x5x36xf32>, %m: tensor<5x5xi64>) {
   // expected-error @+1 {{qkv's last axis 36 is not 3 x 5 heads of one size}}

@@ -6,7 +6,8 @@
 // each, that ops compute in bf16, and that the layer norm and the loss,
 // which compute in f32, read the bf16 activations themselves (their kernels
 // widen; no f32 copies): the norm's result is bf16, as the relu reading it
-// would cast it, while its scale still goes through bf16 to f32. The loss
+// would cast it, and it reads its scale and bias in bf16 too (the cast of
+// each parameter, without the cast back to f32). The loss
 // stays f32. Where --keep-fp32 keeps the relu in f32, the norm's result
 // must be f32, so the norm reads an f32 copy of its input as before, and
 // the loss reads the f32 relu as it is.
@@ -19,17 +20,17 @@
 // CHECK-DAG: %[[WL:.*]] = graph.cast %[[W]] : (tensor<5x3xf32>) -> tensor<5x3xbf16>
 // CHECK-DAG: %[[XL:.*]] = graph.cast %[[X]] : (tensor<4x3xf32>) -> tensor<4x3xbf16>
 // CHECK-DAG: %[[SL:.*]] = graph.cast %[[S]] : (tensor<5xf32>) -> tensor<5xbf16>
-// CHECK-DAG: %[[SF:.*]] = graph.cast %[[SL]] : (tensor<5xbf16>) -> tensor<5xf32>
+// CHECK-NOT: graph.cast %[[SL]]
 // CHECK: %[[H:.*]] = graph.matmul %[[XL]], %[[WL]] {transpose_b = true} : (tensor<4x3xbf16>, tensor<5x3xbf16>) -> tensor<4x5xbf16>
 // CHECK: %[[C:.*]] = graph.constant dense<2.000000e+00> : tensor<f32>
 // CHECK-NEXT: %[[CL:.*]] = graph.cast %[[C]] : (tensor<f32>) -> tensor<bf16>
 // CHECK: %[[M:.*]] = graph.mul %[[H]], %[[CL]] : (tensor<4x5xbf16>, tensor<bf16>) -> tensor<4x5xbf16>
-// CHECK-NEXT: %[[Y:.*]], %{{.*}}, %{{.*}} = graph.layer_norm %[[M]], %[[SF]], %{{.*}} {axis = 1 : i64, epsilon = 1.000000e-05 : f64} : (tensor<4x5xbf16>, tensor<5xf32>, tensor<5xf32>) -> (tensor<4x5xbf16>, tensor<4x1xf32>, tensor<4x1xf32>)
+// CHECK-NEXT: %[[Y:.*]], %{{.*}}, %{{.*}} = graph.layer_norm %[[M]], %[[SL]], %{{.*}} {axis = 1 : i64, epsilon = 1.000000e-05 : f64} : (tensor<4x5xbf16>, tensor<5xbf16>, tensor<5xbf16>) -> (tensor<4x5xbf16>, tensor<4x1xf32>, tensor<4x1xf32>)
 // CHECK-NEXT: %[[R:.*]] = graph.relu %[[Y]] {{.*}}: tensor<4x5xbf16>
 // CHECK-NEXT: graph.softmax_cross_entropy %[[R]], %{{.*}} : (tensor<4x5xbf16>, tensor<4xi64>) -> tensor<f32>
 // F16-LABEL: func.func @train_step
 // F16: graph.matmul %{{.*}}, %{{.*}} {transpose_b = true} : (tensor<4x3xf16>, tensor<5x3xf16>) -> tensor<4x5xf16>
-// F16: graph.layer_norm %{{.*}} : (tensor<4x5xf16>, tensor<5xf32>, tensor<5xf32>) -> (tensor<4x5xf16>,
+// F16: graph.layer_norm %{{.*}} : (tensor<4x5xf16>, tensor<5xf16>, tensor<5xf16>) -> (tensor<4x5xf16>,
 // KEEP-LABEL: func.func @train_step
 // KEEP: graph.matmul %{{.*}}, %{{.*}} {transpose_b = true} : (tensor<4x3xbf16>, tensor<5x3xbf16>) -> tensor<4x5xbf16>
 // KEEP: %[[M:.*]] = graph.mul %{{.*}} -> tensor<4x5xbf16>
@@ -73,19 +74,22 @@ func.func @forward(%q: tensor<5x4xf32> {graph.param = "q"}, %k: tensor<5x4xf32> 
 // bf16 ops read it (the relu), and that an
 // RMS norm whose result feeds a bf16 op reads and writes bf16, while one
 // whose result feeds an op that keeps f32 (softmax) reads an f32 copy and
-// keeps an f32 result.
+// keeps an f32 result. Both read their scale in bf16, but where
+// --keep-fp32 names the norm, which reads it through bf16 to f32.
 // CHECK-LABEL: func.func @train_step
 // CHECK: %[[Q:.*]] = graph.matmul {{.*}} -> tensor<5x4xbf16>
 // CHECK: %[[K:.*]] = graph.matmul {{.*}} -> tensor<5x4xbf16>
 // CHECK: %[[O:.*]], %{{.*}} = graph.attention %[[Q]], %[[K]], %[[K]], %{{.*}} {compute_dtype = "bf16", scale = 5.000000e-01 : f64} : (tensor<5x4xbf16>, tensor<5x4xbf16>, tensor<5x4xbf16>, tensor<5x5xi64>) -> (tensor<5x4xbf16>, tensor<5xf32>)
 // CHECK-NEXT: %[[A:.*]] = graph.relu %[[O]] : tensor<5x4xbf16>
-// CHECK-NEXT: %[[N:.*]], %{{.*}} = graph.rms_norm %[[A]], %{{.*}} {axis = 1 : i64, epsilon = 9.9999999999999995E-7 : f64} : (tensor<5x4xbf16>, tensor<4xf32>) -> (tensor<5x4xbf16>, tensor<5x1xf32>)
+// CHECK-NEXT: %[[N:.*]], %{{.*}} = graph.rms_norm %[[A]], %{{.*}} {axis = 1 : i64, epsilon = 9.9999999999999995E-7 : f64} : (tensor<5x4xbf16>, tensor<4xbf16>) -> (tensor<5x4xbf16>, tensor<5x1xf32>)
 // CHECK-NEXT: %[[B:.*]] = graph.relu %[[N]] : tensor<5x4xbf16>
 // CHECK-NEXT: %[[BF:.*]] = graph.cast %[[B]] : (tensor<5x4xbf16>) -> tensor<5x4xf32>
-// CHECK-NEXT: %[[P:.*]], %{{.*}} = graph.rms_norm %[[BF]], %{{.*}} : (tensor<5x4xf32>, tensor<4xf32>) -> (tensor<5x4xf32>, tensor<5x1xf32>)
+// CHECK-NEXT: %[[P:.*]], %{{.*}} = graph.rms_norm %[[BF]], %{{.*}} : (tensor<5x4xf32>, tensor<4xbf16>) -> (tensor<5x4xf32>, tensor<5x1xf32>)
 // CHECK-NEXT: graph.softmax %[[P]] {{.*}}: tensor<5x4xf32>
 // KEEP-LABEL: func.func @train_step
 // KEEP: graph.attention {{.*}} : (tensor<5x4xf32>, tensor<5x4xf32>, tensor<5x4xf32>, tensor<5x5xi64>)
+// KEEP: graph.rms_norm {{.*}} : (tensor<5x4xbf16>, tensor<4xbf16>)
+// KEEP: graph.rms_norm {{.*}} : (tensor<5x4xf32>, tensor<4xf32>)
 func.func @forward(%x: tensor<5x3xf32> {graph.input = "x"}, %wq: tensor<3x4xf32> {graph.param = "wq"},
                    %wk: tensor<3x4xf32> {graph.param = "wk"}, %g: tensor<4xf32> {graph.param = "g"},
                    %m: tensor<5x5xi64> {graph.input = "mask"})
@@ -96,7 +100,7 @@ func.func @forward(%x: tensor<5x3xf32> {graph.input = "x"}, %wq: tensor<3x4xf32>
   %a = graph.relu %o : tensor<5x4xf32>
   %n, %r1 = graph.rms_norm %a, %g {axis = 1 : i64, epsilon = 1.0e-6 : f64} : (tensor<5x4xf32>, tensor<4xf32>) -> (tensor<5x4xf32>, tensor<5x1xf32>)
   %b = graph.relu %n : tensor<5x4xf32>
-  %p, %r2 = graph.rms_norm %b, %g {axis = 1 : i64, epsilon = 1.0e-6 : f64} : (tensor<5x4xf32>, tensor<4xf32>) -> (tensor<5x4xf32>, tensor<5x1xf32>)
+  %p, %r2 = graph.rms_norm %b, %g {axis = 1 : i64, epsilon = 1.0e-6 : f64} : (tensor<5x4xf32>, tensor<4xf32>) -> (tensor<5x4xf32>, tensor<5x1xf32>) loc("head")
   %s = graph.softmax %p {axis = 1 : i64} : tensor<5x4xf32>
   return %s : tensor<5x4xf32>
 }

@@ -451,6 +451,8 @@ LogicalResult LayerNormOp::verify() {
     return emitOpError("result type must equal the input type");
   if (getEpsilon().convertToDouble() < 0)
     return emitOpError("epsilon must not be negative");
+  if (getBias().getType() != getScale().getType())
+    return emitOpError("scale and bias must have one type");
   return verifyNormOperands(*this, getInput(), getAxis(), {getScale(), getBias()}, {getMean(), getInvStdDev()});
 }
 

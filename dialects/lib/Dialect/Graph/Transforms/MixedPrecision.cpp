@@ -146,6 +146,18 @@ struct GraphMixedPrecisionPass : public fsdpc::graph::impl::GraphMixedPrecisionB
     return feedsOnlyLowOps(result);
   }
 
+  /// Whether a norm reads its scale (and bias) in the low type they are
+  /// cast to, the kernels widening them (exact) and rounding their
+  /// gradients once where the casts back would: the same bits without an
+  /// f32 copy of each and a cast of each gradient (two kernels per
+  /// parameter). Only where every such operand is a parameter read through
+  /// the low type, so that scale and bias keep one type.
+  bool readsLowParameters(Operation *op) {
+    if (!isa<LayerNormOp, RmsNormOp>(op) || keptByName(op))
+      return false;
+    return llvm::all_of(op->getOperands().drop_front(), [&](Value v) { return !isFloatTensor(v) || castOnRead(v); });
+  }
+
   /// Whether every user of `value` would cast it to the low type: an op
   /// computing in f32 may then write it in the low type itself, rounding
   /// once where the cast would have (a norm's result, attention's output).
@@ -205,12 +217,13 @@ struct GraphMixedPrecisionPass : public fsdpc::graph::impl::GraphMixedPrecisionB
                                  : false;
       if (writesLow)
         op->getResult(0).setType(withElement(op->getResult(0), low_));
+      const bool lowParams = readsLowParameters(op);
       for (OpOperand &operand : op->getOpOperands()) {
         Value value = operand.get();
         if (!isFloatTensor(value))
           continue;
         if (castOnRead(value))
-          operand.set(castTo(castTo(value, low_), f32));
+          operand.set(lowParams ? castTo(value, low_) : castTo(castTo(value, low_), f32));
         else if (readsLow && isActivationOperand(op, operand.getOperandNumber()))
           continue;
         else if (!isF32Tensor(value))

@@ -177,8 +177,9 @@ def Graph_LayerNormOp : Graph_Op<"layer_norm", [Pure]> {
       precision, where the kernels read it, compute in f32 and round the
       result once (the bits of an f32 layer norm between two casts,
       without the f32 copies).
-    - `scale`, `bias`: f32 tensors shaped like `input`'s dimensions from
-      `axis` on.
+    - `scale`, `bias`: float tensors of one type shaped like `input`'s
+      dimensions from `axis` on: f32, or under mixed precision the low type
+      the parameters are cast to (widened by the kernels, exactly).
     - `axis`: the first normalised dimension, in `[0, r)`.
     - `epsilon`: added to the variance.
     - `result`: the normalised tensor, `input`'s type.
@@ -191,7 +192,7 @@ def Graph_LayerNormOp : Graph_Op<"layer_norm", [Pure]> {
         -> (tensor<8x32x48xf32>, tensor<8x32x1xf32>, tensor<8x32x1xf32>)
     ```
   }];
-  let arguments = (ins Graph_FloatTensor:$input, Graph_F32Tensor:$scale, Graph_F32Tensor:$bias, I64Attr:$axis,
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale, Graph_FloatTensor:$bias, I64Attr:$axis,
                        F64Attr:$epsilon);
   let results = (outs Graph_FloatTensor:$result, Graph_F32Tensor:$mean, Graph_F32Tensor:$inv_std_dev);
   let assemblyFormat = "$input `,` $scale `,` $bias attr-dict `:` functional-type(operands, results)";
@@ -206,7 +207,8 @@ def Graph_RmsNormOp : Graph_Op<"rms_norm", [Pure]> {
     from the Pow/ReduceMean/Add/Sqrt/Div formula exports write.
 
     - `input`: a float tensor of rank r (low precision as `layer_norm`'s).
-    - `scale`: an f32 tensor shaped like `input`'s dimensions from `axis` on.
+    - `scale`: a float tensor shaped like `input`'s dimensions from `axis`
+      on (low precision as `layer_norm`'s).
     - `axis`: the first normalised dimension, in `[0, r)`.
     - `epsilon`: added to the mean square.
     - `result`: `input`'s type.
@@ -218,7 +220,7 @@ def Graph_RmsNormOp : Graph_Op<"rms_norm", [Pure]> {
         : (tensor<8x32x48xf32>, tensor<48xf32>) -> (tensor<8x32x48xf32>, tensor<8x32x1xf32>)
     ```
   }];
-  let arguments = (ins Graph_FloatTensor:$input, Graph_F32Tensor:$scale, I64Attr:$axis, F64Attr:$epsilon);
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale, I64Attr:$axis, F64Attr:$epsilon);
   let results = (outs Graph_FloatTensor:$result, Graph_F32Tensor:$inv_rms);
   let assemblyFormat = "$input `,` $scale attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -887,7 +889,8 @@ def Graph_LayerNormGradOp : Graph_Op<"layer_norm_grad", [Pure]> {
       operands, attribute and saved results.
     - `dy`: the gradient of the loss with respect to the forward result.
     - `dinput`, `dscale`, `dbias`: the gradients of `input`, `scale` and
-      `bias`; `dy` and `dinput` have `input`'s type.
+      `bias`; `dy` and `dinput` have `input`'s type, `dscale` and `dbias`
+      `scale`'s (summed in f32, rounded once where low).
 
     ```mlir
     %dx, %dw, %db = graph.layer_norm_grad %x, %w, %mean, %rstd, %dy {axis = 2 : i64}
@@ -895,9 +898,9 @@ def Graph_LayerNormGradOp : Graph_Op<"layer_norm_grad", [Pure]> {
         -> (tensor<8x32x48xf32>, tensor<48xf32>, tensor<48xf32>)
     ```
   }];
-  let arguments = (ins Graph_FloatTensor:$input, Graph_F32Tensor:$scale, Graph_F32Tensor:$mean,
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale, Graph_F32Tensor:$mean,
                        Graph_F32Tensor:$inv_std_dev, Graph_FloatTensor:$dy, I64Attr:$axis);
-  let results = (outs Graph_FloatTensor:$dinput, Graph_F32Tensor:$dscale, Graph_F32Tensor:$dbias);
+  let results = (outs Graph_FloatTensor:$dinput, Graph_FloatTensor:$dscale, Graph_FloatTensor:$dbias);
   let assemblyFormat = "$input `,` $scale `,` $mean `,` $inv_std_dev `,` $dy attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -912,7 +915,7 @@ def Graph_RmsNormGradOp : Graph_Op<"rms_norm_grad", [Pure]> {
     - `input`, `scale`, `inv_rms`, `axis`: the forward op's operands,
       attribute and saved result.
     - `dy`: the gradient of the loss with respect to the forward result;
-      it and `dinput` have `input`'s type.
+      it and `dinput` have `input`'s type, `dscale` `scale`'s.
 
     ```mlir
     %dx, %dw = graph.rms_norm_grad %x, %w, %r, %dy {axis = 2 : i64}
@@ -920,9 +923,9 @@ def Graph_RmsNormGradOp : Graph_Op<"rms_norm_grad", [Pure]> {
         -> (tensor<8x32x48xf32>, tensor<48xf32>)
     ```
   }];
-  let arguments = (ins Graph_FloatTensor:$input, Graph_F32Tensor:$scale, Graph_F32Tensor:$inv_rms,
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale, Graph_F32Tensor:$inv_rms,
                        Graph_FloatTensor:$dy, I64Attr:$axis);
-  let results = (outs Graph_FloatTensor:$dinput, Graph_F32Tensor:$dscale);
+  let results = (outs Graph_FloatTensor:$dinput, Graph_FloatTensor:$dscale);
   let assemblyFormat = "$input `,` $scale `,` $inv_rms `,` $dy attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }

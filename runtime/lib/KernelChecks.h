@@ -119,7 +119,7 @@ struct AttentionRows {
   int64_t offset = 0, outer = 0, head = 0, row = 0;
 };
 
-inline int64_t rowsStart(const AttentionRows &rows, int64_t heads, int64_t b) {
+FSDPC_HOST_DEVICE inline int64_t rowsStart(const AttentionRows &rows, int64_t heads, int64_t b) {
   return rows.offset + (b / heads) * rows.outer + (b % heads) * rows.head;
 }
 

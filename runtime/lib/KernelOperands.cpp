@@ -32,14 +32,9 @@ bool isIntegerType(plan::DType d) { return d == plan::I64 || d == plan::I32 || d
 
 std::string where(const KernelCall &call) { return " (at " + call.instruction->location() + ")"; }
 
+/// checkKernelOperands adds where the instruction came from.
 Status refuse(const KernelCall &call, const std::string &why) {
-  return FSDPC_ERROR(kInvalidArgument, "kernel '", call.instruction->op(), "' ", why, where(call));
-}
-
-/// A refusal of a check both backends share (KernelChecks.h), which names
-/// the kernel but not where the instruction came from: with its location.
-Status located(const KernelCall &call, const Status &status) {
-  return status.isOk() ? status : FSDPC_ERROR(kInvalidArgument, status.message(), where(call));
+  return FSDPC_ERROR(kInvalidArgument, "kernel '", call.instruction->op(), "' ", why);
 }
 
 /// Checks every operand's dtype against a pattern of one letter per operand:
@@ -157,7 +152,7 @@ Status elementwise(const KernelCall &call) {
 
 Status gelu(const KernelCall &call) {
   bool tanhForm;
-  FSDPC_RETURN_IF_ERROR(located(call, geluTanhForm(call, tanhForm)));
+  FSDPC_RETURN_IF_ERROR(geluTanhForm(call, tanhForm));
   return elementwise(call);
 }
 
@@ -268,7 +263,7 @@ Status oneHot(const KernelCall &call) {
 Status argReduce(const KernelCall &call) {
   FSDPC_RETURN_IF_ERROR(checkDtypes(call, "f", "i"));
   int64_t outer, size, inner;
-  return located(call, argReduceLayout(call, outer, size, inner));
+  return argReduceLayout(call, outer, size, inner);
 }
 
 Status cast(const KernelCall &call) {
@@ -334,7 +329,7 @@ Status maskedSoftmax(const KernelCall &call) {
 /// The attention operands other than the mask against the shared sizes:
 /// key and value have the query's batch dimensions (no broadcasting).
 Status attentionOperands(const KernelCall &call, AttentionDims &a) {
-  FSDPC_RETURN_IF_ERROR(located(call, attentionDims(call, a)));
+  FSDPC_RETURN_IF_ERROR(attentionDims(call, a));
   const TensorView &q = call.inputs[0], &k = call.inputs[1], &v = call.inputs[2];
   const size_t rank = q.shape.size();
   const bool batchFits = std::equal(q.shape.begin(), q.shape.end() - 2, k.shape.begin()) &&
@@ -376,7 +371,7 @@ Status attentionGrad(const KernelCall &call) {
 Status packedAttention(const KernelCall &call) {
   FSDPC_RETURN_IF_ERROR(checkDtypes(call, "fi", "f"));
   AttentionDims a;
-  FSDPC_RETURN_IF_ERROR(located(call, packedAttentionDims(call, a)));
+  FSDPC_RETURN_IF_ERROR(packedAttentionDims(call, a));
   return attentionResults(call, a, call.outputs[0], call.outputs[1], nullptr);
 }
 
@@ -384,7 +379,7 @@ Status packedAttention(const KernelCall &call) {
 Status packedAttentionGrad(const KernelCall &call) {
   FSDPC_RETURN_IF_ERROR(checkDtypes(call, "fifff", "f"));
   AttentionDims a;
-  FSDPC_RETURN_IF_ERROR(located(call, packedAttentionDims(call, a)));
+  FSDPC_RETURN_IF_ERROR(packedAttentionDims(call, a));
   FSDPC_RETURN_IF_ERROR(attentionResults(call, a, call.inputs[2], call.inputs[3], &call.inputs[4]));
   return elementsOf(call, call.outputs[0], call.inputs[0].numElements(), "gradient");
 }
@@ -395,7 +390,7 @@ Status norm(const KernelCall &call) {
   FSDPC_RETURN_IF_ERROR(checkDtypes(call, "f", "f"));
   const TensorView &x = call.inputs[0];
   int64_t rows, cols;
-  FSDPC_RETURN_IF_ERROR(located(call, normLayout(call, x, call.inputs[1], call.outputs[1], rows, cols)));
+  FSDPC_RETURN_IF_ERROR(normLayout(call, x, call.inputs[1], call.outputs[1], rows, cols));
   FSDPC_RETURN_IF_ERROR(elementsOf(call, call.outputs[0], x.numElements(), "output"));
   if (call.inputs.size() == 3) {
     FSDPC_RETURN_IF_ERROR(elementsOf(call, call.inputs[2], cols, "bias"));
@@ -410,7 +405,7 @@ Status normGrad(const KernelCall &call) {
   FSDPC_RETURN_IF_ERROR(checkDtypes(call, "f", "f"));
   const TensorView &x = call.inputs[0];
   int64_t rows, cols;
-  FSDPC_RETURN_IF_ERROR(located(call, normLayout(call, x, call.inputs[1], call.inputs[2], rows, cols)));
+  FSDPC_RETURN_IF_ERROR(normLayout(call, x, call.inputs[1], call.inputs[2], rows, cols));
   const bool layer = call.inputs.size() == 5;
   if (layer)
     FSDPC_RETURN_IF_ERROR(elementsOf(call, call.inputs[3], rows, "statistic"));
@@ -575,9 +570,12 @@ Status checkRule(contract::OperandRule rule, const KernelCall &call) {
 
 Status checkKernelOperands(const KernelCall &call) {
   const contract::KernelSignature *signature = contract::findKernel(call.instruction->op());
-  if (!signature)
-    return refuse(call, "is not in the kernel contract");
-  return checkRule(signature->operands, call);
+  Status status = signature ? checkRule(signature->operands, call) : refuse(call, "is not in the kernel contract");
+  // Every refusal, the rules' own and those of the checks both backends
+  // share (KernelChecks.h), names the instruction's ONNX location.
+  if (status.isOk())
+    return status;
+  return Status::error(status.code(), status.message() + where(call), status.file(), status.line());
 }
 
 } // namespace fsdpc::runtime

@@ -35,28 +35,21 @@ constexpr int kWarps = 8;               // per block
 constexpr int kRowsPerWarp = kTile / kWarps;
 constexpr int kMaxHeadDim = 256;
 
-/// Where an operand's rows lie (AttentionRows in KernelChecks.h): row r of
-/// batch index b at start(b) + r * row.
-struct Rows {
-  long long offset, outer, head, row;
-};
-
 /// Sizes and strides of one attention call, passed by value to the kernels.
 struct AttentionShape {
   long long batch, heads, tq, tk, d, dv;
   bool keyTransposed;
   float scale;
-  Rows query, key, value, out; // a gradient's rows are its operand's
+  AttentionRows query, key, value, out; // a gradient's rows are its operand's
   Operand mask;
   Layout<1> maskBatch; // batch index -> offset of the mask's (0, 0) for it
   long long maskRowStride, maskColStride;
 
-  __host__ __device__ __forceinline__ long long start(const Rows &rows, long long b) const {
-    return rows.offset + (b / heads) * rows.outer + (b % heads) * rows.head;
+  /// Where row 0 of batch index b lies (KernelChecks.h).
+  __device__ __forceinline__ long long start(const AttentionRows &rows, long long b) const {
+    return rowsStart(rows, heads, b);
   }
 };
-
-Rows rowsOf(const AttentionRows &r) { return {r.offset, r.outer, r.head, r.row}; }
 
 /// The shape of an attention (`packed` false) or packed_attention call.
 Status attentionShape(const KernelCall &call, bool packed, AttentionShape &s) {
@@ -73,10 +66,10 @@ Status attentionShape(const KernelCall &call, bool packed, AttentionShape &s) {
   FSDPC_RETURN_IF_ERROR(packed ? packedAttentionDims(call, a) : attentionDims(call, a));
   s.batch = a.batch;
   s.heads = a.heads;
-  s.query = rowsOf(a.query);
-  s.key = rowsOf(a.key);
-  s.value = rowsOf(a.value);
-  s.out = rowsOf(a.out);
+  s.query = a.query;
+  s.key = a.key;
+  s.value = a.value;
+  s.out = a.out;
   s.tq = a.tq;
   s.tk = a.tk;
   s.d = a.d;

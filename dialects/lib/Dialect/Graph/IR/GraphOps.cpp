@@ -498,10 +498,25 @@ LogicalResult MaskedSoftmaxOp::verify() {
 /// The shapes attention's operands must have: equal leading axes, query
 /// [Tq, D], key [Tk, D] (or [D, Tk]), value [Tk, Dv], a mask broadcasting to
 /// [Tq, Tk]; `out` [Tq, Dv] and `logsumexp` [Tq].
-static LogicalResult verifyAttention(Operation *op, Value query, Value key, Value value, Value mask, Value out,
-                                     Value logsumexp, bool keyTransposed, StringRef computeDtype) {
+static LogicalResult verifyComputeDtype(Operation *op, StringRef computeDtype) {
   if (computeDtype != "f32" && computeDtype != "bf16" && computeDtype != "f16")
     return op->emitOpError("compute_dtype must be f32, bf16 or f16, not '") << computeDtype << "'";
+  return success();
+}
+
+/// The mask broadcasts to the scores' shape, without widening it.
+static LogicalResult verifyMaskFitsScores(Operation *op, Value mask, ArrayRef<int64_t> scores) {
+  FailureOr<SmallVector<int64_t>> joined = broadcastShapes(shapeOf(mask), scores);
+  if (failed(joined) || ArrayRef<int64_t>(*joined) != scores)
+    return op->emitOpError("mask ") << shapeString(shapeOf(mask)) << " does not broadcast to the scores "
+                                    << shapeString(scores);
+  return success();
+}
+
+static LogicalResult verifyAttention(Operation *op, Value query, Value key, Value value, Value mask, Value out,
+                                     Value logsumexp, bool keyTransposed, StringRef computeDtype) {
+  if (failed(verifyComputeDtype(op, computeDtype)))
+    return failure();
   ArrayRef<int64_t> q = shapeOf(query), k = shapeOf(key), v = shapeOf(value);
   size_t rank = q.size();
   if (rank < 2 || k.size() != rank || v.size() != rank)
@@ -516,10 +531,8 @@ static LogicalResult verifyAttention(Operation *op, Value query, Value key, Valu
                                    << " do not fit query " << shapeString(q);
   SmallVector<int64_t> scores(batch.begin(), batch.end());
   scores.append({tq, tk});
-  FailureOr<SmallVector<int64_t>> joined = broadcastShapes(shapeOf(mask), scores);
-  if (failed(joined) || ArrayRef<int64_t>(*joined) != ArrayRef<int64_t>(scores))
-    return op->emitOpError("mask ") << shapeString(shapeOf(mask)) << " does not broadcast to the scores "
-                                    << shapeString(scores);
+  if (failed(verifyMaskFitsScores(op, mask, scores)))
+    return failure();
   SmallVector<int64_t> outShape(batch.begin(), batch.end());
   outShape.append({tq, v[rank - 1]});
   SmallVector<int64_t> lseShape(batch.begin(), batch.end());
@@ -546,8 +559,8 @@ LogicalResult AttentionGradOp::verify() {
 
 static LogicalResult verifyPackedAttention(Operation *op, Value qkv, Value mask, Value out, Value logsumexp,
                                            int64_t heads, StringRef computeDtype) {
-  if (computeDtype != "f32" && computeDtype != "bf16" && computeDtype != "f16")
-    return op->emitOpError("compute_dtype must be f32, bf16 or f16, not '") << computeDtype << "'";
+  if (failed(verifyComputeDtype(op, computeDtype)))
+    return failure();
   ArrayRef<int64_t> packed = shapeOf(qkv);
   if (packed.size() < 2)
     return op->emitOpError("qkv needs a rank of 2 or more, not ") << packed.size();
@@ -557,10 +570,8 @@ static LogicalResult verifyPackedAttention(Operation *op, Value qkv, Value mask,
   const int64_t t = packed[packed.size() - 2];
   SmallVector<int64_t> scores(batch.begin(), batch.end());
   scores.append({heads, t, t});
-  FailureOr<SmallVector<int64_t>> joined = broadcastShapes(shapeOf(mask), scores);
-  if (failed(joined) || ArrayRef<int64_t>(*joined) != ArrayRef<int64_t>(scores))
-    return op->emitOpError("mask ") << shapeString(shapeOf(mask)) << " does not broadcast to the scores "
-                                    << shapeString(scores);
+  if (failed(verifyMaskFitsScores(op, mask, scores)))
+    return failure();
   SmallVector<int64_t> outShape(batch.begin(), batch.end());
   outShape.append({t, packed.back() / 3});
   SmallVector<int64_t> lseShape(batch.begin(), batch.end());

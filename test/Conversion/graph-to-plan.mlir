@@ -58,6 +58,36 @@ module attributes {graph.loss_kind = "mse", graph.optimizer = "sgd"} {
 
 // -----
 
+// Tests that a bias cast between the matmul and its add (mixed precision
+// casts a parameter right before its first reader) still goes into the
+// GEMM, which then runs where the add was, after the cast; and that any
+// other op between them keeps the matmul and the add apart.
+// CHECK-LABEL: plan.program @train_step
+// CHECK: plan.kernel "cast" ins [@w] outs [@[[WL:t[0-9]+]]]
+// CHECK: plan.kernel "cast" ins [@b] outs [@[[BL:t[0-9]+]]]
+// CHECK: plan.kernel "matmul_bias" ins [@input, @[[WL]], @[[BL]]] outs [@{{t[0-9]+}}] on compute {transpose_a = false, transpose_b = true}
+// CHECK: plan.kernel "matmul" ins [@input, @[[WL]]] outs [@[[Y:t[0-9]+]]]
+// CHECK: plan.kernel "relu" ins [@input]
+// CHECK: plan.kernel "add" ins [@[[Y]], @[[BL]]]
+module attributes {graph.loss_kind = "mse", graph.optimizer = "sgd"} {
+  func.func @train_step(%x: tensor<4x5xbf16> {graph.input = "input"}, %w: tensor<5x5xf32> {graph.param = "w"}, %b: tensor<5xf32> {graph.param = "b"}, %t: tensor<4x5xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}) {
+    %wl = graph.cast %w : (tensor<5x5xf32>) -> tensor<5x5xbf16>
+    %0 = graph.matmul %x, %wl {transpose_b = true} : (tensor<4x5xbf16>, tensor<5x5xbf16>) -> tensor<4x5xbf16>
+    %bl = graph.cast %b : (tensor<5xf32>) -> tensor<5xbf16>
+    %1 = graph.add %0, %bl : (tensor<4x5xbf16>, tensor<5xbf16>) -> tensor<4x5xbf16>
+    %2 = graph.matmul %x, %wl {transpose_b = true} : (tensor<4x5xbf16>, tensor<5x5xbf16>) -> tensor<4x5xbf16>
+    %3 = graph.relu %x : tensor<4x5xbf16>
+    %4 = graph.add %2, %bl : (tensor<4x5xbf16>, tensor<5xbf16>) -> tensor<4x5xbf16>
+    %5 = graph.mul %1, %4 : (tensor<4x5xbf16>, tensor<4x5xbf16>) -> tensor<4x5xbf16>
+    %6 = graph.mul %5, %3 : (tensor<4x5xbf16>, tensor<4x5xbf16>) -> tensor<4x5xbf16>
+    %7 = graph.cast %6 : (tensor<4x5xbf16>) -> tensor<4x5xf32>
+    %8 = graph.mse_loss %7, %t : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<f32>
+    return %8 : tensor<f32>
+  }
+}
+
+// -----
+
 // Tests the lowering of a sharded step: shards become persistent tensors of
 // their unit, a gather writes a transient the parameter views alias, each
 // collective runs on the communication stream between a pair of events,

@@ -140,7 +140,10 @@ private:
       op->setAttr(param.getName(), param.getValue());
   }
   /// The add of a bias [N] to `matmul`'s result [..., N], its only use,
-  /// with the bias computed before the matmul; null if there is none.
+  /// with nothing but casts between them (mixed precision casts a bias
+  /// right before the add that reads it); null if there is none. The GEMM
+  /// is lowered where the add is, so that the bias is ready, and nothing
+  /// between them frees or writes what it reads.
   std::pair<graph::AddOp, Value> biasAddOf(graph::MatmulOp matmul) {
     if (!matmul.getResult().hasOneUse())
       return {};
@@ -152,10 +155,20 @@ private:
     auto type = cast<RankedTensorType>(matmul.getType());
     if (bias == matmul.getResult() || biasType.getRank() != 1 || biasType.getShape()[0] != type.getShape().back())
       return {};
-    Operation *def = bias.getDefiningOp();
-    if (def && !def->isBeforeInBlock(matmul))
+    if (add->getBlock() != matmul->getBlock())
       return {};
+    for (Operation *between = matmul->getNextNode(); between != add; between = between->getNextNode())
+      if (!isa<graph::CastOp>(between))
+        return {};
     return {add, bias};
+  }
+  /// The matmul whose bias add `add` is (biasAddOf), or null.
+  graph::MatmulOp gemmOfBiasAdd(graph::AddOp add) {
+    for (Value operand : add->getOperands())
+      if (auto matmul = operand.getDefiningOp<graph::MatmulOp>())
+        if (biasAddOf(matmul).first == add)
+          return matmul;
+    return {};
   }
   LogicalResult lowerArguments();
   LogicalResult lowerOp(Operation *op);
@@ -176,7 +189,6 @@ private:
   llvm::StringMap<std::string> storage_;
   llvm::StringMap<SmallVector<int64_t>> pendingEvents_;
   llvm::DenseSet<int64_t> waitedEvents_;
-  llvm::DenseSet<Operation *> biasAddsInGemm_;
   int nextBucket_ = 0;
   std::vector<PendingUnpack> pendingUnpacks_;
   llvm::StringMap<size_t> unpackFor_; // a member output's storage -> its bucket's unpack
@@ -301,17 +313,18 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     addKernel("copy", inputs, {tensors_.lookup(reshape.getResult())}, loc, {});
     return success();
   }
-  if (biasAddsInGemm_.contains(op))
-    return success(); // lowered with its matmul
   // A bias added to a matmul's result (a Linear layer) goes into the GEMM:
   // C starts as the bias and the GEMM adds to it, as torch's addmm does.
-  if (auto matmul = dyn_cast<graph::MatmulOp>(op))
-    if (auto [add, bias] = biasAddOf(matmul); add) {
-      SmallVector<Attribute> operands(inputs);
-      operands.push_back(tensors_.lookup(bias));
-      addKernel("matmul_bias", operands, {outputFor(add.getResult())},
-                builder_.getFusedLoc({loc, add.getLoc()}), graph::ownAttributes(op));
-      biasAddsInGemm_.insert(add);
+  if (auto matmul = dyn_cast<graph::MatmulOp>(op); matmul && biasAddOf(matmul).first)
+    return success(); // lowered at its bias add
+  if (auto add = dyn_cast<graph::AddOp>(op))
+    if (graph::MatmulOp matmul = gemmOfBiasAdd(add)) {
+      SmallVector<Attribute> operands;
+      for (Value operand : matmul->getOperands())
+        operands.push_back(tensors_.lookup(operand));
+      operands.push_back(tensors_.lookup(biasAddOf(matmul).second));
+      addKernel("matmul_bias", operands, {outputFor(add.getResult())}, builder_.getFusedLoc({matmul.getLoc(), loc}),
+                graph::ownAttributes(matmul));
       return success();
     }
   SmallVector<Attribute> outputs;

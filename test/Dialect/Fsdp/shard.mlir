@@ -6,6 +6,7 @@
 // RUN: fsdp-opt %s -split-input-file -fsdpc-train-step '-fsdp-wrap=policy=module:fc[0-9]' -fsdp-shard | FileCheck %s --check-prefix=ONE
 // RUN: fsdp-opt %s -split-input-file '-fsdpc-train-step=mixed-precision=bf16' '-fsdp-wrap=policy=module:fc[0-9]' -fsdp-shard=world-size=2 | FileCheck %s --check-prefix=MP
 // RUN: fsdp-opt %s -split-input-file '-fsdpc-train-step=mixed-precision=bf16' '-fsdp-wrap=policy=module:fc[0-9]' '-fsdp-shard=world-size=2 reduce-dtype=low' | FileCheck %s --check-prefix=MPLOW
+// RUN: fsdp-opt %s -split-input-file '-fsdpc-train-step=mixed-precision=bf16' '-fsdp-wrap=policy=module:fc[0-9]' -fsdp-shard | FileCheck %s --check-prefix=MPONE
 
 // Tests each strategy on a two-layer MLP with one unit per layer (fc1: 20
 // parameters, fc2: 10).
@@ -83,15 +84,18 @@
 // PAD: fsdp.all_gather {{.*}} : tensor<7xf32> -> tensor<21xf32>
 
 // Mixed precision: each f32 shard is cast to bf16 before its all_gather,
-// which moves bf16, and the views are bf16; gradients reach the flat
-// gradient as f32 (reduce-dtype f32) and the f32 shards are updated.
+// which moves bf16, and the views are bf16; the bf16 gradients are
+// flattened as they are, the flat gradient is cast to f32 once and
+// reduce-scattered as f32 (reduce-dtype f32), and the f32 shards are
+// updated.
 // MP-LABEL: func.func @train_step
 // MP-SAME: %[[S1:[a-z0-9]+]]: tensor<10xf32> {fsdp.shard_of = @fc1}
 // MP: %[[C1:.*]] = graph.cast %[[S1]] : (tensor<10xf32>) -> tensor<10xbf16>
 // MP-NEXT: %[[F1:.*]] = fsdp.all_gather %[[C1]] {group_size = 2 : i64, unit = @fc1} : tensor<10xbf16> -> tensor<20xbf16>
 // MP-NEXT: fsdp.param_view %[[F1]] {offset = 0 : i64, param = "fc1.weight"} : tensor<20xbf16> -> tensor<5x3xbf16>
-// MP: fsdp.flatten %{{.*}}, %{{.*}} {unit = @fc1} : tensor<5x3xf32>, tensor<5xf32> -> tensor<20xf32>
-// MP-NEXT: %[[R1:.*]] = fsdp.reduce_scatter %{{.*}} {group_size = 2 : i64, reduction = "avg", unit = @fc1} : tensor<20xf32> -> tensor<10xf32>
+// MP: %[[G1:.*]] = fsdp.flatten %{{.*}}, %{{.*}} {unit = @fc1} : tensor<5x3xbf16>, tensor<5xbf16> -> tensor<20xbf16>
+// MP-NEXT: %[[G1F:.*]] = graph.cast %[[G1]] : (tensor<20xbf16>) -> tensor<20xf32>
+// MP-NEXT: %[[R1:.*]] = fsdp.reduce_scatter %[[G1F]] {group_size = 2 : i64, reduction = "avg", unit = @fc1} : tensor<20xf32> -> tensor<10xf32>
 // MP: graph.adamw_update %[[S1]], %[[R1]]
 // With reduce-dtype=low the bf16 gradients are flattened and
 // reduce-scattered as bf16, and the shard is cast to f32 for the update.
@@ -101,6 +105,19 @@
 // MPLOW-NEXT: %[[R1:.*]] = fsdp.reduce_scatter %{{.*}} {group_size = 2 : i64, reduction = "avg", unit = @fc1} : tensor<20xbf16> -> tensor<10xbf16>
 // MPLOW-NEXT: %[[G1:.*]] = graph.cast %[[R1]] : (tensor<10xbf16>) -> tensor<10xf32>
 // MPLOW: graph.adamw_update %[[S1]], %[[G1]]
+// On one rank, mixed precision casts each unit's flat parameter once,
+// before its first reader, and reads the parameters through bf16 views of
+// that copy (no cast per parameter); the flat bf16 gradient is cast once.
+// MPONE-LABEL: func.func @train_step
+// MPONE-SAME: %[[S1:[a-z0-9]+]]: tensor<20xf32> {fsdp.shard_of = @fc1}
+// MPONE: %[[C1:.*]] = graph.cast %[[S1]] : (tensor<20xf32>) -> tensor<20xbf16>
+// MPONE-NEXT: %[[W1:.*]] = fsdp.param_view %[[C1]] {offset = 0 : i64, param = "fc1.weight"} : tensor<20xbf16> -> tensor<5x3xbf16>
+// MPONE-NEXT: %[[B1:.*]] = fsdp.param_view %[[C1]] {offset = 15 : i64, param = "fc1.bias"} : tensor<20xbf16> -> tensor<5xbf16>
+// MPONE-NEXT: %[[H:.*]] = graph.matmul %{{.*}}, %[[W1]] {transpose_b = true}
+// MPONE-NEXT: graph.add %[[H]], %[[B1]]
+// MPONE: %[[G1:.*]] = fsdp.flatten %{{.*}}, %{{.*}} {unit = @fc1} : tensor<5x3xbf16>, tensor<5xbf16> -> tensor<20xbf16>
+// MPONE-NEXT: %[[G1F:.*]] = graph.cast %[[G1]] : (tensor<20xbf16>) -> tensor<20xf32>
+// MPONE-NEXT: graph.adamw_update %[[S1]], %[[G1F]]
 
 // One rank: flat parameters and no collectives.
 // ONE-LABEL: func.func @train_step

@@ -3,7 +3,9 @@
 // RUN: fsdp-opt %s -split-input-file -graph-append-loss '-graph-mixed-precision=keep-fp32=head' | FileCheck %s --check-prefix=KEEP
 
 // Tests that parameters, inputs and constants are read through one cast
-// each, that ops compute in bf16, and that the layer norm and the loss,
+// each, an argument's right before its first reader (so that autodiff
+// places its gradient's cast back to f32 where that gradient is complete,
+// not at the end of the backward), that ops compute in bf16, and that the layer norm and the loss,
 // which compute in f32, read the bf16 activations themselves (their kernels
 // widen; no f32 copies): the norm's result is bf16, as the relu reading it
 // would cast it, and it reads its scale and bias in bf16 too (the cast of
@@ -17,15 +19,15 @@
 // CHECK-SAME: %[[W:[a-z0-9]+]]: tensor<5x3xf32> {graph.param = "w"}
 // CHECK-SAME: %[[S:[a-z0-9]+]]: tensor<5xf32> {graph.param = "scale"}
 // CHECK-SAME: -> (tensor<f32> {graph.loss})
-// CHECK-DAG: %[[WL:.*]] = graph.cast %[[W]] : (tensor<5x3xf32>) -> tensor<5x3xbf16>
-// CHECK-DAG: %[[XL:.*]] = graph.cast %[[X]] : (tensor<4x3xf32>) -> tensor<4x3xbf16>
-// CHECK-DAG: %[[SL:.*]] = graph.cast %[[S]] : (tensor<5xf32>) -> tensor<5xbf16>
-// CHECK-NOT: graph.cast %[[SL]]
-// CHECK: %[[H:.*]] = graph.matmul %[[XL]], %[[WL]] {transpose_b = true} : (tensor<4x3xbf16>, tensor<5x3xbf16>) -> tensor<4x5xbf16>
-// CHECK: %[[C:.*]] = graph.constant dense<2.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[XL:.*]] = graph.cast %[[X]] : (tensor<4x3xf32>) -> tensor<4x3xbf16>
+// CHECK-NEXT: %[[WL:.*]] = graph.cast %[[W]] : (tensor<5x3xf32>) -> tensor<5x3xbf16>
+// CHECK-NEXT: %[[H:.*]] = graph.matmul %[[XL]], %[[WL]] {transpose_b = true} : (tensor<4x3xbf16>, tensor<5x3xbf16>) -> tensor<4x5xbf16>
+// CHECK-NEXT: %[[C:.*]] = graph.constant dense<2.000000e+00> : tensor<f32>
 // CHECK-NEXT: %[[CL:.*]] = graph.cast %[[C]] : (tensor<f32>) -> tensor<bf16>
-// CHECK: %[[M:.*]] = graph.mul %[[H]], %[[CL]] : (tensor<4x5xbf16>, tensor<bf16>) -> tensor<4x5xbf16>
-// CHECK-NEXT: %[[Y:.*]], %{{.*}}, %{{.*}} = graph.layer_norm %[[M]], %[[SL]], %{{.*}} {axis = 1 : i64, epsilon = 1.000000e-05 : f64} : (tensor<4x5xbf16>, tensor<5xbf16>, tensor<5xbf16>) -> (tensor<4x5xbf16>, tensor<4x1xf32>, tensor<4x1xf32>)
+// CHECK-NEXT: %[[M:.*]] = graph.mul %[[H]], %[[CL]] : (tensor<4x5xbf16>, tensor<bf16>) -> tensor<4x5xbf16>
+// CHECK-NEXT: %[[SL:.*]] = graph.cast %[[S]] : (tensor<5xf32>) -> tensor<5xbf16>
+// CHECK-NEXT: %[[BL:.*]] = graph.cast %{{.*}} : (tensor<5xf32>) -> tensor<5xbf16>
+// CHECK-NEXT: %[[Y:.*]], %{{.*}}, %{{.*}} = graph.layer_norm %[[M]], %[[SL]], %[[BL]] {axis = 1 : i64, epsilon = 1.000000e-05 : f64} : (tensor<4x5xbf16>, tensor<5xbf16>, tensor<5xbf16>) -> (tensor<4x5xbf16>, tensor<4x1xf32>, tensor<4x1xf32>)
 // CHECK-NEXT: %[[R:.*]] = graph.relu %[[Y]] {{.*}}: tensor<4x5xbf16>
 // CHECK-NEXT: graph.softmax_cross_entropy %[[R]], %{{.*}} : (tensor<4x5xbf16>, tensor<4xi64>) -> tensor<f32>
 // F16-LABEL: func.func @train_step
@@ -35,6 +37,8 @@
 // KEEP: graph.matmul %{{.*}}, %{{.*}} {transpose_b = true} : (tensor<4x3xbf16>, tensor<5x3xbf16>) -> tensor<4x5xbf16>
 // KEEP: %[[M:.*]] = graph.mul %{{.*}} -> tensor<4x5xbf16>
 // KEEP-NEXT: %[[MF:.*]] = graph.cast %[[M]] : (tensor<4x5xbf16>) -> tensor<4x5xf32>
+// KEEP-NEXT: graph.cast %{{.*}} : (tensor<5xf32>) -> tensor<5xbf16>
+// KEEP-NEXT: graph.cast %{{.*}} : (tensor<5xf32>) -> tensor<5xbf16>
 // KEEP-NEXT: %[[Y:.*]], %{{.*}}, %{{.*}} = graph.layer_norm %[[MF]], {{.*}} -> (tensor<4x5xf32>,
 // KEEP-NEXT: %[[R:.*]] = graph.relu %[[Y]] {{.*}}: tensor<4x5xf32>
 // KEEP: graph.softmax_cross_entropy %[[R]], %{{.*}} : (tensor<4x5xf32>, tensor<4xi64>) -> tensor<f32>
@@ -81,7 +85,8 @@ func.func @forward(%q: tensor<5x4xf32> {graph.param = "q"}, %k: tensor<5x4xf32> 
 // CHECK: %[[K:.*]] = graph.matmul {{.*}} -> tensor<5x4xbf16>
 // CHECK: %[[O:.*]], %{{.*}} = graph.attention %[[Q]], %[[K]], %[[K]], %{{.*}} {compute_dtype = "bf16", scale = 5.000000e-01 : f64} : (tensor<5x4xbf16>, tensor<5x4xbf16>, tensor<5x4xbf16>, tensor<5x5xi64>) -> (tensor<5x4xbf16>, tensor<5xf32>)
 // CHECK-NEXT: %[[A:.*]] = graph.relu %[[O]] : tensor<5x4xbf16>
-// CHECK-NEXT: %[[N:.*]], %{{.*}} = graph.rms_norm %[[A]], %{{.*}} {axis = 1 : i64, epsilon = 9.9999999999999995E-7 : f64} : (tensor<5x4xbf16>, tensor<4xbf16>) -> (tensor<5x4xbf16>, tensor<5x1xf32>)
+// CHECK-NEXT: %[[GL:.*]] = graph.cast %{{.*}} : (tensor<4xf32>) -> tensor<4xbf16>
+// CHECK-NEXT: %[[N:.*]], %{{.*}} = graph.rms_norm %[[A]], %[[GL]] {axis = 1 : i64, epsilon = 9.9999999999999995E-7 : f64} : (tensor<5x4xbf16>, tensor<4xbf16>) -> (tensor<5x4xbf16>, tensor<5x1xf32>)
 // CHECK-NEXT: %[[B:.*]] = graph.relu %[[N]] : tensor<5x4xbf16>
 // CHECK-NEXT: %[[BF:.*]] = graph.cast %[[B]] : (tensor<5x4xbf16>) -> tensor<5x4xf32>
 // CHECK-NEXT: %[[P:.*]], %{{.*}} = graph.rms_norm %[[BF]], %{{.*}} : (tensor<5x4xf32>, tensor<4xbf16>) -> (tensor<5x4xf32>, tensor<5x1xf32>)

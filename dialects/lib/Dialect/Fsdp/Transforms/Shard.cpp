@@ -260,7 +260,7 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
   SmallVector<BlockArgument> updatedArgs = {BlockArgument()};
   llvm::BitVector oldArgs(train.getNumArguments());
   SmallVector<Operation *> oldUpdates;
-  // reduce-dtype=low: the casts of gradients to f32 the old updates read.
+  // Mixed precision: the casts of gradients to f32 the old updates read.
   SmallVector<Operation *> deadGradCasts;
   SmallVector<Operation *> deadSums;
 
@@ -289,7 +289,8 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
     }
 
     // Mixed precision: parameters read only through casts to one
-    // low-precision type are gathered in that type (half the bytes).
+    // low-precision type are gathered in that type (half the bytes), or
+    // without a gather, cast as one flat tensor (one kernel per unit).
     SmallVector<Operation *> paramReaders;
     for (auto [param, update] : llvm::zip(unit.params, unit.updates))
       for (Operation *user : param.getUsers())
@@ -301,7 +302,7 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
     SmallVector<Operation *> castsToErase;
     for (auto [param, update] : llvm::zip(unit.params, unit.updates)) {
       reads.emplace_back();
-      if (!gatherLow) {
+      if (!low) {
         reads.back().push_back(param);
         continue;
       }
@@ -341,6 +342,12 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
     };
     if (allUsers.empty()) {
       // Nothing reads the parameters.
+    } else if (groupSize_ == 1 && low) {
+      // Cast once, before the first read; the copy lives until the last.
+      builder.setInsertionPoint(earliest(allUsers));
+      Value castShard =
+          graph::CastOp::create(builder, unit.unit.getLoc(), flatType(low, shardType.getNumElements()), shardArg);
+      readThroughViews(builder, unit, castShard, allUsers, reads);
     } else if (groupSize_ == 1) {
       builder.setInsertionPointToStart(&body);
       readThroughViews(builder, unit, shardArg, allUsers, reads);
@@ -359,16 +366,18 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
       if (cast->use_empty())
         cast->erase();
 
-    // `grads` flattened in `element` right after the last of `defs`, then
-    // reduced by the strategy: reduce-scatter in the shard group, all-reduce
-    // across replicas.
+    // `grads` flattened in `flatElement` right after the last of `defs`,
+    // cast to `element` if that differs, then reduced by the strategy:
+    // reduce-scatter in the shard group, all-reduce across replicas.
     Location loc = unit.unit.getLoc();
-    auto flattenAndReduce = [&](ArrayRef<Value> grads, ArrayRef<Operation *> defs, Type element) {
+    auto flattenAndReduce = [&](ArrayRef<Value> grads, ArrayRef<Operation *> defs, Type flatElement, Type element) {
       if (defs.empty())
         builder.setInsertionPointToStart(&body);
       else
         builder.setInsertionPointAfter(latest(defs));
-      Value grad = fsdp::FlattenOp::create(builder, loc, flatType(element, padded), grads, symbol).getResult();
+      Value grad = fsdp::FlattenOp::create(builder, loc, flatType(flatElement, padded), grads, symbol).getResult();
+      if (element != flatElement)
+        grad = graph::CastOp::create(builder, loc, flatType(element, padded), grad).getResult();
       if (groupSize_ > 1)
         grad = fsdp::ReduceScatterOp::create(builder, loc, flatType(element, shardType.getNumElements()), grad, symbol,
                                              avg, i64(groupSize_), i64(1))
@@ -398,7 +407,7 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
             if (Operation *def = a.microBatches[m].getDefiningOp())
               defs.push_back(def);
           }
-          partials.push_back(flattenAndReduce(grads, defs, f32));
+          partials.push_back(flattenAndReduce(grads, defs, f32, f32));
         }
         // Summed where the update reads them, so that compute waits for no
         // reduction before the end of the step.
@@ -425,12 +434,17 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
       if (Operation *def = updateGrad(update).getDefiningOp())
         gradDefs.push_back(def);
     }
-    // reduce-dtype=low: gradients that arrive through a cast from the
-    // low-precision type are reduced in that type.
-    Type reduceElement = f32;
-    if (reduceLow_ && gradDefs.size() == grads.size())
+    // Mixed precision: gradients that all arrive through a cast from one
+    // low-precision type are flattened in that type, and the flat gradient
+    // is cast once (one kernel per unit, not one per parameter; the same
+    // values, a cast being exact per element). reduce-dtype=low reduces
+    // them in that type and casts the shard instead.
+    Type flatElement = f32, reduceElement = f32;
+    if (gradDefs.size() == grads.size())
       if (Type from = commonLowPrecisionType(gradDefs, /*toLow=*/false)) {
-        reduceElement = from;
+        flatElement = from;
+        if (reduceLow_)
+          reduceElement = from;
         for (auto [i, def] : llvm::enumerate(gradDefs)) {
           grads[i] = cast<graph::CastOp>(def).getInput();
           deadGradCasts.push_back(def);
@@ -440,7 +454,7 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
     if (reducedEach) {
       grad = *reducedEach;
     } else {
-      grad = flattenAndReduce(grads, gradDefs, reduceElement);
+      grad = flattenAndReduce(grads, gradDefs, flatElement, reduceElement);
       if (reduceElement != f32)
         grad = graph::CastOp::create(builder, loc, shardType, grad).getResult();
     }

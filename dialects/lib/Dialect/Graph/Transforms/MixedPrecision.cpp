@@ -106,14 +106,19 @@ struct GraphMixedPrecisionPass : public fsdpc::graph::impl::GraphMixedPrecisionB
     return isF32Tensor(value) && isa<ConstantOp>(value.getDefiningOp());
   }
 
-  /// `value` cast to `element`, made once, right after its definition.
-  Value castTo(Value value, Type element) {
+  /// `value` cast to `element`, made once: right after its definition, or
+  /// for an argument right before `user`, its first reader (rewrite() goes
+  /// in program order). Not at the top of the step: autodiff reaches a
+  /// cast's gradient when its reverse walk reaches the cast, so a
+  /// parameter's gradient would reach its f32 flat gradient only at the
+  /// end of the backward, and every unit's reduce_scatter with it.
+  Value castTo(Value value, Type element, Operation *user) {
     auto key = std::make_pair(value, element);
     if (Value cached = casts_.lookup(key))
       return cached;
     OpBuilder builder(value.getContext());
-    if (auto arg = dyn_cast<BlockArgument>(value))
-      builder.setInsertionPointToStart(arg.getOwner());
+    if (isa<BlockArgument>(value))
+      builder.setInsertionPoint(user);
     else
       builder.setInsertionPointAfter(value.getDefiningOp());
     Value result = CastOp::create(builder, value.getLoc(), withElement(value, element), value).getResult();
@@ -223,17 +228,17 @@ struct GraphMixedPrecisionPass : public fsdpc::graph::impl::GraphMixedPrecisionB
         if (!isFloatTensor(value))
           continue;
         if (castOnRead(value))
-          operand.set(lowParams ? castTo(value, low_) : castTo(castTo(value, low_), f32));
+          operand.set(lowParams ? castTo(value, low_, op) : castTo(castTo(value, low_, op), f32, op));
         else if (readsLow && isActivationOperand(op, operand.getOperandNumber()))
           continue;
         else if (!isF32Tensor(value))
-          operand.set(castTo(value, f32));
+          operand.set(castTo(value, f32, op));
       }
       return;
     }
     for (OpOperand &operand : op->getOpOperands())
       if (isF32Tensor(operand.get()))
-        operand.set(castTo(operand.get(), low_));
+        operand.set(castTo(operand.get(), low_, op));
     for (Value result : op->getResults())
       if (isF32Tensor(result))
         result.setType(withElement(result, low_));

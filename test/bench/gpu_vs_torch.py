@@ -51,10 +51,10 @@ WARMUP, MEASURED, COMPARED = 8, 20, 20
 # The profiled run (--profile): its steps, and the kernels it prints.
 PROFILED_STEPS, PROFILED_KERNELS = 4, 16
 # The memory knobs (issue 12): plan name -> extra fsdpc flags, and how close
-# each run's losses must be to the plain plan's. fsdpc predicts 7.7 GiB of
+# each run's losses must be to the plain plan's. fsdpc predicts 7.8 GiB of
 # device memory for the plain plan, which already fits --recompute auto at
-# 8 GiB (nothing recomputed; the smallest it can reach is 3.5 GiB), 6.8 GiB
-# with the AdamW state offloaded and 5.4 GiB with both at 6 GiB.
+# 8 GiB (nothing recomputed; the smallest it can reach is 3.6 GiB), 6.9 GiB
+# with the AdamW state offloaded and 5.5 GiB with both at 6 GiB.
 MEMORY_VARIANTS = {
     "gpt2-124m-bf16-offload-optimizer": ["--offload", "optimizer"],
     "gpt2-124m-bf16-recompute-auto-8g": ["--recompute", "auto", "--memory-budget", "8G"],
@@ -160,6 +160,14 @@ def torch_variant(kind, state, batches, steps):
     return times, losses, peak
 
 
+def report(name, result):
+    """One line per run as soon as it is measured, so that a run cut short
+    by the GPU machine's time limit still shows what it measured."""
+    times, losses, peak = result
+    print("measured %-18s median step %.1f ms after %d warm-up steps, peak %.2f GiB, losses %.4f ... %.4f" % (
+        name, statistics.median(times[WARMUP:]) * 1000, WARMUP, peak / 2**30, losses[0], losses[-1]), flush=True)
+
+
 def run_bench(fsdp_run, plans, work):
     import torch
     from model import GPT
@@ -211,6 +219,7 @@ def run_bench(fsdp_run, plans, work):
         peaks = [r["measured_peak_tensor_bytes"] + r.get("auxiliary_device_bytes", 0) for r in records
                  if "measured_peak_tensor_bytes" in r]
         results[name] = ([r["step_ms"] / 1000 for r in ours], [r["loss"] for r in ours], peaks[0] if peaks else 0)
+        report(name, results[name])
     # Where fsdp-run's step time goes: a few more steps of the plain plan
     # with every instruction timed by CUDA events (--profile), summed by
     # kernel. Timing each instruction adds gaps between them, so this says
@@ -219,10 +228,16 @@ def run_bench(fsdp_run, plans, work):
                           weights, "--data", data, "--steps", str(PROFILED_STEPS), "--profile"],
                          capture_output=True, text=True)
     table = out.stdout[out.stdout.find("fsdp-run: time per kernel"):].splitlines()
-    profile = table[:PROFILED_KERNELS + 1] if out.returncode == 0 and table else [
+    # Its title and column heads, the largest kernels, and what the rates count.
+    profile = table[:PROFILED_KERNELS + 2] + [line for line in table if line.strip().startswith("(TFLOP/s")] \
+        if out.returncode == 0 and table else [
         "fsdp-run --profile failed: " + out.stderr[-500:]]
-    for kind in ("eager", "compile", "fsdp2"):
+    print("\n".join(profile))
+    # FSDP2 before torch.compile, whose compilation is the slowest part:
+    # the loss comparison must not wait for it.
+    for kind in ("eager", "fsdp2", "compile"):
         results[kind] = torch_variant(kind, state, batches, steps)
+        report(kind, results[kind])
 
     flops = flops_per_step(params)
     print("GPT-2 124M (%d parameters), batch %d x %d, bf16, AdamW, one GPU (%s)" % (
@@ -258,7 +273,6 @@ def run_bench(fsdp_run, plans, work):
         print("%s: peak %.2f GiB (plain %.2f GiB), losses within %.2e of the plain plan's (limit %.0e)%s" % (
             name, results[name][2] / 2**30, results["fsdp-run"][2] / 2**30, off, tolerance,
             "" if fits else "  <-- FAIL"))
-    print("\n".join(profile))
     print("RESULT:", "PASS" if ok else "FAIL", "(fsdp-run %.1f ms, eager %.2fx, compile %.2fx, FSDP2 %.2fx of ours)" % (
         ours_ms, statistics.median(results["eager"][0][WARMUP:]) * 1000 / ours_ms,
         statistics.median(results["compile"][0][WARMUP:]) * 1000 / ours_ms,

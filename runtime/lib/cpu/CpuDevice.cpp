@@ -11,7 +11,6 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
-#include <map>
 #include <mutex>
 #include <thread>
 
@@ -254,17 +253,14 @@ public:
   std::vector<InstructionTiming> lastStepTrace() const override { return timings_; }
   double lastStepExposedCommSeconds() const override { return computeWaitSeconds_; }
 
-  std::vector<std::pair<std::string, double>> profile() const override {
-    std::map<std::string, double> byOp;
+  std::vector<double> instructionSeconds() const override {
+    if (!profile_)
+      return {};
+    std::vector<double> seconds(compute_.instructions.size() + comm_.instructions.size(), 0.0);
     for (const Stream *stream : {&compute_, &comm_})
       for (size_t i = 0; i < stream->instructions.size(); ++i)
-        if (stream->seconds[i] > 0) {
-          const plan::Instruction &inst = *stream->instructions[i].instruction;
-          byOp[inst.op() + (inst.stream() == plan::COMMUNICATION ? " (comm)" : "")] += stream->seconds[i];
-        }
-    std::vector<std::pair<std::string, double>> sorted(byOp.begin(), byOp.end());
-    std::sort(sorted.begin(), sorted.end(), [](const auto &a, const auto &b) { return a.second > b.second; });
-    return sorted;
+        seconds[stream->planIndex[i]] = stream->seconds[i];
+    return seconds;
   }
 
 private:

@@ -439,17 +439,7 @@ public:
   }
   double lastStepExposedCommSeconds() const override { return exposedCommSeconds_; }
 
-  std::vector<std::pair<std::string, double>> profile() const override {
-    std::map<std::string, double> byOp;
-    for (size_t i = 0; i < seconds_.size(); ++i)
-      if (seconds_[i] > 0) {
-        const plan::Instruction &inst = *step_[i].instruction;
-        byOp[inst.op() + (inst.stream() == plan::COMMUNICATION ? " (comm)" : "")] += seconds_[i];
-      }
-    std::vector<std::pair<std::string, double>> sorted(byOp.begin(), byOp.end());
-    std::sort(sorted.begin(), sorted.end(), [](const auto &a, const auto &b) { return a.second > b.second; });
-    return sorted;
-  }
+  std::vector<double> instructionSeconds() const override { return profile_ ? seconds_ : std::vector<double>(); }
 
 private:
   /// Enqueues instruction `i` on its stream, with its timing events when

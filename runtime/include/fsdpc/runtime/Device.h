@@ -129,9 +129,9 @@ public:
 
   /// From now on, times every instruction (a little overhead per call).
   virtual void enableProfiling() = 0;
-  /// Seconds spent per instruction kind (kernel name, or collective with
-  /// " (comm)"), largest first.
-  virtual std::vector<std::pair<std::string, double>> profile() const = 0;
+  /// Seconds spent in each plan instruction (plan order) since profiling
+  /// began; record and wait instructions count 0. Empty unless profiling.
+  virtual std::vector<double> instructionSeconds() const = 0;
 
   /// From now on, records when each instruction of every step runs.
   virtual void enableTracing() = 0;

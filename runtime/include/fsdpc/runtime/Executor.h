@@ -22,6 +22,7 @@
 #include "fsdpc/runtime/Device.h"
 #include "fsdpc/runtime/HostArray.h"
 #include "fsdpc/runtime/PlanFile.h"
+#include "fsdpc/runtime/Profile.h"
 #include "fsdpc/runtime/Safetensors.h"
 #include "fsdpc/runtime/Status.h"
 
@@ -89,9 +90,11 @@ public:
 
   /// Times every instruction from now on (a little overhead per call).
   void enableProfiling() { device_->enableProfiling(); }
-  /// Seconds spent per instruction kind (kernel name, or collective with
-  /// " (comm)"), largest first.
-  std::vector<std::pair<std::string, double>> profile() const { return device_->profile(); }
+  /// Time and work per kernel (or collective, " (comm)") over the `steps`
+  /// steps profiled, largest first.
+  std::vector<KernelProfile> profile(int64_t steps) const {
+    return summarizeProfile(plan_.header, device_->instructionSeconds(), steps);
+  }
   /// Records when every instruction runs, from now on (see Device).
   void enableTracing() { device_->enableTracing(); }
   std::vector<InstructionTiming> lastStepTrace() const { return device_->lastStepTrace(); }

@@ -1,0 +1,104 @@
+//===- Profile.cpp - fsdp-run --profile's time per kernel -----------------===//
+#include "fsdpc/runtime/Profile.h"
+
+#include <algorithm>
+#include <map>
+
+namespace fsdpc::runtime {
+
+namespace {
+
+double elements(const plan::Tensor &t) {
+  double n = 1;
+  for (int64_t d : t.shape())
+    n *= static_cast<double>(d);
+  return n;
+}
+
+int64_t dim(const plan::Tensor &t, int fromBack) {
+  const int rank = t.shape_size();
+  return rank >= fromBack ? t.shape(rank - fromBack) : 1;
+}
+
+int64_t intAttr(const plan::Instruction &inst, const char *name, int64_t fallback) {
+  auto it = inst.int_attrs().find(name);
+  return it == inst.int_attrs().end() ? fallback : it->second;
+}
+
+/// Attention's forward count over `queryRows` (batch x heads x queries)
+/// rows, `keys` keys, head sizes `d` (query and key) and `dv` (value).
+double attentionFlops(double queryRows, double keys, double d, double dv) {
+  const double pairs = queryRows * keys;
+  return 2 * pairs * d + 2 * pairs * dv;
+}
+
+} // namespace
+
+double instructionFlops(const plan::PlanHeader &h, const plan::Instruction &inst) {
+  const std::string &op = inst.op();
+  auto input = [&](int i) -> const plan::Tensor & { return h.tensors(inst.inputs(i)); };
+  if ((op == "matmul" || op == "matmul_bias" || op == "batch_matmul") && inst.inputs_size() >= 2 &&
+      inst.outputs_size() == 1) {
+    const plan::Tensor &a = input(0);
+    // out [..., M, N] = op(A) [..., M, K] op(B) [..., K, N].
+    const int64_t k = a.shape_size() < 2 ? dim(a, 1) : intAttr(inst, "transpose_a", 0) ? dim(a, 2) : dim(a, 1);
+    return 2 * elements(h.tensors(inst.outputs(0))) * static_cast<double>(k);
+  }
+  const bool backward = op == "attention_grad" || op == "packed_attention_grad";
+  const double factor = backward ? 2.5 : 1.0;
+  if ((op == "attention" || op == "attention_grad") && inst.inputs_size() >= 3) {
+    // query [..., Tq, D], value [..., Tk, Dv]
+    const plan::Tensor &q = input(0), &v = input(2);
+    const double d = static_cast<double>(dim(q, 1)), dv = static_cast<double>(dim(v, 1));
+    if (d <= 0 || dv <= 0)
+      return 0;
+    return factor * attentionFlops(elements(q) / d, static_cast<double>(dim(v, 2)), d, dv);
+  }
+  if ((op == "packed_attention" || op == "packed_attention_grad") && inst.inputs_size() >= 1) {
+    // qkv [..., T, 3 heads D]
+    const plan::Tensor &qkv = input(0);
+    const int64_t heads = intAttr(inst, "heads", 0);
+    const int64_t width = dim(qkv, 1);
+    if (heads <= 0 || width % (3 * heads) != 0)
+      return 0;
+    const double d = static_cast<double>(width / (3 * heads)), t = static_cast<double>(dim(qkv, 2));
+    return factor * attentionFlops(elements(qkv) / static_cast<double>(width) * static_cast<double>(heads), t, d, d);
+  }
+  return 0;
+}
+
+double instructionBytes(const plan::PlanHeader &h, const plan::Instruction &inst) {
+  double bytes = 0;
+  for (int i : inst.inputs())
+    bytes += static_cast<double>(h.tensors(i).bytes());
+  for (int i : inst.outputs())
+    bytes += static_cast<double>(h.tensors(i).bytes());
+  return bytes;
+}
+
+std::vector<KernelProfile> summarizeProfile(const plan::PlanHeader &h, const std::vector<double> &seconds,
+                                            int64_t steps) {
+  const double perStep = static_cast<double>(std::max<int64_t>(steps, 1));
+  std::map<std::string, KernelProfile> byOp;
+  const int count = std::min(h.instructions_size(), static_cast<int>(seconds.size()));
+  for (int i = 0; i < count; ++i) {
+    if (seconds[i] <= 0)
+      continue;
+    const plan::Instruction &inst = h.instructions(i);
+    const std::string name = inst.op() + (inst.stream() == plan::COMMUNICATION ? " (comm)" : "");
+    KernelProfile &row = byOp[name];
+    row.op = name;
+    row.calls += std::max<int64_t>(steps, 1);
+    row.seconds += seconds[i];
+    row.flops += perStep * instructionFlops(h, inst);
+    row.bytes += perStep * instructionBytes(h, inst);
+  }
+  std::vector<KernelProfile> rows;
+  for (auto &[name, row] : byOp)
+    rows.push_back(row);
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const KernelProfile &a, const KernelProfile &b) { return a.seconds > b.seconds; });
+  return rows;
+}
+
+} // namespace fsdpc::runtime

@@ -3,6 +3,8 @@
 #include "fsdpc/runtime/Executor.h"
 #include "fsdpc/runtime/Float16.h"
 
+#include "TestUtil.h"
+
 #include <gtest/gtest.h>
 
 using namespace fsdpc;
@@ -36,15 +38,7 @@ TEST(Executor, EventsOrderTheTwoStreams) {
   addTensor(h, "b", plan::TRANSIENT_ARENA, 64);
   addTensor(h, "c", plan::TRANSIENT_ARENA, 128);
   auto add = [&](const char *op, std::vector<int> in, std::vector<int> out, plan::Stream stream, int event = 0) {
-    plan::Instruction *inst = h.add_instructions();
-    inst->set_op(op);
-    for (int i : in)
-      inst->add_inputs(i);
-    for (int o : out)
-      inst->add_outputs(o);
-    inst->set_stream(stream);
-    inst->set_event(event);
-    return inst;
+    return test::addPlanInstruction(h, op, in, out, stream, event);
   };
   (*add("fill", {}, {0}, plan::COMPUTE)->mutable_float_attrs())["value"] = 2.0;
   add("record_event", {}, {}, plan::COMPUTE, 0);

@@ -4,6 +4,8 @@
 #include "fsdpc/runtime/CpuDevice.h"
 #include "fsdpc/runtime/Executor.h"
 
+#include "TestUtil.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -31,14 +33,7 @@ int addTensor(plan::PlanHeader &h, std::vector<int64_t> shape, plan::DType dtype
 
 plan::Instruction *addInstruction(plan::PlanHeader &h, const char *op, std::vector<int> in, std::vector<int> out,
                                   plan::Stream stream = plan::COMPUTE) {
-  plan::Instruction *inst = h.add_instructions();
-  inst->set_op(op);
-  for (int i : in)
-    inst->add_inputs(i);
-  for (int o : out)
-    inst->add_outputs(o);
-  inst->set_stream(stream);
-  return inst;
+  return test::addPlanInstruction(h, op, in, out, stream);
 }
 
 TEST(Profile, GemmFlopsAreTwoMNKWhicheverOperandIsTransposed) {

@@ -12,6 +12,21 @@
 
 namespace fsdpc::test {
 
+/// Appends an instruction to a hand-built plan.
+inline plan::Instruction *addPlanInstruction(plan::PlanHeader &h, const char *op, std::vector<int> inputs,
+                                             std::vector<int> outputs, plan::Stream stream = plan::COMPUTE,
+                                             int event = 0) {
+  plan::Instruction *inst = h.add_instructions();
+  inst->set_op(op);
+  for (int i : inputs)
+    inst->add_inputs(i);
+  for (int o : outputs)
+    inst->add_outputs(o);
+  inst->set_stream(stream);
+  inst->set_event(event);
+  return inst;
+}
+
 struct Buffer {
   std::vector<float> f;
   std::vector<int64_t> i;

@@ -143,7 +143,7 @@ Status oneHot(const KernelCall &call) {
 
 Status argReduce(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &out = call.outputs[0];
-  int64_t outer, size, inner;
+  int64_t outer = 0, size = 0, inner = 0; // set by argReduceLayout; GCC cannot see it
   FSDPC_RETURN_IF_ERROR(argReduceLayout(call, outer, size, inner));
   if (x.dtype != plan::F32)
     return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": the CPU kernel takes an f32 input");

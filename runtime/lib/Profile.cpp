@@ -78,7 +78,7 @@ double instructionBytes(const plan::PlanHeader &h, const plan::Instruction &inst
 
 std::vector<KernelProfile> summarizeProfile(const plan::PlanHeader &h, const std::vector<double> &seconds,
                                             int64_t steps) {
-  const double perStep = static_cast<double>(std::max<int64_t>(steps, 1));
+  const int64_t callsPerInstruction = std::max<int64_t>(steps, 1);
   std::map<std::string, KernelProfile> byOp;
   const int count = std::min(h.instructions_size(), static_cast<int>(seconds.size()));
   for (int i = 0; i < count; ++i) {
@@ -88,10 +88,10 @@ std::vector<KernelProfile> summarizeProfile(const plan::PlanHeader &h, const std
     const std::string name = inst.op() + (inst.stream() == plan::COMMUNICATION ? " (comm)" : "");
     KernelProfile &row = byOp[name];
     row.op = name;
-    row.calls += std::max<int64_t>(steps, 1);
+    row.calls += callsPerInstruction;
     row.seconds += seconds[i];
-    row.flops += perStep * instructionFlops(h, inst);
-    row.bytes += perStep * instructionBytes(h, inst);
+    row.flops += static_cast<double>(callsPerInstruction) * instructionFlops(h, inst);
+    row.bytes += static_cast<double>(callsPerInstruction) * instructionBytes(h, inst);
   }
   std::vector<KernelProfile> rows;
   for (auto &[name, row] : byOp)

@@ -162,12 +162,12 @@ private:
         return {};
     return {add, bias};
   }
-  /// The matmul whose bias add `add` is (biasAddOf), or null.
-  graph::MatmulOp gemmOfBiasAdd(graph::AddOp add) {
+  /// The matmul whose bias add `add` is (biasAddOf) and the bias, or nulls.
+  std::pair<graph::MatmulOp, Value> gemmOfBiasAdd(graph::AddOp add) {
     for (Value operand : add->getOperands())
       if (auto matmul = operand.getDefiningOp<graph::MatmulOp>())
-        if (biasAddOf(matmul).first == add)
-          return matmul;
+        if (auto [biasAdd, bias] = biasAddOf(matmul); biasAdd == add)
+          return {matmul, bias};
     return {};
   }
   LogicalResult lowerArguments();
@@ -318,11 +318,11 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   if (auto matmul = dyn_cast<graph::MatmulOp>(op); matmul && biasAddOf(matmul).first)
     return success(); // lowered at its bias add
   if (auto add = dyn_cast<graph::AddOp>(op))
-    if (graph::MatmulOp matmul = gemmOfBiasAdd(add)) {
+    if (auto [matmul, bias] = gemmOfBiasAdd(add); matmul) {
       SmallVector<Attribute> operands;
       for (Value operand : matmul->getOperands())
         operands.push_back(tensors_.lookup(operand));
-      operands.push_back(tensors_.lookup(biasAddOf(matmul).second));
+      operands.push_back(tensors_.lookup(bias));
       addKernel("matmul_bias", operands, {outputFor(add.getResult())}, builder_.getFusedLoc({matmul.getLoc(), loc}),
                 graph::ownAttributes(matmul));
       return success();

@@ -297,7 +297,6 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
         if (user != update)
           paramReaders.push_back(user);
     const Type low = commonLowPrecisionType(paramReaders, /*toLow=*/true);
-    const bool gatherLow = low && groupSize_ > 1;
     SmallVector<SmallVector<Value>> reads;
     SmallVector<Operation *> castsToErase;
     for (auto [param, update] : llvm::zip(unit.params, unit.updates)) {
@@ -325,15 +324,14 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
             usersByPhase[phases.phaseOf(user)].push_back(user);
           }
 
+    // This rank's shard in `low`, cast where the builder is.
+    auto castShard = [&]() -> Value {
+      return graph::CastOp::create(builder, unit.unit.getLoc(), flatType(low, shardType.getNumElements()), shardArg);
+    };
     auto gatherAround = [&](ArrayRef<Operation *> users) {
       builder.setInsertionPoint(earliest(users));
-      Value shard = shardArg;
-      RankedTensorType gatheredType = fullType;
-      if (gatherLow) {
-        shard = graph::CastOp::create(builder, unit.unit.getLoc(), flatType(low, shardType.getNumElements()), shardArg)
-                    .getResult();
-        gatheredType = flatType(low, padded);
-      }
+      Value shard = low ? castShard() : Value(shardArg);
+      RankedTensorType gatheredType = low ? flatType(low, padded) : fullType;
       auto gather = fsdp::AllGatherOp::create(builder, unit.unit.getLoc(), gatheredType, shard, symbol,
                                               i64(groupSize_), i64(1));
       readThroughViews(builder, unit, gather.getResult(), users, reads);
@@ -345,9 +343,7 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
     } else if (groupSize_ == 1 && low) {
       // Cast once, before the first read; the copy lives until the last.
       builder.setInsertionPoint(earliest(allUsers));
-      Value castShard =
-          graph::CastOp::create(builder, unit.unit.getLoc(), flatType(low, shardType.getNumElements()), shardArg);
-      readThroughViews(builder, unit, castShard, allUsers, reads);
+      readThroughViews(builder, unit, castShard(), allUsers, reads);
     } else if (groupSize_ == 1) {
       builder.setInsertionPointToStart(&body);
       readThroughViews(builder, unit, shardArg, allUsers, reads);

@@ -216,6 +216,18 @@ StatusOr<float> Executor::runForwardPass(int64_t step) {
   return loss;
 }
 
+Status Executor::runForwardToOutput(int64_t step) {
+  const plan::PlanHeader &h = plan_.header;
+  if (!h.has_forward_instructions() || !h.has_forward_output_tensor())
+    return FSDPC_ERROR(kInvalidArgument, "the plan marks no forward output (a forward-only plan, or one compiled ",
+                       "before evaluation was supported): recompile it with fsdpc");
+  StepContext context;
+  context.step = step;
+  context.rank = control_ ? control_->rank() : 0;
+  return device_->runPrefix(context, h.has_forward_output_instructions() ? h.forward_output_instructions()
+                                                                         : h.forward_instructions());
+}
+
 StatusOr<float> Executor::lastGradNorm() {
   float norm = 0.0f;
   if (!plan_.header.has_grad_norm_tensor())

@@ -440,6 +440,14 @@ Status crossEntropyGrad(const KernelCall &call) {
   return elementsOf(call, call.outputs[0], call.inputs[0].numElements(), "logits gradient");
 }
 
+Status crossEntropyWithGrad(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "Tif", "fT"));
+  FSDPC_RETURN_IF_ERROR(crossEntropyParams(call));
+  FSDPC_RETURN_IF_ERROR(oneElement(call, call.inputs[2], "the loss gradient"));
+  FSDPC_RETURN_IF_ERROR(oneElement(call, call.outputs[0], "the loss"));
+  return elementsOf(call, call.outputs[1], call.inputs[0].numElements(), "logits gradient");
+}
+
 Status mse(const KernelCall &call) {
   FSDPC_RETURN_IF_ERROR(checkDtypes(call, "f", "f"));
   FSDPC_RETURN_IF_ERROR(elementsOf(call, call.inputs[1], call.inputs[0].numElements(), "target"));
@@ -554,6 +562,8 @@ Status checkRule(contract::OperandRule rule, const KernelCall &call) {
     return crossEntropy(call);
   case OperandRule::kCrossEntropyGrad:
     return crossEntropyGrad(call);
+  case OperandRule::kCrossEntropyWithGrad:
+    return crossEntropyWithGrad(call);
   case OperandRule::kMse:
     return mse(call);
   case OperandRule::kOptimizer:

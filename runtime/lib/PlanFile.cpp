@@ -329,6 +329,9 @@ Status validatePlan(const PlanFile &plan) {
         h.forward_loss_tensor() < 0 || h.forward_loss_tensor() >= numTensors ||
         h.tensors(h.forward_loss_tensor()).dtype() != plan::F32 || numElements(h.tensors(h.forward_loss_tensor())) != 1)))
     return FSDPC_ERROR(kInvalidArgument, "plan's forward pass is not a prefix of its instructions ending in a loss");
+  if (h.has_forward_output_instructions() && (!h.has_forward_output_tensor() || h.forward_output_instructions() < 1 ||
+                                              h.forward_output_instructions() > h.forward_instructions()))
+    return FSDPC_ERROR(kInvalidArgument, "plan's forward output prefix is not within its forward pass");
   for (int id : h.output_tensors())
     if (id < 0 || id >= numTensors)
       return FSDPC_ERROR(kInvalidArgument, "plan names a missing output tensor ", id);

@@ -88,6 +88,77 @@ module attributes {graph.loss_kind = "mse", graph.optimizer = "sgd"} {
 
 // -----
 
+// Tests that a cross-entropy loss and its gradient on the same logits and
+// labels, the seed computed before the loss, become one
+// softmax_cross_entropy_with_grad where the loss was (its outputs: the loss,
+// then the logits' gradient), located at both ops; the gradient's readers
+// read its output.
+// CHECK-LABEL: plan.program @train_step
+// CHECK-SAME: forward_loss = @[[LOSS:t[0-9]+]]
+// CHECK: plan.kernel "fill" ins [] outs [@[[SEED:t[0-9]+]]]
+// CHECK: plan.kernel "matmul" ins [@input, @w] outs [@[[LOGITS:t[0-9]+]]]
+// CHECK: plan.kernel "softmax_cross_entropy_with_grad" ins [@[[LOGITS]], @labels, @[[SEED]]] outs [@[[LOSS]], @[[DLOGITS:t[0-9]+]]] on compute {ignore_index = -100 : i64, reduction = "mean"}
+// CHECK-NOT: softmax_cross_entropy
+// CHECK: plan.kernel "matmul" ins [@[[DLOGITS]], @input]
+module attributes {graph.loss_kind = "cross_entropy", graph.optimizer = "sgd"} {
+  func.func @train_step(%x: tensor<6x3xf32> {graph.input = "input"}, %w: tensor<5x3xf32> {graph.param = "w"}, %labels: tensor<6xi64> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}, tensor<5x3xf32>) {
+    %one = graph.constant dense<1.0> : tensor<f32>
+    %0 = graph.matmul %x, %w {transpose_b = true} : (tensor<6x3xf32>, tensor<5x3xf32>) -> tensor<6x5xf32>
+    %1 = graph.softmax_cross_entropy %0, %labels {reduction = "mean", ignore_index = -100} : (tensor<6x5xf32>, tensor<6xi64>) -> tensor<f32>
+    %2 = graph.softmax_cross_entropy_grad %0, %labels, %one {reduction = "mean", ignore_index = -100} : (tensor<6x5xf32>, tensor<6xi64>, tensor<f32>) -> tensor<6x5xf32>
+    %3 = graph.matmul %2, %x {transpose_a = true} : (tensor<6x5xf32>, tensor<6x3xf32>) -> tensor<5x3xf32>
+    return %1, %3 : tensor<f32>, tensor<5x3xf32>
+  }
+}
+
+// -----
+
+// Tests that the loss and gradient stay two kernels where the seed comes
+// after the loss (the fused kernel would need it first), where the
+// gradient's labels or reduction differ from the loss's.
+// CHECK-LABEL: plan.program @train_step
+// CHECK: plan.kernel "softmax_cross_entropy" ins [@[[LOGITS:t[0-9]+]], @labels]
+// CHECK: plan.kernel "fill"
+// CHECK: plan.kernel "softmax_cross_entropy_grad" ins [@[[LOGITS]], @labels,
+// CHECK: plan.kernel "softmax_cross_entropy_grad" ins [@[[LOGITS]], @other,
+// CHECK: plan.kernel "softmax_cross_entropy_grad" ins [@[[LOGITS]], @labels, {{.*}} {reduction = "sum"}
+// CHECK-NOT: softmax_cross_entropy_with_grad
+module attributes {graph.loss_kind = "cross_entropy", graph.optimizer = "sgd"} {
+  func.func @train_step(%x: tensor<6x3xf32> {graph.input = "input"}, %w: tensor<5x3xf32> {graph.param = "w"}, %labels: tensor<6xi64> {graph.input = "labels"}, %other: tensor<6xi64> {graph.input = "other"}) -> (tensor<f32> {graph.loss}, tensor<6x5xf32>, tensor<6x5xf32>, tensor<6x5xf32>) {
+    %0 = graph.matmul %x, %w {transpose_b = true} : (tensor<6x3xf32>, tensor<5x3xf32>) -> tensor<6x5xf32>
+    %1 = graph.softmax_cross_entropy %0, %labels {reduction = "mean"} : (tensor<6x5xf32>, tensor<6xi64>) -> tensor<f32>
+    %one = graph.constant dense<1.0> : tensor<f32>
+    %2 = graph.softmax_cross_entropy_grad %0, %labels, %one {reduction = "mean"} : (tensor<6x5xf32>, tensor<6xi64>, tensor<f32>) -> tensor<6x5xf32>
+    %3 = graph.softmax_cross_entropy_grad %0, %other, %one {reduction = "mean"} : (tensor<6x5xf32>, tensor<6xi64>, tensor<f32>) -> tensor<6x5xf32>
+    %4 = graph.softmax_cross_entropy_grad %0, %labels, %one {reduction = "sum"} : (tensor<6x5xf32>, tensor<6xi64>, tensor<f32>) -> tensor<6x5xf32>
+    return %1, %2, %3, %4 : tensor<f32>, tensor<6x5xf32>, tensor<6x5xf32>, tensor<6x5xf32>
+  }
+}
+
+// -----
+
+// Tests that attention whose mask is the causal constant (nonzero exactly
+// where the key comes after the query; here through a reshape, as exports
+// broadcast it) gets causal = true, so that a device may mask by index; a
+// constant that differs in one element does not.
+// CHECK-LABEL: plan.program @train_step
+// CHECK: plan.kernel "attention" ins [@input, @input, @input, @{{[a-z0-9]+}}] outs [{{.*}}] on compute {causal = true, compute_dtype = "f32", key_transposed = false, scale = 5.000000e-01 : f64}
+// CHECK: plan.kernel "attention" ins [@input, @input, @input, @{{[a-z0-9]+}}] outs [{{.*}}] on compute {compute_dtype = "f32", key_transposed = false, scale = 5.000000e-01 : f64}
+module attributes {graph.loss_kind = "mse", graph.optimizer = "sgd"} {
+  func.func @train_step(%q: tensor<2x4x8xf32> {graph.input = "input"}, %t: tensor<2x4x8xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}) {
+    %c = graph.constant dense<[[0, 1, 1, 1], [0, 0, 1, 1], [0, 0, 0, 1], [0, 0, 0, 0]]> : tensor<4x4xi64>
+    %m = graph.reshape %c : (tensor<4x4xi64>) -> tensor<1x4x4xi64>
+    %o, %lse = graph.attention %q, %q, %q, %m {scale = 0.5 : f64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<1x4x4xi64>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>)
+    %n = graph.constant dense<[[0, 1, 1, 1], [0, 0, 1, 1], [0, 0, 0, 1], [0, 0, 1, 0]]> : tensor<4x4xi64>
+    %o2, %lse2 = graph.attention %q, %q, %q, %n {scale = 0.5 : f64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<4x4xi64>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>)
+    %s = graph.add %o, %o2 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    %l = graph.mse_loss %s, %t : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
 // Tests the lowering of a sharded step: shards become persistent tensors of
 // their unit, a gather writes a transient the parameter views alias, each
 // collective runs on the communication stream between a pair of events,

@@ -31,11 +31,11 @@
 // fc2's reduce-scatter is issued on the communication stream as soon as its
 // gradient is complete; compute goes on with fc1's backward and waits for
 // it (event 7) only before fc2's optimizer update.
-// The forward pass is marked for evaluation: the instructions up to the
-// loss, and the loss tensor.
+// The forward pass is marked for evaluation by its loss tensor: the plan
+// writer counts the instructions up to it.
 // OVERLAP-LABEL: plan.program @train_step
-// OVERLAP-SAME: forward_instructions = {{[1-9][0-9]*}} : i64, forward_loss = @[[LOSS:t[0-9]+]]
-// OVERLAP: plan.kernel "softmax_cross_entropy" ins [{{.*}}] outs [@[[LOSS]]]
+// OVERLAP-SAME: forward_loss = @[[LOSS:t[0-9]+]]
+// OVERLAP: plan.kernel "softmax_cross_entropy_with_grad" ins [{{.*}}] outs [@[[LOSS]], @{{t[0-9]+}}]
 // OVERLAP: plan.kernel "matmul" ins [@{{.*}}] outs [@fc2.weight.grad]
 // OVERLAP-NEXT: plan.tensor @fc2.grad_shard gradient
 // OVERLAP-NEXT: plan.record_event [[READY:[0-9]+]] on compute

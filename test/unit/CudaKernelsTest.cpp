@@ -78,6 +78,10 @@ struct Case {
   double tolerance = 1e-5; // |gpu - cpu| <= tolerance * (1 + |cpu|)
   /// Expected data error: the device error word must name the call.
   bool expectDataError = false;
+  /// Every device operand starts one element past a 16-byte boundary, as a
+  /// parameter's view inside a flat shard may: the kernels' unvectorised
+  /// paths.
+  bool misalignedOperands = false;
 
   explicit Case(std::string name, std::string what = "") : kernel(name), label(name + (what.empty() ? "" : " " + what)) {
     inst.set_op(kernel);
@@ -120,6 +124,11 @@ struct Case {
   }
   Case &dataError() {
     expectDataError = true;
+    return *this;
+  }
+  Case &misaligned() {
+    misalignedOperands = true;
+    label += " misaligned";
     return *this;
   }
 };
@@ -255,10 +264,17 @@ void runCase(const Case &c, GpuContext &gpu, unsigned seed) {
   Status cpuStatus = lookupKernel(c.kernel)(cpuCall);
 
   // GPU: the stored bytes, narrow dtypes as they are.
-  std::vector<void *> deviceIn, deviceOut;
-  for (const HostTensor &t : inputs) {
+  std::vector<void *> deviceIn, deviceOut, allocations;
+  // Where the case asks, one element past the allocation's 16-byte aligned start.
+  auto allocate = [&](const Spec &spec, size_t bytes) {
     void *p;
-    CHECK_CUDA(cudaMalloc(&p, std::max<size_t>(t.bytes.size(), 16)));
+    const size_t shift = c.misalignedOperands ? dtypeSize(spec.dtype) : 0;
+    CHECK_CUDA(cudaMalloc(&p, std::max<size_t>(bytes, 16) + shift));
+    allocations.push_back(p);
+    return static_cast<void *>(static_cast<char *>(p) + shift);
+  };
+  for (const HostTensor &t : inputs) {
+    void *p = allocate(t.spec, t.bytes.size());
     CHECK_CUDA(cudaMemcpy(p, t.bytes.data(), t.bytes.size(), cudaMemcpyHostToDevice));
     deviceIn.push_back(p);
   }
@@ -268,10 +284,9 @@ void runCase(const Case &c, GpuContext &gpu, unsigned seed) {
       deviceOut.push_back(deviceIn[alias]);
       continue;
     }
-    void *p;
-    const size_t bytes = std::max<size_t>(outputs[j].bytes.size(), 16);
-    CHECK_CUDA(cudaMalloc(&p, bytes));
-    CHECK_CUDA(cudaMemset(p, 0xff, bytes)); // poisoned: every element must be written
+    void *p = allocate(outputs[j].spec, outputs[j].bytes.size());
+    // Poisoned: every element must be written.
+    CHECK_CUDA(cudaMemset(p, 0xff, std::max<size_t>(outputs[j].bytes.size(), 16)));
     deviceOut.push_back(p);
   }
   KernelCall gpuCall;
@@ -340,11 +355,8 @@ void runCase(const Case &c, GpuContext &gpu, unsigned seed) {
   std::printf("%s %-44s worst %.2e (tolerance %.0e)%s%s\n", ok ? "PASS" : "FAIL", c.label.c_str(), worst,
               c.tolerance, ok ? "" : ": ", ok ? "" : why.c_str());
   failures += !ok;
-  for (void *p : deviceIn)
+  for (void *p : allocations)
     cudaFree(p);
-  for (size_t j = 0; j < deviceOut.size(); ++j)
-    if (c.outputs[j].aliasOf < 0)
-      cudaFree(deviceOut[j]);
   if (launch.scratch)
     cudaFree(launch.scratch);
 }
@@ -380,6 +392,25 @@ std::vector<Case> cases() {
   }
   all.push_back(Case("add", "bf16").in({999}, normal(), plan::BF16).in({999}, normal(), plan::BF16)
                     .out({999}, plan::BF16).tol(1e-2));
+  // The operands read at the output's index go 8 elements per access when
+  // 16-byte aligned (the cases above: 999 and 1001 elements leave a tail),
+  // one at a time otherwise; under 8 elements, the tail is everything.
+  all.push_back(Case("add", "bf16").in({999}, normal(), plan::BF16).in({999}, normal(), plan::BF16)
+                    .out({999}, plan::BF16).tol(1e-2).misaligned());
+  all.push_back(Case("mul", "bf16 in place").in({1003}, normal(), plan::BF16).in({1003}, normal(), plan::BF16)
+                    .inPlace(0).tol(1e-2));
+  all.push_back(Case("sub", "f16").in({1003}, normal(), plan::F16).in({1003}, normal(), plan::F16)
+                    .out({1003}, plan::F16).tol(1e-3));
+  all.push_back(Case("add", "5 elements").in({5}).in({5}).out({5}));
+  all.push_back(Case("gelu", "bf16").in({4099}, normal(), plan::BF16).out({4099}, plan::BF16).tol(1e-2));
+  all.push_back(Case("gelu", "bf16").in({4099}, normal(), plan::BF16).out({4099}, plan::BF16).tol(1e-2).misaligned());
+  all.push_back(Case("gelu_grad", "bf16").in({4099}, normal(), plan::BF16).in({4099}, normal(), plan::BF16)
+                    .out({4099}, plan::BF16).tol(1e-2));
+  all.push_back(Case("gelu_grad", "bf16").in({4099}, normal(), plan::BF16).in({4099}, normal(), plan::BF16)
+                    .out({4099}, plan::BF16).tol(1e-2).misaligned());
+  all.push_back(Case("cast", "f32 -> bf16").in({1111}).out({1111}, plan::BF16).tol(0).misaligned());
+  all.push_back(Case("cast", "bf16 -> f32").in({1111}, normal(), plan::BF16).out({1111}).tol(0).misaligned());
+  all.push_back(Case("cast", "f16 -> bf16").in({1111}, normal(), plan::F16).out({1111}, plan::BF16).tol(0));
   all.push_back(Case("pow").in({3, 333}, positive()).in({1}, constant(3.0)).out({3, 333}).tol(1e-5));
   all.push_back(Case("pow", "fractional").in({777}, positive()).in({777}, positive()).out({777}).tol(1e-5));
   for (const char *op : {"neg", "exp", "erf", "relu", "tanh", "sigmoid"})
@@ -493,6 +524,43 @@ std::vector<Case> cases() {
       }
     }
   }
+  // causal: the kernels mask by index and skip tiles without reading the
+  // mask; the CPU reads the causal mask it is given. f32 and tensor-core
+  // kernels, square and not (the mask is still key > query), each key
+  // layout, and the packed form. 129 puts a tile's only query on the
+  // diagonal of the last key tile.
+  for (bool bf16 : {false, true})
+    for (auto [tq, tk] : {std::pair<int64_t, int64_t>{67, 67}, {129, 129}, {45, 131}}) {
+      const int64_t d = 64;
+      const std::string what = std::string(bf16 ? "bf16 " : "") + "causal " + std::to_string(tq) + "x" +
+                               std::to_string(tk);
+      const Fill f = bf16 ? normalBf16() : normal();
+      const std::string compute = bf16 ? "bf16" : "f32";
+      const double tolerance = bf16 ? 1e-2 : 2e-5, gradTolerance = bf16 ? 3e-2 : 5e-5;
+      all.push_back(Case("attention", what).in({2, 3, tq, d}, f).in({2, 3, d, tk}, f).in({2, 3, tk, d}, f)
+                        .in({tq, tk}, causal(), plan::I64).out({2, 3, tq, d}).out({2, 3, tq})
+                        .attr("scale", 0.125).attr("key_transposed", int64_t(1)).attr("compute_dtype", compute)
+                        .attr("causal", int64_t(1)).tol(tolerance));
+      all.push_back(Case("attention_grad", what).in({2, 3, tq, d}, f).in({2, 3, tk, d}, f).in({2, 3, tk, d}, f)
+                        .in({tq, tk}, causal(), plan::I64).in({2, 3, tq, d}, f).in({2, 3, tq}, constant(3.0))
+                        .in({2, 3, tq, d}, f).out({2, 3, tq, d}).out({2, 3, tk, d}).out({2, 3, tk, d})
+                        .attr("scale", 0.125).attr("compute_dtype", compute).attr("causal", int64_t(1))
+                        .tol(gradTolerance));
+      if (tq != tk)
+        continue;
+      if (bf16 && tq == 67) // the tensor-core kernels' rows one element off alignment: loaded one at a time
+        all.push_back(Case("attention", what).in({2, 3, tq, d}, f).in({2, 3, tk, d}, f).in({2, 3, tk, d}, f)
+                          .in({tq, tk}, causal(), plan::I64).out({2, 3, tq, d}).out({2, 3, tq}).attr("scale", 0.125)
+                          .attr("compute_dtype", compute).attr("causal", int64_t(1)).tol(tolerance).misaligned());
+      const int64_t heads = 2, width = heads * d;
+      all.push_back(Case("packed_attention", what).in({2, tq, 3 * width}, f).in({tq, tq}, causal(), plan::I64)
+                        .out({2, tq, width}).out({2, heads, tq}).attr("heads", heads).attr("scale", 0.125)
+                        .attr("compute_dtype", compute).attr("causal", int64_t(1)).tol(tolerance));
+      all.push_back(Case("packed_attention_grad", what).in({2, tq, 3 * width}, f).in({tq, tq}, causal(), plan::I64)
+                        .in({2, tq, width}, f).in({2, heads, tq}, constant(3.0)).in({2, tq, width}, f)
+                        .out({2, tq, 3 * width}).attr("heads", heads).attr("scale", 0.125)
+                        .attr("compute_dtype", compute).attr("causal", int64_t(1)).tol(gradTolerance));
+    }
   // Norms.
   all.push_back(Case("layer_norm").in({45, 771}).in({771}).in({771}).out({45, 771}).out({45}).out({45})
                     .attr("axis", int64_t(1)).attr("epsilon", 1e-5).tol(1e-5));
@@ -531,6 +599,34 @@ std::vector<Case> cases() {
   all.push_back(Case("rms_norm_grad", "bf16 parameters").in({45, 771}, normal(), plan::BF16)
                     .in({771}, normal(), plan::BF16).in({45}, positive()).in({45, 771}, normal(), plan::BF16)
                     .out({45, 771}, plan::BF16).out({771}, plan::BF16).attr("axis", int64_t(1)).tol(1e-2));
+  // Rows whose size is a multiple of 8, up to 2048, aligned: one warp per
+  // row from registers (768, GPT-2's hidden size; 264, whose 33 vectors
+  // leave most lanes one short; 2048, the largest). Misaligned, 771 and
+  // over 2048: one block per row, as above.
+  for (int64_t cols : {768, 264, 2048}) {
+    const std::string what = std::to_string(cols) + " bf16";
+    all.push_back(Case("layer_norm", what).in({37, cols}, normal(), plan::BF16).in({cols}, normal(), plan::BF16)
+                      .in({cols}, normal(), plan::BF16).out({37, cols}, plan::BF16).out({37}).out({37})
+                      .attr("axis", int64_t(1)).attr("epsilon", 1e-5).tol(1e-2));
+    all.push_back(Case("layer_norm_grad", what).in({37, cols}, normal(), plan::BF16)
+                      .in({cols}, normal(), plan::BF16).in({37}).in({37}, positive())
+                      .in({37, cols}, normal(), plan::BF16).out({37, cols}, plan::BF16).out({cols}, plan::BF16)
+                      .out({cols}, plan::BF16).attr("axis", int64_t(1)).tol(1e-2));
+    all.push_back(Case("rms_norm", std::to_string(cols)).in({37, cols}).in({cols}).out({37, cols}).out({37})
+                      .attr("axis", int64_t(1)).attr("epsilon", 1e-6).tol(1e-5));
+    all.push_back(Case("rms_norm_grad", std::to_string(cols)).in({37, cols}).in({cols}).in({37}, positive())
+                      .in({37, cols}).out({37, cols}).out({cols}).attr("axis", int64_t(1)).tol(1e-5));
+  }
+  all.push_back(Case("layer_norm", "768").in({37, 768}).in({768}).in({768}).out({37, 768}).out({37}).out({37})
+                    .attr("axis", int64_t(1)).attr("epsilon", 1e-5).tol(1e-5));
+  all.push_back(Case("layer_norm_grad", "768").in({37, 768}).in({768}).in({37}).in({37}, positive()).in({37, 768})
+                    .out({37, 768}).out({768}).out({768}).attr("axis", int64_t(1)).tol(1e-5));
+  all.push_back(Case("layer_norm", "768").in({37, 768}).in({768}).in({768}).out({37, 768}).out({37}).out({37})
+                    .attr("axis", int64_t(1)).attr("epsilon", 1e-5).tol(1e-5).misaligned());
+  all.push_back(Case("layer_norm_grad", "768").in({37, 768}).in({768}).in({37}).in({37}, positive()).in({37, 768})
+                    .out({37, 768}).out({768}).out({768}).attr("axis", int64_t(1)).tol(1e-5).misaligned());
+  all.push_back(Case("rms_norm", "4096").in({5, 4096}).in({4096}).out({5, 4096}).out({5}).attr("axis", int64_t(1))
+                    .attr("epsilon", 1e-6).tol(1e-5));
   // Query, key, value and out stored as bf16 (as in a mixed-precision
   // plan), their gradients too: the tensor-core kernels (d=64) and the f32
   // ones (d=80) read and write them through the dtype. The values are those
@@ -601,6 +697,25 @@ std::vector<Case> cases() {
   all.push_back(Case("softmax_cross_entropy_grad", "bf16 in place").in({37, 13}, normal(), plan::BF16)
                     .in({37}, integers(-1, 13), plan::I64).in({}, constant(1.0)).inPlace(0)
                     .attr("ignore_index", int64_t(-1)).attr("reduction", std::string("sum")).tol(2e-3));
+  // The loss and its gradient in one kernel: rows staged in shared memory
+  // (f32 5003 classes; bf16 50257, GPT-2's, above the 48 KiB default) and
+  // rows too long to stage (f32 52001 classes, 203 KiB), in place as
+  // plan-in-place gives it, and apart.
+  all.push_back(Case("softmax_cross_entropy_with_grad").in({37, 5003}).in({37}, integers(-1, 5003), plan::I64)
+                    .in({}, constant(1.0)).out({}).out({37, 5003}).attr("ignore_index", int64_t(-1)).tol(1e-6));
+  all.push_back(Case("softmax_cross_entropy_with_grad", "in place").in({37, 5003})
+                    .in({37}, integers(-1, 5003), plan::I64).in({}, constant(0.5)).out({}).inPlace(0)
+                    .attr("ignore_index", int64_t(-1)).tol(1e-6));
+  all.push_back(Case("softmax_cross_entropy_with_grad", "bf16, 50257 classes, in place")
+                    .in({7, 50257}, normal(), plan::BF16).in({7}, integers(0, 50257), plan::I64)
+                    .in({}, constant(1.0)).out({}).inPlace(0).attr("reduction", std::string("sum")).tol(2e-3));
+  all.push_back(Case("softmax_cross_entropy_with_grad", "row too long to stage").in({5, 52001})
+                    .in({5}, integers(-1, 52001), plan::I64).in({}, constant(1.0)).out({}).inPlace(0)
+                    .attr("ignore_index", int64_t(-1)).tol(1e-6));
+  all.push_back(Case("softmax_cross_entropy_with_grad", "row too long to stage, apart").in({5, 52001})
+                    .in({5}, integers(0, 52001), plan::I64).in({}, constant(1.0)).out({}).out({5, 52001}).tol(1e-6));
+  all.push_back(Case("softmax_cross_entropy_with_grad", "label out of range").in({7, 11})
+                    .in({7}, integers(11, 12), plan::I64).in({}, constant(1.0)).out({}).out({7, 11}).dataError());
   all.push_back(Case("mse_loss").in({3, 1001}).in({3, 1001}).out({}).tol(1e-6));
   all.push_back(Case("mse_loss_grad").in({3, 1001}).in({3, 1001}).in({}, constant(0.5)).out({3, 1001}).tol(1e-6));
   // Optimizers, in place over a flat shard; step 3 (not the first).

@@ -179,6 +179,12 @@ TEST(KernelOperands, NormsAttentionLossesOptimizers) {
                 "gradient");
   expectRefused(onePlan("softmax_cross_entropy", {f32({4, 10}), i64({5})}, {f32({})}), "do not match");
   expectRefused(onePlan("softmax_cross_entropy", {f32({4, 10}), i64({4})}, {f32({2})}), "one element");
+  expectAccepted(
+      onePlan("softmax_cross_entropy_with_grad", {bf16({4, 10}), i64({4}), f32({})}, {f32({}), bf16({4, 10})}));
+  expectRefused(onePlan("softmax_cross_entropy_with_grad", {bf16({4, 10}), i64({4}), f32({})}, {f32({}), f32({4, 10})}),
+                "the dtype of its other data operands");
+  expectRefused(onePlan("softmax_cross_entropy_with_grad", {f32({4, 10}), i64({4}), f32({})}, {f32({}), f32({4, 9})}),
+                "logits gradient");
   auto sgd = [](double momentum) {
     return [momentum](plan::Instruction &i) {
       for (const char *name : {"lr", "dampening", "weight_decay"})

@@ -208,6 +208,44 @@ TEST(Kernels, SoftmaxCrossEntropyMatchesReferenceAndRejectsBadLabels) {
   EXPECT_NE(status.message().find("label 4"), std::string::npos) << status.message();
 }
 
+// softmax_cross_entropy_with_grad is what the lowering makes of a loss and
+// its gradient on the same logits: it must give the two kernels' bits, so
+// that fusing them changes no loss. Apart and in place over the logits; mean
+// with an ignored row, and sum; many classes (the CPU kernel's vectorised
+// loops and their tails).
+TEST(Kernels, SoftmaxCrossEntropyWithGradIsBothKernelsBitForBit) {
+  for (int64_t classes : {4, 67, 5003})
+    for (bool mean : {true, false})
+      for (bool inPlace : {false, true}) {
+        SCOPED_TRACE("classes " + std::to_string(classes) + (mean ? " mean" : " sum") + (inPlace ? " in place" : ""));
+        const int64_t rows = 9;
+        Buffer logits = randomBuffer({rows, classes}, 21 + classes), seed = zeros({}), loss = zeros({}),
+               grad = zeros({rows, classes});
+        seed.f[0] = 0.75f;
+        for (float &x : logits.f)
+          x *= 4.0f;
+        Buffer labels;
+        labels.shape = {rows};
+        for (int64_t r = 0; r < rows; ++r)
+          labels.i.push_back(r == 3 ? -100 : (r * 7919) % classes);
+        plan::Instruction inst;
+        (*inst.mutable_int_attrs())["ignore_index"] = -100;
+        (*inst.mutable_string_attrs())["reduction"] = mean ? "mean" : "sum";
+        ASSERT_TRUE(runKernel("softmax_cross_entropy", {&logits, &labels}, {&loss}, inst).isOk());
+        ASSERT_TRUE(runKernel("softmax_cross_entropy_grad", {&logits, &labels, &seed}, {&grad}, inst).isOk());
+
+        Buffer fusedLogits = logits, fusedLoss = zeros({}), fusedGrad = zeros({rows, classes});
+        Buffer *gradOut = inPlace ? &fusedLogits : &fusedGrad;
+        ASSERT_TRUE(
+            runKernel("softmax_cross_entropy_with_grad", {&fusedLogits, &labels, &seed}, {&fusedLoss, gradOut}, inst)
+                .isOk());
+        EXPECT_EQ(fusedLoss.f[0], loss.f[0]);
+        ASSERT_EQ(gradOut->f.size(), grad.f.size());
+        for (size_t k = 0; k < grad.f.size(); ++k)
+          ASSERT_EQ(gradOut->f[k], grad.f[k]) << "at element " << k;
+      }
+}
+
 TEST(Kernels, MseLossAndGradient) {
   Buffer p = randomBuffer({3, 2}, 13), t = randomBuffer({3, 2}, 14), loss = zeros({}), seed = zeros({}),
          grad = zeros({3, 2});

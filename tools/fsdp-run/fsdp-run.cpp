@@ -334,9 +334,7 @@ Status runForwardOfTrainingPlan(Executor &executor, const Options &options, Host
       localBatch = shape[0];
     FSDPC_RETURN_IF_ERROR(executor.uploadTensor(id, local.data(), local.size()));
   }
-  StatusOr<float> ran = executor.runForwardPass(0);
-  if (!ran.isOk())
-    return ran.status();
+  FSDPC_RETURN_IF_ERROR(executor.runForwardToOutput(0));
   StatusOr<HostArray> out = executor.downloadTensor(h.forward_output_tensor());
   if (!out.isOk())
     return out.status();

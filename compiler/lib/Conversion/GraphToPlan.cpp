@@ -9,8 +9,10 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 namespace fsdpc {
 #define GEN_PASS_DEF_CONVERTGRAPHTOPLAN
@@ -170,6 +172,53 @@ private:
           return {matmul, bias};
     return {};
   }
+  /// The softmax_cross_entropy_grad of `loss`'s logits and labels, with
+  /// its reduction and ignore_index, whose seed is already computed (autodiff
+  /// seeds the backward at the top of the step), or null. The two are
+  /// lowered as one softmax_cross_entropy_with_grad where the loss is: the
+  /// kernel reads the logits once for both, and nothing between the loss
+  /// and its gradient can change what either reads.
+  graph::SoftmaxCrossEntropyGradOp fusableLossGrad(graph::SoftmaxCrossEntropyOp loss) {
+    for (Operation *user : loss.getLogits().getUsers()) {
+      auto grad = dyn_cast<graph::SoftmaxCrossEntropyGradOp>(user);
+      if (grad && grad.getLabels() == loss.getLabels() && grad.getReduction() == loss.getReduction() &&
+          grad.getIgnoreIndex() == loss.getIgnoreIndex() && grad->getBlock() == loss->getBlock() &&
+          loss->isBeforeInBlock(grad) && tensors_.count(grad.getGrad()) && !tensors_.count(grad.getResult()))
+        return grad;
+    }
+    return {};
+  }
+  /// Whether `mask`, an attention's, is a constant that masks exactly the
+  /// keys after each query (nonzero where key > query) over square scores
+  /// of `queries` rows, broadcast over every leading axis. Its kernel then
+  /// gets `causal`, and a device may mask by index instead of reading the
+  /// [T, T] mask for every score. Views (reshapes) of a constant keep its
+  /// elements in order; the answer is kept per constant.
+  bool isCausalMask(Value mask, int64_t queries) {
+    auto maskType = cast<RankedTensorType>(mask.getType());
+    if (maskType.getRank() < 2 || maskType.getShape().back() != queries ||
+        maskType.getShape()[maskType.getRank() - 2] != queries || maskType.getNumElements() != queries * queries)
+      return false;
+    while (auto reshape = mask.getDefiningOp<graph::ReshapeOp>())
+      mask = reshape.getInput();
+    auto constant = mask.getDefiningOp<graph::ConstantOp>();
+    if (!constant)
+      return false;
+    auto [cached, inserted] = causalConstants_.try_emplace(constant, false);
+    if (!inserted)
+      return cached->second;
+    auto dense = dyn_cast<DenseIntElementsAttr>(constant.getValue());
+    if (!dense || dense.getNumElements() != queries * queries)
+      return false;
+    int64_t index = 0;
+    for (const APInt &value : dense.getValues<APInt>()) {
+      const int64_t query = index / queries, key = index % queries;
+      if (value.isZero() == (key > query))
+        return false;
+      ++index;
+    }
+    return cached->second = true;
+  }
   LogicalResult lowerArguments();
   LogicalResult lowerOp(Operation *op);
   LogicalResult lowerFsdpOp(Operation *op);
@@ -192,6 +241,8 @@ private:
   int nextBucket_ = 0;
   std::vector<PendingUnpack> pendingUnpacks_;
   llvm::StringMap<size_t> unpackFor_; // a member output's storage -> its bucket's unpack
+  llvm::DenseSet<Operation *> lossGradsWithLoss_; // lowered with their loss (fusableLossGrad)
+  llvm::DenseMap<Operation *, bool> causalConstants_; // isCausalMask's answers
 };
 
 std::string flatParamName(StringRef unit) { return (unit + ".flat_param").str(); }
@@ -327,12 +378,36 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                 graph::ownAttributes(matmul));
       return success();
     }
+  if (auto loss = dyn_cast<graph::SoftmaxCrossEntropyOp>(op))
+    if (graph::SoftmaxCrossEntropyGradOp grad = fusableLossGrad(loss)) {
+      inputs.push_back(tensors_.lookup(grad.getGrad()));
+      addKernel("softmax_cross_entropy_with_grad", inputs, {outputFor(loss.getResult()), outputFor(grad.getResult())},
+                builder_.getFusedLoc({loc, grad.getLoc()}), graph::ownAttributes(op));
+      lossGradsWithLoss_.insert(grad);
+      return success();
+    }
+  if (lossGradsWithLoss_.contains(op))
+    return success(); // lowered with its loss
   SmallVector<Attribute> outputs;
   for (Value result : op->getResults())
     outputs.push_back(outputFor(result));
   // Other ops keep their attributes: the kernel contract names them as the
   // graph dialect does.
-  addKernel(op->getName().stripDialect(), inputs, outputs, loc, graph::ownAttributes(op));
+  SmallVector<NamedAttribute> params = graph::ownAttributes(op);
+  // Attention with the causal constant mask: the kernels may mask by index.
+  std::optional<std::pair<Value, Value>> maskAndRows =
+      TypeSwitch<Operation *, std::optional<std::pair<Value, Value>>>(op)
+          .Case<graph::AttentionOp, graph::AttentionGradOp>(
+              [](auto a) { return std::make_pair(a.getMask(), a.getQuery()); })
+          .Case<graph::PackedAttentionOp, graph::PackedAttentionGradOp>(
+              [](auto a) { return std::make_pair(a.getMask(), a.getQkv()); })
+          .Default([](Operation *) { return std::nullopt; });
+  if (maskAndRows) {
+    auto rows = cast<RankedTensorType>(maskAndRows->second.getType());
+    if (rows.getRank() >= 2 && isCausalMask(maskAndRows->first, rows.getShape()[rows.getRank() - 2]))
+      params.push_back(builder_.getNamedAttr("causal", builder_.getBoolAttr(true)));
+  }
+  addKernel(op->getName().stripDialect(), inputs, outputs, loc, params);
   return success();
 }
 
@@ -551,8 +626,8 @@ LogicalResult Lowering::run() {
       stringAttr(graph::kOptimizerAttr), builder_.getI64IntegerAttr(classes ? classes.getInt() : 0), IntegerAttr(),
       IntegerAttr(), ArrayAttr(), module_->getAttrOfType<StringAttr>(graph::kSourceAttr),
       module_->getAttrOfType<IntegerAttr>(graph::kOpsetAttr), module_->getAttrOfType<StringAttr>(fsdp::kStrategyAttr),
-      module_->getAttrOfType<IntegerAttr>(fsdp::kShardGroupSizeAttr), FlatSymbolRefAttr(), IntegerAttr(),
-      FlatSymbolRefAttr(), module_->getAttrOfType<ArrayAttr>(graph::kInitializerRewritesAttr),
+      module_->getAttrOfType<IntegerAttr>(fsdp::kShardGroupSizeAttr), FlatSymbolRefAttr(), FlatSymbolRefAttr(),
+      module_->getAttrOfType<ArrayAttr>(graph::kInitializerRewritesAttr),
       module_->getAttrOfType<ArrayAttr>(graph::kTorchNamesAttr), FlatSymbolRefAttr(), StringAttr(), IntegerAttr());
   program_.getBody().emplaceBlock();
   symbols_ = std::make_unique<SymbolTable>(program_);
@@ -587,13 +662,8 @@ LogicalResult Lowering::run() {
     }
     if (&op == forwardEnd)
       inForward = false;
-    if (&op == forwardEnd && op.getNumResults() == 1 && tensors_.lookup(op.getResult(0))) {
-      int64_t instructions = 0;
-      for (Operation &lowered : program_.getBlock())
-        instructions += !isa<plan_ir::TensorOp, plan_ir::UnitOp>(lowered);
-      program_.setForwardInstructionsAttr(builder_.getI64IntegerAttr(instructions));
+    if (&op == forwardEnd && op.getNumResults() == 1 && tensors_.lookup(op.getResult(0)))
       program_.setForwardLossAttr(tensors_.lookup(op.getResult(0)));
-    }
   }
 
   Operation *terminator = func_.getBody().front().getTerminator();

@@ -1,6 +1,7 @@
 //===- PlanWriter.cpp - plan.program to plan.bin --------------------------===//
 #include "fsdpc/Export/PlanWriter.h"
 
+#include "fsdpc/Dialect/Plan/IR/Lifetimes.h"
 #include "fsdpc/Dialect/Plan/IR/PlanOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Location.h"
@@ -306,7 +307,10 @@ std::optional<runtime::PlanFile> fsdpc::buildPlanFile(ModuleOp module, const Wei
     h.set_forward_output_name(program.getForwardOutputName().value_or("output").str());
   }
   if (std::optional<StringRef> forwardLoss = program.getForwardLoss()) {
-    h.set_forward_instructions(*program.getForwardInstructions());
+    const plan_ir::ForwardPrefix prefix = plan_ir::forwardPrefix(program);
+    h.set_forward_instructions(prefix.loss);
+    if (program.getForwardOutput())
+      h.set_forward_output_instructions(prefix.output);
     h.set_forward_loss_tensor(index.lookup(*forwardLoss));
   }
   if (std::optional<ArrayAttr> outputs = program.getOutputs())

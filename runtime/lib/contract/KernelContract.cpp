@@ -13,8 +13,9 @@ KernelSignature fixed(std::string_view name, int inputs, int outputs, OperandRul
   return {name, inputs, inputs, outputs, outputs, std::move(attrs), operands};
 }
 
-KernelSignature inPlace(KernelSignature signature, int input) {
+KernelSignature inPlace(KernelSignature signature, int input, int output = 0) {
   signature.inPlaceInput = input;
+  signature.inPlaceOutput = output;
   return signature;
 }
 
@@ -27,11 +28,18 @@ std::vector<KernelSignature> buildTable() {
   const std::vector<AttrSpec> gelu = {{"approximate", kString, kOptional}};
   // compute_dtype: "f32" (the default) or, in mixed-precision plans, "bf16" /
   // "f16": the products' input type (the device's tensor cores), with f32
-  // accumulation and softmax. The CPU computes in f32 either way.
-  const std::vector<AttrSpec> attention = {
-      {"scale", kFloat, kRequired}, {"key_transposed", kBool, kOptional}, {"compute_dtype", kString, kOptional}};
-  const std::vector<AttrSpec> packedAttention = {
-      {"heads", kInt, kRequired}, {"scale", kFloat, kRequired}, {"compute_dtype", kString, kOptional}};
+  // accumulation and softmax. The CPU computes in f32 either way. causal:
+  // the lowering found the mask to be a constant that masks exactly the
+  // keys after each query of square scores; a backend may mask by index
+  // instead of reading it (the CPU reads it either way).
+  const std::vector<AttrSpec> attention = {{"scale", kFloat, kRequired},
+                                           {"key_transposed", kBool, kOptional},
+                                           {"compute_dtype", kString, kOptional},
+                                           {"causal", kBool, kOptional}};
+  const std::vector<AttrSpec> packedAttention = {{"heads", kInt, kRequired},
+                                                 {"scale", kFloat, kRequired},
+                                                 {"compute_dtype", kString, kOptional},
+                                                 {"causal", kBool, kOptional}};
   // "mean" (torch's default: over the labels that count) or "sum".
   const std::vector<AttrSpec> crossEntropy = {{"reduction", kString, kOptional}, {"ignore_index", kInt, kOptional}};
 
@@ -115,6 +123,11 @@ std::vector<KernelSignature> buildTable() {
       // Each row's maximum and sum first, then each element from its own
       // logit: the gradient may overwrite the logits.
       inPlace(fixed("softmax_cross_entropy_grad", 3, 1, OperandRule::kCrossEntropyGrad, crossEntropy), 0),
+      // Both at once where the lowering finds the pair on the same logits
+      // and labels, the seed already computed: logits, labels, seed -> loss,
+      // dlogits. Each row is read once for its maximum, sum, loss and
+      // gradient; the gradient may overwrite the logits.
+      inPlace(fixed("softmax_cross_entropy_with_grad", 3, 2, OperandRule::kCrossEntropyWithGrad, crossEntropy), 0, 1),
       fixed("mse_loss", 2, 1, OperandRule::kMse),
       fixed("mse_loss_grad", 3, 1, OperandRule::kMse),
       // Optimizers, in place on a unit's shard. lr is the peak learning
@@ -188,7 +201,8 @@ constexpr std::string_view kParamNames[] = {
     "max_norm",
     "select_last_index",
     "compute_dtype",
-    "heads"};
+    "heads",
+    "causal"};
 static_assert(sizeof(kParamNames) / sizeof(kParamNames[0]) == static_cast<size_t>(Param::kCount),
               "one name per Param");
 

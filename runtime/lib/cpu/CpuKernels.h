@@ -89,6 +89,7 @@ Status rmsNormGrad(const KernelCall &call);
 // Losses.cpp.
 Status softmaxCrossEntropy(const KernelCall &call);
 Status softmaxCrossEntropyGrad(const KernelCall &call);
+Status softmaxCrossEntropyWithGrad(const KernelCall &call);
 Status mseLoss(const KernelCall &call);
 Status mseLossGrad(const KernelCall &call);
 

@@ -71,6 +71,7 @@ const std::unordered_map<std::string, KernelFn> &registry() {
       {"rms_norm_grad", rmsNormGrad},
       {"softmax_cross_entropy", softmaxCrossEntropy},
       {"softmax_cross_entropy_grad", softmaxCrossEntropyGrad},
+      {"softmax_cross_entropy_with_grad", softmaxCrossEntropyWithGrad},
       {"mse_loss", mseLoss},
       {"mse_loss_grad", mseLossGrad},
       {"sgd_update", sgdUpdate},

@@ -20,6 +20,11 @@
 // mixed-precision plans give them: every load widens, every store rounds
 // once; logsumexp is f32.
 //
+// The tensor-core kernels know their head size at compile time (16 Tiles):
+// their tile loops index with shifts, and rows whose starts are 16-byte
+// aligned load 8 elements per access. 64-bit divisions by a run-time head
+// size cost each lane more instructions per tile than its products.
+//
 //===----------------------------------------------------------------------===//
 #include "DeviceMath.cuh"
 #include "../KernelChecks.h"
@@ -39,6 +44,11 @@ constexpr int kMaxHeadDim = 256;
 struct AttentionShape {
   long long batch, heads, tq, tk, d, dv;
   bool keyTransposed;
+  bool causal; // the mask masks exactly key > query: decided by index, not read
+  // Every row of q, k, v, out (and their gradients) starts 16-byte aligned
+  // and keys are not transposed: the tensor-core kernels load rows 8
+  // elements at a time (loadVector).
+  bool vectorRows;
   float scale;
   AttentionRows query, key, value, out; // a gradient's rows are its operand's
   Operand mask;
@@ -89,6 +99,14 @@ Status attentionShape(const KernelCall &call, bool packed, AttentionShape &s) {
   if (!makeLayout(batchShape, {std::vector<int64_t>(a.maskStrides.begin(), a.maskStrides.end() - 2)}, s.maskBatch))
     return rankError(call, rank);
   s.mask = operandOf(call.inputs[packed ? 1 : 3]);
+  s.causal = call.intParam(contract::Param::kCausal, 0) != 0;
+  s.vectorRows = !s.keyTransposed;
+  for (const AttentionRows &rows : {s.query, s.key, s.value, s.out})
+    s.vectorRows = s.vectorRows && rows.offset % kVectorElements == 0 && rows.outer % kVectorElements == 0 &&
+                   rows.head % kVectorElements == 0 && rows.row % kVectorElements == 0;
+  for (const auto *views : {&call.inputs, &call.outputs})
+    for (const TensorView &view : *views)
+      s.vectorRows = s.vectorRows && (!isFloatDtype(view.dtype) || vectorAligned({&view}));
   s.scale = static_cast<float>(call.floatParam(contract::Param::kScale, 1.0));
   return Status::ok();
 }
@@ -99,8 +117,12 @@ __device__ __forceinline__ long long maskBase(const AttentionShape &s, long long
   return offset[0];
 }
 
+/// Whether the mask excludes (query, key). A causal mask is not read: an
+/// i64 load per score, from L2, cost the kernels more than their products.
 __device__ __forceinline__ bool isMasked(const AttentionShape &s, long long maskOffset, long long query,
                                          long long key) {
+  if (s.causal)
+    return key > query;
   return loadInteger(s.mask, maskOffset + query * s.maskRowStride + key * s.maskColStride) != 0;
 }
 
@@ -381,19 +403,6 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-/// Launches `kernel` with `threads` per block and `bytes` of dynamic shared
-/// memory, raising the kernel's limit above the default 48 KB where it
-/// needs more.
-template <typename Kernel, typename... Args>
-Status launchTiled(Kernel kernel, dim3 grid, int threads, size_t bytes, cudaStream_t stream, Args... args) {
-  if (bytes > 48 * 1024)
-    FSDPC_CUDA_RETURN_IF_ERROR(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  launchKernel(kernel, grid, threads, bytes, stream, args...);
-  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
-  return Status::ok();
-}
-
 /// Columns per lane the accumulators need: 32 output columns each.
 int columnsPerLane(long long width) { return width <= 64 ? 2 : width <= 128 ? 4 : 8; }
 
@@ -444,19 +453,38 @@ struct Carver {
 };
 __host__ __device__ __forceinline__ size_t piece(size_t bytes) { return (bytes + 127) / 128 * 128; }
 
-/// kRows rows from `first` of a matrix of `cols` columns, rows `stride`
-/// elements apart, as bf16, into a tile; rows past `limit` are zeros.
+/// kRows rows from `first` of a matrix of Cols columns (the head size, a
+/// compile-time constant: the index arithmetic is shifts, not 64-bit
+/// divisions), rows `stride` elements apart, as bf16, into a tile; rows
+/// past `limit` are zeros. With vectorRows, 8 elements per access.
+template <int Cols>
 __device__ __forceinline__ void loadRows(__nv_bfloat16 *tile, int pitch, Operand src, long long first, long long limit,
-                                         long long cols, long long stride) {
-  for (long long e = threadIdx.x; e < kRows * cols; e += blockDim.x) {
-    const long long r = e / cols, c = e % cols;
+                                         long long stride, bool vectorRows) {
+  if (vectorRows) {
+    constexpr int kVectors = Cols / kVectorElements;
+    for (int e = threadIdx.x; e < kRows * kVectors; e += blockDim.x) {
+      const int r = e / kVectors, c = e % kVectors * kVectorElements;
+      float v[kVectorElements] = {};
+      if (first + r < limit)
+        loadVector(src, (first + r) * stride + c, v);
+      *reinterpret_cast<uint4 *>(tile + r * pitch + c) = narrowWord<__nv_bfloat16>(v);
+    }
+    return;
+  }
+  for (int e = threadIdx.x; e < kRows * Cols; e += blockDim.x) {
+    const int r = e / Cols, c = e % Cols;
     tile[r * pitch + c] = __float2bfloat16_rn(first + r < limit ? loadFloat(src, (first + r) * stride + c) : 0.0f);
   }
 }
+template <int Cols>
 __device__ __forceinline__ void loadKeys(__nv_bfloat16 *tile, int pitch, Operand k, const AttentionShape &s,
                                          long long first) {
-  for (long long e = threadIdx.x; e < kRows * s.d; e += blockDim.x) {
-    const long long r = e / s.d, c = e % s.d;
+  if (!s.keyTransposed) {
+    loadRows<Cols>(tile, pitch, k, first, s.tk, s.key.row, s.vectorRows);
+    return;
+  }
+  for (int e = threadIdx.x; e < kRows * Cols; e += blockDim.x) {
+    const int r = e / Cols, c = e % Cols;
     tile[r * pitch + c] = __float2bfloat16_rn(first + r < s.tk ? keyAt(k, s, first + r, c) : 0.0f);
   }
 }
@@ -513,6 +541,10 @@ __device__ __forceinline__ void warpAccumulate(FragC (&acc)[NTiles], const __nv_
 /// a __shared__ int of the kernel's.
 __device__ __forceinline__ bool tileMasked(const AttentionShape &s, long long maskOffset, long long firstQuery,
                                            long long firstKey, int *flag) {
+  if (s.causal) { // every thread computes the same answer: no scan, no barrier
+    const long long lastQuery = min(firstQuery + kRows, s.tq) - 1;
+    return firstQuery >= s.tq || firstKey >= s.tk || firstKey > lastQuery;
+  }
   if (threadIdx.x == 0)
     *flag = 0;
   __syncthreads();
@@ -553,6 +585,7 @@ template <int Tiles>
 __global__ void __launch_bounds__(kWarps * 32)
     forwardKernel(Operand q, Operand k, Operand v, Operand out, float *lse, AttentionShape s) {
   FSDPC_DYNAMIC_SHARED(unsigned char, tcShared);
+  constexpr int D = 16 * Tiles; // the head size of q, k and v (tilesFor)
   const int pQ = bf16Pitch(s.d), pV = bf16Pitch(s.dv), pP = bf16Pitch(kTile), pO = f32Pitch(s.dv);
   const int pS = f32Pitch(std::max<long long>(kTile, s.dv));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -574,9 +607,9 @@ __global__ void __launch_bounds__(kWarps * 32)
   const Operand qb = advanced(q, s.start(s.query, b)), kb = advanced(k, s.start(s.key, b)),
                 vb = advanced(v, s.start(s.value, b));
   const long long maskOffset = maskBase(s, b);
-  loadRows(qs, pQ, qb, firstQuery, s.tq, s.d, s.query.row);
-  for (long long e = lane; e < 16 * s.dv; e += 32)
-    os[(e / s.dv) * pO + e % s.dv] = 0.0f;
+  loadRows<D>(qs, pQ, qb, firstQuery, s.tq, s.query.row, s.vectorRows);
+  for (int e = lane; e < 16 * D; e += 32)
+    os[(e / D) * pO + e % D] = 0.0f;
   // Lanes 2r and 2r + 1 own row r: columns [32 h, 32 h + 32) of each tile.
   const int r = lane / 2, h = lane % 2;
   const long long query = firstQuery + warp * 16 + r;
@@ -586,8 +619,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (tileMasked(s, maskOffset, firstQuery, firstKey, &unmaskedFound))
       continue;
     __syncthreads(); // the previous tiles are no longer read
-    loadKeys(ks, pQ, kb, s, firstKey);
-    loadRows(vs, pV, vb, firstKey, s.tk, s.dv, s.value.row);
+    loadKeys<D>(ks, pQ, kb, s, firstKey);
+    loadRows<D>(vs, pV, vb, firstKey, s.tk, s.value.row, s.vectorRows);
     __syncthreads();
     warpProduct<false, Tiles, kTile / 16>(qs + warp * 16 * pQ, pQ, ks, pQ, sc, pS); // S = Q K^T
     __syncwarp();
@@ -618,8 +651,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     __syncwarp();
     warpProduct<true, kTile / 16, Tiles>(ps, pP, vs, pV, sc, pS); // P V, into the scores' place
     __syncwarp();
-    for (long long e = lane; e < 16 * s.dv; e += 32) {
-      const long long rr = e / s.dv, c = e % s.dv;
+    for (int e = lane; e < 16 * D; e += 32) {
+      const int rr = e / D, c = e % D;
       os[rr * pO + c] = os[rr * pO + c] * corrRow[rr] + sc[rr * pS + c];
     }
     __syncwarp();
@@ -630,8 +663,9 @@ __global__ void __launch_bounds__(kWarps * 32)
       lse[b * s.tq + query] = rowMax + logf(rowSum);
   }
   __syncwarp();
-  for (long long e = lane; e < 16 * s.dv; e += 32) {
-    const long long rr = e / s.dv, c = e % s.dv, row = firstQuery + warp * 16 + rr;
+  for (int e = lane; e < 16 * D; e += 32) {
+    const int rr = e / D, c = e % D;
+    const long long row = firstQuery + warp * 16 + rr;
     if (row < s.tq)
       storeFloat(out, s.start(s.out, b) + row * s.out.row + c, os[rr * pO + c] / sumRow[rr]);
   }
@@ -640,15 +674,15 @@ __global__ void __launch_bounds__(kWarps * 32)
 /// Writes a warp's accumulators (16 rows x 16 nTiles) through its staging
 /// area: element (row, c) goes to `store(row, c, value)`.
 template <int NTiles, typename Store>
-__device__ __forceinline__ void writeAccumulators(const FragC (&acc)[NTiles], long long cols, float *staging,
-                                                  int pitch, Store store) {
+__device__ __forceinline__ void writeAccumulators(const FragC (&acc)[NTiles], float *staging, int pitch, Store store) {
+  constexpr int kCols = 16 * NTiles;
   __syncwarp();
 #pragma unroll
   for (int nt = 0; nt < NTiles; ++nt)
     wmma::store_matrix_sync(staging + nt * 16, acc[nt], pitch, wmma::mem_row_major);
   __syncwarp();
-  for (long long e = threadIdx.x % 32; e < 16 * cols; e += 32)
-    store(e / cols, e % cols, staging[(e / cols) * pitch + e % cols]);
+  for (int e = threadIdx.x % 32; e < 16 * kCols; e += 32)
+    store(e / kCols, e % kCols, staging[(e / kCols) * pitch + e % kCols]);
 }
 
 /// dK and dV for 64 keys: a warp owns 16; the queries stream through.
@@ -657,6 +691,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     keyGradKernel(Operand q, Operand k, Operand v, const float *lse, const float *delta, Operand dout, Operand dk,
                   Operand dv, AttentionShape s) {
   FSDPC_DYNAMIC_SHARED(unsigned char, tcShared);
+  constexpr int D = 16 * Tiles; // the head size of q, k and v (tilesFor)
   const int pK = bf16Pitch(s.d), pV = bf16Pitch(s.dv), pP = bf16Pitch(kTile);
   const int pS = f32Pitch(std::max<long long>(kTile, std::max(s.d, s.dv)));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -677,8 +712,8 @@ __global__ void __launch_bounds__(kWarps * 32)
                 vb = advanced(v, s.start(s.value, b));
   const Operand dob = advanced(dout, s.start(s.out, b));
   const long long maskOffset = maskBase(s, b);
-  loadKeys(ks, pK, kb, s, firstKey);
-  loadRows(vs, pV, vb, firstKey, s.tk, s.dv, s.value.row);
+  loadKeys<D>(ks, pK, kb, s, firstKey);
+  loadRows<D>(vs, pV, vb, firstKey, s.tk, s.value.row, s.vectorRows);
   const int r = lane / 2, h = lane % 2;
   const long long key = firstKey + warp * 16 + r;
   FragC dkAcc[Tiles], dvAcc[Tiles];
@@ -692,8 +727,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (tileMasked(s, maskOffset, firstQuery, firstKey, &unmaskedFound))
       continue;
     __syncthreads();
-    loadRows(qs, pK, qb, firstQuery, s.tq, s.d, s.query.row);
-    loadRows(dos, pV, dob, firstQuery, s.tq, s.dv, s.out.row);
+    loadRows<D>(qs, pK, qb, firstQuery, s.tq, s.query.row, s.vectorRows);
+    loadRows<D>(dos, pV, dob, firstQuery, s.tq, s.out.row, s.vectorRows);
     for (int i = threadIdx.x; i < kTile; i += blockDim.x) {
       const long long query = firstQuery + i;
       lseTile[i] = query < s.tq ? lse[b * s.tq + query] : 0.0f;
@@ -725,11 +760,11 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   const Operand dkb = advanced(dk, s.start(s.key, b)), dvb = advanced(dv, s.start(s.value, b));
   const long long base = firstKey + warp * 16;
-  writeAccumulators(dvAcc, s.dv, st, pS, [&](long long row, long long c, float value) {
+  writeAccumulators(dvAcc, st, pS, [&](long long row, long long c, float value) {
     if (base + row < s.tk)
       storeFloat(dvb, (base + row) * s.value.row + c, value);
   });
-  writeAccumulators(dkAcc, s.d, st, pS, [&](long long row, long long c, float value) {
+  writeAccumulators(dkAcc, st, pS, [&](long long row, long long c, float value) {
     if (base + row < s.tk)
       storeFloat(dkb, s.keyTransposed ? c * s.tk + base + row : (base + row) * s.key.row + c, value);
   });
@@ -741,6 +776,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     queryGradKernel(Operand q, Operand k, Operand v, const float *lse, const float *delta, Operand dout, Operand dq,
                     AttentionShape s) {
   FSDPC_DYNAMIC_SHARED(unsigned char, tcShared);
+  constexpr int D = 16 * Tiles; // the head size of q, k and v (tilesFor)
   const int pQ = bf16Pitch(s.d), pV = bf16Pitch(s.dv), pP = bf16Pitch(kTile);
   const int pS = f32Pitch(std::max<long long>(kTile, s.d));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -759,8 +795,8 @@ __global__ void __launch_bounds__(kWarps * 32)
                 vb = advanced(v, s.start(s.value, b));
   const Operand dob = advanced(dout, s.start(s.out, b));
   const long long maskOffset = maskBase(s, b);
-  loadRows(qs, pQ, qb, firstQuery, s.tq, s.d, s.query.row);
-  loadRows(dos, pV, dob, firstQuery, s.tq, s.dv, s.out.row);
+  loadRows<D>(qs, pQ, qb, firstQuery, s.tq, s.query.row, s.vectorRows);
+  loadRows<D>(dos, pV, dob, firstQuery, s.tq, s.out.row, s.vectorRows);
   const int r = lane / 2, h = lane % 2;
   const long long query = firstQuery + warp * 16 + r;
   const float rowLse = query < s.tq ? lse[b * s.tq + query] : 0.0f;
@@ -774,8 +810,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (tileMasked(s, maskOffset, firstQuery, firstKey, &unmaskedFound))
       continue;
     __syncthreads();
-    loadKeys(ks, pQ, kb, s, firstKey);
-    loadRows(vs, pV, vb, firstKey, s.tk, s.dv, s.value.row);
+    loadKeys<D>(ks, pQ, kb, s, firstKey);
+    loadRows<D>(vs, pV, vb, firstKey, s.tk, s.value.row, s.vectorRows);
     __syncthreads();
     warpProduct<false, Tiles, kTile / 16>(qs + warp * 16 * pQ, pQ, ks, pQ, sc, pS); // S = Q K^T
     __syncwarp();
@@ -800,7 +836,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   const long long base = firstQuery + warp * 16;
   const Operand dqb = advanced(dq, s.start(s.query, b));
-  writeAccumulators(dqAcc, s.d, sc, pS, [&](long long row, long long c, float value) {
+  writeAccumulators(dqAcc, sc, pS, [&](long long row, long long c, float value) {
     if (base + row < s.tq)
       storeFloat(dqb, (base + row) * s.query.row + c, value);
   });
@@ -835,24 +871,27 @@ Status launchForward(const KernelCall &call, const AttentionShape &s, Operand q,
   const CudaLaunch &launch = launchOf(call);
   switch (tc::tilesFor(call, s)) {
   case 2:
-    return launchTiled(tc::forwardKernel<2>, tc::blocksOf(s.tq, s.batch), tc::kWarps * 32, tc::forwardBytes(s),
-                       launch.stream, q, k, v, out, lse, s);
+    return launchWithDynamicShared(tc::forwardKernel<2>, tc::blocksOf(s.tq, s.batch), tc::kWarps * 32,
+                                   tc::forwardBytes(s), launch.stream, q, k, v, out, lse, s);
   case 4:
-    return launchTiled(tc::forwardKernel<4>, tc::blocksOf(s.tq, s.batch), tc::kWarps * 32, tc::forwardBytes(s),
-                       launch.stream, q, k, v, out, lse, s);
+    return launchWithDynamicShared(tc::forwardKernel<4>, tc::blocksOf(s.tq, s.batch), tc::kWarps * 32,
+                                   tc::forwardBytes(s), launch.stream, q, k, v, out, lse, s);
   case 8:
-    return launchTiled(tc::forwardKernel<8>, tc::blocksOf(s.tq, s.batch), tc::kWarps * 32, tc::forwardBytes(s),
-                       launch.stream, q, k, v, out, lse, s);
+    return launchWithDynamicShared(tc::forwardKernel<8>, tc::blocksOf(s.tq, s.batch), tc::kWarps * 32,
+                                   tc::forwardBytes(s), launch.stream, q, k, v, out, lse, s);
   }
   const size_t bytes = sizeof(float) * kTile * (2 * (s.d + 1) + (s.dv + 1));
   const dim3 grid = tilesOf(s.tq, s.batch);
   switch (columnsPerLane(s.dv)) {
   case 2:
-    return launchTiled(attentionForwardKernel<2>, grid, kWarps * 32, bytes, launch.stream, q, k, v, out, lse, s);
+    return launchWithDynamicShared(attentionForwardKernel<2>, grid, kWarps * 32, bytes, launch.stream, q, k, v, out,
+                                   lse, s);
   case 4:
-    return launchTiled(attentionForwardKernel<4>, grid, kWarps * 32, bytes, launch.stream, q, k, v, out, lse, s);
+    return launchWithDynamicShared(attentionForwardKernel<4>, grid, kWarps * 32, bytes, launch.stream, q, k, v, out,
+                                   lse, s);
   default:
-    return launchTiled(attentionForwardKernel<8>, grid, kWarps * 32, bytes, launch.stream, q, k, v, out, lse, s);
+    return launchWithDynamicShared(attentionForwardKernel<8>, grid, kWarps * 32, bytes, launch.stream, q, k, v, out,
+                                   lse, s);
   }
 }
 
@@ -875,20 +914,20 @@ Status launchBackward(const KernelCall &call, const AttentionShape &s, Operand q
     const cudaStream_t stream = launch.stream;
     switch (tiles) {
     case 2:
-      FSDPC_RETURN_IF_ERROR(launchTiled(tc::keyGradKernel<2>, keyBlocks, tc::kWarps * 32, keyBytes, stream, q, k, v,
-                                        lse, delta, dout, dk, dv, s));
-      return launchTiled(tc::queryGradKernel<2>, queryBlocks, tc::kWarps * 32, queryBytes, stream, q, k, v, lse, delta,
-                         dout, dq, s);
+      FSDPC_RETURN_IF_ERROR(launchWithDynamicShared(tc::keyGradKernel<2>, keyBlocks, tc::kWarps * 32, keyBytes, stream,
+                                                    q, k, v, lse, delta, dout, dk, dv, s));
+      return launchWithDynamicShared(tc::queryGradKernel<2>, queryBlocks, tc::kWarps * 32, queryBytes, stream, q, k, v,
+                                     lse, delta, dout, dq, s);
     case 4:
-      FSDPC_RETURN_IF_ERROR(launchTiled(tc::keyGradKernel<4>, keyBlocks, tc::kWarps * 32, keyBytes, stream, q, k, v,
-                                        lse, delta, dout, dk, dv, s));
-      return launchTiled(tc::queryGradKernel<4>, queryBlocks, tc::kWarps * 32, queryBytes, stream, q, k, v, lse, delta,
-                         dout, dq, s);
+      FSDPC_RETURN_IF_ERROR(launchWithDynamicShared(tc::keyGradKernel<4>, keyBlocks, tc::kWarps * 32, keyBytes, stream,
+                                                    q, k, v, lse, delta, dout, dk, dv, s));
+      return launchWithDynamicShared(tc::queryGradKernel<4>, queryBlocks, tc::kWarps * 32, queryBytes, stream, q, k, v,
+                                     lse, delta, dout, dq, s);
     default:
-      FSDPC_RETURN_IF_ERROR(launchTiled(tc::keyGradKernel<8>, keyBlocks, tc::kWarps * 32, keyBytes, stream, q, k, v,
-                                        lse, delta, dout, dk, dv, s));
-      return launchTiled(tc::queryGradKernel<8>, queryBlocks, tc::kWarps * 32, queryBytes, stream, q, k, v, lse, delta,
-                         dout, dq, s);
+      FSDPC_RETURN_IF_ERROR(launchWithDynamicShared(tc::keyGradKernel<8>, keyBlocks, tc::kWarps * 32, keyBytes, stream,
+                                                    q, k, v, lse, delta, dout, dk, dv, s));
+      return launchWithDynamicShared(tc::queryGradKernel<8>, queryBlocks, tc::kWarps * 32, queryBytes, stream, q, k, v,
+                                     lse, delta, dout, dq, s);
     }
   }
   const size_t tileBytes = sizeof(float) * kTile * (2 * (s.d + 1) + 2 * (s.dv + 1));
@@ -897,20 +936,20 @@ Status launchBackward(const KernelCall &call, const AttentionShape &s, Operand q
   const dim3 keyGrid = tilesOf(s.tk, s.batch), queryGrid = tilesOf(s.tq, s.batch);
   switch (cols) {
   case 2:
-    FSDPC_RETURN_IF_ERROR(launchTiled(attentionKeyGradKernel<2>, keyGrid, kWarps * 32, keyBytes, launch.stream, q, k, v,
-                                      lse, delta, dout, dk, dv, s));
-    return launchTiled(attentionQueryGradKernel<2>, queryGrid, kWarps * 32, tileBytes, launch.stream, q, k, v, lse,
-                       delta, dout, dq, s);
+    FSDPC_RETURN_IF_ERROR(launchWithDynamicShared(attentionKeyGradKernel<2>, keyGrid, kWarps * 32, keyBytes,
+                                                  launch.stream, q, k, v, lse, delta, dout, dk, dv, s));
+    return launchWithDynamicShared(attentionQueryGradKernel<2>, queryGrid, kWarps * 32, tileBytes, launch.stream, q, k,
+                                   v, lse, delta, dout, dq, s);
   case 4:
-    FSDPC_RETURN_IF_ERROR(launchTiled(attentionKeyGradKernel<4>, keyGrid, kWarps * 32, keyBytes, launch.stream, q, k, v,
-                                      lse, delta, dout, dk, dv, s));
-    return launchTiled(attentionQueryGradKernel<4>, queryGrid, kWarps * 32, tileBytes, launch.stream, q, k, v, lse,
-                       delta, dout, dq, s);
+    FSDPC_RETURN_IF_ERROR(launchWithDynamicShared(attentionKeyGradKernel<4>, keyGrid, kWarps * 32, keyBytes,
+                                                  launch.stream, q, k, v, lse, delta, dout, dk, dv, s));
+    return launchWithDynamicShared(attentionQueryGradKernel<4>, queryGrid, kWarps * 32, tileBytes, launch.stream, q, k,
+                                   v, lse, delta, dout, dq, s);
   default:
-    FSDPC_RETURN_IF_ERROR(launchTiled(attentionKeyGradKernel<8>, keyGrid, kWarps * 32, keyBytes, launch.stream, q, k, v,
-                                      lse, delta, dout, dk, dv, s));
-    return launchTiled(attentionQueryGradKernel<8>, queryGrid, kWarps * 32, tileBytes, launch.stream, q, k, v, lse,
-                       delta, dout, dq, s);
+    FSDPC_RETURN_IF_ERROR(launchWithDynamicShared(attentionKeyGradKernel<8>, keyGrid, kWarps * 32, keyBytes,
+                                                  launch.stream, q, k, v, lse, delta, dout, dk, dv, s));
+    return launchWithDynamicShared(attentionQueryGradKernel<8>, queryGrid, kWarps * 32, tileBytes, launch.stream, q, k,
+                                   v, lse, delta, dout, dq, s);
   }
 }
 

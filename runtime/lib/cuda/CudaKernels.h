@@ -149,6 +149,7 @@ Status rmsNormGrad(const KernelCall &call);
 // Losses.cu.
 Status softmaxCrossEntropy(const KernelCall &call);
 Status softmaxCrossEntropyGrad(const KernelCall &call);
+Status softmaxCrossEntropyWithGrad(const KernelCall &call);
 uint64_t crossEntropyScratch(const KernelCall &call);
 Status mseLoss(const KernelCall &call);
 Status mseLossGrad(const KernelCall &call);

@@ -17,6 +17,9 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
 #include <vector>
 
 namespace fsdpc::runtime::cuda {
@@ -50,6 +53,77 @@ __device__ __forceinline__ void storeFloat(Operand o, long long i, float value) 
   else
     static_cast<float *>(o.data)[i] = value;
 }
+/// Elements one thread moves at once in the vectorised elementwise kernels:
+/// one 16-byte access of bf16 or f16, two of f32. One 2-byte access per
+/// thread at a time (loadFloat in a grid-stride loop, whose store may alias
+/// the next load) leaves too few bytes in flight to keep HBM busy.
+constexpr int kVectorElements = 8;
+
+/// Whether every view's data is 16-byte aligned, so that element 8 j of
+/// each starts a 16-byte word: the vectorised kernels' condition (arena
+/// tensors are; a parameter's view inside a flat shard may not be).
+inline bool vectorAligned(std::initializer_list<const TensorView *> views) {
+  for (const TensorView *v : views)
+    if (reinterpret_cast<uintptr_t>(v->data) % 16 != 0)
+      return false;
+  return true;
+}
+
+__device__ __forceinline__ float widen(__nv_bfloat16 h) { return __bfloat162float(h); }
+__device__ __forceinline__ float widen(__half h) { return __half2float(h); }
+template <typename Half> __device__ __forceinline__ Half narrow(float v);
+template <> __device__ __forceinline__ __nv_bfloat16 narrow<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <> __device__ __forceinline__ __half narrow<__half>(float v) { return __float2half_rn(v); }
+
+/// 8 bf16 or f16 values of one 16-byte word, widened / rounded (storeFloat's
+/// rounding).
+template <typename Half> __device__ __forceinline__ void widenWord(uint4 word, float (&v)[kVectorElements]) {
+  Half h[kVectorElements];
+  memcpy(h, &word, sizeof(word));
+#pragma unroll
+  for (int k = 0; k < kVectorElements; ++k)
+    v[k] = widen(h[k]);
+}
+template <typename Half> __device__ __forceinline__ uint4 narrowWord(const float (&v)[kVectorElements]) {
+  Half h[kVectorElements];
+#pragma unroll
+  for (int k = 0; k < kVectorElements; ++k)
+    h[k] = narrow<Half>(v[k]);
+  uint4 word;
+  memcpy(&word, h, sizeof(word));
+  return word;
+}
+
+/// Elements first .. first + 7 of `o` (first a multiple of 8, the data
+/// vectorAligned) as f32, in 16-byte loads.
+__device__ __forceinline__ void loadVector(Operand o, long long first, float (&v)[kVectorElements]) {
+  const uint4 *words = reinterpret_cast<const uint4 *>(static_cast<const char *>(o.data) + first * o.elementBytes);
+  if (o.dtype == plan::BF16) {
+    widenWord<__nv_bfloat16>(words[0], v);
+  } else if (o.dtype == plan::F16) {
+    widenWord<__half>(words[0], v);
+  } else {
+    const uint4 low = words[0], high = words[1];
+    memcpy(v, &low, sizeof(low));
+    memcpy(v + 4, &high, sizeof(high));
+  }
+}
+/// The store of loadVector, rounding as storeFloat does.
+__device__ __forceinline__ void storeVector(Operand o, long long first, const float (&v)[kVectorElements]) {
+  uint4 *words = reinterpret_cast<uint4 *>(static_cast<char *>(o.data) + first * o.elementBytes);
+  if (o.dtype == plan::BF16) {
+    words[0] = narrowWord<__nv_bfloat16>(v);
+  } else if (o.dtype == plan::F16) {
+    words[0] = narrowWord<__half>(v);
+  } else {
+    uint4 low, high;
+    memcpy(&low, v, sizeof(low));
+    memcpy(&high, v + 4, sizeof(high));
+    words[0] = low;
+    words[1] = high;
+  }
+}
+
 /// The operand `elements` elements further on.
 __host__ __device__ __forceinline__ Operand advanced(Operand o, long long elements) {
   return {static_cast<char *>(o.data) + elements * o.elementBytes, o.dtype, o.elementBytes};
@@ -136,6 +210,19 @@ inline void launchKernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_
 #endif
 }
 
+/// Launches `kernel` with `threads` per block and `bytes` of dynamic shared
+/// memory, raising the kernel's limit above the default 48 KB where it
+/// needs more (at most 227 KB on sm_90).
+template <typename Kernel, typename... Args>
+Status launchWithDynamicShared(Kernel kernel, dim3 grid, int threads, size_t bytes, cudaStream_t stream, Args... args) {
+  if (bytes > 48 * 1024)
+    FSDPC_CUDA_RETURN_IF_ERROR(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  launchKernel(kernel, grid, threads, bytes, stream, args...);
+  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::ok();
+}
+
 /// The block's dynamic shared memory (the launch's sharedBytes) as `type name[]`.
 #ifdef FSDPC_CUDA_EMULATOR
 #define FSDPC_DYNAMIC_SHARED(type, name) type *name = static_cast<type *>(::fsdpc_cuda_emulator::dynamicShared())
@@ -157,13 +244,19 @@ __device__ __forceinline__ void reportDataError(DeviceError *error, int instruct
   }
 }
 
+/// Sum over the warp in a fixed butterfly order; every lane gets the total.
+template <typename T> __device__ __forceinline__ T warpSum(T value) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1)
+    value += __shfl_xor_sync(0xffffffffu, value, offset);
+  return value;
+}
+
 /// Sum over the block (blockDim.x a multiple of 32, at most 1024), in a
 /// fixed order; every thread gets the total. `shared` holds 32 values.
 template <typename T> __device__ __forceinline__ T blockSum(T value, T *shared) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1)
-    value += __shfl_xor_sync(0xffffffffu, value, offset);
+  value = warpSum(value);
   __syncthreads(); // `shared` may still be read from a previous call
   if (lane == 0)
     shared[warp] = value;

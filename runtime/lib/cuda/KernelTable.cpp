@@ -70,6 +70,7 @@ const std::unordered_map<std::string, CudaKernel> &registry() {
       {"rms_norm_grad", {rmsNormGrad, normGradScratch}},
       {"softmax_cross_entropy", {softmaxCrossEntropy, crossEntropyScratch}},
       {"softmax_cross_entropy_grad", {softmaxCrossEntropyGrad, crossEntropyScratch}},
+      {"softmax_cross_entropy_with_grad", {softmaxCrossEntropyWithGrad, crossEntropyScratch}},
       {"mse_loss", {mseLoss}},
       {"mse_loss_grad", {mseLossGrad}},
       {"sgd_update", {sgdUpdate}},

@@ -4,6 +4,9 @@
 // whether its label counts into scratch; one block then sums the rows in a
 // fixed order, so the loss has the same bits every run. A label outside
 // [0, classes) goes to the device error word and the step fails with it.
+// softmax_cross_entropy_with_grad, the loss and its gradient together,
+// reads each row of logits from HBM once where it fits in shared memory;
+// the two kernels apart read it five times.
 //
 //===----------------------------------------------------------------------===//
 #include "DeviceMath.cuh"
@@ -15,17 +18,11 @@ namespace fsdpc::runtime::cuda {
 namespace {
 
 constexpr int kReduceThreads = 1024;
-
-Status crossEntropyShapes(const KernelCall &call, int64_t &rows, int64_t &classes) {
-  const TensorView &logits = call.inputs[0], &labels = call.inputs[1];
-  if (logits.shape.size() != 2 || labels.numElements() != logits.shape[0] || labels.dtype != plan::I64 ||
-      !isFloatDtype(logits.dtype))
-    return FSDPC_ERROR(kInvalidArgument, "softmax_cross_entropy: float logits ", cpu::shapeString(logits.shape),
-                       " and int64 labels ", cpu::shapeString(labels.shape), " do not match");
-  rows = logits.shape[0];
-  classes = logits.shape[1];
-  return Status::ok();
-}
+// softmax_cross_entropy_with_grad: a block of 1024 threads per row, and rows
+// up to 200 KiB staged in shared memory (sm_90 gives a block up to 227 KiB):
+// GPT-2's 50257 classes in bf16 (100 KB, two blocks per SM) or f32.
+constexpr int kLossRowThreads = 1024, kLossRowUnroll = 8;
+constexpr size_t kMaxStagedRowBytes = 200 * 1024;
 
 /// The maximum and sum of exp(x - max) of the row starting at element
 /// `first` of the logits (f32, or bf16 / f16 read as f32), block-wide.
@@ -41,6 +38,29 @@ __device__ void rowExpSum(Operand logits, long long first, long long classes, fl
   sum = blockSum(local, sharedDouble);
 }
 
+/// Whether row r's label counts: neither ignore_index nor outside
+/// [0, classes). One outside goes to the device error word.
+__device__ __forceinline__ bool labelCounts(long long label, long long r, long long classes, long long ignoreIndex,
+                                            DeviceError *error, int instruction) {
+  const bool ignored = label == ignoreIndex, outside = !ignored && (label < 0 || label >= classes);
+  if (outside && threadIdx.x == 0)
+    reportDataError(error, instruction, label, r, classes);
+  return !ignored && !outside;
+}
+
+/// A row that does not count adds nothing to the loss and gets a zero
+/// gradient.
+__device__ __forceinline__ void skipRowLoss(double *rowLoss, long long *rowCounts, long long r) {
+  if (threadIdx.x == 0) {
+    rowLoss[r] = 0;
+    rowCounts[r] = 0;
+  }
+}
+__device__ __forceinline__ void zeroRowGradient(Operand dlogits, long long first, long long classes) {
+  for (long long c = threadIdx.x; c < classes; c += blockDim.x)
+    storeFloat(dlogits, first + c, 0.0f);
+}
+
 __global__ void crossEntropyRowsKernel(Operand logits, const long long *labels, long long rows, long long classes,
                                        long long ignoreIndex, double *rowLoss, long long *rowCounts, DeviceError *error,
                                        int instruction) {
@@ -48,14 +68,8 @@ __global__ void crossEntropyRowsKernel(Operand logits, const long long *labels, 
   __shared__ double sharedDouble[32];
   for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
     const long long label = labels[r];
-    const bool ignored = label == ignoreIndex, outside = !ignored && (label < 0 || label >= classes);
-    if (ignored || outside) {
-      if (threadIdx.x == 0) {
-        if (outside)
-          reportDataError(error, instruction, label, r, classes);
-        rowLoss[r] = 0;
-        rowCounts[r] = 0;
-      }
+    if (!labelCounts(label, r, classes, ignoreIndex, error, instruction)) {
+      skipRowLoss(rowLoss, rowCounts, r);
       continue;
     }
     float rowMax;
@@ -107,12 +121,8 @@ __global__ void crossEntropyGradKernel(Operand logits, const long long *labels, 
   for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
     const long long label = labels[r];
     const long long first = r * classes;
-    const bool ignored = label == ignoreIndex, outside = !ignored && (label < 0 || label >= classes);
-    if (ignored || outside) {
-      if (outside && threadIdx.x == 0)
-        reportDataError(error, instruction, label, r, classes);
-      for (long long c = threadIdx.x; c < classes; c += blockDim.x)
-        storeFloat(dlogits, first + c, 0.0f);
+    if (!labelCounts(label, r, classes, ignoreIndex, error, instruction)) {
+      zeroRowGradient(dlogits, first, classes);
       continue;
     }
     float rowMax;
@@ -122,6 +132,73 @@ __global__ void crossEntropyGradKernel(Operand logits, const long long *labels, 
     for (long long c = threadIdx.x; c < classes; c += blockDim.x)
       storeFloat(dlogits, first + c,
                  expf(loadFloat(logits, first + c) - rowMax) * factor - (c == label ? scale : 0.0f));
+  }
+}
+
+/// softmax_cross_entropy_with_grad: each row's loss into scratch (as
+/// crossEntropyRowsKernel) and its gradient (as crossEntropyGradKernel),
+/// from one read of the row. Staged, the block first copies the row into
+/// shared memory, exactly (a bf16 or f16 value widened and rounded back is
+/// itself), and the maximum, the sum and the gradient read it from there:
+/// the logits cross HBM once each way. Unstaged (a row above
+/// kMaxStagedRowBytes), the passes read global memory, as the two kernels
+/// do. In place either way: the row's label logit is read before the
+/// barrier that precedes every write, and each element is read before its
+/// own write by the same thread.
+template <bool Staged>
+__global__ void __launch_bounds__(kLossRowThreads)
+    crossEntropyWithGradKernel(Operand logits, const long long *labels, const float *seed, const long long *counted,
+                               long long rows, long long classes, long long ignoreIndex, bool mean, double *rowLoss,
+                               long long *rowCounts, Operand dlogits, DeviceError *error, int instruction) {
+  FSDPC_DYNAMIC_SHARED(unsigned char, stagedBytes);
+  __shared__ float sharedFloat[32];
+  __shared__ double sharedDouble[32];
+  const float scale = mean ? seed[0] / static_cast<float>(counted[0]) : seed[0];
+  const Operand staged{stagedBytes, logits.dtype, logits.elementBytes};
+  for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
+    const long long label = labels[r];
+    const long long first = r * classes;
+    if (!labelCounts(label, r, classes, ignoreIndex, error, instruction)) {
+      skipRowLoss(rowLoss, rowCounts, r);
+      zeroRowGradient(dlogits, first, classes);
+      continue;
+    }
+    const Operand row = Staged ? staged : logits;
+    const long long base = Staged ? 0 : first;
+    // kLossRowUnroll loads in flight per thread before their stores: one
+    // 2-byte load at a time (the shared-memory store may alias the next
+    // load, for all the compiler knows) would leave HBM idle.
+    float localMax = -INFINITY;
+    for (long long c0 = threadIdx.x; c0 < classes; c0 += kLossRowUnroll * blockDim.x) {
+      float x[kLossRowUnroll];
+#pragma unroll
+      for (int u = 0; u < kLossRowUnroll; ++u) {
+        const long long c = c0 + u * blockDim.x;
+        x[u] = c < classes ? loadFloat(logits, first + c) : -INFINITY;
+      }
+#pragma unroll
+      for (int u = 0; u < kLossRowUnroll; ++u) {
+        const long long c = c0 + u * blockDim.x;
+        if (Staged && c < classes)
+          storeFloat(staged, c, x[u]);
+        localMax = fmaxf(localMax, x[u]);
+      }
+    }
+    const float rowMax = blockMax(localMax, sharedFloat); // its barrier publishes the staged row
+    const float labelLogit = loadFloat(row, base + label);
+    double local = 0;
+    for (long long c = threadIdx.x; c < classes; c += blockDim.x)
+      local += expf(loadFloat(row, base + c) - rowMax);
+    const double sum = blockSum(local, sharedDouble);
+    if (threadIdx.x == 0) {
+      rowLoss[r] = log(sum) + rowMax - labelLogit;
+      rowCounts[r] = 1;
+    }
+    const float factor = static_cast<float>(scale / sum);
+    for (long long c = threadIdx.x; c < classes; c += blockDim.x)
+      storeFloat(dlogits, first + c, expf(loadFloat(row, base + c) - rowMax) * factor - (c == label ? scale : 0.0f));
+    if (Staged)
+      __syncthreads(); // the next row overwrites the staged one
   }
 }
 
@@ -152,47 +229,109 @@ uint64_t crossEntropyScratch(const KernelCall &call) {
   return static_cast<uint64_t>(rows) * (sizeof(double) + sizeof(long long)) + sizeof(long long);
 }
 
-Status softmaxCrossEntropy(const KernelCall &call) {
+namespace {
+
+/// What the three cross-entropy kernels take of a call, decoded once: the
+/// shapes, the labels and parameters, and their scratch (crossEntropyScratch):
+/// each row's loss and whether its label counts, then the count of labels
+/// that do.
+struct CrossEntropyArgs {
   int64_t rows, classes;
-  FSDPC_RETURN_IF_ERROR(crossEntropyShapes(call, rows, classes));
+  const long long *labels;
+  long long ignoreIndex;
+  bool mean;
+  double *rowLoss;
+  long long *rowCounts, *counted;
+};
+
+Status readCrossEntropy(const KernelCall &call, const char *kernel, CrossEntropyArgs &ce) {
+  const TensorView &logits = call.inputs[0], &labels = call.inputs[1];
+  if (logits.shape.size() != 2 || labels.numElements() != logits.shape[0] || labels.dtype != plan::I64 ||
+      !isFloatDtype(logits.dtype))
+    return FSDPC_ERROR(kInvalidArgument, kernel, ": float logits ", cpu::shapeString(logits.shape), " and int64 labels ",
+                       cpu::shapeString(labels.shape), " do not match");
   const CudaLaunch &launch = launchOf(call);
   if (launch.scratchBytes < crossEntropyScratch(call))
-    return FSDPC_ERROR(kInternal, "softmax_cross_entropy: scratch too small");
-  auto *rowLoss = static_cast<double *>(launch.scratch);
-  auto *rowCounts = reinterpret_cast<long long *>(rowLoss + rows);
-  const long long ignoreIndex = call.intParam(contract::Param::kIgnoreIndex, INT64_MIN);
-  const bool mean = call.stringParam(contract::Param::kReduction, "mean") == "mean";
-  const auto *labels = static_cast<const long long *>(call.inputs[1].data);
-  if (rows > 0) {
-    launchKernel(crossEntropyRowsKernel, rowBlocks(rows), kThreads, 0, launch.stream, operandOf(call.inputs[0]), labels,
-                 rows, classes, ignoreIndex, rowLoss, rowCounts, launch.error, launch.instruction);
+    return FSDPC_ERROR(kInternal, kernel, ": scratch too small");
+  ce.rows = logits.shape[0];
+  ce.classes = logits.shape[1];
+  ce.labels = static_cast<const long long *>(labels.data);
+  ce.ignoreIndex = call.intParam(contract::Param::kIgnoreIndex, INT64_MIN);
+  ce.mean = call.stringParam(contract::Param::kReduction, "mean") == "mean";
+  ce.rowLoss = static_cast<double *>(launch.scratch);
+  ce.rowCounts = reinterpret_cast<long long *>(ce.rowLoss + ce.rows);
+  ce.counted = ce.rowCounts + ce.rows;
+  return Status::ok();
+}
+
+/// The gradient's output (`index`) must have the logits' dtype: it may be
+/// written over them.
+Status requireLogitsDtype(const KernelCall &call, int index, const char *kernel) {
+  if (call.outputs[index].dtype != call.inputs[0].dtype)
+    return FSDPC_ERROR(kInvalidArgument, kernel, ": the gradient's dtype is not the logits'");
+  return Status::ok();
+}
+
+} // namespace
+
+Status softmaxCrossEntropy(const KernelCall &call) {
+  CrossEntropyArgs ce;
+  FSDPC_RETURN_IF_ERROR(readCrossEntropy(call, "softmax_cross_entropy", ce));
+  const CudaLaunch &launch = launchOf(call);
+  if (ce.rows > 0) {
+    launchKernel(crossEntropyRowsKernel, rowBlocks(ce.rows), kThreads, 0, launch.stream, operandOf(call.inputs[0]),
+                 ce.labels, ce.rows, ce.classes, ce.ignoreIndex, ce.rowLoss, ce.rowCounts, launch.error,
+                 launch.instruction);
     FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   }
-  launchKernel(crossEntropyTotalKernel, 1, kReduceThreads, 0, launch.stream, rowLoss, rowCounts, rows, mean,
+  launchKernel(crossEntropyTotalKernel, 1, kReduceThreads, 0, launch.stream, ce.rowLoss, ce.rowCounts, ce.rows, ce.mean,
                call.outputs[0].f32());
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }
 
 Status softmaxCrossEntropyGrad(const KernelCall &call) {
-  int64_t rows, classes;
-  FSDPC_RETURN_IF_ERROR(crossEntropyShapes(call, rows, classes));
-  const CudaLaunch &launch = launchOf(call);
-  if (launch.scratchBytes < crossEntropyScratch(call))
-    return FSDPC_ERROR(kInternal, "softmax_cross_entropy_grad: scratch too small");
-  if (rows == 0)
+  CrossEntropyArgs ce;
+  FSDPC_RETURN_IF_ERROR(readCrossEntropy(call, "softmax_cross_entropy_grad", ce));
+  FSDPC_RETURN_IF_ERROR(requireLogitsDtype(call, 0, "softmax_cross_entropy_grad"));
+  if (ce.rows == 0)
     return Status::ok();
-  auto *counted = static_cast<long long *>(launch.scratch);
-  const long long ignoreIndex = call.intParam(contract::Param::kIgnoreIndex, INT64_MIN);
-  const bool mean = call.stringParam(contract::Param::kReduction, "mean") == "mean";
-  const auto *labels = static_cast<const long long *>(call.inputs[1].data);
-  launchKernel(countLabelsKernel, 1, kReduceThreads, 0, launch.stream, labels, rows, ignoreIndex, counted);
+  const CudaLaunch &launch = launchOf(call);
+  launchKernel(countLabelsKernel, 1, kReduceThreads, 0, launch.stream, ce.labels, ce.rows, ce.ignoreIndex, ce.counted);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
-  if (call.outputs[0].dtype != call.inputs[0].dtype)
-    return FSDPC_ERROR(kInvalidArgument, "softmax_cross_entropy_grad: the gradient's dtype is not the logits'");
-  launchKernel(crossEntropyGradKernel, rowBlocks(rows), kThreads, 0, launch.stream, operandOf(call.inputs[0]), labels,
-               call.inputs[2].f32(), counted, rows, classes, ignoreIndex, mean, operandOf(call.outputs[0]),
-               launch.error, launch.instruction);
+  launchKernel(crossEntropyGradKernel, rowBlocks(ce.rows), kThreads, 0, launch.stream, operandOf(call.inputs[0]),
+               ce.labels, call.inputs[2].f32(), ce.counted, ce.rows, ce.classes, ce.ignoreIndex, ce.mean,
+               operandOf(call.outputs[0]), launch.error, launch.instruction);
+  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::ok();
+}
+
+Status softmaxCrossEntropyWithGrad(const KernelCall &call) {
+  CrossEntropyArgs ce;
+  FSDPC_RETURN_IF_ERROR(readCrossEntropy(call, "softmax_cross_entropy_with_grad", ce));
+  FSDPC_RETURN_IF_ERROR(requireLogitsDtype(call, 1, "softmax_cross_entropy_with_grad"));
+  const CudaLaunch &launch = launchOf(call);
+  if (ce.rows > 0) {
+    // The gradient's scale needs the count of every row first.
+    launchKernel(countLabelsKernel, 1, kReduceThreads, 0, launch.stream, ce.labels, ce.rows, ce.ignoreIndex,
+                 ce.counted);
+    FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+    const Operand logits = operandOf(call.inputs[0]), dlogits = operandOf(call.outputs[1]);
+    const size_t rowBytes = static_cast<size_t>(ce.classes) * dtypeSize(call.inputs[0].dtype);
+    if (rowBytes <= kMaxStagedRowBytes) {
+      FSDPC_RETURN_IF_ERROR(launchWithDynamicShared(
+          crossEntropyWithGradKernel<true>, rowBlocks(ce.rows), kLossRowThreads, rowBytes, launch.stream, logits,
+          ce.labels, call.inputs[2].f32(), ce.counted, ce.rows, ce.classes, ce.ignoreIndex, ce.mean, ce.rowLoss,
+          ce.rowCounts, dlogits, launch.error, launch.instruction));
+    } else {
+      launchKernel(crossEntropyWithGradKernel<false>, rowBlocks(ce.rows), kLossRowThreads, 0, launch.stream, logits,
+                   ce.labels, call.inputs[2].f32(), ce.counted, ce.rows, ce.classes, ce.ignoreIndex, ce.mean,
+                   ce.rowLoss, ce.rowCounts, dlogits, launch.error, launch.instruction);
+      FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+    }
+  }
+  launchKernel(crossEntropyTotalKernel, 1, kReduceThreads, 0, launch.stream, ce.rowLoss, ce.rowCounts, ce.rows, ce.mean,
+               call.outputs[0].f32());
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }

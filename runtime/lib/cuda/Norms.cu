@@ -2,11 +2,16 @@
 //
 // rms_norm is layer_norm without centring or bias, as on the CPU: one
 // kernel each way with `centered` telling them apart.
-// - Forward: one block per row; the row's mean and variance in double, the
-//   statistics backward reads written beside the output.
-// - Backward: one block per row for the input gradient; the scale and bias
-//   gradients as column sums over chunks of rows into scratch, then the
-//   chunks in order (the same bits every run).
+// - Forward: the row's mean and variance in double, the statistics
+//   backward reads written beside the output.
+// - Backward: the input gradient row by row; the scale and bias gradients
+//   as column sums over chunks of rows into scratch, then the chunks in
+//   order (the same bits every run).
+// Rows of up to 2048 elements, a multiple of 8, with 16-byte aligned
+// operands (a transformer's hidden size) go one warp per row, the row held
+// in registers and moved in 16-byte accesses (loadVector): the sums are
+// warp shuffles, the row is read from HBM once. Other rows take one block
+// each, reading the row once per pass.
 // The activations (x, y, dy, dx), scale and bias and their gradients may be
 // bf16 / f16 in mixed-precision plans: read widened, computed in f32,
 // rounded once where written, the numbers of f32 kernels between casts.
@@ -15,6 +20,8 @@
 //===----------------------------------------------------------------------===//
 #include "DeviceMath.cuh"
 #include "../KernelChecks.h"
+
+#include <iterator>
 
 namespace fsdpc::runtime::cuda {
 
@@ -64,6 +71,126 @@ __global__ void normalizeKernel(Operand x, Operand scale, Operand bias, long lon
                  (loadFloat(x, row + j) - m) * rs * loadFloat(scale, j) + (bias.data ? loadFloat(bias, j) : 0.0f));
   }
 }
+
+// ---- one warp per row, the row in registers ------------------------------
+
+constexpr int kRowWarps = 8; // rows per block
+
+/// The warp kernels' vectors of 8 elements per lane, the template
+/// arguments they are instantiated for.
+constexpr int kVectorsPerLane[] = {1, 2, 3, 4, 6, 8};
+
+/// The index in kVectorsPerLane of the warp kernel for rows of `cols`, or
+/// -1 where the row does not fit one.
+int warpKernelFor(int64_t cols) {
+  if (cols % kVectorElements != 0 || cols == 0)
+    return -1;
+  const int64_t perLane = (cols / kVectorElements + 31) / 32;
+  for (int i = 0; i < static_cast<int>(std::size(kVectorsPerLane)); ++i)
+    if (perLane <= kVectorsPerLane[i])
+      return i;
+  return -1;
+}
+
+template <int V>
+__global__ void __launch_bounds__(kRowWarps * 32)
+    normalizeRowsKernel(Operand x, Operand scale, Operand bias, long long rows, long long cols, double epsilon,
+                        bool centered, Operand y, float *mean, float *invStd) {
+  const int lane = threadIdx.x & 31;
+  const long long r = static_cast<long long>(blockIdx.x) * kRowWarps + (threadIdx.x >> 5);
+  if (r >= rows)
+    return; // the whole warp: no block-wide barrier follows
+  const long long row = r * cols, vectors = cols / kVectorElements;
+  float v[V][kVectorElements] = {};
+  double local = 0;
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    const long long j = lane + 32 * k;
+    if (j < vectors) {
+      loadVector(x, row + j * kVectorElements, v[k]);
+#pragma unroll
+      for (int e = 0; e < kVectorElements; ++e)
+        local += v[k][e];
+    }
+  }
+  const double mu = centered ? warpSum(local) / cols : 0.0;
+  local = 0;
+#pragma unroll
+  for (int k = 0; k < V; ++k)
+    if (lane + 32 * k < vectors)
+#pragma unroll
+      for (int e = 0; e < kVectorElements; ++e) {
+        const double centred = v[k][e] - mu;
+        local += centred * centred;
+      }
+  const double squares = warpSum(local);
+  const float m = static_cast<float>(mu), rs = static_cast<float>(1.0 / sqrt(squares / cols + epsilon));
+  if (lane == 0) {
+    if (centered)
+      mean[r] = m;
+    invStd[r] = rs;
+  }
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    const long long j = lane + 32 * k;
+    if (j < vectors) {
+      float w[kVectorElements], b[kVectorElements] = {};
+      loadVector(scale, j * kVectorElements, w);
+      if (bias.data)
+        loadVector(bias, j * kVectorElements, b);
+#pragma unroll
+      for (int e = 0; e < kVectorElements; ++e)
+        v[k][e] = (v[k][e] - m) * rs * w[e] + b[e];
+      storeVector(y, row + j * kVectorElements, v[k]);
+    }
+  }
+}
+
+template <int V>
+__global__ void __launch_bounds__(kRowWarps * 32)
+    normalizeGradRowsKernel(Operand x, Operand scale, const float *mean, const float *invStd, Operand dy,
+                            long long rows, long long cols, Operand dx) {
+  const int lane = threadIdx.x & 31;
+  const long long r = static_cast<long long>(blockIdx.x) * kRowWarps + (threadIdx.x >> 5);
+  if (r >= rows)
+    return;
+  const long long row = r * cols, vectors = cols / kVectorElements;
+  const float m = mean ? mean[r] : 0.0f, rs = invStd[r];
+  float xHat[V][kVectorElements] = {}, gw[V][kVectorElements] = {}; // x normalised; dy times the scale
+  double localG = 0, localGX = 0;
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    const long long j = lane + 32 * k;
+    if (j < vectors) {
+      float g[kVectorElements], w[kVectorElements];
+      loadVector(x, row + j * kVectorElements, xHat[k]);
+      loadVector(dy, row + j * kVectorElements, g);
+      loadVector(scale, j * kVectorElements, w);
+#pragma unroll
+      for (int e = 0; e < kVectorElements; ++e) {
+        xHat[k][e] = (xHat[k][e] - m) * rs;
+        gw[k][e] = g[e] * w[e];
+        localG += gw[k][e];
+        localGX += gw[k][e] * xHat[k][e];
+      }
+    }
+  }
+  const double sumG = mean ? warpSum(localG) : 0.0;
+  const double sumGX = warpSum(localGX);
+  const float meanG = static_cast<float>(sumG / cols), meanGX = static_cast<float>(sumGX / cols);
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    const long long j = lane + 32 * k;
+    if (j < vectors) {
+#pragma unroll
+      for (int e = 0; e < kVectorElements; ++e)
+        xHat[k][e] = rs * (gw[k][e] - meanG - xHat[k][e] * meanGX);
+      storeVector(dx, row + j * kVectorElements, xHat[k]);
+    }
+  }
+}
+
+// ---- one block per row ---------------------------------------------------
 
 __global__ void normalizeGradKernel(Operand x, Operand scale, const float *mean, const float *invStd, Operand dy,
                                     long long rows, long long cols, Operand dx) {
@@ -137,9 +264,20 @@ Status normalize(const KernelCall &call, Operand bias, float *mean, float *invSt
   if (rows == 0 || cols == 0)
     return Status::ok();
   const CudaLaunch &launch = launchOf(call);
-  launchKernel(normalizeKernel, rowBlocks(rows), kThreads, 0, launch.stream, operandOf(call.inputs[0]),
-               operandOf(call.inputs[1]), bias, rows, cols, epsilon, mean != nullptr, operandOf(call.outputs[0]), mean,
-               invStd);
+  const Operand x = operandOf(call.inputs[0]), scale = operandOf(call.inputs[1]), y = operandOf(call.outputs[0]);
+  const bool centered = mean != nullptr;
+  static constexpr decltype(&normalizeRowsKernel<1>) kWarpKernels[] = {normalizeRowsKernel<1>, normalizeRowsKernel<2>,
+                                                                       normalizeRowsKernel<3>, normalizeRowsKernel<4>,
+                                                                       normalizeRowsKernel<6>, normalizeRowsKernel<8>};
+  const int warpKernel = warpKernelFor(cols);
+  if (warpKernel >= 0 && vectorAligned({&call.inputs[0], &call.inputs[1], &call.outputs[0]}) &&
+      reinterpret_cast<uintptr_t>(bias.data) % 16 == 0) {
+    launchKernel(kWarpKernels[warpKernel], static_cast<unsigned>((rows + kRowWarps - 1) / kRowWarps), kRowWarps * 32, 0,
+                 launch.stream, x, scale, bias, rows, cols, epsilon, centered, y, mean, invStd);
+  } else {
+    launchKernel(normalizeKernel, rowBlocks(rows), kThreads, 0, launch.stream, x, scale, bias, rows, cols, epsilon,
+                 centered, y, mean, invStd);
+  }
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }
@@ -151,8 +289,18 @@ Status normalizeGrad(const KernelCall &call, const float *mean, const float *inv
   const CudaLaunch &launch = launchOf(call);
   const Operand x = operandOf(call.inputs[0]), dy = operandOf(call.inputs.back());
   const Operand scale = operandOf(call.inputs[1]);
-  launchKernel(normalizeGradKernel, rowBlocks(rows), kThreads, 0, launch.stream, x, scale, mean, invStd, dy, rows, cols,
-               operandOf(call.outputs[0]));
+  const Operand dx = operandOf(call.outputs[0]);
+  static constexpr decltype(&normalizeGradRowsKernel<1>) kWarpKernels[] = {
+      normalizeGradRowsKernel<1>, normalizeGradRowsKernel<2>, normalizeGradRowsKernel<3>,
+      normalizeGradRowsKernel<4>, normalizeGradRowsKernel<6>, normalizeGradRowsKernel<8>};
+  const int warpKernel = warpKernelFor(cols);
+  if (warpKernel >= 0 && vectorAligned({&call.inputs[0], &call.inputs[1], &call.inputs.back(), &call.outputs[0]})) {
+    launchKernel(kWarpKernels[warpKernel], static_cast<unsigned>((rows + kRowWarps - 1) / kRowWarps), kRowWarps * 32, 0,
+                 launch.stream, x, scale, mean, invStd, dy, rows, cols, dx);
+  } else {
+    launchKernel(normalizeGradKernel, rowBlocks(rows), kThreads, 0, launch.stream, x, scale, mean, invStd, dy, rows,
+                 cols, dx);
+  }
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   const int64_t chunks = chunksFor(rows), rowsPerChunk = (rows + chunks - 1) / chunks;
   if (launch.scratchBytes < normGradScratch(call))

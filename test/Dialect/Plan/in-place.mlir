@@ -34,6 +34,29 @@ plan.program @loss_grad attributes {world_size = 1 : i64, global_batch = 6 : i64
 
 // -----
 
+// The loss and its gradient in one kernel: the contract names the gradient,
+// its output 1, for the logits' bytes; the scalar loss keeps its own.
+// CHECK-LABEL: plan.program @loss_with_grad
+// CHECK-DAG: plan.tensor @dlogits view : tensor<6x5xf32> {view_of = @logits, view_offset = 0 : i64}
+// CHECK-DAG: plan.tensor @loss transient : tensor<f32>
+// CHECK:     plan.kernel "softmax_cross_entropy_with_grad" ins [@logits, @labels, @seed] outs [@loss, @dlogits] on compute
+plan.program @loss_with_grad attributes {world_size = 1 : i64, global_batch = 6 : i64, loss = @loss, loss_kind = "cross_entropy", optimizer = "sgd"} {
+  plan.tensor @w parameter : tensor<5x4xf32> {source_name = "w"}
+  plan.tensor @x input : tensor<6x4xf32> {source_name = "x"}
+  plan.tensor @labels input : tensor<6xi64> {source_name = "labels"}
+  plan.tensor @logits transient : tensor<6x5xf32>
+  plan.tensor @loss transient : tensor<f32>
+  plan.tensor @seed transient : tensor<f32>
+  plan.tensor @dlogits transient : tensor<6x5xf32>
+  plan.tensor @dx transient : tensor<6x4xf32>
+  plan.kernel "fill" ins [] outs [@seed] on compute {value = 1.0 : f64}
+  plan.kernel "matmul" ins [@x, @w] outs [@logits] on compute {transpose_b = true}
+  plan.kernel "softmax_cross_entropy_with_grad" ins [@logits, @labels, @seed] outs [@loss, @dlogits] on compute
+  plan.kernel "matmul" ins [@dlogits, @w] outs [@dx] on compute
+}
+
+// -----
+
 // Not in place: the logits are read again after the gradient (a second
 // loss term), so their bytes do not die with it.
 // CHECK-LABEL: plan.program @read_after

@@ -113,21 +113,13 @@ plan.program @train_step attributes {world_size = 1 : i64, global_batch = 4 : i6
 
 // -----
 
-// Tests that the forward pass's length and loss come together.
-// expected-error @+1 {{forward_instructions and forward_loss must be set together}}
+// Tests that an instruction computes the forward pass's loss: the prefix
+// an evaluation runs ends there.
+// expected-error @+1 {{forward_loss @partial is written by no instruction}}
 plan.program @train_step attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @loss, loss_kind = "mse",
-                                     optimizer = "sgd", forward_instructions = 1 : i64} {
+                                     optimizer = "sgd", forward_loss = @partial} {
   plan.tensor @loss transient : tensor<f32>
-  plan.kernel "fill" ins [] outs [@loss] on compute {value = 0.0 : f64}
-}
-
-// -----
-
-// Tests that the forward pass is a prefix of the instructions.
-// expected-error @+1 {{forward_instructions (3) must lie in [1, 1]}}
-plan.program @train_step attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @loss, loss_kind = "mse",
-                                     optimizer = "sgd", forward_instructions = 3 : i64, forward_loss = @loss} {
-  plan.tensor @loss transient : tensor<f32>
+  plan.tensor @partial transient : tensor<f32>
   plan.kernel "fill" ins [] outs [@loss] on compute {value = 0.0 : f64}
 }
 

@@ -65,6 +65,10 @@ public:
   /// prefix (gathers, forward, loss; no backward, no update) on the inputs
   /// uploaded; returns this rank's loss. The parameters do not change.
   StatusOr<float> runForwardPass(int64_t step);
+  /// The forward pass up to the model output (forward_output_tensor), as
+  /// `fsdp-run --forward` on a training plan runs it: it may stop before
+  /// the loss, whose kernel may write over the output.
+  Status runForwardToOutput(int64_t step);
   StatusOr<float> lastGradNorm();
 
   /// The full trainable and frozen parameters under their ONNX names. The

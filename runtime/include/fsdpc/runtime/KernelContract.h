@@ -62,6 +62,7 @@ enum class Param : uint8_t {
   kSelectLastIndex,
   kComputeDtype,
   kHeads,
+  kCausal,
   kCount
 };
 
@@ -121,6 +122,7 @@ enum class OperandRule : uint8_t {
   kNormGrad,
   kCrossEntropy,
   kCrossEntropyGrad,
+  kCrossEntropyWithGrad,
   kMse,
   kOptimizer,
   kSumSquares,
@@ -133,11 +135,12 @@ struct KernelSignature {
   int minOutputs, maxOutputs;
   std::vector<AttrSpec> attrs;
   OperandRule operands;
-  // The input whose bytes output 0 may take (plan-in-place), or -1: the
-  // kernel reads each element of it before writing the same element of the
-  // output, and reads the rest of what it needs beforehand, on every
-  // backend.
+  // The input whose bytes output `inPlaceOutput` may take (plan-in-place),
+  // or -1: the kernel reads each element of it before writing the same
+  // element of the output, and reads the rest of what it needs beforehand,
+  // on every backend.
   int inPlaceInput = -1;
+  int inPlaceOutput = 0;
 
   const AttrSpec *findAttr(std::string_view attr) const;
 };

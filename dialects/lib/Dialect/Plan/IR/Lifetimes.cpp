@@ -111,4 +111,48 @@ ProgramLifetimes computeLifetimes(ProgramOp program) {
   return result;
 }
 
+ForwardPrefix forwardPrefix(ProgramOp program) {
+  ForwardPrefix prefix;
+  std::optional<StringRef> loss = program.getForwardLoss();
+  if (!loss)
+    return prefix;
+  llvm::StringMap<TensorOp> tensors;
+  for (TensorOp tensor : program.getBlock().getOps<TensorOp>())
+    tensors[tensor.getSymName()] = tensor;
+  auto storageName = [&](StringRef name) -> StringRef {
+    TensorOp tensor = tensors.lookup(name);
+    TensorOp storage = tensor ? storageOf(tensor, tensors).first : TensorOp();
+    return storage ? storage.getSymName() : StringRef();
+  };
+  const StringRef lossStorage = storageName(*loss);
+  const StringRef outputStorage = program.getForwardOutput() ? storageName(*program.getForwardOutput()) : StringRef();
+  int64_t index = 0, lastOutputWrite = -1;
+  for (Operation &op : program.getBlock()) {
+    if (isa<TensorOp, UnitOp>(op))
+      continue;
+    SmallVector<Attribute> written;
+    if (auto kernel = dyn_cast<KernelOp>(op))
+      llvm::append_range(written, kernel.getOutputs().getValue());
+    else if (auto collective = dyn_cast<CollectiveOp>(op))
+      llvm::append_range(written, collective.getOutputs().getValue());
+    else if (auto copy = dyn_cast<CopyOp>(op))
+      written.push_back(copy.getTargetAttr());
+    bool writesLoss = false, writesOutput = false;
+    for (Attribute ref : written) {
+      StringRef storage = storageName(cast<FlatSymbolRefAttr>(ref).getValue());
+      writesLoss |= !storage.empty() && storage == lossStorage;
+      writesOutput |= !storage.empty() && storage == outputStorage;
+    }
+    if (writesLoss) {
+      prefix.loss = index + 1;
+      prefix.output = lastOutputWrite >= 0 ? lastOutputWrite + 1 : prefix.loss;
+      return prefix;
+    }
+    if (writesOutput)
+      lastOutputWrite = index;
+    ++index;
+  }
+  return prefix;
+}
+
 } // namespace fsdpc::plan_ir

@@ -1,5 +1,6 @@
 #include "fsdpc/Dialect/Plan/IR/PlanDialect.h"
 
+#include "fsdpc/Dialect/Plan/IR/Lifetimes.h"
 #include "fsdpc/Dialect/Plan/IR/PlanOps.h"
 #include "fsdpc/runtime/KernelContract.h"
 #include "mlir/IR/Builders.h"
@@ -63,18 +64,12 @@ LogicalResult ProgramOp::verify() {
   if (getForwardOutputAttr() &&
       !dyn_cast_if_present<TensorOp>(mlir::SymbolTable::lookupSymbolIn(*this, getForwardOutputAttr())))
     return emitOpError("forward_output ") << getForwardOutputAttr() << " is not a plan.tensor of this program";
-  if (getForwardInstructions().has_value() != static_cast<bool>(getForwardLossAttr()))
-    return emitOpError("forward_instructions and forward_loss must be set together");
   if (getForwardLossAttr()) {
     auto loss = dyn_cast_if_present<TensorOp>(mlir::SymbolTable::lookupSymbolIn(*this, getForwardLossAttr()));
     if (!loss || loss.getTensorType().getRank() != 0 || !loss.getTensorType().getElementType().isF32())
       return emitOpError("forward_loss must name a scalar f32 tensor of this program");
-    int64_t instructions = 0;
-    for (Operation &op : getBlock())
-      instructions += !isa<TensorOp, UnitOp>(op);
-    if (*getForwardInstructions() < 1 || *getForwardInstructions() > instructions)
-      return emitOpError("forward_instructions (") << *getForwardInstructions() << ") must lie in [1, "
-                                                   << instructions << "]";
+    if (forwardPrefix(*this).loss < 1)
+      return emitOpError("forward_loss ") << getForwardLossAttr() << " is written by no instruction";
   }
   if (std::optional<ArrayAttr> outputs = getOutputs())
     for (Attribute output : *outputs)

@@ -1,11 +1,12 @@
 //===- InPlace.cpp - plan-in-place ----------------------------------------===//
 //
-// Lets a kernel write its output over an input that dies with it, where the
-// kernel contract says the kernel may (KernelSignature::inPlaceInput): the
-// output becomes a view of the input's bytes, so the arena holds one tensor
-// where it held two. A language model's loss gradient is the case that
-// matters: the [tokens, vocabulary] logits die as their gradient is born,
-// and the two were the largest tensors at GPT-2's peak.
+// Lets a kernel write an output over an input that dies with it, where the
+// kernel contract says the kernel may (KernelSignature::inPlaceInput and
+// inPlaceOutput): the output becomes a view of the input's bytes, so the
+// arena holds one tensor where it held two. A language model's loss
+// gradient is the case that matters: the [tokens, vocabulary] logits die as
+// their gradient is born, and the two were the largest tensors at GPT-2's
+// peak.
 //
 //===----------------------------------------------------------------------===//
 #include "fsdpc/Dialect/Plan/Transforms/Passes.h"
@@ -68,10 +69,11 @@ struct PlanInPlacePass : public fsdpc::plan_ir::impl::PlanInPlaceBase<PlanInPlac
         continue;
       const fsdpc::contract::KernelSignature *signature = fsdpc::contract::findKernel(kernel.getKernel().str());
       if (!signature || signature->inPlaceInput < 0 ||
-          signature->inPlaceInput >= static_cast<int>(kernel.getInputs().size()))
+          signature->inPlaceInput >= static_cast<int>(kernel.getInputs().size()) ||
+          signature->inPlaceOutput >= static_cast<int>(kernel.getOutputs().size()))
         continue;
       Attribute inputRef = kernel.getInputs()[signature->inPlaceInput];
-      TensorOp input = tensorOf(inputRef), output = tensorOf(kernel.getOutputs()[0]);
+      TensorOp input = tensorOf(inputRef), output = tensorOf(kernel.getOutputs()[signature->inPlaceOutput]);
       if (output.getKind() != TensorKind::transient || output.getHost() || input.getByteSize() != output.getByteSize())
         continue;
       TensorOp storageTensor = storageOf(input, tensors).first;

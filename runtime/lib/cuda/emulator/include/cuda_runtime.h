@@ -73,6 +73,11 @@ struct dim3 {
 struct uint3 {
   unsigned x, y, z;
 };
+// 16-byte vector accesses: aligned as the toolkit's (UBSan checks it in
+// the sanitizer build, as a misaligned address faults on a GPU).
+struct alignas(16) uint4 {
+  unsigned x, y, z, w;
+};
 
 struct CUstream_st;
 struct CUevent_st;

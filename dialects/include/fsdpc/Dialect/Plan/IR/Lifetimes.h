@@ -47,6 +47,20 @@ ProgramLifetimes computeLifetimes(ProgramOp program);
 /// exists; a chain deeper than 64 stops there.
 std::pair<TensorOp, int64_t> storageOf(TensorOp tensor, const llvm::StringMap<TensorOp> &tensors);
 
+/// How many of a training step's first instructions its forward pass is,
+/// from the instructions as they stand (after every pass that inserts some,
+/// such as plan-offload's copies), -1 where there is none:
+/// - `loss`: up to the first instruction that writes the program's
+///   forward_loss, the prefix an evaluation pass runs;
+/// - `output`: up to the last instruction before that one that writes the
+///   bytes of the forward_output, the prefix `fsdp-run --forward` runs. The
+///   loss instruction may overwrite them: softmax_cross_entropy_with_grad
+///   writes the logits' gradient over the logits.
+struct ForwardPrefix {
+  int64_t loss = -1, output = -1;
+};
+ForwardPrefix forwardPrefix(ProgramOp program);
+
 } // namespace fsdpc::plan_ir
 
 #endif // FSDPC_DIALECT_PLAN_IR_LIFETIMES_H

@@ -27,10 +27,11 @@ def Plan_ProgramOp : Plan_Op<"program", [Symbol, SymbolTable, IsolatedFromAbove,
     - `initializer_rewrites`: the importer's undoing of torch.onnx.export's
       initializer rewrites, `[kind, name, source]` string triples, for
       writing the trained model back as ONNX.
-    - `forward_instructions`, `forward_loss`: in a training step, how many
-      of the first instructions are the forward pass up to the loss (of the
-      first micro-batch), and the scalar tensor holding that loss: the
-      prefix an evaluation pass runs.
+    - `forward_loss`: in a training step, the scalar tensor holding the
+      loss of the forward pass (of the first micro-batch). The instructions
+      up to the first that writes it are the prefix an evaluation pass runs;
+      the plan writer counts them (`forwardPrefix` in Lifetimes.h) once
+      every pass that inserts instructions has run.
     - `outputs`: in a forward-only program, the tensors holding the model's
       outputs, each named after its ONNX output by `source_name`.
     - `loss_kind`: `"cross_entropy"`, `"mse"` or `"output"`.
@@ -60,7 +61,7 @@ def Plan_ProgramOp : Plan_Op<"program", [Symbol, SymbolTable, IsolatedFromAbove,
                        OptionalAttr<FlatSymbolRefArrayAttr>:$outputs, OptionalAttr<StrAttr>:$source,
                        OptionalAttr<I64Attr>:$opset, OptionalAttr<StrAttr>:$strategy,
                        OptionalAttr<I64Attr>:$shard_group_size, OptionalAttr<FlatSymbolRefAttr>:$grad_norm,
-                       OptionalAttr<I64Attr>:$forward_instructions, OptionalAttr<FlatSymbolRefAttr>:$forward_loss,
+                       OptionalAttr<FlatSymbolRefAttr>:$forward_loss,
                        OptionalAttr<ArrayAttr>:$initializer_rewrites, OptionalAttr<ArrayAttr>:$torch_names,
                        OptionalAttr<FlatSymbolRefAttr>:$forward_output, OptionalAttr<StrAttr>:$forward_output_name,
                        OptionalAttr<I64Attr>:$host_bytes);

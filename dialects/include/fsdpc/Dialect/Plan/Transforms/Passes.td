@@ -51,10 +51,11 @@ def PlanOffload : Pass<"plan-offload", "::fsdpc::plan_ir::ProgramOp"> {
 def PlanInPlace : Pass<"plan-in-place", "::fsdpc::plan_ir::ProgramOp"> {
   let summary = "let kernels write their output over an input that dies with them";
   let description = [{
-    The kernel contract names, for some kernels, an input whose bytes the
-    output may take (`inPlaceInput`: the kernel reads each element before
-    it writes the same element, and everything else it reads beforehand):
-    the loss gradient over the logits. Where that input's storage is a
+    The kernel contract names, for some kernels, an input whose bytes an
+    output may take (`inPlaceInput` and `inPlaceOutput`: the kernel reads
+    each element before it writes the same element, and everything else it
+    reads beforehand): the loss gradient over the logits, alone or with the
+    loss (`softmax_cross_entropy_with_grad`, output 1). Where that input's storage is a
     transient whose last use is this instruction, the output is born here,
     both are the same size, no other operand of the instruction names
     either, and no collective, copy or other stream touches them, the

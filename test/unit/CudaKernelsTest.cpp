@@ -505,7 +505,7 @@ std::vector<Case> cases() {
   // inputs' rounding, amplified where dS = P (dP - delta) cancels: a double
   // reference with the same roundings matched the tensor-core dQ within
   // 1e-3 where it was 0.15 from the f32 CPU.
-  for (int64_t d : {64, 32}) {
+  for (int64_t d : {64, 32, 128}) {
     for (int kt = 0; kt < 2; ++kt) {
       for (auto [tq, tk] : {std::pair<int64_t, int64_t>{67, 67}, {45, 131}}) {
         const std::string what = "bf16 d=" + std::to_string(d) + " " + std::to_string(tq) + "x" +

@@ -420,9 +420,12 @@ dim3 tilesOf(long long rows, long long batch) {
 // tiles of 64. Between products, scores go through the warp's own shared
 // memory: which element of a fragment a lane holds is not specified, so
 // the row-wise softmax reads them from there (two lanes per row, 32 columns
-// each). Query, key and value need one head size, 32, 64 or 128 (a
-// template parameter, so the accumulators stay in registers); other shapes
-// take the f32 kernels above.
+// each, in a rotated order that keeps the 32 lanes on 32 banks: LaneRow).
+// The forward pass keeps each row's output in those two lanes' registers;
+// the gradients accumulate in fragments. A product loads its A fragments
+// once for all its column tiles. Query, key and value need one head size,
+// 32, 64 or 128 (a template parameter, so the accumulators stay in
+// registers); other shapes take the f32 kernels above.
 
 namespace tc {
 
@@ -489,28 +492,37 @@ __device__ __forceinline__ void loadKeys(__nv_bfloat16 *tile, int pitch, Operand
   }
 }
 
+/// The warp's A operand, 16 x 16 KSteps row-major at `a`, as fragments:
+/// loaded once for every column tile of a product.
+template <int KSteps>
+__device__ __forceinline__ void loadRowFragments(FragA (&fa)[KSteps], const __nv_bfloat16 *a, int aPitch) {
+#pragma unroll
+  for (int kt = 0; kt < KSteps; ++kt)
+    wmma::load_matrix_sync(fa[kt], a + kt * 16, aPitch);
+}
+
 /// out (16 x 16 NTiles) = a (16 x 16 KSteps, row-major at `a`) times b, where b
 /// is k x n: row-major at `b` (bRowMajor) or the transpose of a row-major
 /// n x k matrix at `b`. Stored to `out` (f32, row-major, pitch outPitch).
 template <bool BRowMajor, int KSteps, int NTiles>
 __device__ __forceinline__ void warpProduct(const __nv_bfloat16 *a, int aPitch, const __nv_bfloat16 *b, int bPitch,
                                             float *out, int outPitch) {
+  FragA fa[KSteps];
+  loadRowFragments(fa, a, aPitch);
 #pragma unroll
   for (int nt = 0; nt < NTiles; ++nt) {
     FragC acc;
     wmma::fill_fragment(acc, 0.0f);
 #pragma unroll
     for (int kt = 0; kt < KSteps; ++kt) {
-      FragA fa;
-      wmma::load_matrix_sync(fa, a + kt * 16, aPitch);
       if constexpr (BRowMajor) {
         FragBRow fb;
         wmma::load_matrix_sync(fb, b + kt * 16 * bPitch + nt * 16, bPitch);
-        wmma::mma_sync(acc, fa, fb, acc);
+        wmma::mma_sync(acc, fa[kt], fb, acc);
       } else {
         FragBCol fb;
         wmma::load_matrix_sync(fb, b + nt * 16 * bPitch + kt * 16, bPitch);
-        wmma::mma_sync(acc, fa, fb, acc);
+        wmma::mma_sync(acc, fa[kt], fb, acc);
       }
     }
     wmma::store_matrix_sync(out + nt * 16, acc, outPitch, wmma::mem_row_major);
@@ -521,17 +533,32 @@ __device__ __forceinline__ void warpProduct(const __nv_bfloat16 *a, int aPitch, 
 template <int KSteps, int NTiles>
 __device__ __forceinline__ void warpAccumulate(FragC (&acc)[NTiles], const __nv_bfloat16 *a, int aPitch,
                                                const __nv_bfloat16 *b, int bPitch) {
+  FragA fa[KSteps];
+  loadRowFragments(fa, a, aPitch);
 #pragma unroll
   for (int nt = 0; nt < NTiles; ++nt)
 #pragma unroll
     for (int kt = 0; kt < KSteps; ++kt) {
-      FragA fa;
       FragBRow fb;
-      wmma::load_matrix_sync(fa, a + kt * 16, aPitch);
       wmma::load_matrix_sync(fb, b + kt * 16 * bPitch + nt * 16, bPitch);
-      wmma::mma_sync(acc[nt], fa, fb, acc[nt]);
+      wmma::mma_sync(acc[nt], fa[kt], fb, acc[nt]);
     }
 }
+
+/// A lane's share of a warp's 16-row staging tile of Width columns, as the
+/// row-wise softmax and its gradients read it: lanes 2r and 2r + 1 own row
+/// r, one half of its columns each. Lane (r, h) visits its half in an
+/// order rotated by 2 (r / 8) + h. The f32 tiles' pitch is 4 words modulo
+/// the 32 banks (f32Pitch), so without the rotation rows r and r + 8 and
+/// the two halves of a row would read the same bank at once (4 ways);
+/// with it, the 32 lanes' j-th reads fall in 32 different banks.
+template <int Width> struct LaneRow {
+  static constexpr int kColumns = Width / 2; // visited by each lane, a power of two
+  int r, h, rotation;
+  __device__ explicit LaneRow(int lane) : r(lane / 2), h(lane % 2), rotation(2 * (lane / 16) + lane % 2) {}
+  /// The column of the lane's j-th visit, j in [0, kColumns).
+  __device__ __forceinline__ int column(int j) const { return h * kColumns + ((j + rotation) & (kColumns - 1)); }
+};
 
 /// Whether every (query, key) pair of the tile of queries [firstQuery,
 /// firstQuery + kRows) and keys [firstKey, firstKey + kTile) is masked or
@@ -566,8 +593,7 @@ __device__ __forceinline__ bool tileMasked(const AttentionShape &s, long long ma
 size_t forwardBytes(const AttentionShape &s) {
   const int pS = f32Pitch(std::max<long long>(kTile, s.dv));
   return piece(2 * kRows * bf16Pitch(s.d)) * 2 + piece(2 * kRows * bf16Pitch(s.dv)) +
-         kWarps * (piece(4 * 16 * pS) + piece(2 * 16 * bf16Pitch(kTile)) + piece(4 * 16 * f32Pitch(s.dv)) +
-                   2 * piece(4 * 16));
+         kWarps * (piece(4 * 16 * pS) + piece(2 * 16 * bf16Pitch(kTile)));
 }
 size_t keyGradBytes(const AttentionShape &s) {
   const int pS = f32Pitch(std::max<long long>(kTile, std::max(s.d, s.dv)));
@@ -580,13 +606,16 @@ size_t queryGradBytes(const AttentionShape &s) {
          kWarps * (piece(4 * 16 * pS) + piece(2 * 16 * bf16Pitch(kTile)));
 }
 
-/// Head size 16 Tiles.
+/// Head size 16 Tiles. A lane keeps its row's running maximum and sum and
+/// its half of the row's output in registers (LaneRow's columns), so the
+/// rescaling of the output by each tile's correction needs no shared
+/// memory: the tile's P V comes through the warp's staging area once.
 template <int Tiles>
 __global__ void __launch_bounds__(kWarps * 32)
     forwardKernel(Operand q, Operand k, Operand v, Operand out, float *lse, AttentionShape s) {
   FSDPC_DYNAMIC_SHARED(unsigned char, tcShared);
   constexpr int D = 16 * Tiles; // the head size of q, k and v (tilesFor)
-  const int pQ = bf16Pitch(s.d), pV = bf16Pitch(s.dv), pP = bf16Pitch(kTile), pO = f32Pitch(s.dv);
+  const int pQ = bf16Pitch(s.d), pV = bf16Pitch(s.dv), pP = bf16Pitch(kTile);
   const int pS = f32Pitch(std::max<long long>(kTile, s.dv));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   Carver carve{tcShared};
@@ -595,25 +624,21 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int w = 0; w < warp; ++w) { // skip the earlier warps' pieces
     carve.take<float>(16 * pS);
     carve.take<__nv_bfloat16>(16 * pP);
-    carve.take<float>(16 * pO);
-    carve.take<float>(16);
-    carve.take<float>(16);
   }
   float *sc = carve.take<float>(16 * pS);
   __nv_bfloat16 *ps = carve.take<__nv_bfloat16>(16 * pP);
-  float *os = carve.take<float>(16 * pO), *corrRow = carve.take<float>(16), *sumRow = carve.take<float>(16);
 
   const long long b = blockIdx.y, firstQuery = static_cast<long long>(blockIdx.x) * kRows;
   const Operand qb = advanced(q, s.start(s.query, b)), kb = advanced(k, s.start(s.key, b)),
                 vb = advanced(v, s.start(s.value, b));
   const long long maskOffset = maskBase(s, b);
   loadRows<D>(qs, pQ, qb, firstQuery, s.tq, s.query.row, s.vectorRows);
-  for (int e = lane; e < 16 * D; e += 32)
-    os[(e / D) * pO + e % D] = 0.0f;
-  // Lanes 2r and 2r + 1 own row r: columns [32 h, 32 h + 32) of each tile.
-  const int r = lane / 2, h = lane % 2;
+  const LaneRow<kTile> scoreRow(lane);
+  const LaneRow<D> outRow(lane);
+  const int r = scoreRow.r;
   const long long query = firstQuery + warp * 16 + r;
   float rowMax = -INFINITY, rowSum = 0.0f;
+  float o[LaneRow<D>::kColumns] = {}; // columns outRow.column(j) of the row's output, unnormalised
   __shared__ int unmaskedFound;
   for (long long firstKey = 0; firstKey < s.tk; firstKey += kTile) {
     if (tileMasked(s, maskOffset, firstQuery, firstKey, &unmaskedFound))
@@ -624,12 +649,13 @@ __global__ void __launch_bounds__(kWarps * 32)
     __syncthreads();
     warpProduct<false, Tiles, kTile / 16>(qs + warp * 16 * pQ, pQ, ks, pQ, sc, pS); // S = Q K^T
     __syncwarp();
-    float score[32], tileMax = -INFINITY;
+    float score[LaneRow<kTile>::kColumns], tileMax = -INFINITY;
 #pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      const long long key = firstKey + h * 32 + j;
+    for (int j = 0; j < LaneRow<kTile>::kColumns; ++j) {
+      const int col = scoreRow.column(j);
+      const long long key = firstKey + col;
       const bool valid = query < s.tq && key < s.tk && !isMasked(s, maskOffset, query, key);
-      score[j] = valid ? sc[r * pS + h * 32 + j] * s.scale : -INFINITY;
+      score[j] = valid ? sc[r * pS + col] * s.scale : -INFINITY;
       tileMax = fmaxf(tileMax, score[j]);
     }
     tileMax = fmaxf(tileMax, __shfl_xor_sync(0xffffffffu, tileMax, 1));
@@ -638,36 +664,35 @@ __global__ void __launch_bounds__(kWarps * 32)
     const float correction = newMax == -INFINITY ? 1.0f : expf(rowMax - newMax);
     float pSum = 0.0f;
 #pragma unroll
-    for (int j = 0; j < 32; ++j) {
+    for (int j = 0; j < LaneRow<kTile>::kColumns; ++j) {
       const float p = newMax == -INFINITY ? 0.0f : expf(score[j] - newMax);
       pSum += p;
-      ps[r * pP + h * 32 + j] = __float2bfloat16_rn(p);
+      ps[r * pP + scoreRow.column(j)] = __float2bfloat16_rn(p);
     }
     pSum += __shfl_xor_sync(0xffffffffu, pSum, 1);
     rowSum = rowSum * correction + pSum;
     rowMax = newMax;
-    if (h == 0)
-      corrRow[r] = correction;
     __syncwarp();
     warpProduct<true, kTile / 16, Tiles>(ps, pP, vs, pV, sc, pS); // P V, into the scores' place
     __syncwarp();
-    for (int e = lane; e < 16 * D; e += 32) {
-      const int rr = e / D, c = e % D;
-      os[rr * pO + c] = os[rr * pO + c] * corrRow[rr] + sc[rr * pS + c];
-    }
-    __syncwarp();
+#pragma unroll
+    for (int j = 0; j < LaneRow<D>::kColumns; ++j)
+      o[j] = o[j] * correction + sc[r * pS + outRow.column(j)];
+    __syncwarp(); // read before the next tile's scores overwrite them
   }
-  if (h == 0) {
-    sumRow[r] = rowSum;
-    if (query < s.tq)
-      lse[b * s.tq + query] = rowMax + logf(rowSum);
-  }
+  if (outRow.h == 0 && query < s.tq)
+    lse[b * s.tq + query] = rowMax + logf(rowSum);
+  // Normalised, through the staging area, so that a warp stores whole rows
+  // at once.
+#pragma unroll
+  for (int j = 0; j < LaneRow<D>::kColumns; ++j)
+    sc[r * pS + outRow.column(j)] = o[j] / rowSum;
   __syncwarp();
   for (int e = lane; e < 16 * D; e += 32) {
     const int rr = e / D, c = e % D;
     const long long row = firstQuery + warp * 16 + rr;
     if (row < s.tq)
-      storeFloat(out, s.start(s.out, b) + row * s.out.row + c, os[rr * pO + c] / sumRow[rr]);
+      storeFloat(out, s.start(s.out, b) + row * s.out.row + c, sc[rr * pS + c]);
   }
 }
 
@@ -714,7 +739,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   const long long maskOffset = maskBase(s, b);
   loadKeys<D>(ks, pK, kb, s, firstKey);
   loadRows<D>(vs, pV, vb, firstKey, s.tk, s.value.row, s.vectorRows);
-  const int r = lane / 2, h = lane % 2;
+  const LaneRow<kTile> scoreRow(lane); // a key's row of S^T, its columns queries
+  const int r = scoreRow.r;
   const long long key = firstKey + warp * 16 + r;
   FragC dkAcc[Tiles], dvAcc[Tiles];
 #pragma unroll
@@ -737,10 +763,10 @@ __global__ void __launch_bounds__(kWarps * 32)
     __syncthreads();
     warpProduct<false, Tiles, kTile / 16>(ks + warp * 16 * pK, pK, qs, pK, st, pS); // S^T = K Q^T
     __syncwarp();
-    float p[32];
+    float p[LaneRow<kTile>::kColumns];
 #pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      const int col = h * 32 + j;
+    for (int j = 0; j < LaneRow<kTile>::kColumns; ++j) {
+      const int col = scoreRow.column(j);
       const long long query = firstQuery + col;
       const bool valid = key < s.tk && query < s.tq && !isMasked(s, maskOffset, query, key);
       p[j] = valid ? expf(st[r * pS + col] * s.scale - lseTile[col]) : 0.0f;
@@ -750,8 +776,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     warpProduct<false, Tiles, kTile / 16>(vs + warp * 16 * pV, pV, dos, pV, st, pS); // dP^T = V dO^T
     __syncwarp();
 #pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      const int col = h * 32 + j;
+    for (int j = 0; j < LaneRow<kTile>::kColumns; ++j) {
+      const int col = scoreRow.column(j);
       dst[r * pP + col] = __float2bfloat16_rn(p[j] * (st[r * pS + col] - deltaTile[col]) * s.scale);
     }
     __syncwarp();
@@ -797,7 +823,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   const long long maskOffset = maskBase(s, b);
   loadRows<D>(qs, pQ, qb, firstQuery, s.tq, s.query.row, s.vectorRows);
   loadRows<D>(dos, pV, dob, firstQuery, s.tq, s.out.row, s.vectorRows);
-  const int r = lane / 2, h = lane % 2;
+  const LaneRow<kTile> scoreRow(lane);
+  const int r = scoreRow.r;
   const long long query = firstQuery + warp * 16 + r;
   const float rowLse = query < s.tq ? lse[b * s.tq + query] : 0.0f;
   const float rowDelta = query < s.tq ? delta[b * s.tq + query] : 0.0f;
@@ -815,10 +842,10 @@ __global__ void __launch_bounds__(kWarps * 32)
     __syncthreads();
     warpProduct<false, Tiles, kTile / 16>(qs + warp * 16 * pQ, pQ, ks, pQ, sc, pS); // S = Q K^T
     __syncwarp();
-    float p[32];
+    float p[LaneRow<kTile>::kColumns];
 #pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      const int col = h * 32 + j;
+    for (int j = 0; j < LaneRow<kTile>::kColumns; ++j) {
+      const int col = scoreRow.column(j);
       const long long key = firstKey + col;
       const bool valid = query < s.tq && key < s.tk && !isMasked(s, maskOffset, query, key);
       p[j] = valid ? expf(sc[r * pS + col] * s.scale - rowLse) : 0.0f;
@@ -827,8 +854,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     warpProduct<false, Tiles, kTile / 16>(dos + warp * 16 * pV, pV, vs, pV, sc, pS); // dP = dO V^T
     __syncwarp();
 #pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      const int col = h * 32 + j;
+    for (int j = 0; j < LaneRow<kTile>::kColumns; ++j) {
+      const int col = scoreRow.column(j);
       ds[r * pP + col] = __float2bfloat16_rn(p[j] * (sc[r * pS + col] - rowDelta) * s.scale);
     }
     __syncwarp();

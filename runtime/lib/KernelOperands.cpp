@@ -116,6 +116,13 @@ Status gemm(const KernelCall &call) {
   return Status::ok();
 }
 
+Status gemmBiasGrad(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(gemm(call));
+  if (call.intParam(contract::Param::kTransposeB, 0))
+    return refuse(call, "sums the rows of B, which must not be transposed");
+  return elementsOf(call, call.outputs[1], call.inputs[1].shape[1], "bias gradient");
+}
+
 Status batchGemm(const KernelCall &call) {
   FSDPC_RETURN_IF_ERROR(checkDtypes(call, "f", "f"));
   const TensorView &a = call.inputs[0], &b = call.inputs[1], &c = call.outputs[0];
@@ -498,6 +505,8 @@ Status checkRule(contract::OperandRule rule, const KernelCall &call) {
     break;
   case OperandRule::kGemm:
     return gemm(call);
+  case OperandRule::kGemmBiasGrad:
+    return gemmBiasGrad(call);
   case OperandRule::kBatchGemm:
     return batchGemm(call);
   case OperandRule::kBinaryBroadcast:

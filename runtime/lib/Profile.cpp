@@ -37,8 +37,8 @@ double attentionFlops(double queryRows, double keys, double d, double dv) {
 double instructionFlops(const plan::PlanHeader &h, const plan::Instruction &inst) {
   const std::string &op = inst.op();
   auto input = [&](int i) -> const plan::Tensor & { return h.tensors(inst.inputs(i)); };
-  if ((op == "matmul" || op == "matmul_bias" || op == "batch_matmul") && inst.inputs_size() >= 2 &&
-      inst.outputs_size() == 1) {
+  if ((op == "matmul" || op == "matmul_bias" || op == "matmul_bias_grad" || op == "batch_matmul") &&
+      inst.inputs_size() >= 2 && inst.outputs_size() >= 1) {
     const plan::Tensor &a = input(0);
     // out [..., M, N] = op(A) [..., M, K] op(B) [..., K, N].
     const int64_t k = a.shape_size() < 2 ? dim(a, 1) : intAttr(inst, "transpose_a", 0) ? dim(a, 2) : dim(a, 1);

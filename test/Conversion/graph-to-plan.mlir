@@ -159,6 +159,58 @@ module attributes {graph.loss_kind = "mse", graph.optimizer = "sgd"} {
 
 // -----
 
+// Tests that a bias gradient (sum_to of dY [2, 3, 4] to [4]) and the weight
+// gradient X^T dY that reads dY's 2-D view become one matmul_bias_grad where
+// the weight gradient was, its outputs the weight gradient and then the bias
+// gradient, located at both ops; an add of the weight gradient between them
+// does not stop it.
+// CHECK-LABEL: plan.program @train_step
+// CHECK: plan.tensor @[[DY2:t[0-9]+]] view : tensor<6x4xf32> {view_of = @dy, view_offset = 0 : i64}
+// CHECK-NOT: "sum_to"
+// CHECK: plan.kernel "matmul_bias_grad" ins [@input, @[[DY2]]] outs [@[[DW:t[0-9]+]], @[[DB:t[0-9]+]]] on compute {transpose_a = true, transpose_b = false}
+// CHECK-NOT: "sum_to"
+// CHECK: plan.kernel "mul" ins [@[[DB]], @[[DB]]]
+module attributes {graph.loss_kind = "mse", graph.optimizer = "sgd"} {
+  func.func @train_step(%x: tensor<6x5xf32> {graph.input = "input"}, %dy: tensor<2x3x4xf32> {graph.input = "dy"}, %t: tensor<4xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}, tensor<5x4xf32>) {
+    %db = graph.sum_to %dy : (tensor<2x3x4xf32>) -> tensor<4xf32>
+    %dy2 = graph.reshape %dy : (tensor<2x3x4xf32>) -> tensor<6x4xf32>
+    %dw = graph.matmul %x, %dy2 {transpose_a = true} : (tensor<6x5xf32>, tensor<6x4xf32>) -> tensor<5x4xf32>
+    %sq = graph.mul %db, %db : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %l = graph.mse_loss %sq, %t : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+    return %l, %dw : tensor<f32>, tensor<5x4xf32>
+  }
+}
+
+// -----
+
+// Tests that the bias gradient stays a sum_to where it is read before the
+// weight gradient's GEMM (it would not be ready), and where the GEMM is not
+// X^T dY (A not transposed, or dY transposed).
+// CHECK-LABEL: plan.program @train_step
+// CHECK: plan.kernel "sum_to" ins [@dy]
+// CHECK: plan.kernel "mul"
+// CHECK: plan.kernel "matmul" ins [@input, @dy] {{.*}} {transpose_a = true, transpose_b = false}
+// CHECK: plan.kernel "sum_to" ins [@dy]
+// CHECK: plan.kernel "matmul" ins [@other, @dy] {{.*}} {transpose_a = false, transpose_b = false}
+// CHECK: plan.kernel "sum_to" ins [@dy]
+// CHECK: plan.kernel "matmul" ins [@wide, @dy] {{.*}} {transpose_a = false, transpose_b = true}
+// CHECK-NOT: matmul_bias_grad
+module attributes {graph.loss_kind = "mse", graph.optimizer = "sgd"} {
+  func.func @train_step(%x: tensor<6x5xf32> {graph.input = "input"}, %o: tensor<5x6xf32> {graph.input = "other"}, %v: tensor<5x4xf32> {graph.input = "wide"}, %dy: tensor<6x4xf32> {graph.input = "dy"}, %t: tensor<4xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}, tensor<5x4xf32>, tensor<4xf32>, tensor<5x4xf32>, tensor<4xf32>, tensor<5x6xf32>) {
+    %db = graph.sum_to %dy : (tensor<6x4xf32>) -> tensor<4xf32>
+    %sq = graph.mul %db, %db : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %dw = graph.matmul %x, %dy {transpose_a = true} : (tensor<6x5xf32>, tensor<6x4xf32>) -> tensor<5x4xf32>
+    %db2 = graph.sum_to %dy : (tensor<6x4xf32>) -> tensor<4xf32>
+    %dw2 = graph.matmul %o, %dy : (tensor<5x6xf32>, tensor<6x4xf32>) -> tensor<5x4xf32>
+    %db3 = graph.sum_to %dy : (tensor<6x4xf32>) -> tensor<4xf32>
+    %dw3 = graph.matmul %v, %dy {transpose_b = true} : (tensor<5x4xf32>, tensor<6x4xf32>) -> tensor<5x6xf32>
+    %l = graph.mse_loss %sq, %t : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+    return %l, %dw, %db2, %dw2, %db3, %dw3 : tensor<f32>, tensor<5x4xf32>, tensor<4xf32>, tensor<5x4xf32>, tensor<4xf32>, tensor<5x6xf32>
+  }
+}
+
+// -----
+
 // Tests the lowering of a sharded step: shards become persistent tensors of
 // their unit, a gather writes a transient the parameter views alias, each
 // collective runs on the communication stream between a pair of events,

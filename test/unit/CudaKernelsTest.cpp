@@ -382,6 +382,19 @@ std::vector<Case> cases() {
   all.push_back(Case("matmul_bias").in({41, 23}).in({19, 23}).in({19}).out({41, 19}).attr("transpose_b", int64_t(1)));
   all.push_back(Case("matmul_bias", "bf16").in({41, 24}, normal(), plan::BF16).in({24, 18}, normal(), plan::BF16)
                     .in({18}, normal(), plan::BF16).out({41, 18}, plan::BF16).tol(1e-2));
+  // A weight gradient with its bias gradient (the rows of B summed): f32 and
+  // bf16 through cuBLASLt's epilogue; a bf16 gradient beside an f32 weight
+  // gradient, which the epilogue does not take, through the GEMM and a
+  // separate reduction.
+  all.push_back(Case("matmul_bias_grad").in({131, 45}).in({131, 77}).out({45, 77}).out({77})
+                    .attr("transpose_a", int64_t(1)));
+  all.push_back(Case("matmul_bias_grad", "bf16").in({131, 45}, normal(), plan::BF16)
+                    .in({131, 77}, normal(), plan::BF16).out({45, 77}, plan::BF16).out({77}, plan::BF16)
+                    .attr("transpose_a", int64_t(1)).tol(1e-2));
+  all.push_back(Case("matmul_bias_grad", "bf16, f32 weight gradient").in({131, 45}, normal(), plan::BF16)
+                    .in({131, 77}, normal(), plan::BF16).out({45, 77}).out({77}, plan::BF16)
+                    .attr("transpose_a", int64_t(1)).tol(1e-2));
+  all.push_back(Case("matmul_bias_grad", "not transposed").in({45, 131}).in({131, 77}).out({45, 77}).out({77}));
   all.push_back(Case("batch_matmul").in({3, 5, 37, 19}).in({3, 5, 19, 23}).out({3, 5, 37, 23}));
   all.push_back(Case("batch_matmul", "tb, shared rhs").in({4, 37, 19}).in({1, 23, 19}).out({4, 37, 23})
                     .attr("transpose_b", int64_t(1)));

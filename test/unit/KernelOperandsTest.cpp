@@ -96,6 +96,16 @@ TEST(KernelOperands, Gemm) {
   // An index tensor read as floats: half its bytes, the other half beyond.
   expectRefused(onePlan("matmul", {f32({2, 3}), i64({3, 4})}, {f32({2, 4})}), "dtype I64");
   expectRefused(onePlan("matmul_bias", {f32({2, 3}), f32({3, 4}), f32({5})}, {f32({2, 4})}), "bias");
+  auto transposeA = [](plan::Instruction &i) { (*i.mutable_int_attrs())["transpose_a"] = 1; };
+  expectAccepted(onePlan("matmul_bias_grad", {bf16({6, 3}), bf16({6, 4})}, {bf16({3, 4}), bf16({4})}, transposeA));
+  expectRefused(onePlan("matmul_bias_grad", {f32({6, 3}), f32({6, 4})}, {f32({3, 4}), f32({6})}, transposeA),
+                "bias gradient");
+  expectRefused(onePlan("matmul_bias_grad", {f32({6, 3}), f32({4, 6})}, {f32({3, 4}), f32({4})},
+                        [](plan::Instruction &i) {
+                          (*i.mutable_int_attrs())["transpose_a"] = 1;
+                          (*i.mutable_int_attrs())["transpose_b"] = 1;
+                        }),
+                "must not be transposed");
   // k = 0 once divided by zero in the CPU kernel's row count.
   expectAccepted(onePlan("matmul", {f32({2, 0}), f32({0, 4})}, {f32({2, 4})}));
   expectAccepted(onePlan("batch_matmul", {f32({3, 2, 5}), f32({1, 5, 4})}, {f32({3, 2, 4})}));

@@ -59,6 +59,38 @@ TEST(Kernels, MatmulBiasStartsEveryRowWithTheBias) {
   EXPECT_FALSE(runKernel("matmul_bias", {&a, &b, &wrongBias}, {&c}, inst).isOk());
 }
 
+// matmul_bias_grad is what the lowering makes of a weight-gradient GEMM and
+// the sum_to of its dY: it must give the two kernels' bits, so that fusing
+// them changes no loss. The weight gradient's A is transposed (X^T dY) or
+// not; 300 rows exercise the GEMM's thread split.
+TEST(Kernels, MatmulBiasGradIsMatmulAndSumToBitForBit) {
+  for (int transA = 0; transA < 2; ++transA) {
+    SCOPED_TRACE(transA ? "transpose_a" : "plain");
+    const int64_t rows = 300, m = 37, n = 29;
+    Buffer a = randomBuffer(transA ? std::vector<int64_t>{rows, m} : std::vector<int64_t>{m, rows}, 31);
+    Buffer dy = randomBuffer({rows, n}, 32);
+    plan::Instruction inst;
+    (*inst.mutable_int_attrs())["transpose_a"] = transA;
+    Buffer weightGrad = zeros({m, n}), biasGrad = zeros({n});
+    ASSERT_TRUE(runKernel("matmul", {&a, &dy}, {&weightGrad}, inst).isOk());
+    Buffer dy3 = dy;
+    dy3.shape = {3, rows / 3, n}; // sum_to reads the unflattened dY, as in a plan
+    ASSERT_TRUE(runKernel("sum_to", {&dy3}, {&biasGrad}).isOk());
+
+    Buffer fusedWeightGrad = zeros({m, n}), fusedBiasGrad = zeros({n});
+    ASSERT_TRUE(runKernel("matmul_bias_grad", {&a, &dy}, {&fusedWeightGrad, &fusedBiasGrad}, inst).isOk());
+    for (size_t i = 0; i < weightGrad.f.size(); ++i)
+      ASSERT_EQ(fusedWeightGrad.f[i], weightGrad.f[i]) << "weight gradient element " << i;
+    for (int64_t j = 0; j < n; ++j) {
+      ASSERT_EQ(fusedBiasGrad.f[j], biasGrad.f[j]) << "bias gradient element " << j;
+      double want = 0;
+      for (int64_t r = 0; r < rows; ++r)
+        want += dy.f[r * n + j];
+      EXPECT_NEAR(fusedBiasGrad.f[j], want, 1e-4 * (1 + std::abs(want)));
+    }
+  }
+}
+
 TEST(Kernels, MatmulBatchedLhs) {
   Buffer a = randomBuffer({2, 3, 4}, 3), b = randomBuffer({4, 5}, 4), c = zeros({2, 3, 5});
   ASSERT_TRUE(runKernel("matmul", {&a, &b}, {&c}).isOk());

@@ -164,6 +164,39 @@ private:
         return {};
     return {add, bias};
   }
+  /// The weight-gradient GEMM that reads `sumTo`'s input as its B, or null:
+  /// the two become one matmul_bias_grad, whose GEMM also sums the rows of
+  /// dY (cuBLASLt's bias-gradient epilogue), so dY is read once. sum_to
+  /// sums dY [..., N] to a bias gradient [N]; the matmul (transpose_a, B not
+  /// transposed) reads dY or its 2-D reshape [rows, N], comes later in the
+  /// block and has no bias add of its own, and nothing reads the bias
+  /// gradient before it: the pair is lowered where the matmul is.
+  graph::MatmulOp weightGradOf(graph::SumToOp sumTo) {
+    auto input = cast<RankedTensorType>(sumTo.getInput().getType());
+    auto result = cast<RankedTensorType>(sumTo.getType());
+    if (input.getRank() < 2 || result.getRank() != 1 || result.getShape()[0] != input.getShape().back())
+      return {};
+    SmallVector<Value> dy = {sumTo.getInput()};
+    for (Operation *user : sumTo.getInput().getUsers())
+      if (auto reshape = dyn_cast<graph::ReshapeOp>(user))
+        dy.push_back(reshape.getResult());
+    Block *block = sumTo->getBlock();
+    for (Value view : dy)
+      for (Operation *user : view.getUsers()) {
+        auto matmul = dyn_cast<graph::MatmulOp>(user);
+        if (!matmul || matmul.getRhs() != view || !matmul.getTransposeA() || matmul.getTransposeB() ||
+            matmul->getBlock() != block || !sumTo->isBeforeInBlock(matmul) || biasAddOf(matmul).first)
+          continue;
+        auto rhs = cast<RankedTensorType>(view.getType());
+        if (rhs.getRank() != 2 || rhs.getShape()[1] != result.getShape()[0])
+          continue;
+        if (llvm::all_of(sumTo.getResult().getUsers(), [&](Operation *reader) {
+              return reader->getBlock() == block && matmul->isBeforeInBlock(reader);
+            }))
+          return matmul;
+      }
+    return {};
+  }
   /// The matmul whose bias add `add` is (biasAddOf) and the bias, or nulls.
   std::pair<graph::MatmulOp, Value> gemmOfBiasAdd(graph::AddOp add) {
     for (Value operand : add->getOperands())
@@ -242,6 +275,7 @@ private:
   std::vector<PendingUnpack> pendingUnpacks_;
   llvm::StringMap<size_t> unpackFor_; // a member output's storage -> its bucket's unpack
   llvm::DenseSet<Operation *> lossGradsWithLoss_; // lowered with their loss (fusableLossGrad)
+  llvm::DenseMap<Operation *, Operation *> biasGradOfWeightGrad_; // a matmul -> the sum_to lowered with it
   llvm::DenseMap<Operation *, bool> causalConstants_; // isCausalMask's answers
 };
 
@@ -378,6 +412,19 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                 graph::ownAttributes(matmul));
       return success();
     }
+  // A bias gradient goes into the GEMM of its weight gradient, which reads
+  // the same dY.
+  if (auto sumTo = dyn_cast<graph::SumToOp>(op))
+    if (graph::MatmulOp matmul = weightGradOf(sumTo)) {
+      biasGradOfWeightGrad_[matmul] = sumTo;
+      return success(); // lowered with its weight gradient
+    }
+  if (Operation *sumTo = biasGradOfWeightGrad_.lookup(op)) {
+    addKernel("matmul_bias_grad", inputs,
+              {outputFor(op->getResult(0)), outputFor(cast<graph::SumToOp>(sumTo).getResult())},
+              builder_.getFusedLoc({loc, sumTo->getLoc()}), graph::ownAttributes(op));
+    return success();
+  }
   if (auto loss = dyn_cast<graph::SoftmaxCrossEntropyOp>(op))
     if (graph::SoftmaxCrossEntropyGradOp grad = fusableLossGrad(loss)) {
       inputs.push_back(tensors_.lookup(grad.getGrad()));

@@ -47,6 +47,11 @@ std::vector<KernelSignature> buildTable() {
       // GEMMs. matmul_bias: C = bias (broadcast over rows) + A B, as addmm.
       fixed("matmul", 2, 1, OperandRule::kGemm, gemm),
       fixed("matmul_bias", 3, 1, OperandRule::kGemm, gemm),
+      // A Linear layer's weight and bias gradients from one read of dY:
+      // C = op(A) B and bias_grad[n] = sum over k of B[k, n] (the rows of B,
+      // which is not transposed), as the lowering pairs a weight-gradient
+      // GEMM with the sum_to of its dY.
+      fixed("matmul_bias_grad", 2, 2, OperandRule::kGemmBiasGrad, gemm),
       fixed("batch_matmul", 2, 1, OperandRule::kBatchGemm, gemm),
       // Elementwise with broadcasting.
       fixed("add", 2, 1, OperandRule::kBinaryBroadcast),

@@ -45,6 +45,8 @@ Status geluGrad(const KernelCall &call);
 // Matmul.cpp: sgemm through BLAS, split by rows across OpenMP threads.
 /// matmul and matmul_bias (C starts as the bias, as torch's addmm).
 Status matmul(const KernelCall &call);
+/// matmul_bias_grad: matmul, then the sums of B's rows as sum_to adds them.
+Status matmulBiasGrad(const KernelCall &call);
 Status batchMatmul(const KernelCall &call);
 
 // Reductions.cpp.
@@ -52,6 +54,9 @@ Status reduceSum(const KernelCall &call);
 Status broadcastTo(const KernelCall &call);
 /// The gradient of a broadcast: sums over the broadcast dimensions.
 Status sumTo(const KernelCall &call);
+/// out[j] = the sum over r of x[r * cols + j], row by row in f32: sum_to's
+/// bias gradient, and matmul_bias_grad's, so the two give the same bits.
+void sumRows(const float *x, int64_t rows, int64_t cols, float *out);
 
 // Shape.cpp: shape and indexing.
 Status concat(const KernelCall &call);

@@ -15,6 +15,7 @@ const std::unordered_map<std::string, KernelFn> &registry() {
   static const std::unordered_map<std::string, KernelFn> table = {
       {"matmul", matmul},
       {"matmul_bias", matmul},
+      {"matmul_bias_grad", matmulBiasGrad},
       {"batch_matmul", batchMatmul},
       {"add", add},
       {"sub", sub},

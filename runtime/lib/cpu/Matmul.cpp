@@ -57,6 +57,15 @@ Status matmul(const KernelCall &call) {
   return Status::ok();
 }
 
+Status matmulBiasGrad(const KernelCall &call) {
+  KernelCall gemm = call;
+  gemm.outputs.resize(1);
+  FSDPC_RETURN_IF_ERROR(matmul(gemm));
+  const TensorView &b = call.inputs[1];
+  sumRows(b.f32(), b.shape[0], b.shape[1], call.outputs[1].f32());
+  return Status::ok();
+}
+
 /// One sgemm per index of the broadcast batch dimensions.
 Status batchMatmul(const KernelCall &call) {
   const TensorView &a = call.inputs[0], &b = call.inputs[1], &c = call.outputs[0];

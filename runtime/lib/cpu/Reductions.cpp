@@ -59,6 +59,15 @@ Status broadcastTo(const KernelCall &call) {
   return Status::ok();
 }
 
+void sumRows(const float *x, int64_t rows, int64_t cols, float *out) {
+  std::fill(out, out + cols, 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *row = x + r * cols;
+    for (int64_t j = 0; j < cols; ++j)
+      out[j] += row[j];
+  }
+}
+
 Status sumTo(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &y = call.outputs[0];
   if (!broadcastsTo(y.shape, x.shape))
@@ -83,12 +92,7 @@ Status sumTo(const KernelCall &call) {
     trailingCount *= y.shape[y.shape.size() - 1 - i];
   }
   if (trailing && trailingCount == m) {
-    int64_t rows = n / m;
-    for (int64_t r = 0; r < rows; ++r) {
-      const float *row = px + r * m;
-      for (int64_t j = 0; j < m; ++j)
-        py[j] += row[j];
-    }
+    sumRows(px, n / m, m, py);
     return Status::ok();
   }
   // Serial over rows of x (several land on the same y element), in order.

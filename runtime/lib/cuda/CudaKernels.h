@@ -104,6 +104,10 @@ Status noteNonfinite(const TensorView &output, const CudaLaunch &launch, unsigne
 // Matmul.cu: cuBLASLt GEMMs (fp32 without TF32, or bf16 / f16 inputs with
 // fp32 accumulation), the bias as an epilogue.
 Status matmul(const KernelCall &call);
+/// matmul_bias_grad: cuBLASLt's bias-gradient epilogue where its heuristic
+/// offers one, else the GEMM and then sumRows.
+Status matmulBiasGrad(const KernelCall &call);
+uint64_t matmulBiasGradScratch(const KernelCall &call);
 Status batchMatmul(const KernelCall &call);
 
 // Reductions.cu: sums in double, in a fixed order (bit-stable run to run).
@@ -112,6 +116,11 @@ uint64_t reduceSumScratch(const KernelCall &call);
 Status broadcastTo(const KernelCall &call);
 Status sumTo(const KernelCall &call);
 uint64_t sumToScratch(const KernelCall &call);
+/// The sums of the rows of `x` ([rows, cols], any float dtype) into `out`
+/// ([cols]), as sum_to sums a bias gradient, with the call's scratch
+/// (sumRowsScratch).
+Status sumRows(const KernelCall &call, const TensorView &x, const TensorView &out);
+uint64_t sumRowsScratch(int64_t rows, int64_t cols);
 
 // Shape.cu.
 Status concat(const KernelCall &call);

@@ -14,6 +14,7 @@ const std::unordered_map<std::string, CudaKernel> &registry() {
   static const std::unordered_map<std::string, CudaKernel> table = {
       {"matmul", {matmul}},
       {"matmul_bias", {matmul}},
+      {"matmul_bias_grad", {matmulBiasGrad, matmulBiasGradScratch}},
       {"batch_matmul", {batchMatmul}},
       {"add", {add}},
       {"sub", {sub}},

@@ -7,7 +7,10 @@
 // Precision follows torch's defaults: f32 GEMMs use CUBLAS_COMPUTE_32F, not
 // TF32 (torch.backends.cuda.matmul.allow_tf32 is False); bf16 and f16
 // inputs accumulate in f32 and write bf16, f16 or f32. matmul_bias adds
-// its bias in cuBLASLt's epilogue (torch's addmm does the same).
+// its bias in cuBLASLt's epilogue (torch's addmm does the same), and
+// matmul_bias_grad sums its bias gradient in another (BGRADA: the rows of
+// B, which is cuBLASLt's A) where the heuristic offers one for the shape
+// and dtypes, else in a separate reduction after the GEMM.
 //
 // The descriptors and the algorithm cuBLASLt's heuristic picks are made on
 // an instruction's first call and kept in its launch cache: shapes and
@@ -15,6 +18,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "DeviceMath.cuh"
+
+#include <atomic>
+#include <cstdio>
 
 namespace fsdpc::runtime::cuda {
 
@@ -48,6 +54,9 @@ struct GemmPlan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t x = nullptr, y = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  // matmul_bias_grad whose epilogue cuBLASLt did not offer: the bias
+  // gradient is summed after the GEMM (sumRows).
+  bool separateBiasGrad = false;
 
   ~GemmPlan() {
     if (desc)
@@ -66,7 +75,8 @@ struct GemmShape {
   int64_t m = 0, n = 0, k = 0, batch = 1;
   int64_t strideA = 0, strideB = 0, strideC = 0;
   cudaDataType_t typeA = CUDA_R_32F, typeB = CUDA_R_32F, typeC = CUDA_R_32F, typeBias = CUDA_R_32F;
-  bool bias = false;
+  bool bias = false;     // the bias epilogue: `bias` is read
+  bool biasGrad = false; // the bias-gradient epilogue: `bias` is written
 };
 
 cublasStatus_t setLayoutBatch(cublasLtMatrixLayout_t layout, int64_t batch, int64_t stride) {
@@ -90,8 +100,9 @@ StatusOr<std::shared_ptr<GemmPlan>> makeGemmPlan(const KernelCall &call, const G
       cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opX, sizeof(opX)));
   FSDPC_CUBLAS_RETURN_IF_ERROR(
       cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opY, sizeof(opY)));
-  if (s.bias) {
-    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  if (s.bias || s.biasGrad) {
+    // The bias (gradient) has one value per row of D, which is C^T.
+    const cublasLtEpilogue_t epilogue = s.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_BGRADA;
     FSDPC_CUBLAS_RETURN_IF_ERROR(
         cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
     FSDPC_CUBLAS_RETURN_IF_ERROR(
@@ -171,11 +182,10 @@ Status operandTypes(const KernelCall &call, GemmShape &s) {
   return Status::ok();
 }
 
-} // namespace
-
-Status matmul(const KernelCall &call) {
+/// The shape and dtypes of a 2-D GEMM call (matmul and its bias forms):
+/// A may have leading dimensions, which fold into M.
+Status gemmShapeOf(const KernelCall &call, GemmShape &s) {
   const TensorView &a = call.inputs[0], &b = call.inputs[1], &c = call.outputs[0];
-  GemmShape s;
   s.transA = call.intParam(contract::Param::kTransposeA, 0);
   s.transB = call.intParam(contract::Param::kTransposeB, 0);
   if (a.shape.size() < 2 || b.shape.size() != 2 || (s.transA && a.shape.size() != 2))
@@ -188,7 +198,15 @@ Status matmul(const KernelCall &call) {
   if (s.k != kb || c.numElements() != s.m * s.n)
     return FSDPC_ERROR(kInvalidArgument, "matmul: shapes ", cpu::shapeString(a.shape), " x ",
                        cpu::shapeString(b.shape), " do not match output ", cpu::shapeString(c.shape));
-  FSDPC_RETURN_IF_ERROR(operandTypes(call, s));
+  return operandTypes(call, s);
+}
+
+} // namespace
+
+Status matmul(const KernelCall &call) {
+  const TensorView &a = call.inputs[0], &b = call.inputs[1], &c = call.outputs[0];
+  GemmShape s;
+  FSDPC_RETURN_IF_ERROR(gemmShapeOf(call, s));
   const void *bias = nullptr;
   if (call.inputs.size() > 2) {
     const TensorView &biasView = call.inputs[2];
@@ -207,6 +225,63 @@ Status matmul(const KernelCall &call) {
   if (s.k == 0)
     return FSDPC_ERROR(kUnimplemented, call.instruction->op(), ": the CUDA backend has no GEMM with k = 0");
   return runGemm(call, s, a.data, b.data, bias, c.data);
+}
+
+Status matmulBiasGrad(const KernelCall &call) {
+  const TensorView &a = call.inputs[0], &b = call.inputs[1], &c = call.outputs[0], &biasGrad = call.outputs[1];
+  GemmShape s;
+  FSDPC_RETURN_IF_ERROR(gemmShapeOf(call, s));
+  if (s.transB || biasGrad.numElements() != s.n)
+    return FSDPC_ERROR(kInvalidArgument, "matmul_bias_grad: a bias gradient of ", biasGrad.numElements(),
+                       " elements for the rows of B ", cpu::shapeString(b.shape), " (not transposed)");
+  StatusOr<cudaDataType_t> typeBias = cudaTypeOf(call, biasGrad.dtype);
+  if (!typeBias.isOk())
+    return typeBias.status();
+  s.typeBias = *typeBias;
+  if (s.m == 0 || s.n == 0)
+    return sumRows(call, b, biasGrad); // no GEMM, still a sum
+  if (s.k == 0)
+    return FSDPC_ERROR(kUnimplemented, call.instruction->op(), ": the CUDA backend has no GEMM with k = 0");
+  CudaLaunch &launch = launchOf(call);
+  // Not every shape, dtype and alignment has the epilogue. Where the
+  // heuristic offers none, or the first call with it fails, the GEMM runs
+  // plain and a reduction sums the bias gradient: the same numbers.
+  auto separate = [&]() -> Status {
+    StatusOr<std::shared_ptr<GemmPlan>> plain = makeGemmPlan(call, s, a.data, b.data, nullptr, c.data);
+    if (!plain.isOk())
+      return plain.status();
+    // Said once per process: which path ran is what a GPU run must tell.
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true))
+      std::fprintf(stderr,
+                   "fsdp-run: note: cuBLASLt has no bias-gradient epilogue for matmul_bias_grad (%lldx%lldx%lld, "
+                   "%s); such bias gradients are summed after the GEMM\n",
+                   static_cast<long long>(s.m), static_cast<long long>(s.n), static_cast<long long>(s.k),
+                   plan::DType_Name(biasGrad.dtype).c_str());
+    (*plain)->separateBiasGrad = true;
+    launch.cache = *plain;
+    return Status::ok();
+  };
+  if (!launch.cache) {
+    GemmShape fused = s;
+    fused.biasGrad = true;
+    StatusOr<std::shared_ptr<GemmPlan>> made = makeGemmPlan(call, fused, a.data, b.data, biasGrad.data, c.data);
+    if (made.isOk()) {
+      launch.cache = *made;
+      if (runGemm(call, s, a.data, b.data, biasGrad.data, c.data).isOk())
+        return Status::ok();
+    }
+    FSDPC_RETURN_IF_ERROR(separate());
+  } else if (!static_cast<const GemmPlan *>(launch.cache.get())->separateBiasGrad) {
+    return runGemm(call, s, a.data, b.data, biasGrad.data, c.data);
+  }
+  FSDPC_RETURN_IF_ERROR(runGemm(call, s, a.data, b.data, nullptr, c.data));
+  return sumRows(call, b, biasGrad);
+}
+
+uint64_t matmulBiasGradScratch(const KernelCall &call) {
+  const TensorView &b = call.inputs[1];
+  return b.shape.size() == 2 ? sumRowsScratch(b.shape[0], b.shape[1]) : 0;
 }
 
 Status batchMatmul(const KernelCall &call) {

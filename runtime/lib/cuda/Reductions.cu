@@ -242,6 +242,13 @@ uint64_t sumToScratch(const KernelCall &call) {
   return cpu::broadcastsTo(y.shape, x.shape) ? scratchOf(sumToPlan(call)) : 0;
 }
 
+Status sumRows(const KernelCall &call, const TensorView &x, const TensorView &out) {
+  if (x.shape.size() != 2)
+    return FSDPC_ERROR(kInternal, call.instruction->op(), ": sumRows of a rank-", x.shape.size(), " tensor");
+  return runReduction(call, x, out, planReduction(x.shape, {true, false}));
+}
+uint64_t sumRowsScratch(int64_t rows, int64_t cols) { return scratchOf(planReduction({rows, cols}, {true, false})); }
+
 Status broadcastTo(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &y = call.outputs[0];
   if (!cpu::broadcastsTo(x.shape, y.shape) || x.dtype != y.dtype)

@@ -90,6 +90,7 @@ struct AttrSpec {
 enum class OperandRule : uint8_t {
   kUnspecified, // an entry that forgot its rule: its kernel is refused at load
   kGemm,
+  kGemmBiasGrad,
   kBatchGemm,
   kBinaryBroadcast,
   kElementwise,

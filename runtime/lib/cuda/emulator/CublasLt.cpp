@@ -82,6 +82,10 @@ void store(int type, void *base, int64_t index, double value) {
 
 bool supportedType(cudaDataType_t t) { return t == CUDA_R_32F || t == CUDA_R_16BF || t == CUDA_R_16F; }
 
+bool isBiasGradient(uint32_t epilogue) {
+  return epilogue == CUBLASLT_EPILOGUE_BGRADA || epilogue == CUBLASLT_EPILOGUE_BGRADB;
+}
+
 /// The shapes of one matmul, checked: op(A) is m x k, op(B) k x n, C and D
 /// m x n, every layout's ld at least its rows, batch counts equal.
 cublasStatus_t checkShapes(const cublasLtMatmulDescOpaque &desc, const cublasLtMatrixLayoutOpaque &a,
@@ -105,11 +109,21 @@ cublasStatus_t checkShapes(const cublasLtMatmulDescOpaque &desc, const cublasLtM
     return invalid("A and B of different types");
   if (desc.compute != CUBLAS_COMPUTE_32F && desc.compute != CUBLAS_COMPUTE_32F_FAST_TF32)
     return invalid("a compute type the emulator does not have");
-  if (desc.epilogue != CUBLASLT_EPILOGUE_DEFAULT && desc.epilogue != CUBLASLT_EPILOGUE_BIAS)
+  if (desc.epilogue != CUBLASLT_EPILOGUE_DEFAULT && desc.epilogue != CUBLASLT_EPILOGUE_BIAS &&
+      !isBiasGradient(desc.epilogue))
     return invalid("an epilogue the emulator does not have");
-  if (desc.epilogue == CUBLASLT_EPILOGUE_BIAS && !desc.bias)
-    return invalid("the bias epilogue without CUBLASLT_MATMUL_DESC_BIAS_POINTER");
+  if (desc.epilogue != CUBLASLT_EPILOGUE_DEFAULT && !desc.bias)
+    return invalid("a bias epilogue without CUBLASLT_MATMUL_DESC_BIAS_POINTER");
   return CUBLAS_STATUS_SUCCESS;
+}
+
+/// What the library's documentation leaves out of the bias-gradient
+/// epilogues, refused so that the backend's path without them runs here
+/// too: a gradient type other than D's ("the same type as the output
+/// elements"), and batches.
+bool biasGradientSupported(const cublasLtMatmulDescOpaque &desc, const cublasLtMatrixLayoutOpaque &d) {
+  return !isBiasGradient(desc.epilogue) ||
+         ((desc.biasType < 0 || desc.biasType == static_cast<int32_t>(d.type)) && d.batch == 1);
 }
 
 } // namespace
@@ -226,6 +240,8 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
     return invalid("a heuristic asked for no algorithm");
   if (cublasStatus_t status = checkShapes(*desc, *a, *b, *c, *d))
     return status;
+  if (!biasGradientSupported(*desc, *d))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
   results[0] = cublasLtMatmulHeuristicResult_t{};
   results[0].algo.data[0] = 0xfeedull; // the one algorithm: marks a result this heuristic gave
   results[0].state = CUBLAS_STATUS_SUCCESS;
@@ -245,6 +261,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     return invalid("an algorithm the heuristic did not return");
   if (cublasStatus_t status = checkShapes(*desc, *aLayout, *bLayout, *cLayout, *dLayout))
     return status;
+  if (!biasGradientSupported(*desc, *dLayout))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
   const float alphaValue = *static_cast<const float *>(alpha), betaValue = *static_cast<const float *>(beta);
   // By value: the descriptors may change or go before the stream runs this.
   const cublasLtMatmulDescOpaque op = *desc;
@@ -256,14 +274,18 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     const int64_t k = static_cast<int64_t>(transA ? la.rows : la.cols);
     for (int32_t i = 0; i < ld.batch; ++i) {
       const int64_t baseA = i * la.stride, baseB = i * lb.stride, baseC = i * lc.stride, baseD = i * ld.stride;
+      // op(A)[row, j] and op(B)[j, col] of batch i.
+      auto elementA = [&](int64_t row, int64_t j) {
+        return load(la.type, a, baseA + (transA ? j + row * la.ld : row + j * la.ld));
+      };
+      auto elementB = [&](int64_t j, int64_t col) {
+        return load(lb.type, b, baseB + (transB ? col + j * lb.ld : j + col * lb.ld));
+      };
       for (int64_t col = 0; col < n; ++col)
         for (int64_t row = 0; row < m; ++row) {
           double sum = 0;
-          for (int64_t j = 0; j < k; ++j) {
-            const double x = load(la.type, a, baseA + (transA ? j + row * la.ld : row + j * la.ld));
-            const double y = load(lb.type, b, baseB + (transB ? col + j * lb.ld : j + col * lb.ld));
-            sum += x * y;
-          }
+          for (int64_t j = 0; j < k; ++j)
+            sum += elementA(row, j) * elementB(j, col);
           double value = alphaValue * sum;
           if (betaValue != 0.0f)
             value += betaValue * load(lc.type, c, baseC + row + col * lc.ld);
@@ -271,6 +293,17 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
             value += load(biasType, op.bias, row);
           store(ld.type, d, baseD + row + col * ld.ld, value);
         }
+      // The bias gradient: op(A) summed over k for each row of D (BGRADA),
+      // or op(B) for each column (BGRADB); one batch (biasGradientSupported).
+      if (isBiasGradient(op.epilogue)) {
+        const bool ofA = op.epilogue == CUBLASLT_EPILOGUE_BGRADA;
+        for (int64_t e = 0; e < (ofA ? m : n); ++e) {
+          double sum = 0;
+          for (int64_t j = 0; j < k; ++j)
+            sum += ofA ? elementA(e, j) : elementB(j, e);
+          store(biasType, const_cast<void *>(op.bias), e, sum);
+        }
+      }
     }
   });
   return queued == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;

@@ -2,7 +2,9 @@
 //
 // The matmul API the backend calls, with the toolkit's enum values and its
 // documented semantics: column-major D = alpha op(A) op(B) + beta C, the
-// bias epilogue adding one value per row of D, strided batches. Attribute
+// bias epilogue adding one value per row of D, the bias-gradient epilogues
+// summing op(A) over k (BGRADA, one value per row of D) or op(B) over k
+// (BGRADB, one per column) into the bias pointer, strided batches. Attribute
 // setters check the value's size as the library does (an int64 where it
 // wants an int32 is CUBLAS_STATUS_INVALID_VALUE), and a matmul whose
 // layouts do not fit each other is refused rather than read out of bounds.
@@ -36,6 +38,8 @@ enum cublasLtEpilogue_t {
   CUBLASLT_EPILOGUE_BIAS = 4,
   CUBLASLT_EPILOGUE_GELU = 32,
   CUBLASLT_EPILOGUE_GELU_BIAS = 36,
+  CUBLASLT_EPILOGUE_BGRADA = 256,
+  CUBLASLT_EPILOGUE_BGRADB = 512,
 };
 enum cublasLtMatrixLayoutAttribute_t {
   CUBLASLT_MATRIX_LAYOUT_TYPE = 0,

@@ -640,6 +640,19 @@ std::vector<Case> cases() {
                     .out({37, 768}).out({768}).out({768}).attr("axis", int64_t(1)).tol(1e-5).misaligned());
   all.push_back(Case("rms_norm", "4096").in({5, 4096}).in({4096}).out({5, 4096}).out({5}).attr("axis", int64_t(1))
                     .attr("epsilon", 1e-6).tol(1e-5));
+  // Many rows: the warp kernel's blocks each stream a chunk of rows and (up
+  // to 1024 columns) sum their chunk of the scale and bias gradients, the
+  // last chunk short; wider rows sum them in the separate partials kernel.
+  all.push_back(Case("layer_norm_grad", "1031 rows 768 bf16").in({1031, 768}, normal(), plan::BF16)
+                    .in({768}, normal(), plan::BF16).in({1031}).in({1031}, positive())
+                    .in({1031, 768}, normal(), plan::BF16).out({1031, 768}, plan::BF16).out({768}, plan::BF16)
+                    .out({768}, plan::BF16).attr("axis", int64_t(1)).tol(1e-2));
+  all.push_back(Case("layer_norm_grad", "1031 rows 768").in({1031, 768}).in({768}).in({1031}).in({1031}, positive())
+                    .in({1031, 768}).out({1031, 768}).out({768}).out({768}).attr("axis", int64_t(1)).tol(1e-5));
+  all.push_back(Case("rms_norm_grad", "1031 rows 1024").in({1031, 1024}).in({1024}).in({1031}, positive())
+                    .in({1031, 1024}).out({1031, 1024}).out({1024}).attr("axis", int64_t(1)).tol(1e-5));
+  all.push_back(Case("layer_norm_grad", "1031 rows 2048").in({1031, 2048}).in({2048}).in({1031}).in({1031}, positive())
+                    .in({1031, 2048}).out({1031, 2048}).out({2048}).out({2048}).attr("axis", int64_t(1)).tol(1e-5));
   // Query, key, value and out stored as bf16 (as in a mixed-precision
   // plan), their gradients too: the tensor-core kernels (d=64) and the f32
   // ones (d=80) read and write them through the dtype. The values are those

@@ -10,8 +10,11 @@
 // Rows of up to 2048 elements, a multiple of 8, with 16-byte aligned
 // operands (a transformer's hidden size) go one warp per row, the row held
 // in registers and moved in 16-byte accesses (loadVector): the sums are
-// warp shuffles, the row is read from HBM once. Other rows take one block
-// each, reading the row once per pass.
+// warp shuffles, the row is read from HBM once. Up to 1024 elements, the
+// backward's warps also sum the scale and bias gradients of their block's
+// chunk of rows from the x and dy they hold, so x and dy are read once in
+// all; wider rows sum them in a second kernel that reads both again.
+// Other rows take one block each, reading the row once per pass.
 // The activations (x, y, dy, dx), scale and bias and their gradients may be
 // bf16 / f16 in mixed-precision plans: read widened, computed in f32,
 // rounded once where written, the numbers of f32 kernels between casts.
@@ -41,6 +44,7 @@ Status checkedNormLayout(const KernelCall &call, bool gradient, const TensorView
 }
 
 int64_t chunksFor(int64_t rows) { return std::min(kMaxChunks, std::max<int64_t>(1, rows / kMinRowsPerChunk)); }
+int64_t partialChunksFor(int64_t rows);
 
 __global__ void normalizeKernel(Operand x, Operand scale, Operand bias, long long rows, long long cols, double epsilon,
                                 bool centered, Operand y, float *mean, float *invStd) {
@@ -146,46 +150,105 @@ __global__ void __launch_bounds__(kRowWarps * 32)
   }
 }
 
-template <int V>
-__global__ void __launch_bounds__(kRowWarps * 32)
+/// The rows of one block of the gradient's warp kernel: [begin, end).
+struct RowRange {
+  long long begin, end;
+};
+__device__ __forceinline__ RowRange blockRows(long long rows, long long rowsPerBlock) {
+  const long long begin = static_cast<long long>(blockIdx.x) * rowsPerBlock;
+  return {begin, min(rows, begin + rowsPerBlock)};
+}
+
+/// Rows of up to 1024 elements (4 vectors per lane) also sum their scale
+/// and bias gradients in the warp kernel, from the x and dy it has read: a
+/// block's partial sums go to scratch as the separate partials kernel's
+/// would, one chunk per block. Wider rows would need more registers.
+constexpr int kMaxPartialVectors = 4, kMaxPartialColumns = kMaxPartialVectors * kVectorElements * 32;
+/// Chunks (blocks) of the fused partial sums: enough warps to keep the
+/// memory busy, few enough that the partials stay small next to x and dy.
+constexpr int64_t kMaxPartialChunks = 512;
+
+int64_t partialChunksFor(int64_t rows) {
+  return std::min(kMaxPartialChunks, std::max<int64_t>(1, rows / kMinRowsPerChunk));
+}
+
+/// dx for the rows of block blockIdx.x, a warp per row at a time; with
+/// Partials, also the block's sums of dy * x_hat and dy per column into
+/// partial[0][blockIdx.x] and partial[1][blockIdx.x] (chunks blocks), as
+/// normParamPartialsKernel writes them, added warp by warp in a fixed
+/// order.
+// With Partials, two blocks per multiprocessor up to 3 vectors per lane
+// (ptxas for sm_90: 128 registers, 24 bytes spilled at 3; unbounded, 155
+// registers left one block of 8 warps per multiprocessor).
+template <int V, bool Partials>
+__global__ void __launch_bounds__(kRowWarps * 32, Partials && V <= 3 ? 2 : 1)
     normalizeGradRowsKernel(Operand x, Operand scale, const float *mean, const float *invStd, Operand dy,
-                            long long rows, long long cols, Operand dx) {
-  const int lane = threadIdx.x & 31;
-  const long long r = static_cast<long long>(blockIdx.x) * kRowWarps + (threadIdx.x >> 5);
-  if (r >= rows)
-    return;
-  const long long row = r * cols, vectors = cols / kVectorElements;
-  const float m = mean ? mean[r] : 0.0f, rs = invStd[r];
-  float xHat[V][kVectorElements] = {}, gw[V][kVectorElements] = {}; // x normalised; dy times the scale
-  double localG = 0, localGX = 0;
+                            long long rows, long long cols, long long rowsPerBlock, Operand dx, double *partial,
+                            long long chunks) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const long long vectors = cols / kVectorElements;
+  const RowRange range = blockRows(rows, rowsPerBlock);
+  float sumScale[Partials ? V : 1][kVectorElements] = {}, sumBias[Partials ? V : 1][kVectorElements] = {};
+  for (long long r = range.begin + warp; r < range.end; r += kRowWarps) {
+    const long long row = r * cols;
+    const float m = mean ? mean[r] : 0.0f, rs = invStd[r];
+    float xHat[V][kVectorElements] = {}, gw[V][kVectorElements] = {}; // x normalised; dy times the scale
+    double localG = 0, localGX = 0;
 #pragma unroll
-  for (int k = 0; k < V; ++k) {
-    const long long j = lane + 32 * k;
-    if (j < vectors) {
-      float g[kVectorElements], w[kVectorElements];
-      loadVector(x, row + j * kVectorElements, xHat[k]);
-      loadVector(dy, row + j * kVectorElements, g);
-      loadVector(scale, j * kVectorElements, w);
+    for (int k = 0; k < V; ++k) {
+      const long long j = lane + 32 * k;
+      if (j < vectors) {
+        float g[kVectorElements], w[kVectorElements];
+        loadVector(x, row + j * kVectorElements, xHat[k]);
+        loadVector(dy, row + j * kVectorElements, g);
+        loadVector(scale, j * kVectorElements, w);
 #pragma unroll
-      for (int e = 0; e < kVectorElements; ++e) {
-        xHat[k][e] = (xHat[k][e] - m) * rs;
-        gw[k][e] = g[e] * w[e];
-        localG += gw[k][e];
-        localGX += gw[k][e] * xHat[k][e];
+        for (int e = 0; e < kVectorElements; ++e) {
+          xHat[k][e] = (xHat[k][e] - m) * rs;
+          gw[k][e] = g[e] * w[e];
+          localG += gw[k][e];
+          localGX += gw[k][e] * xHat[k][e];
+          if constexpr (Partials) {
+            sumScale[k][e] += g[e] * xHat[k][e];
+            sumBias[k][e] += g[e];
+          }
+        }
+      }
+    }
+    const double sumG = mean ? warpSum(localG) : 0.0;
+    const double sumGX = warpSum(localGX);
+    const float meanG = static_cast<float>(sumG / cols), meanGX = static_cast<float>(sumGX / cols);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const long long j = lane + 32 * k;
+      if (j < vectors) {
+#pragma unroll
+        for (int e = 0; e < kVectorElements; ++e)
+          xHat[k][e] = rs * (gw[k][e] - meanG - xHat[k][e] * meanGX);
+        storeVector(dx, row + j * kVectorElements, xHat[k]);
       }
     }
   }
-  const double sumG = mean ? warpSum(localG) : 0.0;
-  const double sumGX = warpSum(localGX);
-  const float meanG = static_cast<float>(sumG / cols), meanGX = static_cast<float>(sumGX / cols);
+  if constexpr (Partials) {
+    // The warps' sums, added in warp order into the block's (double, as
+    // the partials kernel keeps them), then written as its chunk.
+    __shared__ double blockSums[2][kMaxPartialColumns];
+    for (int turn = 0; turn < kRowWarps; ++turn) {
+      if (warp == turn)
 #pragma unroll
-  for (int k = 0; k < V; ++k) {
-    const long long j = lane + 32 * k;
-    if (j < vectors) {
+        for (int k = 0; k < V; ++k)
+          if (lane + 32 * k < vectors)
 #pragma unroll
-      for (int e = 0; e < kVectorElements; ++e)
-        xHat[k][e] = rs * (gw[k][e] - meanG - xHat[k][e] * meanGX);
-      storeVector(dx, row + j * kVectorElements, xHat[k]);
+            for (int e = 0; e < kVectorElements; ++e) {
+              const long long c = (lane + 32 * k) * kVectorElements + e;
+              blockSums[0][c] = (turn == 0 ? 0.0 : blockSums[0][c]) + sumScale[k][e];
+              blockSums[1][c] = (turn == 0 ? 0.0 : blockSums[1][c]) + sumBias[k][e];
+            }
+      __syncthreads();
+    }
+    for (long long c = threadIdx.x; c < cols; c += blockDim.x) {
+      partial[blockIdx.x * cols + c] = blockSums[0][c];
+      partial[(chunks + blockIdx.x) * cols + c] = blockSums[1][c];
     }
   }
 }
@@ -290,26 +353,41 @@ Status normalizeGrad(const KernelCall &call, const float *mean, const float *inv
   const Operand x = operandOf(call.inputs[0]), dy = operandOf(call.inputs.back());
   const Operand scale = operandOf(call.inputs[1]);
   const Operand dx = operandOf(call.outputs[0]);
-  static constexpr decltype(&normalizeGradRowsKernel<1>) kWarpKernels[] = {
-      normalizeGradRowsKernel<1>, normalizeGradRowsKernel<2>, normalizeGradRowsKernel<3>,
-      normalizeGradRowsKernel<4>, normalizeGradRowsKernel<6>, normalizeGradRowsKernel<8>};
-  const int warpKernel = warpKernelFor(cols);
-  if (warpKernel >= 0 && vectorAligned({&call.inputs[0], &call.inputs[1], &call.inputs.back(), &call.outputs[0]})) {
-    launchKernel(kWarpKernels[warpKernel], static_cast<unsigned>((rows + kRowWarps - 1) / kRowWarps), kRowWarps * 32, 0,
-                 launch.stream, x, scale, mean, invStd, dy, rows, cols, dx);
-  } else {
-    launchKernel(normalizeGradKernel, rowBlocks(rows), kThreads, 0, launch.stream, x, scale, mean, invStd, dy, rows,
-                 cols, dx);
-  }
-  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
-  const int64_t chunks = chunksFor(rows), rowsPerChunk = (rows + chunks - 1) / chunks;
   if (launch.scratchBytes < normGradScratch(call))
     return FSDPC_ERROR(kInternal, call.instruction->op(), ": scratch too small");
   auto *partial = static_cast<double *>(launch.scratch);
-  const dim3 grid(static_cast<unsigned>((cols + kColumnTile - 1) / kColumnTile), static_cast<unsigned>(chunks));
-  launchKernel(normParamPartialsKernel, grid, dim3(kColumnTile, kRowLanes), 0, launch.stream, x, mean, invStd, dy, rows,
-               cols, rowsPerChunk, chunks, partial);
-  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  using GradRowsKernel = decltype(&normalizeGradRowsKernel<1, false>);
+  static constexpr GradRowsKernel kWarpKernels[] = {
+      normalizeGradRowsKernel<1, false>, normalizeGradRowsKernel<2, false>, normalizeGradRowsKernel<3, false>,
+      normalizeGradRowsKernel<4, false>, normalizeGradRowsKernel<6, false>, normalizeGradRowsKernel<8, false>};
+  static constexpr GradRowsKernel kWarpPartialKernels[] = {
+      normalizeGradRowsKernel<1, true>, normalizeGradRowsKernel<2, true>, normalizeGradRowsKernel<3, true>,
+      normalizeGradRowsKernel<4, true>};
+  const int warpKernel = warpKernelFor(cols);
+  const bool warpRows =
+      warpKernel >= 0 && vectorAligned({&call.inputs[0], &call.inputs[1], &call.inputs.back(), &call.outputs[0]});
+  int64_t chunks = chunksFor(rows);
+  if (warpRows && kVectorsPerLane[warpKernel] <= kMaxPartialVectors) {
+    // dx and the parameter gradients' partial sums in one pass over x, dy.
+    chunks = partialChunksFor(rows);
+    launchKernel(kWarpPartialKernels[warpKernel], static_cast<unsigned>(chunks), kRowWarps * 32, 0, launch.stream, x,
+                 scale, mean, invStd, dy, rows, cols, (rows + chunks - 1) / chunks, dx, partial, chunks);
+    FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  } else {
+    if (warpRows)
+      launchKernel(kWarpKernels[warpKernel], static_cast<unsigned>((rows + kRowWarps - 1) / kRowWarps),
+                   kRowWarps * 32, 0, launch.stream, x, scale, mean, invStd, dy, rows, cols,
+                   static_cast<long long>(kRowWarps), dx, partial, chunks);
+    else
+      launchKernel(normalizeGradKernel, rowBlocks(rows), kThreads, 0, launch.stream, x, scale, mean, invStd, dy, rows,
+                   cols, dx);
+    FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+    const int64_t rowsPerChunk = (rows + chunks - 1) / chunks;
+    const dim3 grid(static_cast<unsigned>((cols + kColumnTile - 1) / kColumnTile), static_cast<unsigned>(chunks));
+    launchKernel(normParamPartialsKernel, grid, dim3(kColumnTile, kRowLanes), 0, launch.stream, x, mean, invStd, dy,
+                 rows, cols, rowsPerChunk, chunks, partial);
+    FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  }
   launchKernel(normParamSumKernel, blocksFor(cols, launch), kThreads, 0, launch.stream, partial, chunks, cols,
                operandOf(call.outputs[1]), dbias);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
@@ -321,7 +399,9 @@ Status normalizeGrad(const KernelCall &call, const float *mean, const float *inv
 uint64_t normGradScratch(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &scale = call.inputs[1];
   const int64_t cols = scale.numElements(), rows = cols == 0 ? 0 : x.numElements() / cols;
-  return static_cast<uint64_t>(2 * chunksFor(rows) * cols) * sizeof(double);
+  // Either path's partials (the warp kernel's only for rows it takes).
+  const int64_t chunks = std::max(chunksFor(rows), cols <= kMaxPartialColumns ? partialChunksFor(rows) : 0);
+  return static_cast<uint64_t>(2 * chunks * cols) * sizeof(double);
 }
 
 Status layerNorm(const KernelCall &call) {

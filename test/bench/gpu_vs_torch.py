@@ -212,6 +212,10 @@ def run_bench(fsdp_run, plans, work):
             print(out.stdout[-3000:], out.stderr[-3000:])
             print("RESULT: FAIL (%s)" % name)
             return 1
+        # What fsdp-run notes once (a GEMM without its epilogue, a step it
+        # could not capture) says which path this run took.
+        for line in dict.fromkeys(l for l in out.stderr.splitlines() if l.startswith("fsdp-run: note")):
+            print("  (%s) %s" % (name, line))
         records = [json.loads(line) for line in open(metrics)]
         ours = [r for r in records if "loss" in r]
         # Everything fsdp-run holds on the GPU, as torch's max_memory_allocated

@@ -255,8 +255,10 @@ Status matmulBiasGrad(const KernelCall &call) {
     if (!said.exchange(true))
       std::fprintf(stderr,
                    "fsdp-run: note: cuBLASLt has no bias-gradient epilogue for matmul_bias_grad (%lldx%lldx%lld, "
-                   "%s); such bias gradients are summed after the GEMM\n",
+                   "%s inputs, %s weight gradient, %s bias gradient); such bias gradients are summed after the "
+                   "GEMM\n",
                    static_cast<long long>(s.m), static_cast<long long>(s.n), static_cast<long long>(s.k),
+                   plan::DType_Name(a.dtype).c_str(), plan::DType_Name(c.dtype).c_str(),
                    plan::DType_Name(biasGrad.dtype).c_str());
     (*plain)->separateBiasGrad = true;
     launch.cache = *plain;

@@ -207,10 +207,7 @@ StatusOr<float> Executor::runForwardPass(int64_t step) {
   if (!h.has_forward_instructions())
     return FSDPC_ERROR(kInvalidArgument, "the plan marks no forward pass (a forward-only plan, or one compiled ",
                        "before evaluation was supported): recompile it with fsdpc");
-  StepContext context;
-  context.step = step;
-  context.rank = control_ ? control_->rank() : 0;
-  FSDPC_RETURN_IF_ERROR(device_->runPrefix(context, h.forward_instructions()));
+  FSDPC_RETURN_IF_ERROR(runForwardPrefix(step, h.forward_instructions()));
   float loss = 0.0f;
   FSDPC_RETURN_IF_ERROR(device_->download(&loss, deviceView(h.forward_loss_tensor()).data, sizeof(loss)));
   return loss;
@@ -221,11 +218,15 @@ Status Executor::runForwardToOutput(int64_t step) {
   if (!h.has_forward_instructions() || !h.has_forward_output_tensor())
     return FSDPC_ERROR(kInvalidArgument, "the plan marks no forward output (a forward-only plan, or one compiled ",
                        "before evaluation was supported): recompile it with fsdpc");
+  return runForwardPrefix(step, h.has_forward_output_instructions() ? h.forward_output_instructions()
+                                                                    : h.forward_instructions());
+}
+
+Status Executor::runForwardPrefix(int64_t step, int64_t instructions) {
   StepContext context;
   context.step = step;
   context.rank = control_ ? control_->rank() : 0;
-  return device_->runPrefix(context, h.has_forward_output_instructions() ? h.forward_output_instructions()
-                                                                         : h.forward_instructions());
+  return device_->runPrefix(context, instructions);
 }
 
 StatusOr<float> Executor::lastGradNorm() {

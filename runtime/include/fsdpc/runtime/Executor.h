@@ -114,6 +114,9 @@ private:
   /// Member index of this rank in its shard group.
   int shardIndex() const;
   StatusOr<ResolvedInstruction> resolve(const plan::Instruction &inst) const;
+  /// The first `instructions` of a training step, on this rank, as the
+  /// forward passes run them.
+  Status runForwardPrefix(int64_t step, int64_t instructions);
 
   PlanFile plan_;
   std::unique_ptr<Device> device_;

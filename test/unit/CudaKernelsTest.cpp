@@ -82,6 +82,10 @@ struct Case {
   /// parameter's view inside a flat shard may: the kernels' unvectorised
   /// paths.
   bool misalignedOperands = false;
+  /// The kernel gets this fraction of the scratch it asks for: a kernel
+  /// that works in blocks sized by its scratch (a staged GEMM) then runs
+  /// several, the last one shorter.
+  int scratchDivisor = 1;
 
   explicit Case(std::string name, std::string what = "") : kernel(name), label(name + (what.empty() ? "" : " " + what)) {
     inst.set_op(kernel);
@@ -124,6 +128,11 @@ struct Case {
   }
   Case &dataError() {
     expectDataError = true;
+    return *this;
+  }
+  Case &inBlocks(int divisor) {
+    scratchDivisor = divisor;
+    label += " in blocks";
     return *this;
   }
   Case &misaligned() {
@@ -307,7 +316,7 @@ void runCase(const Case &c, GpuContext &gpu, unsigned seed) {
   launch.workspaceBytes = 32ull << 20;
   launch.multiprocessors = gpu.multiprocessors;
   launch.context = gpu.context;
-  launch.scratchBytes = kernel.scratch ? kernel.scratch(gpuCall) : 0;
+  launch.scratchBytes = kernel.scratch ? kernel.scratch(gpuCall) / c.scratchDivisor : 0;
   if (launch.scratchBytes)
     CHECK_CUDA(cudaMalloc(&launch.scratch, launch.scratchBytes));
   gpuCall.backend = &launch;
@@ -379,7 +388,26 @@ std::vector<Case> cases() {
                     .out({37, 45}, plan::BF16).tol(1e-2));
   all.push_back(Case("matmul", "bf16 -> f32").in({37, 67}, normal(), plan::BF16).in({67, 45}, normal(), plan::BF16)
                     .out({37, 45}).tol(1e-5));
+  // 16-bit rows that are not 16-byte multiples (the cases above) are
+  // staged into padded rows; here rows that are, which are not, and the
+  // staged forms of GPT-2's three logits GEMMs in blocks of C's rows: the
+  // logits (C staged), the input gradient (A staged) and the weight
+  // gradient (A transposed and staged, its last block padded apart).
+  all.push_back(Case("matmul", "bf16, 16-byte rows").in({37, 64}, normal(), plan::BF16)
+                    .in({64, 48}, normal(), plan::BF16).out({37, 48}, plan::BF16).tol(1e-2));
+  all.push_back(Case("matmul", "bf16 logits").in({300, 64}, normal(), plan::BF16).in({45, 64}, normal(), plan::BF16)
+                    .out({300, 45}, plan::BF16).attr("transpose_b", int64_t(1)).tol(1e-2).inBlocks(5));
+  all.push_back(Case("matmul", "bf16 logits' input gradient").in({300, 45}, normal(), plan::BF16)
+                    .in({45, 64}, normal(), plan::BF16).out({300, 64}, plan::BF16).tol(1e-2).inBlocks(5));
+  all.push_back(Case("matmul", "bf16 logits' weight gradient").in({131, 45}, normal(), plan::BF16)
+                    .in({131, 64}, normal(), plan::BF16).out({45, 64}, plan::BF16).attr("transpose_a", int64_t(1))
+                    .tol(1e-2).inBlocks(3));
+  all.push_back(Case("matmul", "bf16 -> f32, A and B staged").in({67, 301}, normal(), plan::BF16)
+                    .in({45, 67}, normal(), plan::BF16).out({301, 45}).attr("transpose_a", int64_t(1))
+                    .attr("transpose_b", int64_t(1)).tol(1e-5).inBlocks(4));
   all.push_back(Case("matmul_bias").in({41, 23}).in({19, 23}).in({19}).out({41, 19}).attr("transpose_b", int64_t(1)));
+  all.push_back(Case("matmul_bias", "bf16 staged").in({141, 24}, normal(), plan::BF16).in({24, 18}, normal(), plan::BF16)
+                    .in({18}, normal(), plan::BF16).out({141, 18}, plan::BF16).tol(1e-2).inBlocks(3));
   all.push_back(Case("matmul_bias", "bf16").in({41, 24}, normal(), plan::BF16).in({24, 18}, normal(), plan::BF16)
                     .in({18}, normal(), plan::BF16).out({41, 18}, plan::BF16).tol(1e-2));
   // A weight gradient with its bias gradient (the rows of B summed): f32 and

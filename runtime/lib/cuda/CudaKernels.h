@@ -104,6 +104,9 @@ Status noteNonfinite(const TensorView &output, const CudaLaunch &launch, unsigne
 // Matmul.cu: cuBLASLt GEMMs (fp32 without TF32, or bf16 / f16 inputs with
 // fp32 accumulation), the bias as an epilogue.
 Status matmul(const KernelCall &call);
+/// Scratch for the operands matmul stages: 16-bit rows that are not a
+/// multiple of 16 bytes, copied into padded rows (blocks of C's rows).
+uint64_t matmulScratch(const KernelCall &call);
 /// matmul_bias_grad: cuBLASLt's bias-gradient epilogue where its heuristic
 /// offers one, else the GEMM and then sumRows.
 Status matmulBiasGrad(const KernelCall &call);

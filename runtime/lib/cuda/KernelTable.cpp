@@ -12,8 +12,8 @@ namespace {
 // (the CUDA kernel test checks both ways), with the scratch each needs.
 const std::unordered_map<std::string, CudaKernel> &registry() {
   static const std::unordered_map<std::string, CudaKernel> table = {
-      {"matmul", {matmul}},
-      {"matmul_bias", {matmul}},
+      {"matmul", {matmul, matmulScratch}},
+      {"matmul_bias", {matmul, matmulScratch}},
       {"matmul_bias_grad", {matmulBiasGrad, matmulBiasGradScratch}},
       {"batch_matmul", {batchMatmul}},
       {"add", {add}},

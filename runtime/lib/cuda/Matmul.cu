@@ -16,9 +16,18 @@
 // an instruction's first call and kept in its launch cache: shapes and
 // addresses never change between steps.
 //
+// A 16-bit operand whose rows are not a multiple of 16 bytes (GPT-2's
+// logits: 50257 columns) keeps cuBLASLt off its Hopper kernels, which load
+// through the tensor memory accelerator and need 16-byte strides; on the
+// H200 GPT-2's three logits GEMMs then ran at a fifth of the others' rate.
+// matmul stages such operands: it copies them into scratch rows padded to
+// 16 bytes, runs the GEMM there, and copies a padded output back, one block
+// of C's rows at a time so that the scratch stays bounded (stagedMatmul).
+//
 //===----------------------------------------------------------------------===//
 #include "DeviceMath.cuh"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 
@@ -38,6 +47,8 @@ StatusOr<cudaDataType_t> cudaTypeOf(const KernelCall &call, plan::DType dtype) {
     return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": GEMM operands must be f32, bf16 or f16");
   }
 }
+
+uint64_t bytesOf(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }
 
 /// Largest power of two (up to 256) dividing every address and stride:
 /// cuBLASLt's heuristic must only offer algorithms that can run on them.
@@ -73,10 +84,23 @@ struct GemmPlan {
 struct GemmShape {
   bool transA = false, transB = false;
   int64_t m = 0, n = 0, k = 0, batch = 1;
+  /// Elements between the operands of consecutive batches (0: the same
+  /// matrix for every i); in a staged GEMM, between consecutive row blocks'
+  /// operands, which the algorithm's alignment must cover too.
   int64_t strideA = 0, strideB = 0, strideC = 0;
+  /// Elements between the rows of each operand as stored (row-major: A is
+  /// [m, k], or [k, m] transposed; B is [k, n], or [n, k]; C is [m, n]);
+  /// 0: packed rows.
+  int64_t lda = 0, ldb = 0, ldc = 0;
   cudaDataType_t typeA = CUDA_R_32F, typeB = CUDA_R_32F, typeC = CUDA_R_32F, typeBias = CUDA_R_32F;
   bool bias = false;     // the bias epilogue: `bias` is read
   bool biasGrad = false; // the bias-gradient epilogue: `bias` is written
+
+  int64_t rowLengthA() const { return transA ? m : k; }
+  int64_t rowLengthB() const { return transB ? k : n; }
+  int64_t ldA() const { return lda ? lda : rowLengthA(); }
+  int64_t ldB() const { return ldb ? ldb : rowLengthB(); }
+  int64_t ldC() const { return ldc ? ldc : n; }
 };
 
 cublasStatus_t setLayoutBatch(cublasLtMatrixLayout_t layout, int64_t batch, int64_t stride) {
@@ -110,11 +134,11 @@ StatusOr<std::shared_ptr<GemmPlan>> makeGemmPlan(const KernelCall &call, const G
     FSDPC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                                                                 &s.typeBias, sizeof(s.typeBias)));
   }
-  FSDPC_CUBLAS_RETURN_IF_ERROR(s.transB ? cublasLtMatrixLayoutCreate(&plan->x, s.typeB, s.k, s.n, s.k)
-                                        : cublasLtMatrixLayoutCreate(&plan->x, s.typeB, s.n, s.k, s.n));
-  FSDPC_CUBLAS_RETURN_IF_ERROR(s.transA ? cublasLtMatrixLayoutCreate(&plan->y, s.typeA, s.m, s.k, s.m)
-                                        : cublasLtMatrixLayoutCreate(&plan->y, s.typeA, s.k, s.m, s.k));
-  FSDPC_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->d, s.typeC, s.n, s.m, s.n));
+  FSDPC_CUBLAS_RETURN_IF_ERROR(s.transB ? cublasLtMatrixLayoutCreate(&plan->x, s.typeB, s.k, s.n, s.ldB())
+                                        : cublasLtMatrixLayoutCreate(&plan->x, s.typeB, s.n, s.k, s.ldB()));
+  FSDPC_CUBLAS_RETURN_IF_ERROR(s.transA ? cublasLtMatrixLayoutCreate(&plan->y, s.typeA, s.m, s.k, s.ldA())
+                                        : cublasLtMatrixLayoutCreate(&plan->y, s.typeA, s.k, s.m, s.ldA()));
+  FSDPC_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->d, s.typeC, s.n, s.m, s.ldC()));
   if (s.batch > 1) {
     FSDPC_CUBLAS_RETURN_IF_ERROR(setLayoutBatch(plan->x, s.batch, s.strideB));
     FSDPC_CUBLAS_RETURN_IF_ERROR(setLayoutBatch(plan->y, s.batch, s.strideA));
@@ -128,10 +152,12 @@ StatusOr<std::shared_ptr<GemmPlan>> makeGemmPlan(const KernelCall &call, const G
   const uint64_t workspace = launch.workspaceBytes;
   FSDPC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
       preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace)));
-  auto bytesOf = [](cudaDataType_t t) -> uint64_t { return t == CUDA_R_32F ? 4 : 2; };
-  const uint32_t alignX = alignmentOf({reinterpret_cast<uint64_t>(b), s.strideB * bytesOf(s.typeB)});
-  const uint32_t alignY = alignmentOf({reinterpret_cast<uint64_t>(a), s.strideA * bytesOf(s.typeA)});
-  const uint32_t alignD = alignmentOf({reinterpret_cast<uint64_t>(c), s.strideC * bytesOf(s.typeC)});
+  const uint32_t alignX = alignmentOf({reinterpret_cast<uint64_t>(b), s.strideB * bytesOf(s.typeB),
+                                       s.ldB() * bytesOf(s.typeB)});
+  const uint32_t alignY = alignmentOf({reinterpret_cast<uint64_t>(a), s.strideA * bytesOf(s.typeA),
+                                       s.ldA() * bytesOf(s.typeA)});
+  const uint32_t alignD = alignmentOf({reinterpret_cast<uint64_t>(c), s.strideC * bytesOf(s.typeC),
+                                       s.ldC() * bytesOf(s.typeC)});
   FSDPC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
       preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignX, sizeof(alignX)));
   FSDPC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
@@ -151,6 +177,14 @@ StatusOr<std::shared_ptr<GemmPlan>> makeGemmPlan(const KernelCall &call, const G
   return plan;
 }
 
+Status enqueueGemm(const CudaLaunch &launch, const GemmPlan &plan, const void *a, const void *b, void *c) {
+  const float alpha = 1.0f, beta = 0.0f;
+  FSDPC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(launch.lt, plan.desc, &alpha, b, plan.x, a, plan.y, &beta, c, plan.d, c,
+                                              plan.d, &plan.algo, launch.workspace, launch.workspaceBytes,
+                                              launch.stream));
+  return Status::ok();
+}
+
 Status runGemm(const KernelCall &call, const GemmShape &s, const void *a, const void *b, const void *bias, void *c) {
   CudaLaunch &launch = launchOf(call);
   if (!launch.cache) {
@@ -159,11 +193,170 @@ Status runGemm(const KernelCall &call, const GemmShape &s, const void *a, const 
       return made.status();
     launch.cache = *made;
   }
-  const GemmPlan &plan = *static_cast<const GemmPlan *>(launch.cache.get());
-  const float alpha = 1.0f, beta = 0.0f;
-  FSDPC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(launch.lt, plan.desc, &alpha, b, plan.x, a, plan.y, &beta, c, plan.d, c,
-                                              plan.d, &plan.algo, launch.workspace, launch.workspaceBytes,
-                                              launch.stream));
+  return enqueueGemm(launch, *static_cast<const GemmPlan *>(launch.cache.get()), a, b, c);
+}
+
+// ---- Staging operands whose rows are not 16-byte multiples -------------
+
+/// Scratch a staged GEMM asks for: enough for blocks of a few thousand rows
+/// of GPT-2's logits (100 KB each), little beside an 8 GB step.
+constexpr uint64_t kStagingBytes = 256ull << 20;
+constexpr uint64_t kRegionAlignment = 256;
+
+uint64_t alignRegion(uint64_t bytes) { return (bytes + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment; }
+int64_t roundUp(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
+
+/// Rows of `rowLength` elements that the tensor memory accelerator cannot
+/// stride over: 16-bit types only, as f32 GEMMs (no TF32) do not run on
+/// the kernels that need it.
+bool unevenRows(int64_t rowLength, cudaDataType_t type) {
+  return type != CUDA_R_32F && (rowLength * static_cast<int64_t>(bytesOf(type))) % 16 != 0;
+}
+int64_t paddedRow(int64_t rowLength, cudaDataType_t type) {
+  return roundUp(rowLength, 16 / static_cast<int64_t>(bytesOf(type)));
+}
+
+/// Which operands of a matmul are staged, and the scratch they take: B
+/// whole, A and C per block of C's rows.
+struct Staging {
+  bool a = false, b = false, c = false;
+  uint64_t bBytes = 0;
+  uint64_t aBytesPerRow = 0, cBytesPerRow = 0; // per row of C (a block's rows rounded up to 8)
+
+  explicit Staging(const GemmShape &s) {
+    a = unevenRows(s.rowLengthA(), s.typeA);
+    b = unevenRows(s.rowLengthB(), s.typeB);
+    c = unevenRows(s.n, s.typeC);
+    if (b)
+      bBytes = (s.transB ? s.n : s.k) * paddedRow(s.rowLengthB(), s.typeB) * bytesOf(s.typeB);
+    if (a) // a block of A's rows, or of its columns when transposed
+      aBytesPerRow = (s.transA ? s.k : paddedRow(s.k, s.typeA)) * bytesOf(s.typeA);
+    if (c)
+      cBytesPerRow = paddedRow(s.n, s.typeC) * bytesOf(s.typeC);
+  }
+  bool any() const { return a || b || c; }
+  uint64_t bytesFor(int64_t rows) const {
+    const uint64_t rounded = static_cast<uint64_t>(roundUp(rows, 8));
+    return alignRegion(bBytes) + alignRegion(rounded * aBytesPerRow) + alignRegion(rounded * cBytesPerRow);
+  }
+  /// The most rows of C (of m) whose block fits in `bytes`, a multiple of
+  /// 128 (or 8, for small blocks) unless it is all of them; 0: none fits.
+  int64_t rowsFitting(uint64_t bytes, int64_t m) const {
+    if (bytesFor(m) <= bytes)
+      return m;
+    const uint64_t perRow = aBytesPerRow + cBytesPerRow;
+    if (perRow == 0 || bytes < alignRegion(bBytes))
+      return 0;
+    int64_t rows = std::min<int64_t>(m, static_cast<int64_t>((bytes - alignRegion(bBytes)) / perRow));
+    rows = rows >= 128 ? rows / 128 * 128 : rows / 8 * 8;
+    while (rows > 0 && bytesFor(rows) > bytes)
+      rows -= rows > 128 ? 128 : 8;
+    return std::max<int64_t>(rows, 0);
+  }
+};
+
+template <typename Word>
+__global__ void copyRowsKernel(Word *dst, long long dstLd, const Word *src, long long srcLd, long long width,
+                               long long height) {
+  for (long long row = blockIdx.y; row < height; row += gridDim.y)
+    for (long long col = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; col < width;
+         col += static_cast<long long>(blockDim.x) * gridDim.x)
+      dst[row * dstLd + col] = src[row * srcLd + col];
+}
+
+/// Copies `height` rows of `width` elements of `elementBytes` between
+/// row strides (in elements).
+Status copyRows(const CudaLaunch &launch, void *dst, int64_t dstLd, const void *src, int64_t srcLd, int64_t width,
+                int64_t height, uint64_t elementBytes) {
+  if (width == 0 || height == 0)
+    return Status::ok();
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>((width + kThreads - 1) / kThreads, 16)),
+                  static_cast<unsigned>(std::min<int64_t>(height, 4096)));
+  if (elementBytes == 2)
+    launchKernel(copyRowsKernel<uint16_t>, grid, kThreads, 0, launch.stream, static_cast<uint16_t *>(dst),
+                 static_cast<long long>(dstLd), static_cast<const uint16_t *>(src), static_cast<long long>(srcLd),
+                 static_cast<long long>(width), static_cast<long long>(height));
+  else
+    launchKernel(copyRowsKernel<uint32_t>, grid, kThreads, 0, launch.stream, static_cast<uint32_t *>(dst),
+                 static_cast<long long>(dstLd), static_cast<const uint32_t *>(src), static_cast<long long>(srcLd),
+                 static_cast<long long>(width), static_cast<long long>(height));
+  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::ok();
+}
+
+/// A staged GEMM's algorithms: one for full blocks of C's rows, one for
+/// the last, shorter block (its staged A may be padded differently).
+struct StagedGemmPlans {
+  int64_t rows = 0;
+  std::shared_ptr<GemmPlan> full, last;
+};
+
+/// matmul with staged operands (see the file comment): B is copied into
+/// padded rows once, then for each block of C's rows A's block is copied
+/// into padded rows, the GEMM runs, and C's block is copied out of padded
+/// rows. Each row of C is computed by one GEMM from the same values, so the
+/// result is the unstaged GEMM's up to the algorithm cuBLASLt picks.
+Status stagedMatmul(const KernelCall &call, const GemmShape &s, const Staging &staging, const void *a,
+                    const void *b, const void *bias, void *c) {
+  CudaLaunch &launch = launchOf(call);
+  if (!launch.cache) {
+    auto plans = std::make_shared<StagedGemmPlans>();
+    plans->rows = staging.rowsFitting(launch.scratchBytes, s.m);
+    if (plans->rows == 0)
+      return FSDPC_ERROR(kInternal, call.instruction->op(), ": ", launch.scratchBytes,
+                         " bytes of scratch hold no block of the staged GEMM");
+    launch.cache = plans;
+  }
+  StagedGemmPlans &plans = *static_cast<StagedGemmPlans *>(launch.cache.get());
+  const uint64_t ea = bytesOf(s.typeA), eb = bytesOf(s.typeB), ec = bytesOf(s.typeC);
+  uint8_t *stagedB = static_cast<uint8_t *>(launch.scratch);
+  uint8_t *stagedA = stagedB + alignRegion(staging.bBytes);
+  uint8_t *stagedC = stagedA + alignRegion(static_cast<uint64_t>(roundUp(plans.rows, 8)) * staging.aBytesPerRow);
+
+  GemmShape block = s;
+  const void *blockB = b;
+  if (staging.b) {
+    block.ldb = paddedRow(s.rowLengthB(), s.typeB);
+    FSDPC_RETURN_IF_ERROR(
+        copyRows(launch, stagedB, block.ldb, b, s.ldB(), s.rowLengthB(), s.transB ? s.n : s.k, eb));
+    blockB = stagedB;
+  }
+  // Blocks that read A and write C in place step through them; the
+  // algorithm's alignment must hold at every step.
+  block.strideA = staging.a ? 0 : (s.transA ? plans.rows : plans.rows * s.ldA());
+  block.strideC = staging.c ? 0 : plans.rows * s.ldC();
+  if (staging.c)
+    block.ldc = paddedRow(s.n, s.typeC);
+  for (int64_t first = 0; first < s.m; first += plans.rows) {
+    const int64_t rows = std::min(plans.rows, s.m - first);
+    block.m = rows;
+    const void *blockA;
+    if (staging.a && s.transA) { // A is [k, m]: its columns [first, first + rows)
+      block.lda = paddedRow(rows, s.typeA);
+      FSDPC_RETURN_IF_ERROR(copyRows(launch, stagedA, block.lda, static_cast<const uint8_t *>(a) + first * ea,
+                                     s.ldA(), rows, s.k, ea));
+      blockA = stagedA;
+    } else if (staging.a) { // A is [m, k]: its rows [first, first + rows)
+      block.lda = paddedRow(s.k, s.typeA);
+      FSDPC_RETURN_IF_ERROR(copyRows(launch, stagedA, block.lda,
+                                     static_cast<const uint8_t *>(a) + first * s.ldA() * ea, s.ldA(), s.k, rows, ea));
+      blockA = stagedA;
+    } else {
+      blockA = static_cast<const uint8_t *>(a) + (s.transA ? first : first * s.ldA()) * ea;
+    }
+    uint8_t *outC = static_cast<uint8_t *>(c) + first * s.ldC() * ec;
+    void *blockC = staging.c ? stagedC : outC;
+    std::shared_ptr<GemmPlan> &plan = rows == plans.rows ? plans.full : plans.last;
+    if (!plan) {
+      StatusOr<std::shared_ptr<GemmPlan>> made = makeGemmPlan(call, block, blockA, blockB, bias, blockC);
+      if (!made.isOk())
+        return made.status();
+      plan = *made;
+    }
+    FSDPC_RETURN_IF_ERROR(enqueueGemm(launch, *plan, blockA, blockB, blockC));
+    if (staging.c)
+      FSDPC_RETURN_IF_ERROR(copyRows(launch, outC, s.ldC(), stagedC, block.ldc, s.n, rows, ec));
+  }
   return Status::ok();
 }
 
@@ -224,7 +417,21 @@ Status matmul(const KernelCall &call) {
     return Status::ok();
   if (s.k == 0)
     return FSDPC_ERROR(kUnimplemented, call.instruction->op(), ": the CUDA backend has no GEMM with k = 0");
+  const Staging staging(s);
+  if (staging.any())
+    return stagedMatmul(call, s, staging, a.data, b.data, bias, c.data);
   return runGemm(call, s, a.data, b.data, bias, c.data);
+}
+
+uint64_t matmulScratch(const KernelCall &call) {
+  GemmShape s;
+  if (!gemmShapeOf(call, s).isOk() || s.m == 0 || s.n == 0 || s.k == 0)
+    return 0; // the call itself reports what is wrong
+  const Staging staging(s);
+  if (!staging.any())
+    return 0;
+  const int64_t rows = std::max<int64_t>(std::min<int64_t>(s.m, 8), staging.rowsFitting(kStagingBytes, s.m));
+  return staging.bytesFor(rows);
 }
 
 Status matmulBiasGrad(const KernelCall &call) {

@@ -2,6 +2,7 @@
 #include "fsdpc/runtime/Profile.h"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 
 namespace fsdpc::runtime {
@@ -98,6 +99,53 @@ std::vector<KernelProfile> summarizeProfile(const plan::PlanHeader &h, const std
     rows.push_back(row);
   std::stable_sort(rows.begin(), rows.end(),
                    [](const KernelProfile &a, const KernelProfile &b) { return a.seconds > b.seconds; });
+  return rows;
+}
+
+namespace {
+
+std::string tensorString(const plan::Tensor &t) {
+  std::string text;
+  for (int64_t d : t.shape())
+    text += (text.empty() ? "" : "x") + std::to_string(d);
+  std::string dtype = plan::DType_Name(t.dtype());
+  std::transform(dtype.begin(), dtype.end(), dtype.begin(), [](unsigned char c) { return std::tolower(c); });
+  return (text.empty() ? "scalar" : text) + " " + dtype;
+}
+
+} // namespace
+
+std::vector<InstructionProfile> slowestInstructions(const plan::PlanHeader &h, const std::vector<double> &seconds,
+                                                    int64_t steps, int count) {
+  const double perStep = 1.0 / static_cast<double>(std::max<int64_t>(steps, 1));
+  std::vector<InstructionProfile> rows;
+  const int instructions = std::min(h.instructions_size(), static_cast<int>(seconds.size()));
+  for (int i = 0; i < instructions; ++i) {
+    if (seconds[i] <= 0)
+      continue;
+    const plan::Instruction &inst = h.instructions(i);
+    InstructionProfile row;
+    row.index = i;
+    row.op = inst.op() + (inst.stream() == plan::COMMUNICATION ? " (comm)" : "");
+    for (int t : inst.inputs())
+      row.operands += (row.operands.empty() ? "" : ", ") + tensorString(h.tensors(t));
+    row.operands += " ->";
+    for (int j = 0; j < inst.outputs_size(); ++j)
+      row.operands += (j ? ", " : " ") + tensorString(h.tensors(inst.outputs(j)));
+    if (intAttr(inst, "transpose_a", 0))
+      row.operands += " (A transposed)";
+    if (intAttr(inst, "transpose_b", 0))
+      row.operands += " (B transposed)";
+    row.location = inst.location();
+    row.secondsPerCall = seconds[i] * perStep;
+    row.flopsPerCall = instructionFlops(h, inst);
+    rows.push_back(std::move(row));
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const InstructionProfile &a, const InstructionProfile &b) {
+    return a.secondsPerCall > b.secondsPerCall;
+  });
+  if (static_cast<int>(rows.size()) > count)
+    rows.resize(std::max(count, 0));
   return rows;
 }
 

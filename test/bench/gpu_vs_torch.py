@@ -237,6 +237,10 @@ def run_bench(fsdp_run, plans, work):
         if out.returncode == 0 and table else [
         "fsdp-run --profile failed: " + out.stderr[-500:]]
     print("\n".join(profile))
+    # Which shapes: the slowest instructions, with their operands and node.
+    slowest = out.stdout.find("fsdp-run: slowest instructions")
+    if out.returncode == 0 and slowest >= 0:
+        print("\n".join(out.stdout[slowest:].splitlines()[:14]))
     # FSDP2 before torch.compile, whose compilation is the slowest part:
     # the loss comparison must not wait for it.
     for kind in ("eager", "fsdp2", "compile"):

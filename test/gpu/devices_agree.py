@@ -107,14 +107,18 @@ CHECKS = [
     # kernel, cuBLASLt accumulates a whole GEMM in f32): bf16's own spread.
     ("GPT bf16, GPU vs CPU", "gpt-bf16-cuda", "gpt-bf16-cpu", 2e-2),
     ("GPT bf16, heads of 32 (tensor-core attention), GPU vs CPU", "gpt-h32-bf16-cuda", "gpt-h32-bf16-cpu", 2e-2),
-    ("GPT fp32, --cuda-graph vs without", "gpt-cuda-graph", "gpt-cuda", 0.0),
-    ("GPT bf16 heads of 32, --cuda-graph vs without", "gpt-h32-bf16-cuda-graph", "gpt-h32-bf16-cuda", 0.0),
+    # A captured step runs the same kernels in the same order. The one
+    # difference run to run is the embedding's gradient, whose atomics add
+    # repeated tokens in any order: on the H200 two runs of the same plan
+    # once came 8e-8 apart at step 13 (they were equal in the run before).
+    ("GPT fp32, --cuda-graph vs without", "gpt-cuda-graph", "gpt-cuda", 1e-6),
+    ("GPT bf16 heads of 32, --cuda-graph vs without", "gpt-h32-bf16-cuda-graph", "gpt-h32-bf16-cuda", 1e-5),
     # Offloaded, the same kernels run but the optimizer's, which is the CPU
     # backend's AdamW on the host instead of the CUDA one.
     ("GPT fp32 --offload optimizer vs without", "gpt-offload-optimizer-cuda", "gpt-cuda", 1e-6),
     ("GPT fp32 --offload params vs without", "gpt-offload-params-cuda", "gpt-cuda", 1e-6),
     ("GPT fp32 --offload params, --cuda-graph vs without", "gpt-offload-params-cuda-graph",
-     "gpt-offload-params-cuda", 0.0),
+     "gpt-offload-params-cuda", 1e-6),
     ("GPT fp32 --offload params, 2 ranks on one GPU vs without", "gpt-offload-params-cuda-2-ranks",
      "gpt-cuda-2-ranks", 1e-6),
     # An AdamW ulp apart rounds a bf16 weight the other way now and then.

@@ -464,8 +464,11 @@ std::vector<Case> cases() {
   all.push_back(Case("gelu").in({4099}).out({4099}).tol(1e-6));
   all.push_back(Case("gelu", "tanh").in({4099}).out({4099}).attr("approximate", std::string("tanh")).tol(1e-6));
   all.push_back(Case("gelu_grad").in({4099}).in({4099}).out({4099}).tol(1e-6));
+  // 1 + tanh cancels where tanh is near -1: an ulp of tanh (CUDA's tanhf
+  // against the CPU's vectorised tanh) times a |dy| of up to 4 leaves the
+  // result a few ulps of 1 apart; on the H200 once 1.1e-6.
   all.push_back(Case("gelu_grad", "tanh").in({4099}).in({4099}).out({4099})
-                    .attr("approximate", std::string("tanh")).tol(1e-6));
+                    .attr("approximate", std::string("tanh")).tol(4e-6));
   all.push_back(Case("select").in({5, 1}, integers(0, 2), plan::I64).in({5, 37}).in({37}).out({5, 37}));
   all.push_back(Case("is_nan").in({7, 53}, someNaN()).out({7, 53}, plan::I64).tol(0));
   all.push_back(Case("is_nan", "bf16").in({7, 53}, someNaN(), plan::BF16).out({7, 53}, plan::I64).tol(0));

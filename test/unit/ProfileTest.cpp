@@ -93,6 +93,28 @@ TEST(Profile, SummaryAddsEachKernelsTimeCallsAndWorkOverTheSteps) {
   EXPECT_EQ(rows[2].calls, 2);
 }
 
+TEST(Profile, SlowestInstructionsArePerStepWithTheirShapesAndNode) {
+  plan::PlanHeader h;
+  const int a = addTensor(h, {4, 3}, plan::BF16), b = addTensor(h, {5, 3}, plan::BF16), c = addTensor(h, {4, 5});
+  plan::Instruction *gemm = addInstruction(h, "matmul", {a, b}, {c});
+  (*gemm->mutable_int_attrs())["transpose_b"] = 1;
+  gemm->set_location("/lm_head/MatMul");
+  addInstruction(h, "record_event", {}, {});
+  addInstruction(h, "add", {c, c}, {c});
+  addInstruction(h, "add", {c, c}, {c});
+  const std::vector<InstructionProfile> rows = slowestInstructions(h, {6.0, 0.0, 1.0, 2.0}, 2, 2);
+  ASSERT_EQ(rows.size(), 2u); // the two slowest of three timed
+  EXPECT_EQ(rows[0].index, 0);
+  EXPECT_EQ(rows[0].op, "matmul");
+  EXPECT_EQ(rows[0].secondsPerCall, 3.0);
+  EXPECT_EQ(rows[0].flopsPerCall, 2.0 * 4 * 5 * 3);
+  EXPECT_EQ(rows[0].operands, "4x3 bf16, 5x3 bf16 -> 4x5 f32 (B transposed)");
+  EXPECT_EQ(rows[0].location, "/lm_head/MatMul");
+  EXPECT_EQ(rows[1].index, 3);
+  EXPECT_EQ(rows[1].secondsPerCall, 1.0);
+  EXPECT_EQ(rows[1].flopsPerCall, 0.0);
+}
+
 // The CPU device times each instruction where the plan has it: the
 // instruction on the communication stream keeps its plan index, and the
 // events take no time.

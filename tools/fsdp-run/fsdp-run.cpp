@@ -924,6 +924,20 @@ int main(int argc, char **argv) {
     }
     std::printf("  (TFLOP/s: GEMMs' 2 M N K, attention's every query-key pair, which a causal mask halves; GB/s: the "
                 "bytes of each call's operands)\n");
+    // Which shapes of those kernels: the slowest instructions, per step.
+    std::printf("fsdp-run: slowest instructions (per step):\n");
+    std::printf("  %5s %-28s %9s %9s  %s\n", "#", "kernel", "time", "TFLOP/s", "operands [ONNX node]");
+    for (const InstructionProfile &row : executor.slowestInstructions(endStep - profiledFrom, 12)) {
+      char tflops[32] = "";
+      if (row.flopsPerCall > 0)
+        std::snprintf(tflops, sizeof(tflops), "%9.2f", row.flopsPerCall / std::max(row.secondsPerCall, 1e-12) / 1e12);
+      // A fused instruction names every node it came from: the first says which.
+      std::string node = row.location.substr(0, row.location.find(','));
+      if (node.size() < row.location.size())
+        node += ", ...";
+      std::printf("  %5d %-28s %6.3f ms %9s  %s%s%s%s\n", row.index, row.op.c_str(), row.secondsPerCall * 1000, tflops,
+                  row.operands.c_str(), node.empty() ? "" : " [", node.c_str(), node.empty() ? "" : "]");
+    }
   }
 
   // Tensor memory: what the plan reserved and the pages really touched, per

@@ -99,6 +99,10 @@ public:
   std::vector<KernelProfile> profile(int64_t steps) const {
     return summarizeProfile(plan_.header, device_->instructionSeconds(), steps);
   }
+  /// The `count` instructions that took longest per step.
+  std::vector<InstructionProfile> slowestInstructions(int64_t steps, int count) const {
+    return runtime::slowestInstructions(plan_.header, device_->instructionSeconds(), steps, count);
+  }
   /// Records when every instruction runs, from now on (see Device).
   void enableTracing() { device_->enableTracing(); }
   std::vector<InstructionTiming> lastStepTrace() const { return device_->lastStepTrace(); }

@@ -45,6 +45,22 @@ double instructionBytes(const plan::PlanHeader &header, const plan::Instruction 
 std::vector<KernelProfile> summarizeProfile(const plan::PlanHeader &header, const std::vector<double> &seconds,
                                             int64_t steps);
 
+/// One instruction of the profiled steps, for the table of the slowest.
+struct InstructionProfile {
+  int index = 0;            // in the plan's instruction list
+  std::string op;           // its kernel
+  std::string operands;     // inputs -> outputs as shapes and dtypes, and a GEMM's transpositions
+  std::string location;     // the ONNX node(s) it came from
+  double secondsPerCall = 0;
+  double flopsPerCall = 0;  // 0: not counted
+};
+
+/// The `count` instructions that took longest per step, longest first: a
+/// kernel's total (summarizeProfile) says which kernel to work on, these
+/// say which of its shapes.
+std::vector<InstructionProfile> slowestInstructions(const plan::PlanHeader &header, const std::vector<double> &seconds,
+                                                    int64_t steps, int count);
+
 } // namespace fsdpc::runtime
 
 #endif // FSDPC_RUNTIME_PROFILE_H

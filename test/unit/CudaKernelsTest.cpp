@@ -388,19 +388,20 @@ std::vector<Case> cases() {
                     .out({37, 45}, plan::BF16).tol(1e-2));
   all.push_back(Case("matmul", "bf16 -> f32").in({37, 67}, normal(), plan::BF16).in({67, 45}, normal(), plan::BF16)
                     .out({37, 45}).tol(1e-5));
-  // 16-bit rows that are not 16-byte multiples (the cases above) are
-  // staged into padded rows; here rows that are, which are not, and the
+  // 16-bit GEMMs whose N or K is not a multiple of 8 (the cases above) are
+  // staged with zeros padding them; here one that is not (an odd M), and the
   // staged forms of GPT-2's three logits GEMMs in blocks of C's rows: the
-  // logits (C staged), the input gradient (A staged) and the weight
-  // gradient (A transposed and staged, its last block padded apart).
+  // logits (N padded: B and C staged), the input gradient (K padded: A and
+  // B staged) and the weight gradient (A stored transposed with rows of an
+  // odd M, staged by blocks, its last block padded apart).
   all.push_back(Case("matmul", "bf16, 16-byte rows").in({37, 64}, normal(), plan::BF16)
                     .in({64, 48}, normal(), plan::BF16).out({37, 48}, plan::BF16).tol(1e-2));
   all.push_back(Case("matmul", "bf16 logits").in({300, 64}, normal(), plan::BF16).in({45, 64}, normal(), plan::BF16)
                     .out({300, 45}, plan::BF16).attr("transpose_b", int64_t(1)).tol(1e-2).inBlocks(5));
   all.push_back(Case("matmul", "bf16 logits' input gradient").in({300, 45}, normal(), plan::BF16)
                     .in({45, 64}, normal(), plan::BF16).out({300, 64}, plan::BF16).tol(1e-2).inBlocks(5));
-  all.push_back(Case("matmul", "bf16 logits' weight gradient").in({131, 45}, normal(), plan::BF16)
-                    .in({131, 64}, normal(), plan::BF16).out({45, 64}, plan::BF16).attr("transpose_a", int64_t(1))
+  all.push_back(Case("matmul", "bf16 logits' weight gradient").in({136, 45}, normal(), plan::BF16)
+                    .in({136, 64}, normal(), plan::BF16).out({45, 64}, plan::BF16).attr("transpose_a", int64_t(1))
                     .tol(1e-2).inBlocks(3));
   all.push_back(Case("matmul", "bf16 -> f32, A and B staged").in({67, 301}, normal(), plan::BF16)
                     .in({45, 67}, normal(), plan::BF16).out({301, 45}).attr("transpose_a", int64_t(1))

@@ -16,13 +16,15 @@
 // an instruction's first call and kept in its launch cache: shapes and
 // addresses never change between steps.
 //
-// A 16-bit operand whose rows are not a multiple of 16 bytes (GPT-2's
-// logits: 50257 columns) keeps cuBLASLt off its Hopper kernels, which load
-// through the tensor memory accelerator and need 16-byte strides; on the
-// H200 GPT-2's three logits GEMMs then ran at a fifth of the others' rate.
-// matmul stages such operands: it copies them into scratch rows padded to
-// 16 bytes, runs the GEMM there, and copies a padded output back, one block
-// of C's rows at a time so that the scratch stays bounded (stagedMatmul).
+// A 16-bit GEMM whose N or K is not a multiple of 8 (GPT-2's logits: 50257
+// columns) runs on slow kernels. On the H200 the logits GEMM and its input
+// gradient took 15 and 12 ms (84 and 108 TFLOP/s), and padding only their
+// strides to 16 bytes changed nothing; the weight gradient, whose odd
+// extent is cut into blocks of 8192, ran at 359. matmul stages such GEMMs
+// (stagedMatmul): it copies the operands into scratch padded with zeros to
+// multiples of 8, runs the GEMM on the padded extents, and copies C's real
+// columns back, one block of C's rows at a time so that the scratch stays
+// bounded.
 //
 //===----------------------------------------------------------------------===//
 #include "DeviceMath.cuh"
@@ -196,48 +198,57 @@ Status runGemm(const KernelCall &call, const GemmShape &s, const void *a, const 
   return enqueueGemm(launch, *static_cast<const GemmPlan *>(launch.cache.get()), a, b, c);
 }
 
-// ---- Staging operands whose rows are not 16-byte multiples -------------
+// ---- Staging GEMMs whose extents are not multiples of 8 ----------------
 
 /// Scratch a staged GEMM asks for: enough for blocks of a few thousand rows
 /// of GPT-2's logits (100 KB each), little beside an 8 GB step.
 constexpr uint64_t kStagingBytes = 256ull << 20;
 constexpr uint64_t kRegionAlignment = 256;
+/// 16-bit elements per 16 bytes: the extents and strides the fast kernels take.
+constexpr int64_t kPadTo = 8;
 
 uint64_t alignRegion(uint64_t bytes) { return (bytes + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment; }
 int64_t roundUp(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 
-/// Rows of `rowLength` elements that the tensor memory accelerator cannot
-/// stride over: 16-bit types only, as f32 GEMMs (no TF32) do not run on
-/// the kernels that need it.
-bool unevenRows(int64_t rowLength, cudaDataType_t type) {
-  return type != CUDA_R_32F && (rowLength * static_cast<int64_t>(bytesOf(type))) % 16 != 0;
-}
-int64_t paddedRow(int64_t rowLength, cudaDataType_t type) {
-  return roundUp(rowLength, 16 / static_cast<int64_t>(bytesOf(type)));
-}
-
-/// Which operands of a matmul are staged, and the scratch they take: B
-/// whole, A and C per block of C's rows.
+/// How a 16-bit GEMM is staged (f32 GEMMs, without TF32, do not run on the
+/// kernels that need this and are never staged). N and K are padded to
+/// multiples of 8 with zeros, which add nothing to any sum: B whole, and the
+/// bias, once per call; A (padded along K, and along M when it is stored
+/// transposed with rows of M) and C (padded along N) per block of C's rows.
+/// Padded columns of C are computed and dropped.
 struct Staging {
-  bool a = false, b = false, c = false;
-  uint64_t bBytes = 0;
-  uint64_t aBytesPerRow = 0, cBytesPerRow = 0; // per row of C (a block's rows rounded up to 8)
+  int64_t nPadded = 0, kPadded = 0;
+  bool a = false, b = false, c = false, bias = false;
+  uint64_t bBytes = 0, biasBytes = 0;
+  uint64_t aBytesPerRow = 0, cBytesPerRow = 0; // per row of a block (its rows rounded up to 8)
 
-  explicit Staging(const GemmShape &s) {
-    a = unevenRows(s.rowLengthA(), s.typeA);
-    b = unevenRows(s.rowLengthB(), s.typeB);
-    c = unevenRows(s.n, s.typeC);
+  Staging(const GemmShape &s, bool hasBias) {
+    if (s.typeA == CUDA_R_32F)
+      return;
+    nPadded = roundUp(s.n, kPadTo);
+    kPadded = roundUp(s.k, kPadTo);
+    const bool padN = nPadded != s.n, padK = kPadded != s.k;
+    a = padK || (s.transA && s.m % kPadTo != 0);
+    b = padK || padN;
+    c = padN;
+    bias = hasBias && padN;
     if (b)
-      bBytes = (s.transB ? s.n : s.k) * paddedRow(s.rowLengthB(), s.typeB) * bytesOf(s.typeB);
-    if (a) // a block of A's rows, or of its columns when transposed
-      aBytesPerRow = (s.transA ? s.k : paddedRow(s.k, s.typeA)) * bytesOf(s.typeA);
+      bBytes = static_cast<uint64_t>(nPadded * kPadded) * bytesOf(s.typeB);
+    if (bias)
+      biasBytes = static_cast<uint64_t>(nPadded) * bytesOf(s.typeBias);
+    if (a)
+      aBytesPerRow = static_cast<uint64_t>(kPadded) * bytesOf(s.typeA);
     if (c)
-      cBytesPerRow = paddedRow(s.n, s.typeC) * bytesOf(s.typeC);
+      cBytesPerRow = static_cast<uint64_t>(nPadded) * bytesOf(s.typeC);
   }
   bool any() const { return a || b || c; }
+  /// Where each staged operand lies in the scratch: B, the bias, A's block, C's block.
+  uint64_t aOffset() const { return alignRegion(bBytes) + alignRegion(biasBytes); }
+  uint64_t cOffset(int64_t rows) const {
+    return aOffset() + alignRegion(static_cast<uint64_t>(roundUp(rows, kPadTo)) * aBytesPerRow);
+  }
   uint64_t bytesFor(int64_t rows) const {
-    const uint64_t rounded = static_cast<uint64_t>(roundUp(rows, 8));
-    return alignRegion(bBytes) + alignRegion(rounded * aBytesPerRow) + alignRegion(rounded * cBytesPerRow);
+    return cOffset(rows) + alignRegion(static_cast<uint64_t>(roundUp(rows, kPadTo)) * cBytesPerRow);
   }
   /// The most rows of C (of m) whose block fits in `bytes`, a multiple of
   /// 128 (or 8, for small blocks) unless it is all of them; 0: none fits.
@@ -245,41 +256,51 @@ struct Staging {
     if (bytesFor(m) <= bytes)
       return m;
     const uint64_t perRow = aBytesPerRow + cBytesPerRow;
-    if (perRow == 0 || bytes < alignRegion(bBytes))
+    if (perRow == 0 || bytes < aOffset())
       return 0;
-    int64_t rows = std::min<int64_t>(m, static_cast<int64_t>((bytes - alignRegion(bBytes)) / perRow));
-    rows = rows >= 128 ? rows / 128 * 128 : rows / 8 * 8;
+    int64_t rows = std::min<int64_t>(m, static_cast<int64_t>((bytes - aOffset()) / perRow));
+    rows = rows >= 128 ? rows / 128 * 128 : rows / kPadTo * kPadTo;
     while (rows > 0 && bytesFor(rows) > bytes)
-      rows -= rows > 128 ? 128 : 8;
+      rows -= rows > 128 ? 128 : kPadTo;
     return std::max<int64_t>(rows, 0);
   }
 };
 
+/// dst[r, c] = src[r, c] for r < height and c < width, 0 elsewhere in
+/// dst's dstHeight x dstWidth (strides in elements).
 template <typename Word>
-__global__ void copyRowsKernel(Word *dst, long long dstLd, const Word *src, long long srcLd, long long width,
-                               long long height) {
-  for (long long row = blockIdx.y; row < height; row += gridDim.y)
-    for (long long col = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; col < width;
+__global__ void copyRowsKernel(Word *dst, long long dstLd, long long dstWidth, long long dstHeight, const Word *src,
+                               long long srcLd, long long width, long long height) {
+  for (long long row = blockIdx.y; row < dstHeight; row += gridDim.y)
+    for (long long col = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; col < dstWidth;
          col += static_cast<long long>(blockDim.x) * gridDim.x)
-      dst[row * dstLd + col] = src[row * srcLd + col];
+      dst[row * dstLd + col] = row < height && col < width ? src[row * srcLd + col] : Word(0);
 }
 
-/// Copies `height` rows of `width` elements of `elementBytes` between
-/// row strides (in elements).
-Status copyRows(const CudaLaunch &launch, void *dst, int64_t dstLd, const void *src, int64_t srcLd, int64_t width,
-                int64_t height, uint64_t elementBytes) {
-  if (width == 0 || height == 0)
+/// A matrix of `height` rows of `width` elements (`elementBytes` each,
+/// rows `ld` elements apart).
+struct Rows {
+  const void *data;
+  int64_t ld, width, height;
+};
+
+/// Copies `src` into dst's dstHeight x dstWidth, zeros past src's edges.
+Status copyRows(const CudaLaunch &launch, void *dst, int64_t dstLd, int64_t dstWidth, int64_t dstHeight, Rows src,
+                uint64_t elementBytes) {
+  if (dstWidth == 0 || dstHeight == 0)
     return Status::ok();
-  const dim3 grid(static_cast<unsigned>(std::min<int64_t>((width + kThreads - 1) / kThreads, 16)),
-                  static_cast<unsigned>(std::min<int64_t>(height, 4096)));
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>((dstWidth + kThreads - 1) / kThreads, 16)),
+                  static_cast<unsigned>(std::min<int64_t>(dstHeight, 4096)));
   if (elementBytes == 2)
     launchKernel(copyRowsKernel<uint16_t>, grid, kThreads, 0, launch.stream, static_cast<uint16_t *>(dst),
-                 static_cast<long long>(dstLd), static_cast<const uint16_t *>(src), static_cast<long long>(srcLd),
-                 static_cast<long long>(width), static_cast<long long>(height));
+                 static_cast<long long>(dstLd), static_cast<long long>(dstWidth), static_cast<long long>(dstHeight),
+                 static_cast<const uint16_t *>(src.data), static_cast<long long>(src.ld),
+                 static_cast<long long>(src.width), static_cast<long long>(src.height));
   else
     launchKernel(copyRowsKernel<uint32_t>, grid, kThreads, 0, launch.stream, static_cast<uint32_t *>(dst),
-                 static_cast<long long>(dstLd), static_cast<const uint32_t *>(src), static_cast<long long>(srcLd),
-                 static_cast<long long>(width), static_cast<long long>(height));
+                 static_cast<long long>(dstLd), static_cast<long long>(dstWidth), static_cast<long long>(dstHeight),
+                 static_cast<const uint32_t *>(src.data), static_cast<long long>(src.ld),
+                 static_cast<long long>(src.width), static_cast<long long>(src.height));
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }
@@ -291,11 +312,12 @@ struct StagedGemmPlans {
   std::shared_ptr<GemmPlan> full, last;
 };
 
-/// matmul with staged operands (see the file comment): B is copied into
-/// padded rows once, then for each block of C's rows A's block is copied
-/// into padded rows, the GEMM runs, and C's block is copied out of padded
-/// rows. Each row of C is computed by one GEMM from the same values, so the
-/// result is the unstaged GEMM's up to the algorithm cuBLASLt picks.
+/// matmul with staged operands (see the file comment): B and the bias are
+/// copied into padded scratch once, then for each block of C's rows A's
+/// block is copied into padded rows, the GEMM runs on the padded extents,
+/// and C's block is copied out of padded rows. The padding holds zeros,
+/// which add nothing to any sum, so each row of C is the unstaged GEMM's
+/// up to the algorithm cuBLASLt picks.
 Status stagedMatmul(const KernelCall &call, const GemmShape &s, const Staging &staging, const void *a,
                     const void *b, const void *bias, void *c) {
   CudaLaunch &launch = launchOf(call);
@@ -309,37 +331,46 @@ Status stagedMatmul(const KernelCall &call, const GemmShape &s, const Staging &s
   }
   StagedGemmPlans &plans = *static_cast<StagedGemmPlans *>(launch.cache.get());
   const uint64_t ea = bytesOf(s.typeA), eb = bytesOf(s.typeB), ec = bytesOf(s.typeC);
-  uint8_t *stagedB = static_cast<uint8_t *>(launch.scratch);
-  uint8_t *stagedA = stagedB + alignRegion(staging.bBytes);
-  uint8_t *stagedC = stagedA + alignRegion(static_cast<uint64_t>(roundUp(plans.rows, 8)) * staging.aBytesPerRow);
+  uint8_t *scratch = static_cast<uint8_t *>(launch.scratch);
+  uint8_t *stagedB = scratch, *stagedBias = scratch + alignRegion(staging.bBytes);
+  uint8_t *stagedA = scratch + staging.aOffset(), *stagedC = scratch + staging.cOffset(plans.rows);
 
   GemmShape block = s;
-  const void *blockB = b;
+  const void *blockB = b, *blockBias = bias;
   if (staging.b) {
-    block.ldb = paddedRow(s.rowLengthB(), s.typeB);
-    FSDPC_RETURN_IF_ERROR(
-        copyRows(launch, stagedB, block.ldb, b, s.ldB(), s.rowLengthB(), s.transB ? s.n : s.k, eb));
+    block.n = staging.nPadded;
+    block.k = staging.kPadded;
+    block.ldb = s.transB ? staging.kPadded : staging.nPadded;
+    const Rows from{b, s.ldB(), s.rowLengthB(), s.transB ? s.n : s.k};
+    FSDPC_RETURN_IF_ERROR(s.transB ? copyRows(launch, stagedB, block.ldb, staging.kPadded, staging.nPadded, from, eb)
+                                   : copyRows(launch, stagedB, block.ldb, staging.nPadded, staging.kPadded, from, eb));
     blockB = stagedB;
+  }
+  if (staging.bias) {
+    FSDPC_RETURN_IF_ERROR(copyRows(launch, stagedBias, staging.nPadded, staging.nPadded, 1,
+                                   Rows{bias, s.n, s.n, 1}, bytesOf(s.typeBias)));
+    blockBias = stagedBias;
   }
   // Blocks that read A and write C in place step through them; the
   // algorithm's alignment must hold at every step.
   block.strideA = staging.a ? 0 : (s.transA ? plans.rows : plans.rows * s.ldA());
   block.strideC = staging.c ? 0 : plans.rows * s.ldC();
   if (staging.c)
-    block.ldc = paddedRow(s.n, s.typeC);
+    block.ldc = staging.nPadded;
   for (int64_t first = 0; first < s.m; first += plans.rows) {
     const int64_t rows = std::min(plans.rows, s.m - first);
     block.m = rows;
     const void *blockA;
-    if (staging.a && s.transA) { // A is [k, m]: its columns [first, first + rows)
-      block.lda = paddedRow(rows, s.typeA);
-      FSDPC_RETURN_IF_ERROR(copyRows(launch, stagedA, block.lda, static_cast<const uint8_t *>(a) + first * ea,
-                                     s.ldA(), rows, s.k, ea));
+    if (staging.a && s.transA) { // A is [k, m]: its columns [first, first + rows), K padded
+      block.lda = roundUp(rows, kPadTo);
+      FSDPC_RETURN_IF_ERROR(copyRows(launch, stagedA, block.lda, block.lda, staging.kPadded,
+                                     Rows{static_cast<const uint8_t *>(a) + first * ea, s.ldA(), rows, s.k}, ea));
       blockA = stagedA;
-    } else if (staging.a) { // A is [m, k]: its rows [first, first + rows)
-      block.lda = paddedRow(s.k, s.typeA);
-      FSDPC_RETURN_IF_ERROR(copyRows(launch, stagedA, block.lda,
-                                     static_cast<const uint8_t *>(a) + first * s.ldA() * ea, s.ldA(), s.k, rows, ea));
+    } else if (staging.a) { // A is [m, k]: its rows [first, first + rows), K padded
+      block.lda = staging.kPadded;
+      FSDPC_RETURN_IF_ERROR(copyRows(launch, stagedA, block.lda, staging.kPadded, rows,
+                                     Rows{static_cast<const uint8_t *>(a) + first * s.ldA() * ea, s.ldA(), s.k, rows},
+                                     ea));
       blockA = stagedA;
     } else {
       blockA = static_cast<const uint8_t *>(a) + (s.transA ? first : first * s.ldA()) * ea;
@@ -348,14 +379,14 @@ Status stagedMatmul(const KernelCall &call, const GemmShape &s, const Staging &s
     void *blockC = staging.c ? stagedC : outC;
     std::shared_ptr<GemmPlan> &plan = rows == plans.rows ? plans.full : plans.last;
     if (!plan) {
-      StatusOr<std::shared_ptr<GemmPlan>> made = makeGemmPlan(call, block, blockA, blockB, bias, blockC);
+      StatusOr<std::shared_ptr<GemmPlan>> made = makeGemmPlan(call, block, blockA, blockB, blockBias, blockC);
       if (!made.isOk())
         return made.status();
       plan = *made;
     }
     FSDPC_RETURN_IF_ERROR(enqueueGemm(launch, *plan, blockA, blockB, blockC));
     if (staging.c)
-      FSDPC_RETURN_IF_ERROR(copyRows(launch, outC, s.ldC(), stagedC, block.ldc, s.n, rows, ec));
+      FSDPC_RETURN_IF_ERROR(copyRows(launch, outC, s.ldC(), s.n, rows, Rows{stagedC, block.ldc, s.n, rows}, ec));
   }
   return Status::ok();
 }
@@ -417,7 +448,7 @@ Status matmul(const KernelCall &call) {
     return Status::ok();
   if (s.k == 0)
     return FSDPC_ERROR(kUnimplemented, call.instruction->op(), ": the CUDA backend has no GEMM with k = 0");
-  const Staging staging(s);
+  const Staging staging(s, bias != nullptr);
   if (staging.any())
     return stagedMatmul(call, s, staging, a.data, b.data, bias, c.data);
   return runGemm(call, s, a.data, b.data, bias, c.data);
@@ -427,7 +458,11 @@ uint64_t matmulScratch(const KernelCall &call) {
   GemmShape s;
   if (!gemmShapeOf(call, s).isOk() || s.m == 0 || s.n == 0 || s.k == 0)
     return 0; // the call itself reports what is wrong
-  const Staging staging(s);
+  if (call.inputs.size() > 2) {
+    StatusOr<cudaDataType_t> typeBias = cudaTypeOf(call, call.inputs[2].dtype);
+    s.typeBias = typeBias.isOk() ? *typeBias : CUDA_R_32F;
+  }
+  const Staging staging(s, call.inputs.size() > 2);
   if (!staging.any())
     return 0;
   const int64_t rows = std::max<int64_t>(std::min<int64_t>(s.m, 8), staging.rowsFitting(kStagingBytes, s.m));

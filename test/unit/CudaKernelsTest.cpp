@@ -491,6 +491,10 @@ std::vector<Case> cases() {
                     .attr("keepdims", int64_t(1)));
   all.push_back(Case("sum_to", "bias gradient").in({3, 343, 29}).out({29}));
   all.push_back(Case("sum_to", "inner broadcast").in({7, 13, 5}).out({7, 1, 5}));
+  // More chunks of rows (64 rows each) than lanes adding them (32). The CPU
+  // kernel adds the 4099 rows in f32 (partial sums near 64, an ulp of 8e-6
+  // each), the CUDA one in f64.
+  all.push_back(Case("sum_to", "4099 rows").in({4099, 37}).out({37}).tol(1e-4));
   all.push_back(Case("broadcast_to").in({1, 37}).out({5, 37}).tol(0));
   all.push_back(Case("broadcast_to", "i64").in({5, 1}, integers(0, 100), plan::I64).out({5, 3}, plan::I64).tol(0));
   // Shape and indexing.
@@ -679,6 +683,9 @@ std::vector<Case> cases() {
                     .in({768}, normal(), plan::BF16).in({1031}).in({1031}, positive())
                     .in({1031, 768}, normal(), plan::BF16).out({1031, 768}, plan::BF16).out({768}, plan::BF16)
                     .out({768}, plan::BF16).attr("axis", int64_t(1)).tol(1e-2));
+  // More chunks than the parameter sums' lanes (32): each lane adds several.
+  all.push_back(Case("layer_norm_grad", "4099 rows 72").in({4099, 72}).in({72}).in({4099}).in({4099}, positive())
+                    .in({4099, 72}).out({4099, 72}).out({72}).out({72}).attr("axis", int64_t(1)).tol(1e-5));
   all.push_back(Case("layer_norm_grad", "1031 rows 768").in({1031, 768}).in({768}).in({1031}).in({1031}, positive())
                     .in({1031, 768}).out({1031, 768}).out({768}).out({768}).attr("axis", int64_t(1)).tol(1e-5));
   all.push_back(Case("rms_norm_grad", "1031 rows 1024").in({1031, 1024}).in({1024}).in({1031}, positive())
@@ -767,6 +774,19 @@ std::vector<Case> cases() {
   all.push_back(Case("softmax_cross_entropy_with_grad", "bf16, 50257 classes, in place")
                     .in({7, 50257}, normal(), plan::BF16).in({7}, integers(0, 50257), plan::I64)
                     .in({}, constant(1.0)).out({}).inPlace(0).attr("reduction", std::string("sum")).tol(2e-3));
+  // bf16 rows in 16-byte accesses: rows starting at every offset within 16
+  // bytes (1001 = 1 mod 8), ignored rows, rows shorter than a vector, and
+  // buffers off the 16-byte boundary (the one-element kernel).
+  all.push_back(Case("softmax_cross_entropy_with_grad", "bf16, 1001 classes, apart")
+                    .in({13, 1001}, normal(), plan::BF16).in({13}, integers(-1, 1001), plan::I64)
+                    .in({}, constant(1.0)).out({}).out({13, 1001}, plan::BF16).attr("ignore_index", int64_t(-1))
+                    .tol(2e-3));
+  all.push_back(Case("softmax_cross_entropy_with_grad", "bf16, 5 classes").in({9, 5}, normal(), plan::BF16)
+                    .in({9}, integers(0, 5), plan::I64).in({}, constant(1.0)).out({}).out({9, 5}, plan::BF16)
+                    .tol(2e-3));
+  all.push_back(Case("softmax_cross_entropy_with_grad", "bf16, 1001 classes, apart")
+                    .in({13, 1001}, normal(), plan::BF16).in({13}, integers(0, 1001), plan::I64)
+                    .in({}, constant(1.0)).out({}).out({13, 1001}, plan::BF16).tol(2e-3).misaligned());
   all.push_back(Case("softmax_cross_entropy_with_grad", "row too long to stage").in({5, 52001})
                     .in({5}, integers(-1, 52001), plan::I64).in({}, constant(1.0)).out({}).inPlace(0)
                     .attr("ignore_index", int64_t(-1)).tol(1e-6));

@@ -80,13 +80,30 @@ __global__ void columnPartialsKernel(Operand x, long long rows, long long cols, 
   }
 }
 
-__global__ void sumChunksKernel(const double *partial, long long chunks, long long cols, Operand out) {
-  FSDPC_GRID_STRIDE_LOOP(col, cols) {
-    double total = 0;
-    for (long long c = 0; c < chunks; ++c)
-      total += partial[c * cols + col];
-    storeFloat(out, col, static_cast<float>(total));
-  }
+/// Lanes that share one column's chunks in sumChunksKernel.
+constexpr int kSumLanes = 32;
+
+/// out[col]: the chunks' partial sums added, kColumnTile columns a block;
+/// lane l of a column adds chunks l, l + kSumLanes, ... in order, then one
+/// thread adds the lanes in lane order (the same bits every run). One
+/// thread per column adding every chunk in turn waits on each load: the
+/// layer norm's copy of this took its whole gradient's time on the H200.
+__global__ void __launch_bounds__(kColumnTile * kSumLanes)
+    sumChunksKernel(const double *partial, long long chunks, long long cols, Operand out) {
+  __shared__ double lanes[kSumLanes][kColumnTile + 1];
+  const long long col = static_cast<long long>(blockIdx.x) * kColumnTile + threadIdx.x;
+  double sum = 0;
+  if (col < cols)
+    for (long long c = threadIdx.y; c < chunks; c += kSumLanes)
+      sum += partial[c * cols + col];
+  lanes[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y != 0 || col >= cols)
+    return;
+  double total = 0;
+  for (int lane = 0; lane < kSumLanes; ++lane)
+    total += lanes[lane][threadIdx.x];
+  storeFloat(out, col, static_cast<float>(total));
 }
 
 __global__ void reducePerBlockKernel(Operand x, Operand out, long long outCount, long long reducedCount,
@@ -141,8 +158,8 @@ Status runReduction(const KernelCall &call, const TensorView &x, const TensorVie
     launchKernel(columnPartialsKernel, grid, dim3(kColumnTile, kRowLanes), 0, launch.stream, operandOf(x),
                  p.reducedCount, p.outCount, p.rowsPerChunk, partial);
     FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
-    launchKernel(sumChunksKernel, blocksFor(p.outCount, launch), kThreads, 0, launch.stream, partial, p.chunks,
-                 p.outCount, operandOf(y));
+    launchKernel(sumChunksKernel, static_cast<unsigned>((p.outCount + kColumnTile - 1) / kColumnTile),
+                 dim3(kColumnTile, kSumLanes), 0, launch.stream, partial, p.chunks, p.outCount, operandOf(y));
     FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
     return Status::ok();
   }

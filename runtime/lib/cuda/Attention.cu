@@ -492,6 +492,50 @@ __device__ __forceinline__ void loadKeys(__nv_bfloat16 *tile, int pitch, Operand
   }
 }
 
+/// A streamed tile (kRows rows of Cols columns) held in registers between
+/// its global loads and its store into shared memory, 16-byte words spread
+/// over the block's threads: a thread issues all its loads of a tile before
+/// its first store. Loading and storing
+/// one word at a time, each thread waited on every load in turn (its store
+/// to shared memory might alias the next load, for all the compiler knows);
+/// on the H200 the kernels ran at 60-70 TFLOP/s. Loading the next tile
+/// during the current one's products would hide the latency entirely, but
+/// its registers cost a block per multiprocessor at head size 64 (ptxas:
+/// forward 128 -> 168 registers, query gradient 160 -> 224). Rows past
+/// `limit` hold zeros. For vectorRows operands only (the other loads are
+/// scalar). The forward kernel is held to 4 blocks per multiprocessor up to
+/// head size 64 (128 registers, 8 bytes spilled; unbounded it took 168).
+template <int Cols> struct TileRegisters {
+  static constexpr int kWordsPerRow = Cols / kVectorElements;
+  static constexpr int kWords = kRows * kWordsPerRow / (kWarps * 32);
+  static_assert(kWords * kWarps * 32 == kRows * kWordsPerRow, "whole words per thread");
+  uint4 word[kWords];
+
+  __device__ __forceinline__ void load(Operand src, long long first, long long limit, long long stride) {
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) {
+      const int e = threadIdx.x + i * kWarps * 32, r = e / kWordsPerRow, c = e % kWordsPerRow * kVectorElements;
+      if (first + r >= limit) {
+        word[i] = uint4{0, 0, 0, 0};
+      } else if (src.dtype == plan::BF16) { // as stored: no widening and rounding back
+        word[i] = *reinterpret_cast<const uint4 *>(static_cast<const __nv_bfloat16 *>(src.data) +
+                                                   (first + r) * stride + c);
+      } else {
+        float v[kVectorElements];
+        loadVector(src, (first + r) * stride + c, v);
+        word[i] = narrowWord<__nv_bfloat16>(v);
+      }
+    }
+  }
+  __device__ __forceinline__ void store(__nv_bfloat16 *tile, int pitch) const {
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) {
+      const int e = threadIdx.x + i * kWarps * 32, r = e / kWordsPerRow, c = e % kWordsPerRow * kVectorElements;
+      *reinterpret_cast<uint4 *>(tile + r * pitch + c) = word[i];
+    }
+  }
+};
+
 /// The warp's A operand, 16 x 16 KSteps row-major at `a`, as fragments:
 /// loaded once for every column tile of a product.
 template <int KSteps>
@@ -611,7 +655,7 @@ size_t queryGradBytes(const AttentionShape &s) {
 /// rescaling of the output by each tile's correction needs no shared
 /// memory: the tile's P V comes through the warp's staging area once.
 template <int Tiles>
-__global__ void __launch_bounds__(kWarps * 32)
+__global__ void __launch_bounds__(kWarps * 32, Tiles <= 4 ? 4 : 1)
     forwardKernel(Operand q, Operand k, Operand v, Operand out, float *lse, AttentionShape s) {
   FSDPC_DYNAMIC_SHARED(unsigned char, tcShared);
   constexpr int D = 16 * Tiles; // the head size of q, k and v (tilesFor)
@@ -644,8 +688,16 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (tileMasked(s, maskOffset, firstQuery, firstKey, &unmaskedFound))
       continue;
     __syncthreads(); // the previous tiles are no longer read
-    loadKeys<D>(ks, pQ, kb, s, firstKey);
-    loadRows<D>(vs, pV, vb, firstKey, s.tk, s.value.row, s.vectorRows);
+    if (s.vectorRows) { // every load of a tile in flight at once (TileRegisters)
+      TileRegisters<D> tile;
+      tile.load(kb, firstKey, s.tk, s.key.row);
+      tile.store(ks, pQ);
+      tile.load(vb, firstKey, s.tk, s.value.row);
+      tile.store(vs, pV);
+    } else {
+      loadKeys<D>(ks, pQ, kb, s, firstKey);
+      loadRows<D>(vs, pV, vb, firstKey, s.tk, s.value.row, s.vectorRows);
+    }
     __syncthreads();
     warpProduct<false, Tiles, kTile / 16>(qs + warp * 16 * pQ, pQ, ks, pQ, sc, pS); // S = Q K^T
     __syncwarp();
@@ -749,12 +801,23 @@ __global__ void __launch_bounds__(kWarps * 32)
     wmma::fill_fragment(dvAcc[t], 0.0f);
   }
   __shared__ int unmaskedFound;
-  for (long long firstQuery = 0; firstQuery < s.tq; firstQuery += kTile) {
+  // A causal mask hides every query before the block's first key: start at
+  // its tile.
+  const long long startQuery = s.causal ? firstKey / kTile * kTile : 0;
+  for (long long firstQuery = startQuery; firstQuery < s.tq; firstQuery += kTile) {
     if (tileMasked(s, maskOffset, firstQuery, firstKey, &unmaskedFound))
       continue;
     __syncthreads();
-    loadRows<D>(qs, pK, qb, firstQuery, s.tq, s.query.row, s.vectorRows);
-    loadRows<D>(dos, pV, dob, firstQuery, s.tq, s.out.row, s.vectorRows);
+    if (s.vectorRows) { // every load of a tile in flight at once (TileRegisters)
+      TileRegisters<D> tile;
+      tile.load(qb, firstQuery, s.tq, s.query.row);
+      tile.store(qs, pK);
+      tile.load(dob, firstQuery, s.tq, s.out.row);
+      tile.store(dos, pV);
+    } else {
+      loadRows<D>(qs, pK, qb, firstQuery, s.tq, s.query.row, s.vectorRows);
+      loadRows<D>(dos, pV, dob, firstQuery, s.tq, s.out.row, s.vectorRows);
+    }
     for (int i = threadIdx.x; i < kTile; i += blockDim.x) {
       const long long query = firstQuery + i;
       lseTile[i] = query < s.tq ? lse[b * s.tq + query] : 0.0f;
@@ -837,8 +900,16 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (tileMasked(s, maskOffset, firstQuery, firstKey, &unmaskedFound))
       continue;
     __syncthreads();
-    loadKeys<D>(ks, pQ, kb, s, firstKey);
-    loadRows<D>(vs, pV, vb, firstKey, s.tk, s.value.row, s.vectorRows);
+    if (s.vectorRows) { // every load of a tile in flight at once (TileRegisters)
+      TileRegisters<D> tile;
+      tile.load(kb, firstKey, s.tk, s.key.row);
+      tile.store(ks, pQ);
+      tile.load(vb, firstKey, s.tk, s.value.row);
+      tile.store(vs, pV);
+    } else {
+      loadKeys<D>(ks, pQ, kb, s, firstKey);
+      loadRows<D>(vs, pV, vb, firstKey, s.tk, s.value.row, s.vectorRows);
+    }
     __syncthreads();
     warpProduct<false, Tiles, kTile / 16>(qs + warp * 16 * pQ, pQ, ks, pQ, sc, pS); // S = Q K^T
     __syncwarp();

@@ -800,6 +800,12 @@ std::vector<Case> cases() {
   all.push_back(Case("adamw_update").in({100003}).in({100003}).in({100003}).in({100003}, positive())
                     .in({}, constant(3), plan::I64).inPlace(0).inPlace(2).inPlace(3).attr("lr", 1e-3)
                     .attr("beta1", 0.9).attr("beta2", 0.999).attr("eps", 1e-8).attr("weight_decay", 0.01).tol(1e-6));
+  // 4 elements per access, the last 3 one by one; off the 16-byte boundary,
+  // all one by one.
+  all.push_back(Case("adamw_update").in({1003}).in({1003}).in({1003}).in({1003}, positive())
+                    .in({}, constant(3), plan::I64).inPlace(0).inPlace(2).inPlace(3).attr("lr", 1e-3)
+                    .attr("beta1", 0.9).attr("beta2", 0.999).attr("eps", 1e-8).attr("weight_decay", 0.01).tol(1e-6)
+                    .misaligned());
   all.push_back(Case("adamw_update", "cosine schedule").in({1003}).in({1003}).in({1003}).in({1003}, positive())
                     .in({}, constant(5), plan::I64).inPlace(0).inPlace(2).inPlace(3).attr("lr", 1e-3)
                     .attr("lr_schedule", std::string("cosine")).attr("warmup_steps", int64_t(2))

@@ -53,29 +53,59 @@ __global__ void sgdKernel(float *p, const float *g, float *buf, const long long 
   }
 }
 
-__global__ void adamwKernel(float *p, const float *g, float *m, float *v, const long long *stepCount, long long n,
-                            Schedule schedule, double beta1, double beta2, double eps, double weightDecay) {
+/// AdamW's scalars for one step, from the step count on the device.
+struct AdamwStep {
+  float decay, b1, oneMinusB1, b2, oneMinusB2, negStepSize, bc2Sqrt, eps;
+};
+__device__ __forceinline__ AdamwStep adamwStepOf(const long long *stepCount, const Schedule &schedule, double beta1,
+                                                 double beta2, double eps, double weightDecay) {
   const double step = static_cast<double>(stepCount[0]);
   const double lr = schedule.at(stepCount[0]);
   const double biasCorrection1 = 1 - pow(beta1, step), biasCorrection2 = 1 - pow(beta2, step);
-  const float decay = static_cast<float>(1 - lr * weightDecay);
-  const float b1 = static_cast<float>(beta1), oneMinusB1 = static_cast<float>(1 - beta1);
-  const float b2 = static_cast<float>(beta2), oneMinusB2 = static_cast<float>(1 - beta2);
-  const float negStepSize = static_cast<float>(-(lr / biasCorrection1));
-  const float bc2Sqrt = static_cast<float>(sqrt(biasCorrection2));
-  const float epsF = static_cast<float>(eps);
-  FSDPC_GRID_STRIDE_LOOP(i, n) {
-    // __fmul_rn / __fadd_rn: no contraction into FMAs, so each operation
-    // rounds as torch's separate tensor operations (and the CPU kernel) do.
-    float pi = __fmul_rn(p[i], decay);
-    float mi = __fmul_rn(m[i], b1);
-    mi = __fadd_rn(mi, __fmul_rn(oneMinusB1, g[i]));
-    float vi = __fmul_rn(v[i], b2);
-    vi = __fadd_rn(vi, __fmul_rn(oneMinusB2, __fmul_rn(g[i], g[i])));
-    const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), bc2Sqrt), epsF);
-    p[i] = __fadd_rn(pi, __fmul_rn(negStepSize, __fdiv_rn(mi, denom)));
-    m[i] = mi;
-    v[i] = vi;
+  return {static_cast<float>(1 - lr * weightDecay), static_cast<float>(beta1), static_cast<float>(1 - beta1),
+          static_cast<float>(beta2),                static_cast<float>(1 - beta2),
+          static_cast<float>(-(lr / biasCorrection1)), static_cast<float>(sqrt(biasCorrection2)),
+          static_cast<float>(eps)};
+}
+
+/// One element: __fmul_rn / __fadd_rn, no contraction into FMAs, so each
+/// operation rounds as torch's separate tensor operations (and the CPU
+/// kernel) do.
+__device__ __forceinline__ void adamwElement(const AdamwStep &a, float &p, float g, float &m, float &v) {
+  const float pi = __fmul_rn(p, a.decay);
+  float mi = __fmul_rn(m, a.b1);
+  mi = __fadd_rn(mi, __fmul_rn(a.oneMinusB1, g));
+  float vi = __fmul_rn(v, a.b2);
+  vi = __fadd_rn(vi, __fmul_rn(a.oneMinusB2, __fmul_rn(g, g)));
+  const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), a.bc2Sqrt), a.eps);
+  p = __fadd_rn(pi, __fmul_rn(a.negStepSize, __fdiv_rn(mi, denom)));
+  m = mi;
+  v = vi;
+}
+
+/// With Vector (every buffer 16-byte aligned), four elements per 16-byte
+/// access and the last n % 4 one by one: on the H200 the one-element loop
+/// moved 1.8 TB/s.
+template <bool Vector>
+__global__ void adamwKernel(float *p, const float *g, float *m, float *v, const long long *stepCount, long long n,
+                            Schedule schedule, double beta1, double beta2, double eps, double weightDecay) {
+  const AdamwStep a = adamwStepOf(stepCount, schedule, beta1, beta2, eps, weightDecay);
+  const long long vectors = Vector ? n / 4 : 0;
+  FSDPC_GRID_STRIDE_LOOP(i, vectors) {
+    float4 pi = reinterpret_cast<float4 *>(p)[i], mi = reinterpret_cast<float4 *>(m)[i],
+           vi = reinterpret_cast<float4 *>(v)[i];
+    const float4 gi = reinterpret_cast<const float4 *>(g)[i];
+    adamwElement(a, pi.x, gi.x, mi.x, vi.x);
+    adamwElement(a, pi.y, gi.y, mi.y, vi.y);
+    adamwElement(a, pi.z, gi.z, mi.z, vi.z);
+    adamwElement(a, pi.w, gi.w, mi.w, vi.w);
+    reinterpret_cast<float4 *>(p)[i] = pi;
+    reinterpret_cast<float4 *>(m)[i] = mi;
+    reinterpret_cast<float4 *>(v)[i] = vi;
+  }
+  FSDPC_GRID_STRIDE_LOOP(j, n - 4 * vectors) {
+    const long long i = 4 * vectors + j;
+    adamwElement(a, p[i], g[i], m[i], v[i]);
   }
 }
 
@@ -171,8 +201,10 @@ Status adamwUpdate(const KernelCall &call) {
   const CudaLaunch &launch = launchOf(call);
   Schedule schedule;
   FSDPC_RETURN_IF_ERROR(scheduleOf(call, schedule));
-  launchKernel(adamwKernel, blocksFor(n, launch), kThreads, 0, launch.stream, call.inputs[0].f32(),
-               call.inputs[1].f32(), call.inputs[2].f32(), call.inputs[3].f32(),
+  const bool vector = vectorAligned({&call.inputs[0], &call.inputs[1], &call.inputs[2], &call.inputs[3]});
+  launchKernel(vector ? adamwKernel<true> : adamwKernel<false>, blocksFor(vector ? n / 4 + 1 : n, launch), kThreads,
+               0, launch.stream, call.inputs[0].f32(), call.inputs[1].f32(), call.inputs[2].f32(),
+               call.inputs[3].f32(),
                static_cast<const long long *>(call.inputs[4].data), n, schedule,
                call.floatParam(contract::Param::kBeta1, 0.9), call.floatParam(contract::Param::kBeta2, 0.999),
                call.floatParam(contract::Param::kEps, 1e-8), call.floatParam(contract::Param::kWeightDecay, 0.01));

@@ -78,6 +78,9 @@ struct uint3 {
 struct alignas(16) uint4 {
   unsigned x, y, z, w;
 };
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
 
 struct CUstream_st;
 struct CUevent_st;

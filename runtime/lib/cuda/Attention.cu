@@ -536,6 +536,24 @@ template <int Cols> struct TileRegisters {
   }
 };
 
+/// The key and value tiles from `firstKey`, as the forward and the query
+/// gradient stream them: through TileRegisters, every load of a tile in
+/// flight at once, where rows are vectorRows; one element at a time else.
+template <int D>
+__device__ __forceinline__ void loadKeysAndValues(__nv_bfloat16 *ks, int pK, __nv_bfloat16 *vs, int pV, Operand k,
+                                                  Operand v, const AttentionShape &s, long long firstKey) {
+  if (!s.vectorRows) {
+    loadKeys<D>(ks, pK, k, s, firstKey);
+    loadRows<D>(vs, pV, v, firstKey, s.tk, s.value.row, s.vectorRows);
+    return;
+  }
+  TileRegisters<D> tile;
+  tile.load(k, firstKey, s.tk, s.key.row);
+  tile.store(ks, pK);
+  tile.load(v, firstKey, s.tk, s.value.row);
+  tile.store(vs, pV);
+}
+
 /// The warp's A operand, 16 x 16 KSteps row-major at `a`, as fragments:
 /// loaded once for every column tile of a product.
 template <int KSteps>
@@ -688,16 +706,7 @@ __global__ void __launch_bounds__(kWarps * 32, Tiles <= 4 ? 4 : 1)
     if (tileMasked(s, maskOffset, firstQuery, firstKey, &unmaskedFound))
       continue;
     __syncthreads(); // the previous tiles are no longer read
-    if (s.vectorRows) { // every load of a tile in flight at once (TileRegisters)
-      TileRegisters<D> tile;
-      tile.load(kb, firstKey, s.tk, s.key.row);
-      tile.store(ks, pQ);
-      tile.load(vb, firstKey, s.tk, s.value.row);
-      tile.store(vs, pV);
-    } else {
-      loadKeys<D>(ks, pQ, kb, s, firstKey);
-      loadRows<D>(vs, pV, vb, firstKey, s.tk, s.value.row, s.vectorRows);
-    }
+    loadKeysAndValues<D>(ks, pQ, vs, pV, kb, vb, s, firstKey);
     __syncthreads();
     warpProduct<false, Tiles, kTile / 16>(qs + warp * 16 * pQ, pQ, ks, pQ, sc, pS); // S = Q K^T
     __syncwarp();
@@ -900,16 +909,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (tileMasked(s, maskOffset, firstQuery, firstKey, &unmaskedFound))
       continue;
     __syncthreads();
-    if (s.vectorRows) { // every load of a tile in flight at once (TileRegisters)
-      TileRegisters<D> tile;
-      tile.load(kb, firstKey, s.tk, s.key.row);
-      tile.store(ks, pQ);
-      tile.load(vb, firstKey, s.tk, s.value.row);
-      tile.store(vs, pV);
-    } else {
-      loadKeys<D>(ks, pQ, kb, s, firstKey);
-      loadRows<D>(vs, pV, vb, firstKey, s.tk, s.value.row, s.vectorRows);
-    }
+    loadKeysAndValues<D>(ks, pQ, vs, pV, kb, vb, s, firstKey);
     __syncthreads();
     warpProduct<false, Tiles, kTile / 16>(qs + warp * 16 * pQ, pQ, ks, pQ, sc, pS); // S = Q K^T
     __syncwarp();

@@ -184,6 +184,14 @@ bool makeLayout(const std::vector<int64_t> &shape, const std::vector<std::vector
   return true;
 }
 
+/// first[col] = the sum of partial[c * cols + col] over the chunks c, added
+/// in double in a fixed order (Reductions.cu); with `second` (data not
+/// null), second[col] the same of the next chunks x cols partials, in the
+/// same launch. The last step of the column sums of sum_to and of the
+/// norms' scale and bias gradients.
+Status sumChunks(const CudaLaunch &launch, const double *partial, long long chunks, long long cols, Operand first,
+                 Operand second);
+
 inline Status rankError(const KernelCall &call, size_t rank) {
   return FSDPC_ERROR(kUnimplemented, call.instruction->op(), ": the CUDA backend handles up to ", kMaxRank,
                      " dimensions, not ", rank);

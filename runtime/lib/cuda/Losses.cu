@@ -56,6 +56,19 @@ __device__ __forceinline__ void skipRowLoss(double *rowLoss, long long *rowCount
     rowCounts[r] = 0;
   }
 }
+/// A counted row's loss, logsumexp minus its label's logit.
+__device__ __forceinline__ void keepRowLoss(double *rowLoss, long long *rowCounts, long long r, double sum,
+                                            float rowMax, float labelLogit) {
+  if (threadIdx.x == 0) {
+    rowLoss[r] = log(sum) + rowMax - labelLogit;
+    rowCounts[r] = 1;
+  }
+}
+/// What each counted row's gradient is scaled by: the seed, over the count
+/// of counted rows for a mean.
+__device__ __forceinline__ float gradientScale(const float *seed, const long long *counted, bool mean) {
+  return mean ? seed[0] / static_cast<float>(counted[0]) : seed[0];
+}
 __device__ __forceinline__ void zeroRowGradient(Operand dlogits, long long first, long long classes) {
   for (long long c = threadIdx.x; c < classes; c += blockDim.x)
     storeFloat(dlogits, first + c, 0.0f);
@@ -75,10 +88,7 @@ __global__ void crossEntropyRowsKernel(Operand logits, const long long *labels, 
     float rowMax;
     double sum;
     rowExpSum(logits, r * classes, classes, sharedFloat, sharedDouble, rowMax, sum);
-    if (threadIdx.x == 0) {
-      rowLoss[r] = log(sum) + rowMax - loadFloat(logits, r * classes + label);
-      rowCounts[r] = 1;
-    }
+    keepRowLoss(rowLoss, rowCounts, r, sum, rowMax, loadFloat(logits, r * classes + label));
   }
 }
 
@@ -117,7 +127,7 @@ __global__ void crossEntropyGradKernel(Operand logits, const long long *labels, 
                                        int instruction) {
   __shared__ float sharedFloat[32];
   __shared__ double sharedDouble[32];
-  const float scale = mean ? seed[0] / static_cast<float>(counted[0]) : seed[0];
+  const float scale = gradientScale(seed, counted, mean);
   for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
     const long long label = labels[r];
     const long long first = r * classes;
@@ -153,7 +163,7 @@ __global__ void __launch_bounds__(kLossRowThreads)
   FSDPC_DYNAMIC_SHARED(unsigned char, stagedBytes);
   __shared__ float sharedFloat[32];
   __shared__ double sharedDouble[32];
-  const float scale = mean ? seed[0] / static_cast<float>(counted[0]) : seed[0];
+  const float scale = gradientScale(seed, counted, mean);
   const Operand staged{stagedBytes, logits.dtype, logits.elementBytes};
   for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
     const long long label = labels[r];
@@ -190,10 +200,7 @@ __global__ void __launch_bounds__(kLossRowThreads)
     for (long long c = threadIdx.x; c < classes; c += blockDim.x)
       local += expf(loadFloat(row, base + c) - rowMax);
     const double sum = blockSum(local, sharedDouble);
-    if (threadIdx.x == 0) {
-      rowLoss[r] = log(sum) + rowMax - labelLogit;
-      rowCounts[r] = 1;
-    }
+    keepRowLoss(rowLoss, rowCounts, r, sum, rowMax, labelLogit);
     const float factor = static_cast<float>(scale / sum);
     for (long long c = threadIdx.x; c < classes; c += blockDim.x)
       storeFloat(dlogits, first + c, expf(loadFloat(row, base + c) - rowMax) * factor - (c == label ? scale : 0.0f));
@@ -220,7 +227,7 @@ __global__ void __launch_bounds__(kLossRowThreads)
   FSDPC_DYNAMIC_SHARED(unsigned char, stagedBytes);
   __shared__ float sharedFloat[32];
   __shared__ double sharedDouble[32];
-  const float scale = mean ? seed[0] / static_cast<float>(counted[0]) : seed[0];
+  const float scale = gradientScale(seed, counted, mean);
   const Operand staged{stagedBytes, logits.dtype, logits.elementBytes};
   for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
     const long long label = labels[r];
@@ -279,10 +286,7 @@ __global__ void __launch_bounds__(kLossRowThreads)
       local += vectorSum;
     }
     const double sum = blockSum(local, sharedDouble);
-    if (threadIdx.x == 0) {
-      rowLoss[r] = log(sum) + rowMax - labelLogit;
-      rowCounts[r] = 1;
-    }
+    keepRowLoss(rowLoss, rowCounts, r, sum, rowMax, labelLogit);
     const float factor = static_cast<float>(scale / sum);
     for (long long c : {headElement, tailElement})
       if (c >= 0)

@@ -222,7 +222,7 @@ struct Staging {
   uint64_t bBytes = 0, biasBytes = 0;
   uint64_t aBytesPerRow = 0, cBytesPerRow = 0; // per row of a block (its rows rounded up to 8)
 
-  Staging(const GemmShape &s, bool hasBias) {
+  explicit Staging(const GemmShape &s) {
     if (s.typeA == CUDA_R_32F)
       return;
     nPadded = roundUp(s.n, kPadTo);
@@ -231,7 +231,7 @@ struct Staging {
     a = padK || (s.transA && s.m % kPadTo != 0);
     b = padK || padN;
     c = padN;
-    bias = hasBias && padN;
+    bias = s.bias && padN;
     if (b)
       bBytes = static_cast<uint64_t>(nPadded * kPadded) * bytesOf(s.typeB);
     if (bias)
@@ -425,30 +425,35 @@ Status gemmShapeOf(const KernelCall &call, GemmShape &s) {
   return operandTypes(call, s);
 }
 
+/// gemmShapeOf, and for matmul_bias its bias (one per column of C).
+Status matmulShapeOf(const KernelCall &call, GemmShape &s) {
+  FSDPC_RETURN_IF_ERROR(gemmShapeOf(call, s));
+  if (call.inputs.size() <= 2)
+    return Status::ok();
+  const TensorView &bias = call.inputs[2];
+  if (bias.numElements() != s.n)
+    return FSDPC_ERROR(kInvalidArgument, "matmul_bias: bias of ", bias.numElements(), " elements for ", s.n,
+                       " columns");
+  StatusOr<cudaDataType_t> typeBias = cudaTypeOf(call, bias.dtype);
+  if (!typeBias.isOk())
+    return typeBias.status();
+  s.typeBias = *typeBias;
+  s.bias = true;
+  return Status::ok();
+}
+
 } // namespace
 
 Status matmul(const KernelCall &call) {
   const TensorView &a = call.inputs[0], &b = call.inputs[1], &c = call.outputs[0];
   GemmShape s;
-  FSDPC_RETURN_IF_ERROR(gemmShapeOf(call, s));
-  const void *bias = nullptr;
-  if (call.inputs.size() > 2) {
-    const TensorView &biasView = call.inputs[2];
-    if (biasView.numElements() != s.n)
-      return FSDPC_ERROR(kInvalidArgument, "matmul_bias: bias of ", biasView.numElements(), " elements for ", s.n,
-                         " columns");
-    StatusOr<cudaDataType_t> typeBias = cudaTypeOf(call, biasView.dtype);
-    if (!typeBias.isOk())
-      return typeBias.status();
-    s.typeBias = *typeBias;
-    s.bias = true;
-    bias = biasView.data;
-  }
+  FSDPC_RETURN_IF_ERROR(matmulShapeOf(call, s));
+  const void *bias = s.bias ? call.inputs[2].data : nullptr;
   if (s.m == 0 || s.n == 0)
     return Status::ok();
   if (s.k == 0)
     return FSDPC_ERROR(kUnimplemented, call.instruction->op(), ": the CUDA backend has no GEMM with k = 0");
-  const Staging staging(s, bias != nullptr);
+  const Staging staging(s);
   if (staging.any())
     return stagedMatmul(call, s, staging, a.data, b.data, bias, c.data);
   return runGemm(call, s, a.data, b.data, bias, c.data);
@@ -456,13 +461,9 @@ Status matmul(const KernelCall &call) {
 
 uint64_t matmulScratch(const KernelCall &call) {
   GemmShape s;
-  if (!gemmShapeOf(call, s).isOk() || s.m == 0 || s.n == 0 || s.k == 0)
+  if (!matmulShapeOf(call, s).isOk() || s.m == 0 || s.n == 0 || s.k == 0)
     return 0; // the call itself reports what is wrong
-  if (call.inputs.size() > 2) {
-    StatusOr<cudaDataType_t> typeBias = cudaTypeOf(call, call.inputs[2].dtype);
-    s.typeBias = typeBias.isOk() ? *typeBias : CUDA_R_32F;
-  }
-  const Staging staging(s, call.inputs.size() > 2);
+  const Staging staging(s);
   if (!staging.any())
     return 0;
   const int64_t rows = std::max<int64_t>(std::min<int64_t>(s.m, 8), staging.rowsFitting(kStagingBytes, s.m));

@@ -13,23 +13,22 @@
 //   i), and one pass per query tile accumulates dQ. Both recompute the
 //   probabilities from the logsumexp; no atomics, so the same bits every run.
 //
-// f32 on CUDA cores, written for correctness first: the tensor-core version
-// (or cuDNN's fused SDPA) is the performance work still to do (docs/).
+// These f32 kernels on CUDA cores serve f32 plans and head sizes the
+// tensor-core kernels below do not take.
 //
 // Query, key, value and out (and their gradients) may be bf16 / f16, as
 // mixed-precision plans give them: every load widens, every store rounds
 // once; logsumexp is f32.
 //
-// The tensor-core kernels know their head size at compile time (16 Tiles):
-// their tile loops index with shifts, and rows whose starts are 16-byte
-// aligned load 8 elements per access. 64-bit divisions by a run-time head
-// size cost each lane more instructions per tile than its products.
+// The tensor-core kernels (mixed precision, compute_dtype bf16) are
+// FlashAttention-2's: mma.sync with the scores kept in registers, tiles of
+// 64, the next tile's copies in flight (see "bf16 tensor cores" below).
 //
 //===----------------------------------------------------------------------===//
 #include "DeviceMath.cuh"
+#include "WarpMma.cuh"
 #include "../KernelChecks.h"
 
-#include <mma.h>
 
 namespace fsdpc::runtime::cuda {
 
@@ -412,457 +411,363 @@ dim3 tilesOf(long long rows, long long batch) {
 
 // ---- bf16 tensor cores (compute_dtype = "bf16") --------------------------
 //
-// The mixed-precision plans' attention: Q, K, V and dO are rounded to bf16
-// as each tile is loaded, every product runs on the tensor cores (wmma,
-// 16x16x16, f32 accumulation) and the softmax stays in f32, as torch's
-// flash attention does under bf16 autocast. A block holds 64 query rows
-// (or 64 key rows), a warp 16 of them; the other side streams through in
-// tiles of 64. Between products, scores go through the warp's own shared
-// memory: which element of a fragment a lane holds is not specified, so
-// the row-wise softmax reads them from there (two lanes per row, 32 columns
-// each, in a rotated order that keeps the 32 lanes on 32 banks: LaneRow).
-// The forward pass keeps each row's output in those two lanes' registers;
-// the gradients accumulate in fragments. A product loads its A fragments
-// once for all its column tiles. Query, key and value need one head size,
-// 32, 64 or 128 (a template parameter, so the accumulators stay in
-// registers); other shapes take the f32 kernels above.
+// The mixed-precision plans' attention, FlashAttention-2's way: Q, K, V and
+// dO are rounded to bf16 as each tile is loaded, every product runs on the
+// tensor cores (mma.sync m16n8k16, f32 accumulation; WarpMma.cuh) and the
+// softmax stays in f32, as torch's flash attention does under bf16
+// autocast. A block holds 64 query rows (or 64 key rows), a warp 16 of
+// them; the other side streams through in tiles of 64, the next tile's
+// copies (cp.async) in flight while the block computes on the current one.
+//
+// The layouts of mma.sync are documented, so a product's result stays in
+// the registers of the lanes that own its rows: a lane holds two rows
+// (g and g + 8) of every 8-column tile, its max and sum come from its quad
+// by two shuffles, and the probabilities, rounded to bf16, are the A
+// operand of the next product as they are (aFromAccumulators). Nothing of
+// a score tile goes through shared memory. Operands come from the shared
+// tiles through ldmatrix: row-major tiles give A fragments and the B
+// fragments of a transposed operand; ldmatrix.trans gives B fragments of
+// an operand used as it is stored (V in P V, dO in P^T dO, ...).
+//
+// Query, key and value need one head size, 32, 64 or 128 (a template
+// parameter, so the accumulators stay in registers); other shapes take the
+// f32 kernels above.
 
 namespace tc {
-
-using namespace nvcuda;
-using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major>;
-using FragBRow = wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major>;
-using FragBCol = wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major>;
-using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
 constexpr int kRows = 64;  // a block's queries or keys
 constexpr int kWarps = 4;  // 16 of them each
 constexpr int kTile = 64;  // the streamed side's tile
-static_assert(kRows == kTile, "tileMasked takes a block's rows and a streamed tile as one square");
+constexpr int kStages = 2; // streamed tiles in shared memory: one computed on, the next landing
+constexpr int kScoreTiles = kTile / 8; // a warp's 16 x kTile scores, in 16 x 8 accumulator tiles
+constexpr float kLog2e = 1.4426950408889634f;
 
-/// Padded pitches (elements): wmma needs 16-byte multiples; the pad also
-/// spreads rows over the shared-memory banks.
-__host__ __device__ __forceinline__ int bf16Pitch(long long cols) { return static_cast<int>(cols) + 8; }
-__host__ __device__ __forceinline__ int f32Pitch(long long cols) { return static_cast<int>(cols) + 4; }
+/// A tile row's pitch in elements: 16 bytes of padding put the 8 rows an
+/// ldmatrix reads on 8 different groups of 4 banks (the pitch is 4 words
+/// modulo 32 for every head size here).
+__host__ __device__ constexpr int pitchOf(int cols) { return cols + 8; }
 
-/// Shared memory, carved in 128-byte aligned pieces.
-struct Carver {
-  unsigned char *next;
-  template <typename T> __device__ __forceinline__ T *take(long long count) {
-    T *p = reinterpret_cast<T *>(next);
-    next += (count * sizeof(T) + 127) / 128 * 128;
-    return p;
-  }
-};
-__host__ __device__ __forceinline__ size_t piece(size_t bytes) { return (bytes + 127) / 128 * 128; }
-
-/// kRows rows from `first` of a matrix of Cols columns (the head size, a
-/// compile-time constant: the index arithmetic is shifts, not 64-bit
-/// divisions), rows `stride` elements apart, as bf16, into a tile; rows
-/// past `limit` are zeros. With vectorRows, 8 elements per access.
-template <int Cols>
-__device__ __forceinline__ void loadRows(__nv_bfloat16 *tile, int pitch, Operand src, long long first, long long limit,
-                                         long long stride, bool vectorRows) {
+/// Starts loading rows [first, first + kRows) of a matrix of D columns,
+/// rows `stride` elements apart, into `tile` as bf16; rows past `limit` are
+/// zeros (finite: a probability of zero times them is zero). Rows of bf16
+/// that start 16-byte aligned (vectorRows) are copied by cp.async and land
+/// by the next waitAsyncCopies; other rows are loaded, rounded and stored
+/// now. Either way they are visible to the block after a __syncthreads.
+template <int D>
+__device__ __forceinline__ void startTile(__nv_bfloat16 *tile, Operand src, long long first, long long limit,
+                                          long long stride, bool vectorRows) {
+  constexpr int P = pitchOf(D);
   if (vectorRows) {
-    constexpr int kVectors = Cols / kVectorElements;
-    for (int e = threadIdx.x; e < kRows * kVectors; e += blockDim.x) {
-      const int r = e / kVectors, c = e % kVectors * kVectorElements;
-      float v[kVectorElements] = {};
-      if (first + r < limit)
-        loadVector(src, (first + r) * stride + c, v);
-      *reinterpret_cast<uint4 *>(tile + r * pitch + c) = narrowWord<__nv_bfloat16>(v);
-    }
-    return;
-  }
-  for (int e = threadIdx.x; e < kRows * Cols; e += blockDim.x) {
-    const int r = e / Cols, c = e % Cols;
-    tile[r * pitch + c] = __float2bfloat16_rn(first + r < limit ? loadFloat(src, (first + r) * stride + c) : 0.0f);
-  }
-}
-template <int Cols>
-__device__ __forceinline__ void loadKeys(__nv_bfloat16 *tile, int pitch, Operand k, const AttentionShape &s,
-                                         long long first) {
-  if (!s.keyTransposed) {
-    loadRows<Cols>(tile, pitch, k, first, s.tk, s.key.row, s.vectorRows);
-    return;
-  }
-  for (int e = threadIdx.x; e < kRows * Cols; e += blockDim.x) {
-    const int r = e / Cols, c = e % Cols;
-    tile[r * pitch + c] = __float2bfloat16_rn(first + r < s.tk ? keyAt(k, s, first + r, c) : 0.0f);
-  }
-}
-
-/// A streamed tile (kRows rows of Cols columns) held in registers between
-/// its global loads and its store into shared memory, 16-byte words spread
-/// over the block's threads: a thread issues all its loads of a tile before
-/// its first store. Loading and storing
-/// one word at a time, each thread waited on every load in turn (its store
-/// to shared memory might alias the next load, for all the compiler knows);
-/// on the H200 the kernels ran at 60-70 TFLOP/s. Loading the next tile
-/// during the current one's products would hide the latency entirely, but
-/// its registers cost a block per multiprocessor at head size 64 (ptxas:
-/// forward 128 -> 168 registers, query gradient 160 -> 224). Rows past
-/// `limit` hold zeros. For vectorRows operands only (the other loads are
-/// scalar). The forward kernel is held to 4 blocks per multiprocessor up to
-/// head size 64 (128 registers, 8 bytes spilled; unbounded it took 168).
-template <int Cols> struct TileRegisters {
-  static constexpr int kWordsPerRow = Cols / kVectorElements;
-  static constexpr int kWords = kRows * kWordsPerRow / (kWarps * 32);
-  static_assert(kWords * kWarps * 32 == kRows * kWordsPerRow, "whole words per thread");
-  uint4 word[kWords];
-
-  __device__ __forceinline__ void load(Operand src, long long first, long long limit, long long stride) {
-#pragma unroll
-    for (int i = 0; i < kWords; ++i) {
-      const int e = threadIdx.x + i * kWarps * 32, r = e / kWordsPerRow, c = e % kWordsPerRow * kVectorElements;
+    constexpr int kWordsPerRow = D / kVectorElements;
+    for (int e = threadIdx.x; e < kRows * kWordsPerRow; e += blockDim.x) {
+      const int r = e / kWordsPerRow, c = e % kWordsPerRow * kVectorElements;
+      __nv_bfloat16 *to = tile + r * P + c;
       if (first + r >= limit) {
-        word[i] = uint4{0, 0, 0, 0};
-      } else if (src.dtype == plan::BF16) { // as stored: no widening and rounding back
-        word[i] = *reinterpret_cast<const uint4 *>(static_cast<const __nv_bfloat16 *>(src.data) +
-                                                   (first + r) * stride + c);
+        *reinterpret_cast<uint4 *>(to) = uint4{0, 0, 0, 0};
+      } else if (src.dtype == plan::BF16) {
+        copyAsync16(to, static_cast<const __nv_bfloat16 *>(src.data) + (first + r) * stride + c);
       } else {
         float v[kVectorElements];
         loadVector(src, (first + r) * stride + c, v);
-        word[i] = narrowWord<__nv_bfloat16>(v);
+        *reinterpret_cast<uint4 *>(to) = narrowWord<__nv_bfloat16>(v);
       }
     }
-  }
-  __device__ __forceinline__ void store(__nv_bfloat16 *tile, int pitch) const {
-#pragma unroll
-    for (int i = 0; i < kWords; ++i) {
-      const int e = threadIdx.x + i * kWarps * 32, r = e / kWordsPerRow, c = e % kWordsPerRow * kVectorElements;
-      *reinterpret_cast<uint4 *>(tile + r * pitch + c) = word[i];
-    }
-  }
-};
-
-/// The key and value tiles from `firstKey`, as the forward and the query
-/// gradient stream them: through TileRegisters, every load of a tile in
-/// flight at once, where rows are vectorRows; one element at a time else.
-template <int D>
-__device__ __forceinline__ void loadKeysAndValues(__nv_bfloat16 *ks, int pK, __nv_bfloat16 *vs, int pV, Operand k,
-                                                  Operand v, const AttentionShape &s, long long firstKey) {
-  if (!s.vectorRows) {
-    loadKeys<D>(ks, pK, k, s, firstKey);
-    loadRows<D>(vs, pV, v, firstKey, s.tk, s.value.row, s.vectorRows);
     return;
   }
-  TileRegisters<D> tile;
-  tile.load(k, firstKey, s.tk, s.key.row);
-  tile.store(ks, pK);
-  tile.load(v, firstKey, s.tk, s.value.row);
-  tile.store(vs, pV);
-}
-
-/// The warp's A operand, 16 x 16 KSteps row-major at `a`, as fragments:
-/// loaded once for every column tile of a product.
-template <int KSteps>
-__device__ __forceinline__ void loadRowFragments(FragA (&fa)[KSteps], const __nv_bfloat16 *a, int aPitch) {
-#pragma unroll
-  for (int kt = 0; kt < KSteps; ++kt)
-    wmma::load_matrix_sync(fa[kt], a + kt * 16, aPitch);
-}
-
-/// out (16 x 16 NTiles) = a (16 x 16 KSteps, row-major at `a`) times b, where b
-/// is k x n: row-major at `b` (bRowMajor) or the transpose of a row-major
-/// n x k matrix at `b`. Stored to `out` (f32, row-major, pitch outPitch).
-template <bool BRowMajor, int KSteps, int NTiles>
-__device__ __forceinline__ void warpProduct(const __nv_bfloat16 *a, int aPitch, const __nv_bfloat16 *b, int bPitch,
-                                            float *out, int outPitch) {
-  FragA fa[KSteps];
-  loadRowFragments(fa, a, aPitch);
-#pragma unroll
-  for (int nt = 0; nt < NTiles; ++nt) {
-    FragC acc;
-    wmma::fill_fragment(acc, 0.0f);
-#pragma unroll
-    for (int kt = 0; kt < KSteps; ++kt) {
-      if constexpr (BRowMajor) {
-        FragBRow fb;
-        wmma::load_matrix_sync(fb, b + kt * 16 * bPitch + nt * 16, bPitch);
-        wmma::mma_sync(acc, fa[kt], fb, acc);
-      } else {
-        FragBCol fb;
-        wmma::load_matrix_sync(fb, b + nt * 16 * bPitch + kt * 16, bPitch);
-        wmma::mma_sync(acc, fa[kt], fb, acc);
-      }
-    }
-    wmma::store_matrix_sync(out + nt * 16, acc, outPitch, wmma::mem_row_major);
+  for (int e = threadIdx.x; e < kRows * D; e += blockDim.x) {
+    const int r = e / D, c = e % D;
+    tile[r * P + c] = __float2bfloat16_rn(first + r < limit ? loadFloat(src, (first + r) * stride + c) : 0.0f);
   }
 }
 
-/// acc[nt] += a (16 x 16 KSteps) times b (row-major k x n).
-template <int KSteps, int NTiles>
-__device__ __forceinline__ void warpAccumulate(FragC (&acc)[NTiles], const __nv_bfloat16 *a, int aPitch,
-                                               const __nv_bfloat16 *b, int bPitch) {
-  FragA fa[KSteps];
-  loadRowFragments(fa, a, aPitch);
-#pragma unroll
-  for (int nt = 0; nt < NTiles; ++nt)
-#pragma unroll
-    for (int kt = 0; kt < KSteps; ++kt) {
-      FragBRow fb;
-      wmma::load_matrix_sync(fb, b + kt * 16 * bPitch + nt * 16, bPitch);
-      wmma::mma_sync(acc[nt], fa[kt], fb, acc[nt]);
-    }
-}
-
-/// A lane's share of a warp's 16-row staging tile of Width columns, as the
-/// row-wise softmax and its gradients read it: lanes 2r and 2r + 1 own row
-/// r, one half of its columns each. Lane (r, h) visits its half in an
-/// order rotated by 2 (r / 8) + h. The f32 tiles' pitch is 4 words modulo
-/// the 32 banks (f32Pitch), so without the rotation rows r and r + 8 and
-/// the two halves of a row would read the same bank at once (4 ways);
-/// with it, the 32 lanes' j-th reads fall in 32 different banks.
-template <int Width> struct LaneRow {
-  static constexpr int kColumns = Width / 2; // visited by each lane, a power of two
-  int r, h, rotation;
-  __device__ explicit LaneRow(int lane) : r(lane / 2), h(lane % 2), rotation(2 * (lane / 16) + lane % 2) {}
-  /// The column of the lane's j-th visit, j in [0, kColumns).
-  __device__ __forceinline__ int column(int j) const { return h * kColumns + ((j + rotation) & (kColumns - 1)); }
-};
-
-/// Whether every (query, key) pair of the tile of queries [firstQuery,
-/// firstQuery + kRows) and keys [firstKey, firstKey + kTile) is masked or
-/// out of range: the block's common answer (every thread must call it; it
-/// syncs). Such a tile adds exactly nothing (probabilities of zero), so the
-/// kernels skip it: with a causal mask, about half of all tiles. `flag` is
-/// a __shared__ int of the kernel's.
-__device__ __forceinline__ bool tileMasked(const AttentionShape &s, long long maskOffset, long long firstQuery,
-                                           long long firstKey, int *flag) {
-  if (s.causal) { // every thread computes the same answer: no scan, no barrier
-    const long long lastQuery = min(firstQuery + kRows, s.tq) - 1;
-    return firstQuery >= s.tq || firstKey >= s.tk || firstKey > lastQuery;
+/// startTile for keys, which may be stored transposed ([d, tk]): the tile
+/// holds them as rows either way.
+template <int D>
+__device__ __forceinline__ void startKeyTile(__nv_bfloat16 *tile, Operand k, const AttentionShape &s,
+                                             long long first) {
+  if (!s.keyTransposed)
+    return startTile<D>(tile, k, first, s.tk, s.key.row, s.vectorRows);
+  for (int e = threadIdx.x; e < kRows * D; e += blockDim.x) {
+    const int r = e / D, c = e % D;
+    tile[r * pitchOf(D) + c] = __float2bfloat16_rn(first + r < s.tk ? keyAt(k, s, first + r, c) : 0.0f);
   }
-  if (threadIdx.x == 0)
-    *flag = 0;
-  __syncthreads();
-  const volatile int *found = flag;
-  for (int e = threadIdx.x; e < kRows * kTile && *found == 0; e += blockDim.x) {
-    const long long query = firstQuery + e / kTile, key = firstKey + e % kTile;
-    if (query < s.tq && key < s.tk && !isMasked(s, maskOffset, query, key)) {
-      *flag = 1;
-      break;
+}
+
+/// The A fragment of the 16 x 16 block at (row0, col0) of a row-major tile.
+template <int P>
+__device__ __forceinline__ void loadA(uint32_t (&a)[4], const __nv_bfloat16 *tile, int row0, int col0, int lane) {
+  loadMatrices(a, tile + (row0 + lane % 16) * P + col0 + lane / 16 * 8);
+}
+
+/// B fragments of B = M^T (k x n) for n in [n0, n0 + 16), k in [k0, k0 + 16),
+/// M row-major (its rows are B's columns: K in Q K^T): b[0] for n0, b[1]
+/// for n0 + 8.
+template <int P>
+__device__ __forceinline__ void loadBOfRows(uint32_t (&b)[2][2], const __nv_bfloat16 *tile, int n0, int k0, int lane) {
+  uint32_t r[4];
+  loadMatrices(r, tile + (n0 + lane / 16 * 8 + lane % 8) * P + k0 + lane / 8 % 2 * 8);
+  b[0][0] = r[0];
+  b[0][1] = r[1];
+  b[1][0] = r[2];
+  b[1][1] = r[3];
+}
+
+/// B fragments of B = M (k x n, row-major as stored: V in P V) for k in
+/// [k0, k0 + 16), n in [n0, n0 + 16): b[0] for n0, b[1] for n0 + 8.
+template <int P>
+__device__ __forceinline__ void loadBAsStored(uint32_t (&b)[2][2], const __nv_bfloat16 *tile, int k0, int n0,
+                                              int lane) {
+  uint32_t r[4];
+  loadMatricesTransposed(r, tile + (k0 + lane / 8 % 2 * 8 + lane % 8) * P + n0 + lane / 16 * 8);
+  b[0][0] = r[0];
+  b[0][1] = r[1];
+  b[1][0] = r[2];
+  b[1][1] = r[3];
+}
+
+/// acc (16 x kTile, kScoreTiles tiles) = the warp's 16 rows of `rows` (from
+/// row0, D columns) times the transpose of the kTile rows of `other`: Q K^T,
+/// K Q^T, dO V^T, V dO^T.
+template <int D>
+__device__ __forceinline__ void productWithRows(float (&acc)[kScoreTiles][4], const __nv_bfloat16 *rows, int row0,
+                                                const __nv_bfloat16 *other, int lane) {
+  constexpr int P = pitchOf(D);
+#pragma unroll
+  for (int n = 0; n < kScoreTiles; ++n)
+    acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+#pragma unroll
+  for (int kt = 0; kt < D / 16; ++kt) {
+    uint32_t a[4];
+    loadA<P>(a, rows, row0, kt * 16, lane);
+#pragma unroll
+    for (int np = 0; np < kScoreTiles / 2; ++np) {
+      uint32_t b[2][2];
+      loadBOfRows<P>(b, other, np * 16, kt * 16, lane);
+      mmaBf16(acc[2 * np], a, b[0]);
+      mmaBf16(acc[2 * np + 1], a, b[1]);
     }
   }
-  __syncthreads();
-  const bool masked = *flag == 0;
-  __syncthreads(); // read by all before the next call resets it
-  return masked;
 }
 
-/// Bytes of shared memory for each kernel.
-size_t forwardBytes(const AttentionShape &s) {
-  const int pS = f32Pitch(std::max<long long>(kTile, s.dv));
-  return piece(2 * kRows * bf16Pitch(s.d)) * 2 + piece(2 * kRows * bf16Pitch(s.dv)) +
-         kWarps * (piece(4 * 16 * pS) + piece(2 * 16 * bf16Pitch(kTile)));
-}
-size_t keyGradBytes(const AttentionShape &s) {
-  const int pS = f32Pitch(std::max<long long>(kTile, std::max(s.d, s.dv)));
-  return piece(2 * kRows * bf16Pitch(s.d)) * 2 + piece(2 * kRows * bf16Pitch(s.dv)) * 2 + 2 * piece(4 * kTile) +
-         kWarps * (piece(4 * 16 * pS) + 2 * piece(2 * 16 * bf16Pitch(kTile)));
-}
-size_t queryGradBytes(const AttentionShape &s) {
-  const int pS = f32Pitch(std::max<long long>(kTile, s.d));
-  return piece(2 * kRows * bf16Pitch(s.d)) * 2 + piece(2 * kRows * bf16Pitch(s.dv)) * 2 +
-         kWarps * (piece(4 * 16 * pS) + piece(2 * 16 * bf16Pitch(kTile)));
+/// acc (16 x D, D / 8 tiles) += scores (16 x kTile, in registers, rounded to
+/// bf16) times the kTile x D tile `values` as stored: P V, P^T dO, dS K,
+/// dS^T Q.
+template <int D>
+__device__ __forceinline__ void accumulateScoresTimes(float (&acc)[D / 8][4], const float (&scores)[kScoreTiles][4],
+                                                      const __nv_bfloat16 *values, int lane) {
+  constexpr int P = pitchOf(D);
+#pragma unroll
+  for (int kk = 0; kk < kTile / 16; ++kk) {
+    uint32_t a[4];
+    aFromAccumulators(a, scores[2 * kk], scores[2 * kk + 1]);
+#pragma unroll
+    for (int np = 0; np < D / 16; ++np) {
+      uint32_t b[2][2];
+      loadBAsStored<P>(b, values, kk * 16, np * 16, lane);
+      mmaBf16(acc[2 * np], a, b[0]);
+      mmaBf16(acc[2 * np + 1], a, b[1]);
+    }
+  }
 }
 
-/// Head size 16 Tiles. A lane keeps its row's running maximum and sum and
-/// its half of the row's output in registers (LaneRow's columns), so the
-/// rescaling of the output by each tile's correction needs no shared
-/// memory: the tile's P V comes through the warp's staging area once.
+/// Accumulator element e of an 8-column tile n: its row among the warp's 16
+/// (g or g + 8) and its column (n * 8 + 2t or the next).
+__device__ __forceinline__ int rowOf(int e, int lane) { return lane / 4 + e / 2 * 8; }
+__device__ __forceinline__ int columnOf(int n, int e, int lane) { return n * 8 + lane % 4 * 2 + e % 2; }
+
+/// Writes a warp's accumulators (16 rows x D): element (row, column) goes to
+/// `store(row, column, value)`.
+template <int D, typename Store>
+__device__ __forceinline__ void writeAccumulators(const float (&acc)[D / 8][4], int lane, Store store) {
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      store(rowOf(e, lane), columnOf(n, e, lane), acc[n][e]);
+}
+
+/// Bytes of shared memory: the block's own tiles, then kStages of each
+/// streamed tile (and, for dK and dV, the streamed queries' logsumexp and
+/// delta).
+constexpr size_t tileBytes(int d) { return sizeof(__nv_bfloat16) * kRows * pitchOf(d); }
+constexpr size_t forwardBytes(int d) { return tileBytes(d) * (1 + 2 * kStages); }
+constexpr size_t keyGradBytes(int d) { return tileBytes(d) * (2 + 2 * kStages) + sizeof(float) * 2 * kStages * kTile; }
+constexpr size_t queryGradBytes(int d) { return tileBytes(d) * (2 + 2 * kStages); }
+
+/// The last key (exclusive) any query of [firstQuery, firstQuery + kRows)
+/// sees: a causal mask hides every key after the block's last query.
+__device__ __forceinline__ long long keysSeen(const AttentionShape &s, long long firstQuery) {
+  return s.causal ? min(s.tk, min(firstQuery + kRows, s.tq)) : s.tk;
+}
+
+/// Output and logsumexp for 64 queries: a warp owns 16; the keys stream
+/// through. A lane keeps rows g and g + 8: their running maximum (base 2:
+/// scores are scaled by scale log2 e, so that exp is one exp2), its part of
+/// their sums (the quad adds them up at the end) and their output columns.
 template <int Tiles>
-__global__ void __launch_bounds__(kWarps * 32, Tiles <= 4 ? 4 : 1)
+__global__ void __launch_bounds__(kWarps * 32)
     forwardKernel(Operand q, Operand k, Operand v, Operand out, float *lse, AttentionShape s) {
-  FSDPC_DYNAMIC_SHARED(unsigned char, tcShared);
-  constexpr int D = 16 * Tiles; // the head size of q, k and v (tilesFor)
-  const int pQ = bf16Pitch(s.d), pV = bf16Pitch(s.dv), pP = bf16Pitch(kTile);
-  const int pS = f32Pitch(std::max<long long>(kTile, s.dv));
+  constexpr int D = 16 * Tiles, P = pitchOf(D);
+  FSDPC_DYNAMIC_SHARED(__nv_bfloat16, tcShared);
+  __nv_bfloat16 *qs = tcShared, *ks = qs + kRows * P, *vs = ks + kStages * kTile * P;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  Carver carve{tcShared};
-  __nv_bfloat16 *qs = carve.take<__nv_bfloat16>(kRows * pQ), *ks = carve.take<__nv_bfloat16>(kRows * pQ);
-  __nv_bfloat16 *vs = carve.take<__nv_bfloat16>(kRows * pV);
-  for (int w = 0; w < warp; ++w) { // skip the earlier warps' pieces
-    carve.take<float>(16 * pS);
-    carve.take<__nv_bfloat16>(16 * pP);
-  }
-  float *sc = carve.take<float>(16 * pS);
-  __nv_bfloat16 *ps = carve.take<__nv_bfloat16>(16 * pP);
-
   const long long b = blockIdx.y, firstQuery = static_cast<long long>(blockIdx.x) * kRows;
   const Operand qb = advanced(q, s.start(s.query, b)), kb = advanced(k, s.start(s.key, b)),
                 vb = advanced(v, s.start(s.value, b));
   const long long maskOffset = maskBase(s, b);
-  loadRows<D>(qs, pQ, qb, firstQuery, s.tq, s.query.row, s.vectorRows);
-  const LaneRow<kTile> scoreRow(lane);
-  const LaneRow<D> outRow(lane);
-  const int r = scoreRow.r;
-  const long long query = firstQuery + warp * 16 + r;
-  float rowMax = -INFINITY, rowSum = 0.0f;
-  float o[LaneRow<D>::kColumns] = {}; // columns outRow.column(j) of the row's output, unnormalised
-  __shared__ int unmaskedFound;
-  for (long long firstKey = 0; firstKey < s.tk; firstKey += kTile) {
-    if (tileMasked(s, maskOffset, firstQuery, firstKey, &unmaskedFound))
-      continue;
-    __syncthreads(); // the previous tiles are no longer read
-    loadKeysAndValues<D>(ks, pQ, vs, pV, kb, vb, s, firstKey);
-    __syncthreads();
-    warpProduct<false, Tiles, kTile / 16>(qs + warp * 16 * pQ, pQ, ks, pQ, sc, pS); // S = Q K^T
-    __syncwarp();
-    float score[LaneRow<kTile>::kColumns], tileMax = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < LaneRow<kTile>::kColumns; ++j) {
-      const int col = scoreRow.column(j);
-      const long long key = firstKey + col;
-      const bool valid = query < s.tq && key < s.tk && !isMasked(s, maskOffset, query, key);
-      score[j] = valid ? sc[r * pS + col] * s.scale : -INFINITY;
-      tileMax = fmaxf(tileMax, score[j]);
+  const long long queries[2] = {firstQuery + warp * 16 + rowOf(0, lane), firstQuery + warp * 16 + rowOf(2, lane)};
+  const float scaleLog2 = s.scale * kLog2e;
+  const int keyTiles = static_cast<int>((keysSeen(s, firstQuery) + kTile - 1) / kTile);
+
+  startTile<D>(qs, qb, firstQuery, s.tq, s.query.row, s.vectorRows);
+  startKeyTile<D>(ks, kb, s, 0);
+  startTile<D>(vs, vb, 0, s.tk, s.value.row, s.vectorRows);
+  commitAsyncCopies();
+  float o[D / 8][4] = {}, rowMax[2] = {-INFINITY, -INFINITY}, rowSum[2] = {0.0f, 0.0f};
+  for (int i = 0; i < keyTiles; ++i) {
+    waitAsyncCopies<0>();
+    __syncthreads(); // tile i landed for all; everyone is done with tile i - 1's stage
+    if (i + 1 < keyTiles) {
+      const int next = (i + 1) % kStages;
+      startKeyTile<D>(ks + next * kTile * P, kb, s, (i + 1) * static_cast<long long>(kTile));
+      startTile<D>(vs + next * kTile * P, vb, (i + 1) * static_cast<long long>(kTile), s.tk, s.value.row,
+                   s.vectorRows);
     }
-    tileMax = fmaxf(tileMax, __shfl_xor_sync(0xffffffffu, tileMax, 1));
-    const float newMax = fmaxf(rowMax, tileMax);
-    // Nothing unmasked yet: keep everything at zero, nothing to rescale.
-    const float correction = newMax == -INFINITY ? 1.0f : expf(rowMax - newMax);
-    float pSum = 0.0f;
+    commitAsyncCopies();
+    const __nv_bfloat16 *kTileRows = ks + i % kStages * kTile * P, *vTileRows = vs + i % kStages * kTile * P;
+    const long long firstKey = static_cast<long long>(i) * kTile;
+    float sc[kScoreTiles][4];
+    productWithRows<D>(sc, qs, warp * 16, kTileRows, lane); // S = Q K^T
+    float tileMax[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int j = 0; j < LaneRow<kTile>::kColumns; ++j) {
-      const float p = newMax == -INFINITY ? 0.0f : expf(score[j] - newMax);
-      pSum += p;
-      ps[r * pP + scoreRow.column(j)] = __float2bfloat16_rn(p);
+    for (int n = 0; n < kScoreTiles; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const long long query = queries[e / 2], key = firstKey + columnOf(n, e, lane);
+        const bool valid = query < s.tq && key < s.tk && !isMasked(s, maskOffset, query, key);
+        sc[n][e] = valid ? sc[n][e] * scaleLog2 : -INFINITY;
+        tileMax[e / 2] = fmaxf(tileMax[e / 2], sc[n][e]);
+      }
+    float correction[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      tileMax[r] = fmaxf(tileMax[r], __shfl_xor_sync(0xffffffffu, tileMax[r], 1));
+      tileMax[r] = fmaxf(tileMax[r], __shfl_xor_sync(0xffffffffu, tileMax[r], 2));
+      const float newMax = fmaxf(rowMax[r], tileMax[r]);
+      // Nothing unmasked yet: keep everything at zero, nothing to rescale.
+      correction[r] = newMax == -INFINITY ? 1.0f : exp2f(rowMax[r] - newMax);
+      rowMax[r] = newMax;
+      rowSum[r] *= correction[r];
     }
-    pSum += __shfl_xor_sync(0xffffffffu, pSum, 1);
-    rowSum = rowSum * correction + pSum;
-    rowMax = newMax;
-    __syncwarp();
-    warpProduct<true, kTile / 16, Tiles>(ps, pP, vs, pV, sc, pS); // P V, into the scores' place
-    __syncwarp();
 #pragma unroll
-    for (int j = 0; j < LaneRow<D>::kColumns; ++j)
-      o[j] = o[j] * correction + sc[r * pS + outRow.column(j)];
-    __syncwarp(); // read before the next tile's scores overwrite them
-  }
-  if (outRow.h == 0 && query < s.tq)
-    lse[b * s.tq + query] = rowMax + logf(rowSum);
-  // Normalised, through the staging area, so that a warp stores whole rows
-  // at once.
+    for (int n = 0; n < kScoreTiles; ++n)
 #pragma unroll
-  for (int j = 0; j < LaneRow<D>::kColumns; ++j)
-    sc[r * pS + outRow.column(j)] = o[j] / rowSum;
-  __syncwarp();
-  for (int e = lane; e < 16 * D; e += 32) {
-    const int rr = e / D, c = e % D;
-    const long long row = firstQuery + warp * 16 + rr;
-    if (row < s.tq)
-      storeFloat(out, s.start(s.out, b) + row * s.out.row + c, sc[rr * pS + c]);
+      for (int e = 0; e < 4; ++e) {
+        const float m = rowMax[e / 2];
+        sc[n][e] = m == -INFINITY ? 0.0f : exp2f(sc[n][e] - m);
+        rowSum[e / 2] += sc[n][e];
+      }
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        o[n][e] *= correction[e / 2];
+    accumulateScoresTimes<D>(o, sc, vTileRows, lane); // O += P V
   }
+  float inverse[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    rowSum[r] += __shfl_xor_sync(0xffffffffu, rowSum[r], 1);
+    rowSum[r] += __shfl_xor_sync(0xffffffffu, rowSum[r], 2);
+    inverse[r] = 1.0f / rowSum[r];
+    if (lane % 4 == 0 && queries[r] < s.tq)
+      lse[b * s.tq + queries[r]] = rowMax[r] / kLog2e + logf(rowSum[r]);
+  }
+  const Operand ob = advanced(out, s.start(s.out, b));
+  writeAccumulators<D>(o, lane, [&](int row, int c, float value) {
+    const long long query = firstQuery + warp * 16 + row;
+    if (query < s.tq)
+      storeFloat(ob, query * s.out.row + c, value * inverse[row / 8]);
+  });
 }
 
-/// Writes a warp's accumulators (16 rows x 16 nTiles) through its staging
-/// area: element (row, c) goes to `store(row, c, value)`.
-template <int NTiles, typename Store>
-__device__ __forceinline__ void writeAccumulators(const FragC (&acc)[NTiles], float *staging, int pitch, Store store) {
-  constexpr int kCols = 16 * NTiles;
-  __syncwarp();
-#pragma unroll
-  for (int nt = 0; nt < NTiles; ++nt)
-    wmma::store_matrix_sync(staging + nt * 16, acc[nt], pitch, wmma::mem_row_major);
-  __syncwarp();
-  for (int e = threadIdx.x % 32; e < 16 * kCols; e += 32)
-    store(e / kCols, e % kCols, staging[(e / kCols) * pitch + e % kCols]);
-}
-
-/// dK and dV for 64 keys: a warp owns 16; the queries stream through.
+/// dK and dV for 64 keys: a warp owns 16 (its scores are S^T: rows keys,
+/// columns queries); the queries stream through, with their logsumexp
+/// (times log2 e) and delta.
 template <int Tiles>
 __global__ void __launch_bounds__(kWarps * 32)
     keyGradKernel(Operand q, Operand k, Operand v, const float *lse, const float *delta, Operand dout, Operand dk,
                   Operand dv, AttentionShape s) {
-  FSDPC_DYNAMIC_SHARED(unsigned char, tcShared);
-  constexpr int D = 16 * Tiles; // the head size of q, k and v (tilesFor)
-  const int pK = bf16Pitch(s.d), pV = bf16Pitch(s.dv), pP = bf16Pitch(kTile);
-  const int pS = f32Pitch(std::max<long long>(kTile, std::max(s.d, s.dv)));
+  constexpr int D = 16 * Tiles, P = pitchOf(D);
+  FSDPC_DYNAMIC_SHARED(__nv_bfloat16, tcShared);
+  __nv_bfloat16 *ks = tcShared, *vs = ks + kRows * P, *qs = vs + kRows * P, *dos = qs + kStages * kTile * P;
+  float *lseTile = reinterpret_cast<float *>(dos + kStages * kTile * P), *deltaTile = lseTile + kStages * kTile;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  Carver carve{tcShared};
-  __nv_bfloat16 *ks = carve.take<__nv_bfloat16>(kRows * pK), *qs = carve.take<__nv_bfloat16>(kRows * pK);
-  __nv_bfloat16 *vs = carve.take<__nv_bfloat16>(kRows * pV), *dos = carve.take<__nv_bfloat16>(kRows * pV);
-  float *lseTile = carve.take<float>(kTile), *deltaTile = carve.take<float>(kTile);
-  for (int w = 0; w < warp; ++w) {
-    carve.take<float>(16 * pS);
-    carve.take<__nv_bfloat16>(16 * pP);
-    carve.take<__nv_bfloat16>(16 * pP);
-  }
-  float *st = carve.take<float>(16 * pS);
-  __nv_bfloat16 *pt = carve.take<__nv_bfloat16>(16 * pP), *dst = carve.take<__nv_bfloat16>(16 * pP);
-
   const long long b = blockIdx.y, firstKey = static_cast<long long>(blockIdx.x) * kRows;
   const Operand qb = advanced(q, s.start(s.query, b)), kb = advanced(k, s.start(s.key, b)),
                 vb = advanced(v, s.start(s.value, b));
   const Operand dob = advanced(dout, s.start(s.out, b));
   const long long maskOffset = maskBase(s, b);
-  loadKeys<D>(ks, pK, kb, s, firstKey);
-  loadRows<D>(vs, pV, vb, firstKey, s.tk, s.value.row, s.vectorRows);
-  const LaneRow<kTile> scoreRow(lane); // a key's row of S^T, its columns queries
-  const int r = scoreRow.r;
-  const long long key = firstKey + warp * 16 + r;
-  FragC dkAcc[Tiles], dvAcc[Tiles];
+  const long long keys[2] = {firstKey + warp * 16 + rowOf(0, lane), firstKey + warp * 16 + rowOf(2, lane)};
+  const float scaleLog2 = s.scale * kLog2e;
+  // A causal mask hides every query before the block's first key.
+  const long long firstQuery = s.causal ? firstKey : 0;
+  const int queryTiles = firstQuery < s.tq ? static_cast<int>((s.tq - firstQuery + kTile - 1) / kTile) : 0;
+  auto startQueries = [&](int i) {
+    const int stage = i % kStages;
+    const long long first = firstQuery + static_cast<long long>(i) * kTile;
+    startTile<D>(qs + stage * kTile * P, qb, first, s.tq, s.query.row, s.vectorRows);
+    startTile<D>(dos + stage * kTile * P, dob, first, s.tq, s.out.row, s.vectorRows);
+    for (int j = threadIdx.x; j < kTile; j += blockDim.x) {
+      const long long query = first + j;
+      lseTile[stage * kTile + j] = query < s.tq ? lse[b * s.tq + query] * kLog2e : 0.0f;
+      deltaTile[stage * kTile + j] = query < s.tq ? delta[b * s.tq + query] : 0.0f;
+    }
+  };
+
+  startKeyTile<D>(ks, kb, s, firstKey);
+  startTile<D>(vs, vb, firstKey, s.tk, s.value.row, s.vectorRows);
+  if (queryTiles > 0)
+    startQueries(0);
+  commitAsyncCopies();
+  float dkAcc[D / 8][4] = {}, dvAcc[D / 8][4] = {};
+  for (int i = 0; i < queryTiles; ++i) {
+    waitAsyncCopies<0>();
+    __syncthreads(); // tile i landed for all; everyone is done with tile i - 1's stage
+    if (i + 1 < queryTiles)
+      startQueries(i + 1);
+    commitAsyncCopies();
+    const int stage = i % kStages;
+    const __nv_bfloat16 *qTileRows = qs + stage * kTile * P, *doTileRows = dos + stage * kTile * P;
+    const float *lseRow = lseTile + stage * kTile, *deltaRow = deltaTile + stage * kTile;
+    const long long first = firstQuery + static_cast<long long>(i) * kTile;
+    float p[kScoreTiles][4], ds[kScoreTiles][4];
+    productWithRows<D>(p, ks, warp * 16, qTileRows, lane); // S^T = K Q^T
 #pragma unroll
-  for (int t = 0; t < Tiles; ++t) {
-    wmma::fill_fragment(dkAcc[t], 0.0f);
-    wmma::fill_fragment(dvAcc[t], 0.0f);
-  }
-  __shared__ int unmaskedFound;
-  // A causal mask hides every query before the block's first key: start at
-  // its tile.
-  const long long startQuery = s.causal ? firstKey / kTile * kTile : 0;
-  for (long long firstQuery = startQuery; firstQuery < s.tq; firstQuery += kTile) {
-    if (tileMasked(s, maskOffset, firstQuery, firstKey, &unmaskedFound))
-      continue;
-    __syncthreads();
-    if (s.vectorRows) { // every load of a tile in flight at once (TileRegisters)
-      TileRegisters<D> tile;
-      tile.load(qb, firstQuery, s.tq, s.query.row);
-      tile.store(qs, pK);
-      tile.load(dob, firstQuery, s.tq, s.out.row);
-      tile.store(dos, pV);
-    } else {
-      loadRows<D>(qs, pK, qb, firstQuery, s.tq, s.query.row, s.vectorRows);
-      loadRows<D>(dos, pV, dob, firstQuery, s.tq, s.out.row, s.vectorRows);
-    }
-    for (int i = threadIdx.x; i < kTile; i += blockDim.x) {
-      const long long query = firstQuery + i;
-      lseTile[i] = query < s.tq ? lse[b * s.tq + query] : 0.0f;
-      deltaTile[i] = query < s.tq ? delta[b * s.tq + query] : 0.0f;
-    }
-    __syncthreads();
-    warpProduct<false, Tiles, kTile / 16>(ks + warp * 16 * pK, pK, qs, pK, st, pS); // S^T = K Q^T
-    __syncwarp();
-    float p[LaneRow<kTile>::kColumns];
+    for (int n = 0; n < kScoreTiles; ++n)
 #pragma unroll
-    for (int j = 0; j < LaneRow<kTile>::kColumns; ++j) {
-      const int col = scoreRow.column(j);
-      const long long query = firstQuery + col;
-      const bool valid = key < s.tk && query < s.tq && !isMasked(s, maskOffset, query, key);
-      p[j] = valid ? expf(st[r * pS + col] * s.scale - lseTile[col]) : 0.0f;
-      pt[r * pP + col] = __float2bfloat16_rn(p[j]);
-    }
-    __syncwarp();
-    warpProduct<false, Tiles, kTile / 16>(vs + warp * 16 * pV, pV, dos, pV, st, pS); // dP^T = V dO^T
-    __syncwarp();
+      for (int e = 0; e < 4; ++e) {
+        const int c = columnOf(n, e, lane);
+        const long long key = keys[e / 2], query = first + c;
+        const bool valid = key < s.tk && query < s.tq && !isMasked(s, maskOffset, query, key);
+        p[n][e] = valid ? exp2f(p[n][e] * scaleLog2 - lseRow[c]) : 0.0f;
+      }
+    productWithRows<D>(ds, vs, warp * 16, doTileRows, lane); // dP^T = V dO^T
 #pragma unroll
-    for (int j = 0; j < LaneRow<kTile>::kColumns; ++j) {
-      const int col = scoreRow.column(j);
-      dst[r * pP + col] = __float2bfloat16_rn(p[j] * (st[r * pS + col] - deltaTile[col]) * s.scale);
-    }
-    __syncwarp();
-    warpAccumulate<kTile / 16>(dvAcc, pt, pP, dos, pV); // dV += P^T dO
-    warpAccumulate<kTile / 16>(dkAcc, dst, pP, qs, pK); // dK += dS^T Q
+    for (int n = 0; n < kScoreTiles; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        ds[n][e] = p[n][e] * (ds[n][e] - deltaRow[columnOf(n, e, lane)]) * s.scale;
+    accumulateScoresTimes<D>(dvAcc, p, doTileRows, lane); // dV += P^T dO
+    accumulateScoresTimes<D>(dkAcc, ds, qTileRows, lane); // dK += dS^T Q
   }
   const Operand dkb = advanced(dk, s.start(s.key, b)), dvb = advanced(dv, s.start(s.value, b));
   const long long base = firstKey + warp * 16;
-  writeAccumulators(dvAcc, st, pS, [&](long long row, long long c, float value) {
+  writeAccumulators<D>(dvAcc, lane, [&](int row, int c, float value) {
     if (base + row < s.tk)
       storeFloat(dvb, (base + row) * s.value.row + c, value);
   });
-  writeAccumulators(dkAcc, st, pS, [&](long long row, long long c, float value) {
+  writeAccumulators<D>(dkAcc, lane, [&](int row, int c, float value) {
     if (base + row < s.tk)
       storeFloat(dkb, s.keyTransposed ? c * s.tk + base + row : (base + row) * s.key.row + c, value);
   });
@@ -873,68 +778,64 @@ template <int Tiles>
 __global__ void __launch_bounds__(kWarps * 32)
     queryGradKernel(Operand q, Operand k, Operand v, const float *lse, const float *delta, Operand dout, Operand dq,
                     AttentionShape s) {
-  FSDPC_DYNAMIC_SHARED(unsigned char, tcShared);
-  constexpr int D = 16 * Tiles; // the head size of q, k and v (tilesFor)
-  const int pQ = bf16Pitch(s.d), pV = bf16Pitch(s.dv), pP = bf16Pitch(kTile);
-  const int pS = f32Pitch(std::max<long long>(kTile, s.d));
+  constexpr int D = 16 * Tiles, P = pitchOf(D);
+  FSDPC_DYNAMIC_SHARED(__nv_bfloat16, tcShared);
+  __nv_bfloat16 *qs = tcShared, *dos = qs + kRows * P, *ks = dos + kRows * P, *vs = ks + kStages * kTile * P;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  Carver carve{tcShared};
-  __nv_bfloat16 *qs = carve.take<__nv_bfloat16>(kRows * pQ), *ks = carve.take<__nv_bfloat16>(kRows * pQ);
-  __nv_bfloat16 *dos = carve.take<__nv_bfloat16>(kRows * pV), *vs = carve.take<__nv_bfloat16>(kRows * pV);
-  for (int w = 0; w < warp; ++w) {
-    carve.take<float>(16 * pS);
-    carve.take<__nv_bfloat16>(16 * pP);
-  }
-  float *sc = carve.take<float>(16 * pS);
-  __nv_bfloat16 *ds = carve.take<__nv_bfloat16>(16 * pP);
-
   const long long b = blockIdx.y, firstQuery = static_cast<long long>(blockIdx.x) * kRows;
   const Operand qb = advanced(q, s.start(s.query, b)), kb = advanced(k, s.start(s.key, b)),
                 vb = advanced(v, s.start(s.value, b));
   const Operand dob = advanced(dout, s.start(s.out, b));
   const long long maskOffset = maskBase(s, b);
-  loadRows<D>(qs, pQ, qb, firstQuery, s.tq, s.query.row, s.vectorRows);
-  loadRows<D>(dos, pV, dob, firstQuery, s.tq, s.out.row, s.vectorRows);
-  const LaneRow<kTile> scoreRow(lane);
-  const int r = scoreRow.r;
-  const long long query = firstQuery + warp * 16 + r;
-  const float rowLse = query < s.tq ? lse[b * s.tq + query] : 0.0f;
-  const float rowDelta = query < s.tq ? delta[b * s.tq + query] : 0.0f;
-  FragC dqAcc[Tiles];
+  const long long queries[2] = {firstQuery + warp * 16 + rowOf(0, lane), firstQuery + warp * 16 + rowOf(2, lane)};
+  float rowLse[2], rowDelta[2]; // logsumexp times log2 e
 #pragma unroll
-  for (int t = 0; t < Tiles; ++t)
-    wmma::fill_fragment(dqAcc[t], 0.0f);
-  __shared__ int unmaskedFound;
-  for (long long firstKey = 0; firstKey < s.tk; firstKey += kTile) {
-    if (tileMasked(s, maskOffset, firstQuery, firstKey, &unmaskedFound))
-      continue;
-    __syncthreads();
-    loadKeysAndValues<D>(ks, pQ, vs, pV, kb, vb, s, firstKey);
-    __syncthreads();
-    warpProduct<false, Tiles, kTile / 16>(qs + warp * 16 * pQ, pQ, ks, pQ, sc, pS); // S = Q K^T
-    __syncwarp();
-    float p[LaneRow<kTile>::kColumns];
-#pragma unroll
-    for (int j = 0; j < LaneRow<kTile>::kColumns; ++j) {
-      const int col = scoreRow.column(j);
-      const long long key = firstKey + col;
-      const bool valid = query < s.tq && key < s.tk && !isMasked(s, maskOffset, query, key);
-      p[j] = valid ? expf(sc[r * pS + col] * s.scale - rowLse) : 0.0f;
+  for (int r = 0; r < 2; ++r) {
+    rowLse[r] = queries[r] < s.tq ? lse[b * s.tq + queries[r]] * kLog2e : 0.0f;
+    rowDelta[r] = queries[r] < s.tq ? delta[b * s.tq + queries[r]] : 0.0f;
+  }
+  const float scaleLog2 = s.scale * kLog2e;
+  const int keyTiles = static_cast<int>((keysSeen(s, firstQuery) + kTile - 1) / kTile);
+
+  startTile<D>(qs, qb, firstQuery, s.tq, s.query.row, s.vectorRows);
+  startTile<D>(dos, dob, firstQuery, s.tq, s.out.row, s.vectorRows);
+  startKeyTile<D>(ks, kb, s, 0);
+  startTile<D>(vs, vb, 0, s.tk, s.value.row, s.vectorRows);
+  commitAsyncCopies();
+  float dqAcc[D / 8][4] = {};
+  for (int i = 0; i < keyTiles; ++i) {
+    waitAsyncCopies<0>();
+    __syncthreads(); // tile i landed for all; everyone is done with tile i - 1's stage
+    if (i + 1 < keyTiles) {
+      const int next = (i + 1) % kStages;
+      startKeyTile<D>(ks + next * kTile * P, kb, s, (i + 1) * static_cast<long long>(kTile));
+      startTile<D>(vs + next * kTile * P, vb, (i + 1) * static_cast<long long>(kTile), s.tk, s.value.row,
+                   s.vectorRows);
     }
-    __syncwarp();
-    warpProduct<false, Tiles, kTile / 16>(dos + warp * 16 * pV, pV, vs, pV, sc, pS); // dP = dO V^T
-    __syncwarp();
+    commitAsyncCopies();
+    const __nv_bfloat16 *kTileRows = ks + i % kStages * kTile * P, *vTileRows = vs + i % kStages * kTile * P;
+    const long long firstKey = static_cast<long long>(i) * kTile;
+    float p[kScoreTiles][4], ds[kScoreTiles][4];
+    productWithRows<D>(p, qs, warp * 16, kTileRows, lane); // S = Q K^T
 #pragma unroll
-    for (int j = 0; j < LaneRow<kTile>::kColumns; ++j) {
-      const int col = scoreRow.column(j);
-      ds[r * pP + col] = __float2bfloat16_rn(p[j] * (sc[r * pS + col] - rowDelta) * s.scale);
-    }
-    __syncwarp();
-    warpAccumulate<kTile / 16>(dqAcc, ds, pP, ks, pQ); // dQ += dS K
+    for (int n = 0; n < kScoreTiles; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const long long query = queries[e / 2], key = firstKey + columnOf(n, e, lane);
+        const bool valid = query < s.tq && key < s.tk && !isMasked(s, maskOffset, query, key);
+        p[n][e] = valid ? exp2f(p[n][e] * scaleLog2 - rowLse[e / 2]) : 0.0f;
+      }
+    productWithRows<D>(ds, dos, warp * 16, vTileRows, lane); // dP = dO V^T
+#pragma unroll
+    for (int n = 0; n < kScoreTiles; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        ds[n][e] = p[n][e] * (ds[n][e] - rowDelta[e / 2]) * s.scale;
+    accumulateScoresTimes<D>(dqAcc, ds, kTileRows, lane); // dQ += dS K
   }
   const long long base = firstQuery + warp * 16;
   const Operand dqb = advanced(dq, s.start(s.query, b));
-  writeAccumulators(dqAcc, sc, pS, [&](long long row, long long c, float value) {
+  writeAccumulators<D>(dqAcc, lane, [&](int row, int c, float value) {
     if (base + row < s.tq)
       storeFloat(dqb, (base + row) * s.query.row + c, value);
   });
@@ -970,13 +871,13 @@ Status launchForward(const KernelCall &call, const AttentionShape &s, Operand q,
   switch (tc::tilesFor(call, s)) {
   case 2:
     return launchWithDynamicShared(tc::forwardKernel<2>, tc::blocksOf(s.tq, s.batch), tc::kWarps * 32,
-                                   tc::forwardBytes(s), launch.stream, q, k, v, out, lse, s);
+                                   tc::forwardBytes(static_cast<int>(s.d)), launch.stream, q, k, v, out, lse, s);
   case 4:
     return launchWithDynamicShared(tc::forwardKernel<4>, tc::blocksOf(s.tq, s.batch), tc::kWarps * 32,
-                                   tc::forwardBytes(s), launch.stream, q, k, v, out, lse, s);
+                                   tc::forwardBytes(static_cast<int>(s.d)), launch.stream, q, k, v, out, lse, s);
   case 8:
     return launchWithDynamicShared(tc::forwardKernel<8>, tc::blocksOf(s.tq, s.batch), tc::kWarps * 32,
-                                   tc::forwardBytes(s), launch.stream, q, k, v, out, lse, s);
+                                   tc::forwardBytes(static_cast<int>(s.d)), launch.stream, q, k, v, out, lse, s);
   }
   const size_t bytes = sizeof(float) * kTile * (2 * (s.d + 1) + (s.dv + 1));
   const dim3 grid = tilesOf(s.tq, s.batch);
@@ -1008,7 +909,7 @@ Status launchBackward(const KernelCall &call, const AttentionShape &s, Operand q
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   if (const int tiles = tc::tilesFor(call, s)) {
     const dim3 keyBlocks = tc::blocksOf(s.tk, s.batch), queryBlocks = tc::blocksOf(s.tq, s.batch);
-    const size_t keyBytes = tc::keyGradBytes(s), queryBytes = tc::queryGradBytes(s);
+    const size_t keyBytes = tc::keyGradBytes(static_cast<int>(s.d)), queryBytes = tc::queryGradBytes(static_cast<int>(s.d));
     const cudaStream_t stream = launch.stream;
     switch (tiles) {
     case 2:

@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cuda_runtime.h"
+#include "fsdpc/runtime/Float16.h"
 
 #include <sys/mman.h>
 
@@ -297,6 +298,14 @@ struct Fiber {
   int warp = 0, lane = 0;
   enum Status { kReady, kAtBlockBarrier, kAtWarpBarrier, kDone } status = kReady;
   uint64_t generation = 0; // of the barrier it waits at
+  // cp.async copies (WarpMma.cuh): started since the last commit, and the
+  // committed groups not yet landed, oldest first.
+  struct AsyncCopy {
+    void *destination;
+    const void *source;
+  };
+  std::vector<AsyncCopy> uncommitted;
+  std::deque<std::vector<AsyncCopy>> inFlight;
 #ifdef FSDPC_EMULATOR_ASAN
   void *fakeStack = nullptr;
 #endif
@@ -308,7 +317,7 @@ struct Warp {
   int arrived = 0;
   uint64_t generation = 0;
   unsigned char slots[32][8];
-  float matrices[3][256]; // A, B and C of the warp's mma_sync
+  float matrices[2][256]; // A and B of the warp's mma.sync
 };
 
 /// The block being run on this host thread.
@@ -546,27 +555,101 @@ void syncWarp(unsigned mask) {
   warpBarrier(mask);
 }
 
-void warpMatrixMultiply(const float *a, const float *b, const float *c, float *d) {
+namespace {
+float bf16Low(uint32_t v) { return fsdpc::runtime::bf16ToFloat(static_cast<uint16_t>(v & 0xffffu)); }
+float bf16High(uint32_t v) { return fsdpc::runtime::bf16ToFloat(static_cast<uint16_t>(v >> 16)); }
+bool wholeWarp(const char *instruction) {
+  const Warp &w = block->warps[fiber->warp];
+  if (w.existing == 0xffffffffu && w.done == 0)
+    return true;
+  setError(std::string(instruction) + " needs all 32 lanes of the warp");
+  return false;
+}
+} // namespace
+
+void warpMmaM16N8K16(const uint32_t (&a)[4], const uint32_t (&b)[2], float (&d)[4]) {
+  if (!wholeWarp("mma.sync"))
+    return;
   Warp &w = block->warps[fiber->warp];
-  const int lane = fiber->lane;
-  if (w.existing != 0xffffffffu || w.done != 0) {
-    std::fill(d, d + 8, 0.0f);
-    return setError("mma_sync needs all 32 lanes of the warp");
+  const int lane = fiber->lane, g = lane / 4, t = lane % 4;
+  float *am = w.matrices[0], *bm = w.matrices[1]; // A 16 x 16 and B 16 x 8, row-major
+  for (int i = 0; i < 4; ++i) { // a_i: row g (+8 for odd i), columns 2t (+8 for i >= 2)
+    const int row = g + (i % 2) * 8, col = 2 * t + (i / 2) * 8;
+    am[row * 16 + col] = bf16Low(a[i]);
+    am[row * 16 + col + 1] = bf16High(a[i]);
   }
-  for (int i = 0; i < 8; ++i) {
-    w.matrices[0][i * 32 + lane] = a[i];
-    w.matrices[1][i * 32 + lane] = b[i];
-    w.matrices[2][i * 32 + lane] = c[i];
+  for (int i = 0; i < 2; ++i) { // b_i: rows 2t, 2t + 1 (+8 for b1), column g
+    bm[(2 * t + 8 * i) * 8 + g] = bf16Low(b[i]);
+    bm[(2 * t + 8 * i + 1) * 8 + g] = bf16High(b[i]);
   }
   warpBarrier(0xffffffffu);
-  for (int i = 0; i < 8; ++i) {
-    const int e = i * 32 + lane, row = e / 16, col = e % 16;
-    float sum = w.matrices[2][e];
+  for (int i = 0; i < 4; ++i) { // c_i: row g (+8 for i >= 2), column 2t (+1 for odd i)
+    const int row = g + (i / 2) * 8, col = 2 * t + i % 2;
+    float sum = 0.0f;
     for (int k = 0; k < 16; ++k)
-      sum += w.matrices[0][row * 16 + k] * w.matrices[1][k * 16 + col];
-    d[i] = sum;
+      sum += am[row * 16 + k] * bm[k * 8 + col];
+    d[i] += sum;
   }
   warpBarrier(0xffffffffu); // nobody overwrites the matrices before every lane read them
+}
+
+void warpLoadMatrices(uint32_t (&r)[4], bool transposed, const void *row) {
+  r[0] = r[1] = r[2] = r[3] = 0;
+  if (!wholeWarp("ldmatrix"))
+    return;
+  if (reinterpret_cast<uintptr_t>(row) % 16 != 0)
+    return setError("ldmatrix: a row address not aligned to 16 bytes");
+  Warp &w = block->warps[fiber->warp];
+  const int lane = fiber->lane, g = lane / 4, t = lane % 4;
+  std::memcpy(w.slots[lane], &row, sizeof row);
+  warpBarrier(0xffffffffu);
+  auto rowOf = [&](int source) {
+    const uint16_t *p;
+    std::memcpy(&p, w.slots[source], sizeof p);
+    return p;
+  };
+  for (int m = 0; m < 4; ++m) {
+    // Lane l gets row l / 4, elements 2 (l % 4) and 2 (l % 4) + 1, of
+    // matrix m (rows from lanes 8m ..); transposed, column l / 4 of rows
+    // 2 (l % 4) and 2 (l % 4) + 1.
+    const uint16_t low = transposed ? rowOf(8 * m + 2 * t)[g] : rowOf(8 * m + g)[2 * t];
+    const uint16_t high = transposed ? rowOf(8 * m + 2 * t + 1)[g] : rowOf(8 * m + g)[2 * t + 1];
+    r[m] = static_cast<uint32_t>(low) | static_cast<uint32_t>(high) << 16;
+  }
+  warpBarrier(0xffffffffu); // nobody writes its slot again before every lane read
+}
+
+namespace {
+/// Whether a committed group of copies lands at once (else at its wait):
+/// either is what a GPU may do, and a kernel must be right under both.
+thread_local std::mt19937 landingCoin{20261204};
+void land(const std::vector<Fiber::AsyncCopy> &group) {
+  for (const Fiber::AsyncCopy &c : group)
+    std::memcpy(c.destination, c.source, 16);
+}
+} // namespace
+
+void asyncCopy16(void *destination, const void *source) {
+  if (reinterpret_cast<uintptr_t>(destination) % 16 != 0 || reinterpret_cast<uintptr_t>(source) % 16 != 0)
+    return setError("cp.async of 16 bytes between addresses not aligned to 16 bytes");
+  fiber->uncommitted.push_back({destination, source});
+}
+
+void asyncCommit() {
+  Fiber &f = *fiber;
+  if (landingCoin() & 1u)
+    land(f.uncommitted);
+  else
+    f.inFlight.push_back(f.uncommitted);
+  f.uncommitted.clear();
+}
+
+void asyncWait(int pending) {
+  Fiber &f = *fiber;
+  while (static_cast<int>(f.inFlight.size()) > pending) {
+    land(f.inFlight.front());
+    f.inFlight.pop_front();
+  }
 }
 
 void warpExchange(unsigned mask, const void *mine, void *theirs, size_t bytes, int source) {

@@ -12,5 +12,6 @@ struct __nv_bfloat16 {
 };
 inline float __bfloat162float(__nv_bfloat16 h) { return fsdpc::runtime::bf16ToFloat(h.bits); }
 inline __nv_bfloat16 __float2bfloat16_rn(float f) { return {fsdpc::runtime::floatToBf16(f)}; }
+inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) { return h.bits; }
 
 #endif // FSDPC_CUDA_EMULATOR_CUDA_BF16_H

@@ -209,6 +209,16 @@ void syncWarp(unsigned mask);
 /// `mask` offers `bytes` (at most 8) and reads lane `source`'s.
 void warpExchange(unsigned mask, const void *mine, void *theirs, size_t bytes, int source);
 int laneId();
+// The PTX instructions of WarpMma.cuh, with their lane layouts.
+/// mma.sync.m16n8k16 (bf16 in, f32 accumulators): d += a b over the warp.
+void warpMmaM16N8K16(const uint32_t (&a)[4], const uint32_t (&b)[2], float (&d)[4]);
+/// ldmatrix.x4 (.trans): four 8 x 8 matrices of 16-bit elements, lanes 8m
+/// to 8m + 7 naming matrix m's rows.
+void warpLoadMatrices(uint32_t (&r)[4], bool transposed, const void *row);
+/// cp.async of 16 bytes, commit_group and wait_group.
+void asyncCopy16(void *destination, const void *source);
+void asyncCommit();
+void asyncWait(int pending);
 
 } // namespace fsdpc_cuda_emulator
 

@@ -13,7 +13,8 @@
 #   4. GPT-2 124M bf16 against torch eager, torch.compile and FSDP2, and
 #      with --offload optimizer / --recompute auto, then fsdp-run's time
 #      per kernel (--profile) for the plain plan (test/bench/gpu_vs_torch.py);
-#   5. the kernel test under compute-sanitizer's memcheck, in the time left.
+#   5. the attention cases under compute-sanitizer's racecheck, then the
+#      kernel test under its memcheck, in the time left.
 # --budget SECONDS (default 575, for the device tool's 600 s call) is the
 # time the whole script may take: the bench gets what is left of it (at
 # most 300 s), and step 5 runs only if enough is left.
@@ -67,6 +68,18 @@ bench=${PIPESTATUS[0]}
 
 # Last, in what is left of the budget: the results
 # above are what the issues' acceptance needs.
+# racecheck on the attention kernels first: their tiles land by cp.async
+# and are read by ldmatrix across warps, the one place where a missing
+# barrier depends on timing that the emulator cannot show.
+racecheck=skipped
+left=$(( budget - ($(date +%s) - start) ))
+if command -v compute-sanitizer > /dev/null && [ "$left" -gt 40 ]; then
+  echo "== the attention kernel cases under compute-sanitizer racecheck ($(elapsed))"
+  timeout "$(( left - 20 < 90 ? left - 20 : 90 ))" compute-sanitizer --tool racecheck --racecheck-report hazard \
+    --print-limit 20 "$bin/fsdpc-cuda-kernel-test" attention > "$out/racecheck.txt" 2>&1
+  racecheck=$?
+  grep -E "RACECHECK SUMMARY|ERROR SUMMARY|Race|hazard|^FAIL|^PASS" "$out/racecheck.txt" | head -20
+fi
 memcheck=skipped
 left=$(( budget - ($(date +%s) - start) ))
 if command -v compute-sanitizer > /dev/null && [ "$left" -gt 30 ]; then
@@ -78,5 +91,5 @@ if command -v compute-sanitizer > /dev/null && [ "$left" -gt 30 ]; then
 fi
 
 word() { case "$1" in 0) echo pass ;; 77) echo skipped ;; 124) echo "timed out" ;; skipped) echo skipped ;; *) echo "FAIL ($1)" ;; esac; }
-echo "SUMMARY: kernels $(word $kernels), memcheck $(word $memcheck), models $(word $devices), bench $(word $bench) ($(elapsed))"
+echo "SUMMARY: kernels $(word $kernels), racecheck $(word $racecheck), memcheck $(word $memcheck), models $(word $devices), bench $(word $bench) ($(elapsed))"
 [ "$kernels" = 0 ] && [ "$devices" = 0 ] && [ "$bench" = 0 ]

@@ -594,6 +594,15 @@ constexpr size_t forwardBytes(int d) { return tileBytes(d) * (1 + 2 * kStages); 
 constexpr size_t keyGradBytes(int d) { return tileBytes(d) * (2 + 2 * kStages) + sizeof(float) * 2 * kStages * kTile; }
 constexpr size_t queryGradBytes(int d) { return tileBytes(d) * (2 + 2 * kStages); }
 
+/// Whether every (query, key) pair of `queries` queries from firstQuery and
+/// `keys` keys from firstKey is in range and seen under a causal mask: a
+/// warp then leaves out the per-score checks (for a long causal sequence,
+/// most of its tiles lie wholly below the diagonal).
+__device__ __forceinline__ bool allVisible(const AttentionShape &s, long long firstQuery, int queries,
+                                           long long firstKey, int keys) {
+  return s.causal && firstQuery + queries <= s.tq && firstKey + keys <= s.tk && firstKey + keys - 1 <= firstQuery;
+}
+
 /// The last key (exclusive) any query of [firstQuery, firstQuery + kRows)
 /// sees: a causal mask hides every key after the block's last query.
 __device__ __forceinline__ long long keysSeen(const AttentionShape &s, long long firstQuery) {
@@ -638,13 +647,14 @@ __global__ void __launch_bounds__(kWarps * 32)
     const long long firstKey = static_cast<long long>(i) * kTile;
     float sc[kScoreTiles][4];
     productWithRows<D>(sc, qs, warp * 16, kTileRows, lane); // S = Q K^T
+    const bool visible = allVisible(s, firstQuery + warp * 16, 16, firstKey, kTile);
     float tileMax[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int n = 0; n < kScoreTiles; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const long long query = queries[e / 2], key = firstKey + columnOf(n, e, lane);
-        const bool valid = query < s.tq && key < s.tk && !isMasked(s, maskOffset, query, key);
+        const bool valid = visible || (query < s.tq && key < s.tk && !isMasked(s, maskOffset, query, key));
         sc[n][e] = valid ? sc[n][e] * scaleLog2 : -INFINITY;
         tileMax[e / 2] = fmaxf(tileMax[e / 2], sc[n][e]);
       }
@@ -743,13 +753,14 @@ __global__ void __launch_bounds__(kWarps * 32)
     const long long first = firstQuery + static_cast<long long>(i) * kTile;
     float p[kScoreTiles][4], ds[kScoreTiles][4];
     productWithRows<D>(p, ks, warp * 16, qTileRows, lane); // S^T = K Q^T
+    const bool visible = allVisible(s, first, kTile, firstKey + warp * 16, 16);
 #pragma unroll
     for (int n = 0; n < kScoreTiles; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int c = columnOf(n, e, lane);
         const long long key = keys[e / 2], query = first + c;
-        const bool valid = key < s.tk && query < s.tq && !isMasked(s, maskOffset, query, key);
+        const bool valid = visible || (key < s.tk && query < s.tq && !isMasked(s, maskOffset, query, key));
         p[n][e] = valid ? exp2f(p[n][e] * scaleLog2 - lseRow[c]) : 0.0f;
       }
     productWithRows<D>(ds, vs, warp * 16, doTileRows, lane); // dP^T = V dO^T
@@ -817,12 +828,13 @@ __global__ void __launch_bounds__(kWarps * 32)
     const long long firstKey = static_cast<long long>(i) * kTile;
     float p[kScoreTiles][4], ds[kScoreTiles][4];
     productWithRows<D>(p, qs, warp * 16, kTileRows, lane); // S = Q K^T
+    const bool visible = allVisible(s, firstQuery + warp * 16, 16, firstKey, kTile);
 #pragma unroll
     for (int n = 0; n < kScoreTiles; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const long long query = queries[e / 2], key = firstKey + columnOf(n, e, lane);
-        const bool valid = query < s.tq && key < s.tk && !isMasked(s, maskOffset, query, key);
+        const bool valid = visible || (query < s.tq && key < s.tk && !isMasked(s, maskOffset, query, key));
         p[n][e] = valid ? exp2f(p[n][e] * scaleLog2 - rowLse[e / 2]) : 0.0f;
       }
     productWithRows<D>(ds, dos, warp * 16, vTileRows, lane); // dP = dO V^T

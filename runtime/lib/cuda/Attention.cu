@@ -617,8 +617,8 @@ template <int Tiles>
 __global__ void __launch_bounds__(kWarps * 32)
     forwardKernel(Operand q, Operand k, Operand v, Operand out, float *lse, AttentionShape s) {
   constexpr int D = 16 * Tiles, P = pitchOf(D);
-  FSDPC_DYNAMIC_SHARED(__nv_bfloat16, tcShared);
-  __nv_bfloat16 *qs = tcShared, *ks = qs + kRows * P, *vs = ks + kStages * kTile * P;
+  FSDPC_DYNAMIC_SHARED(uint4, tcWords); // 16-byte aligned, as cp.async and ldmatrix need
+  __nv_bfloat16 *qs = reinterpret_cast<__nv_bfloat16 *>(tcWords), *ks = qs + kRows * P, *vs = ks + kStages * kTile * P;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const long long b = blockIdx.y, firstQuery = static_cast<long long>(blockIdx.x) * kRows;
   const Operand qb = advanced(q, s.start(s.query, b)), kb = advanced(k, s.start(s.key, b)),
@@ -709,8 +709,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     keyGradKernel(Operand q, Operand k, Operand v, const float *lse, const float *delta, Operand dout, Operand dk,
                   Operand dv, AttentionShape s) {
   constexpr int D = 16 * Tiles, P = pitchOf(D);
-  FSDPC_DYNAMIC_SHARED(__nv_bfloat16, tcShared);
-  __nv_bfloat16 *ks = tcShared, *vs = ks + kRows * P, *qs = vs + kRows * P, *dos = qs + kStages * kTile * P;
+  FSDPC_DYNAMIC_SHARED(uint4, tcWords); // 16-byte aligned, as cp.async and ldmatrix need
+  __nv_bfloat16 *ks = reinterpret_cast<__nv_bfloat16 *>(tcWords), *vs = ks + kRows * P, *qs = vs + kRows * P, *dos = qs + kStages * kTile * P;
   float *lseTile = reinterpret_cast<float *>(dos + kStages * kTile * P), *deltaTile = lseTile + kStages * kTile;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const long long b = blockIdx.y, firstKey = static_cast<long long>(blockIdx.x) * kRows;
@@ -790,8 +790,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     queryGradKernel(Operand q, Operand k, Operand v, const float *lse, const float *delta, Operand dout, Operand dq,
                     AttentionShape s) {
   constexpr int D = 16 * Tiles, P = pitchOf(D);
-  FSDPC_DYNAMIC_SHARED(__nv_bfloat16, tcShared);
-  __nv_bfloat16 *qs = tcShared, *dos = qs + kRows * P, *ks = dos + kRows * P, *vs = ks + kStages * kTile * P;
+  FSDPC_DYNAMIC_SHARED(uint4, tcWords); // 16-byte aligned, as cp.async and ldmatrix need
+  __nv_bfloat16 *qs = reinterpret_cast<__nv_bfloat16 *>(tcWords), *dos = qs + kRows * P, *ks = dos + kRows * P, *vs = ks + kStages * kTile * P;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const long long b = blockIdx.y, firstQuery = static_cast<long long>(blockIdx.x) * kRows;
   const Operand qb = advanced(q, s.start(s.query, b)), kb = advanced(k, s.start(s.key, b)),

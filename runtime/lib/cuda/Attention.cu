@@ -594,6 +594,33 @@ constexpr size_t forwardBytes(int d) { return tileBytes(d) * (1 + 2 * kStages); 
 constexpr size_t keyGradBytes(int d) { return tileBytes(d) * (2 + 2 * kStages) + sizeof(float) * 2 * kStages * kTile; }
 constexpr size_t queryGradBytes(int d) { return tileBytes(d) * (2 + 2 * kStages); }
 
+/// Starts the key and value tiles from firstKey into stage `stage` of ks
+/// and vs: the streamed side of the forward and dQ kernels.
+template <int D>
+__device__ __forceinline__ void startKeysAndValues(__nv_bfloat16 *ks, __nv_bfloat16 *vs, int stage, Operand k,
+                                                   Operand v, const AttentionShape &s, long long firstKey) {
+  startKeyTile<D>(ks + stage * kTile * pitchOf(D), k, s, firstKey);
+  startTile<D>(vs + stage * kTile * pitchOf(D), v, firstKey, s.tk, s.value.row, s.vectorRows);
+}
+
+/// Calls visit(n, e, valid) for each score a lane holds (accumulator tile
+/// n, element e): its row is rows[e / 2], its column firstColumn +
+/// columnOf(n, e); rows are queries and columns keys, or the other way
+/// round where KeyRows (S^T). valid: the pair is in range and unmasked;
+/// `visible` (allVisible) says so for every pair without looking.
+template <bool KeyRows, typename Visit>
+__device__ __forceinline__ void forEachScore(const AttentionShape &s, long long maskOffset, const long long (&rows)[2],
+                                             long long firstColumn, bool visible, int lane, Visit visit) {
+#pragma unroll
+  for (int n = 0; n < kScoreTiles; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const long long row = rows[e / 2], column = firstColumn + columnOf(n, e, lane);
+      const long long query = KeyRows ? column : row, key = KeyRows ? row : column;
+      visit(n, e, visible || (query < s.tq && key < s.tk && !isMasked(s, maskOffset, query, key)));
+    }
+}
+
 /// Whether every (query, key) pair of `queries` queries from firstQuery and
 /// `keys` keys from firstKey is in range and seen under a causal mask: a
 /// warp then leaves out the per-score checks (for a long causal sequence,
@@ -629,19 +656,14 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int keyTiles = static_cast<int>((keysSeen(s, firstQuery) + kTile - 1) / kTile);
 
   startTile<D>(qs, qb, firstQuery, s.tq, s.query.row, s.vectorRows);
-  startKeyTile<D>(ks, kb, s, 0);
-  startTile<D>(vs, vb, 0, s.tk, s.value.row, s.vectorRows);
+  startKeysAndValues<D>(ks, vs, 0, kb, vb, s, 0);
   commitAsyncCopies();
   float o[D / 8][4] = {}, rowMax[2] = {-INFINITY, -INFINITY}, rowSum[2] = {0.0f, 0.0f};
   for (int i = 0; i < keyTiles; ++i) {
     waitAsyncCopies<0>();
     __syncthreads(); // tile i landed for all; everyone is done with tile i - 1's stage
-    if (i + 1 < keyTiles) {
-      const int next = (i + 1) % kStages;
-      startKeyTile<D>(ks + next * kTile * P, kb, s, (i + 1) * static_cast<long long>(kTile));
-      startTile<D>(vs + next * kTile * P, vb, (i + 1) * static_cast<long long>(kTile), s.tk, s.value.row,
-                   s.vectorRows);
-    }
+    if (i + 1 < keyTiles)
+      startKeysAndValues<D>(ks, vs, (i + 1) % kStages, kb, vb, s, (i + 1) * static_cast<long long>(kTile));
     commitAsyncCopies();
     const __nv_bfloat16 *kTileRows = ks + i % kStages * kTile * P, *vTileRows = vs + i % kStages * kTile * P;
     const long long firstKey = static_cast<long long>(i) * kTile;
@@ -649,15 +671,10 @@ __global__ void __launch_bounds__(kWarps * 32)
     productWithRows<D>(sc, qs, warp * 16, kTileRows, lane); // S = Q K^T
     const bool visible = allVisible(s, firstQuery + warp * 16, 16, firstKey, kTile);
     float tileMax[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int n = 0; n < kScoreTiles; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const long long query = queries[e / 2], key = firstKey + columnOf(n, e, lane);
-        const bool valid = visible || (query < s.tq && key < s.tk && !isMasked(s, maskOffset, query, key));
-        sc[n][e] = valid ? sc[n][e] * scaleLog2 : -INFINITY;
-        tileMax[e / 2] = fmaxf(tileMax[e / 2], sc[n][e]);
-      }
+    forEachScore<false>(s, maskOffset, queries, firstKey, visible, lane, [&](int n, int e, bool valid) {
+      sc[n][e] = valid ? sc[n][e] * scaleLog2 : -INFINITY;
+      tileMax[e / 2] = fmaxf(tileMax[e / 2], sc[n][e]);
+    });
     float correction[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -754,15 +771,9 @@ __global__ void __launch_bounds__(kWarps * 32)
     float p[kScoreTiles][4], ds[kScoreTiles][4];
     productWithRows<D>(p, ks, warp * 16, qTileRows, lane); // S^T = K Q^T
     const bool visible = allVisible(s, first, kTile, firstKey + warp * 16, 16);
-#pragma unroll
-    for (int n = 0; n < kScoreTiles; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int c = columnOf(n, e, lane);
-        const long long key = keys[e / 2], query = first + c;
-        const bool valid = visible || (key < s.tk && query < s.tq && !isMasked(s, maskOffset, query, key));
-        p[n][e] = valid ? exp2f(p[n][e] * scaleLog2 - lseRow[c]) : 0.0f;
-      }
+    forEachScore<true>(s, maskOffset, keys, first, visible, lane, [&](int n, int e, bool valid) {
+      p[n][e] = valid ? exp2f(p[n][e] * scaleLog2 - lseRow[columnOf(n, e, lane)]) : 0.0f;
+    });
     productWithRows<D>(ds, vs, warp * 16, doTileRows, lane); // dP^T = V dO^T
 #pragma unroll
     for (int n = 0; n < kScoreTiles; ++n)
@@ -810,33 +821,23 @@ __global__ void __launch_bounds__(kWarps * 32)
 
   startTile<D>(qs, qb, firstQuery, s.tq, s.query.row, s.vectorRows);
   startTile<D>(dos, dob, firstQuery, s.tq, s.out.row, s.vectorRows);
-  startKeyTile<D>(ks, kb, s, 0);
-  startTile<D>(vs, vb, 0, s.tk, s.value.row, s.vectorRows);
+  startKeysAndValues<D>(ks, vs, 0, kb, vb, s, 0);
   commitAsyncCopies();
   float dqAcc[D / 8][4] = {};
   for (int i = 0; i < keyTiles; ++i) {
     waitAsyncCopies<0>();
     __syncthreads(); // tile i landed for all; everyone is done with tile i - 1's stage
-    if (i + 1 < keyTiles) {
-      const int next = (i + 1) % kStages;
-      startKeyTile<D>(ks + next * kTile * P, kb, s, (i + 1) * static_cast<long long>(kTile));
-      startTile<D>(vs + next * kTile * P, vb, (i + 1) * static_cast<long long>(kTile), s.tk, s.value.row,
-                   s.vectorRows);
-    }
+    if (i + 1 < keyTiles)
+      startKeysAndValues<D>(ks, vs, (i + 1) % kStages, kb, vb, s, (i + 1) * static_cast<long long>(kTile));
     commitAsyncCopies();
     const __nv_bfloat16 *kTileRows = ks + i % kStages * kTile * P, *vTileRows = vs + i % kStages * kTile * P;
     const long long firstKey = static_cast<long long>(i) * kTile;
     float p[kScoreTiles][4], ds[kScoreTiles][4];
     productWithRows<D>(p, qs, warp * 16, kTileRows, lane); // S = Q K^T
     const bool visible = allVisible(s, firstQuery + warp * 16, 16, firstKey, kTile);
-#pragma unroll
-    for (int n = 0; n < kScoreTiles; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const long long query = queries[e / 2], key = firstKey + columnOf(n, e, lane);
-        const bool valid = visible || (query < s.tq && key < s.tk && !isMasked(s, maskOffset, query, key));
-        p[n][e] = valid ? exp2f(p[n][e] * scaleLog2 - rowLse[e / 2]) : 0.0f;
-      }
+    forEachScore<false>(s, maskOffset, queries, firstKey, visible, lane, [&](int n, int e, bool valid) {
+      p[n][e] = valid ? exp2f(p[n][e] * scaleLog2 - rowLse[e / 2]) : 0.0f;
+    });
     productWithRows<D>(ds, dos, warp * 16, vTileRows, lane); // dP = dO V^T
 #pragma unroll
     for (int n = 0; n < kScoreTiles; ++n)

@@ -431,6 +431,9 @@ Status crossEntropyParams(const KernelCall &call) {
   if (logits.shape.size() != 2 || labels.numElements() != logits.shape[0])
     return refuse(call, "has logits " + shapeString(logits.shape) + " and labels " + shapeString(labels.shape) +
                             " that do not match");
+  const int64_t classes = call.intParam(contract::Param::kClasses, logits.shape[1]);
+  if (classes < 1 || classes > logits.shape[1])
+    return refuse(call, "has " + std::to_string(classes) + " classes in rows of " + std::to_string(logits.shape[1]));
   return Status::ok();
 }
 

@@ -21,7 +21,12 @@
 // flat gradient; as soon as fc2's is complete it is cast to f32 in one
 // kernel and reduce-scattered, before fc1's backward, not after the whole
 // backward pass.
-// CHECK: plan.kernel "matmul" ins [@{{.*}}] outs [@fc2.weight.grad] on compute {transpose_a = true, transpose_b = false}
+// fc2's 2 classes are padded to 8 for the tensor cores (graph-pad-classes):
+// its weight gradient is the first 2 rows of the padded one.
+// CHECK: plan.kernel "concat" ins [@fc2.weight, @{{.*}}] outs [@{{.*}}] on compute {axis = 0 : i64}
+// CHECK: plan.kernel "softmax_cross_entropy_with_grad" {{.*}} {classes = 2 : i64
+// CHECK: plan.kernel "matmul" ins [@{{.*}}] outs [@[[PADDED:t[0-9]+]]] on compute {transpose_a = true, transpose_b = false}
+// CHECK-NEXT: plan.kernel "slice" ins [@[[PADDED]]] outs [@fc2.weight.grad]
 // CHECK-NEXT: plan.tensor @[[F32:t[0-9]+]] transient : tensor<10xf32>
 // CHECK-NEXT: plan.kernel "cast" ins [@[[FLAT2]]] outs [@[[F32]]]
 // CHECK: plan.collective "reduce_scatter" ins [@[[F32]]] outs [@fc2.grad_shard] on communication

@@ -794,6 +794,29 @@ std::vector<Case> cases() {
                     .in({5}, integers(0, 52001), plan::I64).in({}, constant(1.0)).out({}).out({5, 52001}).tol(1e-6));
   all.push_back(Case("softmax_cross_entropy_with_grad", "label out of range").in({7, 11})
                     .in({7}, integers(11, 12), plan::I64).in({}, constant(1.0)).out({}).out({7, 11}).dataError());
+  // Padded classes (graph-pad-classes): rows of 5008 or 50264 logits, the
+  // first 5003 or 50257 classes, the rest padding whose gradient is zero;
+  // a label within the row but past the classes is a data error.
+  all.push_back(Case("softmax_cross_entropy", "classes 5003 of 5008").in({37, 5008})
+                    .in({37}, integers(-1, 5003), plan::I64).out({}).attr("ignore_index", int64_t(-1))
+                    .attr("classes", int64_t(5003)).tol(1e-6));
+  all.push_back(Case("softmax_cross_entropy_grad", "classes 5003 of 5008").in({37, 5008})
+                    .in({37}, integers(-1, 5003), plan::I64).in({}, constant(1.0)).out({37, 5008})
+                    .attr("ignore_index", int64_t(-1)).attr("classes", int64_t(5003)).tol(1e-6));
+  all.push_back(Case("softmax_cross_entropy_with_grad", "classes 5003 of 5008, in place").in({37, 5008})
+                    .in({37}, integers(-1, 5003), plan::I64).in({}, constant(1.0)).out({}).inPlace(0)
+                    .attr("ignore_index", int64_t(-1)).attr("classes", int64_t(5003)).tol(1e-6));
+  all.push_back(Case("softmax_cross_entropy_with_grad", "bf16, 50257 of 50264 classes, in place")
+                    .in({7, 50264}, normal(), plan::BF16).in({7}, integers(0, 50257), plan::I64)
+                    .in({}, constant(1.0)).out({}).inPlace(0).attr("reduction", std::string("sum"))
+                    .attr("classes", int64_t(50257)).tol(2e-3));
+  all.push_back(Case("softmax_cross_entropy_with_grad", "bf16, 1001 of 1008 classes, apart")
+                    .in({13, 1008}, normal(), plan::BF16).in({13}, integers(-1, 1001), plan::I64)
+                    .in({}, constant(1.0)).out({}).out({13, 1008}, plan::BF16).attr("ignore_index", int64_t(-1))
+                    .attr("classes", int64_t(1001)).tol(2e-3));
+  all.push_back(Case("softmax_cross_entropy_with_grad", "label past the classes").in({7, 16})
+                    .in({7}, integers(11, 12), plan::I64).in({}, constant(1.0)).out({}).out({7, 16})
+                    .attr("classes", int64_t(11)).dataError());
   all.push_back(Case("mse_loss").in({3, 1001}).in({3, 1001}).out({}).tol(1e-6));
   all.push_back(Case("mse_loss_grad").in({3, 1001}).in({3, 1001}).in({}, constant(0.5)).out({3, 1001}).tol(1e-6));
   // Optimizers, in place over a flat shard; step 3 (not the first).

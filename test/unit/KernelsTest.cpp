@@ -278,6 +278,50 @@ TEST(Kernels, SoftmaxCrossEntropyWithGradIsBothKernelsBitForBit) {
       }
 }
 
+// With `classes`, the columns past it are padding (graph-pad-classes pads
+// a vocabulary to a multiple of 8): the loss and the classes' gradient
+// equal those of the unpadded logits bit for bit, whatever the padding
+// holds (here huge values, which would dominate a softmax that read them),
+// the padding's gradient is zero, and a label past `classes` is an error
+// though it lies within the row.
+TEST(Kernels, SoftmaxCrossEntropyPaddedClassesAreThoseOfTheUnpaddedLogits) {
+  const int64_t rows = 5, classes = 61, pitch = 64;
+  Buffer logits = randomBuffer({rows, classes}, 31), padded = zeros({rows, pitch}), seed = zeros({});
+  seed.f[0] = 1.0f;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < pitch; ++c)
+      padded.f[r * pitch + c] = c < classes ? logits.f[r * classes + c] : 1e30f;
+  Buffer labels;
+  labels.shape = {rows};
+  labels.i = {0, 60, 7, -100, 33};
+  plan::Instruction inst, paddedInst;
+  (*inst.mutable_int_attrs())["ignore_index"] = -100;
+  paddedInst = inst;
+  (*paddedInst.mutable_int_attrs())["classes"] = classes;
+  Buffer loss = zeros({}), grad = zeros({rows, classes}), paddedLoss = zeros({}), paddedGrad = zeros({rows, pitch});
+  ASSERT_TRUE(runKernel("softmax_cross_entropy", {&logits, &labels}, {&loss}, inst).isOk());
+  ASSERT_TRUE(runKernel("softmax_cross_entropy_grad", {&logits, &labels, &seed}, {&grad}, inst).isOk());
+  auto expectPaddedGrad = [&](const Buffer &got) {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < pitch; ++c)
+        ASSERT_EQ(got.f[r * pitch + c], c < classes ? grad.f[r * classes + c] : 0.0f) << "row " << r << " column " << c;
+  };
+  ASSERT_TRUE(runKernel("softmax_cross_entropy", {&padded, &labels}, {&paddedLoss}, paddedInst).isOk());
+  EXPECT_EQ(paddedLoss.f[0], loss.f[0]);
+  ASSERT_TRUE(runKernel("softmax_cross_entropy_grad", {&padded, &labels, &seed}, {&paddedGrad}, paddedInst).isOk());
+  expectPaddedGrad(paddedGrad);
+  Buffer fused = padded, fusedLoss = zeros({});
+  ASSERT_TRUE(
+      runKernel("softmax_cross_entropy_with_grad", {&fused, &labels, &seed}, {&fusedLoss, &fused}, paddedInst).isOk());
+  EXPECT_EQ(fusedLoss.f[0], loss.f[0]);
+  expectPaddedGrad(fused);
+
+  labels.i[2] = 62;
+  runtime::Status status = runKernel("softmax_cross_entropy", {&padded, &labels}, {&paddedLoss}, paddedInst);
+  EXPECT_FALSE(status.isOk());
+  EXPECT_NE(status.message().find("label 62"), std::string::npos) << status.message();
+}
+
 TEST(Kernels, MseLossAndGradient) {
   Buffer p = randomBuffer({3, 2}, 13), t = randomBuffer({3, 2}, 14), loss = zeros({}), seed = zeros({}),
          grad = zeros({3, 2});

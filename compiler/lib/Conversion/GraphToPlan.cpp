@@ -215,7 +215,8 @@ private:
     for (Operation *user : loss.getLogits().getUsers()) {
       auto grad = dyn_cast<graph::SoftmaxCrossEntropyGradOp>(user);
       if (grad && grad.getLabels() == loss.getLabels() && grad.getReduction() == loss.getReduction() &&
-          grad.getIgnoreIndex() == loss.getIgnoreIndex() && grad->getBlock() == loss->getBlock() &&
+          grad.getIgnoreIndex() == loss.getIgnoreIndex() && grad.getClasses() == loss.getClasses() &&
+          grad->getBlock() == loss->getBlock() &&
           loss->isBeforeInBlock(grad) && tensors_.count(grad.getGrad()) && !tensors_.count(grad.getResult()))
         return grad;
     }

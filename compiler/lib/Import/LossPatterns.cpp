@@ -121,7 +121,8 @@ LogicalResult fsdpc::import::convertSoftmaxCrossEntropyLoss(NodeImporter &n) {
   logits = reshape(n, logits, {rows, classes});
   Value flatLabels = reshape(n, ops->labels, {rows});
   n.setOutput(0, graph::SoftmaxCrossEntropyOp::create(n.builder, n.loc, n.f32Tensor({}), logits, flatLabels,
-                                                      n.builder.getStringAttr(ops->reduction), ops->ignoreIndex));
+                                                      n.builder.getStringAttr(ops->reduction), ops->ignoreIndex,
+                                                      IntegerAttr()));
   return success();
 }
 

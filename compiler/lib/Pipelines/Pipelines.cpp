@@ -109,8 +109,11 @@ void buildGraphStage(OpPassManager &pm, const CompileOptions &o) {
   if (o.fuse)
     pm.addPass(graph::createGraphFuse());
   pm.addPass(graph::createGraphAppendLoss({o.loss}));
-  if (o.mixedPrecision != "none")
+  if (o.mixedPrecision != "none") {
     pm.addPass(graph::createGraphMixedPrecision({o.mixedPrecision, o.keepFp32}));
+    // 16-bit logits: a vocabulary padded to a multiple of 8 for the GEMMs.
+    pm.addPass(graph::createGraphPadClasses());
+  }
   pm.addPass(graph::createGraphAutodiff());
   graph::GraphOptimizerOptions optimizer;
   optimizer.optimizer = o.optimizer;

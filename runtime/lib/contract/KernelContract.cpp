@@ -41,7 +41,10 @@ std::vector<KernelSignature> buildTable() {
                                                  {"compute_dtype", kString, kOptional},
                                                  {"causal", kBool, kOptional}};
   // "mean" (torch's default: over the labels that count) or "sum".
-  const std::vector<AttrSpec> crossEntropy = {{"reduction", kString, kOptional}, {"ignore_index", kInt, kOptional}};
+  // classes: the first `classes` columns of a row are classes, the rest
+  // padding that takes no part (its gradient is zero); all without it.
+  const std::vector<AttrSpec> crossEntropy = {
+      {"reduction", kString, kOptional}, {"ignore_index", kInt, kOptional}, {"classes", kInt, kOptional}};
 
   std::vector<KernelSignature> table = {
       // GEMMs. matmul_bias: C = bias (broadcast over rows) + A B, as addmm.
@@ -207,7 +210,8 @@ constexpr std::string_view kParamNames[] = {
     "select_last_index",
     "compute_dtype",
     "heads",
-    "causal"};
+    "causal",
+    "classes"};
 static_assert(sizeof(kParamNames) / sizeof(kParamNames[0]) == static_cast<size_t>(Param::kCount),
               "one name per Param");
 

@@ -17,7 +17,9 @@ namespace {
 struct CrossEntropyCall {
   const float *logits;
   const int64_t *labels;
-  int64_t rows, classes, counted, ignoreIndex;
+  // A row holds `pitch` logits, its first `classes` the classes (the rest
+  // padding: no part in the loss, a zero gradient).
+  int64_t rows, pitch, classes, counted, ignoreIndex;
   bool mean;
   /// The gradient's factor: the seed, over the counted labels for a mean.
   /// Only with `seeded`.
@@ -32,7 +34,8 @@ Status readCrossEntropy(const KernelCall &call, bool seeded, CrossEntropyCall &c
   ce.logits = logits.f32();
   ce.labels = labels.i64();
   ce.rows = logits.shape[0];
-  ce.classes = logits.shape[1];
+  ce.pitch = logits.shape[1];
+  ce.classes = call.intParam(contract::Param::kClasses, ce.pitch);
   ce.ignoreIndex = call.intParam(contract::Param::kIgnoreIndex, INT64_MIN);
   ce.mean = call.stringParam(contract::Param::kReduction, "mean") == "mean";
   ce.counted = 0;
@@ -112,7 +115,7 @@ Status softmaxCrossEntropy(const KernelCall &call) {
   for (int64_t r = 0; r < ce.rows; ++r) {
     if (ce.labels[r] == ce.ignoreIndex)
       continue;
-    const float *row = ce.logits + r * ce.classes;
+    const float *row = ce.logits + r * ce.pitch;
     float maxValue;
     double sum;
     rowExpSum(row, ce.classes, maxValue, sum);
@@ -128,11 +131,12 @@ Status softmaxCrossEntropyGrad(const KernelCall &call) {
   float *dlogits = call.outputs[0].f32();
 #pragma omp parallel for if (ce.rows * ce.classes > kParallelThreshold)
   for (int64_t r = 0; r < ce.rows; ++r) {
-    float *out = dlogits + r * ce.classes;
+    float *out = dlogits + r * ce.pitch;
     if (ce.labels[r] == ce.ignoreIndex)
       std::fill(out, out + ce.classes, 0.0f);
     else
-      writeRowGradient(ce.logits + r * ce.classes, out, ce.classes, ce.labels[r], ce.scale);
+      writeRowGradient(ce.logits + r * ce.pitch, out, ce.classes, ce.labels[r], ce.scale);
+    std::fill(out + ce.classes, out + ce.pitch, 0.0f);
   }
   return Status::ok();
 }
@@ -150,12 +154,13 @@ Status softmaxCrossEntropyWithGrad(const KernelCall &call) {
   std::vector<double> rowLoss(ce.rows, 0.0);
 #pragma omp parallel for if (ce.rows * ce.classes > kParallelThreshold)
   for (int64_t r = 0; r < ce.rows; ++r) {
-    float *out = dlogits + r * ce.classes;
+    float *out = dlogits + r * ce.pitch;
+    std::fill(out + ce.classes, out + ce.pitch, 0.0f);
     if (ce.labels[r] == ce.ignoreIndex) {
       std::fill(out, out + ce.classes, 0.0f);
       continue;
     }
-    const RowStatistics stats = writeRowGradient(ce.logits + r * ce.classes, out, ce.classes, ce.labels[r], ce.scale);
+    const RowStatistics stats = writeRowGradient(ce.logits + r * ce.pitch, out, ce.classes, ce.labels[r], ce.scale);
     rowLoss[r] = std::log(stats.sum) + stats.maxValue - stats.labelLogit;
   }
   call.outputs[0].f32()[0] = totalLoss(ce, rowLoss.data());

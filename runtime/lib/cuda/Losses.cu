@@ -4,6 +4,9 @@
 // whether its label counts into scratch; one block then sums the rows in a
 // fixed order, so the loss has the same bits every run. A label outside
 // [0, classes) goes to the device error word and the step fails with it.
+// A row holds `pitch` logits, its first `classes` the classes: the rest is
+// padding (the `classes` parameter) with no part in the loss, whose
+// gradient is zero.
 // softmax_cross_entropy_with_grad, the loss and its gradient together,
 // reads each row of logits from HBM once where it fits in shared memory;
 // the two kernels apart read it five times.
@@ -49,7 +52,7 @@ __device__ __forceinline__ bool labelCounts(long long label, long long r, long l
 }
 
 /// A row that does not count adds nothing to the loss and gets a zero
-/// gradient.
+/// gradient (as padding columns do).
 __device__ __forceinline__ void skipRowLoss(double *rowLoss, long long *rowCounts, long long r) {
   if (threadIdx.x == 0) {
     rowLoss[r] = 0;
@@ -75,7 +78,7 @@ __device__ __forceinline__ void zeroRowGradient(Operand dlogits, long long first
 }
 
 __global__ void crossEntropyRowsKernel(Operand logits, const long long *labels, long long rows, long long classes,
-                                       long long ignoreIndex, double *rowLoss, long long *rowCounts, DeviceError *error,
+                                       long long pitch, long long ignoreIndex, double *rowLoss, long long *rowCounts, DeviceError *error,
                                        int instruction) {
   __shared__ float sharedFloat[32];
   __shared__ double sharedDouble[32];
@@ -87,8 +90,8 @@ __global__ void crossEntropyRowsKernel(Operand logits, const long long *labels, 
     }
     float rowMax;
     double sum;
-    rowExpSum(logits, r * classes, classes, sharedFloat, sharedDouble, rowMax, sum);
-    keepRowLoss(rowLoss, rowCounts, r, sum, rowMax, loadFloat(logits, r * classes + label));
+    rowExpSum(logits, r * pitch, classes, sharedFloat, sharedDouble, rowMax, sum);
+    keepRowLoss(rowLoss, rowCounts, r, sum, rowMax, loadFloat(logits, r * pitch + label));
   }
 }
 
@@ -123,14 +126,15 @@ __global__ void countLabelsKernel(const long long *labels, long long rows, long 
 /// rounded to bf16 once, on the store, as a cast of the f32 one would.
 __global__ void crossEntropyGradKernel(Operand logits, const long long *labels, const float *seed,
                                        const long long *counted, long long rows, long long classes,
-                                       long long ignoreIndex, bool mean, Operand dlogits, DeviceError *error,
-                                       int instruction) {
+                                       long long pitch, long long ignoreIndex, bool mean, Operand dlogits,
+                                       DeviceError *error, int instruction) {
   __shared__ float sharedFloat[32];
   __shared__ double sharedDouble[32];
   const float scale = gradientScale(seed, counted, mean);
   for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
     const long long label = labels[r];
-    const long long first = r * classes;
+    const long long first = r * pitch;
+    zeroRowGradient(dlogits, first + classes, pitch - classes);
     if (!labelCounts(label, r, classes, ignoreIndex, error, instruction)) {
       zeroRowGradient(dlogits, first, classes);
       continue;
@@ -158,8 +162,9 @@ __global__ void crossEntropyGradKernel(Operand logits, const long long *labels, 
 template <bool Staged>
 __global__ void __launch_bounds__(kLossRowThreads)
     crossEntropyWithGradKernel(Operand logits, const long long *labels, const float *seed, const long long *counted,
-                               long long rows, long long classes, long long ignoreIndex, bool mean, double *rowLoss,
-                               long long *rowCounts, Operand dlogits, DeviceError *error, int instruction) {
+                               long long rows, long long classes, long long pitch, long long ignoreIndex, bool mean,
+                               double *rowLoss, long long *rowCounts, Operand dlogits, DeviceError *error,
+                               int instruction) {
   FSDPC_DYNAMIC_SHARED(unsigned char, stagedBytes);
   __shared__ float sharedFloat[32];
   __shared__ double sharedDouble[32];
@@ -167,7 +172,8 @@ __global__ void __launch_bounds__(kLossRowThreads)
   const Operand staged{stagedBytes, logits.dtype, logits.elementBytes};
   for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
     const long long label = labels[r];
-    const long long first = r * classes;
+    const long long first = r * pitch;
+    zeroRowGradient(dlogits, first + classes, pitch - classes); // never read: the row's classes come first
     if (!labelCounts(label, r, classes, ignoreIndex, error, instruction)) {
       skipRowLoss(rowLoss, rowCounts, r);
       zeroRowGradient(dlogits, first, classes);
@@ -221,7 +227,7 @@ constexpr int kLossVectorUnroll = 4;
 
 __global__ void __launch_bounds__(kLossRowThreads)
     crossEntropyWithGradVectorKernel(Operand logits, const long long *labels, const float *seed,
-                                     const long long *counted, long long rows, long long classes,
+                                     const long long *counted, long long rows, long long classes, long long pitch,
                                      long long ignoreIndex, bool mean, double *rowLoss, long long *rowCounts,
                                      Operand dlogits, DeviceError *error, int instruction) {
   FSDPC_DYNAMIC_SHARED(unsigned char, stagedBytes);
@@ -231,7 +237,8 @@ __global__ void __launch_bounds__(kLossRowThreads)
   const Operand staged{stagedBytes, logits.dtype, logits.elementBytes};
   for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
     const long long label = labels[r];
-    const long long first = r * classes;
+    const long long first = r * pitch;
+    zeroRowGradient(dlogits, first + classes, pitch - classes); // never read: the row's classes come first
     if (!labelCounts(label, r, classes, ignoreIndex, error, instruction)) {
       skipRowLoss(rowLoss, rowCounts, r);
       zeroRowGradient(dlogits, first, classes);
@@ -339,7 +346,7 @@ namespace {
 /// each row's loss and whether its label counts, then the count of labels
 /// that do.
 struct CrossEntropyArgs {
-  int64_t rows, classes;
+  int64_t rows, classes, pitch;
   const long long *labels;
   long long ignoreIndex;
   bool mean;
@@ -357,7 +364,10 @@ Status readCrossEntropy(const KernelCall &call, const char *kernel, CrossEntropy
   if (launch.scratchBytes < crossEntropyScratch(call))
     return FSDPC_ERROR(kInternal, kernel, ": scratch too small");
   ce.rows = logits.shape[0];
-  ce.classes = logits.shape[1];
+  ce.pitch = logits.shape[1];
+  ce.classes = call.intParam(contract::Param::kClasses, ce.pitch);
+  if (ce.classes < 1 || ce.classes > ce.pitch)
+    return FSDPC_ERROR(kInvalidArgument, kernel, ": ", ce.classes, " classes in rows of ", ce.pitch);
   ce.labels = static_cast<const long long *>(labels.data);
   ce.ignoreIndex = call.intParam(contract::Param::kIgnoreIndex, INT64_MIN);
   ce.mean = call.stringParam(contract::Param::kReduction, "mean") == "mean";
@@ -383,7 +393,7 @@ Status softmaxCrossEntropy(const KernelCall &call) {
   const CudaLaunch &launch = launchOf(call);
   if (ce.rows > 0) {
     launchKernel(crossEntropyRowsKernel, rowBlocks(ce.rows), kThreads, 0, launch.stream, operandOf(call.inputs[0]),
-                 ce.labels, ce.rows, ce.classes, ce.ignoreIndex, ce.rowLoss, ce.rowCounts, launch.error,
+                 ce.labels, ce.rows, ce.classes, ce.pitch, ce.ignoreIndex, ce.rowLoss, ce.rowCounts, launch.error,
                  launch.instruction);
     FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   }
@@ -403,7 +413,7 @@ Status softmaxCrossEntropyGrad(const KernelCall &call) {
   launchKernel(countLabelsKernel, 1, kReduceThreads, 0, launch.stream, ce.labels, ce.rows, ce.ignoreIndex, ce.counted);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   launchKernel(crossEntropyGradKernel, rowBlocks(ce.rows), kThreads, 0, launch.stream, operandOf(call.inputs[0]),
-               ce.labels, call.inputs[2].f32(), ce.counted, ce.rows, ce.classes, ce.ignoreIndex, ce.mean,
+               ce.labels, call.inputs[2].f32(), ce.counted, ce.rows, ce.classes, ce.pitch, ce.ignoreIndex, ce.mean,
                operandOf(call.outputs[0]), launch.error, launch.instruction);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
@@ -426,16 +436,16 @@ Status softmaxCrossEntropyWithGrad(const KernelCall &call) {
         vectorAligned({&call.inputs[0], &call.outputs[1]})) {
       FSDPC_RETURN_IF_ERROR(launchWithDynamicShared(
           crossEntropyWithGradVectorKernel, rowBlocks(ce.rows), kLossRowThreads, shiftedRowBytes, launch.stream,
-          logits, ce.labels, call.inputs[2].f32(), ce.counted, ce.rows, ce.classes, ce.ignoreIndex, ce.mean,
+          logits, ce.labels, call.inputs[2].f32(), ce.counted, ce.rows, ce.classes, ce.pitch, ce.ignoreIndex, ce.mean,
           ce.rowLoss, ce.rowCounts, dlogits, launch.error, launch.instruction));
     } else if (rowBytes <= kMaxStagedRowBytes) {
       FSDPC_RETURN_IF_ERROR(launchWithDynamicShared(
           crossEntropyWithGradKernel<true>, rowBlocks(ce.rows), kLossRowThreads, rowBytes, launch.stream, logits,
-          ce.labels, call.inputs[2].f32(), ce.counted, ce.rows, ce.classes, ce.ignoreIndex, ce.mean, ce.rowLoss,
+          ce.labels, call.inputs[2].f32(), ce.counted, ce.rows, ce.classes, ce.pitch, ce.ignoreIndex, ce.mean, ce.rowLoss,
           ce.rowCounts, dlogits, launch.error, launch.instruction));
     } else {
       launchKernel(crossEntropyWithGradKernel<false>, rowBlocks(ce.rows), kLossRowThreads, 0, launch.stream, logits,
-                   ce.labels, call.inputs[2].f32(), ce.counted, ce.rows, ce.classes, ce.ignoreIndex, ce.mean,
+                   ce.labels, call.inputs[2].f32(), ce.counted, ce.rows, ce.classes, ce.pitch, ce.ignoreIndex, ce.mean,
                    ce.rowLoss, ce.rowCounts, dlogits, launch.error, launch.instruction);
       FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
     }

@@ -240,3 +240,12 @@ func.func @arg_min_shape(%x: tensor<3x7xf32>) -> tensor<3xi64> {
   %i = graph.arg_min %x {axis = 1 : i64} : (tensor<3x7xf32>) -> tensor<3xi64>
   return %i : tensor<3xi64>
 }
+
+// -----
+
+// Tests that cross entropy's classes lie within a row of logits.
+func.func @ce_classes_past_the_row(%l: tensor<4x8xbf16>, %y: tensor<4xi64>) -> tensor<f32> {
+  // expected-error @+1 {{classes must be in [1, 8], got 9}}
+  %0 = graph.softmax_cross_entropy %l, %y {classes = 9 : i64} : (tensor<4x8xbf16>, tensor<4xi64>) -> tensor<f32>
+  return %0 : tensor<f32>
+}

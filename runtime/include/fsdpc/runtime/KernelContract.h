@@ -63,6 +63,7 @@ enum class Param : uint8_t {
   kComputeDtype,
   kHeads,
   kCausal,
+  kClasses,
   kCount
 };
 

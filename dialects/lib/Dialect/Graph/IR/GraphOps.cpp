@@ -375,10 +375,13 @@ LogicalResult TransposeOp::verify() {
 LogicalResult SoftmaxOp::verify() { return verifyAxis(*this, getAxis(), shapeOf(getInput()).size()); }
 LogicalResult LogSoftmaxOp::verify() { return verifyAxis(*this, getAxis(), shapeOf(getInput()).size()); }
 
-static LogicalResult verifyCrossEntropy(Operation *op, Value logits, Value labels, StringRef reduction) {
+static LogicalResult verifyCrossEntropy(Operation *op, Value logits, Value labels, StringRef reduction,
+                                        std::optional<int64_t> classes) {
   ArrayRef<int64_t> logitsShape = shapeOf(logits), labelsShape = shapeOf(labels);
   if (logitsShape.size() != 2)
     return op->emitOpError("logits must be [N, C], got ") << shapeString(logitsShape);
+  if (classes && (*classes < 1 || *classes > logitsShape[1]))
+    return op->emitOpError("classes must be in [1, ") << logitsShape[1] << "], got " << *classes;
   if (labelsShape.size() != 1 || labelsShape[0] != logitsShape[0])
     return op->emitOpError("labels must be [") << logitsShape[0] << "], got " << shapeString(labelsShape);
   if (reduction != "mean" && reduction != "sum")
@@ -387,13 +390,13 @@ static LogicalResult verifyCrossEntropy(Operation *op, Value logits, Value label
 }
 
 LogicalResult SoftmaxCrossEntropyOp::verify() {
-  return verifyCrossEntropy(*this, getLogits(), getLabels(), getReduction());
+  return verifyCrossEntropy(*this, getLogits(), getLabels(), getReduction(), getClasses());
 }
 
 LogicalResult SoftmaxCrossEntropyGradOp::verify() {
   if (getResult().getType() != getLogits().getType())
     return emitOpError("result type must equal the logits type");
-  return verifyCrossEntropy(*this, getLogits(), getLabels(), getReduction());
+  return verifyCrossEntropy(*this, getLogits(), getLabels(), getReduction(), getClasses());
 }
 
 LogicalResult MseLossOp::verify() {

@@ -104,7 +104,7 @@ struct GraphAppendLossPass : public fsdpc::graph::impl::GraphAppendLossBase<Grap
         labels = ReshapeOp::create(builder, loc, RankedTensorType::get({rows}, builder.getI64Type()), labels);
       }
       lossValue = SoftmaxCrossEntropyOp::create(builder, loc, scalarType, logits, labels,
-                                                builder.getStringAttr("mean"), IntegerAttr());
+                                                builder.getStringAttr("mean"), IntegerAttr(), IntegerAttr());
     } else {
       Value labels = appendArgument(train, outputType, labelsAttrs);
       lossValue = MseLossOp::create(builder, loc, scalarType, output, labels);

@@ -392,7 +392,8 @@ LogicalResult fsdpc::graph::buildGradient(OpBuilder &builder, Operation *op, Arr
             if (r.needs(0))
               operandGrads[0] =
                   SoftmaxCrossEntropyGradOp::create(builder, r.loc, o.getLogits().getType(), o.getLogits(), o.getLabels(),
-                                                    r.dy(), o.getReductionAttr(), o.getIgnoreIndexAttr());
+                                                    r.dy(), o.getReductionAttr(), o.getIgnoreIndexAttr(),
+                                                    o.getClassesAttr());
             return true;
           })
           .Case<MseLossOp>([&](MseLossOp o) {

@@ -776,6 +776,10 @@ def Graph_SoftmaxCrossEntropyOp : Graph_Op<"softmax_cross_entropy", [Pure]> {
     - `labels`: `[N]` i64, each in `[0, C)` or equal to `ignore_index`.
     - `reduction`: `"mean"` or `"sum"`.
     - `ignore_index`: optional label value whose rows do not count.
+    - `classes`: optional; only the first `classes` columns of a row are
+      classes, the rest is padding (`graph-pad-classes` pads a vocabulary
+      for the tensor cores). Padding takes no part in the loss, and labels
+      must lie in `[0, classes)`. Without it, all `C` columns are classes.
     - `result`: the scalar loss.
 
     ```mlir
@@ -785,7 +789,8 @@ def Graph_SoftmaxCrossEntropyOp : Graph_Op<"softmax_cross_entropy", [Pure]> {
   }];
   let arguments = (ins Graph_FloatTensor:$logits, Graph_I64Tensor:$labels,
                        DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
-                       OptionalAttr<I64Attr>:$ignore_index);
+                       OptionalAttr<I64Attr>:$ignore_index,
+                       OptionalAttr<I64Attr>:$classes);
   let results = (outs Graph_F32Scalar:$result);
   let assemblyFormat = "$logits `,` $labels attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -937,7 +942,8 @@ def Graph_SoftmaxCrossEntropyGradOp : Graph_Op<"softmax_cross_entropy_grad", [Pu
     not ignored (count is the number of such rows for `"mean"`, 1 for
     `"sum"`), zero for ignored rows.
 
-    - `logits`, `labels`, `reduction`, `ignore_index`: as the forward op.
+    - `logits`, `labels`, `reduction`, `ignore_index`, `classes`: as the
+      forward op; the gradient of padding columns is zero.
     - `grad`: the scalar gradient of the final loss with respect to this loss.
     - `result`: the logits' type (bf16 logits get a gradient rounded to
       bf16 once, from f32).
@@ -949,7 +955,8 @@ def Graph_SoftmaxCrossEntropyGradOp : Graph_Op<"softmax_cross_entropy_grad", [Pu
   }];
   let arguments = (ins Graph_FloatTensor:$logits, Graph_I64Tensor:$labels, Graph_F32Scalar:$grad,
                        DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
-                       OptionalAttr<I64Attr>:$ignore_index);
+                       OptionalAttr<I64Attr>:$ignore_index,
+                       OptionalAttr<I64Attr>:$classes);
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$logits `,` $labels `,` $grad attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;

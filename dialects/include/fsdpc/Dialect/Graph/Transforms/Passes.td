@@ -104,6 +104,42 @@ def GraphMixedPrecision : Pass<"graph-mixed-precision", "mlir::ModuleOp"> {
   let dependentDialects = ["::fsdpc::graph::GraphDialect"];
 }
 
+def GraphPadClasses : Pass<"graph-pad-classes", "mlir::ModuleOp"> {
+  let summary = "pad a 16-bit cross entropy's classes to a multiple of 8 for the tensor cores";
+  let description = [{
+    A vocabulary such as GPT-2's 50257 makes the logits GEMM, its input
+    gradient and its weight gradient 16-bit GEMMs with an extent that is not
+    a multiple of 8, which cuBLASLt runs on slow kernels (or the CUDA
+    backend through copies into padded scratch). Before autodiff, where
+    `@train_step`'s `softmax_cross_entropy` reads 16-bit logits made by a
+    `graph.matmul` (through reshapes), this pass pads the matmul's weight
+    with zero rows (or columns) up to a multiple of `multiple`, so that the
+    logits come out padded, and gives the loss `classes`, the real count:
+    the padding takes no part in the loss, its gradient is zero, and a
+    label past the real classes is still an error. Autodiff then gives the
+    weight the padded gradient's first rows (the concat's gradient is a
+    slice). The loss and every gradient are those of the unpadded model;
+    only the GEMMs' extents change. The logits' prediction (`--forward`)
+    names the padded logits.
+
+    ```mlir
+    // before (C = 39):
+    %l = graph.matmul %x, %w {transpose_b = true} : (tensor<8x32xbf16>, tensor<39x32xbf16>) -> tensor<8x39xbf16>
+    %loss = graph.softmax_cross_entropy %l, %labels : (tensor<8x39xbf16>, tensor<8xi64>) -> tensor<f32>
+    // after:
+    %z = graph.constant dense<0.0> : tensor<1x32xbf16>
+    %wp = graph.concat %w, %z {axis = 0 : i64} : (tensor<39x32xbf16>, tensor<1x32xbf16>) -> tensor<40x32xbf16>
+    %l = graph.matmul %x, %wp {transpose_b = true} : (tensor<8x32xbf16>, tensor<40x32xbf16>) -> tensor<8x40xbf16>
+    %loss = graph.softmax_cross_entropy %l, %labels {classes = 39 : i64} : (tensor<8x40xbf16>, tensor<8xi64>) -> tensor<f32>
+    ```
+  }];
+  let options = [
+    Option<"multiple", "multiple", "int64_t", /*default=*/"8",
+           "pad the classes to a multiple of this (8: 16 bytes of bf16 or f16)">
+  ];
+  let dependentDialects = ["::fsdpc::graph::GraphDialect"];
+}
+
 def GraphAutodiff : Pass<"graph-autodiff", "mlir::ModuleOp"> {
   let summary = "reverse-mode differentiation of @train_step";
   let description = [{

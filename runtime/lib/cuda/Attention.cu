@@ -603,6 +603,23 @@ __device__ __forceinline__ void startKeysAndValues(__nv_bfloat16 *ks, __nv_bfloa
   startTile<D>(vs + stage * kTile * pitchOf(D), v, firstKey, s.tk, s.value.row, s.vectorRows);
 }
 
+/// The forward and dQ kernels' key loop, at key tile i of keyTiles: waits
+/// until tile i has landed for the whole block (and every warp is done with
+/// tile i - 1's stage), starts tile i + 1 into that stage, and gives tile
+/// i's key and value rows. Every thread of the block calls it.
+template <int D>
+__device__ __forceinline__ void nextKeyTile(int i, int keyTiles, __nv_bfloat16 *ks, __nv_bfloat16 *vs, Operand k,
+                                            Operand v, const AttentionShape &s, const __nv_bfloat16 *&keyRows,
+                                            const __nv_bfloat16 *&valueRows) {
+  waitAsyncCopies<0>();
+  __syncthreads();
+  if (i + 1 < keyTiles)
+    startKeysAndValues<D>(ks, vs, (i + 1) % kStages, k, v, s, (i + 1) * static_cast<long long>(kTile));
+  commitAsyncCopies();
+  keyRows = ks + i % kStages * kTile * pitchOf(D);
+  valueRows = vs + i % kStages * kTile * pitchOf(D);
+}
+
 /// Calls visit(n, e, valid) for each score a lane holds (accumulator tile
 /// n, element e): its row is rows[e / 2], its column firstColumn +
 /// columnOf(n, e); rows are queries and columns keys, or the other way
@@ -660,12 +677,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   commitAsyncCopies();
   float o[D / 8][4] = {}, rowMax[2] = {-INFINITY, -INFINITY}, rowSum[2] = {0.0f, 0.0f};
   for (int i = 0; i < keyTiles; ++i) {
-    waitAsyncCopies<0>();
-    __syncthreads(); // tile i landed for all; everyone is done with tile i - 1's stage
-    if (i + 1 < keyTiles)
-      startKeysAndValues<D>(ks, vs, (i + 1) % kStages, kb, vb, s, (i + 1) * static_cast<long long>(kTile));
-    commitAsyncCopies();
-    const __nv_bfloat16 *kTileRows = ks + i % kStages * kTile * P, *vTileRows = vs + i % kStages * kTile * P;
+    const __nv_bfloat16 *kTileRows, *vTileRows;
+    nextKeyTile<D>(i, keyTiles, ks, vs, kb, vb, s, kTileRows, vTileRows);
     const long long firstKey = static_cast<long long>(i) * kTile;
     float sc[kScoreTiles][4];
     productWithRows<D>(sc, qs, warp * 16, kTileRows, lane); // S = Q K^T
@@ -825,12 +838,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   commitAsyncCopies();
   float dqAcc[D / 8][4] = {};
   for (int i = 0; i < keyTiles; ++i) {
-    waitAsyncCopies<0>();
-    __syncthreads(); // tile i landed for all; everyone is done with tile i - 1's stage
-    if (i + 1 < keyTiles)
-      startKeysAndValues<D>(ks, vs, (i + 1) % kStages, kb, vb, s, (i + 1) * static_cast<long long>(kTile));
-    commitAsyncCopies();
-    const __nv_bfloat16 *kTileRows = ks + i % kStages * kTile * P, *vTileRows = vs + i % kStages * kTile * P;
+    const __nv_bfloat16 *kTileRows, *vTileRows;
+    nextKeyTile<D>(i, keyTiles, ks, vs, kb, vb, s, kTileRows, vTileRows);
     const long long firstKey = static_cast<long long>(i) * kTile;
     float p[kScoreTiles][4], ds[kScoreTiles][4];
     productWithRows<D>(p, qs, warp * 16, kTileRows, lane); // S = Q K^T

@@ -640,8 +640,8 @@ void asyncCommit() {
   if (landingCoin() & 1u)
     land(f.uncommitted);
   else
-    f.inFlight.push_back(f.uncommitted);
-  f.uncommitted.clear();
+    f.inFlight.push_back(std::move(f.uncommitted));
+  f.uncommitted.clear(); // a moved-from vector is valid but unspecified
 }
 
 void asyncWait(int pending) {

@@ -111,7 +111,7 @@ Status gemm(const KernelCall &call) {
   if (k != kb || c.numElements() != m * n)
     return refuse(call, "has shapes " + shapeString(a.shape) + " x " + shapeString(b.shape) +
                             " that do not match the output " + shapeString(c.shape));
-  if (call.inputs.size() > 2)
+  if (call.ownInputs() > 2)
     FSDPC_RETURN_IF_ERROR(elementsOf(call, call.inputs[2], n, "bias"));
   return Status::ok();
 }
@@ -413,10 +413,10 @@ Status normGrad(const KernelCall &call) {
   const TensorView &x = call.inputs[0];
   int64_t rows, cols;
   FSDPC_RETURN_IF_ERROR(normLayout(call, x, call.inputs[1], call.inputs[2], rows, cols));
-  const bool layer = call.inputs.size() == 5;
+  const bool layer = call.ownInputs() == 5;
   if (layer)
     FSDPC_RETURN_IF_ERROR(elementsOf(call, call.inputs[3], rows, "statistic"));
-  FSDPC_RETURN_IF_ERROR(elementsOf(call, call.inputs.back(), x.numElements(), "output gradient"));
+  FSDPC_RETURN_IF_ERROR(elementsOf(call, call.inputs[call.ownInputs() - 1], x.numElements(), "output gradient"));
   FSDPC_RETURN_IF_ERROR(elementsOf(call, call.outputs[0], x.numElements(), "input gradient"));
   for (size_t i = 1; i < call.outputs.size(); ++i)
     FSDPC_RETURN_IF_ERROR(elementsOf(call, call.outputs[i], cols, "parameter gradient"));
@@ -588,11 +588,33 @@ Status checkRule(contract::OperandRule rule, const KernelCall &call) {
   return refuse(call, "has no operand rule in this fsdp-run");
 }
 
+/// A kernel that may accumulate (its signature has the parameter) has one
+/// input more than its own exactly when it does, and that input has the
+/// shape and dtype of its first output, which it is added to (cuBLASLt
+/// reads it as C, whose type is D's).
+Status accumulation(const contract::KernelSignature &signature, const KernelCall &call) {
+  if (!signature.findAttr("accumulate"))
+    return Status::ok();
+  const size_t own = static_cast<size_t>(signature.minInputs);
+  if (call.ownInputs() != own)
+    return refuse(call, "takes " + std::to_string(own) + " inputs" + (call.addend() ? " and the addend" : "") +
+                            ", got " + std::to_string(call.inputs.size()) +
+                            (call.addend() ? "" : " (a last input to add needs accumulate = true)"));
+  const TensorView *addend = call.addend();
+  if (addend && (addend->shape != call.outputs[0].shape || addend->dtype != call.outputs[0].dtype))
+    return refuse(call, "adds " + shapeString(addend->shape) + " " + plan::DType_Name(addend->dtype) +
+                            " to its output " + shapeString(call.outputs[0].shape) + " " +
+                            plan::DType_Name(call.outputs[0].dtype) + "; accumulate needs the output's shape and dtype");
+  return Status::ok();
+}
+
 } // namespace
 
 Status checkKernelOperands(const KernelCall &call) {
   const contract::KernelSignature *signature = contract::findKernel(call.instruction->op());
-  Status status = signature ? checkRule(signature->operands, call) : refuse(call, "is not in the kernel contract");
+  Status status = signature ? accumulation(*signature, call) : refuse(call, "is not in the kernel contract");
+  if (status.isOk())
+    status = checkRule(signature->operands, call);
   // Every refusal, the rules' own and those of the checks both backends
   // share (KernelChecks.h), names the instruction's ONNX location.
   if (status.isOk())

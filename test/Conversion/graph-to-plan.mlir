@@ -58,6 +58,85 @@ module attributes {graph.loss_kind = "mse", graph.optimizer = "sgd"} {
 
 // -----
 
+// Tests that a residual add of a Linear layer's result goes into its GEMM
+// (accumulate: the residual is the last input, the sum the output), and a
+// plain matmul's too; that in a chain of gradient sums each GEMM adds the
+// sum so far, also one that a GEMM before it computed (%6 adds %5, which
+// the kernel of %4 writes); and that adds whose other operand comes later,
+// whose GEMM result is read twice or which broadcast stay adds.
+// CHECK-LABEL: plan.program @train_step
+// CHECK: plan.kernel "matmul_bias" ins [@input, @w, @b, @residual] outs [@[[H:t[0-9]+]]] on compute {accumulate = true, transpose_a = false, transpose_b = true}
+// CHECK-NOT: plan.kernel "add"
+// CHECK: plan.kernel "matmul" ins [@[[H]], @v] outs [@[[M3:t[0-9]+]]] on compute {transpose_a = false, transpose_b = false}
+// CHECK-NOT: plan.kernel
+// CHECK: plan.kernel "matmul" ins [@[[H]], @v, @[[M3]]] outs [@[[S5:t[0-9]+]]] on compute {accumulate = true, transpose_a = false, transpose_b = false}
+// CHECK-NOT: plan.kernel
+// CHECK: plan.kernel "matmul" ins [@input, @u, @[[S5]]] outs [@[[S6:t[0-9]+]]] on compute {accumulate = true, transpose_a = false, transpose_b = false}
+// CHECK-NOT: plan.kernel
+// CHECK: plan.kernel "matmul" ins [@input, @u] outs [@[[LATE:t[0-9]+]]]
+// CHECK-NOT: plan.kernel
+// CHECK: plan.kernel "mul" ins [@[[S6]], @[[S6]]] outs [@[[SQ:t[0-9]+]]]
+// CHECK-NOT: plan.kernel
+// CHECK: plan.kernel "add" ins [@[[LATE]], @[[SQ]]]
+// CHECK-NOT: plan.kernel
+// CHECK: plan.kernel "matmul" ins [@input, @u] outs [@[[TWICE:t[0-9]+]]]
+// CHECK-NOT: plan.kernel
+// CHECK: plan.kernel "add" ins [@[[TWICE]], @[[TWICE]]]
+// CHECK-NOT: plan.kernel
+// CHECK: plan.kernel "matmul" ins [@input, @u] outs [@[[ROW:t[0-9]+]]]
+// CHECK-NOT: plan.kernel
+// CHECK: plan.kernel "add" ins [@[[ROW]], @row]
+module attributes {graph.loss_kind = "mse", graph.optimizer = "sgd"} {
+  func.func @train_step(%x: tensor<4x3xf32> {graph.input = "input"}, %r: tensor<4x5xf32> {graph.input = "residual"}, %w: tensor<5x3xf32> {graph.param = "w"}, %b: tensor<5xf32> {graph.param = "b"}, %v: tensor<5x5xf32> {graph.param = "v"}, %u: tensor<3x5xf32> {graph.param = "u"}, %row: tensor<1x5xf32> {graph.input = "row"}, %t: tensor<4x5xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}, tensor<4x5xf32>, tensor<4x5xf32>, tensor<4x5xf32>) {
+    %0 = graph.matmul %x, %w {transpose_b = true} : (tensor<4x3xf32>, tensor<5x3xf32>) -> tensor<4x5xf32>
+    %1 = graph.add %0, %b : (tensor<4x5xf32>, tensor<5xf32>) -> tensor<4x5xf32>
+    %2 = graph.add %r, %1 : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<4x5xf32>
+    %3 = graph.matmul %2, %v : (tensor<4x5xf32>, tensor<5x5xf32>) -> tensor<4x5xf32>
+    %4 = graph.matmul %2, %v : (tensor<4x5xf32>, tensor<5x5xf32>) -> tensor<4x5xf32>
+    %5 = graph.add %3, %4 : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<4x5xf32>
+    %6 = graph.matmul %x, %u : (tensor<4x3xf32>, tensor<3x5xf32>) -> tensor<4x5xf32>
+    %7 = graph.add %5, %6 : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<4x5xf32>
+    %8 = graph.matmul %x, %u : (tensor<4x3xf32>, tensor<3x5xf32>) -> tensor<4x5xf32>
+    %9 = graph.mul %7, %7 : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<4x5xf32>
+    %10 = graph.add %8, %9 : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<4x5xf32>
+    %11 = graph.matmul %x, %u : (tensor<4x3xf32>, tensor<3x5xf32>) -> tensor<4x5xf32>
+    %12 = graph.add %11, %11 : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<4x5xf32>
+    %13 = graph.matmul %x, %u : (tensor<4x3xf32>, tensor<3x5xf32>) -> tensor<4x5xf32>
+    %14 = graph.add %13, %row : (tensor<4x5xf32>, tensor<1x5xf32>) -> tensor<4x5xf32>
+    %15 = graph.mse_loss %10, %t : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<f32>
+    return %15, %2, %12, %14 : tensor<f32>, tensor<4x5xf32>, tensor<4x5xf32>, tensor<4x5xf32>
+  }
+}
+
+// -----
+
+// Tests that a norm's input gradient added to the residual path's gradient
+// goes into the norm's gradient kernel (the addend last, the sum its first
+// output, the parameter gradients after it), for layer_norm_grad and
+// rms_norm_grad; a gradient added to a value computed after it stays an
+// add.
+// CHECK-LABEL: plan.program @train_step
+// CHECK: plan.kernel "layer_norm_grad" ins [@input, @scale, @mean, @inv_std, @dy, @residual] outs [@[[DX:t[0-9]+]], @{{t[0-9]+}}, @{{t[0-9]+}}] on compute {accumulate = true, axis = 1 : i64}
+// CHECK-NOT: plan.kernel
+// CHECK: plan.kernel "rms_norm_grad" ins [@input, @scale, @inv_std, @[[DX]]] outs [@[[DX2:t[0-9]+]], @{{t[0-9]+}}] on compute {axis = 1 : i64}
+// CHECK-NOT: plan.kernel
+// CHECK: plan.kernel "mul" ins [@dy, @dy] outs [@[[LATER:t[0-9]+]]]
+// CHECK-NOT: plan.kernel
+// CHECK: plan.kernel "add" ins [@[[DX2]], @[[LATER]]]
+module attributes {graph.loss_kind = "mse", graph.optimizer = "sgd"} {
+  func.func @train_step(%x: tensor<4x6xf32> {graph.input = "input"}, %s: tensor<6xf32> {graph.input = "scale"}, %mean: tensor<4x1xf32> {graph.input = "mean"}, %inv: tensor<4x1xf32> {graph.input = "inv_std"}, %dy: tensor<4x6xf32> {graph.input = "dy"}, %res: tensor<4x6xf32> {graph.input = "residual"}, %t: tensor<4x6xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}, tensor<6xf32>, tensor<6xf32>, tensor<6xf32>) {
+    %dx, %ds, %db = graph.layer_norm_grad %x, %s, %mean, %inv, %dy {axis = 1 : i64} : (tensor<4x6xf32>, tensor<6xf32>, tensor<4x1xf32>, tensor<4x1xf32>, tensor<4x6xf32>) -> (tensor<4x6xf32>, tensor<6xf32>, tensor<6xf32>)
+    %0 = graph.add %res, %dx : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
+    %dx2, %ds2 = graph.rms_norm_grad %x, %s, %inv, %0 {axis = 1 : i64} : (tensor<4x6xf32>, tensor<6xf32>, tensor<4x1xf32>, tensor<4x6xf32>) -> (tensor<4x6xf32>, tensor<6xf32>)
+    %1 = graph.mul %dy, %dy : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
+    %2 = graph.add %dx2, %1 : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
+    %3 = graph.mse_loss %2, %t : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<f32>
+    return %3, %ds, %db, %ds2 : tensor<f32>, tensor<6xf32>, tensor<6xf32>, tensor<6xf32>
+  }
+}
+
+// -----
+
 // Tests that a bias cast between the matmul and its add (mixed precision
 // casts a parameter right before its first reader) still goes into the
 // GEMM, which then runs where the add was, after the cast; and that any

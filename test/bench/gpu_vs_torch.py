@@ -160,6 +160,53 @@ def torch_variant(kind, state, batches, steps):
     return times, losses, peak
 
 
+def sdpa_comparison(profile):
+    """torch's scaled_dot_product_attention (causal, bf16, the flash
+    kernel on an H200) on GPT-2's attention shapes, forward and forward +
+    backward, in ms per call, beside fsdp-run's packed_attention and
+    packed_attention_grad per call from the --profile table `profile`."""
+    import torch
+    import torch.nn.functional as F
+
+    heads = CONFIG["heads"]
+    shape = (BATCH, heads, CONFIG["context"], CONFIG["dim"] // heads)
+    q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    dout = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
+
+    def timed(fn, repeats=20):
+        for _ in range(3):
+            fn()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(repeats):
+            fn()
+        end.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(end) / repeats
+
+    forward = timed(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    both = timed(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True).backward(dout))
+    ours = {}
+    for line in profile:
+        fields = line.split()
+        if len(fields) >= 4 and fields[0] in ("packed_attention", "packed_attention_grad") and fields[3] == "ms":
+            ours[fields[0]] = float(fields[2]) / int(fields[1])
+    # The profile's count: every query-key pair (the causal mask skips half).
+    pairs = BATCH * heads * CONFIG["context"] ** 2
+    flops = 4 * pairs * shape[-1]
+    lines = ["attention per call, GPT-2's shapes %s bf16 causal:" % (shape,),
+             "  %-22s %9s %9s %10s" % ("", "ms", "TFLOP/s", "ours/torch")]
+    for name, kernel, ms, work in (("forward", "packed_attention", forward, flops),
+                                   ("backward", "packed_attention_grad", both - forward, 2.5 * flops)):
+        lines.append("  %-22s %9.3f %9.1f" % ("torch SDPA " + name, ms, work / ms / 1e9))
+        if kernel in ours:
+            lines.append("  %-22s %9.3f %9.1f %10.2f" % ("fsdp-run " + kernel, ours[kernel],
+                                                       work / ours[kernel] / 1e9, ours[kernel] / ms))
+    del q, k, v, dout
+    torch.cuda.empty_cache()
+    return "\n".join(lines)
+
+
 def report(name, result):
     """One line per run as soon as it is measured, so that a run cut short
     by the GPU machine's time limit still shows what it measured."""
@@ -242,6 +289,10 @@ def run_bench(fsdp_run, plans, work):
     slowest = out.stdout.find("fsdp-run: slowest instructions")
     if out.returncode == 0 and slowest >= 0:
         print("\n".join(out.stdout[slowest:].splitlines()[:14]))
+    # The attention kernels against torch's SDPA (flash) on one layer's
+    # shapes, per call: what the attention rows of the profile should reach.
+    if out.returncode == 0:
+        print(sdpa_comparison(table))
     # FSDP2 before torch.compile, whose compilation is the slowest part:
     # the loss comparison must not wait for it.
     for kind in ("eager", "fsdp2", "compile"):

@@ -411,6 +411,25 @@ std::vector<Case> cases() {
                     .in({18}, normal(), plan::BF16).out({141, 18}, plan::BF16).tol(1e-2).inBlocks(3));
   all.push_back(Case("matmul_bias", "bf16").in({41, 24}, normal(), plan::BF16).in({24, 18}, normal(), plan::BF16)
                     .in({18}, normal(), plan::BF16).out({41, 18}, plan::BF16).tol(1e-2));
+  // accumulate: a residual add (or a gradient sum) folded into the GEMM,
+  // read as cuBLASLt's C with beta = 1: f32, bf16 with a bias, bf16 -> f32;
+  // staged with C padded (the addend copied into C's padded block, several
+  // blocks) and with only A and B padded (the addend read in place, block
+  // by block).
+  all.push_back(Case("matmul", "accumulate").in({41, 23}).in({23, 19}).in({41, 19}).out({41, 19})
+                    .attr("accumulate", int64_t(1)));
+  all.push_back(Case("matmul_bias", "bf16 accumulate").in({41, 24}, normal(), plan::BF16)
+                    .in({24, 16}, normal(), plan::BF16).in({16}, normal(), plan::BF16).in({41, 16}, normal(), plan::BF16)
+                    .out({41, 16}, plan::BF16).attr("accumulate", int64_t(1)).tol(1e-2));
+  all.push_back(Case("matmul", "bf16 -> f32 accumulate").in({3, 37, 64}, normal(), plan::BF16)
+                    .in({48, 64}, normal(), plan::BF16).in({3, 37, 48}).out({3, 37, 48}).attr("transpose_b", int64_t(1))
+                    .attr("accumulate", int64_t(1)).tol(1e-5));
+  all.push_back(Case("matmul_bias", "bf16 staged accumulate").in({141, 24}, normal(), plan::BF16)
+                    .in({24, 18}, normal(), plan::BF16).in({18}, normal(), plan::BF16).in({141, 18}, normal(), plan::BF16)
+                    .out({141, 18}, plan::BF16).attr("accumulate", int64_t(1)).tol(1e-2).inBlocks(3));
+  all.push_back(Case("matmul", "bf16 A and B staged accumulate").in({141, 23}, normal(), plan::BF16)
+                    .in({23, 32}, normal(), plan::BF16).in({141, 32}, normal(), plan::BF16).out({141, 32}, plan::BF16)
+                    .attr("accumulate", int64_t(1)).tol(1e-2).inBlocks(3));
   // A weight gradient with its bias gradient (the rows of B summed): f32 and
   // bf16 through cuBLASLt's epilogue; a bf16 gradient beside an f32 weight
   // gradient, which the epilogue does not take, through the GEMM and a
@@ -692,6 +711,23 @@ std::vector<Case> cases() {
                     .in({1031, 1024}).out({1031, 1024}).out({1024}).attr("axis", int64_t(1)).tol(1e-5));
   all.push_back(Case("layer_norm_grad", "1031 rows 2048").in({1031, 2048}).in({2048}).in({1031}).in({1031}, positive())
                     .in({1031, 2048}).out({1031, 2048}).out({2048}).out({2048}).attr("axis", int64_t(1)).tol(1e-5));
+  // accumulate: the residual path's gradient added to dx as it is written,
+  // in each kernel: the warp kernel with the parameter sums (768 bf16), the
+  // one without (2048), one block per row (771, and 768 misaligned).
+  all.push_back(Case("layer_norm_grad", "1031 rows 768 bf16 accumulate").in({1031, 768}, normal(), plan::BF16)
+                    .in({768}, normal(), plan::BF16).in({1031}).in({1031}, positive())
+                    .in({1031, 768}, normal(), plan::BF16).in({1031, 768}, normal(), plan::BF16)
+                    .out({1031, 768}, plan::BF16).out({768}, plan::BF16).out({768}, plan::BF16)
+                    .attr("axis", int64_t(1)).attr("accumulate", int64_t(1)).tol(1e-2));
+  all.push_back(Case("rms_norm_grad", "2048 accumulate").in({37, 2048}).in({2048}).in({37}, positive())
+                    .in({37, 2048}).in({37, 2048}).out({37, 2048}).out({2048}).attr("axis", int64_t(1))
+                    .attr("accumulate", int64_t(1)).tol(1e-5));
+  all.push_back(Case("layer_norm_grad", "771 accumulate").in({3, 45, 771}).in({771}).in({3, 45})
+                    .in({3, 45}, positive()).in({3, 45, 771}).in({3, 45, 771}).out({3, 45, 771}).out({771}).out({771})
+                    .attr("axis", int64_t(2)).attr("accumulate", int64_t(1)).tol(1e-5));
+  all.push_back(Case("layer_norm_grad", "768 accumulate").in({37, 768}).in({768}).in({37}).in({37}, positive())
+                    .in({37, 768}).in({37, 768}).out({37, 768}).out({768}).out({768}).attr("axis", int64_t(1))
+                    .attr("accumulate", int64_t(1)).tol(1e-5).misaligned());
   // Query, key, value and out stored as bf16 (as in a mixed-precision
   // plan), their gradients too: the tensor-core kernels (d=64) and the f32
   // ones (d=80) read and write them through the dtype. The values are those

@@ -112,6 +112,39 @@ TEST(KernelOperands, Gemm) {
   expectRefused(onePlan("batch_matmul", {f32({3, 2, 5}), f32({2, 5, 4})}, {f32({3, 2, 4})}), "do not match");
 }
 
+// accumulate (a residual add folded into the kernel) means exactly one
+// more input, the output's shape: a third matmul input is never taken for a
+// bias, nor a bias for an addend.
+TEST(KernelOperands, Accumulate) {
+  auto accumulate = [](plan::Instruction &i) { (*i.mutable_int_attrs())["accumulate"] = 1; };
+  expectAccepted(onePlan("matmul", {f32({2, 3}), f32({3, 4}), f32({2, 4})}, {f32({2, 4})}, accumulate));
+  expectAccepted(onePlan("matmul_bias", {bf16({2, 3}), bf16({3, 4}), bf16({4}), bf16({2, 4})}, {bf16({2, 4})},
+                         accumulate));
+  expectRefused(onePlan("matmul", {f32({2, 3}), f32({3, 4}), f32({2, 4})}, {f32({2, 4})}), "needs accumulate");
+  expectRefused(onePlan("matmul_bias", {f32({2, 3}), f32({3, 4}), f32({4})}, {f32({2, 4})}, accumulate),
+                "takes 3 inputs and the addend");
+  expectRefused(onePlan("matmul", {f32({2, 3}), f32({3, 4}), f32({4, 2})}, {f32({2, 4})}, accumulate),
+                "accumulate needs the output's shape and dtype");
+  expectRefused(onePlan("matmul", {bf16({2, 3}), bf16({3, 4}), f32({2, 4})}, {bf16({2, 4})}, accumulate),
+                "accumulate needs the output's shape and dtype");
+  expectAccepted(onePlan("layer_norm_grad", {f32({3, 4}), f32({4}), f32({3}), f32({3}), f32({3, 4}), f32({3, 4})},
+                         {f32({3, 4}), f32({4}), f32({4})},
+                         [](plan::Instruction &i) {
+                           (*i.mutable_int_attrs())["axis"] = 1;
+                           (*i.mutable_int_attrs())["accumulate"] = 1;
+                         }));
+  expectAccepted(onePlan("rms_norm_grad", {bf16({3, 4}), bf16({4}), f32({3}), bf16({3, 4}), bf16({3, 4})},
+                         {bf16({3, 4}), bf16({4})},
+                         [](plan::Instruction &i) {
+                           (*i.mutable_int_attrs())["axis"] = 1;
+                           (*i.mutable_int_attrs())["accumulate"] = 1;
+                         }));
+  // Five inputs of rms_norm_grad without accumulate are not layer_norm_grad's.
+  expectRefused(onePlan("rms_norm_grad", {f32({3, 4}), f32({4}), f32({3}), f32({3, 4}), f32({3, 4})},
+                        {f32({3, 4}), f32({4})}, [](plan::Instruction &i) { (*i.mutable_int_attrs())["axis"] = 1; }),
+                "needs accumulate");
+}
+
 TEST(KernelOperands, Elementwise) {
   expectAccepted(onePlan("add", {f32({4, 3}), f32({3})}, {f32({4, 3})}));
   expectRefused(onePlan("add", {f32({4, 3}), f32({4})}, {f32({4, 3})}), "does not broadcast");

@@ -91,6 +91,82 @@ TEST(Kernels, MatmulBiasGradIsMatmulAndSumToBitForBit) {
   }
 }
 
+// accumulate is what the lowering makes of a residual add (or a gradient
+// sum) after a GEMM or a norm's input gradient: in f32 it must give the
+// kernel's bits and then the add's, so that folding changes no f32 loss.
+// The sums are also checked against a reference computed here in double.
+// 300 rows exercise the GEMM's thread split.
+TEST(Kernels, AccumulateIsTheKernelThenTheAddBitForBit) {
+  plan::Instruction plain;
+  (*plain.mutable_int_attrs())["transpose_b"] = 1;
+  plan::Instruction accumulating = plain;
+  (*accumulating.mutable_int_attrs())["accumulate"] = 1;
+  const int64_t m = 300, k = 13, n = 21;
+  Buffer a = randomBuffer({3, m / 3, k}, 41), b = randomBuffer({n, k}, 42), bias = randomBuffer({n}, 43);
+  Buffer addend = randomBuffer({3, m / 3, n}, 44);
+  for (bool withBias : {false, true}) {
+    SCOPED_TRACE(withBias ? "matmul_bias" : "matmul");
+    const char *op = withBias ? "matmul_bias" : "matmul";
+    std::vector<Buffer *> operands = {&a, &b};
+    if (withBias)
+      operands.push_back(&bias);
+    Buffer product = zeros({3, m / 3, n}), sum = zeros({3, m / 3, n}), fused = zeros({3, m / 3, n});
+    ASSERT_TRUE(runKernel(op, operands, {&product}, plain).isOk());
+    ASSERT_TRUE(runKernel("add", {&addend, &product}, {&sum}).isOk());
+    operands.push_back(&addend);
+    ASSERT_TRUE(runKernel(op, operands, {&fused}, accumulating).isOk());
+    std::vector<double> want(m * n);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double v = addend.f[i * n + j] + (withBias ? bias.f[j] : 0.0);
+        for (int64_t p = 0; p < k; ++p)
+          v += static_cast<double>(a.f[i * k + p]) * b.f[j * k + p];
+        want[i * n + j] = v;
+      }
+    for (size_t i = 0; i < sum.f.size(); ++i)
+      ASSERT_EQ(fused.f[i], sum.f[i]) << "element " << i;
+    expectNear(fused.f, want, 1e-5);
+  }
+
+  // The norms' input gradient, then the residual path's gradient added.
+  const int64_t rows = 7, cols = 33;
+  Buffer x = randomBuffer({rows, cols}, 51), scale = randomBuffer({cols}, 52), normBias = randomBuffer({cols}, 53);
+  Buffer dy = randomBuffer({rows, cols}, 54), residual = randomBuffer({rows, cols}, 55);
+  plan::Instruction norm;
+  (*norm.mutable_int_attrs())["axis"] = 1;
+  (*norm.mutable_float_attrs())["epsilon"] = 1e-5;
+  plan::Instruction accumulatingNorm = norm;
+  (*accumulatingNorm.mutable_int_attrs())["accumulate"] = 1;
+  for (bool layer : {true, false}) {
+    SCOPED_TRACE(layer ? "layer_norm_grad" : "rms_norm_grad");
+    Buffer y = zeros({rows, cols}), mean = zeros({rows}), invStd = zeros({rows});
+    std::vector<Buffer *> statistics = layer ? std::vector<Buffer *>{&mean, &invStd} : std::vector<Buffer *>{&invStd};
+    if (layer)
+      ASSERT_TRUE(runKernel("layer_norm", {&x, &scale, &normBias}, {&y, &mean, &invStd}, norm).isOk());
+    else
+      ASSERT_TRUE(runKernel("rms_norm", {&x, &scale}, {&y, &invStd}, norm).isOk());
+    std::vector<Buffer *> inputs = {&x, &scale};
+    inputs.insert(inputs.end(), statistics.begin(), statistics.end());
+    inputs.push_back(&dy);
+    Buffer dx = zeros({rows, cols}), dscale = zeros({cols}), dbias = zeros({cols}), sum = zeros({rows, cols});
+    Buffer fusedDx = zeros({rows, cols}), fusedDscale = zeros({cols}), fusedDbias = zeros({cols});
+    std::vector<Buffer *> outputs = {&dx, &dscale}, fusedOutputs = {&fusedDx, &fusedDscale};
+    if (layer)
+      outputs.push_back(&dbias), fusedOutputs.push_back(&fusedDbias);
+    const char *op = layer ? "layer_norm_grad" : "rms_norm_grad";
+    ASSERT_TRUE(runKernel(op, inputs, outputs, norm).isOk());
+    ASSERT_TRUE(runKernel("add", {&dx, &residual}, {&sum}).isOk());
+    inputs.push_back(&residual);
+    ASSERT_TRUE(runKernel(op, inputs, fusedOutputs, accumulatingNorm).isOk());
+    for (size_t i = 0; i < sum.f.size(); ++i)
+      ASSERT_EQ(fusedDx.f[i], sum.f[i]) << "element " << i;
+    for (int64_t j = 0; j < cols; ++j) {
+      ASSERT_EQ(fusedDscale.f[j], dscale.f[j]);
+      ASSERT_EQ(fusedDbias.f[j], dbias.f[j]);
+    }
+  }
+}
+
 TEST(Kernels, MatmulBatchedLhs) {
   Buffer a = randomBuffer({2, 3, 4}, 3), b = randomBuffer({4, 5}, 4), c = zeros({2, 3, 5});
   ASSERT_TRUE(runKernel("matmul", {&a, &b}, {&c}).isOk());

@@ -197,6 +197,52 @@ private:
       }
     return {};
   }
+  /// The add that `value`, computed by the kernel lowered at `at`, is
+  /// folded into (the kernel's `accumulate`), and its other operand, the
+  /// addend; or nulls. The add is the value's only use, adds two tensors of
+  /// one type (no broadcast: a residual add, or the sum of two gradient
+  /// contributions), lies after `at` in its block, and its addend is
+  /// computed before `at`, so the kernel can read it there. The add's
+  /// result is then written at `at`, earlier than the add was: nothing
+  /// between can read it, and the plan's lifetimes see the change.
+  std::pair<graph::AddOp, Value> accumulatingAddOf(Value value, Operation *at) {
+    if (!value.hasOneUse())
+      return {};
+    auto add = dyn_cast<graph::AddOp>(*value.getUsers().begin());
+    if (!add || add.getLhs() == add.getRhs() || add.getLhs().getType() != add.getRhs().getType() ||
+        add.getType() != value.getType() || add->getBlock() != at->getBlock() || !at->isBeforeInBlock(add))
+      return {};
+    Value addend = add.getLhs() == value ? add.getRhs() : add.getLhs();
+    Operation *producer = addend.getDefiningOp();
+    if (!producer)
+      return {add, addend}; // an argument: there before any kernel
+    // An addend that is itself a folded add is computed where its kernel is.
+    if (Operation *foldedAt = foldedAdds_.lookup(producer))
+      producer = foldedAt;
+    if (producer->getBlock() != at->getBlock() || !producer->isBeforeInBlock(at))
+      return {};
+    return {add, addend};
+  }
+  /// The kernel lowered at `at` that computes `results`, with the add
+  /// that its first result feeds folded in where accumulatingAddOf finds
+  /// one: the addend becomes the last input, the add's result the first
+  /// output, and the add is not lowered again.
+  void addAccumulatingKernel(StringRef kernel, SmallVector<Attribute> inputs, ValueRange results, Operation *at,
+                             Location loc, SmallVector<NamedAttribute> params) {
+    SmallVector<Attribute> outputs;
+    if (auto [add, addend] = accumulatingAddOf(results.front(), at); add) {
+      inputs.push_back(tensors_.lookup(addend));
+      outputs.push_back(outputFor(add.getResult()));
+      loc = builder_.getFusedLoc({loc, add.getLoc()});
+      params.push_back(builder_.getNamedAttr("accumulate", builder_.getBoolAttr(true)));
+      foldedAdds_[add] = at;
+    } else {
+      outputs.push_back(outputFor(results.front()));
+    }
+    for (Value result : results.drop_front())
+      outputs.push_back(outputFor(result));
+    addKernel(kernel, inputs, outputs, loc, params);
+  }
   /// The matmul whose bias add `add` is (biasAddOf) and the bias, or nulls.
   std::pair<graph::MatmulOp, Value> gemmOfBiasAdd(graph::AddOp add) {
     for (Value operand : add->getOperands())
@@ -277,6 +323,7 @@ private:
   llvm::StringMap<size_t> unpackFor_; // a member output's storage -> its bucket's unpack
   llvm::DenseSet<Operation *> lossGradsWithLoss_; // lowered with their loss (fusableLossGrad)
   llvm::DenseMap<Operation *, Operation *> biasGradOfWeightGrad_; // a matmul -> the sum_to lowered with it
+  llvm::DenseMap<Operation *, Operation *> foldedAdds_; // an add -> the op whose kernel accumulates it
   llvm::DenseMap<Operation *, bool> causalConstants_; // isCausalMask's answers
 };
 
@@ -403,14 +450,17 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   // C starts as the bias and the GEMM adds to it, as torch's addmm does.
   if (auto matmul = dyn_cast<graph::MatmulOp>(op); matmul && biasAddOf(matmul).first)
     return success(); // lowered at its bias add
+  if (foldedAdds_.contains(op))
+    return success(); // lowered with the kernel that accumulates it
   if (auto add = dyn_cast<graph::AddOp>(op))
     if (auto [matmul, bias] = gemmOfBiasAdd(add); matmul) {
       SmallVector<Attribute> operands;
       for (Value operand : matmul->getOperands())
         operands.push_back(tensors_.lookup(operand));
       operands.push_back(tensors_.lookup(bias));
-      addKernel("matmul_bias", operands, {outputFor(add.getResult())}, builder_.getFusedLoc({matmul.getLoc(), loc}),
-                graph::ownAttributes(matmul));
+      // A residual add after the Linear layer goes into the GEMM too.
+      addAccumulatingKernel("matmul_bias", operands, add->getResults(), add,
+                            builder_.getFusedLoc({matmul.getLoc(), loc}), graph::ownAttributes(matmul));
       return success();
     }
   // A bias gradient goes into the GEMM of its weight gradient, which reads
@@ -436,6 +486,13 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     }
   if (lossGradsWithLoss_.contains(op))
     return success(); // lowered with its loss
+  // A GEMM, or a norm's input gradient, whose result only feeds an add of
+  // a tensor already computed (a residual add, the sum of a gradient's two
+  // paths): the kernel adds it as it writes (accumulate).
+  if (isa<graph::MatmulOp, graph::LayerNormGradOp, graph::RmsNormGradOp>(op)) {
+    addAccumulatingKernel(op->getName().stripDialect(), inputs, op->getResults(), op, loc, graph::ownAttributes(op));
+    return success();
+  }
   SmallVector<Attribute> outputs;
   for (Value result : op->getResults())
     outputs.push_back(outputFor(result));

@@ -13,6 +13,16 @@ KernelSignature fixed(std::string_view name, int inputs, int outputs, OperandRul
   return {name, inputs, inputs, outputs, outputs, std::move(attrs), operands};
 }
 
+/// A kernel that may also add its last input to its first output
+/// (`accumulate`): one more input, read at the output's elements, added in
+/// f32 before the output is rounded. The lowering folds a residual add, or
+/// the sum of two gradients, into the op that computes one of its operands.
+KernelSignature accumulating(KernelSignature signature) {
+  ++signature.maxInputs;
+  signature.attrs.push_back({"accumulate", kBool, kOptional});
+  return signature;
+}
+
 KernelSignature inPlace(KernelSignature signature, int input, int output = 0) {
   signature.inPlaceInput = input;
   signature.inPlaceOutput = output;
@@ -48,8 +58,10 @@ std::vector<KernelSignature> buildTable() {
 
   std::vector<KernelSignature> table = {
       // GEMMs. matmul_bias: C = bias (broadcast over rows) + A B, as addmm.
-      fixed("matmul", 2, 1, OperandRule::kGemm, gemm),
-      fixed("matmul_bias", 3, 1, OperandRule::kGemm, gemm),
+      // With accumulate, C also adds the last input (C's shape): a residual
+      // add or a gradient sum, in the GEMM's epilogue (cuBLASLt's beta = 1).
+      accumulating(fixed("matmul", 2, 1, OperandRule::kGemm, gemm)),
+      accumulating(fixed("matmul_bias", 3, 1, OperandRule::kGemm, gemm)),
       // A Linear layer's weight and bias gradients from one read of dY:
       // C = op(A) B and bias_grad[n] = sum over k of B[k, n] (the rows of B,
       // which is not transposed), as the lowering pairs a weight-gradient
@@ -120,12 +132,15 @@ std::vector<KernelSignature> buildTable() {
       // Norms: forward also writes the per-row statistics backward reads.
       // layer_norm: input, scale, bias -> y, mean, inv_std_dev.
       fixed("layer_norm", 3, 3, OperandRule::kNorm, normalize),
-      // input, scale, mean, inv_std_dev, dy -> dinput, dscale, dbias.
-      fixed("layer_norm_grad", 5, 3, OperandRule::kNormGrad, axis),
+      // input, scale, mean, inv_std_dev, dy -> dinput, dscale, dbias; with
+      // accumulate a last input, the gradient of the residual path that
+      // dinput adds to.
+      accumulating(fixed("layer_norm_grad", 5, 3, OperandRule::kNormGrad, axis)),
       // rms_norm: input, scale -> y, inv_rms.
       fixed("rms_norm", 2, 2, OperandRule::kNorm, normalize),
-      // input, scale, inv_rms, dy -> dinput, dscale.
-      fixed("rms_norm_grad", 4, 2, OperandRule::kNormGrad, axis),
+      // input, scale, inv_rms, dy -> dinput, dscale (with accumulate, as
+      // layer_norm_grad).
+      accumulating(fixed("rms_norm_grad", 4, 2, OperandRule::kNormGrad, axis)),
       // Losses: forward gives the scalar loss; grad takes the loss's seed.
       fixed("softmax_cross_entropy", 2, 1, OperandRule::kCrossEntropy, crossEntropy),
       // Each row's maximum and sum first, then each element from its own
@@ -211,7 +226,8 @@ constexpr std::string_view kParamNames[] = {
     "compute_dtype",
     "heads",
     "causal",
-    "classes"};
+    "classes",
+    "accumulate"};
 static_assert(sizeof(kParamNames) / sizeof(kParamNames[0]) == static_cast<size_t>(Param::kCount),
               "one name per Param");
 

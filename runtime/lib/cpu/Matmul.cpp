@@ -27,7 +27,11 @@ Status matmul(const KernelCall &call) {
                        " do not match output ", shapeString(c.shape));
   // matmul_bias: C starts as the bias in every row and the GEMM adds to it,
   // as torch's addmm does for a Linear layer.
-  const float *bias = call.inputs.size() > 2 ? call.inputs[2].f32() : nullptr;
+  const float *bias = call.ownInputs() > 2 ? call.inputs[2].f32() : nullptr;
+  // accumulate: the addend is added after the GEMM, as the add it replaces
+  // did (the same f32 bits; a bf16 output is rounded once, after both, as
+  // the CUDA backend's epilogue does).
+  const float *addend = call.addend() ? call.addend()->f32() : nullptr;
   if (bias && call.inputs[2].numElements() != n)
     return FSDPC_ERROR(kInvalidArgument, "matmul_bias: bias of ", call.inputs[2].numElements(),
                        " elements for ", n, " columns");
@@ -36,7 +40,7 @@ Status matmul(const KernelCall &call) {
   if (k == 0) {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j)
-        c.f32()[i * n + j] = bias ? bias[j] : 0.0f;
+        c.f32()[i * n + j] = (bias ? bias[j] : 0.0f) + (addend ? addend[i * n + j] : 0.0f);
     return Status::ok();
   }
   // Row blocks of C, one per thread: rows of op(A) start at row r of A, or
@@ -53,6 +57,9 @@ Status matmul(const KernelCall &call) {
     cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, end - begin, n,
                 k, 1.0f, a.f32() + (transA ? begin : begin * k), transA ? m : k, b.f32(), transB ? k : n,
                 bias ? 1.0f : 0.0f, c.f32() + begin * n, n);
+    if (addend)
+      for (int64_t i = begin * n; i < end * n; ++i)
+        c.f32()[i] += addend[i];
   }
   return Status::ok();
 }

@@ -31,8 +31,10 @@ void normalizeRows(const float *x, const float *scale, const float *bias, int64_
 }
 
 /// The gradients of normalizeRows; `mean` and `dbias` are null for rms_norm.
+/// A non-null `addend` (accumulate) is added to dx, after dx is computed
+/// as without it: the same f32 bits as the add it replaces.
 void normalizeRowsGrad(const float *x, const float *scale, const float *mean, const float *invStd, const float *dy,
-                       int64_t rows, int64_t cols, float *dx, float *dscale, float *dbias) {
+                       const float *addend, int64_t rows, int64_t cols, float *dx, float *dscale, float *dbias) {
 #pragma omp parallel for if (rows * cols > kParallelThreshold)
   for (int64_t r = 0; r < rows; ++r) {
     const float *row = x + r * cols, *g = dy + r * cols;
@@ -44,6 +46,9 @@ void normalizeRowsGrad(const float *x, const float *scale, const float *mean, co
     float *out = dx + r * cols;
     for (int64_t j = 0; j < cols; ++j)
       out[j] = rs * (g[j] * scale[j] - meanG - (row[j] - m) * rs * meanGX);
+    if (addend)
+      for (int64_t j = 0; j < cols; ++j)
+        out[j] += addend[r * cols + j];
   }
   // Column sums in row order, so every thread count gives the same bits.
   std::vector<double> sumScale(cols, 0.0), sumBias(cols, 0.0);
@@ -77,8 +82,9 @@ Status layerNormGrad(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &scale = call.inputs[1];
   int64_t rows, cols;
   FSDPC_RETURN_IF_ERROR(normLayout(call, x, scale, call.inputs[2], rows, cols));
-  normalizeRowsGrad(x.f32(), scale.f32(), call.inputs[2].f32(), call.inputs[3].f32(), call.inputs[4].f32(), rows,
-                    cols, call.outputs[0].f32(), call.outputs[1].f32(), call.outputs[2].f32());
+  normalizeRowsGrad(x.f32(), scale.f32(), call.inputs[2].f32(), call.inputs[3].f32(), call.inputs[4].f32(),
+                    call.addend() ? call.addend()->f32() : nullptr, rows, cols, call.outputs[0].f32(),
+                    call.outputs[1].f32(), call.outputs[2].f32());
   return Status::ok();
 }
 
@@ -95,8 +101,9 @@ Status rmsNormGrad(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &scale = call.inputs[1];
   int64_t rows, cols;
   FSDPC_RETURN_IF_ERROR(normLayout(call, x, scale, call.inputs[2], rows, cols));
-  normalizeRowsGrad(x.f32(), scale.f32(), /*mean=*/nullptr, call.inputs[2].f32(), call.inputs[3].f32(), rows, cols,
-                    call.outputs[0].f32(), call.outputs[1].f32(), /*dbias=*/nullptr);
+  normalizeRowsGrad(x.f32(), scale.f32(), /*mean=*/nullptr, call.inputs[2].f32(), call.inputs[3].f32(),
+                    call.addend() ? call.addend()->f32() : nullptr, rows, cols, call.outputs[0].f32(),
+                    call.outputs[1].f32(), /*dbias=*/nullptr);
   return Status::ok();
 }
 

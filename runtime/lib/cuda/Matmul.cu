@@ -10,7 +10,11 @@
 // its bias in cuBLASLt's epilogue (torch's addmm does the same), and
 // matmul_bias_grad sums its bias gradient in another (BGRADA: the rows of
 // B, which is cuBLASLt's A) where the heuristic offers one for the shape
-// and dtypes, else in a separate reduction after the GEMM.
+// and dtypes, else in a separate reduction after the GEMM. An
+// accumulating matmul (a residual add or a gradient sum the lowering
+// folded in) reads its addend as cuBLASLt's C with beta = 1, so the sum
+// is formed in f32 and rounded once, and the add's pass over memory and
+// its launch are gone.
 //
 // The descriptors and the algorithm cuBLASLt's heuristic picks are made on
 // an instruction's first call and kept in its launch cache: shapes and
@@ -97,6 +101,7 @@ struct GemmShape {
   cudaDataType_t typeA = CUDA_R_32F, typeB = CUDA_R_32F, typeC = CUDA_R_32F, typeBias = CUDA_R_32F;
   bool bias = false;     // the bias epilogue: `bias` is read
   bool biasGrad = false; // the bias-gradient epilogue: `bias` is written
+  bool addend = false;   // C = the addend (D's type and layout), beta = 1
 
   int64_t rowLengthA() const { return transA ? m : k; }
   int64_t rowLengthB() const { return transB ? k : n; }
@@ -116,7 +121,7 @@ cublasStatus_t setLayoutBatch(cublasLtMatrixLayout_t layout, int64_t batch, int6
 }
 
 StatusOr<std::shared_ptr<GemmPlan>> makeGemmPlan(const KernelCall &call, const GemmShape &s, const void *a,
-                                                 const void *b, const void *bias, void *c) {
+                                                 const void *b, const void *bias, const void *addend, void *c) {
   const CudaLaunch &launch = launchOf(call);
   auto plan = std::make_shared<GemmPlan>();
   FSDPC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -158,8 +163,11 @@ StatusOr<std::shared_ptr<GemmPlan>> makeGemmPlan(const KernelCall &call, const G
                                        s.ldB() * bytesOf(s.typeB)});
   const uint32_t alignY = alignmentOf({reinterpret_cast<uint64_t>(a), s.strideA * bytesOf(s.typeA),
                                        s.ldA() * bytesOf(s.typeA)});
-  const uint32_t alignD = alignmentOf({reinterpret_cast<uint64_t>(c), s.strideC * bytesOf(s.typeC),
-                                       s.ldC() * bytesOf(s.typeC)});
+  // C (the addend, when there is one) has D's layout, so one alignment
+  // covers both.
+  const uint32_t alignD =
+      alignmentOf({reinterpret_cast<uint64_t>(c), s.addend ? reinterpret_cast<uint64_t>(addend) : 0,
+                   s.strideC * bytesOf(s.typeC), s.ldC() * bytesOf(s.typeC)});
   FSDPC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
       preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignX, sizeof(alignX)));
   FSDPC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
@@ -179,23 +187,27 @@ StatusOr<std::shared_ptr<GemmPlan>> makeGemmPlan(const KernelCall &call, const G
   return plan;
 }
 
-Status enqueueGemm(const CudaLaunch &launch, const GemmPlan &plan, const void *a, const void *b, void *c) {
-  const float alpha = 1.0f, beta = 0.0f;
-  FSDPC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(launch.lt, plan.desc, &alpha, b, plan.x, a, plan.y, &beta, c, plan.d, c,
-                                              plan.d, &plan.algo, launch.workspace, launch.workspaceBytes,
-                                              launch.stream));
+/// D = c = op(A) op(B) (+ the bias epilogue's), plus `addend` where it is
+/// not null (beta = 1; it may be c itself).
+Status enqueueGemm(const CudaLaunch &launch, const GemmPlan &plan, const void *a, const void *b, const void *addend,
+                   void *c) {
+  const float alpha = 1.0f, beta = addend ? 1.0f : 0.0f;
+  FSDPC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(launch.lt, plan.desc, &alpha, b, plan.x, a, plan.y, &beta,
+                                              addend ? addend : c, plan.d, c, plan.d, &plan.algo, launch.workspace,
+                                              launch.workspaceBytes, launch.stream));
   return Status::ok();
 }
 
-Status runGemm(const KernelCall &call, const GemmShape &s, const void *a, const void *b, const void *bias, void *c) {
+Status runGemm(const KernelCall &call, const GemmShape &s, const void *a, const void *b, const void *bias,
+               const void *addend, void *c) {
   CudaLaunch &launch = launchOf(call);
   if (!launch.cache) {
-    StatusOr<std::shared_ptr<GemmPlan>> made = makeGemmPlan(call, s, a, b, bias, c);
+    StatusOr<std::shared_ptr<GemmPlan>> made = makeGemmPlan(call, s, a, b, bias, addend, c);
     if (!made.isOk())
       return made.status();
     launch.cache = *made;
   }
-  return enqueueGemm(launch, *static_cast<const GemmPlan *>(launch.cache.get()), a, b, c);
+  return enqueueGemm(launch, *static_cast<const GemmPlan *>(launch.cache.get()), a, b, addend, c);
 }
 
 // ---- Staging GEMMs whose extents are not multiples of 8 ----------------
@@ -317,9 +329,11 @@ struct StagedGemmPlans {
 /// block is copied into padded rows, the GEMM runs on the padded extents,
 /// and C's block is copied out of padded rows. The padding holds zeros,
 /// which add nothing to any sum, so each row of C is the unstaged GEMM's
-/// up to the algorithm cuBLASLt picks.
+/// up to the algorithm cuBLASLt picks. An addend is read in place where C
+/// is, else copied into C's padded block first, which the GEMM then adds
+/// to (C and D the same matrix).
 Status stagedMatmul(const KernelCall &call, const GemmShape &s, const Staging &staging, const void *a,
-                    const void *b, const void *bias, void *c) {
+                    const void *b, const void *bias, const void *addend, void *c) {
   CudaLaunch &launch = launchOf(call);
   if (!launch.cache) {
     auto plans = std::make_shared<StagedGemmPlans>();
@@ -377,14 +391,25 @@ Status stagedMatmul(const KernelCall &call, const GemmShape &s, const Staging &s
     }
     uint8_t *outC = static_cast<uint8_t *>(c) + first * s.ldC() * ec;
     void *blockC = staging.c ? stagedC : outC;
+    const void *blockAddend = nullptr;
+    if (addend && staging.c) {
+      FSDPC_RETURN_IF_ERROR(copyRows(launch, stagedC, block.ldc, block.ldc, rows,
+                                     Rows{static_cast<const uint8_t *>(addend) + first * s.ldC() * ec, s.ldC(), s.n,
+                                          rows},
+                                     ec));
+      blockAddend = stagedC;
+    } else if (addend) {
+      blockAddend = static_cast<const uint8_t *>(addend) + first * s.ldC() * ec;
+    }
     std::shared_ptr<GemmPlan> &plan = rows == plans.rows ? plans.full : plans.last;
     if (!plan) {
-      StatusOr<std::shared_ptr<GemmPlan>> made = makeGemmPlan(call, block, blockA, blockB, blockBias, blockC);
+      StatusOr<std::shared_ptr<GemmPlan>> made =
+          makeGemmPlan(call, block, blockA, blockB, blockBias, blockAddend, blockC);
       if (!made.isOk())
         return made.status();
       plan = *made;
     }
-    FSDPC_RETURN_IF_ERROR(enqueueGemm(launch, *plan, blockA, blockB, blockC));
+    FSDPC_RETURN_IF_ERROR(enqueueGemm(launch, *plan, blockA, blockB, blockAddend, blockC));
     if (staging.c)
       FSDPC_RETURN_IF_ERROR(copyRows(launch, outC, s.ldC(), s.n, rows, Rows{stagedC, block.ldc, s.n, rows}, ec));
   }
@@ -425,10 +450,18 @@ Status gemmShapeOf(const KernelCall &call, GemmShape &s) {
   return operandTypes(call, s);
 }
 
-/// gemmShapeOf, and for matmul_bias its bias (one per column of C).
+/// gemmShapeOf, whether it accumulates (the addend is C's dtype: cuBLASLt
+/// reads C as D's type), and for matmul_bias its bias (one per column of C).
 Status matmulShapeOf(const KernelCall &call, GemmShape &s) {
   FSDPC_RETURN_IF_ERROR(gemmShapeOf(call, s));
-  if (call.inputs.size() <= 2)
+  if (const TensorView *addend = call.addend()) {
+    if (addend->dtype != call.outputs[0].dtype || addend->numElements() != s.m * s.n)
+      return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": an addend ", cpu::shapeString(addend->shape),
+                         " ", plan::DType_Name(addend->dtype), " for an output ",
+                         cpu::shapeString(call.outputs[0].shape), " ", plan::DType_Name(call.outputs[0].dtype));
+    s.addend = true;
+  }
+  if (call.ownInputs() <= 2)
     return Status::ok();
   const TensorView &bias = call.inputs[2];
   if (bias.numElements() != s.n)
@@ -449,14 +482,15 @@ Status matmul(const KernelCall &call) {
   GemmShape s;
   FSDPC_RETURN_IF_ERROR(matmulShapeOf(call, s));
   const void *bias = s.bias ? call.inputs[2].data : nullptr;
+  const void *addend = s.addend ? call.addend()->data : nullptr;
   if (s.m == 0 || s.n == 0)
     return Status::ok();
   if (s.k == 0)
     return FSDPC_ERROR(kUnimplemented, call.instruction->op(), ": the CUDA backend has no GEMM with k = 0");
   const Staging staging(s);
   if (staging.any())
-    return stagedMatmul(call, s, staging, a.data, b.data, bias, c.data);
-  return runGemm(call, s, a.data, b.data, bias, c.data);
+    return stagedMatmul(call, s, staging, a.data, b.data, bias, addend, c.data);
+  return runGemm(call, s, a.data, b.data, bias, addend, c.data);
 }
 
 uint64_t matmulScratch(const KernelCall &call) {
@@ -490,7 +524,7 @@ Status matmulBiasGrad(const KernelCall &call) {
   // heuristic offers none, or the first call with it fails, the GEMM runs
   // plain and a reduction sums the bias gradient: the same numbers.
   auto separate = [&]() -> Status {
-    StatusOr<std::shared_ptr<GemmPlan>> plain = makeGemmPlan(call, s, a.data, b.data, nullptr, c.data);
+    StatusOr<std::shared_ptr<GemmPlan>> plain = makeGemmPlan(call, s, a.data, b.data, nullptr, nullptr, c.data);
     if (!plain.isOk())
       return plain.status();
     // Said once per process: which path ran is what a GPU run must tell.
@@ -510,17 +544,18 @@ Status matmulBiasGrad(const KernelCall &call) {
   if (!launch.cache) {
     GemmShape fused = s;
     fused.biasGrad = true;
-    StatusOr<std::shared_ptr<GemmPlan>> made = makeGemmPlan(call, fused, a.data, b.data, biasGrad.data, c.data);
+    StatusOr<std::shared_ptr<GemmPlan>> made =
+        makeGemmPlan(call, fused, a.data, b.data, biasGrad.data, nullptr, c.data);
     if (made.isOk()) {
       launch.cache = *made;
-      if (runGemm(call, s, a.data, b.data, biasGrad.data, c.data).isOk())
+      if (runGemm(call, s, a.data, b.data, biasGrad.data, nullptr, c.data).isOk())
         return Status::ok();
     }
     FSDPC_RETURN_IF_ERROR(separate());
   } else if (!static_cast<const GemmPlan *>(launch.cache.get())->separateBiasGrad) {
-    return runGemm(call, s, a.data, b.data, biasGrad.data, c.data);
+    return runGemm(call, s, a.data, b.data, biasGrad.data, nullptr, c.data);
   }
-  FSDPC_RETURN_IF_ERROR(runGemm(call, s, a.data, b.data, nullptr, c.data));
+  FSDPC_RETURN_IF_ERROR(runGemm(call, s, a.data, b.data, nullptr, nullptr, c.data));
   return sumRows(call, b, biasGrad);
 }
 
@@ -563,7 +598,7 @@ Status batchMatmul(const KernelCall &call) {
   s.strideA = countA == 1 ? 0 : s.m * s.k;
   s.strideB = countB == 1 ? 0 : s.k * s.n;
   s.strideC = s.m * s.n;
-  return runGemm(call, s, a.data, b.data, nullptr, c.data);
+  return runGemm(call, s, a.data, b.data, nullptr, nullptr, c.data);
 }
 
 } // namespace fsdpc::runtime::cuda

@@ -15,8 +15,11 @@
 // chunk of rows from the x and dy they hold, so x and dy are read once in
 // all; wider rows sum them in a second kernel that reads both again.
 // Other rows take one block each, reading the row once per pass.
-// The activations (x, y, dy, dx), scale and bias and their gradients may be
-// bf16 / f16 in mixed-precision plans: read widened, computed in f32,
+// With accumulate, the backward adds the addend (the residual path's
+// gradient) to dx in f32 before dx is rounded and written, which saves the
+// separate add a pass over three tensors.
+// The activations (x, y, dy, dx, the addend), scale and bias and their
+// gradients may be bf16 / f16 in mixed-precision plans: read widened, computed in f32,
 // rounded once where written, the numbers of f32 kernels between casts.
 // The statistics are f32.
 //
@@ -38,7 +41,8 @@ constexpr int64_t kColumnTile = 32, kRowLanes = 8, kMaxChunks = 128, kMinRowsPer
 /// f32.
 Status checkedNormLayout(const KernelCall &call, bool gradient, const TensorView &x, const TensorView &scale,
                          const TensorView &statistic, int64_t &rows, int64_t &cols) {
-  FSDPC_RETURN_IF_ERROR(gradient ? requireF32Except(call, {0, 1, call.inputs.size() - 1}, {0, 1, 2})
+  // A gradient's dy is its last own input; the addend, if any, follows it.
+  FSDPC_RETURN_IF_ERROR(gradient ? requireF32Except(call, {0, 1, call.ownInputs() - 1, call.ownInputs()}, {0, 1, 2})
                                  : requireF32Except(call, {0, 1, 2}, {0}));
   return normLayout(call, x, scale, statistic, rows, cols);
 }
@@ -183,8 +187,8 @@ int64_t partialChunksFor(int64_t rows) {
 template <int V, bool Partials>
 __global__ void __launch_bounds__(kRowWarps * 32, Partials && V <= 3 ? 2 : 1)
     normalizeGradRowsKernel(Operand x, Operand scale, const float *mean, const float *invStd, Operand dy,
-                            long long rows, long long cols, long long rowsPerBlock, Operand dx, double *partial,
-                            long long chunks) {
+                            Operand addend, long long rows, long long cols, long long rowsPerBlock, Operand dx,
+                            double *partial, long long chunks) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const long long vectors = cols / kVectorElements;
   const RowRange range = blockRows(rows, rowsPerBlock);
@@ -225,6 +229,13 @@ __global__ void __launch_bounds__(kRowWarps * 32, Partials && V <= 3 ? 2 : 1)
 #pragma unroll
         for (int e = 0; e < kVectorElements; ++e)
           xHat[k][e] = rs * (gw[k][e] - meanG - xHat[k][e] * meanGX);
+        if (addend.data) {
+          float more[kVectorElements];
+          loadVector(addend, row + j * kVectorElements, more);
+#pragma unroll
+          for (int e = 0; e < kVectorElements; ++e)
+            xHat[k][e] += more[e];
+        }
         storeVector(dx, row + j * kVectorElements, xHat[k]);
       }
     }
@@ -256,7 +267,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, Partials && V <= 3 ? 2 : 1)
 // ---- one block per row ---------------------------------------------------
 
 __global__ void normalizeGradKernel(Operand x, Operand scale, const float *mean, const float *invStd, Operand dy,
-                                    long long rows, long long cols, Operand dx) {
+                                    Operand addend, long long rows, long long cols, Operand dx) {
   __shared__ double shared[32];
   for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
     const long long row = r * cols;
@@ -270,10 +281,11 @@ __global__ void normalizeGradKernel(Operand x, Operand scale, const float *mean,
     const double sumG = mean ? blockSum(localG, shared) : 0.0;
     const double sumGX = blockSum(localGX, shared);
     const float meanG = static_cast<float>(sumG / cols), meanGX = static_cast<float>(sumGX / cols);
-    for (long long j = threadIdx.x; j < cols; j += blockDim.x)
-      storeFloat(
-          dx, row + j,
-          rs * (loadFloat(dy, row + j) * loadFloat(scale, j) - meanG - (loadFloat(x, row + j) - m) * rs * meanGX));
+    for (long long j = threadIdx.x; j < cols; j += blockDim.x) {
+      const float g =
+          rs * (loadFloat(dy, row + j) * loadFloat(scale, j) - meanG - (loadFloat(x, row + j) - m) * rs * meanGX);
+      storeFloat(dx, row + j, addend.data ? g + loadFloat(addend, row + j) : g);
+    }
   }
 }
 
@@ -336,8 +348,9 @@ Status normalizeGrad(const KernelCall &call, const float *mean, const float *inv
   if (rows == 0 || cols == 0)
     return Status::ok();
   const CudaLaunch &launch = launchOf(call);
-  const Operand x = operandOf(call.inputs[0]), dy = operandOf(call.inputs.back());
+  const Operand x = operandOf(call.inputs[0]), dy = operandOf(call.inputs[call.ownInputs() - 1]);
   const Operand scale = operandOf(call.inputs[1]);
+  const Operand addend = call.addend() ? operandOf(*call.addend()) : Operand{};
   const Operand dx = operandOf(call.outputs[0]);
   if (launch.scratchBytes < normGradScratch(call))
     return FSDPC_ERROR(kInternal, call.instruction->op(), ": scratch too small");
@@ -350,23 +363,25 @@ Status normalizeGrad(const KernelCall &call, const float *mean, const float *inv
       normalizeGradRowsKernel<1, true>, normalizeGradRowsKernel<2, true>, normalizeGradRowsKernel<3, true>,
       normalizeGradRowsKernel<4, true>};
   const int warpKernel = warpKernelFor(cols);
-  const bool warpRows =
-      warpKernel >= 0 && vectorAligned({&call.inputs[0], &call.inputs[1], &call.inputs.back(), &call.outputs[0]});
+  const TensorView &dyView = call.inputs[call.ownInputs() - 1];
+  const bool warpRows = warpKernel >= 0 &&
+                        vectorAligned({&call.inputs[0], &call.inputs[1], &dyView, &call.outputs[0]}) &&
+                        reinterpret_cast<uintptr_t>(addend.data) % 16 == 0;
   int64_t chunks = chunksFor(rows);
   if (warpRows && kVectorsPerLane[warpKernel] <= kMaxPartialVectors) {
     // dx and the parameter gradients' partial sums in one pass over x, dy.
     chunks = partialChunksFor(rows);
     launchKernel(kWarpPartialKernels[warpKernel], static_cast<unsigned>(chunks), kRowWarps * 32, 0, launch.stream, x,
-                 scale, mean, invStd, dy, rows, cols, (rows + chunks - 1) / chunks, dx, partial, chunks);
+                 scale, mean, invStd, dy, addend, rows, cols, (rows + chunks - 1) / chunks, dx, partial, chunks);
     FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   } else {
     if (warpRows)
       launchKernel(kWarpKernels[warpKernel], static_cast<unsigned>((rows + kRowWarps - 1) / kRowWarps),
-                   kRowWarps * 32, 0, launch.stream, x, scale, mean, invStd, dy, rows, cols,
+                   kRowWarps * 32, 0, launch.stream, x, scale, mean, invStd, dy, addend, rows, cols,
                    static_cast<long long>(kRowWarps), dx, partial, chunks);
     else
-      launchKernel(normalizeGradKernel, rowBlocks(rows), kThreads, 0, launch.stream, x, scale, mean, invStd, dy, rows,
-                   cols, dx);
+      launchKernel(normalizeGradKernel, rowBlocks(rows), kThreads, 0, launch.stream, x, scale, mean, invStd, dy,
+                   addend, rows, cols, dx);
     FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
     const int64_t rowsPerChunk = (rows + chunks - 1) / chunks;
     const dim3 grid(static_cast<unsigned>((cols + kColumnTile - 1) / kColumnTile), static_cast<unsigned>(chunks));

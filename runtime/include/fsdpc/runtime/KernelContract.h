@@ -64,6 +64,7 @@ enum class Param : uint8_t {
   kHeads,
   kCausal,
   kClasses,
+  kAccumulate,
   kCount
 };
 

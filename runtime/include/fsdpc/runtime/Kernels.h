@@ -77,6 +77,16 @@ struct KernelCall {
     const ParamValue &v = (*params)[static_cast<size_t>(p)];
     return v.present ? v.s : fallback;
   }
+  /// What an `accumulate` kernel (KernelContract.cpp: matmul, matmul_bias,
+  /// the norm gradients) adds to its first output: its last input; null
+  /// without accumulate.
+  const TensorView *addend() const {
+    return intParam(contract::Param::kAccumulate, 0) && !inputs.empty() ? &inputs.back() : nullptr;
+  }
+  /// The inputs before the addend (all of them without accumulate): a
+  /// kernel's own operands, which tell matmul from matmul_bias and
+  /// layer_norm_grad from rms_norm_grad.
+  size_t ownInputs() const { return inputs.size() - (addend() ? 1 : 0); }
 };
 
 using KernelFn = Status (*)(const KernelCall &call);

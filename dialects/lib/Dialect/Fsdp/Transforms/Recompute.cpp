@@ -39,17 +39,26 @@ bool isExpensive(Operation *op) {
   return isa<graph::MatmulOp, graph::BatchMatmulOp, graph::AttentionOp, graph::PackedAttentionOp>(op);
 }
 
-/// The add of a bias to a matmul's result (a Linear layer): kept with its
-/// GEMM, since the lowering folds the bias into the GEMM (matmul_bias) only
-/// while the add is the matmul's one use. Replaying the add alone would
-/// give the matmul a second use, unfold the bias and round differently.
-bool isBiasOfGemm(Operation *op) {
+/// An add that the lowering folds into the GEMM computing one of its
+/// operands, kept with that GEMM: the add of a bias to a matmul's result (a
+/// Linear layer, matmul_bias), and then an add of a tensor of the same type
+/// to that (a residual add, matmul_bias or matmul with accumulate). The
+/// lowering folds each only while the add is its operand's one use, so
+/// replaying the add alone would give the GEMM's result a second use, unfold
+/// it and round differently from a step without recompute.
+bool isFoldedIntoGemm(Operation *op) {
   auto add = dyn_cast<graph::AddOp>(op);
   if (!add)
     return false;
-  for (Value operand : {add.getLhs(), add.getRhs()})
-    if (auto matmul = operand.getDefiningOp<graph::MatmulOp>(); matmul && matmul.getResult().hasOneUse())
+  for (Value operand : {add.getLhs(), add.getRhs()}) {
+    if (!operand.hasOneUse())
+      continue;
+    if (operand.getDefiningOp<graph::MatmulOp>())
       return true;
+    if (auto bias = operand.getDefiningOp<graph::AddOp>(); bias && add.getLhs().getType() == add.getRhs().getType() &&
+                                                            isFoldedIntoGemm(bias))
+      return true;
+  }
   return false;
 }
 
@@ -186,7 +195,7 @@ struct FsdpRecomputePass : public fsdpc::fsdp::impl::FsdpRecomputeBase<FsdpRecom
     // Whether a segment op's results are replayed: all of them in a full
     // replay; all but the GEMMs' and attention's in a cheap one.
     auto replayed = [&](Operation *op) {
-      return segment.contains(op) && (mode == Mode::kFull || (!isExpensive(op) && !isBiasOfGemm(op)));
+      return segment.contains(op) && (mode == Mode::kFull || (!isExpensive(op) && !isFoldedIntoGemm(op)));
     };
 
     // The values backward reads, and the ops that recompute them.

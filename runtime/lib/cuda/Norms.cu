@@ -184,7 +184,10 @@ int64_t partialChunksFor(int64_t rows) {
 // With Partials, two blocks per multiprocessor up to 3 vectors per lane
 // (ptxas for sm_90: 128 registers, 24 bytes spilled at 3; unbounded, 155
 // registers left one block of 8 warps per multiprocessor).
-template <int V, bool Partials>
+// Accumulate (the addend added to dx) is a template argument too: reading
+// it costs registers, which the kernels without it should not pay (ptxas:
+// 60 bytes spilled instead of 24 at 3 vectors with the partial sums).
+template <int V, bool Partials, bool Accumulate>
 __global__ void __launch_bounds__(kRowWarps * 32, Partials && V <= 3 ? 2 : 1)
     normalizeGradRowsKernel(Operand x, Operand scale, const float *mean, const float *invStd, Operand dy,
                             Operand addend, long long rows, long long cols, long long rowsPerBlock, Operand dx,
@@ -229,7 +232,7 @@ __global__ void __launch_bounds__(kRowWarps * 32, Partials && V <= 3 ? 2 : 1)
 #pragma unroll
         for (int e = 0; e < kVectorElements; ++e)
           xHat[k][e] = rs * (gw[k][e] - meanG - xHat[k][e] * meanGX);
-        if (addend.data) {
+        if constexpr (Accumulate) {
           float more[kVectorElements];
           loadVector(addend, row + j * kVectorElements, more);
 #pragma unroll
@@ -242,8 +245,16 @@ __global__ void __launch_bounds__(kRowWarps * 32, Partials && V <= 3 ? 2 : 1)
   }
   if constexpr (Partials) {
     // The warps' sums, added in warp order into the block's (double, as
-    // the partials kernel keeps them), then written as its chunk.
+    // the partials kernel keeps them), then written as its chunk. Shared
+    // memory holds them lane-minor, slot (k, e) by slot, so that a warp's
+    // 32 lanes touch 32 consecutive doubles: indexed by column, lanes 8
+    // columns apart fell on two banks, a 16-way conflict in each of the
+    // 8 turns.
     __shared__ double blockSums[2][kMaxPartialColumns];
+    auto slotOf = [](long long column) {
+      const long long vector = column / kVectorElements;
+      return ((vector / 32) * kVectorElements + column % kVectorElements) * 32 + vector % 32;
+    };
     for (int turn = 0; turn < kRowWarps; ++turn) {
       if (warp == turn)
 #pragma unroll
@@ -251,15 +262,15 @@ __global__ void __launch_bounds__(kRowWarps * 32, Partials && V <= 3 ? 2 : 1)
           if (lane + 32 * k < vectors)
 #pragma unroll
             for (int e = 0; e < kVectorElements; ++e) {
-              const long long c = (lane + 32 * k) * kVectorElements + e;
-              blockSums[0][c] = (turn == 0 ? 0.0 : blockSums[0][c]) + sumScale[k][e];
-              blockSums[1][c] = (turn == 0 ? 0.0 : blockSums[1][c]) + sumBias[k][e];
+              const int slot = (k * kVectorElements + e) * 32 + lane;
+              blockSums[0][slot] = (turn == 0 ? 0.0 : blockSums[0][slot]) + sumScale[k][e];
+              blockSums[1][slot] = (turn == 0 ? 0.0 : blockSums[1][slot]) + sumBias[k][e];
             }
       __syncthreads();
     }
     for (long long c = threadIdx.x; c < cols; c += blockDim.x) {
-      partial[blockIdx.x * cols + c] = blockSums[0][c];
-      partial[(chunks + blockIdx.x) * cols + c] = blockSums[1][c];
+      partial[blockIdx.x * cols + c] = blockSums[0][slotOf(c)];
+      partial[(chunks + blockIdx.x) * cols + c] = blockSums[1][slotOf(c)];
     }
   }
 }
@@ -355,13 +366,21 @@ Status normalizeGrad(const KernelCall &call, const float *mean, const float *inv
   if (launch.scratchBytes < normGradScratch(call))
     return FSDPC_ERROR(kInternal, call.instruction->op(), ": scratch too small");
   auto *partial = static_cast<double *>(launch.scratch);
-  using GradRowsKernel = decltype(&normalizeGradRowsKernel<1, false>);
-  static constexpr GradRowsKernel kWarpKernels[] = {
-      normalizeGradRowsKernel<1, false>, normalizeGradRowsKernel<2, false>, normalizeGradRowsKernel<3, false>,
-      normalizeGradRowsKernel<4, false>, normalizeGradRowsKernel<6, false>, normalizeGradRowsKernel<8, false>};
-  static constexpr GradRowsKernel kWarpPartialKernels[] = {
-      normalizeGradRowsKernel<1, true>, normalizeGradRowsKernel<2, true>, normalizeGradRowsKernel<3, true>,
-      normalizeGradRowsKernel<4, true>};
+  using GradRowsKernel = decltype(&normalizeGradRowsKernel<1, false, false>);
+  // [accumulate][vectors per lane]
+  static constexpr GradRowsKernel kWarpKernels[2][std::size(kVectorsPerLane)] = {
+      {normalizeGradRowsKernel<1, false, false>, normalizeGradRowsKernel<2, false, false>,
+       normalizeGradRowsKernel<3, false, false>, normalizeGradRowsKernel<4, false, false>,
+       normalizeGradRowsKernel<6, false, false>, normalizeGradRowsKernel<8, false, false>},
+      {normalizeGradRowsKernel<1, false, true>, normalizeGradRowsKernel<2, false, true>,
+       normalizeGradRowsKernel<3, false, true>, normalizeGradRowsKernel<4, false, true>,
+       normalizeGradRowsKernel<6, false, true>, normalizeGradRowsKernel<8, false, true>}};
+  static constexpr GradRowsKernel kWarpPartialKernels[2][kMaxPartialVectors] = {
+      {normalizeGradRowsKernel<1, true, false>, normalizeGradRowsKernel<2, true, false>,
+       normalizeGradRowsKernel<3, true, false>, normalizeGradRowsKernel<4, true, false>},
+      {normalizeGradRowsKernel<1, true, true>, normalizeGradRowsKernel<2, true, true>,
+       normalizeGradRowsKernel<3, true, true>, normalizeGradRowsKernel<4, true, true>}};
+  const bool accumulate = addend.data != nullptr;
   const int warpKernel = warpKernelFor(cols);
   const TensorView &dyView = call.inputs[call.ownInputs() - 1];
   const bool warpRows = warpKernel >= 0 &&
@@ -371,12 +390,12 @@ Status normalizeGrad(const KernelCall &call, const float *mean, const float *inv
   if (warpRows && kVectorsPerLane[warpKernel] <= kMaxPartialVectors) {
     // dx and the parameter gradients' partial sums in one pass over x, dy.
     chunks = partialChunksFor(rows);
-    launchKernel(kWarpPartialKernels[warpKernel], static_cast<unsigned>(chunks), kRowWarps * 32, 0, launch.stream, x,
+    launchKernel(kWarpPartialKernels[accumulate][warpKernel], static_cast<unsigned>(chunks), kRowWarps * 32, 0, launch.stream, x,
                  scale, mean, invStd, dy, addend, rows, cols, (rows + chunks - 1) / chunks, dx, partial, chunks);
     FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   } else {
     if (warpRows)
-      launchKernel(kWarpKernels[warpKernel], static_cast<unsigned>((rows + kRowWarps - 1) / kRowWarps),
+      launchKernel(kWarpKernels[accumulate][warpKernel], static_cast<unsigned>((rows + kRowWarps - 1) / kRowWarps),
                    kRowWarps * 32, 0, launch.stream, x, scale, mean, invStd, dy, addend, rows, cols,
                    static_cast<long long>(kRowWarps), dx, partial, chunks);
     else

@@ -1,4 +1,5 @@
 // RUN: fsdp-opt %s -split-input-file -convert-graph-to-plan | FileCheck %s
+// RUN: fsdp-opt %s -split-input-file -convert-graph-to-plan=widen-gradients-in-updates=false | FileCheck %s --check-prefix=KEEP
 
 // Tests that arguments become tensors of their kind, ops become kernels,
 // reshapes become views (of views) without a kernel, optimizer updates write
@@ -132,6 +133,33 @@ module attributes {graph.loss_kind = "mse", graph.optimizer = "sgd"} {
     %2 = graph.add %dx2, %1 : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
     %3 = graph.mse_loss %2, %t : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<f32>
     return %3, %ds, %db, %ds2 : tensor<f32>, tensor<6xf32>, tensor<6xf32>, tensor<6xf32>
+  }
+}
+
+// -----
+
+// Tests that an optimizer update reads a 16-bit gradient itself where a
+// cast to f32 is the gradient's only use (mixed precision on one rank): no
+// cast kernel, no f32 copy; a gradient the clipping norm also reads keeps
+// its cast. Without widen-gradients-in-updates (fsdpc --offload) every
+// cast stays.
+// KEEP: plan.kernel "cast" ins [@g16] outs [@[[G:t[0-9]+]]]
+// KEEP: plan.kernel "adamw_update" ins [@w, @[[G]], @w.exp_avg, @w.exp_avg_sq, @step]
+// CHECK-LABEL: plan.program @train_step
+// CHECK-NOT: plan.kernel "cast" ins [@g16]
+// CHECK: plan.kernel "cast" ins [@h16] outs [@[[H:t[0-9]+]]]
+// CHECK-NOT: plan.kernel "cast" ins [@g16]
+// CHECK: plan.kernel "adamw_update" ins [@w, @g16, @w.exp_avg, @w.exp_avg_sq, @step] outs [@w, @w.exp_avg, @w.exp_avg_sq]
+// CHECK: plan.kernel "sgd_update" ins [@u, @[[H]], @step] outs [@u]
+module attributes {graph.loss_kind = "mse", graph.optimizer = "adamw"} {
+  func.func @train_step(%x: tensor<4xf32> {graph.input = "input"}, %t: tensor<4xf32> {graph.input = "labels"}, %g16: tensor<4xbf16> {graph.input = "g16"}, %h16: tensor<4xbf16> {graph.input = "h16"}, %w: tensor<4xf32> {graph.param = "w"}, %u: tensor<4xf32> {graph.param = "u"}, %step: tensor<i64> {graph.step}, %m: tensor<4xf32> {graph.state_of = "w", graph.state_slot = "exp_avg"}, %v: tensor<4xf32> {graph.state_of = "w", graph.state_slot = "exp_avg_sq"}) -> (tensor<f32> {graph.loss}, tensor<4xf32> {graph.updates = 4 : i64}, tensor<4xf32> {graph.updates = 7 : i64}, tensor<4xf32> {graph.updates = 8 : i64}, tensor<4xf32> {graph.updates = 5 : i64}, tensor<4xf32>) {
+    %l = graph.mse_loss %x, %t : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+    %g = graph.cast %g16 : (tensor<4xbf16>) -> tensor<4xf32>
+    %h = graph.cast %h16 : (tensor<4xbf16>) -> tensor<4xf32>
+    %hh = graph.mul %h, %h : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %p, %nm, %nv = graph.adamw_update %w, %g, %m, %v, step %step {lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.01 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<i64>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+    %q = graph.sgd_update %u, %h step %step {lr = 1.0e-2 : f64, momentum = 0.0 : f64, dampening = 0.0 : f64, weight_decay = 0.0 : f64, nesterov = false} : (tensor<4xf32>, tensor<4xf32>, tensor<i64>) -> tensor<4xf32>
+    return %l, %p, %nm, %nv, %q, %hh : tensor<f32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
   }
 }
 

@@ -870,6 +870,20 @@ std::vector<Case> cases() {
                     .attr("lr_schedule", std::string("cosine")).attr("warmup_steps", int64_t(2))
                     .attr("total_steps", int64_t(10)).attr("min_lr", 1e-5).attr("beta1", 0.9).attr("beta2", 0.999)
                     .attr("eps", 1e-8).attr("weight_decay", 0.01).tol(1e-6));
+  // A bf16 gradient, as a mixed-precision plan on one rank hands it over
+  // (no cast to f32): 4 elements per 8-byte access and the tail, and
+  // misaligned one by one; SGD with momentum too.
+  all.push_back(Case("adamw_update", "bf16 gradient").in({100003}).in({100003}, normal(), plan::BF16).in({100003})
+                    .in({100003}, positive()).in({}, constant(3), plan::I64).inPlace(0).inPlace(2).inPlace(3)
+                    .attr("lr", 1e-3).attr("beta1", 0.9).attr("beta2", 0.999).attr("eps", 1e-8)
+                    .attr("weight_decay", 0.01).tol(1e-6));
+  all.push_back(Case("adamw_update", "bf16 gradient").in({1003}).in({1003}, normal(), plan::BF16).in({1003})
+                    .in({1003}, positive()).in({}, constant(3), plan::I64).inPlace(0).inPlace(2).inPlace(3)
+                    .attr("lr", 1e-3).attr("beta1", 0.9).attr("beta2", 0.999).attr("eps", 1e-8)
+                    .attr("weight_decay", 0.01).tol(1e-6).misaligned());
+  all.push_back(Case("sgd_update", "momentum, f16 gradient").in({1003}).in({1003}, normal(), plan::F16).in({1003})
+                    .in({}, constant(3), plan::I64).inPlace(0).inPlace(2).attr("lr", 0.05).attr("momentum", 0.9)
+                    .attr("dampening", 0.0).attr("weight_decay", 1e-4).attr("nesterov", int64_t(0)).tol(1e-6));
   all.push_back(Case("sgd_update", "momentum, nesterov").in({100003}).in({100003}).in({100003})
                     .in({}, constant(3), plan::I64).inPlace(0).inPlace(2).attr("lr", 0.05).attr("momentum", 0.9)
                     .attr("dampening", 0.0).attr("weight_decay", 1e-4).attr("nesterov", int64_t(1)).tol(1e-6));

@@ -9,6 +9,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
@@ -27,8 +28,9 @@ namespace {
 
 class Lowering {
 public:
-  Lowering(ModuleOp module, func::FuncOp train, int64_t worldSize)
-      : module_(module), func_(train), worldSize_(worldSize), builder_(module.getContext()) {}
+  Lowering(ModuleOp module, func::FuncOp train, int64_t worldSize, bool widenGradientsInUpdates)
+      : module_(module), func_(train), worldSize_(worldSize), widenGradientsInUpdates_(widenGradientsInUpdates),
+        builder_(module.getContext()) {}
 
   LogicalResult run();
 
@@ -243,6 +245,19 @@ private:
       outputs.push_back(outputFor(result));
     addKernel(kernel, inputs, outputs, loc, params);
   }
+  /// Whether `cast` only widens a 16-bit gradient to f32 for an optimizer
+  /// update (mixed precision on one rank, where no reduce_scatter in the
+  /// reduce dtype comes between): the update reads the 16-bit gradient
+  /// itself, widened exactly as the cast would, and the f32 copy is never
+  /// written. Its one use is the update's gradient operand.
+  bool isGradientWideningForUpdate(graph::CastOp cast) const {
+    if (!widenGradientsInUpdates_ || !cast.getResult().hasOneUse())
+      return false;
+    OpOperand &use = *cast.getResult().getUses().begin();
+    Type from = getElementTypeOrSelf(cast.getInput().getType()), to = getElementTypeOrSelf(cast.getType());
+    return isa<graph::AdamwUpdateOp, graph::SgdUpdateOp>(use.getOwner()) && use.getOperandNumber() == 1 &&
+           (from.isBF16() || from.isF16()) && to.isF32();
+  }
   /// The matmul whose bias add `add` is (biasAddOf) and the bias, or nulls.
   std::pair<graph::MatmulOp, Value> gemmOfBiasAdd(graph::AddOp add) {
     for (Value operand : add->getOperands())
@@ -308,6 +323,7 @@ private:
   ModuleOp module_;
   func::FuncOp func_;
   int64_t worldSize_;
+  bool widenGradientsInUpdates_;
   OpBuilder builder_;
   plan_ir::ProgramOp program_;
   std::unique_ptr<SymbolTable> symbols_;
@@ -403,9 +419,13 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     return success();
   }
 
+  if (auto cast = dyn_cast<graph::CastOp>(op); cast && isGradientWideningForUpdate(cast))
+    return success(); // the update reads the 16-bit gradient
   // Optimizer updates write their parameter and state in place: their
   // results are the tensors of the operands they replace.
   if (isa<graph::AdamwUpdateOp, graph::SgdUpdateOp>(op)) {
+    if (auto cast = op->getOperand(1).getDefiningOp<graph::CastOp>(); cast && isGradientWideningForUpdate(cast))
+      inputs[1] = tensors_.lookup(cast.getInput());
     SmallVector<Attribute> outputs;
     SmallVector<Value> replaced = {op->getOperand(0)};
     if (auto adamw = dyn_cast<graph::AdamwUpdateOp>(op))
@@ -850,7 +870,7 @@ struct ConvertGraphToPlanPass : public fsdpc::impl::ConvertGraphToPlanBase<Conve
       module.emitError("convert-graph-to-plan: world-size must be positive");
       return signalPassFailure();
     }
-    if (failed(Lowering(module, train, ranks).run()))
+    if (failed(Lowering(module, train, ranks, widenGradientsInUpdates).run()))
       return signalPassFailure();
   }
 };

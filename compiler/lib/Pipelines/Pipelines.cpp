@@ -156,7 +156,10 @@ void buildFsdpStage(OpPassManager &pm, const CompileOptions &o) {
 void buildPlanStage(OpPassManager &pm, const CompileOptions &o) {
   if (o.forwardOnly && o.fuse) // a train step fused in its graph stage
     pm.addPass(graph::createGraphFuse());
-  pm.addPass(createConvertGraphToPlan({o.worldSize, o.forwardOnly ? "forward" : "train_step"}));
+  // The offloaded optimizer runs as host kernels, which take f32 on the
+  // CUDA device: its gradients keep their casts.
+  pm.addPass(createConvertGraphToPlan(
+      {o.worldSize, o.forwardOnly ? "forward" : "train_step", /*widenGradientsInUpdates=*/o.offload == "none"}));
   if (o.offload != "none")
     pm.addNestedPass<plan_ir::ProgramOp>(plan_ir::createPlanOffload({o.offload}));
   pm.addNestedPass<plan_ir::ProgramOp>(plan_ir::createPlanInPlace());

@@ -5,6 +5,9 @@
 // lives in device memory, so the scalars derived from it (AdamW's bias
 // corrections) are computed on the device, in double, then rounded to
 // float exactly as the CPU kernel rounds them.
+// The gradient may be bf16 / f16: a mixed-precision plan on one rank hands
+// the update its 16-bit gradient instead of an f32 copy (the lowering drops
+// the cast); it is widened exactly, so the numbers are the cast's.
 //
 //===----------------------------------------------------------------------===//
 #include "DeviceMath.cuh"
@@ -36,7 +39,31 @@ Status scheduleOf(const KernelCall &call, Schedule &schedule) {
   return Status::ok();
 }
 
-__global__ void sgdKernel(float *p, const float *g, float *buf, const long long *step, long long n, Schedule schedule,
+/// A gradient element as f32: itself, or a 16-bit one widened exactly.
+__device__ __forceinline__ float gradientAt(const float *g, long long i) { return g[i]; }
+__device__ __forceinline__ float gradientAt(const __nv_bfloat16 *g, long long i) { return widen(g[i]); }
+__device__ __forceinline__ float gradientAt(const __half *g, long long i) { return widen(g[i]); }
+
+/// Gradient elements 4i .. 4i + 3 in one access (16 bytes of f32, 8 of a
+/// 16-bit type; the caller checked the alignment).
+__device__ __forceinline__ float4 gradientFour(const float *g, long long i) {
+  return reinterpret_cast<const float4 *>(g)[i];
+}
+template <typename Half> struct alignas(8) FourHalves {
+  Half h[4];
+};
+template <typename Half> __device__ __forceinline__ float4 gradientFour(const Half *g, long long i) {
+  const FourHalves<Half> word = reinterpret_cast<const FourHalves<Half> *>(g)[i];
+  float4 four;
+  four.x = widen(word.h[0]);
+  four.y = widen(word.h[1]);
+  four.z = widen(word.h[2]);
+  four.w = widen(word.h[3]);
+  return four;
+}
+
+template <typename G>
+__global__ void sgdKernel(float *p, const G *g, float *buf, const long long *step, long long n, Schedule schedule,
                           double momentum, double dampening, double weightDecay, bool nesterov) {
   const bool firstStep = step[0] == 1;
   const double lr = schedule.at(step[0]);
@@ -44,7 +71,8 @@ __global__ void sgdKernel(float *p, const float *g, float *buf, const long long 
   const float damp = static_cast<float>(1 - dampening), negLr = static_cast<float>(-lr);
   FSDPC_GRID_STRIDE_LOOP(i, n) {
     // Rounded operation by operation (no FMA contraction), as on the CPU.
-    float d = weightDecay != 0 ? __fadd_rn(g[i], __fmul_rn(wd, p[i])) : g[i];
+    const float gi = gradientAt(g, i);
+    float d = weightDecay != 0 ? __fadd_rn(gi, __fmul_rn(wd, p[i])) : gi;
     if (buf) {
       buf[i] = firstStep ? d : __fadd_rn(__fmul_rn(buf[i], mom), __fmul_rn(damp, d));
       d = nesterov ? __fadd_rn(d, __fmul_rn(mom, buf[i])) : buf[i];
@@ -86,15 +114,15 @@ __device__ __forceinline__ void adamwElement(const AdamwStep &a, float &p, float
 /// With Vector (every buffer 16-byte aligned), four elements per 16-byte
 /// access and the last n % 4 one by one: on the H200 the one-element loop
 /// moved 1.8 TB/s.
-template <bool Vector>
-__global__ void adamwKernel(float *p, const float *g, float *m, float *v, const long long *stepCount, long long n,
+template <bool Vector, typename G>
+__global__ void adamwKernel(float *p, const G *g, float *m, float *v, const long long *stepCount, long long n,
                             Schedule schedule, double beta1, double beta2, double eps, double weightDecay) {
   const AdamwStep a = adamwStepOf(stepCount, schedule, beta1, beta2, eps, weightDecay);
   const long long vectors = Vector ? n / 4 : 0;
   FSDPC_GRID_STRIDE_LOOP(i, vectors) {
     float4 pi = reinterpret_cast<float4 *>(p)[i], mi = reinterpret_cast<float4 *>(m)[i],
            vi = reinterpret_cast<float4 *>(v)[i];
-    const float4 gi = reinterpret_cast<const float4 *>(g)[i];
+    const float4 gi = gradientFour(g, i);
     adamwElement(a, pi.x, gi.x, mi.x, vi.x);
     adamwElement(a, pi.y, gi.y, mi.y, vi.y);
     adamwElement(a, pi.z, gi.z, mi.z, vi.z);
@@ -105,7 +133,7 @@ __global__ void adamwKernel(float *p, const float *g, float *m, float *v, const 
   }
   FSDPC_GRID_STRIDE_LOOP(j, n - 4 * vectors) {
     const long long i = 4 * vectors + j;
-    adamwElement(a, p[i], g[i], m[i], v[i]);
+    adamwElement(a, p[i], gradientAt(g, i), m[i], v[i]);
   }
 }
 
@@ -169,8 +197,23 @@ Status clipCoefficient(const KernelCall &call) {
   return Status::ok();
 }
 
+/// Launches `kernel<G>` with the gradient `grad` as a G pointer: f32, bf16
+/// or f16.
+template <typename Launch> Status withGradientType(const KernelCall &call, const TensorView &grad, Launch launch) {
+  switch (grad.dtype) {
+  case plan::F32:
+    return launch(static_cast<const float *>(grad.data));
+  case plan::BF16:
+    return launch(static_cast<const __nv_bfloat16 *>(grad.data));
+  case plan::F16:
+    return launch(static_cast<const __half *>(grad.data));
+  default:
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": the gradient must be f32, bf16 or f16");
+  }
+}
+
 Status sgdUpdate(const KernelCall &call) {
-  FSDPC_RETURN_IF_ERROR(requireF32(call));
+  FSDPC_RETURN_IF_ERROR(requireF32Except(call, {1}, {}));
   const TensorView &param = call.inputs[0], &grad = call.inputs[1];
   const int64_t n = param.numElements();
   const double momentum = call.floatParam(contract::Param::kMomentum, 0);
@@ -182,16 +225,18 @@ Status sgdUpdate(const KernelCall &call) {
   Schedule schedule;
   FSDPC_RETURN_IF_ERROR(scheduleOf(call, schedule));
   float *buf = momentum != 0 ? call.inputs[2].f32() : nullptr;
-  launchKernel(sgdKernel, blocksFor(n, launch), kThreads, 0, launch.stream, param.f32(), grad.f32(), buf,
-               static_cast<const long long *>(call.inputs.back().data), n, schedule, momentum,
-               call.floatParam(contract::Param::kDampening, 0), call.floatParam(contract::Param::kWeightDecay, 0),
-               call.intParam(contract::Param::kNesterov, 0) != 0);
-  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
-  return Status::ok();
+  return withGradientType(call, grad, [&](auto g) -> Status {
+    launchKernel(sgdKernel<std::remove_cv_t<std::remove_pointer_t<decltype(g)>>>, blocksFor(n, launch), kThreads, 0,
+                 launch.stream, param.f32(), g, buf, static_cast<const long long *>(call.inputs.back().data), n,
+                 schedule, momentum, call.floatParam(contract::Param::kDampening, 0),
+                 call.floatParam(contract::Param::kWeightDecay, 0), call.intParam(contract::Param::kNesterov, 0) != 0);
+    FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+    return Status::ok();
+  });
 }
 
 Status adamwUpdate(const KernelCall &call) {
-  FSDPC_RETURN_IF_ERROR(requireF32(call));
+  FSDPC_RETURN_IF_ERROR(requireF32Except(call, {1}, {}));
   const int64_t n = call.inputs[0].numElements();
   for (int i = 1; i < 4; ++i)
     if (call.inputs[i].numElements() != n)
@@ -202,14 +247,16 @@ Status adamwUpdate(const KernelCall &call) {
   Schedule schedule;
   FSDPC_RETURN_IF_ERROR(scheduleOf(call, schedule));
   const bool vector = vectorAligned({&call.inputs[0], &call.inputs[1], &call.inputs[2], &call.inputs[3]});
-  launchKernel(vector ? adamwKernel<true> : adamwKernel<false>, blocksFor(vector ? n / 4 + 1 : n, launch), kThreads,
-               0, launch.stream, call.inputs[0].f32(), call.inputs[1].f32(), call.inputs[2].f32(),
-               call.inputs[3].f32(),
-               static_cast<const long long *>(call.inputs[4].data), n, schedule,
-               call.floatParam(contract::Param::kBeta1, 0.9), call.floatParam(contract::Param::kBeta2, 0.999),
-               call.floatParam(contract::Param::kEps, 1e-8), call.floatParam(contract::Param::kWeightDecay, 0.01));
-  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
-  return Status::ok();
+  return withGradientType(call, call.inputs[1], [&](auto g) -> Status {
+    using G = std::remove_cv_t<std::remove_pointer_t<decltype(g)>>;
+    launchKernel(vector ? adamwKernel<true, G> : adamwKernel<false, G>, blocksFor(vector ? n / 4 + 1 : n, launch),
+                 kThreads, 0, launch.stream, call.inputs[0].f32(), g, call.inputs[2].f32(), call.inputs[3].f32(),
+                 static_cast<const long long *>(call.inputs[4].data), n, schedule,
+                 call.floatParam(contract::Param::kBeta1, 0.9), call.floatParam(contract::Param::kBeta2, 0.999),
+                 call.floatParam(contract::Param::kEps, 1e-8), call.floatParam(contract::Param::kWeightDecay, 0.01));
+    FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+    return Status::ok();
+  });
 }
 
 } // namespace fsdpc::runtime::cuda

@@ -101,7 +101,6 @@ struct GemmShape {
   cudaDataType_t typeA = CUDA_R_32F, typeB = CUDA_R_32F, typeC = CUDA_R_32F, typeBias = CUDA_R_32F;
   bool bias = false;     // the bias epilogue: `bias` is read
   bool biasGrad = false; // the bias-gradient epilogue: `bias` is written
-  bool addend = false;   // C = the addend (D's type and layout), beta = 1
 
   int64_t rowLengthA() const { return transA ? m : k; }
   int64_t rowLengthB() const { return transB ? k : n; }
@@ -163,11 +162,10 @@ StatusOr<std::shared_ptr<GemmPlan>> makeGemmPlan(const KernelCall &call, const G
                                        s.ldB() * bytesOf(s.typeB)});
   const uint32_t alignY = alignmentOf({reinterpret_cast<uint64_t>(a), s.strideA * bytesOf(s.typeA),
                                        s.ldA() * bytesOf(s.typeA)});
-  // C (the addend, when there is one) has D's layout, so one alignment
-  // covers both.
-  const uint32_t alignD =
-      alignmentOf({reinterpret_cast<uint64_t>(c), s.addend ? reinterpret_cast<uint64_t>(addend) : 0,
-                   s.strideC * bytesOf(s.typeC), s.ldC() * bytesOf(s.typeC)});
+  // C (the addend, when there is one: null adds no constraint) has D's
+  // type and layout, so one alignment covers both.
+  const uint32_t alignD = alignmentOf({reinterpret_cast<uint64_t>(c), reinterpret_cast<uint64_t>(addend),
+                                       s.strideC * bytesOf(s.typeC), s.ldC() * bytesOf(s.typeC)});
   FSDPC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
       preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignX, sizeof(alignX)));
   FSDPC_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
@@ -450,17 +448,11 @@ Status gemmShapeOf(const KernelCall &call, GemmShape &s) {
   return operandTypes(call, s);
 }
 
-/// gemmShapeOf, whether it accumulates (the addend is C's dtype: cuBLASLt
-/// reads C as D's type), and for matmul_bias its bias (one per column of C).
+/// gemmShapeOf, and for matmul_bias its bias (one per column of C). An
+/// addend has C's shape and dtype (cuBLASLt reads C as D's type), which the
+/// plan loader's operand rule checked.
 Status matmulShapeOf(const KernelCall &call, GemmShape &s) {
   FSDPC_RETURN_IF_ERROR(gemmShapeOf(call, s));
-  if (const TensorView *addend = call.addend()) {
-    if (addend->dtype != call.outputs[0].dtype || addend->numElements() != s.m * s.n)
-      return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": an addend ", cpu::shapeString(addend->shape),
-                         " ", plan::DType_Name(addend->dtype), " for an output ",
-                         cpu::shapeString(call.outputs[0].shape), " ", plan::DType_Name(call.outputs[0].dtype));
-    s.addend = true;
-  }
   if (call.ownInputs() <= 2)
     return Status::ok();
   const TensorView &bias = call.inputs[2];
@@ -482,7 +474,7 @@ Status matmul(const KernelCall &call) {
   GemmShape s;
   FSDPC_RETURN_IF_ERROR(matmulShapeOf(call, s));
   const void *bias = s.bias ? call.inputs[2].data : nullptr;
-  const void *addend = s.addend ? call.addend()->data : nullptr;
+  const void *addend = call.addend() ? call.addend()->data : nullptr;
   if (s.m == 0 || s.n == 0)
     return Status::ok();
   if (s.k == 0)

@@ -19,8 +19,9 @@
 // gradient) to dx in f32 before dx is rounded and written, which saves the
 // separate add a pass over three tensors.
 // The activations (x, y, dy, dx, the addend), scale and bias and their
-// gradients may be bf16 / f16 in mixed-precision plans: read widened, computed in f32,
-// rounded once where written, the numbers of f32 kernels between casts.
+// gradients may be bf16 / f16 in mixed-precision plans: read widened,
+// computed in f32, rounded once where written, the numbers of f32 kernels
+// between casts.
 // The statistics are f32.
 //
 //===----------------------------------------------------------------------===//
@@ -251,9 +252,9 @@ __global__ void __launch_bounds__(kRowWarps * 32, Partials && V <= 3 ? 2 : 1)
     // columns apart fell on two banks, a 16-way conflict in each of the
     // 8 turns.
     __shared__ double blockSums[2][kMaxPartialColumns];
-    auto slotOf = [](long long column) {
-      const long long vector = column / kVectorElements;
-      return ((vector / 32) * kVectorElements + column % kVectorElements) * 32 + vector % 32;
+    // Element e of vector `vector` of the row (its lane is vector % 32).
+    auto slotOf = [](long long vector, long long e) {
+      return ((vector / 32) * kVectorElements + e) * 32 + vector % 32;
     };
     for (int turn = 0; turn < kRowWarps; ++turn) {
       if (warp == turn)
@@ -262,15 +263,16 @@ __global__ void __launch_bounds__(kRowWarps * 32, Partials && V <= 3 ? 2 : 1)
           if (lane + 32 * k < vectors)
 #pragma unroll
             for (int e = 0; e < kVectorElements; ++e) {
-              const int slot = (k * kVectorElements + e) * 32 + lane;
+              const long long slot = slotOf(lane + 32 * k, e);
               blockSums[0][slot] = (turn == 0 ? 0.0 : blockSums[0][slot]) + sumScale[k][e];
               blockSums[1][slot] = (turn == 0 ? 0.0 : blockSums[1][slot]) + sumBias[k][e];
             }
       __syncthreads();
     }
     for (long long c = threadIdx.x; c < cols; c += blockDim.x) {
-      partial[blockIdx.x * cols + c] = blockSums[0][slotOf(c)];
-      partial[(chunks + blockIdx.x) * cols + c] = blockSums[1][slotOf(c)];
+      const long long slot = slotOf(c / kVectorElements, c % kVectorElements);
+      partial[blockIdx.x * cols + c] = blockSums[0][slot];
+      partial[(chunks + blockIdx.x) * cols + c] = blockSums[1][slot];
     }
   }
 }
@@ -359,7 +361,8 @@ Status normalizeGrad(const KernelCall &call, const float *mean, const float *inv
   if (rows == 0 || cols == 0)
     return Status::ok();
   const CudaLaunch &launch = launchOf(call);
-  const Operand x = operandOf(call.inputs[0]), dy = operandOf(call.inputs[call.ownInputs() - 1]);
+  const TensorView &dyView = call.inputs[call.ownInputs() - 1];
+  const Operand x = operandOf(call.inputs[0]), dy = operandOf(dyView);
   const Operand scale = operandOf(call.inputs[1]);
   const Operand addend = call.addend() ? operandOf(*call.addend()) : Operand{};
   const Operand dx = operandOf(call.outputs[0]);
@@ -382,7 +385,6 @@ Status normalizeGrad(const KernelCall &call, const float *mean, const float *inv
        normalizeGradRowsKernel<3, true, true>, normalizeGradRowsKernel<4, true, true>}};
   const bool accumulate = addend.data != nullptr;
   const int warpKernel = warpKernelFor(cols);
-  const TensorView &dyView = call.inputs[call.ownInputs() - 1];
   const bool warpRows = warpKernel >= 0 &&
                         vectorAligned({&call.inputs[0], &call.inputs[1], &dyView, &call.outputs[0]}) &&
                         reinterpret_cast<uintptr_t>(addend.data) % 16 == 0;
@@ -390,8 +392,9 @@ Status normalizeGrad(const KernelCall &call, const float *mean, const float *inv
   if (warpRows && kVectorsPerLane[warpKernel] <= kMaxPartialVectors) {
     // dx and the parameter gradients' partial sums in one pass over x, dy.
     chunks = partialChunksFor(rows);
-    launchKernel(kWarpPartialKernels[accumulate][warpKernel], static_cast<unsigned>(chunks), kRowWarps * 32, 0, launch.stream, x,
-                 scale, mean, invStd, dy, addend, rows, cols, (rows + chunks - 1) / chunks, dx, partial, chunks);
+    launchKernel(kWarpPartialKernels[accumulate][warpKernel], static_cast<unsigned>(chunks), kRowWarps * 32, 0,
+                 launch.stream, x, scale, mean, invStd, dy, addend, rows, cols, (rows + chunks - 1) / chunks, dx,
+                 partial, chunks);
     FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   } else {
     if (warpRows)

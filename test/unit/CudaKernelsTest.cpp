@@ -37,6 +37,7 @@ using namespace fsdpc::runtime;
 namespace {
 
 int failures = 0;
+int ran = 0; // runs of a case: one per kernel variant
 
 #define CHECK_CUDA(expr)                                                                                               \
   do {                                                                                                                 \
@@ -320,50 +321,84 @@ void runCase(const Case &c, GpuContext &gpu, unsigned seed) {
   if (launch.scratchBytes)
     CHECK_CUDA(cudaMalloc(&launch.scratch, launch.scratchBytes));
   gpuCall.backend = &launch;
-  CHECK_CUDA(cudaMemset(gpu.error, 0, sizeof(cuda::DeviceError)));
-  Status gpuStatus = kernel.run(gpuCall);
-  CHECK_CUDA(cudaStreamSynchronize(gpu.stream));
-  cuda::DeviceError error{};
-  CHECK_CUDA(cudaMemcpy(&error, gpu.error, sizeof(error), cudaMemcpyDeviceToHost));
 
-  bool ok = true;
-  std::string why;
-  if (c.expectDataError) {
-    ok = !cpuStatus.isOk() && gpuStatus.isOk() && error.instruction == 42;
-    why = "expected the CPU kernel to fail and the device error word to name instruction 41; CPU: " +
-          cpuStatus.toString() + ", error word " + std::to_string(error.instruction);
-  } else if (!cpuStatus.isOk() || !gpuStatus.isOk() || error.instruction != 0) {
-    ok = false;
-    why = "CPU: " + cpuStatus.toString() + "; GPU: " + gpuStatus.toString() + "; error word " +
-          std::to_string(error.instruction);
-  }
-  double worst = 0;
-  if (ok && !c.expectDataError) {
-    for (size_t j = 0; j < outputs.size(); ++j) {
-      HostTensor got = outputs[j];
-      CHECK_CUDA(cudaMemcpy(got.bytes.data(), deviceOut[j], got.bytes.size(), cudaMemcpyDeviceToHost));
-      const int alias = c.outputs[j].aliasOf;
-      const HostTensor &want = alias >= 0 ? cpuIn[alias] : cpuOut[j];
-      for (int64_t i = 0; i < got.count(); ++i) {
-        const double g = valueAt(got, i), w = storedAs(outputs[j].spec.dtype, valueAt(want, i));
-        const double excess = std::fabs(g - w) / (1 + std::fabs(w));
-        if (!(excess <= c.tolerance)) { // NaN fails too
-          ok = false;
-          char line[256];
-          std::snprintf(line, sizeof(line), "output %zu element %lld: gpu %.9g cpu %.9g", j,
-                        static_cast<long long>(i), g, w);
-          why = line;
-          break;
-        }
-        worst = std::max(worst, excess);
-      }
-      if (!ok)
-        break;
+  // A kernel with variants (KernelVariants.h) runs each of them, pinned
+  // through its launch cache: each must agree with the CPU, and with the
+  // first bit for bit (they claim the same bits, so that a choice by timing
+  // cannot change a result). The first case of such a kernel also runs
+  // unpinned: the timing path, whose outputs must be right too. In-place
+  // cases run once: a second run would read what the first wrote.
+  const bool inPlace = std::any_of(c.outputs.begin(), c.outputs.end(), [](const Spec &s) { return s.aliasOf >= 0; });
+  const int variants = kernel.variants && !inPlace ? kernel.variants(gpuCall) : 1;
+  static std::set<std::string> timedKernels;
+  std::vector<int> runs; // variant indexes; -1 unpinned
+  for (int v = 0; v < variants; ++v)
+    runs.push_back(variants > 1 ? v : -1);
+  if (variants > 1 && timedKernels.insert(c.kernel).second)
+    runs.push_back(-1);
+  std::vector<HostTensor> firstRun;
+  for (int variant : runs) {
+    launch.cache = variant >= 0 ? std::make_shared<cuda::VariantChoice>(cuda::VariantChoice{variant}) : nullptr;
+    for (size_t j = 0; j < outputs.size(); ++j)
+      if (c.outputs[j].aliasOf < 0) // poisoned: every element must be written
+        CHECK_CUDA(cudaMemset(deviceOut[j], 0xff, std::max<size_t>(outputs[j].bytes.size(), 16)));
+    CHECK_CUDA(cudaMemset(gpu.error, 0, sizeof(cuda::DeviceError)));
+    Status gpuStatus = kernel.run(gpuCall);
+    CHECK_CUDA(cudaStreamSynchronize(gpu.stream));
+    cuda::DeviceError error{};
+    CHECK_CUDA(cudaMemcpy(&error, gpu.error, sizeof(error), cudaMemcpyDeviceToHost));
+
+    bool ok = true;
+    std::string why;
+    if (c.expectDataError) {
+      ok = !cpuStatus.isOk() && gpuStatus.isOk() && error.instruction == 42;
+      why = "expected the CPU kernel to fail and the device error word to name instruction 41; CPU: " +
+            cpuStatus.toString() + ", error word " + std::to_string(error.instruction);
+    } else if (!cpuStatus.isOk() || !gpuStatus.isOk() || error.instruction != 0) {
+      ok = false;
+      why = "CPU: " + cpuStatus.toString() + "; GPU: " + gpuStatus.toString() + "; error word " +
+            std::to_string(error.instruction);
     }
+    double worst = 0;
+    std::vector<HostTensor> got;
+    if (ok && !c.expectDataError) {
+      for (size_t j = 0; j < outputs.size(); ++j) {
+        got.push_back(outputs[j]);
+        CHECK_CUDA(cudaMemcpy(got[j].bytes.data(), deviceOut[j], got[j].bytes.size(), cudaMemcpyDeviceToHost));
+        const int alias = c.outputs[j].aliasOf;
+        const HostTensor &want = alias >= 0 ? cpuIn[alias] : cpuOut[j];
+        for (int64_t i = 0; i < got[j].count(); ++i) {
+          const double g = valueAt(got[j], i), w = storedAs(outputs[j].spec.dtype, valueAt(want, i));
+          const double excess = std::fabs(g - w) / (1 + std::fabs(w));
+          const double first = firstRun.empty() ? g : valueAt(firstRun[j], i);
+          char line[256] = "";
+          if (!(excess <= c.tolerance)) // NaN fails too
+            std::snprintf(line, sizeof(line), "output %zu element %lld: gpu %.9g cpu %.9g", j,
+                          static_cast<long long>(i), g, w);
+          else if (g != first) // +0 and -0 are equal: a product's sign of zero is not a result
+            std::snprintf(line, sizeof(line), "output %zu element %lld: %.9g, the first variant's %.9g", j,
+                          static_cast<long long>(i), g, first);
+          if (*line) {
+            ok = false;
+            why = line;
+            break;
+          }
+          worst = std::max(worst, excess);
+        }
+        if (!ok)
+          break;
+      }
+    }
+    if (firstRun.empty())
+      firstRun = got;
+    const std::string label =
+        c.label + (variant >= 0 ? " [variant " + std::to_string(variant + 1) + " of " + std::to_string(variants) + "]"
+                                : variants > 1 ? " [timed]" : "");
+    std::printf("%s %-44s worst %.2e (tolerance %.0e)%s%s\n", ok ? "PASS" : "FAIL", label.c_str(), worst,
+                c.tolerance, ok ? "" : ": ", ok ? "" : why.c_str());
+    failures += !ok;
+    ++ran;
   }
-  std::printf("%s %-44s worst %.2e (tolerance %.0e)%s%s\n", ok ? "PASS" : "FAIL", c.label.c_str(), worst,
-              c.tolerance, ok ? "" : ": ", ok ? "" : why.c_str());
-  failures += !ok;
   for (void *p : allocations)
     cudaFree(p);
   if (launch.scratch)
@@ -953,15 +988,15 @@ int main(int argc, char **argv) {
   CHECK_CUDA(cudaMalloc(&gpu.context, sizeof(StepContext)));
   CHECK_CUDA(cudaMemcpy(gpu.context, &stepContext, sizeof(StepContext), cudaMemcpyHostToDevice));
   unsigned seed = 1;
-  int ran = 0;
+  int cases = 0;
   for (const Case &c : all) {
     if (!only.empty() && c.kernel.find(only) == std::string::npos)
       continue;
     runCase(c, gpu, seed++);
-    ++ran;
+    ++cases;
   }
-  std::printf("%s: %d of %d CUDA kernel cases agree with the CPU kernels\n", failures ? "FAIL" : "PASS",
-              ran - failures, ran);
+  std::printf("%s: %d of %d runs of %d CUDA kernel cases (a run per kernel variant) agree with the CPU kernels\n",
+              failures ? "FAIL" : "PASS", ran - failures, ran, cases);
   cudaFree(gpu.error);
   cudaFree(gpu.context);
   cudaFree(gpu.workspace);

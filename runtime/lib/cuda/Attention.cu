@@ -26,8 +26,12 @@
 //
 //===----------------------------------------------------------------------===//
 #include "DeviceMath.cuh"
+#include "KernelVariants.h"
 #include "WarpMma.cuh"
 #include "../KernelChecks.h"
+
+#include <algorithm>
+#include <cctype>
 
 
 namespace fsdpc::runtime::cuda {
@@ -415,9 +419,10 @@ dim3 tilesOf(long long rows, long long batch) {
 // dO are rounded to bf16 as each tile is loaded, every product runs on the
 // tensor cores (mma.sync m16n8k16, f32 accumulation; WarpMma.cuh) and the
 // softmax stays in f32, as torch's flash attention does under bf16
-// autocast. A block holds 64 query rows (or 64 key rows), a warp 16 of
-// them; the other side streams through in tiles of 64, the next tile's
-// copies (cp.async) in flight while the block computes on the current one.
+// autocast. A block holds 64 or 128 query rows (or 64 key rows), a warp
+// 16 or 32 of them; the other side streams through in tiles of 64, the
+// next tile's copies (cp.async) in flight while the block computes on the
+// current one.
 //
 // The layouts of mma.sync are documented, so a product's result stays in
 // the registers of the lanes that own its rows: a lane holds two rows
@@ -432,34 +437,51 @@ dim3 tilesOf(long long rows, long long batch) {
 // Query, key and value need one head size, 32, 64 or 128 (a template
 // parameter, so the accumulators stay in registers); other shapes take the
 // f32 kernels above.
+//
+// Each kernel comes in variants that compute the same bits (rows per warp,
+// a warp's own fragments held in registers or reread), and the first call
+// of a shape keeps the fastest by timing (KernelVariants.h): which wins
+// depends on registers against warps per multiprocessor, which only the
+// GPU can say.
 
 namespace tc {
 
-constexpr int kRows = 64;  // a block's queries or keys
-constexpr int kWarps = 4;  // 16 of them each
+constexpr int kWarps = 4;  // per block
 constexpr int kTile = 64;  // the streamed side's tile
 constexpr int kStages = 2; // streamed tiles in shared memory: one computed on, the next landing
 constexpr int kScoreTiles = kTile / 8; // a warp's 16 x kTile scores, in 16 x 8 accumulator tiles
 constexpr float kLog2e = 1.4426950408889634f;
+
+/// A block's own rows (queries, or keys for dK and dV) come in 16-row mma
+/// tiles, M per warp. Every B fragment a warp reads from shared memory (K
+/// in Q K^T, V in P V) feeds M products, so M = 2 halves the shared-memory
+/// reads per product, which bound one-tile warps (about 1.4 cycles of
+/// ldmatrix per cycle of mma at head size 64), at the price of registers
+/// (ptxas, head size 64: 242 against 120), so of warps per multiprocessor.
+/// The forward kernel comes with M = 2 up to head size 64 and M = 1; the
+/// backward kernels with M = 1 only: their dK, dV or dQ accumulators and
+/// two score tiles fill the registers already.
+constexpr int kGradRows = kWarps * 16; // the backward kernels' own rows per block
+__host__ __device__ constexpr int forwardRows(int rowTiles) { return kWarps * 16 * rowTiles; }
 
 /// A tile row's pitch in elements: 16 bytes of padding put the 8 rows an
 /// ldmatrix reads on 8 different groups of 4 banks (the pitch is 4 words
 /// modulo 32 for every head size here).
 __host__ __device__ constexpr int pitchOf(int cols) { return cols + 8; }
 
-/// Starts loading rows [first, first + kRows) of a matrix of D columns,
+/// Starts loading rows [first, first + Rows) of a matrix of D columns,
 /// rows `stride` elements apart, into `tile` as bf16; rows past `limit` are
 /// zeros (finite: a probability of zero times them is zero). Rows of bf16
 /// that start 16-byte aligned (vectorRows) are copied by cp.async and land
 /// by the next waitAsyncCopies; other rows are loaded, rounded and stored
 /// now. Either way they are visible to the block after a __syncthreads.
-template <int D>
+template <int D, int Rows>
 __device__ __forceinline__ void startTile(__nv_bfloat16 *tile, Operand src, long long first, long long limit,
                                           long long stride, bool vectorRows) {
   constexpr int P = pitchOf(D);
   if (vectorRows) {
     constexpr int kWordsPerRow = D / kVectorElements;
-    for (int e = threadIdx.x; e < kRows * kWordsPerRow; e += blockDim.x) {
+    for (int e = threadIdx.x; e < Rows * kWordsPerRow; e += blockDim.x) {
       const int r = e / kWordsPerRow, c = e % kWordsPerRow * kVectorElements;
       __nv_bfloat16 *to = tile + r * P + c;
       if (first + r >= limit) {
@@ -474,7 +496,7 @@ __device__ __forceinline__ void startTile(__nv_bfloat16 *tile, Operand src, long
     }
     return;
   }
-  for (int e = threadIdx.x; e < kRows * D; e += blockDim.x) {
+  for (int e = threadIdx.x; e < Rows * D; e += blockDim.x) {
     const int r = e / D, c = e % D;
     tile[r * P + c] = __float2bfloat16_rn(first + r < limit ? loadFloat(src, (first + r) * stride + c) : 0.0f);
   }
@@ -482,12 +504,12 @@ __device__ __forceinline__ void startTile(__nv_bfloat16 *tile, Operand src, long
 
 /// startTile for keys, which may be stored transposed ([d, tk]): the tile
 /// holds them as rows either way.
-template <int D>
+template <int D, int Rows>
 __device__ __forceinline__ void startKeyTile(__nv_bfloat16 *tile, Operand k, const AttentionShape &s,
                                              long long first) {
   if (!s.keyTransposed)
-    return startTile<D>(tile, k, first, s.tk, s.key.row, s.vectorRows);
-  for (int e = threadIdx.x; e < kRows * D; e += blockDim.x) {
+    return startTile<D, Rows>(tile, k, first, s.tk, s.key.row, s.vectorRows);
+  for (int e = threadIdx.x; e < Rows * D; e += blockDim.x) {
     const int r = e / D, c = e % D;
     tile[r * pitchOf(D) + c] = __float2bfloat16_rn(first + r < s.tk ? keyAt(k, s, first + r, c) : 0.0f);
   }
@@ -525,82 +547,132 @@ __device__ __forceinline__ void loadBAsStored(uint32_t (&b)[2][2], const __nv_bf
   b[1][1] = r[3];
 }
 
-/// acc (16 x kTile, kScoreTiles tiles) = the warp's 16 rows of `rows` (from
-/// row0, D columns) times the transpose of the kTile rows of `other`: Q K^T,
-/// K Q^T, dO V^T, V dO^T.
-template <int D>
-__device__ __forceinline__ void productWithRows(float (&acc)[kScoreTiles][4], const __nv_bfloat16 *rows, int row0,
+/// A warp's own rows, M 16-row tiles of a shared tile from row0 (all D
+/// columns), as the A operand of its products. Where Hold, their fragments
+/// are loaded once (load, after the tile has landed) and kept in registers
+/// while the other side streams through; else a product reads each
+/// fragment from shared memory when it needs it, so one is live at a time.
+template <int D, int M, bool Hold>
+struct OwnRows {
+  const __nv_bfloat16 *tile;
+  int row0, lane;
+  uint32_t held[Hold ? M : 1][Hold ? D / 16 : 1][4];
+
+  __device__ __forceinline__ void load() {
+    if constexpr (Hold) {
+#pragma unroll
+      for (int m = 0; m < M; ++m)
+#pragma unroll
+        for (int kt = 0; kt < D / 16; ++kt)
+          loadA<pitchOf(D)>(held[m][kt], tile, row0 + 16 * m, kt * 16, lane);
+    }
+  }
+  /// The fragment of row tile m, columns [16 kt, 16 kt + 16).
+  __device__ __forceinline__ void fragment(uint32_t (&a)[4], int m, int kt) const {
+    if constexpr (Hold) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        a[i] = held[m][kt][i];
+    } else {
+      loadA<pitchOf(D)>(a, tile, row0 + 16 * m, kt * 16, lane);
+    }
+  }
+};
+
+/// acc (M x 16 x kTile) = the warp's own rows times the transpose of the
+/// kTile rows of `other`: Q K^T, K Q^T, dO V^T, V dO^T. Each B fragment
+/// serves all M row tiles.
+template <int D, int M, bool Hold>
+__device__ __forceinline__ void productWithRows(float (&acc)[M][kScoreTiles][4], const OwnRows<D, M, Hold> &rows,
                                                 const __nv_bfloat16 *other, int lane) {
   constexpr int P = pitchOf(D);
 #pragma unroll
-  for (int n = 0; n < kScoreTiles; ++n)
-    acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+  for (int m = 0; m < M; ++m)
+#pragma unroll
+    for (int n = 0; n < kScoreTiles; ++n)
+      acc[m][n][0] = acc[m][n][1] = acc[m][n][2] = acc[m][n][3] = 0.0f;
 #pragma unroll
   for (int kt = 0; kt < D / 16; ++kt) {
-    uint32_t a[4];
-    loadA<P>(a, rows, row0, kt * 16, lane);
+    uint32_t a[M][4];
+#pragma unroll
+    for (int m = 0; m < M; ++m)
+      rows.fragment(a[m], m, kt);
 #pragma unroll
     for (int np = 0; np < kScoreTiles / 2; ++np) {
       uint32_t b[2][2];
       loadBOfRows<P>(b, other, np * 16, kt * 16, lane);
-      mmaBf16(acc[2 * np], a, b[0]);
-      mmaBf16(acc[2 * np + 1], a, b[1]);
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        mmaBf16(acc[m][2 * np], a[m], b[0]);
+        mmaBf16(acc[m][2 * np + 1], a[m], b[1]);
+      }
     }
   }
 }
 
-/// acc (16 x D, D / 8 tiles) += scores (16 x kTile, in registers, rounded to
+/// acc (M x 16 x D) += scores (M x 16 x kTile, in registers, rounded to
 /// bf16) times the kTile x D tile `values` as stored: P V, P^T dO, dS K,
-/// dS^T Q.
-template <int D>
-__device__ __forceinline__ void accumulateScoresTimes(float (&acc)[D / 8][4], const float (&scores)[kScoreTiles][4],
+/// dS^T Q. Each B fragment serves all M row tiles.
+template <int D, int M>
+__device__ __forceinline__ void accumulateScoresTimes(float (&acc)[M][D / 8][4],
+                                                      const float (&scores)[M][kScoreTiles][4],
                                                       const __nv_bfloat16 *values, int lane) {
   constexpr int P = pitchOf(D);
 #pragma unroll
   for (int kk = 0; kk < kTile / 16; ++kk) {
-    uint32_t a[4];
-    aFromAccumulators(a, scores[2 * kk], scores[2 * kk + 1]);
+    uint32_t a[M][4];
+#pragma unroll
+    for (int m = 0; m < M; ++m)
+      aFromAccumulators(a[m], scores[m][2 * kk], scores[m][2 * kk + 1]);
 #pragma unroll
     for (int np = 0; np < D / 16; ++np) {
       uint32_t b[2][2];
       loadBAsStored<P>(b, values, kk * 16, np * 16, lane);
-      mmaBf16(acc[2 * np], a, b[0]);
-      mmaBf16(acc[2 * np + 1], a, b[1]);
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        mmaBf16(acc[m][2 * np], a[m], b[0]);
+        mmaBf16(acc[m][2 * np + 1], a[m], b[1]);
+      }
     }
   }
 }
 
-/// Accumulator element e of an 8-column tile n: its row among the warp's 16
-/// (g or g + 8) and its column (n * 8 + 2t or the next).
+/// Accumulator element e of an 8-column tile n: its row among a 16-row
+/// tile's (g or g + 8) and its column (n * 8 + 2t or the next).
 __device__ __forceinline__ int rowOf(int e, int lane) { return lane / 4 + e / 2 * 8; }
 __device__ __forceinline__ int columnOf(int n, int e, int lane) { return n * 8 + lane % 4 * 2 + e % 2; }
 
-/// Writes a warp's accumulators (16 rows x D): element (row, column) goes to
-/// `store(row, column, value)`.
-template <int D, typename Store>
-__device__ __forceinline__ void writeAccumulators(const float (&acc)[D / 8][4], int lane, Store store) {
+/// Writes a warp's accumulators (M x 16 rows x D): element (row, column),
+/// row counted from the warp's first, goes to `store(row, column, value,
+/// m, r)`, where the row is row r of the lane's two in row tile m.
+template <int D, int M, typename Store>
+__device__ __forceinline__ void writeAccumulators(const float (&acc)[M][D / 8][4], int lane, Store store) {
 #pragma unroll
-  for (int n = 0; n < D / 8; ++n)
+  for (int m = 0; m < M; ++m)
 #pragma unroll
-    for (int e = 0; e < 4; ++e)
-      store(rowOf(e, lane), columnOf(n, e, lane), acc[n][e]);
+    for (int n = 0; n < D / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        store(16 * m + rowOf(e, lane), columnOf(n, e, lane), acc[m][n][e], m, e / 2);
 }
 
 /// Bytes of shared memory: the block's own tiles, then kStages of each
 /// streamed tile (and, for dK and dV, the streamed queries' logsumexp and
 /// delta).
-constexpr size_t tileBytes(int d) { return sizeof(__nv_bfloat16) * kRows * pitchOf(d); }
-constexpr size_t forwardBytes(int d) { return tileBytes(d) * (1 + 2 * kStages); }
-constexpr size_t keyGradBytes(int d) { return tileBytes(d) * (2 + 2 * kStages) + sizeof(float) * 2 * kStages * kTile; }
-constexpr size_t queryGradBytes(int d) { return tileBytes(d) * (2 + 2 * kStages); }
+constexpr size_t rowsBytes(int rows, int d) { return sizeof(__nv_bfloat16) * rows * pitchOf(d); }
+constexpr size_t forwardBytes(int d, int rowTiles) { return rowsBytes(forwardRows(rowTiles) + 2 * kStages * kTile, d); }
+constexpr size_t keyGradBytes(int d) {
+  return rowsBytes(2 * kGradRows + 2 * kStages * kTile, d) + sizeof(float) * 2 * kStages * kTile;
+}
+constexpr size_t queryGradBytes(int d) { return rowsBytes(2 * kGradRows + 2 * kStages * kTile, d); }
 
 /// Starts the key and value tiles from firstKey into stage `stage` of ks
 /// and vs: the streamed side of the forward and dQ kernels.
 template <int D>
 __device__ __forceinline__ void startKeysAndValues(__nv_bfloat16 *ks, __nv_bfloat16 *vs, int stage, Operand k,
                                                    Operand v, const AttentionShape &s, long long firstKey) {
-  startKeyTile<D>(ks + stage * kTile * pitchOf(D), k, s, firstKey);
-  startTile<D>(vs + stage * kTile * pitchOf(D), v, firstKey, s.tk, s.value.row, s.vectorRows);
+  startKeyTile<D, kTile>(ks + stage * kTile * pitchOf(D), k, s, firstKey);
+  startTile<D, kTile>(vs + stage * kTile * pitchOf(D), v, firstKey, s.tk, s.value.row, s.vectorRows);
 }
 
 /// The forward and dQ kernels' key loop, at key tile i of keyTiles: waits
@@ -620,21 +692,30 @@ __device__ __forceinline__ void nextKeyTile(int i, int keyTiles, __nv_bfloat16 *
   valueRows = vs + i % kStages * kTile * pitchOf(D);
 }
 
-/// Calls visit(n, e, valid) for each score a lane holds (accumulator tile
-/// n, element e): its row is rows[e / 2], its column firstColumn +
-/// columnOf(n, e); rows are queries and columns keys, or the other way
-/// round where KeyRows (S^T). valid: the pair is in range and unmasked;
-/// `visible` (allVisible) says so for every pair without looking.
+/// Waits until the block's first copies (its own rows and the first
+/// streamed tile) have landed for every thread, so that a warp may load its
+/// own rows' fragments.
+__device__ __forceinline__ void waitForFirstTiles() {
+  waitAsyncCopies<0>();
+  __syncthreads();
+}
+
+/// Calls visit(n, e, valid) for each score a lane holds in one 16-row tile
+/// (accumulator tile n, element e): its row is rows[e / 2], its column
+/// firstColumn + columnOf(n, e); rows are queries and columns keys, or the
+/// other way round where KeyRows (S^T). valid: the pair is in range and
+/// unmasked; `visible` (allVisible) says so for every pair without looking.
 template <bool KeyRows, typename Visit>
-__device__ __forceinline__ void forEachScore(const AttentionShape &s, long long maskOffset, const long long (&rows)[2],
-                                             long long firstColumn, bool visible, int lane, Visit visit) {
+__device__ __forceinline__ void forEachScore(const AttentionShape &s, long long maskOffset, const int (&rows)[2],
+                                             int firstColumn, bool visible, int lane, Visit visit) {
+  const int tq = static_cast<int>(s.tq), tk = static_cast<int>(s.tk);
 #pragma unroll
   for (int n = 0; n < kScoreTiles; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const long long row = rows[e / 2], column = firstColumn + columnOf(n, e, lane);
-      const long long query = KeyRows ? column : row, key = KeyRows ? row : column;
-      visit(n, e, visible || (query < s.tq && key < s.tk && !isMasked(s, maskOffset, query, key)));
+      const int row = rows[e / 2], column = firstColumn + columnOf(n, e, lane);
+      const int query = KeyRows ? column : row, key = KeyRows ? row : column;
+      visit(n, e, visible || (query < tq && key < tk && !isMasked(s, maskOffset, query, key)));
     }
 }
 
@@ -642,135 +723,183 @@ __device__ __forceinline__ void forEachScore(const AttentionShape &s, long long 
 /// `keys` keys from firstKey is in range and seen under a causal mask: a
 /// warp then leaves out the per-score checks (for a long causal sequence,
 /// most of its tiles lie wholly below the diagonal).
-__device__ __forceinline__ bool allVisible(const AttentionShape &s, long long firstQuery, int queries,
-                                           long long firstKey, int keys) {
+__device__ __forceinline__ bool allVisible(const AttentionShape &s, int firstQuery, int queries, int firstKey,
+                                           int keys) {
   return s.causal && firstQuery + queries <= s.tq && firstKey + keys <= s.tk && firstKey + keys - 1 <= firstQuery;
 }
 
-/// The last key (exclusive) any query of [firstQuery, firstQuery + kRows)
-/// sees: a causal mask hides every key after the block's last query.
-__device__ __forceinline__ long long keysSeen(const AttentionShape &s, long long firstQuery) {
-  return s.causal ? min(s.tk, min(firstQuery + kRows, s.tq)) : s.tk;
+/// The last key (exclusive) any query of [firstQuery, firstQuery + rows)
+/// sees: a causal mask hides every key after the last of them.
+__device__ __forceinline__ int keysSeen(const AttentionShape &s, int firstQuery, int rows) {
+  const int tq = static_cast<int>(s.tq), tk = static_cast<int>(s.tk);
+  return s.causal ? min(tk, min(firstQuery + rows, tq)) : tk;
 }
 
-/// Output and logsumexp for 64 queries: a warp owns 16; the keys stream
-/// through. A lane keeps rows g and g + 8: their running maximum (base 2:
-/// scores are scaled by scale log2 e, so that exp is one exp2), its part of
-/// their sums (the quad adds them up at the end) and their output columns.
-template <int Tiles>
+/// The key tiles a warp's queries [firstQuery, firstQuery + rows) see, of
+/// the block's keyTiles: under a causal mask a warp leaves out the tiles
+/// after its last query (they would add exactly zero), though it still
+/// loads them with the block.
+__device__ __forceinline__ int keyTilesSeen(const AttentionShape &s, int firstQuery, int rows, int keyTiles) {
+  return min(keyTiles, (keysSeen(s, firstQuery, rows) + kTile - 1) / kTile);
+}
+
+/// Output and logsumexp for forwardRows(M) queries: a warp owns M tiles of
+/// 16; the keys stream through. A lane keeps rows g and g + 8 of each
+/// tile: their running maximum (base 2: scores are scaled by scale log2 e,
+/// so that exp is one exp2), its part of their sums (the quad adds them up
+/// at the end) and their output columns. Where Hold, a warp keeps its
+/// query fragments in registers too, else it rereads them for each key
+/// tile (with two row tiles, holding them would spill).
+template <int Tiles, int M, bool Hold>
 __global__ void __launch_bounds__(kWarps * 32)
     forwardKernel(Operand q, Operand k, Operand v, Operand out, float *lse, AttentionShape s) {
-  constexpr int D = 16 * Tiles, P = pitchOf(D);
+  constexpr int D = 16 * Tiles, P = pitchOf(D), Rows = forwardRows(M);
   FSDPC_DYNAMIC_SHARED(uint4, tcWords); // 16-byte aligned, as cp.async and ldmatrix need
-  __nv_bfloat16 *qs = reinterpret_cast<__nv_bfloat16 *>(tcWords), *ks = qs + kRows * P, *vs = ks + kStages * kTile * P;
+  __nv_bfloat16 *qs = reinterpret_cast<__nv_bfloat16 *>(tcWords), *ks = qs + Rows * P, *vs = ks + kStages * kTile * P;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const long long b = blockIdx.y, firstQuery = static_cast<long long>(blockIdx.x) * kRows;
+  const long long b = blockIdx.y;
+  const int firstQuery = blockIdx.x * Rows, warpQuery = firstQuery + warp * 16 * M; // the block's, the warp's first
   const Operand qb = advanced(q, s.start(s.query, b)), kb = advanced(k, s.start(s.key, b)),
                 vb = advanced(v, s.start(s.value, b));
   const long long maskOffset = maskBase(s, b);
-  const long long queries[2] = {firstQuery + warp * 16 + rowOf(0, lane), firstQuery + warp * 16 + rowOf(2, lane)};
+  int queries[M][2];
+#pragma unroll
+  for (int m = 0; m < M; ++m)
+    for (int r = 0; r < 2; ++r)
+      queries[m][r] = warpQuery + 16 * m + rowOf(2 * r, lane);
   const float scaleLog2 = s.scale * kLog2e;
-  const int keyTiles = static_cast<int>((keysSeen(s, firstQuery) + kTile - 1) / kTile);
+  const int keyTiles = (keysSeen(s, firstQuery, Rows) + kTile - 1) / kTile;
+  const int warpKeyTiles = keyTilesSeen(s, warpQuery, 16 * M, keyTiles);
 
-  startTile<D>(qs, qb, firstQuery, s.tq, s.query.row, s.vectorRows);
+  startTile<D, Rows>(qs, qb, firstQuery, s.tq, s.query.row, s.vectorRows);
   startKeysAndValues<D>(ks, vs, 0, kb, vb, s, 0);
   commitAsyncCopies();
-  float o[D / 8][4] = {}, rowMax[2] = {-INFINITY, -INFINITY}, rowSum[2] = {0.0f, 0.0f};
+  OwnRows<D, M, Hold> queryRows{qs, warp * 16 * M, lane, {}};
+  if constexpr (Hold) {
+    waitForFirstTiles();
+    queryRows.load();
+  }
+  float o[M][D / 8][4] = {}, rowMax[M][2], rowSum[M][2];
+#pragma unroll
+  for (int m = 0; m < M; ++m)
+    for (int r = 0; r < 2; ++r) {
+      rowMax[m][r] = -INFINITY;
+      rowSum[m][r] = 0.0f;
+    }
   for (int i = 0; i < keyTiles; ++i) {
     const __nv_bfloat16 *kTileRows, *vTileRows;
     nextKeyTile<D>(i, keyTiles, ks, vs, kb, vb, s, kTileRows, vTileRows);
-    const long long firstKey = static_cast<long long>(i) * kTile;
-    float sc[kScoreTiles][4];
-    productWithRows<D>(sc, qs, warp * 16, kTileRows, lane); // S = Q K^T
-    const bool visible = allVisible(s, firstQuery + warp * 16, 16, firstKey, kTile);
-    float tileMax[2] = {-INFINITY, -INFINITY};
-    forEachScore<false>(s, maskOffset, queries, firstKey, visible, lane, [&](int n, int e, bool valid) {
-      sc[n][e] = valid ? sc[n][e] * scaleLog2 : -INFINITY;
-      tileMax[e / 2] = fmaxf(tileMax[e / 2], sc[n][e]);
-    });
-    float correction[2];
+    // With one row tile a warp sees every key tile of its block (blocks
+    // of kTile queries); the test would only cost registers.
+    if (M > 1 && i >= warpKeyTiles)
+      continue;
+    const int firstKey = i * kTile;
+    float sc[M][kScoreTiles][4];
+    productWithRows(sc, queryRows, kTileRows, lane); // S = Q K^T
+    const bool visible = allVisible(s, warpQuery, 16 * M, firstKey, kTile);
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      tileMax[r] = fmaxf(tileMax[r], __shfl_xor_sync(0xffffffffu, tileMax[r], 1));
-      tileMax[r] = fmaxf(tileMax[r], __shfl_xor_sync(0xffffffffu, tileMax[r], 2));
-      const float newMax = fmaxf(rowMax[r], tileMax[r]);
-      // Nothing unmasked yet: keep everything at zero, nothing to rescale.
-      correction[r] = newMax == -INFINITY ? 1.0f : exp2f(rowMax[r] - newMax);
-      rowMax[r] = newMax;
-      rowSum[r] *= correction[r];
-    }
+    for (int m = 0; m < M; ++m) {
+      float tileMax[2] = {-INFINITY, -INFINITY};
+      forEachScore<false>(s, maskOffset, queries[m], firstKey, visible, lane, [&](int n, int e, bool valid) {
+        sc[m][n][e] = valid ? sc[m][n][e] * scaleLog2 : -INFINITY;
+        tileMax[e / 2] = fmaxf(tileMax[e / 2], sc[m][n][e]);
+      });
+      float correction[2];
 #pragma unroll
-    for (int n = 0; n < kScoreTiles; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float m = rowMax[e / 2];
-        sc[n][e] = m == -INFINITY ? 0.0f : exp2f(sc[n][e] - m);
-        rowSum[e / 2] += sc[n][e];
+      for (int r = 0; r < 2; ++r) {
+        tileMax[r] = fmaxf(tileMax[r], __shfl_xor_sync(0xffffffffu, tileMax[r], 1));
+        tileMax[r] = fmaxf(tileMax[r], __shfl_xor_sync(0xffffffffu, tileMax[r], 2));
+        const float newMax = fmaxf(rowMax[m][r], tileMax[r]);
+        // Nothing unmasked yet: keep everything at zero, nothing to rescale.
+        correction[r] = newMax == -INFINITY ? 1.0f : exp2f(rowMax[m][r] - newMax);
+        rowMax[m][r] = newMax;
+        rowSum[m][r] *= correction[r];
       }
 #pragma unroll
-    for (int n = 0; n < D / 8; ++n)
+      for (int n = 0; n < kScoreTiles; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e)
-        o[n][e] *= correction[e / 2];
-    accumulateScoresTimes<D>(o, sc, vTileRows, lane); // O += P V
-  }
-  float inverse[2];
+        for (int e = 0; e < 4; ++e) {
+          const float rowMaximum = rowMax[m][e / 2];
+          sc[m][n][e] = rowMaximum == -INFINITY ? 0.0f : exp2f(sc[m][n][e] - rowMaximum);
+          rowSum[m][e / 2] += sc[m][n][e];
+        }
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    rowSum[r] += __shfl_xor_sync(0xffffffffu, rowSum[r], 1);
-    rowSum[r] += __shfl_xor_sync(0xffffffffu, rowSum[r], 2);
-    inverse[r] = 1.0f / rowSum[r];
-    if (lane % 4 == 0 && queries[r] < s.tq)
-      lse[b * s.tq + queries[r]] = rowMax[r] / kLog2e + logf(rowSum[r]);
+      for (int n = 0; n < D / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          o[m][n][e] *= correction[e / 2];
+    }
+    accumulateScoresTimes<D, M>(o, sc, vTileRows, lane); // O += P V
   }
+  float inverse[M][2];
+#pragma unroll
+  for (int m = 0; m < M; ++m)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      rowSum[m][r] += __shfl_xor_sync(0xffffffffu, rowSum[m][r], 1);
+      rowSum[m][r] += __shfl_xor_sync(0xffffffffu, rowSum[m][r], 2);
+      inverse[m][r] = 1.0f / rowSum[m][r];
+      if (lane % 4 == 0 && queries[m][r] < s.tq)
+        lse[b * s.tq + queries[m][r]] = rowMax[m][r] / kLog2e + logf(rowSum[m][r]);
+    }
   const Operand ob = advanced(out, s.start(s.out, b));
-  writeAccumulators<D>(o, lane, [&](int row, int c, float value) {
-    const long long query = firstQuery + warp * 16 + row;
+  writeAccumulators<D, M>(o, lane, [&](int row, int c, float value, int m, int r) {
+    const int query = warpQuery + row;
     if (query < s.tq)
-      storeFloat(ob, query * s.out.row + c, value * inverse[row / 8]);
+      storeFloat(ob, query * s.out.row + c, value * inverse[m][r]);
   });
 }
 
-/// dK and dV for 64 keys: a warp owns 16 (its scores are S^T: rows keys,
-/// columns queries); the queries stream through, with their logsumexp
-/// (times log2 e) and delta.
-template <int Tiles>
+/// dK and dV for kGradRows keys: a warp owns 16 (its scores are S^T: rows
+/// keys, columns queries); the queries stream through, with their
+/// logsumexp (times log2 e) and delta. Where Hold, a warp keeps its K and V
+/// fragments in registers, else it reads them for each query tile (at head
+/// size 128 the kernel fills its 255 registers without them).
+template <int Tiles, bool Hold>
 __global__ void __launch_bounds__(kWarps * 32)
     keyGradKernel(Operand q, Operand k, Operand v, const float *lse, const float *delta, Operand dout, Operand dk,
                   Operand dv, AttentionShape s) {
   constexpr int D = 16 * Tiles, P = pitchOf(D);
   FSDPC_DYNAMIC_SHARED(uint4, tcWords); // 16-byte aligned, as cp.async and ldmatrix need
-  __nv_bfloat16 *ks = reinterpret_cast<__nv_bfloat16 *>(tcWords), *vs = ks + kRows * P, *qs = vs + kRows * P, *dos = qs + kStages * kTile * P;
+  __nv_bfloat16 *ks = reinterpret_cast<__nv_bfloat16 *>(tcWords), *vs = ks + kGradRows * P, *qs = vs + kGradRows * P,
+                *dos = qs + kStages * kTile * P;
   float *lseTile = reinterpret_cast<float *>(dos + kStages * kTile * P), *deltaTile = lseTile + kStages * kTile;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const long long b = blockIdx.y, firstKey = static_cast<long long>(blockIdx.x) * kRows;
+  const long long b = blockIdx.y;
+  const int firstKey = blockIdx.x * kGradRows;
   const Operand qb = advanced(q, s.start(s.query, b)), kb = advanced(k, s.start(s.key, b)),
                 vb = advanced(v, s.start(s.value, b));
   const Operand dob = advanced(dout, s.start(s.out, b));
   const long long maskOffset = maskBase(s, b);
-  const long long keys[2] = {firstKey + warp * 16 + rowOf(0, lane), firstKey + warp * 16 + rowOf(2, lane)};
+  const int keys[2] = {firstKey + warp * 16 + rowOf(0, lane), firstKey + warp * 16 + rowOf(2, lane)};
   const float scaleLog2 = s.scale * kLog2e;
   // A causal mask hides every query before the block's first key.
-  const long long firstQuery = s.causal ? firstKey : 0;
-  const int queryTiles = firstQuery < s.tq ? static_cast<int>((s.tq - firstQuery + kTile - 1) / kTile) : 0;
+  const int tq = static_cast<int>(s.tq), firstQuery = s.causal ? firstKey : 0;
+  const int queryTiles = firstQuery < tq ? (tq - firstQuery + kTile - 1) / kTile : 0;
   auto startQueries = [&](int i) {
     const int stage = i % kStages;
-    const long long first = firstQuery + static_cast<long long>(i) * kTile;
-    startTile<D>(qs + stage * kTile * P, qb, first, s.tq, s.query.row, s.vectorRows);
-    startTile<D>(dos + stage * kTile * P, dob, first, s.tq, s.out.row, s.vectorRows);
+    const int first = firstQuery + i * kTile;
+    startTile<D, kTile>(qs + stage * kTile * P, qb, first, s.tq, s.query.row, s.vectorRows);
+    startTile<D, kTile>(dos + stage * kTile * P, dob, first, s.tq, s.out.row, s.vectorRows);
     for (int j = threadIdx.x; j < kTile; j += blockDim.x) {
-      const long long query = first + j;
+      const int query = first + j;
       lseTile[stage * kTile + j] = query < s.tq ? lse[b * s.tq + query] * kLog2e : 0.0f;
       deltaTile[stage * kTile + j] = query < s.tq ? delta[b * s.tq + query] : 0.0f;
     }
   };
 
-  startKeyTile<D>(ks, kb, s, firstKey);
-  startTile<D>(vs, vb, firstKey, s.tk, s.value.row, s.vectorRows);
+  startKeyTile<D, kGradRows>(ks, kb, s, firstKey);
+  startTile<D, kGradRows>(vs, vb, firstKey, s.tk, s.value.row, s.vectorRows);
   if (queryTiles > 0)
     startQueries(0);
   commitAsyncCopies();
-  float dkAcc[D / 8][4] = {}, dvAcc[D / 8][4] = {};
+  OwnRows<D, 1, Hold> keyRows{ks, warp * 16, lane, {}}, valueRows{vs, warp * 16, lane, {}};
+  if constexpr (Hold) {
+    waitForFirstTiles();
+    keyRows.load();
+    valueRows.load();
+  }
+  float dkAcc[1][D / 8][4] = {}, dvAcc[1][D / 8][4] = {};
   for (int i = 0; i < queryTiles; ++i) {
     waitAsyncCopies<0>();
     __syncthreads(); // tile i landed for all; everyone is done with tile i - 1's stage
@@ -780,49 +909,54 @@ __global__ void __launch_bounds__(kWarps * 32)
     const int stage = i % kStages;
     const __nv_bfloat16 *qTileRows = qs + stage * kTile * P, *doTileRows = dos + stage * kTile * P;
     const float *lseRow = lseTile + stage * kTile, *deltaRow = deltaTile + stage * kTile;
-    const long long first = firstQuery + static_cast<long long>(i) * kTile;
-    float p[kScoreTiles][4], ds[kScoreTiles][4];
-    productWithRows<D>(p, ks, warp * 16, qTileRows, lane); // S^T = K Q^T
+    const int first = firstQuery + i * kTile;
+    float p[1][kScoreTiles][4], ds[1][kScoreTiles][4];
+    productWithRows(p, keyRows, qTileRows, lane); // S^T = K Q^T
     const bool visible = allVisible(s, first, kTile, firstKey + warp * 16, 16);
     forEachScore<true>(s, maskOffset, keys, first, visible, lane, [&](int n, int e, bool valid) {
-      p[n][e] = valid ? exp2f(p[n][e] * scaleLog2 - lseRow[columnOf(n, e, lane)]) : 0.0f;
+      p[0][n][e] = valid ? exp2f(p[0][n][e] * scaleLog2 - lseRow[columnOf(n, e, lane)]) : 0.0f;
     });
-    productWithRows<D>(ds, vs, warp * 16, doTileRows, lane); // dP^T = V dO^T
+    productWithRows(ds, valueRows, doTileRows, lane); // dP^T = V dO^T
 #pragma unroll
     for (int n = 0; n < kScoreTiles; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
-        ds[n][e] = p[n][e] * (ds[n][e] - deltaRow[columnOf(n, e, lane)]) * s.scale;
-    accumulateScoresTimes<D>(dvAcc, p, doTileRows, lane); // dV += P^T dO
-    accumulateScoresTimes<D>(dkAcc, ds, qTileRows, lane); // dK += dS^T Q
+        ds[0][n][e] = p[0][n][e] * (ds[0][n][e] - deltaRow[columnOf(n, e, lane)]) * s.scale;
+    accumulateScoresTimes<D, 1>(dvAcc, p, doTileRows, lane); // dV += P^T dO
+    accumulateScoresTimes<D, 1>(dkAcc, ds, qTileRows, lane); // dK += dS^T Q
   }
   const Operand dkb = advanced(dk, s.start(s.key, b)), dvb = advanced(dv, s.start(s.value, b));
-  const long long base = firstKey + warp * 16;
-  writeAccumulators<D>(dvAcc, lane, [&](int row, int c, float value) {
+  const int base = firstKey + warp * 16;
+  writeAccumulators<D, 1>(dvAcc, lane, [&](int row, int c, float value, int, int) {
     if (base + row < s.tk)
       storeFloat(dvb, (base + row) * s.value.row + c, value);
   });
-  writeAccumulators<D>(dkAcc, lane, [&](int row, int c, float value) {
+  writeAccumulators<D, 1>(dkAcc, lane, [&](int row, int c, float value, int, int) {
     if (base + row < s.tk)
       storeFloat(dkb, s.keyTransposed ? c * s.tk + base + row : (base + row) * s.key.row + c, value);
   });
 }
 
-/// dQ for 64 queries: a warp owns 16; the keys stream through.
-template <int Tiles>
-__global__ void __launch_bounds__(kWarps * 32)
+/// dQ for kGradRows queries: a warp owns 16; the keys stream through. Hold:
+/// as the dK and dV kernel, for Q and dO. Rereading them up to head size 64
+/// fits 128 registers, 4 blocks a multiprocessor; the bound keeps ptxas
+/// there (left to itself it took 129, which costs a block).
+template <int Tiles, bool Hold>
+__global__ void __launch_bounds__(kWarps * 32, Hold || Tiles > 4 ? 1 : 4)
     queryGradKernel(Operand q, Operand k, Operand v, const float *lse, const float *delta, Operand dout, Operand dq,
                     AttentionShape s) {
   constexpr int D = 16 * Tiles, P = pitchOf(D);
   FSDPC_DYNAMIC_SHARED(uint4, tcWords); // 16-byte aligned, as cp.async and ldmatrix need
-  __nv_bfloat16 *qs = reinterpret_cast<__nv_bfloat16 *>(tcWords), *dos = qs + kRows * P, *ks = dos + kRows * P, *vs = ks + kStages * kTile * P;
+  __nv_bfloat16 *qs = reinterpret_cast<__nv_bfloat16 *>(tcWords), *dos = qs + kGradRows * P, *ks = dos + kGradRows * P,
+                *vs = ks + kStages * kTile * P;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const long long b = blockIdx.y, firstQuery = static_cast<long long>(blockIdx.x) * kRows;
+  const long long b = blockIdx.y;
+  const int firstQuery = blockIdx.x * kGradRows, warpQuery = firstQuery + warp * 16;
   const Operand qb = advanced(q, s.start(s.query, b)), kb = advanced(k, s.start(s.key, b)),
                 vb = advanced(v, s.start(s.value, b));
   const Operand dob = advanced(dout, s.start(s.out, b));
   const long long maskOffset = maskBase(s, b);
-  const long long queries[2] = {firstQuery + warp * 16 + rowOf(0, lane), firstQuery + warp * 16 + rowOf(2, lane)};
+  const int queries[2] = {warpQuery + rowOf(0, lane), warpQuery + rowOf(2, lane)};
   float rowLse[2], rowDelta[2]; // logsumexp times log2 e
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -830,49 +964,59 @@ __global__ void __launch_bounds__(kWarps * 32)
     rowDelta[r] = queries[r] < s.tq ? delta[b * s.tq + queries[r]] : 0.0f;
   }
   const float scaleLog2 = s.scale * kLog2e;
-  const int keyTiles = static_cast<int>((keysSeen(s, firstQuery) + kTile - 1) / kTile);
+  const int keyTiles = (keysSeen(s, firstQuery, kGradRows) + kTile - 1) / kTile;
 
-  startTile<D>(qs, qb, firstQuery, s.tq, s.query.row, s.vectorRows);
-  startTile<D>(dos, dob, firstQuery, s.tq, s.out.row, s.vectorRows);
+  startTile<D, kGradRows>(qs, qb, firstQuery, s.tq, s.query.row, s.vectorRows);
+  startTile<D, kGradRows>(dos, dob, firstQuery, s.tq, s.out.row, s.vectorRows);
   startKeysAndValues<D>(ks, vs, 0, kb, vb, s, 0);
   commitAsyncCopies();
-  float dqAcc[D / 8][4] = {};
+  OwnRows<D, 1, Hold> queryRows{qs, warp * 16, lane, {}}, outGradRows{dos, warp * 16, lane, {}};
+  if constexpr (Hold) {
+    waitForFirstTiles();
+    queryRows.load();
+    outGradRows.load();
+  }
+  float dqAcc[1][D / 8][4] = {};
   for (int i = 0; i < keyTiles; ++i) {
     const __nv_bfloat16 *kTileRows, *vTileRows;
     nextKeyTile<D>(i, keyTiles, ks, vs, kb, vb, s, kTileRows, vTileRows);
-    const long long firstKey = static_cast<long long>(i) * kTile;
-    float p[kScoreTiles][4], ds[kScoreTiles][4];
-    productWithRows<D>(p, qs, warp * 16, kTileRows, lane); // S = Q K^T
-    const bool visible = allVisible(s, firstQuery + warp * 16, 16, firstKey, kTile);
+    const int firstKey = i * kTile;
+    float p[1][kScoreTiles][4], ds[1][kScoreTiles][4];
+    productWithRows(p, queryRows, kTileRows, lane); // S = Q K^T
+    const bool visible = allVisible(s, warpQuery, 16, firstKey, kTile);
     forEachScore<false>(s, maskOffset, queries, firstKey, visible, lane, [&](int n, int e, bool valid) {
-      p[n][e] = valid ? exp2f(p[n][e] * scaleLog2 - rowLse[e / 2]) : 0.0f;
+      p[0][n][e] = valid ? exp2f(p[0][n][e] * scaleLog2 - rowLse[e / 2]) : 0.0f;
     });
-    productWithRows<D>(ds, dos, warp * 16, vTileRows, lane); // dP = dO V^T
+    productWithRows(ds, outGradRows, vTileRows, lane); // dP = dO V^T
 #pragma unroll
     for (int n = 0; n < kScoreTiles; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
-        ds[n][e] = p[n][e] * (ds[n][e] - rowDelta[e / 2]) * s.scale;
-    accumulateScoresTimes<D>(dqAcc, ds, kTileRows, lane); // dQ += dS K
+        ds[0][n][e] = p[0][n][e] * (ds[0][n][e] - rowDelta[e / 2]) * s.scale;
+    accumulateScoresTimes<D, 1>(dqAcc, ds, kTileRows, lane); // dQ += dS K
   }
-  const long long base = firstQuery + warp * 16;
   const Operand dqb = advanced(dq, s.start(s.query, b));
-  writeAccumulators<D>(dqAcc, lane, [&](int row, int c, float value) {
-    if (base + row < s.tq)
-      storeFloat(dqb, (base + row) * s.query.row + c, value);
+  writeAccumulators<D, 1>(dqAcc, lane, [&](int row, int c, float value, int, int) {
+    if (warpQuery + row < s.tq)
+      storeFloat(dqb, (warpQuery + row) * s.query.row + c, value);
   });
 }
 
 /// Whether the call asks for bf16 tensor cores and its head size is one of
 /// the kernels': 16 Tiles with Tiles 2, 4 or 8 (0 for none).
 int tilesFor(const KernelCall &call, const AttentionShape &s) {
-  if (call.stringParam(contract::Param::kComputeDtype, "f32") != "bf16" || s.d != s.dv)
+  // Positions within a sequence are ints in these kernels (64-bit ones
+  // cost registers in every score's mask check).
+  constexpr long long kMaxLength = 1LL << 30;
+  if (call.stringParam(contract::Param::kComputeDtype, "f32") != "bf16" || s.d != s.dv || s.tq > kMaxLength ||
+      s.tk > kMaxLength)
     return 0;
   return s.d == 32 || s.d == 64 || s.d == 128 ? static_cast<int>(s.d / 16) : 0;
 }
 
-dim3 blocksOf(long long rows, long long batch) {
-  return dim3(static_cast<unsigned>((rows + kRows - 1) / kRows), static_cast<unsigned>(batch));
+/// The grid of a kernel whose blocks hold `blockRows` of `rows` each.
+dim3 blocksOf(long long rows, long long batch, int blockRows) {
+  return dim3(static_cast<unsigned>((rows + blockRows - 1) / blockRows), static_cast<unsigned>(batch));
 }
 
 } // namespace tc
@@ -881,97 +1025,207 @@ dim3 blocksOf(long long rows, long long batch) {
 
 namespace {
 
-/// The forward kernels on one call's operands (q, k and v one buffer for
+/// The operands of one forward call (q, k and v one buffer for
 /// packed_attention, each read at its rows' offset).
-Status launchForward(const KernelCall &call, const AttentionShape &s, Operand q, Operand k, Operand v, Operand out,
-                     float *lse) {
-  if (s.batch == 0 || s.tq == 0)
-    return Status::ok();
-  if (s.tk == 0)
-    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": no keys");
-  const CudaLaunch &launch = launchOf(call);
-  switch (tc::tilesFor(call, s)) {
-  case 2:
-    return launchWithDynamicShared(tc::forwardKernel<2>, tc::blocksOf(s.tq, s.batch), tc::kWarps * 32,
-                                   tc::forwardBytes(static_cast<int>(s.d)), launch.stream, q, k, v, out, lse, s);
-  case 4:
-    return launchWithDynamicShared(tc::forwardKernel<4>, tc::blocksOf(s.tq, s.batch), tc::kWarps * 32,
-                                   tc::forwardBytes(static_cast<int>(s.d)), launch.stream, q, k, v, out, lse, s);
-  case 8:
-    return launchWithDynamicShared(tc::forwardKernel<8>, tc::blocksOf(s.tq, s.batch), tc::kWarps * 32,
-                                   tc::forwardBytes(static_cast<int>(s.d)), launch.stream, q, k, v, out, lse, s);
-  }
+struct ForwardOperands {
+  Operand q, k, v, out;
+  float *lse;
+};
+
+/// The operands of one backward call (for packed_attention_grad, dq, dk and
+/// dv are one buffer: disjoint columns), delta in the call's scratch.
+struct BackwardOperands {
+  Operand q, k, v, out;
+  const float *lse;
+  Operand dout, dq, dk, dv;
+  float *delta;
+};
+
+template <int Tiles, int M, bool Hold>
+Status launchTensorCoreForward(cudaStream_t stream, const AttentionShape &s, const ForwardOperands &o) {
+  return launchWithDynamicShared(tc::forwardKernel<Tiles, M, Hold>, tc::blocksOf(s.tq, s.batch, tc::forwardRows(M)),
+                                 tc::kWarps * 32, tc::forwardBytes(16 * Tiles, M), stream, o.q, o.k, o.v, o.out, o.lse,
+                                 s);
+}
+
+template <int Tiles, bool Hold>
+Status launchTensorCoreBackward(cudaStream_t stream, const AttentionShape &s, const BackwardOperands &o) {
+  const dim3 keyBlocks = tc::blocksOf(s.tk, s.batch, tc::kGradRows),
+             queryBlocks = tc::blocksOf(s.tq, s.batch, tc::kGradRows);
+  FSDPC_RETURN_IF_ERROR(launchWithDynamicShared(tc::keyGradKernel<Tiles, Hold>, keyBlocks, tc::kWarps * 32,
+                                                tc::keyGradBytes(16 * Tiles), stream, o.q, o.k, o.v, o.lse, o.delta,
+                                                o.dout, o.dk, o.dv, s));
+  return launchWithDynamicShared(tc::queryGradKernel<Tiles, Hold>, queryBlocks, tc::kWarps * 32,
+                                 tc::queryGradBytes(16 * Tiles), stream, o.q, o.k, o.v, o.lse, o.delta, o.dout, o.dq,
+                                 s);
+}
+
+Status launchF32Forward(cudaStream_t stream, const AttentionShape &s, const ForwardOperands &o) {
   const size_t bytes = sizeof(float) * kTile * (2 * (s.d + 1) + (s.dv + 1));
   const dim3 grid = tilesOf(s.tq, s.batch);
   switch (columnsPerLane(s.dv)) {
   case 2:
-    return launchWithDynamicShared(attentionForwardKernel<2>, grid, kWarps * 32, bytes, launch.stream, q, k, v, out,
-                                   lse, s);
+    return launchWithDynamicShared(attentionForwardKernel<2>, grid, kWarps * 32, bytes, stream, o.q, o.k, o.v, o.out,
+                                   o.lse, s);
   case 4:
-    return launchWithDynamicShared(attentionForwardKernel<4>, grid, kWarps * 32, bytes, launch.stream, q, k, v, out,
-                                   lse, s);
+    return launchWithDynamicShared(attentionForwardKernel<4>, grid, kWarps * 32, bytes, stream, o.q, o.k, o.v, o.out,
+                                   o.lse, s);
   default:
-    return launchWithDynamicShared(attentionForwardKernel<8>, grid, kWarps * 32, bytes, launch.stream, q, k, v, out,
-                                   lse, s);
+    return launchWithDynamicShared(attentionForwardKernel<8>, grid, kWarps * 32, bytes, stream, o.q, o.k, o.v, o.out,
+                                   o.lse, s);
   }
 }
 
-/// The backward kernels: delta, then dK and dV, then dQ (for
-/// packed_attention_grad, dq, dk and dv are one buffer: disjoint columns).
-Status launchBackward(const KernelCall &call, const AttentionShape &s, Operand q, Operand k, Operand v, Operand out,
-                      const float *lse, Operand dout, Operand dq, Operand dk, Operand dv) {
+Status launchF32Backward(cudaStream_t stream, const AttentionShape &s, const BackwardOperands &o) {
+  const size_t tileBytes = sizeof(float) * kTile * (2 * (s.d + 1) + 2 * (s.dv + 1));
+  const size_t keyBytes = tileBytes + sizeof(float) * 2 * kTile;
+  const dim3 keyGrid = tilesOf(s.tk, s.batch), queryGrid = tilesOf(s.tq, s.batch);
+  switch (columnsPerLane(std::max(s.d, s.dv))) {
+  case 2:
+    FSDPC_RETURN_IF_ERROR(launchWithDynamicShared(attentionKeyGradKernel<2>, keyGrid, kWarps * 32, keyBytes, stream,
+                                                  o.q, o.k, o.v, o.lse, o.delta, o.dout, o.dk, o.dv, s));
+    return launchWithDynamicShared(attentionQueryGradKernel<2>, queryGrid, kWarps * 32, tileBytes, stream, o.q, o.k,
+                                   o.v, o.lse, o.delta, o.dout, o.dq, s);
+  case 4:
+    FSDPC_RETURN_IF_ERROR(launchWithDynamicShared(attentionKeyGradKernel<4>, keyGrid, kWarps * 32, keyBytes, stream,
+                                                  o.q, o.k, o.v, o.lse, o.delta, o.dout, o.dk, o.dv, s));
+    return launchWithDynamicShared(attentionQueryGradKernel<4>, queryGrid, kWarps * 32, tileBytes, stream, o.q, o.k,
+                                   o.v, o.lse, o.delta, o.dout, o.dq, s);
+  default:
+    FSDPC_RETURN_IF_ERROR(launchWithDynamicShared(attentionKeyGradKernel<8>, keyGrid, kWarps * 32, keyBytes, stream,
+                                                  o.q, o.k, o.v, o.lse, o.delta, o.dout, o.dk, o.dv, s));
+    return launchWithDynamicShared(attentionQueryGradKernel<8>, queryGrid, kWarps * 32, tileBytes, stream, o.q, o.k,
+                                   o.v, o.lse, o.delta, o.dout, o.dq, s);
+  }
+}
+
+/// The forward variants of a tensor-core call, up to head size 64: two row
+/// tiles a warp (query fragments reread for each key tile: holding them too
+/// would spill), or one with the query fragments held in registers or
+/// reread (ptxas at head size 64: 242, 138 and 104 registers, so 2, 3 and
+/// 4 blocks a multiprocessor). At 128 only the last. Each gives a query the
+/// same products in the same order (a warp's second row tile only shares
+/// its B fragments), and the key tiles a larger block adds for a query lie
+/// wholly after it under a causal mask, so they add exp2(-inf) = 0 and
+/// rescale by exp2(0) = 1: the same bits.
+template <int Tiles>
+std::vector<KernelVariant> tensorCoreForwardVariants(cudaStream_t stream, const AttentionShape &s,
+                                                     const ForwardOperands &o) {
+  const KernelVariant reread{"16 queries a warp, fragments reread",
+                             [=] { return launchTensorCoreForward<Tiles, 1, false>(stream, s, o); }};
+  if constexpr (Tiles > 4)
+    return {reread};
+  else
+    return {{"32 queries a warp", [=] { return launchTensorCoreForward<Tiles, 2, false>(stream, s, o); }},
+            {"16 queries a warp, fragments in registers",
+             [=] { return launchTensorCoreForward<Tiles, 1, true>(stream, s, o); }},
+            reread};
+}
+
+/// The backward variants of a tensor-core call: a warp's own rows'
+/// fragments (K and V, Q and dO) kept in registers (up to head size 64) or
+/// reread from shared memory for each tile; the same products either way.
+template <int Tiles>
+std::vector<KernelVariant> tensorCoreBackwardVariants(cudaStream_t stream, const AttentionShape &s,
+                                                      const BackwardOperands &o) {
+  const KernelVariant reread{"fragments reread", [=] { return launchTensorCoreBackward<Tiles, false>(stream, s, o); }};
+  if constexpr (Tiles > 4)
+    return {reread};
+  else
+    return {{"fragments in registers", [=] { return launchTensorCoreBackward<Tiles, true>(stream, s, o); }}, reread};
+}
+
+std::vector<KernelVariant> forwardVariants(const KernelCall &call, const AttentionShape &s, const ForwardOperands &o,
+                                            cudaStream_t stream) {
+  switch (tc::tilesFor(call, s)) {
+  case 2:
+    return tensorCoreForwardVariants<2>(stream, s, o);
+  case 4:
+    return tensorCoreForwardVariants<4>(stream, s, o);
+  case 8:
+    return tensorCoreForwardVariants<8>(stream, s, o);
+  }
+  return {{"f32", [=] { return launchF32Forward(stream, s, o); }}};
+}
+
+std::vector<KernelVariant> backwardVariants(const KernelCall &call, const AttentionShape &s, const BackwardOperands &o,
+                                            cudaStream_t stream) {
+  switch (tc::tilesFor(call, s)) {
+  case 2:
+    return tensorCoreBackwardVariants<2>(stream, s, o);
+  case 4:
+    return tensorCoreBackwardVariants<4>(stream, s, o);
+  case 8:
+    return tensorCoreBackwardVariants<8>(stream, s, o);
+  }
+  return {{"f32", [=] { return launchF32Backward(stream, s, o); }}};
+}
+
+/// What the variants' speed depends on, as the note on stderr names it.
+std::string variantShape(const KernelCall &call, const AttentionShape &s) {
+  std::string dtype = plan::DType_Name(call.inputs[0].dtype);
+  std::transform(dtype.begin(), dtype.end(), dtype.begin(), [](unsigned char c) { return std::tolower(c); });
+  return call.instruction->op() + " (" + std::to_string(s.batch) + " heads, " + std::to_string(s.tq) + " queries, " +
+         std::to_string(s.tk) + " keys, head size " + std::to_string(s.d) + ", " + dtype +
+         (s.causal ? ", causal" : "") + (s.vectorRows ? "" : ", unaligned") + ")";
+}
+
+Status runForward(const KernelCall &call, const AttentionShape &s, const ForwardOperands &o) {
+  if (s.batch == 0 || s.tq == 0)
+    return Status::ok();
+  if (s.tk == 0)
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": no keys");
+  return runFastestVariant(call, variantShape(call, s), forwardVariants(call, s, o, launchOf(call).stream));
+}
+
+/// delta first, then the dK and dV kernel and the dQ kernel of the chosen
+/// variant (delta is the same for every variant, so it is not timed).
+Status runBackward(const KernelCall &call, const AttentionShape &s, BackwardOperands o) {
   if (s.batch == 0 || s.tq == 0 || s.tk == 0)
     return Status::ok();
   const CudaLaunch &launch = launchOf(call);
   if (launch.scratchBytes < static_cast<uint64_t>(s.batch * s.tq) * sizeof(float))
     return FSDPC_ERROR(kInternal, call.instruction->op(), ": scratch too small");
-  float *delta = static_cast<float *>(launch.scratch);
-  launchKernel(attentionDeltaKernel, blocksFor(s.batch * s.tq * 32, launch), kThreads, 0, launch.stream, out, dout,
-               delta, s);
+  o.delta = static_cast<float *>(launch.scratch);
+  launchKernel(attentionDeltaKernel, blocksFor(s.batch * s.tq * 32, launch), kThreads, 0, launch.stream, o.out,
+               o.dout, o.delta, s);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
-  if (const int tiles = tc::tilesFor(call, s)) {
-    const dim3 keyBlocks = tc::blocksOf(s.tk, s.batch), queryBlocks = tc::blocksOf(s.tq, s.batch);
-    const size_t keyBytes = tc::keyGradBytes(static_cast<int>(s.d)), queryBytes = tc::queryGradBytes(static_cast<int>(s.d));
-    const cudaStream_t stream = launch.stream;
-    switch (tiles) {
-    case 2:
-      FSDPC_RETURN_IF_ERROR(launchWithDynamicShared(tc::keyGradKernel<2>, keyBlocks, tc::kWarps * 32, keyBytes, stream,
-                                                    q, k, v, lse, delta, dout, dk, dv, s));
-      return launchWithDynamicShared(tc::queryGradKernel<2>, queryBlocks, tc::kWarps * 32, queryBytes, stream, q, k, v,
-                                     lse, delta, dout, dq, s);
-    case 4:
-      FSDPC_RETURN_IF_ERROR(launchWithDynamicShared(tc::keyGradKernel<4>, keyBlocks, tc::kWarps * 32, keyBytes, stream,
-                                                    q, k, v, lse, delta, dout, dk, dv, s));
-      return launchWithDynamicShared(tc::queryGradKernel<4>, queryBlocks, tc::kWarps * 32, queryBytes, stream, q, k, v,
-                                     lse, delta, dout, dq, s);
-    default:
-      FSDPC_RETURN_IF_ERROR(launchWithDynamicShared(tc::keyGradKernel<8>, keyBlocks, tc::kWarps * 32, keyBytes, stream,
-                                                    q, k, v, lse, delta, dout, dk, dv, s));
-      return launchWithDynamicShared(tc::queryGradKernel<8>, queryBlocks, tc::kWarps * 32, queryBytes, stream, q, k, v,
-                                     lse, delta, dout, dq, s);
-    }
-  }
-  const size_t tileBytes = sizeof(float) * kTile * (2 * (s.d + 1) + 2 * (s.dv + 1));
-  const size_t keyBytes = tileBytes + sizeof(float) * 2 * kTile;
-  const int cols = columnsPerLane(std::max(s.d, s.dv));
-  const dim3 keyGrid = tilesOf(s.tk, s.batch), queryGrid = tilesOf(s.tq, s.batch);
-  switch (cols) {
-  case 2:
-    FSDPC_RETURN_IF_ERROR(launchWithDynamicShared(attentionKeyGradKernel<2>, keyGrid, kWarps * 32, keyBytes,
-                                                  launch.stream, q, k, v, lse, delta, dout, dk, dv, s));
-    return launchWithDynamicShared(attentionQueryGradKernel<2>, queryGrid, kWarps * 32, tileBytes, launch.stream, q, k,
-                                   v, lse, delta, dout, dq, s);
-  case 4:
-    FSDPC_RETURN_IF_ERROR(launchWithDynamicShared(attentionKeyGradKernel<4>, keyGrid, kWarps * 32, keyBytes,
-                                                  launch.stream, q, k, v, lse, delta, dout, dk, dv, s));
-    return launchWithDynamicShared(attentionQueryGradKernel<4>, queryGrid, kWarps * 32, tileBytes, launch.stream, q, k,
-                                   v, lse, delta, dout, dq, s);
-  default:
-    FSDPC_RETURN_IF_ERROR(launchWithDynamicShared(attentionKeyGradKernel<8>, keyGrid, kWarps * 32, keyBytes,
-                                                  launch.stream, q, k, v, lse, delta, dout, dk, dv, s));
-    return launchWithDynamicShared(attentionQueryGradKernel<8>, queryGrid, kWarps * 32, tileBytes, launch.stream, q, k,
-                                   v, lse, delta, dout, dq, s);
-  }
+  return runFastestVariant(call, variantShape(call, s), backwardVariants(call, s, o, launch.stream));
+}
+
+ForwardOperands attentionOperands(const KernelCall &call) {
+  return {operandOf(call.inputs[0]), operandOf(call.inputs[1]), operandOf(call.inputs[2]),
+          operandOf(call.outputs[0]), call.outputs[1].f32()};
+}
+BackwardOperands attentionGradOperands(const KernelCall &call) {
+  return {operandOf(call.inputs[0]),  operandOf(call.inputs[1]),  operandOf(call.inputs[2]),
+          operandOf(call.inputs[4]),  call.inputs[5].f32(),       operandOf(call.inputs[6]),
+          operandOf(call.outputs[0]), operandOf(call.outputs[1]), operandOf(call.outputs[2]),
+          nullptr};
+}
+ForwardOperands packedAttentionOperands(const KernelCall &call) {
+  const Operand qkv = operandOf(call.inputs[0]);
+  return {qkv, qkv, qkv, operandOf(call.outputs[0]), call.outputs[1].f32()};
+}
+BackwardOperands packedAttentionGradOperands(const KernelCall &call) {
+  const Operand qkv = operandOf(call.inputs[0]), dqkv = operandOf(call.outputs[0]);
+  return {qkv, qkv, qkv, operandOf(call.inputs[2]), call.inputs[3].f32(), operandOf(call.inputs[4]),
+          dqkv, dqkv, dqkv, nullptr};
+}
+
+/// How many variants a call has; 1 where its shape is refused (the call
+/// itself then says why).
+int forwardVariantCount(const KernelCall &call, bool packed) {
+  AttentionShape s;
+  if (!attentionShape(call, packed, s).isOk())
+    return 1;
+  return static_cast<int>(forwardVariants(call, s, {}, nullptr).size());
+}
+int backwardVariantCount(const KernelCall &call, bool packed) {
+  AttentionShape s;
+  if (!attentionShape(call, packed, s).isOk())
+    return 1;
+  return static_cast<int>(backwardVariants(call, s, {}, nullptr).size());
 }
 
 } // namespace
@@ -979,8 +1233,7 @@ Status launchBackward(const KernelCall &call, const AttentionShape &s, Operand q
 Status attention(const KernelCall &call) {
   AttentionShape s;
   FSDPC_RETURN_IF_ERROR(attentionShape(call, false, s));
-  return launchForward(call, s, operandOf(call.inputs[0]), operandOf(call.inputs[1]), operandOf(call.inputs[2]),
-                       operandOf(call.outputs[0]), call.outputs[1].f32());
+  return runForward(call, s, attentionOperands(call));
 }
 
 // delta: one float per query row, as many as logsumexp holds.
@@ -991,16 +1244,13 @@ uint64_t attentionGradScratch(const KernelCall &call) {
 Status attentionGrad(const KernelCall &call) {
   AttentionShape s;
   FSDPC_RETURN_IF_ERROR(attentionShape(call, false, s));
-  return launchBackward(call, s, operandOf(call.inputs[0]), operandOf(call.inputs[1]), operandOf(call.inputs[2]),
-                        operandOf(call.inputs[4]), call.inputs[5].f32(), operandOf(call.inputs[6]),
-                        operandOf(call.outputs[0]), operandOf(call.outputs[1]), operandOf(call.outputs[2]));
+  return runBackward(call, s, attentionGradOperands(call));
 }
 
 Status packedAttention(const KernelCall &call) {
   AttentionShape s;
   FSDPC_RETURN_IF_ERROR(attentionShape(call, true, s));
-  const Operand qkv = operandOf(call.inputs[0]);
-  return launchForward(call, s, qkv, qkv, qkv, operandOf(call.outputs[0]), call.outputs[1].f32());
+  return runForward(call, s, packedAttentionOperands(call));
 }
 
 uint64_t packedAttentionGradScratch(const KernelCall &call) {
@@ -1010,9 +1260,12 @@ uint64_t packedAttentionGradScratch(const KernelCall &call) {
 Status packedAttentionGrad(const KernelCall &call) {
   AttentionShape s;
   FSDPC_RETURN_IF_ERROR(attentionShape(call, true, s));
-  const Operand qkv = operandOf(call.inputs[0]), dqkv = operandOf(call.outputs[0]);
-  return launchBackward(call, s, qkv, qkv, qkv, operandOf(call.inputs[2]), call.inputs[3].f32(),
-                        operandOf(call.inputs[4]), dqkv, dqkv, dqkv);
+  return runBackward(call, s, packedAttentionGradOperands(call));
 }
+
+int attentionVariants(const KernelCall &call) { return forwardVariantCount(call, false); }
+int attentionGradVariants(const KernelCall &call) { return backwardVariantCount(call, false); }
+int packedAttentionVariants(const KernelCall &call) { return forwardVariantCount(call, true); }
+int packedAttentionGradVariants(const KernelCall &call) { return backwardVariantCount(call, true); }
 
 } // namespace fsdpc::runtime::cuda

@@ -58,10 +58,21 @@ inline CudaLaunch &launchOf(const KernelCall &call) { return *static_cast<CudaLa
 
 /// Device scratch bytes a kernel needs for a call (0 for most).
 using ScratchFn = uint64_t (*)(const KernelCall &call);
+/// How many interchangeable variants a kernel has for a call
+/// (KernelVariants.h): launches that compute the same bits, one of which
+/// the first call chooses by timing.
+using VariantsFn = int (*)(const KernelCall &call);
+
+/// An instruction's choice among its kernel's variants, kept in
+/// CudaLaunch::cache once made. A test puts one there to run that variant.
+struct VariantChoice {
+  int index = 0;
+};
 
 struct CudaKernel {
   KernelFn run = nullptr;
   ScratchFn scratch = nullptr;
+  VariantsFn variants = nullptr; // none: one way to run
 };
 
 /// The CUDA kernel for a contract signature, or {} for none.
@@ -144,12 +155,18 @@ Status maskedSoftmax(const KernelCall &call);
 Status softmaxGrad(const KernelCall &call);
 
 // Attention.cu: flash-attention style, memory linear in the sequence.
+// The tensor-core kernels come in variants (rows per warp, fragments kept
+// in registers or reread), chosen by timing at the first call.
 Status attention(const KernelCall &call);
 Status attentionGrad(const KernelCall &call);
 uint64_t attentionGradScratch(const KernelCall &call);
 Status packedAttention(const KernelCall &call);
 Status packedAttentionGrad(const KernelCall &call);
 uint64_t packedAttentionGradScratch(const KernelCall &call);
+int attentionVariants(const KernelCall &call);
+int attentionGradVariants(const KernelCall &call);
+int packedAttentionVariants(const KernelCall &call);
+int packedAttentionGradVariants(const KernelCall &call);
 
 // Norms.cu.
 Status layerNorm(const KernelCall &call);

@@ -664,7 +664,9 @@ constexpr size_t forwardBytes(int d, int rowTiles) { return rowsBytes(forwardRow
 constexpr size_t keyGradBytes(int d) {
   return rowsBytes(2 * kGradRows + 2 * kStages * kTile, d) + sizeof(float) * 2 * kStages * kTile;
 }
-constexpr size_t queryGradBytes(int d) { return rowsBytes(2 * kGradRows + 2 * kStages * kTile, d); }
+constexpr size_t queryGradBytes(int d, int rowTiles) {
+  return rowsBytes(2 * forwardRows(rowTiles) + 2 * kStages * kTile, d);
+}
 
 /// Starts the key and value tiles from firstKey into stage `stage` of ks
 /// and vs: the streamed side of the forward and dQ kernels.
@@ -937,66 +939,74 @@ __global__ void __launch_bounds__(kWarps * 32)
   });
 }
 
-/// dQ for kGradRows queries: a warp owns 16; the keys stream through. Hold:
-/// as the dK and dV kernel, for Q and dO. Rereading them up to head size 64
-/// fits 128 registers, 4 blocks a multiprocessor; the bound keeps ptxas
-/// there (left to itself it took 129, which costs a block).
-template <int Tiles, bool Hold>
-__global__ void __launch_bounds__(kWarps * 32, Hold || Tiles > 4 ? 1 : 4)
+/// dQ for forwardRows(M) queries: a warp owns M tiles of 16 and rereads
+/// its Q and dO fragments for each key tile; the keys stream through. With
+/// one row tile up to head size 64 it fits 128 registers, 4 blocks a
+/// multiprocessor; the bound keeps ptxas there (left to itself it took 129,
+/// which costs a block).
+template <int Tiles, int M>
+__global__ void __launch_bounds__(kWarps * 32, M == 1 && Tiles <= 4 ? 4 : 1)
     queryGradKernel(Operand q, Operand k, Operand v, const float *lse, const float *delta, Operand dout, Operand dq,
                     AttentionShape s) {
-  constexpr int D = 16 * Tiles, P = pitchOf(D);
+  constexpr int D = 16 * Tiles, P = pitchOf(D), Rows = forwardRows(M);
   FSDPC_DYNAMIC_SHARED(uint4, tcWords); // 16-byte aligned, as cp.async and ldmatrix need
-  __nv_bfloat16 *qs = reinterpret_cast<__nv_bfloat16 *>(tcWords), *dos = qs + kGradRows * P, *ks = dos + kGradRows * P,
+  __nv_bfloat16 *qs = reinterpret_cast<__nv_bfloat16 *>(tcWords), *dos = qs + Rows * P, *ks = dos + Rows * P,
                 *vs = ks + kStages * kTile * P;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const long long b = blockIdx.y;
-  const int firstQuery = blockIdx.x * kGradRows, warpQuery = firstQuery + warp * 16;
+  const int firstQuery = blockIdx.x * Rows, warpQuery = firstQuery + warp * 16 * M;
   const Operand qb = advanced(q, s.start(s.query, b)), kb = advanced(k, s.start(s.key, b)),
                 vb = advanced(v, s.start(s.value, b));
   const Operand dob = advanced(dout, s.start(s.out, b));
   const long long maskOffset = maskBase(s, b);
-  const int queries[2] = {warpQuery + rowOf(0, lane), warpQuery + rowOf(2, lane)};
-  float rowLse[2], rowDelta[2]; // logsumexp times log2 e
+  int queries[M][2];
+  float rowLse[M][2], rowDelta[M][2]; // logsumexp times log2 e
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    rowLse[r] = queries[r] < s.tq ? lse[b * s.tq + queries[r]] * kLog2e : 0.0f;
-    rowDelta[r] = queries[r] < s.tq ? delta[b * s.tq + queries[r]] : 0.0f;
-  }
+  for (int m = 0; m < M; ++m)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      queries[m][r] = warpQuery + 16 * m + rowOf(2 * r, lane);
+      rowLse[m][r] = queries[m][r] < s.tq ? lse[b * s.tq + queries[m][r]] * kLog2e : 0.0f;
+      rowDelta[m][r] = queries[m][r] < s.tq ? delta[b * s.tq + queries[m][r]] : 0.0f;
+    }
   const float scaleLog2 = s.scale * kLog2e;
-  const int keyTiles = (keysSeen(s, firstQuery, kGradRows) + kTile - 1) / kTile;
+  const int keyTiles = (keysSeen(s, firstQuery, Rows) + kTile - 1) / kTile;
+  const int warpKeyTiles = keyTilesSeen(s, warpQuery, 16 * M, keyTiles);
 
-  startTile<D, kGradRows>(qs, qb, firstQuery, s.tq, s.query.row, s.vectorRows);
-  startTile<D, kGradRows>(dos, dob, firstQuery, s.tq, s.out.row, s.vectorRows);
+  startTile<D, Rows>(qs, qb, firstQuery, s.tq, s.query.row, s.vectorRows);
+  startTile<D, Rows>(dos, dob, firstQuery, s.tq, s.out.row, s.vectorRows);
   startKeysAndValues<D>(ks, vs, 0, kb, vb, s, 0);
   commitAsyncCopies();
-  OwnRows<D, 1, Hold> queryRows{qs, warp * 16, lane, {}}, outGradRows{dos, warp * 16, lane, {}};
-  if constexpr (Hold) {
-    waitForFirstTiles();
-    queryRows.load();
-    outGradRows.load();
-  }
-  float dqAcc[1][D / 8][4] = {};
+  const OwnRows<D, M, false> queryRows{qs, warp * 16 * M, lane, {}}, outGradRows{dos, warp * 16 * M, lane, {}};
+  float dqAcc[M][D / 8][4] = {};
   for (int i = 0; i < keyTiles; ++i) {
     const __nv_bfloat16 *kTileRows, *vTileRows;
     nextKeyTile<D>(i, keyTiles, ks, vs, kb, vb, s, kTileRows, vTileRows);
+    // As in the forward kernel: only a warp with two row tiles can see
+    // fewer key tiles than its block.
+    if (M > 1 && i >= warpKeyTiles)
+      continue;
     const int firstKey = i * kTile;
-    float p[1][kScoreTiles][4], ds[1][kScoreTiles][4];
+    float p[M][kScoreTiles][4], ds[M][kScoreTiles][4];
     productWithRows(p, queryRows, kTileRows, lane); // S = Q K^T
-    const bool visible = allVisible(s, warpQuery, 16, firstKey, kTile);
-    forEachScore<false>(s, maskOffset, queries, firstKey, visible, lane, [&](int n, int e, bool valid) {
-      p[0][n][e] = valid ? exp2f(p[0][n][e] * scaleLog2 - rowLse[e / 2]) : 0.0f;
-    });
+    const bool visible = allVisible(s, warpQuery, 16 * M, firstKey, kTile);
+#pragma unroll
+    for (int m = 0; m < M; ++m)
+      forEachScore<false>(s, maskOffset, queries[m], firstKey, visible, lane, [&](int n, int e, bool valid) {
+        p[m][n][e] = valid ? exp2f(p[m][n][e] * scaleLog2 - rowLse[m][e / 2]) : 0.0f;
+      });
     productWithRows(ds, outGradRows, vTileRows, lane); // dP = dO V^T
 #pragma unroll
-    for (int n = 0; n < kScoreTiles; ++n)
+    for (int m = 0; m < M; ++m)
 #pragma unroll
-      for (int e = 0; e < 4; ++e)
-        ds[0][n][e] = p[0][n][e] * (ds[0][n][e] - rowDelta[e / 2]) * s.scale;
-    accumulateScoresTimes<D, 1>(dqAcc, ds, kTileRows, lane); // dQ += dS K
+      for (int n = 0; n < kScoreTiles; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          ds[m][n][e] = p[m][n][e] * (ds[m][n][e] - rowDelta[m][e / 2]) * s.scale;
+    accumulateScoresTimes<D, M>(dqAcc, ds, kTileRows, lane); // dQ += dS K
   }
   const Operand dqb = advanced(dq, s.start(s.query, b));
-  writeAccumulators<D, 1>(dqAcc, lane, [&](int row, int c, float value, int, int) {
+  writeAccumulators<D, M>(dqAcc, lane, [&](int row, int c, float value, int, int) {
     if (warpQuery + row < s.tq)
       storeFloat(dqb, (warpQuery + row) * s.query.row + c, value);
   });
@@ -1048,16 +1058,18 @@ Status launchTensorCoreForward(cudaStream_t stream, const AttentionShape &s, con
                                  s);
 }
 
-template <int Tiles, bool Hold>
+/// The dK and dV kernel (own fragments held or not), then the dQ kernel
+/// (QueryRowTiles a warp, fragments reread).
+template <int Tiles, bool HoldKeys, int QueryRowTiles>
 Status launchTensorCoreBackward(cudaStream_t stream, const AttentionShape &s, const BackwardOperands &o) {
   const dim3 keyBlocks = tc::blocksOf(s.tk, s.batch, tc::kGradRows),
-             queryBlocks = tc::blocksOf(s.tq, s.batch, tc::kGradRows);
-  FSDPC_RETURN_IF_ERROR(launchWithDynamicShared(tc::keyGradKernel<Tiles, Hold>, keyBlocks, tc::kWarps * 32,
+             queryBlocks = tc::blocksOf(s.tq, s.batch, tc::forwardRows(QueryRowTiles));
+  FSDPC_RETURN_IF_ERROR(launchWithDynamicShared(tc::keyGradKernel<Tiles, HoldKeys>, keyBlocks, tc::kWarps * 32,
                                                 tc::keyGradBytes(16 * Tiles), stream, o.q, o.k, o.v, o.lse, o.delta,
                                                 o.dout, o.dk, o.dv, s));
-  return launchWithDynamicShared(tc::queryGradKernel<Tiles, Hold>, queryBlocks, tc::kWarps * 32,
-                                 tc::queryGradBytes(16 * Tiles), stream, o.q, o.k, o.v, o.lse, o.delta, o.dout, o.dq,
-                                 s);
+  return launchWithDynamicShared(tc::queryGradKernel<Tiles, QueryRowTiles>, queryBlocks, tc::kWarps * 32,
+                                 tc::queryGradBytes(16 * Tiles, QueryRowTiles), stream, o.q, o.k, o.v, o.lse, o.delta,
+                                 o.dout, o.dq, s);
 }
 
 Status launchF32Forward(cudaStream_t stream, const AttentionShape &s, const ForwardOperands &o) {
@@ -1122,17 +1134,28 @@ std::vector<KernelVariant> tensorCoreForwardVariants(cudaStream_t stream, const 
             reread};
 }
 
-/// The backward variants of a tensor-core call: a warp's own rows'
-/// fragments (K and V, Q and dO) kept in registers (up to head size 64) or
-/// reread from shared memory for each tile; the same products either way.
+/// The backward variants of a tensor-core call, up to head size 64: the dK
+/// and dV kernel with its key and value fragments held in registers or
+/// reread for each query tile, and the dQ kernel with two row tiles a warp
+/// or one (fragments reread: holding them took 188 registers, 2 blocks a
+/// multiprocessor, as two row tiles do). At 128, one row tile and rereading
+/// only. As in forward, the same products in the same order for each row,
+/// and a larger dQ block's extra key tiles add exactly zero: the same bits.
 template <int Tiles>
 std::vector<KernelVariant> tensorCoreBackwardVariants(cudaStream_t stream, const AttentionShape &s,
                                                       const BackwardOperands &o) {
-  const KernelVariant reread{"fragments reread", [=] { return launchTensorCoreBackward<Tiles, false>(stream, s, o); }};
+  const KernelVariant reread{"dK dV fragments reread, dQ 16 queries a warp",
+                             [=] { return launchTensorCoreBackward<Tiles, false, 1>(stream, s, o); }};
   if constexpr (Tiles > 4)
     return {reread};
   else
-    return {{"fragments in registers", [=] { return launchTensorCoreBackward<Tiles, true>(stream, s, o); }}, reread};
+    return {{"dK dV fragments held, dQ 32 queries a warp",
+             [=] { return launchTensorCoreBackward<Tiles, true, 2>(stream, s, o); }},
+            {"dK dV fragments held, dQ 16 queries a warp",
+             [=] { return launchTensorCoreBackward<Tiles, true, 1>(stream, s, o); }},
+            {"dK dV fragments reread, dQ 32 queries a warp",
+             [=] { return launchTensorCoreBackward<Tiles, false, 2>(stream, s, o); }},
+            reread};
 }
 
 std::vector<KernelVariant> forwardVariants(const KernelCall &call, const AttentionShape &s, const ForwardOperands &o,

@@ -462,7 +462,7 @@ constexpr float kLog2e = 1.4426950408889634f;
 /// backward kernels with M = 1 only: their dK, dV or dQ accumulators and
 /// two score tiles fill the registers already.
 constexpr int kGradRows = kWarps * 16; // the backward kernels' own rows per block
-__host__ __device__ constexpr int forwardRows(int rowTiles) { return kWarps * 16 * rowTiles; }
+__host__ __device__ constexpr int forwardRows(int rowTiles, int warps = kWarps) { return warps * 16 * rowTiles; }
 
 /// A tile row's pitch in elements: 16 bytes of padding put the 8 rows an
 /// ldmatrix reads on 8 different groups of 4 banks (the pitch is 4 words
@@ -660,7 +660,7 @@ __device__ __forceinline__ void writeAccumulators(const float (&acc)[M][D / 8][4
 /// streamed tile (and, for dK and dV, the streamed queries' logsumexp and
 /// delta).
 constexpr size_t rowsBytes(int rows, int d) { return sizeof(__nv_bfloat16) * rows * pitchOf(d); }
-constexpr size_t forwardBytes(int d, int rowTiles) { return rowsBytes(forwardRows(rowTiles) + 2 * kStages * kTile, d); }
+constexpr size_t forwardBytes(int d, int rows) { return rowsBytes(rows + 2 * kStages * kTile, d); }
 constexpr size_t keyGradBytes(int d) {
   return rowsBytes(2 * kGradRows + 2 * kStages * kTile, d) + sizeof(float) * 2 * kStages * kTile;
 }
@@ -752,10 +752,10 @@ __device__ __forceinline__ int keyTilesSeen(const AttentionShape &s, int firstQu
 /// at the end) and their output columns. Where Hold, a warp keeps its
 /// query fragments in registers too, else it rereads them for each key
 /// tile (with two row tiles, holding them would spill).
-template <int Tiles, int M, bool Hold>
-__global__ void __launch_bounds__(kWarps * 32)
+template <int Tiles, int M, bool Hold, int Warps>
+__global__ void __launch_bounds__(Warps * 32)
     forwardKernel(Operand q, Operand k, Operand v, Operand out, float *lse, AttentionShape s) {
-  constexpr int D = 16 * Tiles, P = pitchOf(D), Rows = forwardRows(M);
+  constexpr int D = 16 * Tiles, P = pitchOf(D), Rows = forwardRows(M, Warps);
   FSDPC_DYNAMIC_SHARED(uint4, tcWords); // 16-byte aligned, as cp.async and ldmatrix need
   __nv_bfloat16 *qs = reinterpret_cast<__nv_bfloat16 *>(tcWords), *ks = qs + Rows * P, *vs = ks + kStages * kTile * P;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -1051,10 +1051,11 @@ struct BackwardOperands {
   float *delta;
 };
 
-template <int Tiles, int M, bool Hold>
+template <int Tiles, int M, bool Hold, int Warps = tc::kWarps>
 Status launchTensorCoreForward(cudaStream_t stream, const AttentionShape &s, const ForwardOperands &o) {
-  return launchWithDynamicShared(tc::forwardKernel<Tiles, M, Hold>, tc::blocksOf(s.tq, s.batch, tc::forwardRows(M)),
-                                 tc::kWarps * 32, tc::forwardBytes(16 * Tiles, M), stream, o.q, o.k, o.v, o.out, o.lse,
+  constexpr int rows = tc::forwardRows(M, Warps);
+  return launchWithDynamicShared(tc::forwardKernel<Tiles, M, Hold, Warps>, tc::blocksOf(s.tq, s.batch, rows),
+                                 Warps * 32, tc::forwardBytes(16 * Tiles, rows), stream, o.q, o.k, o.v, o.out, o.lse,
                                  s);
 }
 
@@ -1111,25 +1112,34 @@ Status launchF32Backward(cudaStream_t stream, const AttentionShape &s, const Bac
   }
 }
 
-/// The forward variants of a tensor-core call, up to head size 64: two row
-/// tiles a warp (query fragments reread for each key tile: holding them too
-/// would spill), or one with the query fragments held in registers or
-/// reread (ptxas at head size 64: 242, 138 and 104 registers, so 2, 3 and
-/// 4 blocks a multiprocessor). At 128 only the last. Each gives a query the
-/// same products in the same order (a warp's second row tile only shares
-/// its B fragments), and the key tiles a larger block adds for a query lie
-/// wholly after it under a causal mask, so they add exp2(-inf) = 0 and
-/// rescale by exp2(0) = 1: the same bits.
+/// The forward variants of a tensor-core call, up to head size 64:
+///
+/// - 128 queries a block of 4 warps, 32 a warp (query fragments reread for
+///   each key tile: holding them too would spill);
+/// - 128 queries a block of 8 warps, 16 a warp, fragments reread (held,
+///   135 registers leave one block of 8 warps a multiprocessor);
+/// - 64 queries a block of 4 warps, 16 a warp, fragments held or reread.
+///
+/// ptxas at head size 64: 242, 125, 135 and 118 registers, so 8, 16, 12
+/// and 16 warps a multiprocessor. A block of 128 queries copies each key
+/// and value tile from L2 once for twice the queries. At 128, the last
+/// only.
+/// Each gives a query the same products in the same order (a warp's second
+/// row tile only shares its B fragments), and the key tiles a larger block
+/// adds for a query lie wholly after it under a causal mask, so they add
+/// exp2(-inf) = 0 and rescale by exp2(0) = 1: the same bits.
 template <int Tiles>
 std::vector<KernelVariant> tensorCoreForwardVariants(cudaStream_t stream, const AttentionShape &s,
                                                      const ForwardOperands &o) {
-  const KernelVariant reread{"16 queries a warp, fragments reread",
+  const KernelVariant reread{"64 queries a block, 16 a warp, fragments reread",
                              [=] { return launchTensorCoreForward<Tiles, 1, false>(stream, s, o); }};
   if constexpr (Tiles > 4)
     return {reread};
   else
-    return {{"32 queries a warp", [=] { return launchTensorCoreForward<Tiles, 2, false>(stream, s, o); }},
-            {"16 queries a warp, fragments in registers",
+    return {{"128 queries a block, 32 a warp", [=] { return launchTensorCoreForward<Tiles, 2, false>(stream, s, o); }},
+            {"128 queries a block, 16 a warp",
+             [=] { return launchTensorCoreForward<Tiles, 1, false, 8>(stream, s, o); }},
+            {"64 queries a block, 16 a warp, fragments held",
              [=] { return launchTensorCoreForward<Tiles, 1, true>(stream, s, o); }},
             reread};
 }

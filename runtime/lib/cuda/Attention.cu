@@ -457,12 +457,12 @@ constexpr float kLog2e = 1.4426950408889634f;
 /// in Q K^T, V in P V) feeds M products, so M = 2 halves the shared-memory
 /// reads per product, which bound one-tile warps (about 1.4 cycles of
 /// ldmatrix per cycle of mma at head size 64), at the price of registers
-/// (ptxas, head size 64: 242 against 120), so of warps per multiprocessor.
-/// The forward kernel comes with M = 2 up to head size 64 and M = 1; the
-/// backward kernels with M = 1 only: their dK, dV or dQ accumulators and
-/// two score tiles fill the registers already.
-constexpr int kGradRows = kWarps * 16; // the backward kernels' own rows per block
-__host__ __device__ constexpr int forwardRows(int rowTiles, int warps = kWarps) { return warps * 16 * rowTiles; }
+/// (ptxas, head size 64: 242 against 118), so of warps per multiprocessor.
+/// The forward and dQ kernels come with M = 2 up to head size 64 and with
+/// M = 1; the dK and dV kernel with M = 1 only: its dK and dV accumulators
+/// and two score tiles fill the registers already.
+__host__ __device__ constexpr int rowsPerBlock(int rowTiles, int warps = kWarps) { return warps * 16 * rowTiles; }
+constexpr int kGradRows = rowsPerBlock(1); // the dK and dV kernel's keys per block
 
 /// A tile row's pitch in elements: 16 bytes of padding put the 8 rows an
 /// ldmatrix reads on 8 different groups of 4 banks (the pitch is 4 words
@@ -665,7 +665,7 @@ constexpr size_t keyGradBytes(int d) {
   return rowsBytes(2 * kGradRows + 2 * kStages * kTile, d) + sizeof(float) * 2 * kStages * kTile;
 }
 constexpr size_t queryGradBytes(int d, int rowTiles) {
-  return rowsBytes(2 * forwardRows(rowTiles) + 2 * kStages * kTile, d);
+  return rowsBytes(2 * rowsPerBlock(rowTiles) + 2 * kStages * kTile, d);
 }
 
 /// Starts the key and value tiles from firstKey into stage `stage` of ks
@@ -745,9 +745,9 @@ __device__ __forceinline__ int keyTilesSeen(const AttentionShape &s, int firstQu
   return min(keyTiles, (keysSeen(s, firstQuery, rows) + kTile - 1) / kTile);
 }
 
-/// Output and logsumexp for forwardRows(M) queries: a warp owns M tiles of
-/// 16; the keys stream through. A lane keeps rows g and g + 8 of each
-/// tile: their running maximum (base 2: scores are scaled by scale log2 e,
+/// Output and logsumexp for rowsPerBlock(M, Warps) queries: a warp owns M
+/// tiles of 16; the keys stream through. A lane keeps rows g and g + 8 of
+/// each tile: their running maximum (base 2: scores are scaled by scale log2 e,
 /// so that exp is one exp2), its part of their sums (the quad adds them up
 /// at the end) and their output columns. Where Hold, a warp keeps its
 /// query fragments in registers too, else it rereads them for each key
@@ -755,7 +755,7 @@ __device__ __forceinline__ int keyTilesSeen(const AttentionShape &s, int firstQu
 template <int Tiles, int M, bool Hold, int Warps>
 __global__ void __launch_bounds__(Warps * 32)
     forwardKernel(Operand q, Operand k, Operand v, Operand out, float *lse, AttentionShape s) {
-  constexpr int D = 16 * Tiles, P = pitchOf(D), Rows = forwardRows(M, Warps);
+  constexpr int D = 16 * Tiles, P = pitchOf(D), Rows = rowsPerBlock(M, Warps);
   FSDPC_DYNAMIC_SHARED(uint4, tcWords); // 16-byte aligned, as cp.async and ldmatrix need
   __nv_bfloat16 *qs = reinterpret_cast<__nv_bfloat16 *>(tcWords), *ks = qs + Rows * P, *vs = ks + kStages * kTile * P;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -791,9 +791,9 @@ __global__ void __launch_bounds__(Warps * 32)
   for (int i = 0; i < keyTiles; ++i) {
     const __nv_bfloat16 *kTileRows, *vTileRows;
     nextKeyTile<D>(i, keyTiles, ks, vs, kb, vb, s, kTileRows, vTileRows);
-    // With one row tile a warp sees every key tile of its block (blocks
-    // of kTile queries); the test would only cost registers.
-    if (M > 1 && i >= warpKeyTiles)
+    // In a block of kTile queries every warp sees every key tile of the
+    // block; the test would only cost registers there.
+    if (Rows > kTile && i >= warpKeyTiles)
       continue;
     const int firstKey = i * kTile;
     float sc[M][kScoreTiles][4];
@@ -939,7 +939,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   });
 }
 
-/// dQ for forwardRows(M) queries: a warp owns M tiles of 16 and rereads
+/// dQ for rowsPerBlock(M) queries: a warp owns M tiles of 16 and rereads
 /// its Q and dO fragments for each key tile; the keys stream through. With
 /// one row tile up to head size 64 it fits 128 registers, 4 blocks a
 /// multiprocessor; the bound keeps ptxas there (left to itself it took 129,
@@ -948,7 +948,7 @@ template <int Tiles, int M>
 __global__ void __launch_bounds__(kWarps * 32, M == 1 && Tiles <= 4 ? 4 : 1)
     queryGradKernel(Operand q, Operand k, Operand v, const float *lse, const float *delta, Operand dout, Operand dq,
                     AttentionShape s) {
-  constexpr int D = 16 * Tiles, P = pitchOf(D), Rows = forwardRows(M);
+  constexpr int D = 16 * Tiles, P = pitchOf(D), Rows = rowsPerBlock(M);
   FSDPC_DYNAMIC_SHARED(uint4, tcWords); // 16-byte aligned, as cp.async and ldmatrix need
   __nv_bfloat16 *qs = reinterpret_cast<__nv_bfloat16 *>(tcWords), *dos = qs + Rows * P, *ks = dos + Rows * P,
                 *vs = ks + kStages * kTile * P;
@@ -982,9 +982,8 @@ __global__ void __launch_bounds__(kWarps * 32, M == 1 && Tiles <= 4 ? 4 : 1)
   for (int i = 0; i < keyTiles; ++i) {
     const __nv_bfloat16 *kTileRows, *vTileRows;
     nextKeyTile<D>(i, keyTiles, ks, vs, kb, vb, s, kTileRows, vTileRows);
-    // As in the forward kernel: only a warp with two row tiles can see
-    // fewer key tiles than its block.
-    if (M > 1 && i >= warpKeyTiles)
+    // As in the forward kernel.
+    if (Rows > kTile && i >= warpKeyTiles)
       continue;
     const int firstKey = i * kTile;
     float p[M][kScoreTiles][4], ds[M][kScoreTiles][4];
@@ -1053,7 +1052,7 @@ struct BackwardOperands {
 
 template <int Tiles, int M, bool Hold, int Warps = tc::kWarps>
 Status launchTensorCoreForward(cudaStream_t stream, const AttentionShape &s, const ForwardOperands &o) {
-  constexpr int rows = tc::forwardRows(M, Warps);
+  constexpr int rows = tc::rowsPerBlock(M, Warps);
   return launchWithDynamicShared(tc::forwardKernel<Tiles, M, Hold, Warps>, tc::blocksOf(s.tq, s.batch, rows),
                                  Warps * 32, tc::forwardBytes(16 * Tiles, rows), stream, o.q, o.k, o.v, o.out, o.lse,
                                  s);
@@ -1064,7 +1063,7 @@ Status launchTensorCoreForward(cudaStream_t stream, const AttentionShape &s, con
 template <int Tiles, bool HoldKeys, int QueryRowTiles>
 Status launchTensorCoreBackward(cudaStream_t stream, const AttentionShape &s, const BackwardOperands &o) {
   const dim3 keyBlocks = tc::blocksOf(s.tk, s.batch, tc::kGradRows),
-             queryBlocks = tc::blocksOf(s.tq, s.batch, tc::forwardRows(QueryRowTiles));
+             queryBlocks = tc::blocksOf(s.tq, s.batch, tc::rowsPerBlock(QueryRowTiles));
   FSDPC_RETURN_IF_ERROR(launchWithDynamicShared(tc::keyGradKernel<Tiles, HoldKeys>, keyBlocks, tc::kWarps * 32,
                                                 tc::keyGradBytes(16 * Tiles), stream, o.q, o.k, o.v, o.lse, o.delta,
                                                 o.dout, o.dk, o.dv, s));
@@ -1120,7 +1119,7 @@ Status launchF32Backward(cudaStream_t stream, const AttentionShape &s, const Bac
 ///   135 registers leave one block of 8 warps a multiprocessor);
 /// - 64 queries a block of 4 warps, 16 a warp, fragments held or reread.
 ///
-/// ptxas at head size 64: 242, 125, 135 and 118 registers, so 8, 16, 12
+/// ptxas at head size 64: 242, 124, 135 and 118 registers, so 8, 16, 12
 /// and 16 warps a multiprocessor. A block of 128 queries copies each key
 /// and value tile from L2 once for twice the queries. At 128, the last
 /// only.

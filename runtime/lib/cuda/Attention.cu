@@ -664,8 +664,8 @@ constexpr size_t forwardBytes(int d, int rows) { return rowsBytes(rows + 2 * kSt
 constexpr size_t keyGradBytes(int d) {
   return rowsBytes(2 * kGradRows + 2 * kStages * kTile, d) + sizeof(float) * 2 * kStages * kTile;
 }
-constexpr size_t queryGradBytes(int d, int rowTiles) {
-  return rowsBytes(2 * rowsPerBlock(rowTiles) + 2 * kStages * kTile, d);
+constexpr size_t queryGradBytes(int d, int rowTiles, int warps) {
+  return rowsBytes(2 * rowsPerBlock(rowTiles, warps) + 2 * kStages * kTile, d);
 }
 
 /// Starts the key and value tiles from firstKey into stage `stage` of ks
@@ -939,16 +939,16 @@ __global__ void __launch_bounds__(kWarps * 32)
   });
 }
 
-/// dQ for rowsPerBlock(M) queries: a warp owns M tiles of 16 and rereads
-/// its Q and dO fragments for each key tile; the keys stream through. With
-/// one row tile up to head size 64 it fits 128 registers, 4 blocks a
-/// multiprocessor; the bound keeps ptxas there (left to itself it took 129,
-/// which costs a block).
-template <int Tiles, int M>
-__global__ void __launch_bounds__(kWarps * 32, M == 1 && Tiles <= 4 ? 4 : 1)
+/// dQ for rowsPerBlock(M, Warps) queries: a warp owns M tiles of 16 and
+/// rereads its Q and dO fragments for each key tile; the keys stream
+/// through. With one row tile up to head size 64 it fits 128 registers, 16
+/// warps a multiprocessor; the bound keeps ptxas there (left to itself it
+/// took 129, which costs a block).
+template <int Tiles, int M, int Warps>
+__global__ void __launch_bounds__(Warps * 32, M == 1 && Tiles <= 4 ? 16 / Warps : 1)
     queryGradKernel(Operand q, Operand k, Operand v, const float *lse, const float *delta, Operand dout, Operand dq,
                     AttentionShape s) {
-  constexpr int D = 16 * Tiles, P = pitchOf(D), Rows = rowsPerBlock(M);
+  constexpr int D = 16 * Tiles, P = pitchOf(D), Rows = rowsPerBlock(M, Warps);
   FSDPC_DYNAMIC_SHARED(uint4, tcWords); // 16-byte aligned, as cp.async and ldmatrix need
   __nv_bfloat16 *qs = reinterpret_cast<__nv_bfloat16 *>(tcWords), *dos = qs + Rows * P, *ks = dos + Rows * P,
                 *vs = ks + kStages * kTile * P;
@@ -982,8 +982,10 @@ __global__ void __launch_bounds__(kWarps * 32, M == 1 && Tiles <= 4 ? 4 : 1)
   for (int i = 0; i < keyTiles; ++i) {
     const __nv_bfloat16 *kTileRows, *vTileRows;
     nextKeyTile<D>(i, keyTiles, ks, vs, kb, vb, s, kTileRows, vTileRows);
-    // As in the forward kernel.
-    if (Rows > kTile && i >= warpKeyTiles)
+    // As in the forward kernel, but only with two row tiles: in a block of
+    // 8 warps of one, held to 128 registers, the test spilled 84 bytes at
+    // head size 64 (its warps then add the zeros of those tiles).
+    if (M > 1 && i >= warpKeyTiles)
       continue;
     const int firstKey = i * kTile;
     float p[M][kScoreTiles][4], ds[M][kScoreTiles][4];
@@ -1059,16 +1061,16 @@ Status launchTensorCoreForward(cudaStream_t stream, const AttentionShape &s, con
 }
 
 /// The dK and dV kernel (own fragments held or not), then the dQ kernel
-/// (QueryRowTiles a warp, fragments reread).
-template <int Tiles, bool HoldKeys, int QueryRowTiles>
+/// (QueryRowTiles a warp, QueryWarps a block, fragments reread).
+template <int Tiles, bool HoldKeys, int QueryRowTiles, int QueryWarps = tc::kWarps>
 Status launchTensorCoreBackward(cudaStream_t stream, const AttentionShape &s, const BackwardOperands &o) {
   const dim3 keyBlocks = tc::blocksOf(s.tk, s.batch, tc::kGradRows),
-             queryBlocks = tc::blocksOf(s.tq, s.batch, tc::rowsPerBlock(QueryRowTiles));
+             queryBlocks = tc::blocksOf(s.tq, s.batch, tc::rowsPerBlock(QueryRowTiles, QueryWarps));
   FSDPC_RETURN_IF_ERROR(launchWithDynamicShared(tc::keyGradKernel<Tiles, HoldKeys>, keyBlocks, tc::kWarps * 32,
                                                 tc::keyGradBytes(16 * Tiles), stream, o.q, o.k, o.v, o.lse, o.delta,
                                                 o.dout, o.dk, o.dv, s));
-  return launchWithDynamicShared(tc::queryGradKernel<Tiles, QueryRowTiles>, queryBlocks, tc::kWarps * 32,
-                                 tc::queryGradBytes(16 * Tiles, QueryRowTiles), stream, o.q, o.k, o.v, o.lse, o.delta,
+  return launchWithDynamicShared(tc::queryGradKernel<Tiles, QueryRowTiles, QueryWarps>, queryBlocks,
+                                 QueryWarps * 32, tc::queryGradBytes(16 * Tiles, QueryRowTiles, QueryWarps), stream, o.q, o.k, o.v, o.lse, o.delta,
                                  o.dout, o.dq, s);
 }
 
@@ -1145,25 +1147,31 @@ std::vector<KernelVariant> tensorCoreForwardVariants(cudaStream_t stream, const 
 
 /// The backward variants of a tensor-core call, up to head size 64: the dK
 /// and dV kernel with its key and value fragments held in registers or
-/// reread for each query tile, and the dQ kernel with two row tiles a warp
-/// or one (fragments reread: holding them took 188 registers, 2 blocks a
-/// multiprocessor, as two row tiles do). At 128, one row tile and rereading
-/// only. As in forward, the same products in the same order for each row,
-/// and a larger dQ block's extra key tiles add exactly zero: the same bits.
+/// reread for each query tile, and the dQ kernel with 128 queries a block
+/// of 4 warps (32 a warp) or of 8 warps (16 a warp), or 64 queries a block
+/// of 4 warps: the six pairs. The dQ kernel rereads its own fragments
+/// (holding them took 188 registers, 2 blocks of 4 warps a multiprocessor).
+/// At 128, one row tile and rereading only. As in forward, the same
+/// products in the same order for each row, and a larger dQ block's extra
+/// key tiles add exactly zero: the same bits.
 template <int Tiles>
 std::vector<KernelVariant> tensorCoreBackwardVariants(cudaStream_t stream, const AttentionShape &s,
                                                       const BackwardOperands &o) {
-  const KernelVariant reread{"dK dV fragments reread, dQ 16 queries a warp",
+  const KernelVariant reread{"dK dV fragments reread, dQ 64 queries a block",
                              [=] { return launchTensorCoreBackward<Tiles, false, 1>(stream, s, o); }};
   if constexpr (Tiles > 4)
     return {reread};
   else
-    return {{"dK dV fragments held, dQ 32 queries a warp",
+    return {{"dK dV fragments held, dQ 128 queries a block, 32 a warp",
              [=] { return launchTensorCoreBackward<Tiles, true, 2>(stream, s, o); }},
-            {"dK dV fragments held, dQ 16 queries a warp",
+            {"dK dV fragments held, dQ 128 queries a block, 16 a warp",
+             [=] { return launchTensorCoreBackward<Tiles, true, 1, 8>(stream, s, o); }},
+            {"dK dV fragments held, dQ 64 queries a block",
              [=] { return launchTensorCoreBackward<Tiles, true, 1>(stream, s, o); }},
-            {"dK dV fragments reread, dQ 32 queries a warp",
+            {"dK dV fragments reread, dQ 128 queries a block, 32 a warp",
              [=] { return launchTensorCoreBackward<Tiles, false, 2>(stream, s, o); }},
+            {"dK dV fragments reread, dQ 128 queries a block, 16 a warp",
+             [=] { return launchTensorCoreBackward<Tiles, false, 1, 8>(stream, s, o); }},
             reread};
 }
 

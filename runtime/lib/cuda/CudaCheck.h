@@ -36,4 +36,15 @@
 /// shared memory) shows only in the last error.
 #define FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED() FSDPC_CUDA_RETURN_IF_ERROR(cudaGetLastError())
 
+namespace fsdpc::runtime::cuda {
+
+/// A CUDA runtime call's result as a Status naming `call`, for code that
+/// must go on after a failure (to release what it made) instead of
+/// returning at once as the macros above do.
+inline Status cudaStatus(cudaError_t error, const char *call) {
+  return error == cudaSuccess ? Status::ok() : FSDPC_ERROR(kInternal, call, ": ", cudaGetErrorString(error));
+}
+
+} // namespace fsdpc::runtime::cuda
+
 #endif // FSDPC_RUNTIME_CUDA_CUDACHECK_H

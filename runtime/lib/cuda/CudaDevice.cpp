@@ -37,6 +37,7 @@ namespace fsdpc::runtime {
 namespace {
 
 using cuda::CudaLaunch;
+using cuda::cudaStatus;
 using cuda::DeviceError;
 
 /// cuBLASLt's workspace per stream (its heuristics assume some; 32 MiB is
@@ -455,10 +456,10 @@ private:
       FSDPC_CUDA_RETURN_IF_ERROR(cudaEventRecord(waitTimers_[i].first, stream));
     switch (r.kind) {
     case ResolvedInstruction::Kind::kRecordEvent:
-      status = cudaCall(cudaEventRecord(events_[r.event], stream), "cudaEventRecord");
+      status = cudaStatus(cudaEventRecord(events_[r.event], stream), "cudaEventRecord");
       break;
     case ResolvedInstruction::Kind::kWaitEvent:
-      status = cudaCall(cudaStreamWaitEvent(stream, events_[r.event], 0), "cudaStreamWaitEvent");
+      status = cudaStatus(cudaStreamWaitEvent(stream, events_[r.event], 0), "cudaStreamWaitEvent");
       break;
     case ResolvedInstruction::Kind::kCollective:
       status = runCollective(r, stream);
@@ -469,14 +470,14 @@ private:
       const cudaMemcpyKind direction =
           r.kind == ResolvedInstruction::Kind::kCopyToDevice ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
       status =
-          cudaCall(cudaMemcpyAsync(to.data, from.data, from.numElements() * dtypeSize(from.dtype), direction, stream),
-                   "cudaMemcpyAsync");
+          cudaStatus(cudaMemcpyAsync(to.data, from.data, from.numElements() * dtypeSize(from.dtype), direction, stream),
+                     "cudaMemcpyAsync");
       break;
     }
     case ResolvedInstruction::Kind::kKernel:
       // A host kernel runs when the stream reaches it, and holds the stream
       // until it returns (its failure is read after the step).
-      status = r.onHost ? cudaCall(cudaLaunchHostFunc(stream, runHostKernel, &hostLaunches_[i]), "cudaLaunchHostFunc")
+      status = r.onHost ? cudaStatus(cudaLaunchHostFunc(stream, runHostKernel, &hostLaunches_[i]), "cudaLaunchHostFunc")
                         : r.kernel(r.call);
       break;
     }
@@ -506,24 +507,24 @@ private:
     if (!join_)
       FSDPC_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
     FSDPC_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(compute_, cudaStreamCaptureModeThreadLocal));
-    Status status = cudaCall(cudaEventRecord(fork_, compute_), "cudaEventRecord");
+    Status status = cudaStatus(cudaEventRecord(fork_, compute_), "cudaEventRecord");
     if (status.isOk())
-      status = cudaCall(cudaStreamWaitEvent(comm_, fork_, 0), "cudaStreamWaitEvent");
+      status = cudaStatus(cudaStreamWaitEvent(comm_, fork_, 0), "cudaStreamWaitEvent");
     for (size_t i = 0; status.isOk() && i < step_.size(); ++i) {
       status = enqueueInstruction(i, /*timed=*/false, /*timeWaits=*/false);
       if (!status.isOk())
         status = atNode(status, step_[i]);
     }
     if (status.isOk())
-      status = cudaCall(cudaEventRecord(join_, comm_), "cudaEventRecord");
+      status = cudaStatus(cudaEventRecord(join_, comm_), "cudaEventRecord");
     if (status.isOk())
-      status = cudaCall(cudaStreamWaitEvent(compute_, join_, 0), "cudaStreamWaitEvent");
+      status = cudaStatus(cudaStreamWaitEvent(compute_, join_, 0), "cudaStreamWaitEvent");
     cudaGraph_t graph = nullptr;
     const cudaError_t ended = cudaStreamEndCapture(compute_, &graph);
     if (status.isOk() && ended != cudaSuccess)
-      status = cudaCall(ended, "cudaStreamEndCapture");
+      status = cudaStatus(ended, "cudaStreamEndCapture");
     if (status.isOk())
-      status = cudaCall(cudaGraphInstantiate(&graph_, graph, 0), "cudaGraphInstantiate");
+      status = cudaStatus(cudaGraphInstantiate(&graph_, graph, 0), "cudaGraphInstantiate");
     if (graph)
       cudaGraphDestroy(graph);
     if (!status.isOk()) {
@@ -544,12 +545,6 @@ private:
         return false;
     timers_ = std::move(timers);
     return true;
-  }
-
-  static Status cudaCall(cudaError_t error, const char *what) {
-    if (error == cudaSuccess)
-      return Status::ok();
-    return FSDPC_ERROR(kInternal, what, ": ", cudaGetErrorString(error));
   }
 
   static Status atNode(const Status &status, const ResolvedInstruction &r) {

@@ -23,10 +23,6 @@ ChosenVariants &chosenVariants() {
   return chosen;
 }
 
-Status checked(cudaError_t error, const char *call) {
-  return error == cudaSuccess ? Status::ok() : FSDPC_ERROR(kInternal, call, ": ", cudaGetErrorString(error));
-}
-
 /// Runs of each variant timed together: one run of a short kernel is noisy.
 constexpr int kTimedRuns = 2;
 
@@ -37,21 +33,21 @@ Status timeVariants(cudaStream_t stream, const std::vector<KernelVariant> &varia
   Status status = Status::ok();
   for (cudaEvent_t &event : events)
     if (status.isOk())
-      status = checked(cudaEventCreate(&event), "cudaEventCreate");
+      status = cudaStatus(cudaEventCreate(&event), "cudaEventCreate");
   for (size_t v = 0; status.isOk() && v < variants.size(); ++v) {
     status = variants[v].launch(); // loads the kernels: not timed
     if (status.isOk())
-      status = checked(cudaEventRecord(events[2 * v], stream), "cudaEventRecord");
+      status = cudaStatus(cudaEventRecord(events[2 * v], stream), "cudaEventRecord");
     for (int run = 0; status.isOk() && run < kTimedRuns; ++run)
       status = variants[v].launch();
     if (status.isOk())
-      status = checked(cudaEventRecord(events[2 * v + 1], stream), "cudaEventRecord");
+      status = cudaStatus(cudaEventRecord(events[2 * v + 1], stream), "cudaEventRecord");
   }
   if (status.isOk())
-    status = checked(cudaEventSynchronize(events.back()), "cudaEventSynchronize");
+    status = cudaStatus(cudaEventSynchronize(events.back()), "cudaEventSynchronize");
   ms.assign(variants.size(), 0.0f);
   for (size_t v = 0; status.isOk() && v < variants.size(); ++v) {
-    status = checked(cudaEventElapsedTime(&ms[v], events[2 * v], events[2 * v + 1]), "cudaEventElapsedTime");
+    status = cudaStatus(cudaEventElapsedTime(&ms[v], events[2 * v], events[2 * v + 1]), "cudaEventElapsedTime");
     ms[v] /= kTimedRuns;
   }
   for (cudaEvent_t event : events)

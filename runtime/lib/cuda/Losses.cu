@@ -229,6 +229,73 @@ __global__ void __launch_bounds__(kLossRowThreads)
 /// 2-byte accesses too few to keep HBM busy.
 constexpr int kLossVectorUnroll = 4;
 
+/// How a row of `classes` logits from element `first` splits for 16-byte
+/// accesses: `head` scalars up to the first aligned vector, `vectors`
+/// whole vectors, scalars from `tail` to the end; the staged copy sits
+/// `shift` elements into shared memory so the vectors align there too.
+struct RowSplit {
+  long long shift, head, vectors, tail;
+};
+__device__ __forceinline__ RowSplit splitRow(long long first, long long classes) {
+  RowSplit split;
+  split.shift = first % kVectorElements;
+  split.head = min(classes, (kVectorElements - split.shift) % kVectorElements);
+  split.vectors = (classes - split.head) / kVectorElements;
+  split.tail = split.head + split.vectors * kVectorElements;
+  return split;
+}
+
+/// The calling thread's scalar elements of a row: thread t < head takes
+/// element t, thread t < classes - tail element tail + t; -1 for none.
+__device__ __forceinline__ void rowScalars(const RowSplit &split, long long classes, long long (&c)[2]) {
+  const long long t = threadIdx.x;
+  c[0] = t < split.head ? t : -1;
+  c[1] = t < classes - split.tail ? split.tail + t : -1;
+}
+
+/// Row r's loss and gradient from its staged copy (split as splitRow says),
+/// its maximum known: the sum of exp(x - max) (the thread's scalars, then
+/// its vectors, then the block in order), the row's loss into scratch, and
+/// the gradient written in 16-byte accesses. Every thread of the block
+/// calls it; both staged vector kernels do, so they sum in the same order
+/// and give the same bits.
+__device__ __forceinline__ void stagedRowLossAndGradient(Operand staged, const RowSplit &split,
+                                                         const long long (&scalars)[2], long long r, long long first,
+                                                         long long label, float rowMax, float scale,
+                                                         double *sharedDouble, double *rowLoss, long long *rowCounts,
+                                                         Operand dlogits) {
+  const float labelLogit = loadFloat(staged, split.shift + label);
+  double local = 0;
+  for (long long c : scalars)
+    if (c >= 0)
+      local += expf(loadFloat(staged, split.shift + c) - rowMax);
+  for (long long v = threadIdx.x; v < split.vectors; v += blockDim.x) {
+    float x[kVectorElements];
+    loadVector(staged, split.shift + split.head + v * kVectorElements, x);
+    float vectorSum = 0.0f;
+#pragma unroll
+    for (int e = 0; e < kVectorElements; ++e)
+      vectorSum += expf(x[e] - rowMax);
+    local += vectorSum;
+  }
+  const double sum = blockSum(local, sharedDouble);
+  keepRowLoss(rowLoss, rowCounts, r, sum, rowMax, labelLogit);
+  const float factor = static_cast<float>(scale / sum);
+  for (long long c : scalars)
+    if (c >= 0)
+      storeFloat(dlogits, first + c,
+                 expf(loadFloat(staged, split.shift + c) - rowMax) * factor - (c == label ? scale : 0.0f));
+  for (long long v = threadIdx.x; v < split.vectors; v += blockDim.x) {
+    const long long c0 = split.head + v * kVectorElements;
+    float x[kVectorElements];
+    loadVector(staged, split.shift + c0, x);
+#pragma unroll
+    for (int e = 0; e < kVectorElements; ++e)
+      x[e] = expf(x[e] - rowMax) * factor - (c0 + e == label ? scale : 0.0f);
+    storeVector(dlogits, first + c0, x);
+  }
+}
+
 __global__ void __launch_bounds__(kLossRowThreads)
     crossEntropyWithGradVectorKernel(Operand logits, const long long *labels, const float *seed,
                                      const long long *counted, long long rows, long long classes, long long pitch,
@@ -248,33 +315,29 @@ __global__ void __launch_bounds__(kLossRowThreads)
       zeroRowGradient(dlogits, first, classes);
       continue;
     }
-    const long long shift = first % kVectorElements;
-    const long long head = min(classes, (kVectorElements - shift) % kVectorElements);
-    const long long vectors = (classes - head) / kVectorElements, tail = head + vectors * kVectorElements;
-    // The scalar elements: thread t < head takes element t, thread
-    // t < classes - tail element tail + t.
-    const long long t = threadIdx.x; // signed: -1 below means none
-    const long long headElement = t < head ? t : -1, tailElement = t < classes - tail ? tail + t : -1;
+    const RowSplit split = splitRow(first, classes);
+    long long scalars[2];
+    rowScalars(split, classes, scalars);
     float localMax = -INFINITY;
-    for (long long c : {headElement, tailElement})
+    for (long long c : scalars)
       if (c >= 0) {
         const float x = loadFloat(logits, first + c);
-        storeFloat(staged, shift + c, x);
+        storeFloat(staged, split.shift + c, x);
         localMax = fmaxf(localMax, x);
       }
-    for (long long v0 = threadIdx.x; v0 < vectors; v0 += kLossVectorUnroll * blockDim.x) {
+    for (long long v0 = threadIdx.x; v0 < split.vectors; v0 += kLossVectorUnroll * blockDim.x) {
       float x[kLossVectorUnroll][kVectorElements];
 #pragma unroll
       for (int u = 0; u < kLossVectorUnroll; ++u) {
         const long long v = v0 + u * blockDim.x;
-        if (v < vectors)
-          loadVector(logits, first + head + v * kVectorElements, x[u]);
+        if (v < split.vectors)
+          loadVector(logits, first + split.head + v * kVectorElements, x[u]);
       }
 #pragma unroll
       for (int u = 0; u < kLossVectorUnroll; ++u) {
         const long long v = v0 + u * blockDim.x;
-        if (v < vectors) {
-          storeVector(staged, shift + head + v * kVectorElements, x[u]);
+        if (v < split.vectors) {
+          storeVector(staged, split.shift + split.head + v * kVectorElements, x[u]);
 #pragma unroll
           for (int e = 0; e < kVectorElements; ++e)
             localMax = fmaxf(localMax, x[u][e]);
@@ -282,54 +345,10 @@ __global__ void __launch_bounds__(kLossRowThreads)
       }
     }
     const float rowMax = blockMax(localMax, sharedFloat); // its barrier publishes the staged row
-    const float labelLogit = loadFloat(staged, shift + label);
-    double local = 0;
-    for (long long c : {headElement, tailElement})
-      if (c >= 0)
-        local += expf(loadFloat(staged, shift + c) - rowMax);
-    for (long long v = threadIdx.x; v < vectors; v += blockDim.x) {
-      float x[kVectorElements];
-      loadVector(staged, shift + head + v * kVectorElements, x);
-      float vectorSum = 0.0f;
-#pragma unroll
-      for (int e = 0; e < kVectorElements; ++e)
-        vectorSum += expf(x[e] - rowMax);
-      local += vectorSum;
-    }
-    const double sum = blockSum(local, sharedDouble);
-    keepRowLoss(rowLoss, rowCounts, r, sum, rowMax, labelLogit);
-    const float factor = static_cast<float>(scale / sum);
-    for (long long c : {headElement, tailElement})
-      if (c >= 0)
-        storeFloat(dlogits, first + c,
-                   expf(loadFloat(staged, shift + c) - rowMax) * factor - (c == label ? scale : 0.0f));
-    for (long long v = threadIdx.x; v < vectors; v += blockDim.x) {
-      const long long c0 = head + v * kVectorElements;
-      float x[kVectorElements];
-      loadVector(staged, shift + c0, x);
-#pragma unroll
-      for (int e = 0; e < kVectorElements; ++e)
-        x[e] = expf(x[e] - rowMax) * factor - (c0 + e == label ? scale : 0.0f);
-      storeVector(dlogits, first + c0, x);
-    }
+    stagedRowLossAndGradient(staged, split, scalars, r, first, label, rowMax, scale, sharedDouble, rowLoss, rowCounts,
+                             dlogits);
     __syncthreads(); // the next row overwrites the staged one
   }
-}
-
-/// How a row of `classes` logits from element `first` splits for 16-byte
-/// accesses: `head` scalars up to the first aligned vector, `vectors`
-/// whole vectors, scalars from `tail` to the end; the staged copy sits
-/// `shift` elements into shared memory so the vectors align there too.
-struct RowSplit {
-  long long shift, head, vectors, tail;
-};
-__device__ __forceinline__ RowSplit splitRow(long long first, long long classes) {
-  RowSplit split;
-  split.shift = first % kVectorElements;
-  split.head = min(classes, (kVectorElements - split.shift) % kVectorElements);
-  split.vectors = (classes - split.head) / kVectorElements;
-  split.tail = split.head + split.vectors * kVectorElements;
-  return split;
 }
 
 /// crossEntropyWithGradVectorKernel with each block's rows double-buffered
@@ -341,7 +360,8 @@ __device__ __forceinline__ RowSplit splitRow(long long first, long long classes)
 /// logits on the H200, 1.7 TB/s). Here one block a multiprocessor takes
 /// rows blockIdx.x, + gridDim.x, and so on, with two staged rows filling
 /// its shared memory. A thread takes the same elements of a row and sums
-/// them in the same order as in the vector kernel, so the bits are the
+/// them in the same order as in the vector kernel (the passes after the
+/// maximum are one function, stagedRowLossAndGradient), so the bits are the
 /// same. In place too: a row's gradient is written after its copy landed,
 /// and the copy in flight is another row's.
 __global__ void __launch_bounds__(kLossRowThreads)
@@ -353,16 +373,9 @@ __global__ void __launch_bounds__(kLossRowThreads)
   __shared__ float sharedFloat[32];
   __shared__ double sharedDouble[32];
   const float scale = gradientScale(seed, counted, mean);
-  const long long t = threadIdx.x; // signed: -1 below means none
   auto stageOf = [&](int stage) {
     return Operand{reinterpret_cast<char *>(stageWords) + stage * stageElements * logits.elementBytes, logits.dtype,
                    logits.elementBytes};
-  };
-  // The thread's scalar elements of a row: t < head takes element t,
-  // t < classes - tail element tail + t.
-  auto scalarsOf = [&](const RowSplit &split, long long (&c)[2]) {
-    c[0] = t < split.head ? t : -1;
-    c[1] = t < classes - split.tail ? split.tail + t : -1;
   };
   // Starts row r's copy into `stage`: its vectors by cp.async, its scalars
   // into `pending` (a plain load stalls only where its value is used: when
@@ -373,14 +386,14 @@ __global__ void __launch_bounds__(kLossRowThreads)
       const long long first = r * pitch;
       const RowSplit split = splitRow(first, classes);
       const Operand staged = stageOf(stage);
-      for (long long v = t; v < split.vectors; v += blockDim.x) {
+      for (long long v = threadIdx.x; v < split.vectors; v += blockDim.x) {
         const long long c = split.shift + split.head + v * kVectorElements;
         copyAsync16(static_cast<char *>(staged.data) + c * logits.elementBytes,
                     static_cast<const char *>(logits.data) + (first + split.head + v * kVectorElements) *
                                                                  logits.elementBytes);
       }
       long long c[2];
-      scalarsOf(split, c);
+      rowScalars(split, classes, c);
       for (int k = 0; k < 2; ++k)
         if (c[k] >= 0)
           pending[k] = loadFloat(logits, first + c[k]);
@@ -395,7 +408,7 @@ __global__ void __launch_bounds__(kLossRowThreads)
     const RowSplit split = splitRow(first, classes);
     const Operand staged = stageOf(stage);
     long long scalars[2];
-    scalarsOf(split, scalars);
+    rowScalars(split, classes, scalars);
     for (int k = 0; k < 2; ++k)
       if (scalars[k] >= 0)
         storeFloat(staged, split.shift + scalars[k], pending[k]);
@@ -415,7 +428,7 @@ __global__ void __launch_bounds__(kLossRowThreads)
     for (long long c : scalars)
       if (c >= 0)
         localMax = fmaxf(localMax, loadFloat(staged, split.shift + c));
-    for (long long v = t; v < split.vectors; v += blockDim.x) {
+    for (long long v = threadIdx.x; v < split.vectors; v += blockDim.x) {
       float x[kVectorElements];
       loadVector(staged, split.shift + split.head + v * kVectorElements, x);
 #pragma unroll
@@ -423,36 +436,8 @@ __global__ void __launch_bounds__(kLossRowThreads)
         localMax = fmaxf(localMax, x[e]);
     }
     const float rowMax = blockMax(localMax, sharedFloat);
-    const float labelLogit = loadFloat(staged, split.shift + label);
-    double local = 0;
-    for (long long c : scalars)
-      if (c >= 0)
-        local += expf(loadFloat(staged, split.shift + c) - rowMax);
-    for (long long v = t; v < split.vectors; v += blockDim.x) {
-      float x[kVectorElements];
-      loadVector(staged, split.shift + split.head + v * kVectorElements, x);
-      float vectorSum = 0.0f;
-#pragma unroll
-      for (int e = 0; e < kVectorElements; ++e)
-        vectorSum += expf(x[e] - rowMax);
-      local += vectorSum;
-    }
-    const double sum = blockSum(local, sharedDouble);
-    keepRowLoss(rowLoss, rowCounts, r, sum, rowMax, labelLogit);
-    const float factor = static_cast<float>(scale / sum);
-    for (long long c : scalars)
-      if (c >= 0)
-        storeFloat(dlogits, first + c,
-                   expf(loadFloat(staged, split.shift + c) - rowMax) * factor - (c == label ? scale : 0.0f));
-    for (long long v = t; v < split.vectors; v += blockDim.x) {
-      const long long c0 = split.head + v * kVectorElements;
-      float x[kVectorElements];
-      loadVector(staged, split.shift + c0, x);
-#pragma unroll
-      for (int e = 0; e < kVectorElements; ++e)
-        x[e] = expf(x[e] - rowMax) * factor - (c0 + e == label ? scale : 0.0f);
-      storeVector(dlogits, first + c0, x);
-    }
+    stagedRowLossAndGradient(staged, split, scalars, r, first, label, rowMax, scale, sharedDouble, rowLoss, rowCounts,
+                             dlogits);
   }
   waitAsyncCopies<0>(); // none may be left in flight when the block ends
 }

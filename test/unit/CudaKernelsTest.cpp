@@ -504,6 +504,11 @@ std::vector<Case> cases() {
                     .out({4099}, plan::BF16).tol(1e-2));
   all.push_back(Case("gelu_grad", "bf16").in({4099}, normal(), plan::BF16).in({4099}, normal(), plan::BF16)
                     .out({4099}, plan::BF16).tol(1e-2).misaligned());
+  // Enough vectors for several turns of the grid-stride loop (the emulated
+  // GPU has 3 multiprocessors: 48 blocks), the last turn partly filled, in
+  // each variant (1 or 4 vectors a thread at a time).
+  all.push_back(Case("gelu_grad", "bf16, several grid turns").in({400003}, normal(), plan::BF16)
+                    .in({400003}, normal(), plan::BF16).out({400003}, plan::BF16).tol(1e-2));
   all.push_back(Case("cast", "f32 -> bf16").in({1111}).out({1111}, plan::BF16).tol(0).misaligned());
   all.push_back(Case("cast", "bf16 -> f32").in({1111}, normal(), plan::BF16).out({1111}).tol(0).misaligned());
   all.push_back(Case("cast", "f16 -> bf16").in({1111}, normal(), plan::F16).out({1111}, plan::BF16).tol(0));

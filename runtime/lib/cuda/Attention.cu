@@ -31,7 +31,6 @@
 #include "../KernelChecks.h"
 
 #include <algorithm>
-#include <cctype>
 
 
 namespace fsdpc::runtime::cuda {
@@ -1203,8 +1202,7 @@ std::vector<KernelVariant> backwardVariants(const KernelCall &call, const Attent
 
 /// What the variants' speed depends on, as the note on stderr names it.
 std::string variantShape(const KernelCall &call, const AttentionShape &s) {
-  std::string dtype = plan::DType_Name(call.inputs[0].dtype);
-  std::transform(dtype.begin(), dtype.end(), dtype.begin(), [](unsigned char c) { return std::tolower(c); });
+  const std::string dtype = dtypeName(call.inputs[0].dtype);
   return call.instruction->op() + " (" + std::to_string(s.batch) + " heads, " + std::to_string(s.tq) + " queries, " +
          std::to_string(s.tk) + " keys, head size " + std::to_string(s.d) + ", " + dtype +
          (s.causal ? ", causal" : "") + (s.vectorRows ? "" : ", unaligned") + ")";

@@ -80,7 +80,11 @@ CudaKernel lookupCudaKernel(const std::string &name);
 std::vector<std::string> cudaKernelNames();
 
 // Elementwise.cu: broadcasting binary ops, unary ops and activation
-// gradients, select, cast, dropout, GELU, fill.
+// gradients, select, cast, dropout, GELU, fill. The ops whose operands all
+// have the output's elements (and casts between float dtypes) come in
+// variants: vectors a thread loads at a time.
+int elementwiseVariants(const KernelCall &call);
+int castVariants(const KernelCall &call);
 Status add(const KernelCall &call);
 Status sub(const KernelCall &call);
 Status mul(const KernelCall &call);

@@ -9,10 +9,13 @@
 //
 //===----------------------------------------------------------------------===//
 #include "DeviceMath.cuh"
+#include "KernelVariants.h"
 #include "../KernelChecks.h"
 #include "fsdpc/runtime/HostDevice.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 
 namespace fsdpc::runtime::cuda {
 
@@ -57,31 +60,94 @@ __global__ void binaryKernel(Operand a, Operand b, Operand out, long long n, int
 /// elements per thread in 16-byte accesses (vectorAligned operands); the
 /// first threads of the grid take the last n % 8, one each. A residual add
 /// or gradient sum, GELU and its gradient, a mixed-precision cast.
-template <typename Apply>
+/// A thread loads Vectors vectors (a grid's width apart, so that a warp's
+/// accesses stay contiguous) before it stores any: with one, each thread
+/// has one load in flight at a time (its store may alias its next load),
+/// which may leave HBM waiting. Every element gets the same operations
+/// either way, so the variants (kVectorsPerTurn) give the same bits.
+template <typename Apply, int Vectors>
 __global__ void sameIndexVectorKernel(Apply apply, Operand a, Operand b, Operand out, long long n) {
-  const long long vectors = n / kVectorElements;
-  FSDPC_GRID_STRIDE_LOOP(j, vectors) {
-    float x[kVectorElements], y[kVectorElements] = {};
-    loadVector(a, j * kVectorElements, x);
-    if constexpr (Apply::kInputs == 2)
-      loadVector(b, j * kVectorElements, y);
+  const long long vectors = n / kVectorElements, threads = static_cast<long long>(blockDim.x) * gridDim.x;
+  for (long long first = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; first < vectors;
+       first += Vectors * threads) {
+    float x[Vectors][kVectorElements], y[Vectors][kVectorElements] = {};
 #pragma unroll
-    for (int k = 0; k < kVectorElements; ++k)
-      x[k] = apply(x[k], y[k]);
-    storeVector(out, j * kVectorElements, x);
+    for (int u = 0; u < Vectors; ++u) {
+      const long long j = first + u * threads;
+      if (j < vectors) {
+        loadVector(a, j * kVectorElements, x[u]);
+        if constexpr (Apply::kInputs == 2)
+          loadVector(b, j * kVectorElements, y[u]);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < Vectors; ++u) {
+      const long long j = first + u * threads;
+      if (j < vectors) {
+#pragma unroll
+        for (int k = 0; k < kVectorElements; ++k)
+          x[u][k] = apply(x[u][k], y[u][k]);
+        storeVector(out, j * kVectorElements, x[u]);
+      }
+    }
   }
   const long long i = vectors * kVectorElements + static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n)
     storeFloat(out, i, apply(loadFloat(a, i), Apply::kInputs == 2 ? loadFloat(b, i) : 0.0f));
 }
 
-/// Launches sameIndexVectorKernel over n elements.
+/// The variants of sameIndexVectorKernel: vectors a thread loads at a time.
+/// More loads in flight per thread, fewer threads per multiprocessor (ptxas
+/// for sm_90, gelu_grad: 48, 64 and 96 registers a thread).
+constexpr int kVectorsPerTurn[] = {1, 2, 4};
+
+/// Whether every operand of the call has the output's elements and starts
+/// 16-byte aligned: the calls of an elementwise op that take
+/// sameIndexVectorKernel (a cast also needs float dtypes on both sides).
+bool sameIndexVectorCall(const KernelCall &call) {
+  const int64_t n = call.outputs[0].numElements();
+  if (n == 0 || reinterpret_cast<uintptr_t>(call.outputs[0].data) % 16 != 0)
+    return false;
+  return std::all_of(call.inputs.begin(), call.inputs.end(), [n](const TensorView &in) {
+    return in.numElements() == n && reinterpret_cast<uintptr_t>(in.data) % 16 == 0;
+  });
+}
+
+bool castTakesVectors(const KernelCall &call) {
+  const plan::DType from = call.inputs[0].dtype, to = call.outputs[0].dtype;
+  return sameIndexVectorCall(call) && !call.intParam(contract::Param::kToBool, 0) && isFloatDtype(from) &&
+         isFloatDtype(to) && from != to;
+}
+
+template <typename Apply, int Vectors>
+KernelVariant sameIndexVectorVariant(const CudaLaunch &launch, Apply apply, Operand a, Operand b, Operand out,
+                                     int64_t n) {
+  const std::string name = Vectors == 1 ? "1 vector a thread at a time"
+                                        : std::to_string(Vectors) + " vectors a thread at a time";
+  // Threads for the vectors and for the n % 8 elements after them.
+  const unsigned blocks = blocksFor((n / kVectorElements + Vectors - 1) / Vectors + 1, launch);
+  const cudaStream_t stream = launch.stream;
+  return {name, [=]() -> Status {
+            launchKernel(sameIndexVectorKernel<Apply, Vectors>, blocks, kThreads, 0, stream, apply, a, b, out, n);
+            FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+            return Status::ok();
+          }};
+}
+
+/// Runs sameIndexVectorKernel over n elements, in the variant that is
+/// fastest for the call's op, size and dtypes.
 template <typename Apply>
-Status launchSameIndexVector(const CudaLaunch &launch, Apply apply, Operand a, Operand b, Operand out, int64_t n) {
-  launchKernel(sameIndexVectorKernel<Apply>, blocksFor(n / kVectorElements + 1, launch), kThreads, 0, launch.stream,
-               apply, a, b, out, n);
-  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
-  return Status::ok();
+Status launchSameIndexVector(const KernelCall &call, Apply apply, Operand a, Operand b, Operand out, int64_t n) {
+  static_assert(std::size(kVectorsPerTurn) == 3 && kVectorsPerTurn[1] == 2 && kVectorsPerTurn[2] == 4);
+  const CudaLaunch &launch = launchOf(call);
+  std::string shape = call.instruction->op() + " (" + std::to_string(n) + " elements:";
+  for (const TensorView &in : call.inputs)
+    shape += " " + dtypeName(in.dtype);
+  shape += " -> " + dtypeName(call.outputs[0].dtype) + ")";
+  return runFastestVariant(call, shape,
+                           {sameIndexVectorVariant<Apply, 1>(launch, apply, a, b, out, n),
+                            sameIndexVectorVariant<Apply, 2>(launch, apply, a, b, out, n),
+                            sameIndexVectorVariant<Apply, 4>(launch, apply, a, b, out, n)});
 }
 
 template <Binary Op> struct ApplyBinary {
@@ -102,8 +168,8 @@ template <Binary Op> Status binary(const KernelCall &call) {
                   layout))
     return rankError(call, out.shape.size());
   const CudaLaunch &launch = launchOf(call);
-  if (accessOf(a, n) == kSameIndex && accessOf(b, n) == kSameIndex && vectorAligned({&a, &b, &out}))
-    return launchSameIndexVector(launch, ApplyBinary<Op>{}, operandOf(a), operandOf(b), operandOf(out), n);
+  if (sameIndexVectorCall(call))
+    return launchSameIndexVector(call, ApplyBinary<Op>{}, operandOf(a), operandOf(b), operandOf(out), n);
   launchKernel(binaryKernel<Op>, blocksFor(n, launch), kThreads, 0, launch.stream, operandOf(a), operandOf(b),
                operandOf(out), n, accessOf(a, n), accessOf(b, n), layout);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
@@ -162,8 +228,8 @@ template <Unary Op> Status unary(const KernelCall &call, float factor = 1.0f) {
   if (n == 0)
     return Status::ok();
   const CudaLaunch &launch = launchOf(call);
-  if (vectorAligned({&in, &out}))
-    return launchSameIndexVector(launch, ApplyUnary<Op>{factor}, operandOf(in), Operand{}, operandOf(out), n);
+  if (sameIndexVectorCall(call))
+    return launchSameIndexVector(call, ApplyUnary<Op>{factor}, operandOf(in), Operand{}, operandOf(out), n);
   launchKernel(unaryKernel<Op>, blocksFor(n, launch), kThreads, 0, launch.stream, operandOf(in), operandOf(out), n,
                factor);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
@@ -207,8 +273,8 @@ template <UnaryGrad Op> Status unaryGrad(const KernelCall &call) {
   if (n == 0)
     return Status::ok();
   const CudaLaunch &launch = launchOf(call);
-  if (vectorAligned({&y, &dy, &out}))
-    return launchSameIndexVector(launch, ApplyUnaryGrad<Op>{}, operandOf(y), operandOf(dy), operandOf(out), n);
+  if (sameIndexVectorCall(call))
+    return launchSameIndexVector(call, ApplyUnaryGrad<Op>{}, operandOf(y), operandOf(dy), operandOf(out), n);
   launchKernel(unaryGradKernel<Op>, blocksFor(n, launch), kThreads, 0, launch.stream, operandOf(y), operandOf(dy),
                operandOf(out), n);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
@@ -283,6 +349,13 @@ __global__ void fillKernel(Operand out, long long n, float value) {
 }
 
 } // namespace
+
+int elementwiseVariants(const KernelCall &call) {
+  return sameIndexVectorCall(call) ? static_cast<int>(std::size(kVectorsPerTurn)) : 1;
+}
+int castVariants(const KernelCall &call) {
+  return castTakesVectors(call) ? static_cast<int>(std::size(kVectorsPerTurn)) : 1;
+}
 
 Status add(const KernelCall &c) { return binary<Binary::kAdd>(c); }
 Status sub(const KernelCall &c) { return binary<Binary::kSub>(c); }
@@ -367,8 +440,8 @@ Status cast(const KernelCall &call) {
         cudaMemcpyAsync(y.data, x.data, n * dtypeSize(x.dtype), cudaMemcpyDeviceToDevice, launch.stream));
     return Status::ok();
   }
-  if (!toBool && isFloatDtype(x.dtype) && isFloatDtype(y.dtype) && vectorAligned({&x, &y}))
-    return launchSameIndexVector(launch, ApplyCopy{}, operandOf(x), Operand{}, operandOf(y), n);
+  if (castTakesVectors(call))
+    return launchSameIndexVector(call, ApplyCopy{}, operandOf(x), Operand{}, operandOf(y), n);
   launchKernel(castKernel, blocksFor(n, launch), kThreads, 0, launch.stream, operandOf(x), operandOf(y), n, toBool);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();

@@ -2,7 +2,10 @@
 #include "KernelVariants.h"
 
 #include "CudaCheck.h"
+#include "fsdpc/runtime/HostArray.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -56,7 +59,29 @@ Status timeVariants(cudaStream_t stream, const std::vector<KernelVariant> &varia
   return status;
 }
 
+/// Whether an output of the call shares a byte with one of its inputs.
+bool writesOverInputs(const KernelCall &call) {
+  auto bytesOf = [](const TensorView &v) {
+    const auto *begin = static_cast<const char *>(v.data);
+    return std::make_pair(begin, begin + v.numElements() * dtypeSize(v.dtype));
+  };
+  for (const TensorView &out : call.outputs)
+    for (const TensorView &in : call.inputs) {
+      const auto [outBegin, outEnd] = bytesOf(out);
+      const auto [inBegin, inEnd] = bytesOf(in);
+      if (outBegin < inEnd && inBegin < outEnd)
+        return true;
+    }
+  return false;
+}
+
 } // namespace
+
+std::string dtypeName(plan::DType dtype) {
+  std::string name = plan::DType_Name(dtype);
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+  return name;
+}
 
 Status runFastestVariant(const KernelCall &call, const std::string &shape, const std::vector<KernelVariant> &variants) {
   CudaLaunch &launch = launchOf(call);
@@ -67,6 +92,10 @@ Status runFastestVariant(const KernelCall &call, const std::string &shape, const
       return FSDPC_ERROR(kInternal, call.instruction->op(), ": no kernel variant ", choice->index, " (of ",
                          variants.size(), ")");
     return variants[choice->index].launch();
+  }
+  if (writesOverInputs(call)) {
+    launch.cache = std::make_shared<VariantChoice>(VariantChoice{0});
+    return variants[0].launch();
   }
   ChosenVariants &chosen = chosenVariants();
   {

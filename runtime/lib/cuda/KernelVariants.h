@@ -35,7 +35,13 @@ struct KernelVariant {
 /// fastest runs last, so the outputs are its own. The first timing for a
 /// shape says on stderr what it chose. A stream being captured into a
 /// CUDA graph cannot be timed: the first variant runs then, unrecorded.
+/// Nor can a call whose outputs share bytes with its inputs (a kernel that
+/// works in place): a second run would read what the first wrote. It keeps
+/// the first variant.
 Status runFastestVariant(const KernelCall &call, const std::string &shape, const std::vector<KernelVariant> &variants);
+
+/// A dtype as the notes name it: "bf16".
+std::string dtypeName(plan::DType dtype);
 
 } // namespace fsdpc::runtime::cuda
 

@@ -121,7 +121,7 @@ Status softmax(const KernelCall &call) {
   const float *x = call.inputs[0].f32();
   float *y = call.outputs[0].f32();
   if (inner == 1) {
-    const Operand none{nullptr, plan::I64};
+    const Operand none{nullptr, plan::I64, 8};
     if (logOutput)
       launchKernel(softmaxRowsKernel<Mode::kLogSoftmax>, rowBlocks(outer), kThreads, 0, launch.stream, x, y, outer,
                    size, none, Layout<1>(), 1.0f, false);

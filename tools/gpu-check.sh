@@ -35,6 +35,8 @@ elapsed() { echo "$(( $(date +%s) - start ))s"; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 echo "carried from commit $(cat "$carry/commit" 2>/dev/null || echo '?'); this tree: $(git -C "$root" rev-parse HEAD 2>/dev/null || echo '?')"
 
+# gpu-prepare.sh gzip's the binaries and the bench plans for the carry.
+find "$carry" -name '*.gz' -exec gunzip -f {} + 2>&1 || echo "== could not unpack the carried files"
 bin="$carry/bin"
 if ! "$bin/fsdp-run" --help > /dev/null 2>&1; then
   echo "== the carried binaries do not run here; building the runtime ($(elapsed))"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepares, on a development machine (no GPU needed), everything
 # tools/gpu-check.sh runs on a GPU machine, into gpu-carry/ (git-ignored,
-# about 58 MiB, so it travels within the device tool's 64 MiB):
+# about 13 MiB gzip'd, so it travels within the device tool's 64 MiB):
 #   gpu-carry/bin/    fsdp-run and fsdpc-cuda-kernel-test, a runtime-only
 #                     build for sm_90 with protobuf linked statically (the GPU
 #                     machine has another protobuf and no MLIR);
@@ -33,6 +33,11 @@ strip "$carry/bin/fsdp-run" "$carry/bin/fsdpc-cuda-kernel-test"
 /usr/bin/python3 "$root/test/gpu/devices_agree.py" prepare --fsdpc "$root/build/bin/fsdpc" --out "$carry/plans"
 /usr/bin/python3 "$root/test/bench/gpu_vs_torch.py" prepare --fsdpc "$root/build/bin/fsdpc" --out "$carry/bench" \
   > "$carry/bench-prepare.log" 2>&1
+# gzip'd: the binaries are mostly cubins (14 MB each, 4.9 MB compressed)
+# and the weight-free plans mostly zeros (8.5 MB each, 33 KB), so the carry
+# is about 13 MiB of the 64 instead of 62. gpu-check.sh unpacks them (gzip
+# is on every machine; xz is not sure to be).
+gzip -9 "$carry/bin/fsdp-run" "$carry/bin/fsdpc-cuda-kernel-test" "$carry"/bench/*.bin
 git -C "$root" rev-parse HEAD > "$carry/commit"
 du -sh "$carry"
 echo "gpu-prepare: carry gpu-carry to the GPU machine and run: bash tools/gpu-check.sh"

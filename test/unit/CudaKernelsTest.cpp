@@ -506,9 +506,15 @@ std::vector<Case> cases() {
                     .out({4099}, plan::BF16).tol(1e-2).misaligned());
   // Enough vectors for several turns of the grid-stride loop (the emulated
   // GPU has 3 multiprocessors: 48 blocks), the last turn partly filled, in
-  // each variant (1 or 4 vectors a thread at a time).
+  // each variant (1, 2 or 4 vectors a thread at a time). Only calls of
+  // that size have variants: below a turn of the grid they do not differ.
   all.push_back(Case("gelu_grad", "bf16, several grid turns").in({400003}, normal(), plan::BF16)
                     .in({400003}, normal(), plan::BF16).out({400003}, plan::BF16).tol(1e-2));
+  all.push_back(Case("cast", "f32 -> bf16, several grid turns").in({400003}).out({400003}, plan::BF16).tol(0));
+  // In place, the variants are not timed (each timed run would multiply
+  // again): the call keeps the first.
+  all.push_back(Case("mul", "bf16 in place, several grid turns").in({400003}, normal(), plan::BF16)
+                    .in({400003}, normal(), plan::BF16).inPlace(0).tol(1e-2));
   all.push_back(Case("cast", "f32 -> bf16").in({1111}).out({1111}, plan::BF16).tol(0).misaligned());
   all.push_back(Case("cast", "bf16 -> f32").in({1111}, normal(), plan::BF16).out({1111}).tol(0).misaligned());
   all.push_back(Case("cast", "f16 -> bf16").in({1111}, normal(), plan::F16).out({1111}, plan::BF16).tol(0));

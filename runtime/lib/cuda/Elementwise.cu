@@ -134,12 +134,22 @@ KernelVariant sameIndexVectorVariant(const CudaLaunch &launch, Apply apply, Oper
           }};
 }
 
+/// Whether the variants of sameIndexVectorKernel differ for n elements:
+/// with fewer vectors than the widest grid (blocksFor) has threads, one
+/// turn of the loop covers them in each, and the timing is not worth its
+/// note (a parameter's cast, a bias).
+bool vectorVariantsMatter(const CudaLaunch &launch, int64_t n) {
+  return n / kVectorElements >= static_cast<int64_t>(blocksFor(n, launch)) * kThreads;
+}
+
 /// Runs sameIndexVectorKernel over n elements, in the variant that is
 /// fastest for the call's op, size and dtypes.
 template <typename Apply>
 Status launchSameIndexVector(const KernelCall &call, Apply apply, Operand a, Operand b, Operand out, int64_t n) {
   static_assert(std::size(kVectorsPerTurn) == 3 && kVectorsPerTurn[1] == 2 && kVectorsPerTurn[2] == 4);
   const CudaLaunch &launch = launchOf(call);
+  if (!vectorVariantsMatter(launch, n))
+    return sameIndexVectorVariant<Apply, 1>(launch, apply, a, b, out, n).launch();
   std::string shape = call.instruction->op() + " (" + std::to_string(n) + " elements:";
   for (const TensorView &in : call.inputs)
     shape += " " + dtypeName(in.dtype);
@@ -351,10 +361,13 @@ __global__ void fillKernel(Operand out, long long n, float value) {
 } // namespace
 
 int elementwiseVariants(const KernelCall &call) {
-  return sameIndexVectorCall(call) ? static_cast<int>(std::size(kVectorsPerTurn)) : 1;
+  const bool variants =
+      sameIndexVectorCall(call) && vectorVariantsMatter(launchOf(call), call.outputs[0].numElements());
+  return variants ? static_cast<int>(std::size(kVectorsPerTurn)) : 1;
 }
 int castVariants(const KernelCall &call) {
-  return castTakesVectors(call) ? static_cast<int>(std::size(kVectorsPerTurn)) : 1;
+  const bool variants = castTakesVectors(call) && vectorVariantsMatter(launchOf(call), call.outputs[0].numElements());
+  return variants ? static_cast<int>(std::size(kVectorsPerTurn)) : 1;
 }
 
 Status add(const KernelCall &c) { return binary<Binary::kAdd>(c); }

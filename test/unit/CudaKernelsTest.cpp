@@ -488,6 +488,18 @@ std::vector<Case> cases() {
   }
   all.push_back(Case("add", "bf16").in({999}, normal(), plan::BF16).in({999}, normal(), plan::BF16)
                     .out({999}, plan::BF16).tol(1e-2));
+  // A last dimension that is a multiple of 8 and not broadcast: 8 elements
+  // per access from every operand (rotary embeddings' cos and sin over
+  // heads, a mask over heads and queries, a scalar, a broadcast first
+  // operand); broadcast along it, or misaligned, one at a time.
+  all.push_back(Case("mul", "bf16 broadcast over heads").in({3, 5, 7, 24}, normal(), plan::BF16)
+                    .in({3, 1, 7, 24}, normal(), plan::BF16).out({3, 5, 7, 24}, plan::BF16).tol(1e-2));
+  all.push_back(Case("mul", "bf16 broadcast over heads").in({3, 5, 7, 24}, normal(), plan::BF16)
+                    .in({3, 1, 7, 24}, normal(), plan::BF16).out({3, 5, 7, 24}, plan::BF16).tol(1e-2).misaligned());
+  all.push_back(Case("add", "mask over heads and queries").in({2, 3, 5, 16}).in({2, 1, 1, 16}).out({2, 3, 5, 16}));
+  all.push_back(Case("div", "by a scalar, rows of 40").in({3, 40}).in({1}).out({3, 40}));
+  all.push_back(Case("sub", "broadcast first operand").in({7, 16}).in({4, 7, 16}).out({4, 7, 16}));
+  all.push_back(Case("add", "broadcast along the last dimension").in({4, 5, 1}).in({4, 5, 16}).out({4, 5, 16}));
   // The operands read at the output's index go 8 elements per access when
   // 16-byte aligned (the cases above: 999 and 1001 elements leave a tail),
   // one at a time otherwise; under 8 elements, the tail is everything.
@@ -554,7 +566,9 @@ std::vector<Case> cases() {
                     .attr("keepdims", int64_t(0)));
   all.push_back(Case("reduce_sum", "middle").in({5, 301, 7}).out({5, 1, 7}).attr("axes", V{1})
                     .attr("keepdims", int64_t(1)));
-  all.push_back(Case("sum_to", "bias gradient").in({3, 343, 29}).out({29}));
+  // The CPU kernel adds the 1029 rows in f32 (partial sums up to about 30,
+  // an ulp of 2e-6 each), the CUDA one in f64: a few ulps apart.
+  all.push_back(Case("sum_to", "bias gradient").in({3, 343, 29}).out({29}).tol(5e-5));
   all.push_back(Case("sum_to", "inner broadcast").in({7, 13, 5}).out({7, 1, 5}));
   // More chunks of rows (64 rows each) than lanes adding them (32). The CPU
   // kernel adds the 4099 rows in f32 (partial sums near 64, an ulp of 8e-6

@@ -56,6 +56,70 @@ __global__ void binaryKernel(Operand a, Operand b, Operand out, long long n, int
   }
 }
 
+/// Operand `o`'s 8 elements for the output's vector at `offset` (the
+/// output's index where sameIndex, else its layout offset), read as
+/// `access` says: a scalar repeated, or 8 contiguous elements.
+__device__ __forceinline__ void loadBroadcastVector(Operand o, int access, long long offset,
+                                                    float (&v)[kVectorElements]) {
+  if (access == kScalar) {
+    const float value = loadFloat(o, 0);
+#pragma unroll
+    for (int k = 0; k < kVectorElements; ++k)
+      v[k] = value;
+  } else {
+    loadVector(o, offset, v);
+  }
+}
+
+/// binaryKernel 8 elements at a time, where the output's last dimension is
+/// a multiple of 8 and no operand is broadcast along it (broadcastVectors):
+/// then the output's 8 elements of a vector come from 8 contiguous
+/// elements of each strided operand, at an offset that is a multiple of 8.
+/// A mask added over heads and queries, rotary embeddings' cos and sin
+/// multiplied over heads, a scalar: one index computation per vector, not
+/// per element, and 16-byte accesses. The same operation per element, so
+/// the same bits as binaryKernel.
+template <Binary Op>
+__global__ void broadcastVectorKernel(Operand a, Operand b, Operand out, long long n, int accessA, int accessB,
+                                      Layout<2> layout) {
+  FSDPC_GRID_STRIDE_LOOP(j, n / kVectorElements) {
+    const long long i = j * kVectorElements;
+    long long offsets[2] = {i, i};
+    if (accessA == kStrided || accessB == kStrided)
+      layout.offsets(i, offsets);
+    float x[kVectorElements], y[kVectorElements];
+    loadBroadcastVector(a, accessA, accessA == kSameIndex ? i : offsets[0], x);
+    loadBroadcastVector(b, accessB, accessB == kSameIndex ? i : offsets[1], y);
+#pragma unroll
+    for (int k = 0; k < kVectorElements; ++k)
+      x[k] = applyBinary<Op>(x[k], y[k]);
+    storeVector(out, i, x);
+  }
+}
+
+/// Whether a broadcasting binary call takes broadcastVectorKernel: the
+/// output's last dimension a multiple of 8, every operand a scalar or not
+/// broadcast along that dimension (its last stride 1, so its other strides
+/// are multiples of the dimension), and the operands read as vectors
+/// 16-byte aligned.
+bool broadcastVectors(const KernelCall &call, const Layout<2> &layout) {
+  const TensorView &out = call.outputs[0];
+  if (out.shape.empty() || out.shape.back() % kVectorElements != 0 ||
+      reinterpret_cast<uintptr_t>(out.data) % 16 != 0)
+    return false;
+  const int64_t n = out.numElements();
+  for (int j = 0; j < 2; ++j) {
+    const TensorView &in = call.inputs[j];
+    const int access = accessOf(in, n);
+    if (access == kScalar)
+      continue;
+    if ((access == kStrided && layout.strides[j][layout.rank - 1] != 1) ||
+        reinterpret_cast<uintptr_t>(in.data) % 16 != 0)
+      return false;
+  }
+  return true;
+}
+
 /// out[i] = apply(a[i], b[i]) (b unread for one-input ops) for every i, 8
 /// elements per thread in 16-byte accesses (vectorAligned operands); the
 /// first threads of the grid take the last n % 8, one each. A residual add
@@ -180,8 +244,12 @@ template <Binary Op> Status binary(const KernelCall &call) {
   const CudaLaunch &launch = launchOf(call);
   if (sameIndexVectorCall(call))
     return launchSameIndexVector(call, ApplyBinary<Op>{}, operandOf(a), operandOf(b), operandOf(out), n);
-  launchKernel(binaryKernel<Op>, blocksFor(n, launch), kThreads, 0, launch.stream, operandOf(a), operandOf(b),
-               operandOf(out), n, accessOf(a, n), accessOf(b, n), layout);
+  if (broadcastVectors(call, layout))
+    launchKernel(broadcastVectorKernel<Op>, blocksFor(n / kVectorElements, launch), kThreads, 0, launch.stream,
+                 operandOf(a), operandOf(b), operandOf(out), n, accessOf(a, n), accessOf(b, n), layout);
+  else
+    launchKernel(binaryKernel<Op>, blocksFor(n, launch), kThreads, 0, launch.stream, operandOf(a), operandOf(b),
+                 operandOf(out), n, accessOf(a, n), accessOf(b, n), layout);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }

@@ -2,6 +2,9 @@
 #include "DeviceMath.cuh"
 #include "../KernelChecks.h"
 
+#include <cub/device/device_radix_sort.cuh>
+
+#include <algorithm>
 #include <climits>
 
 namespace fsdpc::runtime::cuda {
@@ -79,23 +82,81 @@ __global__ void gatherKernel(const void *data, Operand indices, void *out, long 
   }
 }
 
-/// dx[o, index[j], :] += dy[o, j, :] in f32 (atomics: repeated indices add
-/// in any order, the one reduction here whose bits vary run to run).
-__global__ void gatherGradKernel(Operand dy, Operand indices, float *dx, long long outer, long long rows,
-                                 long long count, long long inner) {
-  const long long n = outer * count * inner;
-  FSDPC_GRID_STRIDE_LOOP(i, n) {
-    const long long k = i % inner, j = (i / inner) % count, o = i / (inner * count);
+// gather_grad without atomics. The positions j are sorted by the row their
+// index adds to (a stable radix sort: ascending j within a row), each row's
+// run of sorted positions is found, and one block per row adds its
+// positions' dy rows in ascending j, in f32, rounded once: the CPU kernel's
+// additions in its order, so the same bits, every run (atomics added
+// repeated tokens in any order, the one reduction of the backend whose bits
+// varied run to run).
+
+/// The key bits the sort looks at: enough for `rows` itself, the key of an
+/// index out of range.
+inline int gradKeyBits(int64_t rows) {
+  int bits = 1;
+  while (bits < 32 && (int64_t{1} << bits) <= rows)
+    ++bits;
+  return bits;
+}
+
+/// The sort's keys and values: index j's row (negative indices counted from
+/// the end), or `rows` for an index outside [-rows, rows) (gather reported
+/// it; it adds nothing), and j.
+__global__ void gradRowKeysKernel(Operand indices, long long count, long long rows, unsigned *keys, int *positions) {
+  FSDPC_GRID_STRIDE_LOOP(j, count) {
     long long index = loadInteger(indices, j);
-    if (index < -rows || index >= rows)
-      continue; // gather reported it in forward
+    const bool inRange = index >= -rows && index < rows;
     index += index < 0 ? rows : 0;
-    atomicAdd(dx + (o * rows + index) * inner + k, loadFloat(dy, i));
+    keys[j] = static_cast<unsigned>(inRange ? index : rows);
+    positions[j] = static_cast<int>(j);
   }
 }
 
-__global__ void narrowKernel(const float *in, Operand out, long long n) {
-  FSDPC_GRID_STRIDE_LOOP(i, n) { storeFloat(out, i, in[i]); }
+/// runStart[row] and runEnd[row]: the sorted positions [start, end) whose
+/// index is `row` (both left 0 for a row no index names).
+__global__ void gradRowRunsKernel(const unsigned *sortedKeys, long long count, long long rows, int *runStart,
+                                  int *runEnd) {
+  FSDPC_GRID_STRIDE_LOOP(p, count) {
+    const unsigned row = sortedKeys[p];
+    if (row == rows)
+      continue;
+    if (p == 0 || sortedKeys[p - 1] != row)
+      runStart[row] = static_cast<int>(p);
+    if (p == count - 1 || sortedKeys[p + 1] != row)
+      runEnd[row] = static_cast<int>(p + 1);
+  }
+}
+
+/// Gradient rows a thread loads before it adds them (in order): a frequent
+/// token's row (hundreds of positions in a batch of text) would otherwise
+/// wait for one load at a time.
+constexpr int kGradRowsInFlight = 16;
+
+/// dx[o, row, :] = the sum of dy[o, j, :] over the row's positions j, in
+/// ascending j, in f32 from 0 (0 for a row no index names), a block a row.
+__global__ void __launch_bounds__(1024)
+    gatherGradRowsKernel(Operand dy, const int *sortedPositions, const int *runStart, const int *runEnd,
+                         long long count, long long rows, long long outer, long long inner, Operand dx) {
+  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+    const int first = runStart[row], end = runEnd[row];
+    for (long long o = 0; o < outer; ++o)
+      for (long long k = threadIdx.x; k < inner; k += blockDim.x) {
+        float sum = 0.0f;
+        int p = first;
+        for (; p + kGradRowsInFlight <= end; p += kGradRowsInFlight) {
+          float values[kGradRowsInFlight];
+#pragma unroll
+          for (int u = 0; u < kGradRowsInFlight; ++u)
+            values[u] = loadFloat(dy, (o * count + sortedPositions[p + u]) * inner + k);
+#pragma unroll
+          for (int u = 0; u < kGradRowsInFlight; ++u)
+            sum += values[u];
+        }
+        for (; p < end; ++p)
+          sum += loadFloat(dy, (o * count + sortedPositions[p]) * inner + k);
+        storeFloat(dx, (o * rows + row) * inner + k, sum);
+      }
+  }
 }
 
 __global__ void triluKernel(Operand x, Operand y, long long n, long long rows, long long cols, long long k,
@@ -208,9 +269,58 @@ Status gather(const KernelCall &call) {
   return Status::ok();
 }
 
+namespace {
+
+/// gather_grad's scratch, 256-byte aligned parts: the keys and positions,
+/// sorted and not, each row's run, and CUB's temporary storage.
+struct GatherGradScratch {
+  unsigned *keys, *sortedKeys;
+  int *positions, *sortedPositions, *runStart, *runEnd;
+  void *sortStorage;
+  size_t sortBytes, totalBytes;
+};
+
+/// Where gather_grad's scratch parts go from `base` (nullptr: only the
+/// sizes); fails where the indices or rows do not fit the sort's 32 bits.
+Status gatherGradScratchLayout(const GatherLayout &g, char *base, GatherGradScratch &s) {
+  if (g.count > INT_MAX || g.rows >= static_cast<int64_t>(UINT_MAX))
+    return FSDPC_ERROR(kUnimplemented, "gather_grad: the CUDA backend sorts up to 2^31 - 1 indices into fewer than "
+                                       "2^32 - 1 rows, not ",
+                       g.count, " into ", g.rows);
+  s.sortBytes = 0;
+  FSDPC_CUDA_RETURN_IF_ERROR(cub::DeviceRadixSort::SortPairs(nullptr, s.sortBytes, static_cast<unsigned *>(nullptr),
+                                                             static_cast<unsigned *>(nullptr),
+                                                             static_cast<int *>(nullptr), static_cast<int *>(nullptr),
+                                                             static_cast<int>(g.count), 0, gradKeyBits(g.rows)));
+  size_t offset = 0;
+  auto part = [&](size_t bytes) {
+    char *p = base ? base + offset : nullptr;
+    offset += (bytes + 255) / 256 * 256;
+    return p;
+  };
+  const size_t countInts = static_cast<size_t>(g.count) * 4, rowInts = static_cast<size_t>(g.rows) * 4;
+  s.keys = reinterpret_cast<unsigned *>(part(countInts));
+  s.sortedKeys = reinterpret_cast<unsigned *>(part(countInts));
+  s.positions = reinterpret_cast<int *>(part(countInts));
+  s.sortedPositions = reinterpret_cast<int *>(part(countInts));
+  s.runStart = reinterpret_cast<int *>(part(rowInts));
+  s.runEnd = reinterpret_cast<int *>(part(rowInts));
+  s.sortStorage = part(s.sortBytes);
+  s.totalBytes = offset;
+  return Status::ok();
+}
+
+} // namespace
+
 uint64_t gatherGradScratch(const KernelCall &call) {
-  const TensorView &dx = call.outputs[0];
-  return dx.dtype == plan::F32 ? 0 : dx.numElements() * sizeof(float);
+  GatherLayout g;
+  GatherGradScratch s;
+  if (!integerGatherLayout("gather_grad", call.outputs[0].shape, call.inputs[1],
+                           call.intParam(contract::Param::kAxis, 0), g)
+           .isOk() ||
+      !gatherGradScratchLayout(g, nullptr, s).isOk())
+    return 0; // the call says why
+  return s.totalBytes;
 }
 
 Status gatherGrad(const KernelCall &call) {
@@ -220,23 +330,34 @@ Status gatherGrad(const KernelCall &call) {
       integerGatherLayout("gather_grad", dx.shape, indices, call.intParam(contract::Param::kAxis, 0), g));
   if (dy.numElements() != g.outer * g.count * g.inner || !isFloatDtype(dx.dtype))
     return FSDPC_ERROR(kInvalidArgument, "gather_grad: gradient ", cpu::shapeString(dy.shape), " does not fit");
+  if (dx.numElements() == 0)
+    return Status::ok();
   const CudaLaunch &launch = launchOf(call);
-  // Narrow gradients accumulate in f32 scratch and are rounded once.
-  float *accumulator = dx.dtype == plan::F32 ? dx.f32() : static_cast<float *>(launch.scratch);
-  if (dx.dtype != plan::F32 && launch.scratchBytes < gatherGradScratch(call))
+  GatherGradScratch s;
+  FSDPC_RETURN_IF_ERROR(gatherGradScratchLayout(g, static_cast<char *>(launch.scratch), s));
+  if (launch.scratchBytes < s.totalBytes)
     return FSDPC_ERROR(kInternal, "gather_grad: scratch too small");
-  FSDPC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(accumulator, 0, dx.numElements() * sizeof(float), launch.stream));
-  const int64_t n = dy.numElements();
-  if (n > 0) {
-    launchKernel(gatherGradKernel, blocksFor(n, launch), kThreads, 0, launch.stream, operandOf(dy), operandOf(indices),
-                 accumulator, g.outer, g.rows, g.count, g.inner);
+  FSDPC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s.runStart, 0, g.rows * sizeof(int), launch.stream));
+  FSDPC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s.runEnd, 0, g.rows * sizeof(int), launch.stream));
+  if (g.count > 0) {
+    launchKernel(gradRowKeysKernel, blocksFor(g.count, launch), kThreads, 0, launch.stream, operandOf(indices),
+                 g.count, g.rows, s.keys, s.positions);
+    FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+    FSDPC_CUDA_RETURN_IF_ERROR(cub::DeviceRadixSort::SortPairs(s.sortStorage, s.sortBytes, s.keys, s.sortedKeys,
+                                                               s.positions, s.sortedPositions,
+                                                               static_cast<int>(g.count), 0, gradKeyBits(g.rows),
+                                                               launch.stream));
+    launchKernel(gradRowRunsKernel, blocksFor(g.count, launch), kThreads, 0, launch.stream, s.sortedKeys, g.count,
+                 g.rows, s.runStart, s.runEnd);
     FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   }
-  if (dx.dtype != plan::F32 && dx.numElements() > 0) {
-    launchKernel(narrowKernel, blocksFor(dx.numElements(), launch), kThreads, 0, launch.stream, accumulator,
-                 operandOf(dx), dx.numElements());
-    FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
-  }
+  // A thread a column up to 1024 (GPT-2's 768), so that each column's
+  // chain of loads runs beside the others.
+  const unsigned rowBlocks = static_cast<unsigned>(std::min<int64_t>(g.rows, launch.multiprocessors * 16ll));
+  const unsigned rowThreads = static_cast<unsigned>(std::min<int64_t>(1024, (g.inner + 31) / 32 * 32));
+  launchKernel(gatherGradRowsKernel, rowBlocks, rowThreads, 0, launch.stream, operandOf(dy), s.sortedPositions,
+               s.runStart, s.runEnd, g.count, g.rows, g.outer, g.inner, operandOf(dx));
+  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }
 

@@ -169,3 +169,27 @@ func.func @free_reduced(%ga: tensor<16xf32>, %gb: tensor<8xf32>) {
   fsdp.free %r#0 : tensor<8xf32>
   return
 }
+
+// -----
+
+// Tests that a negative padded size is an error (I64Attr's getter is unsigned).
+// expected-error @+1 {{padded_size (-8) must be at least flat_size (6) and flat_size positive}}
+fsdp.unit @unit0 params ["w"] : [tensor<2x3xf32>] flat_size 6 padded_size -8
+
+// -----
+
+// Tests that a parameter view does not start before the flat tensor.
+func.func @view_before(%flat: tensor<8xf32>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{elements [-1, 5) are outside the flat tensor of 8 elements}}
+  %w = fsdp.param_view %flat {param = "w", offset = -1 : i64} : tensor<8xf32> -> tensor<2x3xf32>
+  return %w : tensor<2x3xf32>
+}
+
+// -----
+
+// Tests that shard's group size is positive.
+func.func @shard_negative_group(%flat: tensor<24xf32>) -> tensor<6xf32> {
+  // expected-error @+1 {{group_size must be positive}}
+  %s = fsdp.shard %flat {group_size = -4 : i64} : tensor<24xf32> -> tensor<6xf32>
+  return %s : tensor<6xf32>
+}

@@ -201,3 +201,49 @@ plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss =
   plan.tensor @c constant : tensor<f32> {host, value = dense<1.0> : tensor<f32>}
   plan.tensor @l transient : tensor<f32>
 }
+
+// -----
+
+// Tests that a negative offset is an error (I64Attr's getter is unsigned).
+plan.program @p attributes {world_size = 1 : i64, global_batch = 1 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+  plan.tensor @l transient : tensor<f32>
+  // expected-error @+1 {{offset must be non-negative}}
+  plan.tensor @t transient : tensor<4xf32> {offset = -16 : i64}
+}
+
+// -----
+
+// Tests that a view may not start before its base.
+plan.program @p attributes {world_size = 1 : i64, global_batch = 1 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+  plan.tensor @l transient : tensor<f32>
+  plan.tensor @flat transient : tensor<8xf32>
+  // expected-error @+1 {{bytes [-4, 12) are outside its base of 32 bytes}}
+  plan.tensor @v view : tensor<4xf32> {view_of = @flat, view_offset = -4 : i64}
+}
+
+// -----
+
+// Tests that a negative padded size is an error, not a huge one.
+plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+  plan.tensor @l transient : tensor<f32>
+  plan.tensor @s parameter : tensor<16xf32> {source_name = "u.flat_param", unit = "u"}
+  // expected-error @+1 {{padded_size (-16) must be at least flat_size (15)}}
+  plan.unit "u" params ["w"] : [tensor<5x3xf32>] flat_size 15 padded_size -16 shard @s
+}
+
+// -----
+
+// Tests that events are non-negative.
+plan.program @p attributes {world_size = 1 : i64, global_batch = 1 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+  plan.tensor @l transient : tensor<f32>
+  // expected-error @+1 {{event must be non-negative}}
+  plan.record_event -1 on compute
+}
+
+// -----
+
+plan.program @p attributes {world_size = 1 : i64, global_batch = 1 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+  plan.tensor @l transient : tensor<f32>
+  // expected-error @+1 {{event must be non-negative}}
+  plan.wait_event -2 on communication
+}

@@ -62,10 +62,13 @@ LogicalResult UnitOp::verify() {
       return emitOpError("parameter types must be static f32 tensors, got ") << attr;
     total += type.getNumElements();
   }
-  if (total != getFlatSize())
-    return emitOpError("flat_size (") << getFlatSize() << ") must be the parameters' element count (" << total << ")";
-  if (getFlatSize() < 1 || getPaddedSize() < getFlatSize())
-    return emitOpError("padded_size (") << getPaddedSize() << ") must be at least flat_size (" << getFlatSize()
+  // I64Attr's getters return uint64_t; the sizes are read signed, so that a
+  // negative one is an error rather than a huge count.
+  const int64_t flatSize = getFlatSizeAttr().getInt(), paddedSize = getPaddedSizeAttr().getInt();
+  if (total != flatSize)
+    return emitOpError("flat_size (") << flatSize << ") must be the parameters' element count (" << total << ")";
+  if (flatSize < 1 || paddedSize < flatSize)
+    return emitOpError("padded_size (") << paddedSize << ") must be at least flat_size (" << flatSize
                                         << ") and flat_size positive";
   return success();
 }
@@ -81,7 +84,7 @@ static LogicalResult verifySameElementType(Operation *op, Value input, Value res
 }
 
 LogicalResult ShardOp::verify() {
-  if (getGroupSize() < 1)
+  if (getGroupSizeAttr().getInt() < 1) // signed: I64Attr reads unsigned
     return emitOpError("group_size must be positive");
   return verifyShardSizes(*this, flatSize(getInput()), flatSize(getResult()), getGroupSize());
 }
@@ -120,9 +123,10 @@ LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &symbolTable) 
 LogicalResult ParamViewOp::verify() {
   if (failed(verifySameElementType(*this, getFlat(), getResult())))
     return failure();
-  int64_t count = cast<RankedTensorType>(getResult().getType()).getNumElements();
-  if (getOffset() < 0 || getOffset() + count > flatSize(getFlat()))
-    return emitOpError("elements [") << getOffset() << ", " << getOffset() + count << ") are outside the flat tensor of "
+  const int64_t count = cast<RankedTensorType>(getResult().getType()).getNumElements();
+  const int64_t offset = getOffsetAttr().getInt(); // signed, as in UnitOp::verify
+  if (offset < 0 || offset + count > flatSize(getFlat()))
+    return emitOpError("elements [") << offset << ", " << offset + count << ") are outside the flat tensor of "
                                      << flatSize(getFlat()) << " elements";
   return success();
 }
@@ -151,8 +155,9 @@ LogicalResult FlattenOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
     if (cast<ShapedType>(grad.getType()).getShape() != cast<ShapedType>(cast<TypeAttr>(type).getValue()).getShape())
       return emitOpError("gradient type ") << grad.getType() << " does not match its parameter's type "
                                            << cast<TypeAttr>(type).getValue();
-  if (flatSize(getResult()) != unit.getPaddedSize())
-    return emitOpError("result must have the unit's padded_size (") << unit.getPaddedSize() << ") elements";
+  if (flatSize(getResult()) != unit.getPaddedSizeAttr().getInt())
+    return emitOpError("result must have the unit's padded_size (") << unit.getPaddedSizeAttr().getInt()
+                                                                    << ") elements";
   return success();
 }
 

@@ -177,7 +177,9 @@ LogicalResult TensorOp::verify() {
     return emitOpError("of kind optimizer_state needs optimizer_slot and owner");
   if (getKind() == TensorKind::step_counter && (type.getRank() != 0 || !element.isInteger(64)))
     return emitOpError("of kind step_counter must be tensor<i64>");
-  if (getOffset() && *getOffset() < 0)
+  // I64Attr's getters return uint64_t; offsets and sizes are read signed
+  // here, so that a negative one is an error rather than a huge value.
+  if (getOffsetAttr() && getOffsetAttr().getInt() < 0)
     return emitOpError("offset must be non-negative");
   if ((getKind() == TensorKind::view) != (getViewOf() && getViewOffset()))
     return emitOpError("view_of and view_offset are set exactly for kind view");
@@ -194,9 +196,10 @@ LogicalResult TensorOp::verify() {
       return emitOpError("is a view of ") << getViewOfAttr() << ", which is not a plan.tensor";
     if (base.getTensorType().getElementType() != element)
       return emitOpError("element type differs from its base's");
-    if (*getViewOffset() < 0 || *getViewOffset() + getByteSize() > base.getByteSize())
-      return emitOpError("bytes [") << *getViewOffset() << ", " << *getViewOffset() + getByteSize()
-                                    << ") are outside its base of " << base.getByteSize() << " bytes";
+    const int64_t viewOffset = getViewOffsetAttr().getInt();
+    if (viewOffset < 0 || viewOffset + getByteSize() > base.getByteSize())
+      return emitOpError("bytes [") << viewOffset << ", " << viewOffset + getByteSize() << ") are outside its base of "
+                                    << base.getByteSize() << " bytes";
   }
   return success();
 }
@@ -272,10 +275,11 @@ LogicalResult UnitOp::verify() {
       return emitOpError("parameter types must be static f32 tensors, got ") << attr;
     total += type.getNumElements();
   }
-  if (total != getFlatSize())
-    return emitOpError("flat_size (") << getFlatSize() << ") must be the parameters' element count (" << total << ")";
-  if (getPaddedSize() < getFlatSize())
-    return emitOpError("padded_size (") << getPaddedSize() << ") must be at least flat_size (" << getFlatSize() << ")";
+  const int64_t flatSize = getFlatSizeAttr().getInt(), paddedSize = getPaddedSizeAttr().getInt(); // signed
+  if (total != flatSize)
+    return emitOpError("flat_size (") << flatSize << ") must be the parameters' element count (" << total << ")";
+  if (paddedSize < flatSize)
+    return emitOpError("padded_size (") << paddedSize << ") must be at least flat_size (" << flatSize << ")";
   return success();
 }
 
@@ -286,9 +290,9 @@ LogicalResult UnitOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   int64_t groupSize = 1;
   if (auto program = (*this)->getParentOfType<ProgramOp>(); program && program.getShardGroupSize())
     groupSize = *program.getShardGroupSize();
-  if (shard.getTensorType().getNumElements() * groupSize != getPaddedSize())
+  if (shard.getTensorType().getNumElements() * groupSize != getPaddedSizeAttr().getInt())
     return emitOpError("shard of ") << shard.getTensorType().getNumElements() << " elements on " << groupSize
-                                    << " rank(s) does not make padded_size " << getPaddedSize();
+                                    << " rank(s) does not make padded_size " << getPaddedSizeAttr().getInt();
   return success();
 }
 
@@ -359,13 +363,13 @@ LogicalResult CopyOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 }
 
 LogicalResult RecordEventOp::verify() {
-  if (getEvent() < 0)
+  if (getEventAttr().getInt() < 0) // I64Attr reads unsigned
     return emitOpError("event must be non-negative");
   return success();
 }
 
 LogicalResult WaitEventOp::verify() {
-  if (getEvent() < 0)
+  if (getEventAttr().getInt() < 0) // I64Attr reads unsigned
     return emitOpError("event must be non-negative");
   return success();
 }

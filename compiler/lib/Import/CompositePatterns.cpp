@@ -595,11 +595,11 @@ FailureOr<Window> windowOf(NodeImporter &n, ArrayRef<int64_t> inputShape, ArrayR
   if (pads.size() == k)
     pads.append(pads.begin(), pads.end());
   if (w.strides.size() != k || w.dilations.size() != k || pads.size() != 2 * k)
-    return n.fail("strides, dilations and pads must have one entry per spatial dimension"), failure();
+    return n.fail("strides, dilations and pads must have one entry per spatial dimension");
   std::string autoPad = n.stringAttr("auto_pad", "NOTSET");
   for (size_t i = 0; i < k; ++i) {
     if (w.strides[i] <= 0 || w.dilations[i] <= 0 || w.kernel[i] <= 0)
-      return n.fail("strides, dilations and kernel sizes must be positive"), failure();
+      return n.fail("strides, dilations and kernel sizes must be positive");
     const int64_t span = w.dilations[i] * (w.kernel[i] - 1) + 1;
     int64_t begin = pads[i], end = pads[i + k];
     if (autoPad == "VALID") {
@@ -610,7 +610,7 @@ FailureOr<Window> windowOf(NodeImporter &n, ArrayRef<int64_t> inputShape, ArrayR
       begin = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
       end = total - begin;
     } else if (autoPad != "NOTSET") {
-      return n.fail("auto_pad '" + autoPad + "' is not NOTSET, SAME_UPPER, SAME_LOWER or VALID"), failure();
+      return n.fail("auto_pad '" + autoPad + "' is not NOTSET, SAME_UPPER, SAME_LOWER or VALID");
     }
     const int64_t room = w.input[i] + begin + end - span;
     int64_t out = (ceilMode ? (room + w.strides[i] - 1) / w.strides[i] : room / w.strides[i]) + 1;
@@ -619,7 +619,7 @@ FailureOr<Window> windowOf(NodeImporter &n, ArrayRef<int64_t> inputShape, ArrayR
     if (ceilMode && (out - 1) * w.strides[i] >= w.input[i] + begin)
       --out;
     if (room < 0 || out <= 0)
-      return n.fail("the window does not fit in the input"), failure();
+      return n.fail("the window does not fit in the input");
     w.padBegin.push_back(begin);
     w.padEnd.push_back(end);
     w.output.push_back(out);
@@ -716,7 +716,7 @@ FailureOr<Window> poolingWindow(NodeImporter &n) {
   ArrayRef<int64_t> xs = shapeOf(n.input(0));
   std::optional<SmallVector<int64_t>> kernel = n.intsAttr("kernel_shape");
   if (xs.size() < 3 || !kernel || kernel->size() != xs.size() - 2)
-    return n.fail("X must be [N, C, spatial...] with a kernel_shape entry per spatial dimension"), failure();
+    return n.fail("X must be [N, C, spatial...] with a kernel_shape entry per spatial dimension");
   return windowOf(n, xs, *kernel, n.intAttr("ceil_mode", 0) != 0);
 }
 

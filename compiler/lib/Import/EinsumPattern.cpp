@@ -153,9 +153,9 @@ FailureOr<SmallVector<int>> parseLabels(NodeImporter &n, StringRef text, int64_t
   int64_t covered = isOutput ? ellipsisRank : rank - explicitCount;
   if (dots == StringRef::npos && !isOutput && explicitCount != rank)
     return n.fail("equation term '" + text + "' has " + Twine(explicitCount) + " labels for an operand of rank " +
-                  Twine(rank)), failure();
+                  Twine(rank));
   if (covered < 0)
-    return n.fail("equation term '" + text + "' has more labels than its operand's rank " + Twine(rank)), failure();
+    return n.fail("equation term '" + text + "' has more labels than its operand's rank " + Twine(rank));
   for (size_t i = 0; i < text.size(); ++i) {
     if (dots != StringRef::npos && i == dots) {
       for (int64_t j = 0; j < covered; ++j)
@@ -169,7 +169,7 @@ FailureOr<SmallVector<int>> parseLabels(NodeImporter &n, StringRef text, int64_t
     else if (c >= 'A' && c <= 'Z')
       labels.push_back(26 + c - 'A');
     else
-      return n.fail("equation term '" + text + "' has '" + Twine(c) + "', not a letter"), failure();
+      return n.fail("equation term '" + text + "' has '" + Twine(c) + "', not a letter");
   }
   return labels;
 }

@@ -183,7 +183,7 @@ constexpr float kInvSqrtTwoPi = 0.39894228040143268f;
 constexpr float kGeluCubic = 0.044715f;
 
 Status gelu(const KernelCall &call) {
-  bool tanhForm;
+  bool tanhForm = false;
   FSDPC_RETURN_IF_ERROR(geluTanhForm(call, tanhForm));
   if (tanhForm)
     return unary(call, [](float x) {
@@ -193,7 +193,7 @@ Status gelu(const KernelCall &call) {
 }
 
 Status geluGrad(const KernelCall &call) {
-  bool tanhForm;
+  bool tanhForm = false;
   FSDPC_RETURN_IF_ERROR(geluTanhForm(call, tanhForm));
   if (tanhForm)
     return unaryGrad(call, [](float x, float dy) {

@@ -247,3 +247,38 @@ plan.program @p attributes {world_size = 1 : i64, global_batch = 1 : i64, loss =
   // expected-error @+1 {{event must be non-negative}}
   plan.wait_event -2 on communication
 }
+
+// -----
+
+// Tests that the world size is positive (read signed).
+// expected-error @+1 {{world_size must be positive, got -2}}
+plan.program @p attributes {world_size = -2 : i64, global_batch = 4 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+  plan.tensor @l transient : tensor<f32>
+}
+
+// -----
+
+// Tests that the global batch is positive (read signed).
+// expected-error @+1 {{global_batch must be positive, got -4}}
+plan.program @p attributes {world_size = 1 : i64, global_batch = -4 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+  plan.tensor @l transient : tensor<f32>
+}
+
+// -----
+
+// Tests that shard groups divide the world.
+// expected-error @+1 {{shard_group_size must be positive and divide world_size (4), got 3}}
+plan.program @p attributes {world_size = 4 : i64, global_batch = 4 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd", shard_group_size = 3 : i64} {
+  plan.tensor @l transient : tensor<f32>
+}
+
+// -----
+
+// Tests that a collective's group is positive (read signed).
+plan.program @p attributes {world_size = 2 : i64, global_batch = 4 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+  plan.tensor @l transient : tensor<f32>
+  plan.tensor @shard transient : tensor<4xf32>
+  plan.tensor @full transient : tensor<8xf32>
+  // expected-error @+1 {{group_size and group_stride must be positive}}
+  plan.collective "all_gather" ins [@shard] outs [@full] on communication {group_size = -2 : i64, group_stride = 1 : i64}
+}

@@ -26,10 +26,16 @@ void PlanDialect::initialize() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult ProgramOp::verify() {
-  if (getWorldSize() < 1)
-    return emitOpError("world_size must be positive, got ") << getWorldSize();
-  if (getGlobalBatch() < 1)
-    return emitOpError("global_batch must be positive, got ") << getGlobalBatch();
+  // I64Attr's getters return uint64_t: read signed, so that -1 is not 2^64 - 1.
+  const int64_t worldSize = getWorldSizeAttr().getInt(), globalBatch = getGlobalBatchAttr().getInt();
+  if (worldSize < 1)
+    return emitOpError("world_size must be positive, got ") << worldSize;
+  if (globalBatch < 1)
+    return emitOpError("global_batch must be positive, got ") << globalBatch;
+  if (IntegerAttr groupSize = getShardGroupSizeAttr();
+      groupSize && (groupSize.getInt() < 1 || worldSize % groupSize.getInt() != 0))
+    return emitOpError("shard_group_size must be positive and divide world_size (") << worldSize << "), got "
+                                                                                    << groupSize.getInt();
   if (!getLossAttr() && (!getOutputs() || getOutputs()->empty()))
     return emitOpError("needs a loss, or outputs for a forward-only program");
   if (getLossAttr()) {
@@ -324,7 +330,7 @@ LogicalResult CollectiveOp::verify() {
     return emitOpError("unknown collective \"") << kind << "\"";
   if (getInputs().size() != 1 || getOutputs().size() != 1)
     return emitOpError("takes one input and one output");
-  if (getGroupSize() < 1 || getGroupStride() < 1)
+  if (getGroupSizeAttr().getInt() < 1 || getGroupStrideAttr().getInt() < 1) // signed: I64Attr reads unsigned
     return emitOpError("group_size and group_stride must be positive");
   bool reduces = kind != "all_gather";
   if (reduces != getReduction().has_value())

@@ -90,6 +90,12 @@ struct Origin {
   std::string blocker; // Unknown: the node or value that hides the origin
 };
 
+Origin computedOrigin() {
+  Origin origin;
+  origin.kind = Origin::Computed;
+  return origin;
+}
+
 class Rebatcher {
 public:
   Rebatcher(onnx::ModelProto &model, const std::string &baseDir, int64_t exportBatch, int64_t newBatch,
@@ -659,7 +665,7 @@ Origin Rebatcher::trace(const std::string &value, int64_t index, Edge edge, int 
   if (op == "Constant")
     return literal();
   if (op == "Shape")
-    return Origin{Origin::Computed};
+    return computedOrigin();
   if (op == "Identity" || op == "Cast" || op == "Unsqueeze" || op == "Squeeze" || op == "Reshape" || op == "Flatten")
     return trace(node.input(0), index, {n, 0}, depth + 1);
   if (op == "Concat") {
@@ -715,7 +721,7 @@ Origin Rebatcher::trace(const std::string &value, int64_t index, Edge edge, int 
     if (holders.size() == 1)
       return holders.front();
     if (holders.empty() && computed)
-      return Origin{Origin::Computed};
+      return computedOrigin();
     return unknown;
   }
   return unknown;
@@ -1065,8 +1071,9 @@ bool Rebatcher::applyRewrites() {
     // per reader otherwise, so a literal that is both the batch and, say, the
     // head size keeps its value where it is not the batch.
     const std::vector<Edge> &readers = consumers_.lookup(owner);
+    const auto &firstElements = edges.begin()->second; // a lambda may not capture a structured binding in C++17
     bool allReadersAgree = !graphOutputs_.contains(owner) && edges.size() == readers.size() &&
-                           llvm::all_of(edges, [&](const auto &e) { return e.second == edges.begin()->second; });
+                           llvm::all_of(edges, [&](const auto &e) { return e.second == firstElements; });
     if (allReadersAgree) {
       setInts(tensor, rewritten(edges.begin()->second));
       if (auto it = initializers_.find(owner); it != initializers_.end()) {

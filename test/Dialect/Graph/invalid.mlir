@@ -249,3 +249,48 @@ func.func @ce_classes_past_the_row(%l: tensor<4x8xbf16>, %y: tensor<4xi64>) -> t
   %0 = graph.softmax_cross_entropy %l, %y {classes = 9 : i64} : (tensor<4x8xbf16>, tensor<4xi64>) -> tensor<f32>
   return %0 : tensor<f32>
 }
+
+// -----
+
+// Tests that a NaN beta is refused (NaN compares false with both bounds).
+func.func @adamw_beta_nan(%p: tensor<5xf32>, %s: tensor<i64>) -> tensor<5xf32> {
+  // expected-error @+1 {{betas must lie in [0, 1)}}
+  %0, %1, %2 = graph.adamw_update %p, %p, %p, %p, step %s {lr = 1.0e-3 : f64, beta1 = 0x7FF8000000000000 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64} : (tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<i64>) -> (tensor<5xf32>, tensor<5xf32>, tensor<5xf32>)
+  return %0 : tensor<5xf32>
+}
+
+// -----
+
+// Tests that adamw_update refuses a NaN learning rate.
+func.func @adamw_lr_nan(%p: tensor<5xf32>, %s: tensor<i64>) -> tensor<5xf32> {
+  // expected-error @+1 {{lr, eps and weight_decay must be finite numbers >= 0}}
+  %0, %1, %2 = graph.adamw_update %p, %p, %p, %p, step %s {lr = 0x7FF8000000000000 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64} : (tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<i64>) -> (tensor<5xf32>, tensor<5xf32>, tensor<5xf32>)
+  return %0 : tensor<5xf32>
+}
+
+// -----
+
+// Tests that sgd_update refuses a negative momentum, as torch does.
+func.func @sgd_momentum_negative(%p: tensor<5xf32>, %s: tensor<i64>) -> tensor<5xf32> {
+  // expected-error @+1 {{lr, momentum and weight_decay must be finite numbers >= 0, and dampening finite}}
+  %0 = graph.sgd_update %p, %p step %s {lr = 0.1 : f64, momentum = -0.5 : f64, dampening = 0.0 : f64, weight_decay = 0.0 : f64, nesterov = false} : (tensor<5xf32>, tensor<5xf32>, tensor<i64>) -> tensor<5xf32>
+  return %0 : tensor<5xf32>
+}
+
+// -----
+
+// Tests that sgd_update refuses an infinite weight decay.
+func.func @sgd_decay_inf(%p: tensor<5xf32>, %s: tensor<i64>) -> tensor<5xf32> {
+  // expected-error @+1 {{lr, momentum and weight_decay must be finite numbers >= 0, and dampening finite}}
+  %0 = graph.sgd_update %p, %p step %s {lr = 0.1 : f64, momentum = 0.0 : f64, dampening = 0.0 : f64, weight_decay = 0x7FF0000000000000 : f64, nesterov = false} : (tensor<5xf32>, tensor<5xf32>, tensor<i64>) -> tensor<5xf32>
+  return %0 : tensor<5xf32>
+}
+
+// -----
+
+// Tests that layer_norm refuses a NaN epsilon.
+func.func @layer_norm_epsilon_nan(%x: tensor<4x6xf32>, %w: tensor<6xf32>, %b: tensor<6xf32>) -> tensor<4x6xf32> {
+  // expected-error @+1 {{epsilon must be a finite number >= 0, got nan}}
+  %y, %mean, %rstd = graph.layer_norm %x, %w, %b {axis = 1 : i64, epsilon = 0x7FF8000000000000 : f64} : (tensor<4x6xf32>, tensor<6xf32>, tensor<6xf32>) -> (tensor<4x6xf32>, tensor<4x1xf32>, tensor<4x1xf32>)
+  return %y : tensor<4x6xf32>
+}

@@ -4,10 +4,19 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/STLExtras.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace fsdpc::graph;
 
 namespace {
+
+/// Whether a hyperparameter is a finite number >= 0: NaN compares false with
+/// everything, so `value < 0` alone would let it through.
+bool isNonNegativeFinite(const APFloat &value) {
+  const double d = value.convertToDouble();
+  return std::isfinite(d) && d >= 0;
+}
 
 std::string shapeString(ArrayRef<int64_t> shape) {
   std::string s = "[";
@@ -452,8 +461,8 @@ static LogicalResult verifyNormOperands(Operation *op, Value input, int64_t axis
 LogicalResult LayerNormOp::verify() {
   if (getResult().getType() != getInput().getType())
     return emitOpError("result type must equal the input type");
-  if (getEpsilon().convertToDouble() < 0)
-    return emitOpError("epsilon must not be negative");
+  if (!isNonNegativeFinite(getEpsilon()))
+    return emitOpError("epsilon must be a finite number >= 0, got ") << getEpsilon().convertToDouble();
   if (getBias().getType() != getScale().getType())
     return emitOpError("scale and bias must have one type");
   return verifyNormOperands(*this, getInput(), getAxis(), {getScale(), getBias()}, {getMean(), getInvStdDev()});
@@ -470,8 +479,8 @@ LogicalResult LayerNormGradOp::verify() {
 LogicalResult RmsNormOp::verify() {
   if (getResult().getType() != getInput().getType())
     return emitOpError("result type must equal the input type");
-  if (getEpsilon().convertToDouble() < 0)
-    return emitOpError("epsilon must not be negative");
+  if (!isNonNegativeFinite(getEpsilon()))
+    return emitOpError("epsilon must be a finite number >= 0, got ") << getEpsilon().convertToDouble();
   return verifyNormOperands(*this, getInput(), getAxis(), {getScale()}, {getInvRms()});
 }
 
@@ -625,7 +634,7 @@ LogicalResult verifySchedule(Operation *op, std::optional<StringRef> schedule, s
   StringRef kind = schedule.value_or("constant");
   if (kind != "constant" && kind != "linear" && kind != "cosine")
     return op->emitOpError("lr_schedule must be constant, linear or cosine, got '") << kind << "'";
-  if (warmup.value_or(0) < 0 || (minLr && minLr->convertToDouble() < 0))
+  if (warmup.value_or(0) < 0 || (minLr && !isNonNegativeFinite(*minLr)))
     return op->emitOpError("warmup_steps and min_lr must be non-negative");
   if (kind != "constant" && total.value_or(0) <= warmup.value_or(0))
     return op->emitOpError("a ") << kind << " schedule needs total_steps above warmup_steps";
@@ -639,6 +648,11 @@ LogicalResult SgdUpdateOp::verify() {
   Type type = getParam().getType();
   if (getGrad().getType() != type || getNewParam().getType() != type)
     return emitOpError("param, grad and new_param types must be equal");
+  // As torch's SGD checks lr, momentum and weight_decay; dampening only
+  // needs to be a number.
+  if (!isNonNegativeFinite(getLr()) || !isNonNegativeFinite(getMomentum()) ||
+      !isNonNegativeFinite(getWeightDecay()) || !std::isfinite(getDampening().convertToDouble()))
+    return emitOpError("lr, momentum and weight_decay must be finite numbers >= 0, and dampening finite");
   size_t expectedState = getMomentum().convertToDouble() != 0.0 ? 1 : 0;
   if (getState().size() != expectedState)
     return emitOpError("expects ") << expectedState << " state operand(s) for momentum " << getMomentum().convertToDouble()
@@ -648,8 +662,6 @@ LogicalResult SgdUpdateOp::verify() {
   for (Value v : llvm::concat<Value>(getState(), getNewState()))
     if (v.getType() != type)
       return emitOpError("state types must equal the param type");
-  if (getLr().convertToDouble() < 0 || getWeightDecay().convertToDouble() < 0)
-    return emitOpError("lr and weight_decay must be non-negative");
   return success();
 }
 
@@ -661,10 +673,10 @@ LogicalResult AdamwUpdateOp::verify() {
     if (v.getType() != type)
       return emitOpError("all tensor operands and results must have the param type ") << type;
   double beta1 = getBeta1().convertToDouble(), beta2 = getBeta2().convertToDouble();
-  if (beta1 < 0 || beta1 >= 1 || beta2 < 0 || beta2 >= 1)
+  if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1)) // NaN fails both
     return emitOpError("betas must lie in [0, 1), got ") << beta1 << ", " << beta2;
-  if (getLr().convertToDouble() < 0 || getEps().convertToDouble() < 0 || getWeightDecay().convertToDouble() < 0)
-    return emitOpError("lr, eps and weight_decay must be non-negative");
+  if (!isNonNegativeFinite(getLr()) || !isNonNegativeFinite(getEps()) || !isNonNegativeFinite(getWeightDecay()))
+    return emitOpError("lr, eps and weight_decay must be finite numbers >= 0");
   return success();
 }
 

@@ -294,3 +294,20 @@ func.func @layer_norm_epsilon_nan(%x: tensor<4x6xf32>, %w: tensor<6xf32>, %b: te
   %y, %mean, %rstd = graph.layer_norm %x, %w, %b {axis = 1 : i64, epsilon = 0x7FF8000000000000 : f64} : (tensor<4x6xf32>, tensor<6xf32>, tensor<6xf32>) -> (tensor<4x6xf32>, tensor<4x1xf32>, tensor<4x1xf32>)
   return %y : tensor<4x6xf32>
 }
+
+// -----
+
+// Tests that dropout's ratio lies in [0, 1), NaN included.
+func.func @dropout_ratio_nan(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{ratio must be in [0, 1), got nan}}
+  %y = graph.dropout %x {ratio = 0x7FF8000000000000 : f64, seed = 42 : i64} : tensor<8xf32>
+  return %y : tensor<8xf32>
+}
+
+// -----
+
+func.func @dropout_ratio_one(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{ratio must be in [0, 1), got 1.0}}
+  %y = graph.dropout_grad %x {ratio = 1.0 : f64, seed = 42 : i64} : tensor<8xf32>
+  return %y : tensor<8xf32>
+}

@@ -282,7 +282,7 @@ LogicalResult ArgMaxOp::verify() { return verifyArgReduce(*this, getInput(), get
 LogicalResult ArgMinOp::verify() { return verifyArgReduce(*this, getInput(), getResult(), getAxis()); }
 
 static LogicalResult verifyDropout(Operation *op, double ratio) {
-  if (ratio < 0 || ratio >= 1)
+  if (!(ratio >= 0 && ratio < 1)) // NaN fails both
     return op->emitOpError("ratio must be in [0, 1), got ") << ratio;
   return success();
 }

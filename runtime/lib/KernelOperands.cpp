@@ -18,7 +18,9 @@
 #include "fsdpc/runtime/LrSchedule.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
+#include <vector>
 
 namespace fsdpc::runtime {
 
@@ -476,6 +478,25 @@ Status optimizer(const KernelCall &call) {
   FSDPC_RETURN_IF_ERROR(lrScheduleKind(call.stringParam(contract::Param::kLrSchedule, "constant")) >= 0
                             ? Status::ok()
                             : refuse(call, "has an unknown lr_schedule"));
+  // The graph dialect's verifiers hold these for a compiled plan; a plan
+  // written or edited by hand gets the same refusal here rather than a run
+  // that trains to NaN.
+  using contract::Param;
+  const bool adamw = call.instruction->op() == "adamw_update";
+  for (Param p : adamw ? std::vector<Param>{Param::kLr, Param::kEps, Param::kWeightDecay, Param::kMinLr}
+                       : std::vector<Param>{Param::kLr, Param::kMomentum, Param::kWeightDecay, Param::kMinLr}) {
+    const double value = call.floatParam(p, 0);
+    if (!(std::isfinite(value) && value >= 0))
+      return refuse(call, "has " + std::string(contract::paramName(p)) + " " + std::to_string(value) +
+                              ", not a finite number >= 0");
+  }
+  if (adamw)
+    for (Param p : {Param::kBeta1, Param::kBeta2}) {
+      const double beta = call.floatParam(p, 0);
+      if (!(beta >= 0 && beta < 1))
+        return refuse(call, "has " + std::string(contract::paramName(p)) + " " + std::to_string(beta) +
+                                " outside [0, 1)");
+    }
   if (call.instruction->op() == "sgd_update") {
     const bool momentum = call.floatParam(contract::Param::kMomentum, 0) != 0;
     const size_t slots = momentum ? 2 : 1;

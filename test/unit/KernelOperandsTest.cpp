@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <initializer_list>
 #include <string>
 #include <utility>
@@ -241,4 +242,40 @@ TEST(KernelOperands, NormsAttentionLossesOptimizers) {
   expectRefused(onePlan("sgd_update", {f32({6}), f32({6}), i64({1})}, {f32({6})}, sgd(0.9)), "momentum");
   expectRefused(onePlan("sgd_update", {f32({6}), f32({5}), i64({1})}, {f32({6})}, sgd(0)), "shard operand");
   expectRefused(onePlan("sgd_update", {f32({6}), f32({6}), f32({1})}, {f32({6})}, sgd(0)), "integer");
+}
+
+// Hyperparameters as the graph verifiers hold them, for plans written or
+// edited by hand: a NaN learning rate or a beta of 1 is refused at load.
+TEST(KernelOperands, OptimizerHyperparameters) {
+  auto adamw = [](const char *name, double value) {
+    return [name, value](plan::Instruction &i) {
+      auto &f = *i.mutable_float_attrs();
+      f["lr"] = 1e-3, f["beta1"] = 0.9, f["beta2"] = 0.999, f["eps"] = 1e-8, f["weight_decay"] = 0.01;
+      f[name] = value;
+    };
+  };
+  auto adamwPlan = [](auto edit) {
+    return onePlan("adamw_update", {f32({6}), f32({6}), f32({6}), f32({6}), i64({1})}, {f32({6}), f32({6}), f32({6})},
+                   edit);
+  };
+  const double nan = std::nan(""), inf = HUGE_VAL;
+  expectAccepted(adamwPlan(adamw("lr", 1e-3)));
+  expectRefused(adamwPlan(adamw("lr", nan)), "lr nan, not a finite number >= 0");
+  expectRefused(adamwPlan(adamw("eps", -1e-8)), "eps");
+  expectRefused(adamwPlan(adamw("weight_decay", inf)), "weight_decay inf");
+  expectRefused(adamwPlan(adamw("min_lr", nan)), "min_lr");
+  expectRefused(adamwPlan(adamw("beta1", 1.0)), "beta1 1.000000 outside [0, 1)");
+  expectRefused(adamwPlan(adamw("beta2", nan)), "beta2 nan outside [0, 1)");
+  auto sgd = [](const char *name, double value) {
+    return [name, value](plan::Instruction &i) {
+      auto &f = *i.mutable_float_attrs();
+      f["lr"] = 0.1, f["momentum"] = 0, f["dampening"] = 0, f["weight_decay"] = 0;
+      f[name] = value;
+      (*i.mutable_int_attrs())["nesterov"] = 0;
+    };
+  };
+  auto sgdPlan = [](auto edit) { return onePlan("sgd_update", {f32({6}), f32({6}), i64({1})}, {f32({6})}, edit); };
+  expectAccepted(sgdPlan(sgd("lr", 0.5)));
+  expectRefused(sgdPlan(sgd("lr", -0.1)), "lr -0.100000");
+  expectRefused(sgdPlan(sgd("momentum", nan)), "momentum nan");
 }

@@ -276,8 +276,10 @@ Status parseOptions(int argc, char **argv, Options &options) {
     double std = -1;
     unsigned long long seed = 0;
     char tail = 0;
-    if (std::sscanf(options.init.c_str(), "normal:%lf,%llu%c", &std, &seed, &tail) != 2 || !(std >= 0))
-      return FSDPC_ERROR(kInvalidArgument, "--init expects normal:STD,SEED with STD >= 0, got '", options.init, "'");
+    if (std::sscanf(options.init.c_str(), "normal:%lf,%llu%c", &std, &seed, &tail) != 2 || !(std >= 0) ||
+        !std::isfinite(std))
+      return FSDPC_ERROR(kInvalidArgument, "--init expects normal:STD,SEED with a finite STD >= 0, got '", options.init,
+                         "'");
     options.initStd = std;
     options.initSeed = seed;
     if (!options.initFrom.empty())

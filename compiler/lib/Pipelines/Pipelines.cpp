@@ -69,8 +69,8 @@ std::string validateCompileOptions(const CompileOptions &o) {
   llvm::StringRef schedule(o.lrSchedule);
   if (schedule != "constant" && schedule != "linear" && schedule != "cosine")
     return "--lr-schedule must be constant, linear or cosine, got '" + o.lrSchedule + "'";
-  if (o.warmupSteps < 0 || o.minLr < 0)
-    return "--warmup-steps and --min-lr must be non-negative";
+  if (o.warmupSteps < 0 || o.totalSteps < 0 || o.minLr < 0)
+    return "--warmup-steps, --total-steps and --min-lr must be non-negative";
   if (schedule != "constant" && o.totalSteps <= o.warmupSteps)
     return "--lr-schedule " + o.lrSchedule + " needs --total-steps above --warmup-steps";
   if (o.minLr > o.lr)

@@ -33,6 +33,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 
 using namespace fsdpc::runtime;
 namespace plan = fsdpc::plan;
@@ -297,6 +298,19 @@ Status parseOptions(int argc, char **argv, Options &options) {
     return FSDPC_ERROR(kInvalidArgument, "--eval-every and --eval-batches need --eval-data DIR");
   if (options.resumeAuto && !options.loadShardedDir.empty())
     return FSDPC_ERROR(kInvalidArgument, "--resume auto resumes from --save-sharded DIR; it does not take --load-sharded");
+  // Files written after the run: a directory that is not there should stop
+  // the launch, not the end of a long run.
+  for (const auto &[flag, path] : {std::pair<const char *, const std::string &>{"--save", options.savePath},
+                                   {"--save-onnx", options.saveOnnxPath},
+                                   {"--trace", options.tracePath}}) {
+    if (path.empty())
+      continue;
+    const size_t slash = path.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    struct stat info;
+    if (::stat(dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode))
+      return FSDPC_ERROR(kInvalidArgument, flag, " '", path, "': directory '", dir, "' does not exist");
+  }
   return Status::ok();
 }
 

@@ -298,8 +298,12 @@ Status parseOptions(int argc, char **argv, Options &options) {
     return FSDPC_ERROR(kInvalidArgument, "--eval-every and --eval-batches need --eval-data DIR");
   if (options.resumeAuto && !options.loadShardedDir.empty())
     return FSDPC_ERROR(kInvalidArgument, "--resume auto resumes from --save-sharded DIR; it does not take --load-sharded");
-  // Files written after the run: a directory that is not there should stop
-  // the launch, not the end of a long run.
+  return Status::ok();
+}
+
+/// Rank 0 writes --save, --save-onnx and --trace after the run: a directory
+/// that is not there should stop the launch, not the end of a long run.
+Status checkOutputDirectories(const Options &options) {
   for (const auto &[flag, path] : {std::pair<const char *, const std::string &>{"--save", options.savePath},
                                    {"--save-onnx", options.saveOnnxPath},
                                    {"--trace", options.tracePath}}) {
@@ -517,6 +521,8 @@ int main(int argc, char **argv) {
     std::fputs(kUsage, stderr);
     return fail(parsed);
   }
+  if (Status outputs = communicator->rank() == 0 ? checkOutputDirectories(options) : Status::ok(); !outputs.isOk())
+    return fail(outputs); // aborts the other ranks too
   communicator->setCollectiveTimeout(options.collectiveTimeout);
   if (options.help) {
     // Through finish(), not exit(): under mpirun every rank must leave MPI.

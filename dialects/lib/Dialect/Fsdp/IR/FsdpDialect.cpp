@@ -62,13 +62,10 @@ LogicalResult UnitOp::verify() {
       return emitOpError("parameter types must be static f32 tensors, got ") << attr;
     total += type.getNumElements();
   }
-  // I64Attr's getters return uint64_t; the sizes are read signed, so that a
-  // negative one is an error rather than a huge count.
-  const int64_t flatSize = getFlatSizeAttr().getInt(), paddedSize = getPaddedSizeAttr().getInt();
-  if (total != flatSize)
-    return emitOpError("flat_size (") << flatSize << ") must be the parameters' element count (" << total << ")";
-  if (flatSize < 1 || paddedSize < flatSize)
-    return emitOpError("padded_size (") << paddedSize << ") must be at least flat_size (" << flatSize
+  if (total != getFlatSize())
+    return emitOpError("flat_size (") << getFlatSize() << ") must be the parameters' element count (" << total << ")";
+  if (getFlatSize() < 1 || getPaddedSize() < getFlatSize())
+    return emitOpError("padded_size (") << getPaddedSize() << ") must be at least flat_size (" << getFlatSize()
                                         << ") and flat_size positive";
   return success();
 }
@@ -84,7 +81,7 @@ static LogicalResult verifySameElementType(Operation *op, Value input, Value res
 }
 
 LogicalResult ShardOp::verify() {
-  if (getGroupSizeAttr().getInt() < 1) // signed: I64Attr reads unsigned
+  if (getGroupSize() < 1)
     return emitOpError("group_size must be positive");
   return verifyShardSizes(*this, flatSize(getInput()), flatSize(getResult()), getGroupSize());
 }
@@ -124,9 +121,8 @@ LogicalResult ParamViewOp::verify() {
   if (failed(verifySameElementType(*this, getFlat(), getResult())))
     return failure();
   const int64_t count = cast<RankedTensorType>(getResult().getType()).getNumElements();
-  const int64_t offset = getOffsetAttr().getInt(); // signed, as in UnitOp::verify
-  if (offset < 0 || offset + count > flatSize(getFlat()))
-    return emitOpError("elements [") << offset << ", " << offset + count << ") are outside the flat tensor of "
+  if (getOffset() < 0 || getOffset() + count > flatSize(getFlat()))
+    return emitOpError("elements [") << getOffset() << ", " << getOffset() + count << ") are outside the flat tensor of "
                                      << flatSize(getFlat()) << " elements";
   return success();
 }
@@ -155,9 +151,8 @@ LogicalResult FlattenOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
     if (cast<ShapedType>(grad.getType()).getShape() != cast<ShapedType>(cast<TypeAttr>(type).getValue()).getShape())
       return emitOpError("gradient type ") << grad.getType() << " does not match its parameter's type "
                                            << cast<TypeAttr>(type).getValue();
-  if (flatSize(getResult()) != unit.getPaddedSizeAttr().getInt())
-    return emitOpError("result must have the unit's padded_size (") << unit.getPaddedSizeAttr().getInt()
-                                                                    << ") elements";
+  if (flatSize(getResult()) != unit.getPaddedSize())
+    return emitOpError("result must have the unit's padded_size (") << unit.getPaddedSize() << ") elements";
   return success();
 }
 
@@ -170,16 +165,14 @@ SmallVector<Operation *> BucketOp::getMembers() {
 
 std::optional<CollectiveShape> fsdpc::fsdp::collectiveShapeOf(Operation *op) {
   if (auto gather = dyn_cast<AllGatherOp>(op))
-    return CollectiveShape{static_cast<int64_t>(gather.getGroupSize()), static_cast<int64_t>(gather.getGroupStride()),
-                           "", elementOf(gather.getShard()), gather.getUnitAttr(), gather.getResult()};
+    return CollectiveShape{gather.getGroupSize(), gather.getGroupStride(), "", elementOf(gather.getShard()),
+                           gather.getUnitAttr(), gather.getResult()};
   if (auto scatter = dyn_cast<ReduceScatterOp>(op))
-    return CollectiveShape{static_cast<int64_t>(scatter.getGroupSize()),
-                           static_cast<int64_t>(scatter.getGroupStride()), scatter.getReduction(),
+    return CollectiveShape{scatter.getGroupSize(), scatter.getGroupStride(), scatter.getReduction(),
                            elementOf(scatter.getInput()), scatter.getUnitAttr(), scatter.getInput()};
   if (auto reduce = dyn_cast<AllReduceOp>(op))
-    return CollectiveShape{static_cast<int64_t>(reduce.getGroupSize()), static_cast<int64_t>(reduce.getGroupStride()),
-                           reduce.getReduction(), elementOf(reduce.getInput()), reduce.getUnitAttr(),
-                           reduce.getInput()};
+    return CollectiveShape{reduce.getGroupSize(), reduce.getGroupStride(), reduce.getReduction(),
+                           elementOf(reduce.getInput()), reduce.getUnitAttr(), reduce.getInput()};
   return std::nullopt;
 }
 

@@ -26,16 +26,13 @@ void PlanDialect::initialize() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult ProgramOp::verify() {
-  // I64Attr's getters return uint64_t: read signed, so that -1 is not 2^64 - 1.
-  const int64_t worldSize = getWorldSizeAttr().getInt(), globalBatch = getGlobalBatchAttr().getInt();
-  if (worldSize < 1)
-    return emitOpError("world_size must be positive, got ") << worldSize;
-  if (globalBatch < 1)
-    return emitOpError("global_batch must be positive, got ") << globalBatch;
-  if (IntegerAttr groupSize = getShardGroupSizeAttr();
-      groupSize && (groupSize.getInt() < 1 || worldSize % groupSize.getInt() != 0))
-    return emitOpError("shard_group_size must be positive and divide world_size (") << worldSize << "), got "
-                                                                                    << groupSize.getInt();
+  if (getWorldSize() < 1)
+    return emitOpError("world_size must be positive, got ") << getWorldSize();
+  if (getGlobalBatch() < 1)
+    return emitOpError("global_batch must be positive, got ") << getGlobalBatch();
+  if (std::optional<int64_t> groupSize = getShardGroupSize(); groupSize && (*groupSize < 1 || getWorldSize() % *groupSize))
+    return emitOpError("shard_group_size must be positive and divide world_size (")
+           << getWorldSize() << "), got " << *groupSize;
   if (!getLossAttr() && (!getOutputs() || getOutputs()->empty()))
     return emitOpError("needs a loss, or outputs for a forward-only program");
   if (getLossAttr()) {
@@ -183,9 +180,7 @@ LogicalResult TensorOp::verify() {
     return emitOpError("of kind optimizer_state needs optimizer_slot and owner");
   if (getKind() == TensorKind::step_counter && (type.getRank() != 0 || !element.isInteger(64)))
     return emitOpError("of kind step_counter must be tensor<i64>");
-  // I64Attr's getters return uint64_t; offsets and sizes are read signed
-  // here, so that a negative one is an error rather than a huge value.
-  if (getOffsetAttr() && getOffsetAttr().getInt() < 0)
+  if (getOffset() && *getOffset() < 0)
     return emitOpError("offset must be non-negative");
   if ((getKind() == TensorKind::view) != (getViewOf() && getViewOffset()))
     return emitOpError("view_of and view_offset are set exactly for kind view");
@@ -202,10 +197,9 @@ LogicalResult TensorOp::verify() {
       return emitOpError("is a view of ") << getViewOfAttr() << ", which is not a plan.tensor";
     if (base.getTensorType().getElementType() != element)
       return emitOpError("element type differs from its base's");
-    const int64_t viewOffset = getViewOffsetAttr().getInt();
-    if (viewOffset < 0 || viewOffset + getByteSize() > base.getByteSize())
-      return emitOpError("bytes [") << viewOffset << ", " << viewOffset + getByteSize() << ") are outside its base of "
-                                    << base.getByteSize() << " bytes";
+    if (*getViewOffset() < 0 || *getViewOffset() + getByteSize() > base.getByteSize())
+      return emitOpError("bytes [") << *getViewOffset() << ", " << *getViewOffset() + getByteSize()
+                                    << ") are outside its base of " << base.getByteSize() << " bytes";
   }
   return success();
 }
@@ -281,11 +275,10 @@ LogicalResult UnitOp::verify() {
       return emitOpError("parameter types must be static f32 tensors, got ") << attr;
     total += type.getNumElements();
   }
-  const int64_t flatSize = getFlatSizeAttr().getInt(), paddedSize = getPaddedSizeAttr().getInt(); // signed
-  if (total != flatSize)
-    return emitOpError("flat_size (") << flatSize << ") must be the parameters' element count (" << total << ")";
-  if (paddedSize < flatSize)
-    return emitOpError("padded_size (") << paddedSize << ") must be at least flat_size (" << flatSize << ")";
+  if (total != getFlatSize())
+    return emitOpError("flat_size (") << getFlatSize() << ") must be the parameters' element count (" << total << ")";
+  if (getPaddedSize() < getFlatSize())
+    return emitOpError("padded_size (") << getPaddedSize() << ") must be at least flat_size (" << getFlatSize() << ")";
   return success();
 }
 
@@ -296,9 +289,9 @@ LogicalResult UnitOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   int64_t groupSize = 1;
   if (auto program = (*this)->getParentOfType<ProgramOp>(); program && program.getShardGroupSize())
     groupSize = *program.getShardGroupSize();
-  if (shard.getTensorType().getNumElements() * groupSize != getPaddedSizeAttr().getInt())
+  if (shard.getTensorType().getNumElements() * groupSize != getPaddedSize())
     return emitOpError("shard of ") << shard.getTensorType().getNumElements() << " elements on " << groupSize
-                                    << " rank(s) does not make padded_size " << getPaddedSizeAttr().getInt();
+                                    << " rank(s) does not make padded_size " << getPaddedSize();
   return success();
 }
 
@@ -330,7 +323,7 @@ LogicalResult CollectiveOp::verify() {
     return emitOpError("unknown collective \"") << kind << "\"";
   if (getInputs().size() != 1 || getOutputs().size() != 1)
     return emitOpError("takes one input and one output");
-  if (getGroupSizeAttr().getInt() < 1 || getGroupStrideAttr().getInt() < 1) // signed: I64Attr reads unsigned
+  if (getGroupSize() < 1 || getGroupStride() < 1)
     return emitOpError("group_size and group_stride must be positive");
   bool reduces = kind != "all_gather";
   if (reduces != getReduction().has_value())
@@ -369,13 +362,13 @@ LogicalResult CopyOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 }
 
 LogicalResult RecordEventOp::verify() {
-  if (getEventAttr().getInt() < 0) // I64Attr reads unsigned
+  if (getEvent() < 0)
     return emitOpError("event must be non-negative");
   return success();
 }
 
 LogicalResult WaitEventOp::verify() {
-  if (getEventAttr().getInt() < 0) // I64Attr reads unsigned
+  if (getEvent() < 0)
     return emitOpError("event must be non-negative");
   return success();
 }

@@ -3,6 +3,7 @@
 #define FSDPC_DIALECT_FSDP_FSDPBASE_TD
 
 include "mlir/IR/OpBase.td"
+include "fsdpc/Dialect/SignedAttrs.td"
 
 def Fsdp_Dialect : Dialect {
   let name = "fsdp";

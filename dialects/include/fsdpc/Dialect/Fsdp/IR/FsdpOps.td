@@ -28,7 +28,7 @@ def Fsdp_UnitOp : Fsdp_Op<"unit", [Symbol]> {
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, StrArrayAttr:$params, TypeArrayAttr:$param_types,
-                       I64Attr:$flat_size, I64Attr:$padded_size);
+                       Fsdpc_I64Attr:$flat_size, Fsdpc_I64Attr:$padded_size);
   let assemblyFormat = [{
     $sym_name `params` $params `:` $param_types `flat_size` $flat_size `padded_size` $padded_size attr-dict
   }];
@@ -53,7 +53,7 @@ def Fsdp_ShardOp : Fsdp_Op<"shard", [Pure]> {
     %s = fsdp.shard %flat {group_size = 4 : i64} : tensor<22528xf32> -> tensor<5632xf32>
     ```
   }];
-  let arguments = (ins Fsdp_FlatTensor:$input, I64Attr:$group_size);
+  let arguments = (ins Fsdp_FlatTensor:$input, Fsdpc_I64Attr:$group_size);
   let results = (outs Fsdp_FlatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
@@ -74,8 +74,8 @@ def Fsdp_AllGatherOp : Fsdp_UnitUserOp<"all_gather"> {
         : tensor<5632xf32> -> tensor<22528xf32>
     ```
   }];
-  let arguments = (ins Fsdp_FlatTensor:$shard, FlatSymbolRefAttr:$unit, I64Attr:$group_size,
-                       DefaultValuedAttr<I64Attr, "1">:$group_stride);
+  let arguments = (ins Fsdp_FlatTensor:$shard, FlatSymbolRefAttr:$unit, Fsdpc_I64Attr:$group_size,
+                       DefaultValuedAttr<Fsdpc_I64Attr, "1">:$group_stride);
   let results = (outs Fsdp_FlatTensor:$result);
   let assemblyFormat = "$shard attr-dict `:` type($shard) `->` type($result)";
   let hasVerifier = 1;
@@ -97,8 +97,8 @@ def Fsdp_ReduceScatterOp : Fsdp_UnitUserOp<"reduce_scatter"> {
         : tensor<22528xf32> -> tensor<5632xf32>
     ```
   }];
-  let arguments = (ins Fsdp_FlatTensor:$input, FlatSymbolRefAttr:$unit, StrAttr:$reduction, I64Attr:$group_size,
-                       DefaultValuedAttr<I64Attr, "1">:$group_stride);
+  let arguments = (ins Fsdp_FlatTensor:$input, FlatSymbolRefAttr:$unit, StrAttr:$reduction, Fsdpc_I64Attr:$group_size,
+                       DefaultValuedAttr<Fsdpc_I64Attr, "1">:$group_stride);
   let results = (outs Fsdp_FlatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
@@ -118,8 +118,8 @@ def Fsdp_AllReduceOp : Fsdp_UnitUserOp<"all_reduce", [SameOperandsAndResultType]
         : tensor<5632xf32>
     ```
   }];
-  let arguments = (ins Fsdp_FlatTensor:$input, OptionalAttr<FlatSymbolRefAttr>:$unit, StrAttr:$reduction, I64Attr:$group_size,
-                       DefaultValuedAttr<I64Attr, "1">:$group_stride);
+  let arguments = (ins Fsdp_FlatTensor:$input, OptionalAttr<FlatSymbolRefAttr>:$unit, StrAttr:$reduction, Fsdpc_I64Attr:$group_size,
+                       DefaultValuedAttr<Fsdpc_I64Attr, "1">:$group_stride);
   let results = (outs Fsdp_FlatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
   let hasVerifier = 1;
@@ -141,7 +141,7 @@ def Fsdp_ParamViewOp : Fsdp_Op<"param_view", [Pure]> {
     %w = fsdp.param_view %full {param = "fc1.weight", offset = 0 : i64} : tensor<22528xf32> -> tensor<2048x10xf32>
     ```
   }];
-  let arguments = (ins Fsdp_FlatTensor:$flat, StrAttr:$param, I64Attr:$offset);
+  let arguments = (ins Fsdp_FlatTensor:$flat, StrAttr:$param, Fsdpc_I64Attr:$offset);
   let results = (outs StaticShapeTensorOf<[F32, BF16, F16]>:$result);
   let assemblyFormat = "$flat attr-dict `:` type($flat) `->` type($result)";
   let hasVerifier = 1;

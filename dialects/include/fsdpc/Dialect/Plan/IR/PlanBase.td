@@ -3,6 +3,7 @@
 #define FSDPC_DIALECT_PLAN_PLANBASE_TD
 
 include "mlir/IR/OpBase.td"
+include "fsdpc/Dialect/SignedAttrs.td"
 include "mlir/IR/EnumAttr.td"
 
 def Plan_Dialect : Dialect {

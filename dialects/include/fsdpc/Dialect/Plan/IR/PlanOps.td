@@ -54,17 +54,17 @@ def Plan_ProgramOp : Plan_Op<"program", [Symbol, SymbolTable, IsolatedFromAbove,
     }
     ```
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$world_size, I64Attr:$global_batch,
+  let arguments = (ins SymbolNameAttr:$sym_name, Fsdpc_I64Attr:$world_size, Fsdpc_I64Attr:$global_batch,
                        OptionalAttr<FlatSymbolRefAttr>:$loss, StrAttr:$loss_kind, StrAttr:$optimizer,
-                       DefaultValuedAttr<I64Attr, "0">:$num_classes,
-                       OptionalAttr<I64Attr>:$persistent_bytes, OptionalAttr<I64Attr>:$transient_bytes,
+                       DefaultValuedAttr<Fsdpc_I64Attr, "0">:$num_classes,
+                       OptionalAttr<Fsdpc_I64Attr>:$persistent_bytes, OptionalAttr<Fsdpc_I64Attr>:$transient_bytes,
                        OptionalAttr<FlatSymbolRefArrayAttr>:$outputs, OptionalAttr<StrAttr>:$source,
-                       OptionalAttr<I64Attr>:$opset, OptionalAttr<StrAttr>:$strategy,
-                       OptionalAttr<I64Attr>:$shard_group_size, OptionalAttr<FlatSymbolRefAttr>:$grad_norm,
+                       OptionalAttr<Fsdpc_I64Attr>:$opset, OptionalAttr<StrAttr>:$strategy,
+                       OptionalAttr<Fsdpc_I64Attr>:$shard_group_size, OptionalAttr<FlatSymbolRefAttr>:$grad_norm,
                        OptionalAttr<FlatSymbolRefAttr>:$forward_loss,
                        OptionalAttr<ArrayAttr>:$initializer_rewrites, OptionalAttr<ArrayAttr>:$torch_names,
                        OptionalAttr<FlatSymbolRefAttr>:$forward_output, OptionalAttr<StrAttr>:$forward_output_name,
-                       OptionalAttr<I64Attr>:$host_bytes);
+                       OptionalAttr<Fsdpc_I64Attr>:$host_bytes);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
   let hasVerifier = 1;
@@ -108,8 +108,8 @@ def Plan_TensorOp : Plan_Op<"tensor", [Symbol, HasParent<"ProgramOp">]> {
   let arguments = (ins SymbolNameAttr:$sym_name, Plan_TensorKind:$kind, TypeAttrOf<AnyRankedTensor>:$type,
                        OptionalAttr<StrAttr>:$source_name, OptionalAttr<ElementsAttr>:$value,
                        OptionalAttr<StrAttr>:$optimizer_slot, OptionalAttr<StrAttr>:$owner,
-                       OptionalAttr<I64Attr>:$offset, OptionalAttr<StrAttr>:$unit,
-                       OptionalAttr<FlatSymbolRefAttr>:$view_of, OptionalAttr<I64Attr>:$view_offset,
+                       OptionalAttr<Fsdpc_I64Attr>:$offset, OptionalAttr<StrAttr>:$unit,
+                       OptionalAttr<FlatSymbolRefAttr>:$view_of, OptionalAttr<Fsdpc_I64Attr>:$view_offset,
                        UnitAttr:$host);
   let assemblyFormat = "$sym_name $kind `:` $type attr-dict";
   let hasVerifier = 1;
@@ -147,8 +147,8 @@ def Plan_UnitOp : Plan_Op<"unit", [HasParent<"ProgramOp">, DeclareOpInterfaceMet
         shard @fc1.flat_param
     ```
   }];
-  let arguments = (ins StrAttr:$name, StrArrayAttr:$params, TypeArrayAttr:$param_types, I64Attr:$flat_size,
-                       I64Attr:$padded_size, FlatSymbolRefAttr:$shard);
+  let arguments = (ins StrAttr:$name, StrArrayAttr:$params, TypeArrayAttr:$param_types, Fsdpc_I64Attr:$flat_size,
+                       Fsdpc_I64Attr:$padded_size, FlatSymbolRefAttr:$shard);
   let assemblyFormat = [{
     $name `params` $params `:` $param_types `flat_size` $flat_size `padded_size` $padded_size `shard` $shard attr-dict
   }];
@@ -198,7 +198,7 @@ def Plan_CollectiveOp : Plan_Op<"collective", [HasParent<"ProgramOp">,
     ```
   }];
   let arguments = (ins StrAttr:$collective, FlatSymbolRefArrayAttr:$inputs, FlatSymbolRefArrayAttr:$outputs,
-                       Plan_Stream:$stream, I64Attr:$group_size, DefaultValuedAttr<I64Attr, "1">:$group_stride,
+                       Plan_Stream:$stream, Fsdpc_I64Attr:$group_size, DefaultValuedAttr<Fsdpc_I64Attr, "1">:$group_stride,
                        OptionalAttr<StrAttr>:$reduction);
   let assemblyFormat = "$collective `ins` $inputs `outs` $outputs `on` $stream attr-dict";
   let hasVerifier = 1;
@@ -239,7 +239,7 @@ class Plan_EventOp<string mnemonic, string what> : Plan_Op<mnemonic, [HasParent<
     plan.}] # mnemonic # [{ 0 on communication
     ```
   }];
-  let arguments = (ins I64Attr:$event, Plan_Stream:$stream);
+  let arguments = (ins Fsdpc_I64Attr:$event, Plan_Stream:$stream);
   let assemblyFormat = "$event `on` $stream attr-dict";
   let hasVerifier = 1;
 }

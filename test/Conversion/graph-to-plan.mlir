@@ -328,7 +328,7 @@ module attributes {graph.loss_kind = "mse", graph.optimizer = "sgd"} {
 // CHECK-SAME: opset = 13 : i64
 // CHECK-SAME: shard_group_size = 2 : i64
 // CHECK-SAME: source = "model.onnx"
-// CHECK-SAME: strategy = "full_shard"
+// CHECK-SAME: strategy = #plan.strategy<full_shard>
 // CHECK-SAME: world_size = 2 : i64
 // The unit, with what the plan writer needs to cut and gather its shards:
 // CHECK-DAG: plan.unit "u" params ["w"] : [tensor<5x3xf32>] flat_size 15 padded_size 16 shard @u.flat_param
@@ -339,7 +339,7 @@ module attributes {graph.loss_kind = "mse", graph.optimizer = "sgd"} {
 // CHECK: plan.tensor @u.full transient : tensor<16xf32>
 // CHECK-NEXT: plan.record_event 0 on compute
 // CHECK-NEXT: plan.wait_event 0 on communication
-// CHECK-NEXT: plan.collective "all_gather" ins [@u.flat_param] outs [@u.full] on communication {group_size = 2 : i64}
+// CHECK-NEXT: plan.collective all_gather ins [@u.flat_param] outs [@u.full] on communication {group_size = 2 : i64}
 // CHECK-NEXT: plan.record_event 1 on communication
 // CHECK-NEXT: plan.tensor @w view : tensor<5x3xf32> {view_of = @u.full, view_offset = 0 : i64}
 // CHECK: plan.wait_event 1 on compute
@@ -350,11 +350,11 @@ module attributes {graph.loss_kind = "mse", graph.optimizer = "sgd"} {
 // CHECK-NEXT: plan.tensor @u.grad_shard gradient : tensor<8xf32> {unit = "u"}
 // CHECK-NEXT: plan.record_event 2 on compute
 // CHECK-NEXT: plan.wait_event 2 on communication
-// CHECK-NEXT: plan.collective "reduce_scatter" ins [@[[FLATGRAD]]] outs [@u.grad_shard] on communication {group_size = 2 : i64, reduction = "avg"}
+// CHECK-NEXT: plan.collective reduce_scatter ins [@[[FLATGRAD]]] outs [@u.grad_shard] on communication {group_size = 2 : i64, reduction = #plan.reduction<avg>}
 // CHECK-NEXT: plan.record_event 3 on communication
 // CHECK-NEXT: plan.wait_event 3 on compute
 // CHECK-NEXT: plan.kernel "sgd_update" ins [@u.flat_param, @u.grad_shard, @u.flat_param.momentum_buffer, @step] outs [@u.flat_param, @u.flat_param.momentum_buffer]
-module attributes {fsdp.shard_group_size = 2 : i64, fsdp.strategy = "full_shard", fsdp.world_size = 2 : i64, graph.loss_kind = "mse", graph.optimizer = "sgd", graph.opset = 13 : i64, graph.source = "model.onnx"} {
+module attributes {fsdp.shard_group_size = 2 : i64, fsdp.strategy = #fsdp.strategy<full_shard>, fsdp.world_size = 2 : i64, graph.loss_kind = "mse", graph.optimizer = "sgd", graph.opset = 13 : i64, graph.source = "model.onnx"} {
   fsdp.unit @u params ["w"] : [tensor<5x3xf32>] flat_size 15 padded_size 16
   func.func @train_step(%x: tensor<4x3xf32> {graph.input = "input"}, %t: tensor<4x5xf32> {graph.input = "labels"}, %step: tensor<i64> {graph.step}, %shard: tensor<8xf32> {fsdp.shard_of = @u}, %buf: tensor<8xf32> {fsdp.state_shard_of = @u, graph.state_slot = "momentum_buffer"}) -> (tensor<f32> {graph.loss}, tensor<8xf32> {graph.updates = 3 : i64}, tensor<8xf32> {graph.updates = 4 : i64}) {
     %full = fsdp.all_gather %shard {unit = @u, group_size = 2 : i64} : tensor<8xf32> -> tensor<16xf32>
@@ -365,7 +365,7 @@ module attributes {fsdp.shard_group_size = 2 : i64, fsdp.strategy = "full_shard"
     %2 = graph.sub %0, %t : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<4x5xf32>
     %3 = graph.matmul %2, %x {transpose_a = true} : (tensor<4x5xf32>, tensor<4x3xf32>) -> tensor<5x3xf32>
     %flat = fsdp.flatten %3 {unit = @u} : tensor<5x3xf32> -> tensor<16xf32>
-    %g = fsdp.reduce_scatter %flat {unit = @u, reduction = "avg", group_size = 2 : i64} : tensor<16xf32> -> tensor<8xf32>
+    %g = fsdp.reduce_scatter %flat {unit = @u, reduction = #fsdp.reduction<avg>, group_size = 2 : i64} : tensor<16xf32> -> tensor<8xf32>
     %p, %b = graph.sgd_update %shard, %g state(%buf) step %step {lr = 0.1 : f64, momentum = 0.9 : f64, dampening = 0.0 : f64, weight_decay = 0.0 : f64, nesterov = false} : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<i64>) -> (tensor<8xf32>, tensor<8xf32>)
     return %1, %p, %b : tensor<f32>, tensor<8xf32>, tensor<8xf32>
   }
@@ -386,7 +386,7 @@ module attributes {fsdp.shard_group_size = 2 : i64, fsdp.strategy = "full_shard"
 // CHECK-NEXT: plan.tensor @bucket0.gathered transient : tensor<26xf32>
 // CHECK-NEXT: plan.record_event 0 on compute
 // CHECK-NEXT: plan.wait_event 0 on communication
-// CHECK-NEXT: plan.collective "all_gather" ins [@bucket0.shards] outs [@bucket0.gathered] on communication {group_size = 2 : i64}
+// CHECK-NEXT: plan.collective all_gather ins [@bucket0.shards] outs [@bucket0.gathered] on communication {group_size = 2 : i64}
 // CHECK-NEXT: plan.record_event 1 on communication
 // CHECK-NEXT: plan.tensor @bucket0.by_rank view : tensor<2x13xf32> {view_of = @bucket0.gathered, view_offset = 0 : i64}
 // CHECK-NEXT: plan.tensor @u.full transient : tensor<16xf32>
@@ -406,7 +406,7 @@ module attributes {fsdp.shard_group_size = 2 : i64, fsdp.strategy = "full_shard"
 // CHECK-NEXT: plan.tensor @bucket1.reduced transient : tensor<13xf32>
 // CHECK-NEXT: plan.record_event 2 on compute
 // CHECK-NEXT: plan.wait_event 2 on communication
-// CHECK-NEXT: plan.collective "reduce_scatter" ins [@bucket1.grads] outs [@bucket1.reduced] on communication {group_size = 2 : i64, reduction = "avg"}
+// CHECK-NEXT: plan.collective reduce_scatter ins [@bucket1.grads] outs [@bucket1.reduced] on communication {group_size = 2 : i64, reduction = #plan.reduction<avg>}
 // CHECK-NEXT: plan.record_event 3 on communication
 // CHECK-NEXT: plan.tensor @u.grad_shard gradient : tensor<8xf32> {unit = "u"}
 // CHECK-NEXT: plan.tensor @u.reduced view : tensor<8xf32> {view_of = @bucket1.reduced, view_offset = 0 : i64}
@@ -416,7 +416,7 @@ module attributes {fsdp.shard_group_size = 2 : i64, fsdp.strategy = "full_shard"
 // CHECK-NEXT: plan.kernel "copy" ins [@u.reduced] outs [@u.grad_shard] on compute
 // CHECK-NEXT: plan.kernel "copy" ins [@v.reduced] outs [@v.grad_shard] on compute
 // CHECK-NEXT: plan.kernel "sgd_update" ins [@u.flat_param, @u.grad_shard, @step] outs [@u.flat_param]
-module attributes {fsdp.shard_group_size = 2 : i64, fsdp.strategy = "full_shard", fsdp.world_size = 2 : i64, graph.loss_kind = "mse", graph.optimizer = "sgd", graph.opset = 13 : i64, graph.source = "model.onnx"} {
+module attributes {fsdp.shard_group_size = 2 : i64, fsdp.strategy = #fsdp.strategy<full_shard>, fsdp.world_size = 2 : i64, graph.loss_kind = "mse", graph.optimizer = "sgd", graph.opset = 13 : i64, graph.source = "model.onnx"} {
   fsdp.unit @u params ["w"] : [tensor<5x3xf32>] flat_size 15 padded_size 16
   fsdp.unit @v params ["v"] : [tensor<2x5xf32>] flat_size 10 padded_size 10
   func.func @train_step(%x: tensor<4x3xf32> {graph.input = "input"}, %t: tensor<4x2xf32> {graph.input = "labels"}, %step: tensor<i64> {graph.step}, %su: tensor<8xf32> {fsdp.shard_of = @u}, %sv: tensor<5xf32> {fsdp.shard_of = @v}) -> (tensor<f32> {graph.loss}, tensor<8xf32> {graph.updates = 3 : i64}, tensor<5xf32> {graph.updates = 4 : i64}) {
@@ -439,8 +439,8 @@ module attributes {fsdp.shard_group_size = 2 : i64, fsdp.strategy = "full_shard"
     %fw = fsdp.flatten %gw {unit = @u} : tensor<5x3xf32> -> tensor<16xf32>
     %fv = fsdp.flatten %gv {unit = @v} : tensor<2x5xf32> -> tensor<10xf32>
     %g:2 = fsdp.bucket {
-      %a = fsdp.reduce_scatter %fw {unit = @u, reduction = "avg", group_size = 2 : i64} : tensor<16xf32> -> tensor<8xf32>
-      %b = fsdp.reduce_scatter %fv {unit = @v, reduction = "avg", group_size = 2 : i64} : tensor<10xf32> -> tensor<5xf32>
+      %a = fsdp.reduce_scatter %fw {unit = @u, reduction = #fsdp.reduction<avg>, group_size = 2 : i64} : tensor<16xf32> -> tensor<8xf32>
+      %b = fsdp.reduce_scatter %fv {unit = @v, reduction = #fsdp.reduction<avg>, group_size = 2 : i64} : tensor<10xf32> -> tensor<5xf32>
       fsdp.yield %a, %b : tensor<8xf32>, tensor<5xf32>
     } : tensor<8xf32>, tensor<5xf32>
     %pu = graph.sgd_update %su, %g#0 step %step {lr = 0.1 : f64, momentum = 0.0 : f64, dampening = 0.0 : f64, weight_decay = 0.0 : f64, nesterov = false} : (tensor<8xf32>, tensor<8xf32>, tensor<i64>) -> tensor<8xf32>

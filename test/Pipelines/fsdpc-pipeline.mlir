@@ -9,14 +9,14 @@
 // allocated plan.program; a forward-only one; and the options validated
 // once, with fsdpc's messages.
 // CHECK-LABEL: plan.program @train_step
-// CHECK-SAME: strategy = "full_shard"
+// CHECK-SAME: strategy = #plan.strategy<full_shard>
 // CHECK-SAME: world_size = 2 : i64
 // CHECK: plan.unit "fc1" params ["fc1.weight"] : [tensor<5x3xf32>] flat_size 15 padded_size 16 shard @fc1.flat_param
 // fc2's flat gradient is bf16, its weight's gradient a view of it:
 // CHECK: plan.tensor @[[FLAT2:t[0-9]+]] transient : tensor<10xbf16>
 // CHECK-NEXT: plan.tensor @fc2.weight.grad view : tensor<2x5xbf16> {{{.*}}view_of = @[[FLAT2]], view_offset = 0 : i64}
 // CHECK: plan.kernel "cast" ins [@fc1.flat_param] outs [@[[CAST:t[0-9]+]]]
-// CHECK: plan.collective "all_gather" ins [@[[CAST]]] outs [@fc1.full] on communication {group_size = 2 : i64}
+// CHECK: plan.collective all_gather ins [@[[CAST]]] outs [@fc1.full] on communication {group_size = 2 : i64}
 // Under mixed precision, gradients are computed in bf16 in place in a bf16
 // flat gradient; as soon as fc2's is complete it is cast to f32 in one
 // kernel and reduce-scattered, before fc1's backward, not after the whole
@@ -29,7 +29,7 @@
 // CHECK-NEXT: plan.kernel "slice" ins [@[[PADDED]]] outs [@fc2.weight.grad]
 // CHECK-NEXT: plan.tensor @[[F32:t[0-9]+]] transient : tensor<10xf32>
 // CHECK-NEXT: plan.kernel "cast" ins [@[[FLAT2]]] outs [@[[F32]]]
-// CHECK: plan.collective "reduce_scatter" ins [@[[F32]]] outs [@fc2.grad_shard] on communication
+// CHECK: plan.collective reduce_scatter ins [@[[F32]]] outs [@fc2.grad_shard] on communication
 // CHECK: plan.kernel "relu_grad"
 // CHECK: plan.kernel "matmul" ins [@{{.*}}] outs [@fc1.weight.grad]
 // CHECK: plan.kernel "adamw_update" ins [@fc1.flat_param
@@ -45,7 +45,7 @@
 // OVERLAP-NEXT: plan.tensor @fc2.grad_shard gradient
 // OVERLAP-NEXT: plan.record_event [[READY:[0-9]+]] on compute
 // OVERLAP-NEXT: plan.wait_event [[READY]] on communication
-// OVERLAP-NEXT: plan.collective "reduce_scatter" ins [@{{.*}}] outs [@fc2.grad_shard] on communication
+// OVERLAP-NEXT: plan.collective reduce_scatter ins [@{{.*}}] outs [@fc2.grad_shard] on communication
 // OVERLAP-NEXT: plan.record_event [[DONE:[0-9]+]] on communication
 // OVERLAP-NOT: plan.wait_event [[DONE]] on compute
 // OVERLAP: plan.kernel "relu_grad"

@@ -22,9 +22,24 @@ namespace fsdpc {
 
 using namespace mlir;
 using namespace fsdpc;
+using plan_ir::CollectiveKind;
 using plan_ir::TensorKind;
 
 namespace {
+
+plan_ir::Strategy planStrategy(fsdp::Strategy strategy) {
+  switch (strategy) {
+  case fsdp::Strategy::full_shard:
+    return plan_ir::Strategy::full_shard;
+  case fsdp::Strategy::shard_grad_op:
+    return plan_ir::Strategy::shard_grad_op;
+  case fsdp::Strategy::no_shard:
+    return plan_ir::Strategy::no_shard;
+  case fsdp::Strategy::hybrid_shard:
+    return plan_ir::Strategy::hybrid_shard;
+  }
+  llvm_unreachable("unknown fsdp::Strategy");
+}
 
 class Lowering {
 public:
@@ -88,18 +103,23 @@ private:
   /// A collective on the communication stream. It starts once compute has
   /// reached this point (so the arena slots it writes are free) and compute
   /// waits for it before the next instruction that touches its tensors.
-  void addCollective(StringRef kind, FlatSymbolRefAttr input, FlatSymbolRefAttr output, Location loc,
-                     int64_t groupSize, int64_t groupStride, StringAttr reduction) {
+  void addCollective(plan_ir::CollectiveKind kind, FlatSymbolRefAttr input, FlatSymbolRefAttr output, Location loc,
+                     int64_t groupSize, int64_t groupStride, fsdp::ReductionAttr reduction = {}) {
     builder_.setInsertionPointToEnd(&program_.getBlock());
     waitForCollectives({input, output}, loc);
     int64_t ready = nextEvent_++, done = nextEvent_++;
     plan_ir::RecordEventOp::create(builder_, loc, ready, plan_ir::Stream::compute);
     plan_ir::WaitEventOp::create(builder_, loc, ready, plan_ir::Stream::communication);
-    plan_ir::CollectiveOp::create(builder_, loc, builder_.getStringAttr(kind), builder_.getArrayAttr({input}),
-                                  builder_.getArrayAttr({output}),
-                                  plan_ir::StreamAttr::get(builder_.getContext(), plan_ir::Stream::communication),
+    MLIRContext *context = builder_.getContext();
+    plan_ir::ReductionAttr planReduction;
+    if (reduction)
+      planReduction = plan_ir::ReductionAttr::get(
+          context, reduction.getValue() == fsdp::Reduction::avg ? plan_ir::Reduction::avg : plan_ir::Reduction::sum);
+    plan_ir::CollectiveOp::create(builder_, loc, plan_ir::CollectiveKindAttr::get(context, kind),
+                                  builder_.getArrayAttr({input}), builder_.getArrayAttr({output}),
+                                  plan_ir::StreamAttr::get(context, plan_ir::Stream::communication),
                                   builder_.getI64IntegerAttr(groupSize), builder_.getI64IntegerAttr(groupStride),
-                                  reduction);
+                                  planReduction);
     plan_ir::RecordEventOp::create(builder_, loc, done, plan_ir::Stream::communication);
     pendingEvents_[storage(input)].push_back(done);
     if (storage(output) != storage(input))
@@ -565,8 +585,8 @@ LogicalResult Lowering::lowerFsdpOp(Operation *op) {
     FlatSymbolRefAttr full = ref(addTensor((gather.getUnit() + ".full").str(), TensorKind::transient,
                                            gather.getType(), loc));
     tensors_[gather.getResult()] = full;
-    addCollective("all_gather", tensors_.lookup(gather.getShard()), full, loc, gather.getGroupSize(),
-                  gather.getGroupStride(), StringAttr());
+    addCollective(CollectiveKind::all_gather, tensors_.lookup(gather.getShard()), full, loc, gather.getGroupSize(),
+                  gather.getGroupStride());
     return success();
   }
   if (auto view = dyn_cast<fsdp::ParamViewOp>(op)) {
@@ -609,15 +629,15 @@ LogicalResult Lowering::lowerFsdpOp(Operation *op) {
                                         scatter.getType(), loc);
     shard.setUnitAttr(builder_.getStringAttr(scatter.getUnit()));
     tensors_[scatter.getResult()] = ref(shard);
-    addCollective("reduce_scatter", tensors_.lookup(scatter.getInput()), ref(shard), loc, scatter.getGroupSize(),
-                  scatter.getGroupStride(), scatter.getReductionAttr());
+    addCollective(CollectiveKind::reduce_scatter, tensors_.lookup(scatter.getInput()), ref(shard), loc,
+                  scatter.getGroupSize(), scatter.getGroupStride(), scatter.getReductionAttr());
     return success();
   }
   if (auto reduce = dyn_cast<fsdp::AllReduceOp>(op)) {
     // In place: the input's tensor holds the result.
     FlatSymbolRefAttr data = tensors_.lookup(reduce.getInput());
     tensors_[reduce.getResult()] = data;
-    addCollective("all_reduce", data, data, loc, reduce.getGroupSize(), reduce.getGroupStride(),
+    addCollective(CollectiveKind::all_reduce, data, data, loc, reduce.getGroupSize(), reduce.getGroupStride(),
                   reduce.getReductionAttr());
     return success();
   }
@@ -658,7 +678,7 @@ void Lowering::lowerBucket(fsdp::BucketOp bucket) {
     SmallVector<Attribute> shards;
     auto [packed, total] = concatInputs(".shards", shards);
     FlatSymbolRefAttr gathered = ref(addTensor(name + ".gathered", TensorKind::transient, flat(groupSize * total), loc));
-    addCollective("all_gather", packed, gathered, loc, groupSize, first.getGroupStride(), StringAttr());
+    addCollective(CollectiveKind::all_gather, packed, gathered, loc, groupSize, first.getGroupStride());
     // Row r of the gathered buffer is rank r's shards of every member.
     FlatSymbolRefAttr byRank = viewOf(gathered, 0, name + ".by_rank", rows(groupSize, total), loc);
     int64_t offset = 0;
@@ -691,7 +711,7 @@ void Lowering::lowerBucket(fsdp::BucketOp bucket) {
     FlatSymbolRefAttr packedByRank = viewOf(packed, 0, name + ".by_rank", rows(groupSize, total), loc);
     addKernel("concat", gradsByRank, {packedByRank}, loc, {axisParam(1)});
     FlatSymbolRefAttr reduced = ref(addTensor(name + ".reduced", TensorKind::transient, flat(total), loc));
-    addCollective("reduce_scatter", packed, reduced, loc, groupSize, first.getGroupStride(),
+    addCollective(CollectiveKind::reduce_scatter, packed, reduced, loc, groupSize, first.getGroupStride(),
                   first.getReductionAttr());
     int64_t offset = 0;
     for (auto [i, member] : llvm::enumerate(members)) {
@@ -710,8 +730,8 @@ void Lowering::lowerBucket(fsdp::BucketOp bucket) {
     auto firstReduce = cast<fsdp::AllReduceOp>(members.front());
     SmallVector<Attribute> data;
     FlatSymbolRefAttr packed = concatInputs(".data", data).first;
-    addCollective("all_reduce", packed, packed, loc, firstReduce.getGroupSize(), firstReduce.getGroupStride(),
-                  firstReduce.getReductionAttr());
+    addCollective(CollectiveKind::all_reduce, packed, packed, loc, firstReduce.getGroupSize(),
+                  firstReduce.getGroupStride(), firstReduce.getReductionAttr());
     // In place, as an unbucketed all_reduce: each member's tensor gets its
     // reduced part back.
     int64_t offset = 0;
@@ -743,14 +763,25 @@ LogicalResult Lowering::run() {
     auto attr = module_->getAttrOfType<StringAttr>(name);
     return attr ? attr : builder_.getStringAttr("");
   };
+  plan_ir::LossKindAttr lossKind;
+  if (lossIndex >= 0) {
+    StringRef kind = stringAttr(graph::kLossKindAttr).getValue();
+    std::optional<plan_ir::LossKind> parsed = plan_ir::symbolizeLossKind(kind);
+    if (!parsed)
+      return func_.emitError("convert-graph-to-plan: unknown ") << graph::kLossKindAttr << " '" << kind << "'";
+    lossKind = plan_ir::LossKindAttr::get(builder_.getContext(), *parsed);
+  }
+  plan_ir::StrategyAttr strategy;
+  if (auto sharded = module_->getAttrOfType<fsdp::StrategyAttr>(fsdp::kStrategyAttr))
+    strategy = plan_ir::StrategyAttr::get(builder_.getContext(), planStrategy(sharded.getValue()));
   auto classes = module_->getAttrOfType<IntegerAttr>(graph::kNumClassesAttr);
   builder_.setInsertionPointToEnd(module_.getBody());
   program_ = plan_ir::ProgramOp::create(
       builder_, func_.getLoc(), builder_.getStringAttr(func_.getName()), builder_.getI64IntegerAttr(worldSize_),
-      builder_.getI64IntegerAttr(1), FlatSymbolRefAttr(), stringAttr(graph::kLossKindAttr),
+      builder_.getI64IntegerAttr(1), FlatSymbolRefAttr(), lossKind,
       stringAttr(graph::kOptimizerAttr), builder_.getI64IntegerAttr(classes ? classes.getInt() : 0), IntegerAttr(),
       IntegerAttr(), ArrayAttr(), module_->getAttrOfType<StringAttr>(graph::kSourceAttr),
-      module_->getAttrOfType<IntegerAttr>(graph::kOpsetAttr), module_->getAttrOfType<StringAttr>(fsdp::kStrategyAttr),
+      module_->getAttrOfType<IntegerAttr>(graph::kOpsetAttr), strategy,
       module_->getAttrOfType<IntegerAttr>(fsdp::kShardGroupSizeAttr), FlatSymbolRefAttr(), FlatSymbolRefAttr(),
       module_->getAttrOfType<ArrayAttr>(graph::kInitializerRewritesAttr),
       module_->getAttrOfType<ArrayAttr>(graph::kTorchNamesAttr), FlatSymbolRefAttr(), StringAttr(), IntegerAttr());

@@ -25,7 +25,7 @@ void addTimeline(plan_ir::ProgramOp program, const llvm::StringMap<plan_ir::Tens
     return tensor ? tensor.getSymName() : StringRef();
   };
   for (auto collective : program.getBlock().getOps<plan_ir::CollectiveOp>()) {
-    const bool gather = collective.getCollective() == "all_gather";
+    const bool gather = collective.getCollective() == plan_ir::CollectiveKind::all_gather;
     // Gathered units are all_gather outputs; flat gradients what the
     // reductions read and write.
     for (Attribute ref : gather ? collective.getOutputs() : collective.getInputs())
@@ -70,7 +70,7 @@ void addTimeline(plan_ir::ProgramOp program, const llvm::StringMap<plan_ir::Tens
   if (auto kernel = dyn_cast<plan_ir::KernelOp>(op))
     report.peakOp = kernel.getKernel().str();
   else if (auto collective = dyn_cast<plan_ir::CollectiveOp>(op))
-    report.peakOp = collective.getCollective().str();
+    report.peakOp = plan_ir::stringifyCollectiveKind(collective.getCollective()).str();
   else
     report.peakOp = op->getName().stripDialect().str();
   report.peakNode = onnxNodeNames(op->getLoc());
@@ -96,8 +96,8 @@ std::optional<MemoryReport> fsdpc::buildMemoryReport(ModuleOp module, std::strin
   plan_ir::ProgramOp program = *programs.begin();
   MemoryReport report;
   report.worldSize = program.getWorldSize();
-  if (std::optional<StringRef> strategy = program.getStrategy())
-    report.strategy = strategy->str();
+  if (std::optional<plan_ir::Strategy> strategy = program.getStrategy())
+    report.strategy = plan_ir::stringifyStrategy(*strategy).str();
   if (std::optional<int64_t> group = program.getShardGroupSize())
     report.shardGroupSize = *group;
   for (plan_ir::UnitOp unit : program.getBlock().getOps<plan_ir::UnitOp>()) {
@@ -142,7 +142,7 @@ std::optional<MemoryReport> fsdpc::buildMemoryReport(ModuleOp module, std::strin
     auto bytesOf = [&](ArrayAttr refs) {
       return tensors.lookup(cast<FlatSymbolRefAttr>(refs[0]).getValue()).getByteSize();
     };
-    StringRef kind = collective.getCollective();
+    StringRef kind = plan_ir::stringifyCollectiveKind(collective.getCollective());
     int64_t group = collective.getGroupSize();
     int64_t full = kind == "reduce_scatter" ? bytesOf(collective.getInputs()) : bytesOf(collective.getOutputs());
     CollectiveVolume &volume = report.communication[kind.str()];

@@ -102,6 +102,9 @@ bool copyParams(Operation *op, ArrayRef<StringRef> structural, plan::Instruction
         out.add_values(v);
     } else if (auto s = dyn_cast<StringAttr>(value)) {
       (*inst.mutable_string_attrs())[name.str()] = s.str();
+    } else if (auto reduction = dyn_cast<ReductionAttr>(value)) {
+      // The plan file keeps the kernel contract's string form.
+      (*inst.mutable_string_attrs())[name.str()] = stringifyReduction(reduction.getValue()).str();
     } else {
       error = "instruction '" + inst.op() + "' has a parameter '" + name.str() + "' of an unsupported kind";
       return false;
@@ -152,7 +155,8 @@ std::optional<runtime::PlanFile> fsdpc::buildPlanFile(ModuleOp module, const Wei
   h.set_transient_bytes(*program.getTransientBytes());
   h.set_host_bytes(program.getHostBytes().value_or(0));
   h.set_global_batch(program.getGlobalBatch());
-  h.set_loss_kind(program.getLossKind().str());
+  if (std::optional<LossKind> lossKind = program.getLossKind())
+    h.set_loss_kind(stringifyLossKind(*lossKind).str());
   h.set_optimizer(program.getOptimizer().str());
   h.set_num_classes(program.getNumClasses());
 
@@ -203,8 +207,8 @@ std::optional<runtime::PlanFile> fsdpc::buildPlanFile(ModuleOp module, const Wei
 
   // Units: where each parameter sits in its flat parameter, and the full
   // padded initial value every rank cuts its shard from.
-  if (std::optional<StringRef> strategy = program.getStrategy())
-    h.set_strategy(strategy->str());
+  if (std::optional<Strategy> strategy = program.getStrategy())
+    h.set_strategy(stringifyStrategy(*strategy).str());
   if (std::optional<int64_t> groupSize = program.getShardGroupSize())
     h.set_shard_group_size(*groupSize);
   for (UnitOp unit : program.getBlock().getOps<UnitOp>()) {
@@ -263,7 +267,7 @@ std::optional<runtime::PlanFile> fsdpc::buildPlanFile(ModuleOp module, const Wei
       inst->add_inputs(index.lookup(copy.getSource()));
       inst->add_outputs(index.lookup(copy.getTarget()));
     } else if (auto collective = dyn_cast<CollectiveOp>(op)) {
-      inst->set_op(collective.getCollective().str());
+      inst->set_op(stringifyCollectiveKind(collective.getCollective()).str());
       inst->set_stream(collective.getStream() == Stream::compute ? plan::COMPUTE : plan::COMMUNICATION);
       addRefs(collective.getInputs(), [&](int id) { inst->add_inputs(id); });
       addRefs(collective.getOutputs(), [&](int id) { inst->add_outputs(id); });

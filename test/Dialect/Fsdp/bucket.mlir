@@ -36,9 +36,9 @@
 // CHECK: %[[G2:.*]] = fsdp.flatten {{.*}}unit = @fc2
 // CHECK: %[[G1:.*]] = fsdp.flatten {{.*}}unit = @fc1
 // CHECK-NEXT: %[[R:.*]]:3 = fsdp.bucket {
-// CHECK-NEXT: fsdp.reduce_scatter %[[G3]] {group_size = 2 : i64, reduction = "avg", unit = @fc3} : tensor<12xf32> -> tensor<6xf32>
-// CHECK-NEXT: fsdp.reduce_scatter %[[G2]] {group_size = 2 : i64, reduction = "avg", unit = @fc2} : tensor<30xf32> -> tensor<15xf32>
-// CHECK-NEXT: fsdp.reduce_scatter %[[G1]] {group_size = 2 : i64, reduction = "avg", unit = @fc1} : tensor<16xf32> -> tensor<8xf32>
+// CHECK-NEXT: fsdp.reduce_scatter %[[G3]] {group_size = 2 : i64, reduction = #fsdp.reduction<avg>, unit = @fc3} : tensor<12xf32> -> tensor<6xf32>
+// CHECK-NEXT: fsdp.reduce_scatter %[[G2]] {group_size = 2 : i64, reduction = #fsdp.reduction<avg>, unit = @fc2} : tensor<30xf32> -> tensor<15xf32>
+// CHECK-NEXT: fsdp.reduce_scatter %[[G1]] {group_size = 2 : i64, reduction = #fsdp.reduction<avg>, unit = @fc1} : tensor<16xf32> -> tensor<8xf32>
 // CHECK-NEXT: fsdp.yield
 // CHECK-NEXT: } : tensor<6xf32>, tensor<15xf32>, tensor<8xf32>
 // CHECK-NEXT: graph.adamw_update %arg3, %[[R]]#2
@@ -74,8 +74,8 @@
 // DDP: %[[G3:.*]] = fsdp.flatten {{.*}}unit = @fc3
 // DDP: %[[G2:.*]] = fsdp.flatten {{.*}}unit = @fc2
 // DDP-NEXT: fsdp.bucket {
-// DDP-NEXT: fsdp.all_reduce %[[G3]] {group_size = 2 : i64, reduction = "avg", unit = @fc3} : tensor<12xf32>
-// DDP-NEXT: fsdp.all_reduce %[[G2]] {group_size = 2 : i64, reduction = "avg", unit = @fc2} : tensor<30xf32>
+// DDP-NEXT: fsdp.all_reduce %[[G3]] {group_size = 2 : i64, reduction = #fsdp.reduction<avg>, unit = @fc3} : tensor<12xf32>
+// DDP-NEXT: fsdp.all_reduce %[[G2]] {group_size = 2 : i64, reduction = #fsdp.reduction<avg>, unit = @fc2} : tensor<30xf32>
 // DDP-NEXT: fsdp.yield
 // DDP-NEXT: } : tensor<12xf32>, tensor<30xf32>
 // DDP-NEXT: graph.relu_grad
@@ -86,11 +86,11 @@
 // HYBRID-LABEL: func.func @train_step
 // HYBRID: fsdp.flatten {{.*}}unit = @fc1
 // HYBRID-NEXT: %[[R:.*]]:3 = fsdp.bucket {
-// HYBRID-NEXT: fsdp.reduce_scatter {{.*}}{group_size = 2 : i64, reduction = "avg", unit = @fc3}
+// HYBRID-NEXT: fsdp.reduce_scatter {{.*}}{group_size = 2 : i64, reduction = #fsdp.reduction<avg>, unit = @fc3}
 // HYBRID-NEXT: fsdp.reduce_scatter {{.*}}unit = @fc2
 // HYBRID-NEXT: fsdp.reduce_scatter {{.*}}unit = @fc1
 // HYBRID: %[[A:.*]]:3 = fsdp.bucket {
-// HYBRID-NEXT: fsdp.all_reduce %[[R]]#0 {group_size = 2 : i64, group_stride = 2 : i64, reduction = "avg", unit = @fc3} : tensor<6xf32>
+// HYBRID-NEXT: fsdp.all_reduce %[[R]]#0 {group_size = 2 : i64, group_stride = 2 : i64, reduction = #fsdp.reduction<avg>, unit = @fc3} : tensor<6xf32>
 // HYBRID-NEXT: fsdp.all_reduce %[[R]]#1 {{.*}}unit = @fc2
 // HYBRID-NEXT: fsdp.all_reduce %[[R]]#2 {{.*}}unit = @fc1
 // HYBRID: graph.adamw_update %arg3, %[[A]]#2

@@ -12,7 +12,7 @@
 // CHECK-SAME: tensor<1xf32> {graph.grad_norm})
 // CHECK: %[[R1:.*]] = fsdp.reduce_scatter {{.*}}unit = @fc1
 // CHECK-NEXT: %[[SQ:.*]] = graph.sum_squares %[[R1]], %[[G2:.*]], %[[G3:.*]] : (tensor<8xf32>, tensor<15xf32>, tensor<6xf32>) -> tensor<1xf32>
-// CHECK-NEXT: %[[ALL:.*]] = fsdp.all_reduce %[[SQ]] {group_size = 2 : i64, reduction = "sum"} : tensor<1xf32>
+// CHECK-NEXT: %[[ALL:.*]] = fsdp.all_reduce %[[SQ]] {group_size = 2 : i64, reduction = #fsdp.reduction<sum>} : tensor<1xf32>
 // CHECK-NEXT: %[[SCALE:.*]], %[[NORM:.*]] = graph.clip_coefficient %[[ALL]] {max_norm = 5.000000e-01 : f64}
 // CHECK-NEXT: %[[C1:.*]] = graph.mul %[[R1]], %[[SCALE]] : (tensor<8xf32>, tensor<1xf32>) -> tensor<8xf32>
 // CHECK-NEXT: graph.adamw_update %arg3, %[[C1]]
@@ -24,14 +24,14 @@
 // collective beyond the gradients' own all-reduces.
 // DDP-LABEL: func.func @train_step
 // DDP: graph.sum_squares {{.*}} : (tensor<15xf32>, tensor<30xf32>, tensor<12xf32>) -> tensor<1xf32>
-// DDP-NOT: fsdp.all_reduce {{.*}}reduction = "sum"
+// DDP-NOT: fsdp.all_reduce {{.*}}reduction = #fsdp.reduction<sum>
 // DDP: graph.clip_coefficient
 
 // hybrid_shard, groups of 2 on 4 ranks: the partial norms are summed over
 // the shard group only; the replicas hold the same shards.
 // HYBRID-LABEL: func.func @train_step
 // HYBRID: %[[SQ:.*]] = graph.sum_squares
-// HYBRID-NEXT: fsdp.all_reduce %[[SQ]] {group_size = 2 : i64, reduction = "sum"} : tensor<1xf32>
+// HYBRID-NEXT: fsdp.all_reduce %[[SQ]] {group_size = 2 : i64, reduction = #fsdp.reduction<sum>} : tensor<1xf32>
 // HYBRID-NEXT: graph.clip_coefficient {{.*}}{max_norm = 2.000000e+00 : f64}
 
 // ZERO: fsdp-clip-grad-norm: max-norm must be positive, got 0

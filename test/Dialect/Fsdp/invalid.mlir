@@ -19,7 +19,7 @@ func.func @gather_size(%shard: tensor<6xf32>) -> tensor<20xf32> {
 // Tests that collectives name a declared unit.
 func.func @missing_unit(%flat: tensor<24xf32>) -> tensor<6xf32> {
   // expected-error @+1 {{references an undefined unit @nope}}
-  %g = fsdp.reduce_scatter %flat {unit = @nope, reduction = "avg", group_size = 4 : i64} : tensor<24xf32> -> tensor<6xf32>
+  %g = fsdp.reduce_scatter %flat {unit = @nope, reduction = #fsdp.reduction<avg>, group_size = 4 : i64} : tensor<24xf32> -> tensor<6xf32>
   return %g : tensor<6xf32>
 }
 
@@ -28,8 +28,9 @@ func.func @missing_unit(%flat: tensor<24xf32>) -> tensor<6xf32> {
 // Tests that reductions are sum or avg.
 fsdp.unit @unit0 params ["w"] : [tensor<6xf32>] flat_size 6 padded_size 6
 func.func @bad_reduction(%g: tensor<6xf32>) -> tensor<6xf32> {
-  // expected-error @+1 {{reduction must be "sum" or "avg", got "max"}}
-  %r = fsdp.all_reduce %g {unit = @unit0, reduction = "max", group_size = 2 : i64} : tensor<6xf32>
+  // expected-error @+2 {{expected ::fsdpc::fsdp::Reduction to be one of: sum, avg}}
+  // expected-error @+1 {{failed to parse Fsdp_ReductionAttr parameter}}
+  %r = fsdp.all_reduce %g {unit = @unit0, reduction = #fsdp.reduction<max>, group_size = 2 : i64} : tensor<6xf32>
   return %r : tensor<6xf32>
 }
 
@@ -104,7 +105,7 @@ func.func @mixed_kinds(%sa: tensor<8xf32>, %gb: tensor<8xf32>) -> (tensor<16xf32
   // expected-error @+1 {{members must be one kind of collective, got fsdp.all_gather and fsdp.reduce_scatter}}
   %r:2 = fsdp.bucket {
     %a = fsdp.all_gather %sa {unit = @a, group_size = 2 : i64} : tensor<8xf32> -> tensor<16xf32>
-    %b = fsdp.reduce_scatter %gb {unit = @b, reduction = "avg", group_size = 2 : i64} : tensor<8xf32> -> tensor<4xf32>
+    %b = fsdp.reduce_scatter %gb {unit = @b, reduction = #fsdp.reduction<avg>, group_size = 2 : i64} : tensor<8xf32> -> tensor<4xf32>
     fsdp.yield %a, %b : tensor<16xf32>, tensor<4xf32>
   } : tensor<16xf32>, tensor<4xf32>
   return %r#0, %r#1 : tensor<16xf32>, tensor<4xf32>
@@ -161,8 +162,8 @@ fsdp.unit @a params ["a.w"] : [tensor<16xf32>] flat_size 16 padded_size 16
 fsdp.unit @b params ["b.w"] : [tensor<8xf32>] flat_size 8 padded_size 8
 func.func @free_reduced(%ga: tensor<16xf32>, %gb: tensor<8xf32>) {
   %r:2 = fsdp.bucket {
-    %a = fsdp.reduce_scatter %ga {unit = @a, reduction = "avg", group_size = 2 : i64} : tensor<16xf32> -> tensor<8xf32>
-    %b = fsdp.reduce_scatter %gb {unit = @b, reduction = "avg", group_size = 2 : i64} : tensor<8xf32> -> tensor<4xf32>
+    %a = fsdp.reduce_scatter %ga {unit = @a, reduction = #fsdp.reduction<avg>, group_size = 2 : i64} : tensor<16xf32> -> tensor<8xf32>
+    %b = fsdp.reduce_scatter %gb {unit = @b, reduction = #fsdp.reduction<avg>, group_size = 2 : i64} : tensor<8xf32> -> tensor<4xf32>
     fsdp.yield %a, %b : tensor<8xf32>, tensor<4xf32>
   } : tensor<8xf32>, tensor<4xf32>
   // expected-error @+1 {{operand must be the result of fsdp.all_gather}}

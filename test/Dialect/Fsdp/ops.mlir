@@ -14,9 +14,9 @@ func.func @collectives(%shard: tensor<6xf32>, %gw: tensor<2x10xf32>, %gb: tensor
   // CHECK: fsdp.free
   fsdp.free %full : tensor<24xf32>
   // CHECK: fsdp.reduce_scatter
-  %g = fsdp.reduce_scatter %flat {unit = @unit0, reduction = "avg", group_size = 4 : i64} : tensor<24xf32> -> tensor<6xf32>
+  %g = fsdp.reduce_scatter %flat {unit = @unit0, reduction = #fsdp.reduction<avg>, group_size = 4 : i64} : tensor<24xf32> -> tensor<6xf32>
   // CHECK: fsdp.all_reduce {{.*}} group_stride = 2
-  %r = fsdp.all_reduce %g {unit = @unit0, reduction = "avg", group_size = 2 : i64, group_stride = 2 : i64} : tensor<6xf32>
+  %r = fsdp.all_reduce %g {unit = @unit0, reduction = #fsdp.reduction<avg>, group_size = 2 : i64, group_stride = 2 : i64} : tensor<6xf32>
   // CHECK: fsdp.shard
   %s = fsdp.shard %flat {group_size = 4 : i64} : tensor<24xf32> -> tensor<6xf32>
   return %r, %s : tensor<6xf32>, tensor<6xf32>

@@ -15,7 +15,7 @@
 // again only for fc2 (backward does not read fc1's weight: the input needs
 // no gradient), reduce-scatter each flat gradient as soon as it is complete,
 // and update the shards at the end.
-// FULL: module attributes {fsdp.shard_group_size = 2 : i64, fsdp.strategy = "full_shard", fsdp.world_size = 2 : i64
+// FULL: module attributes {fsdp.shard_group_size = 2 : i64, fsdp.strategy = #fsdp.strategy<full_shard>, fsdp.world_size = 2 : i64
 // FULL: fsdp.unit @fc1 params ["fc1.weight", "fc1.bias"] : [tensor<5x3xf32>, tensor<5xf32>] flat_size 20 padded_size 20
 // FULL-LABEL: func.func @train_step
 // FULL-SAME: %[[S1:[a-z0-9]+]]: tensor<10xf32> {fsdp.shard_of = @fc1}
@@ -38,7 +38,7 @@
 // FULL-NOT: fsdp.all_gather
 // FULL: %[[D2:.*]] = graph.matmul %{{.*}} {transpose_a = true}
 // FULL-NEXT: %[[FL2:.*]] = fsdp.flatten %[[D2]] {unit = @fc2} : tensor<2x5xf32> -> tensor<10xf32>
-// FULL-NEXT: %[[R2:.*]] = fsdp.reduce_scatter %[[FL2]] {group_size = 2 : i64, reduction = "avg", unit = @fc2} : tensor<10xf32> -> tensor<5xf32>
+// FULL-NEXT: %[[R2:.*]] = fsdp.reduce_scatter %[[FL2]] {group_size = 2 : i64, reduction = #fsdp.reduction<avg>, unit = @fc2} : tensor<10xf32> -> tensor<5xf32>
 // FULL: fsdp.flatten %{{.*}}, %{{.*}} {unit = @fc1} : tensor<5x3xf32>, tensor<5xf32> -> tensor<20xf32>
 // FULL-NEXT: %[[R1:.*]] = fsdp.reduce_scatter
 // FULL-NEXT: graph.adamw_update %[[S1]], %[[R1]]
@@ -58,22 +58,22 @@
 
 // no_shard: views of the replicated flat parameter, no gathers, an
 // all-reduce of each flat gradient over the world.
-// NOSHARD: fsdp.strategy = "no_shard"
+// NOSHARD: fsdp.strategy = #fsdp.strategy<no_shard>
 // NOSHARD-LABEL: func.func @train_step
 // NOSHARD-SAME: tensor<20xf32> {fsdp.shard_of = @fc1}
 // NOSHARD-NOT: fsdp.all_gather
 // NOSHARD-NOT: fsdp.free
 // NOSHARD: %[[FL:.*]] = fsdp.flatten {{.*}}unit = @fc2
-// NOSHARD-NEXT: fsdp.all_reduce %[[FL]] {group_size = 2 : i64, reduction = "avg", unit = @fc2} : tensor<10xf32>
+// NOSHARD-NEXT: fsdp.all_reduce %[[FL]] {group_size = 2 : i64, reduction = #fsdp.reduction<avg>, unit = @fc2} : tensor<10xf32>
 // NOSHARD-NOT: fsdp.reduce_scatter
 
 // hybrid_shard: full_shard in groups of 2, then the gradient shard averaged
 // over the 2 ranks holding the same shard (stride 2).
-// HYBRID: fsdp.shard_group_size = 2 : i64, fsdp.strategy = "hybrid_shard", fsdp.world_size = 4 : i64
+// HYBRID: fsdp.shard_group_size = 2 : i64, fsdp.strategy = #fsdp.strategy<hybrid_shard>, fsdp.world_size = 4 : i64
 // HYBRID-LABEL: func.func @train_step
 // HYBRID: fsdp.all_gather {{.*}}{group_size = 2 : i64, unit = @fc1} : tensor<10xf32> -> tensor<20xf32>
-// HYBRID: %[[R:.*]] = fsdp.reduce_scatter {{.*}}{group_size = 2 : i64, reduction = "avg", unit = @fc2}
-// HYBRID-NEXT: fsdp.all_reduce %[[R]] {group_size = 2 : i64, group_stride = 2 : i64, reduction = "avg", unit = @fc2} : tensor<5xf32>
+// HYBRID: %[[R:.*]] = fsdp.reduce_scatter {{.*}}{group_size = 2 : i64, reduction = #fsdp.reduction<avg>, unit = @fc2}
+// HYBRID-NEXT: fsdp.all_reduce %[[R]] {group_size = 2 : i64, group_stride = 2 : i64, reduction = #fsdp.reduction<avg>, unit = @fc2} : tensor<5xf32>
 
 // Three ranks: each flat parameter is padded to a multiple of 3.
 // PAD: fsdp.unit @fc1 {{.*}} flat_size 20 padded_size 21
@@ -95,14 +95,14 @@
 // MP-NEXT: fsdp.param_view %[[F1]] {offset = 0 : i64, param = "fc1.weight"} : tensor<20xbf16> -> tensor<5x3xbf16>
 // MP: %[[G1:.*]] = fsdp.flatten %{{.*}}, %{{.*}} {unit = @fc1} : tensor<5x3xbf16>, tensor<5xbf16> -> tensor<20xbf16>
 // MP-NEXT: %[[G1F:.*]] = graph.cast %[[G1]] : (tensor<20xbf16>) -> tensor<20xf32>
-// MP-NEXT: %[[R1:.*]] = fsdp.reduce_scatter %[[G1F]] {group_size = 2 : i64, reduction = "avg", unit = @fc1} : tensor<20xf32> -> tensor<10xf32>
+// MP-NEXT: %[[R1:.*]] = fsdp.reduce_scatter %[[G1F]] {group_size = 2 : i64, reduction = #fsdp.reduction<avg>, unit = @fc1} : tensor<20xf32> -> tensor<10xf32>
 // MP: graph.adamw_update %[[S1]], %[[R1]]
 // With reduce-dtype=low the bf16 gradients are flattened and
 // reduce-scattered as bf16, and the shard is cast to f32 for the update.
 // MPLOW-LABEL: func.func @train_step
 // MPLOW-SAME: %[[S1:[a-z0-9]+]]: tensor<10xf32> {fsdp.shard_of = @fc1}
 // MPLOW: fsdp.flatten %{{.*}}, %{{.*}} {unit = @fc1} : tensor<5x3xbf16>, tensor<5xbf16> -> tensor<20xbf16>
-// MPLOW-NEXT: %[[R1:.*]] = fsdp.reduce_scatter %{{.*}} {group_size = 2 : i64, reduction = "avg", unit = @fc1} : tensor<20xbf16> -> tensor<10xbf16>
+// MPLOW-NEXT: %[[R1:.*]] = fsdp.reduce_scatter %{{.*}} {group_size = 2 : i64, reduction = #fsdp.reduction<avg>, unit = @fc1} : tensor<20xbf16> -> tensor<10xbf16>
 // MPLOW-NEXT: %[[G1:.*]] = graph.cast %[[R1]] : (tensor<10xbf16>) -> tensor<10xf32>
 // MPLOW: graph.adamw_update %[[S1]], %[[G1]]
 // On one rank, mixed precision casts each unit's flat parameter once,

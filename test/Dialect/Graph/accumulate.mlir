@@ -45,7 +45,7 @@
 // NOSYNC: graph.softmax_cross_entropy {{.*}}graph.micro_loss
 // NOSYNC: %[[S2:.*]] = graph.scale {{.*}}graph.accumulate = 2 : i64} : tensor<2x5xf32>
 // NOSYNC-NEXT: %[[F2:.*]] = fsdp.flatten %[[S2]] {unit = @fc2}
-// NOSYNC-NEXT: fsdp.reduce_scatter %[[F2]] {group_size = 2 : i64, reduction = "avg", unit = @fc2}
+// NOSYNC-NEXT: fsdp.reduce_scatter %[[F2]] {group_size = 2 : i64, reduction = #fsdp.reduction<avg>, unit = @fc2}
 
 // accumulate-reduce=each: every micro-batch's gradient is flattened and
 // reduce-scattered when complete; the shards are summed and halved before

@@ -10,7 +10,7 @@
 // CHECK-DAG: plan.tensor @a transient : tensor<16xf32> {offset = 0 : i64}
 // CHECK-DAG: plan.tensor @b transient : tensor<16xf32> {offset = 64 : i64}
 // CHECK-DAG: plan.tensor @c transient : tensor<16xf32> {offset = 0 : i64}
-plan.program @p attributes {world_size = 1 : i64, global_batch = 1 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+plan.program @p attributes {world_size = 1 : i64, global_batch = 1 : i64, loss = @l, loss_kind = #plan.loss_kind<mse>, optimizer = "sgd"} {
   plan.tensor @w parameter : tensor<12xf32> {source_name = "w"}
   plan.tensor @s step_counter : tensor<i64>
   plan.tensor @a transient : tensor<16xf32>
@@ -31,7 +31,7 @@ plan.program @p attributes {world_size = 1 : i64, global_batch = 1 : i64, loss =
 // CHECK-DAG: plan.tensor @flat transient : tensor<32xf32> {offset = 0 : i64}
 // CHECK-DAG: plan.tensor @half view : tensor<16xf32> {offset = 64 : i64, view_of = @flat, view_offset = 64 : i64}
 // CHECK-DAG: plan.tensor @other transient : tensor<16xf32> {offset = 128 : i64}
-plan.program @views attributes {world_size = 1 : i64, global_batch = 1 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+plan.program @views attributes {world_size = 1 : i64, global_batch = 1 : i64, loss = @l, loss_kind = #plan.loss_kind<mse>, optimizer = "sgd"} {
   plan.tensor @flat transient : tensor<32xf32>
   plan.tensor @half view : tensor<16xf32> {view_of = @flat, view_offset = 64 : i64}
   plan.tensor @other transient : tensor<16xf32>
@@ -49,7 +49,7 @@ plan.program @views attributes {world_size = 1 : i64, global_batch = 1 : i64, lo
 // CHECK-LABEL: plan.program @loss_view
 // CHECK-DAG: plan.tensor @base transient : tensor<1xf32> {offset = 0 : i64}
 // CHECK-DAG: plan.tensor @later transient : tensor<1xf32> {offset = 64 : i64}
-plan.program @loss_view attributes {world_size = 1 : i64, global_batch = 1 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+plan.program @loss_view attributes {world_size = 1 : i64, global_batch = 1 : i64, loss = @l, loss_kind = #plan.loss_kind<mse>, optimizer = "sgd"} {
   plan.tensor @base transient : tensor<1xf32>
   plan.tensor @l view : tensor<f32> {view_of = @base, view_offset = 0 : i64}
   plan.tensor @later transient : tensor<1xf32>
@@ -67,7 +67,7 @@ plan.program @loss_view attributes {world_size = 1 : i64, global_batch = 1 : i64
 // CHECK-DAG: plan.tensor @grad transient : tensor<16xf32> {offset = 0 : i64}
 // CHECK-DAG: plan.tensor @later transient : tensor<16xf32> {offset = 64 : i64}
 // CHECK-DAG: plan.tensor @after transient : tensor<16xf32> {offset = 0 : i64}
-plan.program @async attributes {world_size = 2 : i64, global_batch = 2 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+plan.program @async attributes {world_size = 2 : i64, global_batch = 2 : i64, loss = @l, loss_kind = #plan.loss_kind<mse>, optimizer = "sgd"} {
   plan.tensor @grad transient : tensor<16xf32>
   plan.tensor @shard gradient : tensor<8xf32> {unit = "u"}
   plan.tensor @later transient : tensor<16xf32>
@@ -76,7 +76,7 @@ plan.program @async attributes {world_size = 2 : i64, global_batch = 2 : i64, lo
   plan.kernel "fill" ins [] outs [@grad] on compute {value = 1.0 : f64}
   plan.record_event 0 on compute
   plan.wait_event 0 on communication
-  plan.collective "reduce_scatter" ins [@grad] outs [@shard] on communication {group_size = 2 : i64, reduction = "avg"}
+  plan.collective reduce_scatter ins [@grad] outs [@shard] on communication {group_size = 2 : i64, reduction = #plan.reduction<avg>}
   plan.record_event 1 on communication
   plan.kernel "fill" ins [] outs [@later] on compute {value = 2.0 : f64}
   plan.wait_event 1 on compute

@@ -15,7 +15,7 @@
 // ALLOC-SAME: transient_bytes = 384 : i64
 // ALLOC-DAG: plan.tensor @head transient : tensor<2x3x5xf32> {offset = [[HEAD:[0-9]+]] : i64}
 // ALLOC-DAG: plan.tensor @dlogits view : tensor<6x5xf32> {offset = [[HEAD]] : i64,
-plan.program @loss_grad attributes {world_size = 1 : i64, global_batch = 6 : i64, loss = @loss, loss_kind = "cross_entropy", optimizer = "sgd"} {
+plan.program @loss_grad attributes {world_size = 1 : i64, global_batch = 6 : i64, loss = @loss, loss_kind = #plan.loss_kind<cross_entropy>, optimizer = "sgd"} {
   plan.tensor @w parameter : tensor<5x4xf32> {source_name = "w"}
   plan.tensor @x input : tensor<2x3x4xf32> {source_name = "x"}
   plan.tensor @labels input : tensor<6xi64> {source_name = "labels"}
@@ -40,7 +40,7 @@ plan.program @loss_grad attributes {world_size = 1 : i64, global_batch = 6 : i64
 // CHECK-DAG: plan.tensor @dlogits view : tensor<6x5xf32> {view_of = @logits, view_offset = 0 : i64}
 // CHECK-DAG: plan.tensor @loss transient : tensor<f32>
 // CHECK:     plan.kernel "softmax_cross_entropy_with_grad" ins [@logits, @labels, @seed] outs [@loss, @dlogits] on compute
-plan.program @loss_with_grad attributes {world_size = 1 : i64, global_batch = 6 : i64, loss = @loss, loss_kind = "cross_entropy", optimizer = "sgd"} {
+plan.program @loss_with_grad attributes {world_size = 1 : i64, global_batch = 6 : i64, loss = @loss, loss_kind = #plan.loss_kind<cross_entropy>, optimizer = "sgd"} {
   plan.tensor @w parameter : tensor<5x4xf32> {source_name = "w"}
   plan.tensor @x input : tensor<6x4xf32> {source_name = "x"}
   plan.tensor @labels input : tensor<6xi64> {source_name = "labels"}
@@ -61,7 +61,7 @@ plan.program @loss_with_grad attributes {world_size = 1 : i64, global_batch = 6 
 // loss term), so their bytes do not die with it.
 // CHECK-LABEL: plan.program @read_after
 // CHECK: plan.tensor @dlogits transient : tensor<6x5xf32>
-plan.program @read_after attributes {world_size = 1 : i64, global_batch = 6 : i64, loss = @loss, loss_kind = "cross_entropy", optimizer = "sgd"} {
+plan.program @read_after attributes {world_size = 1 : i64, global_batch = 6 : i64, loss = @loss, loss_kind = #plan.loss_kind<cross_entropy>, optimizer = "sgd"} {
   plan.tensor @labels input : tensor<6xi64> {source_name = "labels"}
   plan.tensor @logits transient : tensor<6x5xf32>
   plan.tensor @loss transient : tensor<f32>
@@ -82,7 +82,7 @@ plan.program @read_after attributes {world_size = 1 : i64, global_batch = 6 : i6
 // CHECK-LABEL: plan.program @input_logits
 // CHECK: plan.tensor @dlogits transient : tensor<6x5xf32>
 // CHECK: plan.tensor @scaled transient : tensor<6x5xf32>
-plan.program @input_logits attributes {world_size = 1 : i64, global_batch = 6 : i64, loss = @loss, loss_kind = "cross_entropy", optimizer = "sgd"} {
+plan.program @input_logits attributes {world_size = 1 : i64, global_batch = 6 : i64, loss = @loss, loss_kind = #plan.loss_kind<cross_entropy>, optimizer = "sgd"} {
   plan.tensor @logits input : tensor<6x5xf32> {source_name = "logits"}
   plan.tensor @labels input : tensor<6xi64> {source_name = "labels"}
   plan.tensor @loss transient : tensor<f32>
@@ -102,7 +102,7 @@ plan.program @input_logits attributes {world_size = 1 : i64, global_batch = 6 : 
 // stream's to end.
 // CHECK-LABEL: plan.program @collective
 // CHECK: plan.tensor @dlogits transient : tensor<6x5xf32>
-plan.program @collective attributes {world_size = 2 : i64, global_batch = 6 : i64, loss = @loss, loss_kind = "cross_entropy", optimizer = "sgd"} {
+plan.program @collective attributes {world_size = 2 : i64, global_batch = 6 : i64, loss = @loss, loss_kind = #plan.loss_kind<cross_entropy>, optimizer = "sgd"} {
   plan.tensor @labels input : tensor<6xi64> {source_name = "labels"}
   plan.tensor @raw transient : tensor<6x5xf32>
   plan.tensor @logits transient : tensor<6x5xf32>
@@ -112,7 +112,7 @@ plan.program @collective attributes {world_size = 2 : i64, global_batch = 6 : i6
   plan.kernel "fill" ins [] outs [@raw] on compute {value = 0.5 : f64}
   plan.record_event 0 on compute
   plan.wait_event 0 on communication
-  plan.collective "all_reduce" ins [@raw] outs [@logits] on communication {group_size = 2 : i64, reduction = "sum"}
+  plan.collective all_reduce ins [@raw] outs [@logits] on communication {group_size = 2 : i64, reduction = #plan.reduction<sum>}
   plan.record_event 1 on communication
   plan.wait_event 1 on compute
   plan.kernel "fill" ins [] outs [@seed] on compute {value = 1.0 : f64}

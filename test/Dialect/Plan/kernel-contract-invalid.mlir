@@ -6,7 +6,7 @@
 // fsdp-run loads it.
 
 // Tests that an unknown kernel is refused.
-plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @l, loss_kind = #plan.loss_kind<mse>, optimizer = "sgd"} {
   plan.tensor @x transient : tensor<4xf32>
   plan.tensor @l transient : tensor<f32>
   // expected-error @+1 {{unknown kernel "softplus"}}
@@ -16,7 +16,7 @@ plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss =
 // -----
 
 // Tests that a kernel takes the contract's number of inputs.
-plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @l, loss_kind = #plan.loss_kind<mse>, optimizer = "sgd"} {
   plan.tensor @x transient : tensor<4xf32>
   plan.tensor @l transient : tensor<f32>
   // expected-error @+1 {{kernel "add" takes 2 inputs, got 3}}
@@ -26,7 +26,7 @@ plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss =
 // -----
 
 // Tests that a kernel writes the contract's number of outputs.
-plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @l, loss_kind = #plan.loss_kind<mse>, optimizer = "sgd"} {
   plan.tensor @x transient : tensor<2x4xf32>
   plan.tensor @s transient : tensor<4xf32>
   plan.tensor @l transient : tensor<f32>
@@ -37,7 +37,7 @@ plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss =
 // -----
 
 // Tests a variable arity: sgd_update takes a momentum buffer or not.
-plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @l, loss_kind = #plan.loss_kind<mse>, optimizer = "sgd"} {
   plan.tensor @w transient : tensor<4xf32>
   plan.tensor @l transient : tensor<f32>
   // expected-error @+1 {{kernel "sgd_update" takes 3 to 4 inputs, got 2}}
@@ -47,7 +47,7 @@ plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss =
 // -----
 
 // Tests that a parameter the kernel does not have is refused.
-plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @l, loss_kind = #plan.loss_kind<mse>, optimizer = "sgd"} {
   plan.tensor @x transient : tensor<4xf32>
   plan.tensor @l transient : tensor<f32>
   // expected-error @+1 {{kernel "relu" has no parameter 'alpha'}}
@@ -57,7 +57,7 @@ plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss =
 // -----
 
 // Tests that a parameter has the contract's type.
-plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @l, loss_kind = #plan.loss_kind<mse>, optimizer = "sgd"} {
   plan.tensor @x transient : tensor<2x4xf32>
   plan.tensor @l transient : tensor<f32>
   // expected-error @+1 {{kernel "softmax" parameter 'axis' must be a int, got 1.000000e+00 : f64}}
@@ -67,7 +67,7 @@ plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss =
 // -----
 
 // Tests that a required parameter is present.
-plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @l, loss_kind = "mse", optimizer = "sgd"} {
+plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @l, loss_kind = #plan.loss_kind<mse>, optimizer = "sgd"} {
   plan.tensor @x transient : tensor<2x4xf32>
   plan.tensor @l transient : tensor<f32>
   // expected-error @+1 {{kernel "transpose" needs parameter 'perm'}}

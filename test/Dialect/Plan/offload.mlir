@@ -16,8 +16,8 @@
 // OPT-DAG: plan.tensor @shard.host transient : tensor<4xf32> {host}
 // OPT-DAG: plan.tensor @grad_shard.host transient : tensor<4xf32> {host}
 // OPT-DAG: plan.tensor @step.host transient : tensor<i64> {host}
-// OPT:      plan.collective "all_gather" ins [@shard] outs [@full] on communication
-// OPT:      plan.collective "reduce_scatter" ins [@full_grad] outs [@grad_shard] on communication
+// OPT:      plan.collective all_gather ins [@shard] outs [@full] on communication
+// OPT:      plan.collective reduce_scatter ins [@full_grad] outs [@grad_shard] on communication
 // OPT:      plan.wait_event 3 on compute
 // OPT-NEXT: plan.copy @shard to @shard.host on compute
 // OPT-NEXT: plan.copy @grad_shard to @grad_shard.host on compute
@@ -39,12 +39,12 @@
 // PARAMS-DAG: plan.tensor @grad_shard.device transient : tensor<4xf32>
 // PARAMS:      plan.wait_event 0 on communication
 // PARAMS-NEXT: plan.copy @shard to @shard.device on communication
-// PARAMS-NEXT: plan.collective "all_gather" ins [@shard.device] outs [@full] on communication
+// PARAMS-NEXT: plan.collective all_gather ins [@shard.device] outs [@full] on communication
 // PARAMS-NEXT: plan.record_event 1 on communication
 // PARAMS:      plan.kernel "mul" ins [@full, @full] outs [@full_grad] on compute
 // PARAMS-NOT:  on_host
 // PARAMS:      plan.wait_event 2 on communication
-// PARAMS-NEXT: plan.collective "reduce_scatter" ins [@full_grad] outs [@grad_shard.device] on communication
+// PARAMS-NEXT: plan.collective reduce_scatter ins [@full_grad] outs [@grad_shard.device] on communication
 // PARAMS-NEXT: plan.copy @grad_shard.device to @grad_shard on communication
 // PARAMS-NEXT: plan.record_event 3 on communication
 // PARAMS:      plan.wait_event 3 on compute
@@ -60,7 +60,7 @@
 // ALLOC-SAME: persistent_bytes = 64 : i64
 // ALLOC-DAG: plan.tensor @shard parameter : tensor<4xf32> {host, offset = 0 : i64
 // ALLOC-DAG: plan.tensor @step step_counter : tensor<i64> {offset = 0 : i64}
-plan.program @step attributes {world_size = 2 : i64, global_batch = 2 : i64, loss = @loss, loss_kind = "mse", optimizer = "sgd", strategy = "full_shard", shard_group_size = 2 : i64} {
+plan.program @step attributes {world_size = 2 : i64, global_batch = 2 : i64, loss = @loss, loss_kind = #plan.loss_kind<mse>, optimizer = "sgd", strategy = #plan.strategy<full_shard>, shard_group_size = 2 : i64} {
   plan.tensor @shard parameter : tensor<4xf32> {source_name = "u.flat", unit = "u"}
   plan.tensor @momentum optimizer_state : tensor<4xf32> {optimizer_slot = "momentum_buffer", owner = "shard", unit = "u"}
   plan.tensor @grad_shard gradient : tensor<4xf32> {unit = "u"}
@@ -71,14 +71,14 @@ plan.program @step attributes {world_size = 2 : i64, global_batch = 2 : i64, los
   plan.unit "u" params ["w"] : [tensor<8xf32>] flat_size 8 padded_size 8 shard @shard
   plan.record_event 0 on compute
   plan.wait_event 0 on communication
-  plan.collective "all_gather" ins [@shard] outs [@full] on communication {group_size = 2 : i64}
+  plan.collective all_gather ins [@shard] outs [@full] on communication {group_size = 2 : i64}
   plan.record_event 1 on communication
   plan.wait_event 1 on compute
   plan.kernel "mul" ins [@full, @full] outs [@full_grad] on compute
   plan.kernel "fill" ins [] outs [@loss] on compute {value = 0.0 : f64}
   plan.record_event 2 on compute
   plan.wait_event 2 on communication
-  plan.collective "reduce_scatter" ins [@full_grad] outs [@grad_shard] on communication {group_size = 2 : i64, reduction = "avg"}
+  plan.collective reduce_scatter ins [@full_grad] outs [@grad_shard] on communication {group_size = 2 : i64, reduction = #plan.reduction<avg>}
   plan.record_event 3 on communication
   plan.wait_event 3 on compute
   plan.kernel "sgd_update" ins [@shard, @grad_shard, @momentum, @step] outs [@shard, @momentum] on compute {lr = 0.1 : f64, momentum = 0.9 : f64, dampening = 0.0 : f64, weight_decay = 0.0 : f64, nesterov = false}
@@ -95,7 +95,7 @@ plan.program @step attributes {world_size = 2 : i64, global_batch = 2 : i64, los
 // PARAMS-NOT:  on_host
 // OPT-LABEL: plan.program @norm
 // OPT-NOT: plan.copy
-plan.program @norm attributes {world_size = 1 : i64, global_batch = 1 : i64, loss = @sq_loss, loss_kind = "mse", optimizer = "sgd"} {
+plan.program @norm attributes {world_size = 1 : i64, global_batch = 1 : i64, loss = @sq_loss, loss_kind = #plan.loss_kind<mse>, optimizer = "sgd"} {
   plan.tensor @shard parameter : tensor<4xf32> {source_name = "u.flat", unit = "u"}
   plan.tensor @grad_shard gradient : tensor<4xf32> {unit = "u"}
   plan.tensor @sq transient : tensor<1xf32>

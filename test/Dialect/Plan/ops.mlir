@@ -2,7 +2,7 @@
 
 // Tests that a program with every kind of instruction prints and parses back.
 // CHECK-LABEL: plan.program @train_step
-plan.program @train_step attributes {world_size = 2 : i64, global_batch = 8 : i64, loss = @loss, loss_kind = "cross_entropy", optimizer = "adamw", num_classes = 5 : i64, shard_group_size = 2 : i64, strategy = "full_shard", source = "mlp.onnx", opset = 13 : i64} {
+plan.program @train_step attributes {world_size = 2 : i64, global_batch = 8 : i64, loss = @loss, loss_kind = #plan.loss_kind<cross_entropy>, optimizer = "adamw", num_classes = 5 : i64, shard_group_size = 2 : i64, strategy = #plan.strategy<full_shard>, source = "mlp.onnx", opset = 13 : i64} {
   // CHECK: plan.tensor @x input : tensor<4x3xf32> {source_name = "input"}
   plan.tensor @x input : tensor<4x3xf32> {source_name = "input"}
   plan.tensor @w parameter : tensor<5x3xf32> {source_name = "fc.weight"}
@@ -21,7 +21,7 @@ plan.program @train_step attributes {world_size = 2 : i64, global_batch = 8 : i6
   plan.record_event 0 on compute
   // CHECK: plan.wait_event 0 on communication
   plan.wait_event 0 on communication
-  // CHECK: plan.collective "all_gather" ins [@w] outs [@full] on communication {group_size = 2 : i64}
-  plan.collective "all_gather" ins [@w] outs [@full] on communication {group_size = 2 : i64}
+  // CHECK: plan.collective all_gather ins [@w] outs [@full] on communication {group_size = 2 : i64}
+  plan.collective all_gather ins [@w] outs [@full] on communication {group_size = 2 : i64}
   plan.kernel "fill" ins [] outs [@loss] on compute {value = 0.0 : f64}
 }

@@ -2,6 +2,8 @@
 
 #include "fsdpc/Dialect/Fsdp/IR/FsdpOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/ADT/DenseSet.h"
 
 #include <optional>
@@ -9,12 +11,19 @@
 using namespace mlir;
 using namespace fsdpc::fsdp;
 
+#include "fsdpc/Dialect/Fsdp/IR/FsdpEnums.cpp.inc"
 #include "fsdpc/Dialect/Fsdp/IR/FsdpOpsDialect.cpp.inc"
+#define GET_ATTRDEF_CLASSES
+#include "fsdpc/Dialect/Fsdp/IR/FsdpAttrs.cpp.inc"
 
 void FsdpDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "fsdpc/Dialect/Fsdp/IR/FsdpOps.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "fsdpc/Dialect/Fsdp/IR/FsdpAttrs.cpp.inc"
       >();
 }
 
@@ -25,12 +34,6 @@ int64_t flatSize(Value value) { return cast<RankedTensorType>(value.getType()).g
 LogicalResult verifyGroup(Operation *op, int64_t groupSize, int64_t groupStride) {
   if (groupSize < 1 || groupStride < 1)
     return op->emitOpError("group_size and group_stride must be positive, got ") << groupSize << " and " << groupStride;
-  return success();
-}
-
-LogicalResult verifyReduction(Operation *op, StringRef reduction) {
-  if (reduction != "sum" && reduction != "avg")
-    return op->emitOpError("reduction must be \"sum\" or \"avg\", got \"") << reduction << "\"";
   return success();
 }
 
@@ -97,7 +100,7 @@ LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &symbolTable) 
 }
 
 LogicalResult ReduceScatterOp::verify() {
-  if (failed(verifyGroup(*this, getGroupSize(), getGroupStride())) || failed(verifyReduction(*this, getReduction())) ||
+  if (failed(verifyGroup(*this, getGroupSize(), getGroupStride())) ||
       failed(verifySameElementType(*this, getInput(), getResult())))
     return failure();
   return verifyShardSizes(*this, flatSize(getInput()), flatSize(getResult()), getGroupSize());
@@ -107,9 +110,7 @@ LogicalResult ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbolTab
 }
 
 LogicalResult AllReduceOp::verify() {
-  if (failed(verifyGroup(*this, getGroupSize(), getGroupStride())))
-    return failure();
-  return verifyReduction(*this, getReduction());
+  return verifyGroup(*this, getGroupSize(), getGroupStride());
 }
 LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   if (!getUnitAttr())
@@ -165,7 +166,7 @@ SmallVector<Operation *> BucketOp::getMembers() {
 
 std::optional<CollectiveShape> fsdpc::fsdp::collectiveShapeOf(Operation *op) {
   if (auto gather = dyn_cast<AllGatherOp>(op))
-    return CollectiveShape{gather.getGroupSize(), gather.getGroupStride(), "", elementOf(gather.getShard()),
+    return CollectiveShape{gather.getGroupSize(), gather.getGroupStride(), std::nullopt, elementOf(gather.getShard()),
                            gather.getUnitAttr(), gather.getResult()};
   if (auto scatter = dyn_cast<ReduceScatterOp>(op))
     return CollectiveShape{scatter.getGroupSize(), scatter.getGroupStride(), scatter.getReduction(),

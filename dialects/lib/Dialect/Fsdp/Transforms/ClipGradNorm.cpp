@@ -69,7 +69,8 @@ struct FsdpClipGradNormPass : public fsdpc::fsdp::impl::FsdpClipGradNormBase<Fsd
     Value sumSquares = graph::SumSquaresOp::create(builder, loc, scalar, grads).getResult();
     auto shardGroup = module->getAttrOfType<IntegerAttr>(fsdp::kShardGroupSizeAttr);
     if (shardGroup && shardGroup.getInt() > 1)
-      sumSquares = fsdp::AllReduceOp::create(builder, loc, sumSquares, FlatSymbolRefAttr(), builder.getStringAttr("sum"),
+      sumSquares = fsdp::AllReduceOp::create(builder, loc, sumSquares, FlatSymbolRefAttr(),
+                                             fsdp::ReductionAttr::get(builder.getContext(), fsdp::Reduction::sum),
                                              builder.getI64IntegerAttr(shardGroup.getInt()),
                                              builder.getI64IntegerAttr(1))
                        .getResult();

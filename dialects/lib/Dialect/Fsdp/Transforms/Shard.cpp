@@ -27,7 +27,6 @@ using namespace fsdpc;
 
 namespace {
 
-enum class Strategy { kFullShard, kShardGradOp, kNoShard, kHybridShard };
 
 /// One unit with the arguments and optimizer updates of its parameters.
 struct UnitParams {
@@ -117,29 +116,22 @@ struct FsdpShardPass : public fsdpc::fsdp::impl::FsdpShardBase<FsdpShardPass> {
     func::FuncOp train = graph::lookupFunction(module, graph::kTrainStepFunc, "fsdp-shard");
     if (!train)
       return signalPassFailure();
-    Strategy kind;
-    if (strategy == "full_shard")
-      kind = Strategy::kFullShard;
-    else if (strategy == "shard_grad_op")
-      kind = Strategy::kShardGradOp;
-    else if (strategy == "no_shard")
-      kind = Strategy::kNoShard;
-    else if (strategy == "hybrid_shard")
-      kind = Strategy::kHybridShard;
-    else {
+    std::optional<fsdp::Strategy> parsed = fsdp::symbolizeStrategy(strategy);
+    if (!parsed) {
       train.emitError() << "fsdp-shard: unknown strategy '" << strategy
                          << "' (expected full_shard, shard_grad_op, no_shard or hybrid_shard)";
       return signalPassFailure();
     }
+    const fsdp::Strategy kind = *parsed;
     if (worldSize < 1) {
       train.emitError() << "fsdp-shard: world-size must be positive, got " << static_cast<int64_t>(worldSize);
       return signalPassFailure();
     }
-    if (kind != Strategy::kHybridShard && shardGroupSize != 0) {
+    if (kind != fsdp::Strategy::hybrid_shard && shardGroupSize != 0) {
       train.emitError() << "fsdp-shard: shard-group-size applies only to hybrid_shard, not " << strategy;
       return signalPassFailure();
     }
-    if (kind == Strategy::kHybridShard && (shardGroupSize < 1 || worldSize % shardGroupSize != 0)) {
+    if (kind == fsdp::Strategy::hybrid_shard && (shardGroupSize < 1 || worldSize % shardGroupSize != 0)) {
       train.emitError() << "fsdp-shard: hybrid_shard needs a shard-group-size that divides the world size "
                          << static_cast<int64_t>(worldSize) << ", got " << static_cast<int64_t>(shardGroupSize);
       return signalPassFailure();
@@ -155,12 +147,14 @@ struct FsdpShardPass : public fsdpc::fsdp::impl::FsdpShardBase<FsdpShardPass> {
     }
     reduceLow_ = reduceDtype == "low";
     kind_ = kind;
-    groupSize_ = kind == Strategy::kNoShard ? 1 : kind == Strategy::kHybridShard ? shardGroupSize : worldSize;
+    groupSize_ = kind == fsdp::Strategy::no_shard       ? 1
+                 : kind == fsdp::Strategy::hybrid_shard ? static_cast<int64_t>(shardGroupSize)
+                                                        : static_cast<int64_t>(worldSize);
 
     if (failed(shard(module, train)))
       return signalPassFailure();
     Builder b(module.getContext());
-    module->setAttr(fsdp::kStrategyAttr, b.getStringAttr(strategy));
+    module->setAttr(fsdp::kStrategyAttr, fsdp::StrategyAttr::get(module.getContext(), kind));
     module->setAttr(fsdp::kWorldSizeAttr, b.getI64IntegerAttr(worldSize));
     module->setAttr(fsdp::kShardGroupSizeAttr, b.getI64IntegerAttr(groupSize_));
   }
@@ -173,7 +167,7 @@ struct FsdpShardPass : public fsdpc::fsdp::impl::FsdpShardBase<FsdpShardPass> {
   void readThroughViews(OpBuilder &builder, UnitParams &unit, Value flat, ArrayRef<Operation *> users,
                         ArrayRef<SmallVector<Value>> reads);
 
-  Strategy kind_ = Strategy::kFullShard;
+  fsdp::Strategy kind_ = fsdp::Strategy::full_shard;
   int64_t groupSize_ = 1;
   bool reduceLow_ = false;
   bool reduceEach_ = false;
@@ -253,7 +247,7 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
   OpBuilder builder(context);
   const int64_t replicas = worldSize / groupSize_;
   auto i64 = [&](int64_t v) { return builder.getI64IntegerAttr(v); };
-  auto avg = builder.getStringAttr("avg");
+  auto avg = fsdp::ReductionAttr::get(context, fsdp::Reduction::avg);
 
   SmallVector<Value> returned = {loss};
   SmallVector<DictionaryAttr> returnedAttrs = {train.getResultAttrDict(lossIndex)};
@@ -347,7 +341,7 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
     } else if (groupSize_ == 1) {
       builder.setInsertionPointToStart(&body);
       readThroughViews(builder, unit, shardArg, allUsers, reads);
-    } else if (kind_ == Strategy::kShardGradOp) {
+    } else if (kind_ == fsdp::Strategy::shard_grad_op) {
       // One gather per micro-batch, kept through its forward and backward.
       std::map<int64_t, SmallVector<Operation *>> usersByMicroBatch;
       for (auto &[phase, users] : usersByPhase)

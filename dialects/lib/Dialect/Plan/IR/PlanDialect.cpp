@@ -5,6 +5,7 @@
 #include "fsdpc/runtime/KernelContract.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -13,11 +14,17 @@ using namespace fsdpc::plan_ir;
 
 #include "fsdpc/Dialect/Plan/IR/PlanEnums.cpp.inc"
 #include "fsdpc/Dialect/Plan/IR/PlanOpsDialect.cpp.inc"
+#define GET_ATTRDEF_CLASSES
+#include "fsdpc/Dialect/Plan/IR/PlanAttrs.cpp.inc"
 
 void PlanDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "fsdpc/Dialect/Plan/IR/PlanOps.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "fsdpc/Dialect/Plan/IR/PlanAttrs.cpp.inc"
       >();
 }
 
@@ -35,6 +42,8 @@ LogicalResult ProgramOp::verify() {
            << getWorldSize() << "), got " << *groupSize;
   if (!getLossAttr() && (!getOutputs() || getOutputs()->empty()))
     return emitOpError("needs a loss, or outputs for a forward-only program");
+  if (bool(getLossAttr()) != getLossKind().has_value())
+    return emitOpError(getLossAttr() ? "has a loss but no loss_kind" : "has a loss_kind but no loss");
   if (getLossAttr()) {
     auto lossTensor = dyn_cast_if_present<TensorOp>(mlir::SymbolTable::lookupSymbolIn(*this, getLossAttr()));
     if (!lossTensor)
@@ -318,18 +327,13 @@ LogicalResult KernelOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 }
 
 LogicalResult CollectiveOp::verify() {
-  StringRef kind = getCollective();
-  if (kind != "all_gather" && kind != "reduce_scatter" && kind != "all_reduce")
-    return emitOpError("unknown collective \"") << kind << "\"";
   if (getInputs().size() != 1 || getOutputs().size() != 1)
     return emitOpError("takes one input and one output");
   if (getGroupSize() < 1 || getGroupStride() < 1)
     return emitOpError("group_size and group_stride must be positive");
-  bool reduces = kind != "all_gather";
+  bool reduces = getCollective() != CollectiveKind::all_gather;
   if (reduces != getReduction().has_value())
     return emitOpError(reduces ? "needs a reduction" : "takes no reduction");
-  if (reduces && *getReduction() != "sum" && *getReduction() != "avg")
-    return emitOpError("reduction must be \"sum\" or \"avg\", got \"") << *getReduction() << "\"";
   return success();
 }
 

@@ -4,6 +4,7 @@
 
 include "mlir/IR/OpBase.td"
 include "fsdpc/Dialect/SignedAttrs.td"
+include "mlir/IR/EnumAttr.td"
 
 def Fsdp_Dialect : Dialect {
   let name = "fsdp";
@@ -22,6 +23,7 @@ def Fsdp_Dialect : Dialect {
     (`group_stride = 1`) or every `group_stride`-th rank (the replica groups
     of hybrid sharding).
   }];
+  let useDefaultAttributePrinterParser = 1;
 }
 
 class Fsdp_Op<string mnemonic, list<Trait> traits = []> :
@@ -30,5 +32,30 @@ class Fsdp_Op<string mnemonic, list<Trait> traits = []> :
 // A flat parameter, gradient or state: f32, or bf16 / f16 where mixed
 // precision gathers parameters or reduces gradients in low precision.
 def Fsdp_FlatTensor : 1DTensorOf<[F32, BF16, F16]>;
+
+// Enums in attribute dictionaries are dialect attributes: `#fsdp.reduction<avg>`.
+class Fsdp_EnumAttr<EnumAttrInfo info, string mnemonic> : EnumAttr<Fsdp_Dialect, info, mnemonic> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def Fsdp_Reduction : I32EnumAttr<"Reduction", "how a collective combines the ranks' tensors", [
+  I32EnumAttrCase<"sum", 0>,
+  I32EnumAttrCase<"avg", 1>
+]> {
+  let cppNamespace = "::fsdpc::fsdp";
+  let genSpecializedAttr = 0;
+}
+def Fsdp_ReductionAttr : Fsdp_EnumAttr<Fsdp_Reduction, "reduction">;
+
+def Fsdp_Strategy : I32EnumAttr<"Strategy", "the sharding strategy, as PyTorch FSDP names it", [
+  I32EnumAttrCase<"full_shard", 0>,
+  I32EnumAttrCase<"shard_grad_op", 1>,
+  I32EnumAttrCase<"no_shard", 2>,
+  I32EnumAttrCase<"hybrid_shard", 3>
+]> {
+  let cppNamespace = "::fsdpc::fsdp";
+  let genSpecializedAttr = 0;
+}
+def Fsdp_StrategyAttr : Fsdp_EnumAttr<Fsdp_Strategy, "strategy">;
 
 #endif // FSDPC_DIALECT_FSDP_FSDPBASE_TD

@@ -9,6 +9,10 @@
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
+
+#include "fsdpc/Dialect/Fsdp/IR/FsdpEnums.h.inc"
+#define GET_ATTRDEF_CLASSES
+#include "fsdpc/Dialect/Fsdp/IR/FsdpAttrs.h.inc"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #define GET_OP_CLASSES
@@ -23,7 +27,7 @@ namespace fsdpc::fsdp {
 /// the unit and the tensor.
 struct CollectiveShape {
   int64_t groupSize, groupStride;
-  llvm::StringRef reduction; // "" for a gather
+  std::optional<Reduction> reduction; // none for a gather
   mlir::Type element;
   mlir::FlatSymbolRefAttr unit; // null for a step-wide all_reduce
   mlir::Value full;             // the unsharded tensor: gathered result, or reduced input

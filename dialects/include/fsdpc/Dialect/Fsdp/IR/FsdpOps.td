@@ -89,15 +89,15 @@ def Fsdp_ReduceScatterOp : Fsdp_UnitUserOp<"reduce_scatter"> {
 
     - `input`: a full, padded flat gradient.
     - `unit`: the unit the gradient belongs to.
-    - `reduction`: `"sum"` or `"avg"`.
+    - `reduction`: `#fsdp.reduction<sum>` or `#fsdp.reduction<avg>`.
     - `group_size`, `group_stride`: the group (see the dialect).
 
     ```mlir
-    %g = fsdp.reduce_scatter %full_grad {unit = @unit0, reduction = "avg", group_size = 4 : i64}
+    %g = fsdp.reduce_scatter %full_grad {unit = @unit0, reduction = #fsdp.reduction<avg>, group_size = 4 : i64}
         : tensor<22528xf32> -> tensor<5632xf32>
     ```
   }];
-  let arguments = (ins Fsdp_FlatTensor:$input, FlatSymbolRefAttr:$unit, StrAttr:$reduction, Fsdpc_I64Attr:$group_size,
+  let arguments = (ins Fsdp_FlatTensor:$input, FlatSymbolRefAttr:$unit, Fsdp_ReductionAttr:$reduction, Fsdpc_I64Attr:$group_size,
                        DefaultValuedAttr<Fsdpc_I64Attr, "1">:$group_stride);
   let results = (outs Fsdp_FlatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
@@ -110,15 +110,15 @@ def Fsdp_AllReduceOp : Fsdp_UnitUserOp<"all_reduce", [SameOperandsAndResultType]
     - `input`: the local tensor.
     - `unit`: the unit the tensor belongs to; absent for a value of the
       whole step (the squared gradient norm of gradient clipping).
-    - `reduction`: `"sum"` or `"avg"`.
+    - `reduction`: `#fsdp.reduction<sum>` or `#fsdp.reduction<avg>`.
     - `group_size`, `group_stride`: the group (see the dialect).
 
     ```mlir
-    %g = fsdp.all_reduce %grad {unit = @unit0, reduction = "avg", group_size = 2 : i64, group_stride = 2 : i64}
+    %g = fsdp.all_reduce %grad {unit = @unit0, reduction = #fsdp.reduction<avg>, group_size = 2 : i64, group_stride = 2 : i64}
         : tensor<5632xf32>
     ```
   }];
-  let arguments = (ins Fsdp_FlatTensor:$input, OptionalAttr<FlatSymbolRefAttr>:$unit, StrAttr:$reduction, Fsdpc_I64Attr:$group_size,
+  let arguments = (ins Fsdp_FlatTensor:$input, OptionalAttr<FlatSymbolRefAttr>:$unit, Fsdp_ReductionAttr:$reduction, Fsdpc_I64Attr:$group_size,
                        DefaultValuedAttr<Fsdpc_I64Attr, "1">:$group_stride);
   let results = (outs Fsdp_FlatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";

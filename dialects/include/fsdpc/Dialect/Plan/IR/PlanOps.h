@@ -11,6 +11,8 @@
 #include "mlir/IR/SymbolTable.h"
 
 #include "fsdpc/Dialect/Plan/IR/PlanEnums.h.inc"
+#define GET_ATTRDEF_CLASSES
+#include "fsdpc/Dialect/Plan/IR/PlanAttrs.h.inc"
 
 #define GET_OP_CLASSES
 #include "fsdpc/Dialect/Plan/IR/PlanOps.h.inc"

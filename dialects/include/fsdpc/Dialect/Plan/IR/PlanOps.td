@@ -34,7 +34,8 @@ def Plan_ProgramOp : Plan_Op<"program", [Symbol, SymbolTable, IsolatedFromAbove,
       every pass that inserts instructions has run.
     - `outputs`: in a forward-only program, the tensors holding the model's
       outputs, each named after its ONNX output by `source_name`.
-    - `loss_kind`: `"cross_entropy"`, `"mse"` or `"output"`.
+    - `loss_kind`: `cross_entropy`, `mse` or `output` (the model's own
+      scalar output); absent in a forward-only program.
     - `optimizer`: a readable description of the optimizer and its settings.
     - `num_classes`: classes of a cross-entropy loss (0 otherwise).
     - `persistent_bytes`, `transient_bytes`, `host_bytes`: region sizes, set
@@ -49,17 +50,17 @@ def Plan_ProgramOp : Plan_Op<"program", [Symbol, SymbolTable, IsolatedFromAbove,
 
     ```mlir
     plan.program @train_step attributes {world_size = 1 : i64, global_batch = 64 : i64, loss = @loss,
-        loss_kind = "cross_entropy", optimizer = "adamw", num_classes = 5 : i64} {
+        loss_kind = #plan.loss_kind<cross_entropy>, optimizer = "adamw", num_classes = 5 : i64} {
       plan.tensor @loss transient : tensor<f32>
     }
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, Fsdpc_I64Attr:$world_size, Fsdpc_I64Attr:$global_batch,
-                       OptionalAttr<FlatSymbolRefAttr>:$loss, StrAttr:$loss_kind, StrAttr:$optimizer,
+                       OptionalAttr<FlatSymbolRefAttr>:$loss, OptionalAttr<Plan_LossKindAttr>:$loss_kind, StrAttr:$optimizer,
                        DefaultValuedAttr<Fsdpc_I64Attr, "0">:$num_classes,
                        OptionalAttr<Fsdpc_I64Attr>:$persistent_bytes, OptionalAttr<Fsdpc_I64Attr>:$transient_bytes,
                        OptionalAttr<FlatSymbolRefArrayAttr>:$outputs, OptionalAttr<StrAttr>:$source,
-                       OptionalAttr<Fsdpc_I64Attr>:$opset, OptionalAttr<StrAttr>:$strategy,
+                       OptionalAttr<Fsdpc_I64Attr>:$opset, OptionalAttr<Plan_StrategyAttr>:$strategy,
                        OptionalAttr<Fsdpc_I64Attr>:$shard_group_size, OptionalAttr<FlatSymbolRefAttr>:$grad_norm,
                        OptionalAttr<FlatSymbolRefAttr>:$forward_loss,
                        OptionalAttr<ArrayAttr>:$initializer_rewrites, OptionalAttr<ArrayAttr>:$torch_names,
@@ -187,19 +188,20 @@ def Plan_CollectiveOp : Plan_Op<"collective", [HasParent<"ProgramOp">,
                                                DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "a collective over a group of ranks";
   let description = [{
-    - `collective`: `"all_gather"`, `"reduce_scatter"` or `"all_reduce"`.
+    - `collective`: `all_gather`, `reduce_scatter` or `all_reduce`.
     - `inputs`, `outputs`: one `plan.tensor` each.
-    - `reduction`: `"sum"` or `"avg"` (not for all_gather).
+    - `reduction`: `#plan.reduction<sum>` or `#plan.reduction<avg>` (not
+      for all_gather).
     - `group_size`, `group_stride`: the group, as in the fsdp dialect.
     - `stream`: the stream it runs on, normally `communication`.
 
     ```mlir
-    plan.collective "all_gather" ins [@shard0] outs [@full0] on communication {group_size = 4 : i64, group_stride = 1 : i64}
+    plan.collective all_gather ins [@shard0] outs [@full0] on communication {group_size = 4 : i64, group_stride = 1 : i64}
     ```
   }];
-  let arguments = (ins StrAttr:$collective, FlatSymbolRefArrayAttr:$inputs, FlatSymbolRefArrayAttr:$outputs,
+  let arguments = (ins Plan_CollectiveKind:$collective, FlatSymbolRefArrayAttr:$inputs, FlatSymbolRefArrayAttr:$outputs,
                        Plan_Stream:$stream, Fsdpc_I64Attr:$group_size, DefaultValuedAttr<Fsdpc_I64Attr, "1">:$group_stride,
-                       OptionalAttr<StrAttr>:$reduction);
+                       OptionalAttr<Plan_ReductionAttr>:$reduction);
   let assemblyFormat = "$collective `ins` $inputs `outs` $outputs `on` $stream attr-dict";
   let hasVerifier = 1;
 }

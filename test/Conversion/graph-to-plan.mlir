@@ -211,8 +211,8 @@ module attributes {graph.loss_kind = "cross_entropy", graph.optimizer = "sgd"} {
   func.func @train_step(%x: tensor<6x3xf32> {graph.input = "input"}, %w: tensor<5x3xf32> {graph.param = "w"}, %labels: tensor<6xi64> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}, tensor<5x3xf32>) {
     %one = graph.constant dense<1.0> : tensor<f32>
     %0 = graph.matmul %x, %w {transpose_b = true} : (tensor<6x3xf32>, tensor<5x3xf32>) -> tensor<6x5xf32>
-    %1 = graph.softmax_cross_entropy %0, %labels {reduction = "mean", ignore_index = -100} : (tensor<6x5xf32>, tensor<6xi64>) -> tensor<f32>
-    %2 = graph.softmax_cross_entropy_grad %0, %labels, %one {reduction = "mean", ignore_index = -100} : (tensor<6x5xf32>, tensor<6xi64>, tensor<f32>) -> tensor<6x5xf32>
+    %1 = graph.softmax_cross_entropy %0, %labels {reduction = #graph.reduction<mean>, ignore_index = -100} : (tensor<6x5xf32>, tensor<6xi64>) -> tensor<f32>
+    %2 = graph.softmax_cross_entropy_grad %0, %labels, %one {reduction = #graph.reduction<mean>, ignore_index = -100} : (tensor<6x5xf32>, tensor<6xi64>, tensor<f32>) -> tensor<6x5xf32>
     %3 = graph.matmul %2, %x {transpose_a = true} : (tensor<6x5xf32>, tensor<6x3xf32>) -> tensor<5x3xf32>
     return %1, %3 : tensor<f32>, tensor<5x3xf32>
   }
@@ -233,11 +233,11 @@ module attributes {graph.loss_kind = "cross_entropy", graph.optimizer = "sgd"} {
 module attributes {graph.loss_kind = "cross_entropy", graph.optimizer = "sgd"} {
   func.func @train_step(%x: tensor<6x3xf32> {graph.input = "input"}, %w: tensor<5x3xf32> {graph.param = "w"}, %labels: tensor<6xi64> {graph.input = "labels"}, %other: tensor<6xi64> {graph.input = "other"}) -> (tensor<f32> {graph.loss}, tensor<6x5xf32>, tensor<6x5xf32>, tensor<6x5xf32>) {
     %0 = graph.matmul %x, %w {transpose_b = true} : (tensor<6x3xf32>, tensor<5x3xf32>) -> tensor<6x5xf32>
-    %1 = graph.softmax_cross_entropy %0, %labels {reduction = "mean"} : (tensor<6x5xf32>, tensor<6xi64>) -> tensor<f32>
+    %1 = graph.softmax_cross_entropy %0, %labels {reduction = #graph.reduction<mean>} : (tensor<6x5xf32>, tensor<6xi64>) -> tensor<f32>
     %one = graph.constant dense<1.0> : tensor<f32>
-    %2 = graph.softmax_cross_entropy_grad %0, %labels, %one {reduction = "mean"} : (tensor<6x5xf32>, tensor<6xi64>, tensor<f32>) -> tensor<6x5xf32>
-    %3 = graph.softmax_cross_entropy_grad %0, %other, %one {reduction = "mean"} : (tensor<6x5xf32>, tensor<6xi64>, tensor<f32>) -> tensor<6x5xf32>
-    %4 = graph.softmax_cross_entropy_grad %0, %labels, %one {reduction = "sum"} : (tensor<6x5xf32>, tensor<6xi64>, tensor<f32>) -> tensor<6x5xf32>
+    %2 = graph.softmax_cross_entropy_grad %0, %labels, %one {reduction = #graph.reduction<mean>} : (tensor<6x5xf32>, tensor<6xi64>, tensor<f32>) -> tensor<6x5xf32>
+    %3 = graph.softmax_cross_entropy_grad %0, %other, %one {reduction = #graph.reduction<mean>} : (tensor<6x5xf32>, tensor<6xi64>, tensor<f32>) -> tensor<6x5xf32>
+    %4 = graph.softmax_cross_entropy_grad %0, %labels, %one {reduction = #graph.reduction<sum>} : (tensor<6x5xf32>, tensor<6xi64>, tensor<f32>) -> tensor<6x5xf32>
     return %1, %2, %3, %4 : tensor<f32>, tensor<6x5xf32>, tensor<6x5xf32>, tensor<6x5xf32>
   }
 }

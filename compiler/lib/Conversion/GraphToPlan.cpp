@@ -41,6 +41,22 @@ plan_ir::Strategy planStrategy(fsdp::Strategy strategy) {
   llvm_unreachable("unknown fsdp::Strategy");
 }
 
+/// A graph op's attributes as its kernel's parameters: the graph dialect's
+/// enums become their names, the kernel contract's string form.
+SmallVector<NamedAttribute> kernelParams(Operation *op) {
+  SmallVector<NamedAttribute> params = graph::ownAttributes(op);
+  for (NamedAttribute &param : params) {
+    Attribute name = llvm::TypeSwitch<Attribute, Attribute>(param.getValue())
+                         .Case<graph::GeluApproximationAttr, graph::LossReductionAttr, graph::ComputeDtypeAttr,
+                               graph::LrScheduleAttr>([&](auto attr) -> Attribute {
+                           return StringAttr::get(op->getContext(), graph::stringifyEnum(attr.getValue()));
+                         })
+                         .Default([](Attribute attr) { return attr; });
+    param.setValue(name);
+  }
+  return params;
+}
+
 class Lowering {
 public:
   Lowering(ModuleOp module, func::FuncOp train, int64_t worldSize, bool widenGradientsInUpdates)
@@ -465,7 +481,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       tensors_[result] = tensors_.lookup(old);
       outputs.push_back(tensors_.lookup(old));
     }
-    addKernel(op->getName().stripDialect(), inputs, outputs, loc, graph::ownAttributes(op));
+    addKernel(op->getName().stripDialect(), inputs, outputs, loc, kernelParams(op));
     return success();
   }
 
@@ -500,7 +516,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       operands.push_back(tensors_.lookup(bias));
       // A residual add after the Linear layer goes into the GEMM too.
       addAccumulatingKernel("matmul_bias", operands, add->getResults(), add,
-                            builder_.getFusedLoc({matmul.getLoc(), loc}), graph::ownAttributes(matmul));
+                            builder_.getFusedLoc({matmul.getLoc(), loc}), kernelParams(matmul));
       return success();
     }
   // A bias gradient goes into the GEMM of its weight gradient, which reads
@@ -513,14 +529,14 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   if (Operation *sumTo = biasGradOfWeightGrad_.lookup(op)) {
     addKernel("matmul_bias_grad", inputs,
               {outputFor(op->getResult(0)), outputFor(cast<graph::SumToOp>(sumTo).getResult())},
-              builder_.getFusedLoc({loc, sumTo->getLoc()}), graph::ownAttributes(op));
+              builder_.getFusedLoc({loc, sumTo->getLoc()}), kernelParams(op));
     return success();
   }
   if (auto loss = dyn_cast<graph::SoftmaxCrossEntropyOp>(op))
     if (graph::SoftmaxCrossEntropyGradOp grad = fusableLossGrad(loss)) {
       inputs.push_back(tensors_.lookup(grad.getGrad()));
       addKernel("softmax_cross_entropy_with_grad", inputs, {outputFor(loss.getResult()), outputFor(grad.getResult())},
-                builder_.getFusedLoc({loc, grad.getLoc()}), graph::ownAttributes(op));
+                builder_.getFusedLoc({loc, grad.getLoc()}), kernelParams(op));
       lossGradsWithLoss_.insert(grad);
       return success();
     }
@@ -530,7 +546,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   // a tensor already computed (a residual add, the sum of a gradient's two
   // paths): the kernel adds it as it writes (accumulate).
   if (isa<graph::MatmulOp, graph::LayerNormGradOp, graph::RmsNormGradOp>(op)) {
-    addAccumulatingKernel(op->getName().stripDialect(), inputs, op->getResults(), op, loc, graph::ownAttributes(op));
+    addAccumulatingKernel(op->getName().stripDialect(), inputs, op->getResults(), op, loc, kernelParams(op));
     return success();
   }
   SmallVector<Attribute> outputs;
@@ -538,7 +554,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     outputs.push_back(outputFor(result));
   // Other ops keep their attributes: the kernel contract names them as the
   // graph dialect does.
-  SmallVector<NamedAttribute> params = graph::ownAttributes(op);
+  SmallVector<NamedAttribute> params = kernelParams(op);
   // Attention with the causal constant mask: the kernels may mask by index.
   std::optional<std::pair<Value, Value>> maskAndRows =
       TypeSwitch<Operation *, std::optional<std::pair<Value, Value>>>(op)

@@ -120,9 +120,12 @@ LogicalResult fsdpc::import::convertSoftmaxCrossEntropyLoss(NodeImporter &n) {
   const int64_t rows = product(shapeOf(ops->labels));
   logits = reshape(n, logits, {rows, classes});
   Value flatLabels = reshape(n, ops->labels, {rows});
+  // mean or sum here: none went to the decomposition above.
+  auto reduction = graph::LossReductionAttr::get(n.builder.getContext(), ops->reduction == "sum"
+                                                                             ? graph::LossReduction::sum
+                                                                             : graph::LossReduction::mean);
   n.setOutput(0, graph::SoftmaxCrossEntropyOp::create(n.builder, n.loc, n.f32Tensor({}), logits, flatLabels,
-                                                      n.builder.getStringAttr(ops->reduction), ops->ignoreIndex,
-                                                      IntegerAttr()));
+                                                      reduction, ops->ignoreIndex, IntegerAttr()));
   return success();
 }
 

@@ -1125,9 +1125,11 @@ LogicalResult convertGelu(NodeImporter &n) {
   if (failed(requireFloatInputs(n, 1)))
     return failure();
   std::string approximate = n.stringAttr("approximate", "none");
-  if (approximate != "none" && approximate != "tanh")
+  std::optional<graph::GeluApproximation> parsed = graph::symbolizeGeluApproximation(approximate);
+  if (!parsed)
     return n.fail("approximate must be none or tanh, got '" + approximate + "'");
-  n.setOutput(0, graph::GeluOp::create(n.builder, n.loc, n.input(0), n.builder.getStringAttr(approximate)));
+  n.setOutput(0, graph::GeluOp::create(n.builder, n.loc, n.input(0),
+                                       graph::GeluApproximationAttr::get(n.builder.getContext(), *parsed)));
   return success();
 }
 

@@ -78,13 +78,13 @@ func.func @train_step(%p: tensor<4xf32> {graph.param = "p"}, %t: tensor<4xf32> {
 // statistics.
 // CHECK-LABEL: func.func @train_step
 // CHECK: %[[Y:.*]], %[[MEAN:.*]], %[[RSTD:.*]] = graph.layer_norm %arg0, %arg1, %arg2
-// CHECK: %[[G:.*]] = graph.gelu %[[Y]] {approximate = "tanh"}
-// CHECK: %[[DG:.*]] = graph.gelu_grad %[[Y]], %{{.*}} {approximate = "tanh"}
+// CHECK: %[[G:.*]] = graph.gelu %[[Y]] {approximate = #graph.approximate<tanh>}
+// CHECK: %[[DG:.*]] = graph.gelu_grad %[[Y]], %{{.*}} {approximate = #graph.approximate<tanh>}
 // CHECK: %[[DX:.*]], %[[DW:.*]], %[[DB:.*]] = graph.layer_norm_grad %arg0, %arg1, %[[MEAN]], %[[RSTD]], %[[DG]] {axis = 1 : i64}
 // CHECK: return %{{.*}}, %[[DX]], %[[DW]], %[[DB]]
 func.func @train_step(%x: tensor<4x6xf32> {graph.param = "x"}, %w: tensor<6xf32> {graph.param = "w"}, %b: tensor<6xf32> {graph.param = "b"}, %t: tensor<4x6xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}) {
   %y, %mean, %rstd = graph.layer_norm %x, %w, %b {axis = 1 : i64, epsilon = 1.0e-5 : f64} : (tensor<4x6xf32>, tensor<6xf32>, tensor<6xf32>) -> (tensor<4x6xf32>, tensor<4x1xf32>, tensor<4x1xf32>)
-  %g = graph.gelu %y {approximate = "tanh"} : tensor<4x6xf32>
+  %g = graph.gelu %y {approximate = #graph.approximate<tanh>} : tensor<4x6xf32>
   %l = graph.mse_loss %g, %t : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<f32>
   return %l : tensor<f32>
 }
@@ -136,10 +136,10 @@ func.func @train_step(%q: tensor<3x5x4xf32> {graph.param = "q"}, %kt: tensor<3x4
 
 // Tests that attention_grad computes in the forward op's compute_dtype.
 // CHECK-LABEL: func.func @train_step
-// CHECK: %[[OUT:.*]], %[[LSE:.*]] = graph.attention %arg0, %arg1, %arg2, %arg3 {compute_dtype = "bf16", scale = 5.000000e-01 : f64}
-// CHECK: graph.attention_grad %arg0, %arg1, %arg2, %arg3, %[[OUT]], %[[LSE]], %{{.*}} {compute_dtype = "bf16", scale = 5.000000e-01 : f64}
+// CHECK: %[[OUT:.*]], %[[LSE:.*]] = graph.attention %arg0, %arg1, %arg2, %arg3 {compute_dtype = #graph.compute_dtype<bf16>, scale = 5.000000e-01 : f64}
+// CHECK: graph.attention_grad %arg0, %arg1, %arg2, %arg3, %[[OUT]], %[[LSE]], %{{.*}} {compute_dtype = #graph.compute_dtype<bf16>, scale = 5.000000e-01 : f64}
 func.func @train_step(%q: tensor<3x5x4xf32> {graph.param = "q"}, %k: tensor<3x5x4xf32> {graph.param = "k"}, %v: tensor<3x5x6xf32> {graph.param = "v"}, %m: tensor<5x5xi64> {graph.input = "mask"}, %t: tensor<3x5x6xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}) {
-  %o, %lse = graph.attention %q, %k, %v, %m {compute_dtype = "bf16", scale = 0.5 : f64} : (tensor<3x5x4xf32>, tensor<3x5x4xf32>, tensor<3x5x6xf32>, tensor<5x5xi64>) -> (tensor<3x5x6xf32>, tensor<3x5xf32>)
+  %o, %lse = graph.attention %q, %k, %v, %m {compute_dtype = #graph.compute_dtype<bf16>, scale = 0.5 : f64} : (tensor<3x5x4xf32>, tensor<3x5x4xf32>, tensor<3x5x6xf32>, tensor<5x5xi64>) -> (tensor<3x5x6xf32>, tensor<3x5xf32>)
   %l = graph.mse_loss %o, %t : (tensor<3x5x6xf32>, tensor<3x5x6xf32>) -> tensor<f32>
   return %l : tensor<f32>
 }
@@ -150,12 +150,12 @@ func.func @train_step(%q: tensor<3x5x4xf32> {graph.param = "q"}, %k: tensor<3x5x
 // forward results and dout, whose dqkv is the fused projection's gradient
 // as it is (no slices, no concat), in the forward op's compute_dtype.
 // CHECK-LABEL: func.func @train_step
-// CHECK: %[[OUT:.*]], %[[LSE:.*]] = graph.packed_attention %arg0, %arg1 {compute_dtype = "bf16", heads = 3 : i64, scale = 5.000000e-01 : f64}
-// CHECK: %[[DQKV:.*]] = graph.packed_attention_grad %arg0, %arg1, %[[OUT]], %[[LSE]], %{{.*}} {compute_dtype = "bf16", heads = 3 : i64, scale = 5.000000e-01 : f64} : (tensor<2x5x36xf32>, tensor<5x5xi64>, tensor<2x5x12xf32>, tensor<2x3x5xf32>, tensor<2x5x12xf32>) -> tensor<2x5x36xf32>
+// CHECK: %[[OUT:.*]], %[[LSE:.*]] = graph.packed_attention %arg0, %arg1 {compute_dtype = #graph.compute_dtype<bf16>, heads = 3 : i64, scale = 5.000000e-01 : f64}
+// CHECK: %[[DQKV:.*]] = graph.packed_attention_grad %arg0, %arg1, %[[OUT]], %[[LSE]], %{{.*}} {compute_dtype = #graph.compute_dtype<bf16>, heads = 3 : i64, scale = 5.000000e-01 : f64} : (tensor<2x5x36xf32>, tensor<5x5xi64>, tensor<2x5x12xf32>, tensor<2x3x5xf32>, tensor<2x5x12xf32>) -> tensor<2x5x36xf32>
 // CHECK-NOT: graph.concat
 // CHECK: return %{{.*}}, %[[DQKV]]
 func.func @train_step(%qkv: tensor<2x5x36xf32> {graph.param = "qkv"}, %m: tensor<5x5xi64> {graph.input = "mask"}, %t: tensor<2x5x12xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}) {
-  %o, %lse = graph.packed_attention %qkv, %m {compute_dtype = "bf16", heads = 3 : i64, scale = 0.5 : f64} : (tensor<2x5x36xf32>, tensor<5x5xi64>) -> (tensor<2x5x12xf32>, tensor<2x3x5xf32>)
+  %o, %lse = graph.packed_attention %qkv, %m {compute_dtype = #graph.compute_dtype<bf16>, heads = 3 : i64, scale = 0.5 : f64} : (tensor<2x5x36xf32>, tensor<5x5xi64>) -> (tensor<2x5x12xf32>, tensor<2x3x5xf32>)
   %l = graph.mse_loss %o, %t : (tensor<2x5x12xf32>, tensor<2x5x12xf32>) -> tensor<f32>
   return %l : tensor<f32>
 }

@@ -117,8 +117,8 @@ func.func @gelu_erf_orders(%x: tensor<2x5xf32>) -> (tensor<2x5xf32>, tensor<2x5x
 // Tests the tanh approximation as torch 1.13 exports it (x^3 as x * (x * x))
 // and with pow(x, 3).
 // CHECK-LABEL: func.func @gelu_tanh
-// CHECK: %[[Y1:.*]] = graph.gelu %arg0 {approximate = "tanh"}
-// CHECK: %[[Y2:.*]] = graph.gelu %arg0 {approximate = "tanh"}
+// CHECK: %[[Y1:.*]] = graph.gelu %arg0 {approximate = #graph.approximate<tanh>}
+// CHECK: %[[Y2:.*]] = graph.gelu %arg0 {approximate = #graph.approximate<tanh>}
 // CHECK-NOT: graph.tanh
 // CHECK: return %[[Y1]], %[[Y2]]
 func.func @gelu_tanh(%x: tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>) {

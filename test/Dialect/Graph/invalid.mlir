@@ -65,8 +65,9 @@ func.func @sgd_state(%p: tensor<5xf32>, %s: tensor<i64>) -> tensor<5xf32> {
 
 // Tests that adamw_update checks its learning-rate schedule.
 func.func @adamw_schedule(%p: tensor<5xf32>, %s: tensor<i64>) -> tensor<5xf32> {
-  // expected-error @+1 {{lr_schedule must be constant, linear or cosine, got 'step'}}
-  %0, %1, %2 = graph.adamw_update %p, %p, %p, %p, step %s {lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64, lr_schedule = "step"} : (tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<i64>) -> (tensor<5xf32>, tensor<5xf32>, tensor<5xf32>)
+  // expected-error @+2 {{expected ::fsdpc::graph::LrSchedule to be one of: constant, linear, cosine}}
+  // expected-error @+1 {{failed to parse Graph_LrScheduleAttr parameter}}
+  %0, %1, %2 = graph.adamw_update %p, %p, %p, %p, step %s {lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64, lr_schedule = #graph.lr_schedule<step>} : (tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<i64>) -> (tensor<5xf32>, tensor<5xf32>, tensor<5xf32>)
   return %0 : tensor<5xf32>
 }
 
@@ -74,7 +75,7 @@ func.func @adamw_schedule(%p: tensor<5xf32>, %s: tensor<i64>) -> tensor<5xf32> {
 
 func.func @sgd_schedule_total(%p: tensor<5xf32>, %s: tensor<i64>) -> tensor<5xf32> {
   // expected-error @+1 {{a cosine schedule needs total_steps above warmup_steps}}
-  %0 = graph.sgd_update %p, %p step %s {lr = 0.1 : f64, momentum = 0.0 : f64, dampening = 0.0 : f64, weight_decay = 0.0 : f64, nesterov = false, lr_schedule = "cosine", warmup_steps = 4 : i64, total_steps = 4 : i64} : (tensor<5xf32>, tensor<5xf32>, tensor<i64>) -> tensor<5xf32>
+  %0 = graph.sgd_update %p, %p step %s {lr = 0.1 : f64, momentum = 0.0 : f64, dampening = 0.0 : f64, weight_decay = 0.0 : f64, nesterov = false, lr_schedule = #graph.lr_schedule<cosine>, warmup_steps = 4 : i64, total_steps = 4 : i64} : (tensor<5xf32>, tensor<5xf32>, tensor<i64>) -> tensor<5xf32>
   return %0 : tensor<5xf32>
 }
 
@@ -109,8 +110,9 @@ func.func @layer_norm_statistics(%x: tensor<2x3x4xf32>, %w: tensor<4xf32>) -> te
 
 // Tests that gelu knows its two forms only.
 func.func @gelu_form(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{approximate must be "none" or "tanh", got "sigmoid"}}
-  %y = graph.gelu %x {approximate = "sigmoid"} : tensor<4xf32>
+  // expected-error @+2 {{expected ::fsdpc::graph::GeluApproximation to be one of: none, tanh}}
+  // expected-error @+1 {{failed to parse Graph_GeluApproximationAttr parameter}}
+  %y = graph.gelu %x {approximate = #graph.approximate<sigmoid>} : tensor<4xf32>
   return %y : tensor<4xf32>
 }
 
@@ -136,8 +138,9 @@ func.func @attention_shapes(%q: tensor<3x5x4xf32>, %k: tensor<3x5x7xf32>, %v: te
 
 // Tests that attention's compute_dtype is a float type it knows.
 func.func @attention_compute_dtype(%q: tensor<3x5x4xf32>, %k: tensor<3x5x4xf32>, %v: tensor<3x5x6xf32>, %m: tensor<5x5xi64>) {
-  // expected-error @+1 {{compute_dtype must be f32, bf16 or f16, not 'int8'}}
-  %o, %lse = graph.attention %q, %k, %v, %m {compute_dtype = "int8", scale = 0.5 : f64} : (tensor<3x5x4xf32>, tensor<3x5x4xf32>, tensor<3x5x6xf32>, tensor<5x5xi64>) -> (tensor<3x5x6xf32>, tensor<3x5xf32>)
+  // expected-error @+2 {{expected ::fsdpc::graph::ComputeDtype to be one of: f32, bf16, f16}}
+  // expected-error @+1 {{failed to parse Graph_ComputeDtypeAttr parameter}}
+  %o, %lse = graph.attention %q, %k, %v, %m {compute_dtype = #graph.compute_dtype<int8>, scale = 0.5 : f64} : (tensor<3x5x4xf32>, tensor<3x5x4xf32>, tensor<3x5x6xf32>, tensor<5x5xi64>) -> (tensor<3x5x6xf32>, tensor<3x5xf32>)
   return
 }
 
@@ -310,4 +313,15 @@ func.func @dropout_ratio_one(%x: tensor<8xf32>) -> tensor<8xf32> {
   // expected-error @+1 {{ratio must be in [0, 1), got 1.0}}
   %y = graph.dropout_grad %x {ratio = 1.0 : f64, seed = 42 : i64} : tensor<8xf32>
   return %y : tensor<8xf32>
+}
+
+// -----
+
+// Tests that the fused cross entropy reduces by mean or sum only (the
+// importer decomposes reduction none).
+func.func @cross_entropy_reduction(%logits: tensor<4x5xf32>, %labels: tensor<4xi64>) -> tensor<f32> {
+  // expected-error @+2 {{expected ::fsdpc::graph::LossReduction to be one of: mean, sum}}
+  // expected-error @+1 {{failed to parse Graph_LossReductionAttr parameter}}
+  %loss = graph.softmax_cross_entropy %logits, %labels {reduction = #graph.reduction<none>} : (tensor<4x5xf32>, tensor<4xi64>) -> tensor<f32>
+  return %loss : tensor<f32>
 }

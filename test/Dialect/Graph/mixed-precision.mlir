@@ -59,9 +59,9 @@ func.func @forward(%x: tensor<4x3xf32> {graph.input = "input"}, %w: tensor<5x3xf
 // out feeds the loss, but asks for the low type's tensor cores through
 // compute_dtype, unless --keep-fp32 names it.
 // CHECK-LABEL: func.func @train_step
-// CHECK: graph.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {compute_dtype = "bf16", graph.prediction = "logits", scale = 5.000000e-01 : f64} : (tensor<5x4xf32>, tensor<5x4xf32>, tensor<5x4xf32>, tensor<5x5xi64>) -> (tensor<5x4xf32>, tensor<5xf32>)
+// CHECK: graph.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {compute_dtype = #graph.compute_dtype<bf16>, graph.prediction = "logits", scale = 5.000000e-01 : f64} : (tensor<5x4xf32>, tensor<5x4xf32>, tensor<5x4xf32>, tensor<5x5xi64>) -> (tensor<5x4xf32>, tensor<5xf32>)
 // F16-LABEL: func.func @train_step
-// F16: graph.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {compute_dtype = "f16", graph.prediction = "logits", scale = 5.000000e-01 : f64}
+// F16: graph.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {compute_dtype = #graph.compute_dtype<f16>, graph.prediction = "logits", scale = 5.000000e-01 : f64}
 // KEEP-LABEL: func.func @train_step
 // KEEP: graph.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {graph.prediction = "logits", scale = 5.000000e-01 : f64} : (tensor<5x4xf32>
 func.func @forward(%q: tensor<5x4xf32> {graph.param = "q"}, %k: tensor<5x4xf32> {graph.param = "k"},
@@ -83,7 +83,7 @@ func.func @forward(%q: tensor<5x4xf32> {graph.param = "q"}, %k: tensor<5x4xf32> 
 // CHECK-LABEL: func.func @train_step
 // CHECK: %[[Q:.*]] = graph.matmul {{.*}} -> tensor<5x4xbf16>
 // CHECK: %[[K:.*]] = graph.matmul {{.*}} -> tensor<5x4xbf16>
-// CHECK: %[[O:.*]], %{{.*}} = graph.attention %[[Q]], %[[K]], %[[K]], %{{.*}} {compute_dtype = "bf16", scale = 5.000000e-01 : f64} : (tensor<5x4xbf16>, tensor<5x4xbf16>, tensor<5x4xbf16>, tensor<5x5xi64>) -> (tensor<5x4xbf16>, tensor<5xf32>)
+// CHECK: %[[O:.*]], %{{.*}} = graph.attention %[[Q]], %[[K]], %[[K]], %{{.*}} {compute_dtype = #graph.compute_dtype<bf16>, scale = 5.000000e-01 : f64} : (tensor<5x4xbf16>, tensor<5x4xbf16>, tensor<5x4xbf16>, tensor<5x5xi64>) -> (tensor<5x4xbf16>, tensor<5xf32>)
 // CHECK-NEXT: %[[A:.*]] = graph.relu %[[O]] : tensor<5x4xbf16>
 // CHECK-NEXT: %[[GL:.*]] = graph.cast %{{.*}} : (tensor<4xf32>) -> tensor<4xbf16>
 // CHECK-NEXT: %[[N:.*]], %{{.*}} = graph.rms_norm %[[A]], %[[GL]] {axis = 1 : i64, epsilon = 9.9999999999999995E-7 : f64} : (tensor<5x4xbf16>, tensor<4xbf16>) -> (tensor<5x4xbf16>, tensor<5x1xf32>)
@@ -116,7 +116,7 @@ func.func @forward(%x: tensor<5x3xf32> {graph.input = "x"}, %wq: tensor<3x4xf32>
 // writes a bf16 out where only bf16 ops read it, with bf16 tensor cores.
 // CHECK-LABEL: func.func @train_step
 // CHECK: %[[QKV:.*]] = graph.matmul {{.*}} -> tensor<5x12xbf16>
-// CHECK: %[[O:.*]], %{{.*}} = graph.packed_attention %[[QKV]], %{{.*}} {compute_dtype = "bf16", heads = 2 : i64, scale = 5.000000e-01 : f64} : (tensor<5x12xbf16>, tensor<5x5xi64>) -> (tensor<5x4xbf16>, tensor<2x5xf32>)
+// CHECK: %[[O:.*]], %{{.*}} = graph.packed_attention %[[QKV]], %{{.*}} {compute_dtype = #graph.compute_dtype<bf16>, heads = 2 : i64, scale = 5.000000e-01 : f64} : (tensor<5x12xbf16>, tensor<5x5xi64>) -> (tensor<5x4xbf16>, tensor<2x5xf32>)
 // CHECK-NEXT: graph.relu %[[O]] {graph.prediction = "logits"} : tensor<5x4xbf16>
 // KEEP-LABEL: func.func @train_step
 // KEEP: graph.packed_attention {{.*}} {heads = 2 : i64, scale = 5.000000e-01 : f64} : (tensor<5x12xf32>, tensor<5x5xi64>) -> (tensor<5x4xf32>, tensor<2x5xf32>)

@@ -37,7 +37,7 @@ func.func @forward_ops(%x: tensor<4x3xf32>, %w: tensor<5x3xf32>, %b: tensor<5xf3
 func.func @backward_ops(%logits: tensor<4x5xf32>, %labels: tensor<4xi64>, %g: tensor<f32>, %step: tensor<i64>,
                         %p: tensor<5xf32>, %m: tensor<5xf32>, %v: tensor<5xf32>) -> (tensor<5xf32>, tensor<5xf32>) {
   // CHECK: graph.softmax_cross_entropy_grad {{.*}} {ignore_index = -100 : i64}
-  %dl = graph.softmax_cross_entropy_grad %logits, %labels, %g {reduction = "mean", ignore_index = -100 : i64} : (tensor<4x5xf32>, tensor<4xi64>, tensor<f32>) -> tensor<4x5xf32>
+  %dl = graph.softmax_cross_entropy_grad %logits, %labels, %g {reduction = #graph.reduction<mean>, ignore_index = -100 : i64} : (tensor<4x5xf32>, tensor<4xi64>, tensor<f32>) -> tensor<4x5xf32>
   %r = graph.relu_grad %logits, %dl : tensor<4x5xf32>
   %t = graph.tanh_grad %logits, %r : tensor<4x5xf32>
   %s = graph.sigmoid_grad %logits, %t : tensor<4x5xf32>
@@ -57,8 +57,8 @@ func.func @backward_ops(%logits: tensor<4x5xf32>, %labels: tensor<4xi64>, %g: te
 // Tests that the fused ops and their gradients print and parse back.
 // CHECK-LABEL: func.func @fused_ops
 func.func @fused_ops(%x: tensor<2x3x4xf32>, %w: tensor<4xf32>, %b: tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<4xf32>) {
-  // CHECK: graph.gelu %{{.*}} {approximate = "tanh"} : tensor<2x3x4xf32>
-  %g = graph.gelu %x {approximate = "tanh"} : tensor<2x3x4xf32>
+  // CHECK: graph.gelu %{{.*}} {approximate = #graph.approximate<tanh>} : tensor<2x3x4xf32>
+  %g = graph.gelu %x {approximate = #graph.approximate<tanh>} : tensor<2x3x4xf32>
   // CHECK: graph.gelu_grad %{{.*}}, %{{.*}} : tensor<2x3x4xf32>
   %dg = graph.gelu_grad %x, %g : tensor<2x3x4xf32>
   // CHECK: graph.layer_norm %{{.*}} {axis = 2 : i64, epsilon = 1.000000e-05 : f64}

@@ -20,7 +20,7 @@
 // PLAIN-NOT: lr_schedule
 // A schedule rides on every update: lr is its peak.
 // SCHEDULE: module attributes {{{.*}}cosine schedule (warmup 10, total 100, min_lr 1e-05)
-// SCHEDULE: graph.adamw_update {{.*}}lr = 1.000000e-03 : f64, lr_schedule = "cosine", min_lr = 1.000000e-05 : f64, total_steps = 100 : i64, warmup_steps = 10 : i64
+// SCHEDULE: graph.adamw_update {{.*}}lr = 1.000000e-03 : f64, lr_schedule = #graph.lr_schedule<cosine>, min_lr = 1.000000e-05 : f64, total_steps = 100 : i64, warmup_steps = 10 : i64
 // BADSCHEDULE: graph-optimizer: warmup-steps and min-lr must be non-negative, and linear and cosine schedules need total-steps above warmup-steps
 func.func @train_step(%w: tensor<5xf32> {graph.param = "w"}, %g: tensor<5xf32>) -> (tensor<f32> {graph.loss}, tensor<5xf32> {graph.grad_of = "w"}) {
   %0 = graph.constant dense<0.0> : tensor<f32>

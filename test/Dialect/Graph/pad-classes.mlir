@@ -18,14 +18,14 @@
 // CHECK-NEXT: %[[WP:.*]] = graph.concat %[[W]], %[[Z]] {axis = 0 : i64} : (tensor<39x32xbf16>, tensor<1x32xbf16>) -> tensor<40x32xbf16>
 // CHECK-NEXT: %[[L:.*]] = graph.matmul %[[H]], %[[WP]] {graph.prediction = "logits", transpose_b = true} : (tensor<2x4x32xbf16>, tensor<40x32xbf16>) -> tensor<2x4x40xbf16>
 // CHECK-NEXT: %[[R:.*]] = graph.reshape %[[L]] : (tensor<2x4x40xbf16>) -> tensor<8x40xbf16>
-// CHECK-NEXT: %[[LOSS:.*]] = graph.softmax_cross_entropy %[[R]], %{{.*}} {classes = 39 : i64, ignore_index = -100 : i64, reduction = "sum"} : (tensor<8x40xbf16>, tensor<8xi64>) -> tensor<f32>
+// CHECK-NEXT: %[[LOSS:.*]] = graph.softmax_cross_entropy %[[R]], %{{.*}} {classes = 39 : i64, ignore_index = -100 : i64, reduction = #graph.reduction<sum>} : (tensor<8x40xbf16>, tensor<8xi64>) -> tensor<f32>
 // CHECK-NOT: graph.matmul
 // CHECK: return %[[LOSS]]
 // M16-LABEL: func.func @train_step
 // M16: graph.concat %{{.*}}, %{{.*}} {axis = 0 : i64} : (tensor<39x32xbf16>, tensor<9x32xbf16>) -> tensor<48x32xbf16>
 // M16: graph.softmax_cross_entropy %{{.*}}, %{{.*}} {classes = 39 : i64, {{.*}}} : (tensor<8x48xbf16>, tensor<8xi64>)
 // GRAD-LABEL: func.func @train_step
-// GRAD: %[[DL:.*]] = graph.softmax_cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} {classes = 39 : i64, ignore_index = -100 : i64, reduction = "sum"} : (tensor<8x40xbf16>, tensor<8xi64>, tensor<f32>) -> tensor<8x40xbf16>
+// GRAD: %[[DL:.*]] = graph.softmax_cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} {classes = 39 : i64, ignore_index = -100 : i64, reduction = #graph.reduction<sum>} : (tensor<8x40xbf16>, tensor<8xi64>, tensor<f32>) -> tensor<8x40xbf16>
 // GRAD: %[[DWP:.*]] = graph.matmul %{{.*}}, %{{.*}} {transpose_a = true} : (tensor<8x40xbf16>, tensor<8x32xbf16>) -> tensor<40x32xbf16>
 // GRAD: %[[DW:.*]] = graph.slice %[[DWP]] {{.*}}: (tensor<40x32xbf16>) -> tensor<39x32xbf16>
 // GRAD: graph.gather_grad
@@ -35,7 +35,7 @@ func.func @train_step(%x: tensor<2x4x32xbf16> {graph.input = "x"}, %w: tensor<39
   %h = graph.add %x, %e : (tensor<2x4x32xbf16>, tensor<2x4x32xbf16>) -> tensor<2x4x32xbf16>
   %l = graph.matmul %h, %w {graph.prediction = "logits", transpose_b = true} : (tensor<2x4x32xbf16>, tensor<39x32xbf16>) -> tensor<2x4x39xbf16>
   %r = graph.reshape %l : (tensor<2x4x39xbf16>) -> tensor<8x39xbf16>
-  %loss = graph.softmax_cross_entropy %r, %y {ignore_index = -100 : i64, reduction = "sum"} : (tensor<8x39xbf16>, tensor<8xi64>) -> tensor<f32>
+  %loss = graph.softmax_cross_entropy %r, %y {ignore_index = -100 : i64, reduction = #graph.reduction<sum>} : (tensor<8x39xbf16>, tensor<8xi64>) -> tensor<f32>
   return %loss : tensor<f32>
 }
 

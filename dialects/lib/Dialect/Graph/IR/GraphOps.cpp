@@ -384,8 +384,7 @@ LogicalResult TransposeOp::verify() {
 LogicalResult SoftmaxOp::verify() { return verifyAxis(*this, getAxis(), shapeOf(getInput()).size()); }
 LogicalResult LogSoftmaxOp::verify() { return verifyAxis(*this, getAxis(), shapeOf(getInput()).size()); }
 
-static LogicalResult verifyCrossEntropy(Operation *op, Value logits, Value labels, StringRef reduction,
-                                        std::optional<int64_t> classes) {
+static LogicalResult verifyCrossEntropy(Operation *op, Value logits, Value labels, std::optional<int64_t> classes) {
   ArrayRef<int64_t> logitsShape = shapeOf(logits), labelsShape = shapeOf(labels);
   if (logitsShape.size() != 2)
     return op->emitOpError("logits must be [N, C], got ") << shapeString(logitsShape);
@@ -393,19 +392,17 @@ static LogicalResult verifyCrossEntropy(Operation *op, Value logits, Value label
     return op->emitOpError("classes must be in [1, ") << logitsShape[1] << "], got " << *classes;
   if (labelsShape.size() != 1 || labelsShape[0] != logitsShape[0])
     return op->emitOpError("labels must be [") << logitsShape[0] << "], got " << shapeString(labelsShape);
-  if (reduction != "mean" && reduction != "sum")
-    return op->emitOpError("reduction must be \"mean\" or \"sum\", got \"") << reduction << "\"";
   return success();
 }
 
 LogicalResult SoftmaxCrossEntropyOp::verify() {
-  return verifyCrossEntropy(*this, getLogits(), getLabels(), getReduction(), getClasses());
+  return verifyCrossEntropy(*this, getLogits(), getLabels(), getClasses());
 }
 
 LogicalResult SoftmaxCrossEntropyGradOp::verify() {
   if (getResult().getType() != getLogits().getType())
     return emitOpError("result type must equal the logits type");
-  return verifyCrossEntropy(*this, getLogits(), getLabels(), getReduction(), getClasses());
+  return verifyCrossEntropy(*this, getLogits(), getLabels(), getClasses());
 }
 
 LogicalResult MseLossOp::verify() {
@@ -424,15 +421,6 @@ LogicalResult MseLossGradOp::verify() {
 //===----------------------------------------------------------------------===//
 // SumToOp
 //===----------------------------------------------------------------------===//
-
-static LogicalResult verifyApproximate(Operation *op, StringRef approximate) {
-  if (approximate != "none" && approximate != "tanh")
-    return op->emitOpError("approximate must be \"none\" or \"tanh\", got \"") << approximate << "\"";
-  return success();
-}
-
-LogicalResult GeluOp::verify() { return verifyApproximate(*this, getApproximate()); }
-LogicalResult GeluGradOp::verify() { return verifyApproximate(*this, getApproximate()); }
 
 /// Shared by layer_norm, rms_norm and their gradients: `scale` (and `bias`)
 /// cover the normalised dimensions, the saved statistics keep the others.
@@ -510,12 +498,6 @@ LogicalResult MaskedSoftmaxOp::verify() {
 /// The shapes attention's operands must have: equal leading axes, query
 /// [Tq, D], key [Tk, D] (or [D, Tk]), value [Tk, Dv], a mask broadcasting to
 /// [Tq, Tk]; `out` [Tq, Dv] and `logsumexp` [Tq].
-static LogicalResult verifyComputeDtype(Operation *op, StringRef computeDtype) {
-  if (computeDtype != "f32" && computeDtype != "bf16" && computeDtype != "f16")
-    return op->emitOpError("compute_dtype must be f32, bf16 or f16, not '") << computeDtype << "'";
-  return success();
-}
-
 /// The mask broadcasts to the scores' shape, without widening it.
 static LogicalResult verifyMaskFitsScores(Operation *op, Value mask, ArrayRef<int64_t> scores) {
   FailureOr<SmallVector<int64_t>> joined = broadcastShapes(shapeOf(mask), scores);
@@ -526,9 +508,7 @@ static LogicalResult verifyMaskFitsScores(Operation *op, Value mask, ArrayRef<in
 }
 
 static LogicalResult verifyAttention(Operation *op, Value query, Value key, Value value, Value mask, Value out,
-                                     Value logsumexp, bool keyTransposed, StringRef computeDtype) {
-  if (failed(verifyComputeDtype(op, computeDtype)))
-    return failure();
+                                     Value logsumexp, bool keyTransposed) {
   ArrayRef<int64_t> q = shapeOf(query), k = shapeOf(key), v = shapeOf(value);
   size_t rank = q.size();
   if (rank < 2 || k.size() != rank || v.size() != rank)
@@ -556,12 +536,12 @@ static LogicalResult verifyAttention(Operation *op, Value query, Value key, Valu
 
 LogicalResult AttentionOp::verify() {
   return verifyAttention(*this, getQuery(), getKey(), getValue(), getMask(), getOut(), getLogsumexp(),
-                         getKeyTransposed(), getComputeDtype());
+                         getKeyTransposed());
 }
 
 LogicalResult AttentionGradOp::verify() {
   if (failed(verifyAttention(*this, getQuery(), getKey(), getValue(), getMask(), getOut(), getLogsumexp(),
-                             getKeyTransposed(), getComputeDtype())))
+                             getKeyTransposed())))
     return failure();
   if (getDout().getType() != getOut().getType() || getDquery().getType() != getQuery().getType() ||
       getDkey().getType() != getKey().getType() || getDvalue().getType() != getValue().getType())
@@ -570,9 +550,7 @@ LogicalResult AttentionGradOp::verify() {
 }
 
 static LogicalResult verifyPackedAttention(Operation *op, Value qkv, Value mask, Value out, Value logsumexp,
-                                           int64_t heads, StringRef computeDtype) {
-  if (failed(verifyComputeDtype(op, computeDtype)))
-    return failure();
+                                           int64_t heads) {
   ArrayRef<int64_t> packed = shapeOf(qkv);
   if (packed.size() < 2)
     return op->emitOpError("qkv needs a rank of 2 or more, not ") << packed.size();
@@ -594,12 +572,12 @@ static LogicalResult verifyPackedAttention(Operation *op, Value qkv, Value mask,
 }
 
 LogicalResult PackedAttentionOp::verify() {
-  return verifyPackedAttention(*this, getQkv(), getMask(), getOut(), getLogsumexp(), getHeads(), getComputeDtype());
+  return verifyPackedAttention(*this, getQkv(), getMask(), getOut(), getLogsumexp(), getHeads());
 }
 
 LogicalResult PackedAttentionGradOp::verify() {
   if (failed(
-          verifyPackedAttention(*this, getQkv(), getMask(), getOut(), getLogsumexp(), getHeads(), getComputeDtype())))
+          verifyPackedAttention(*this, getQkv(), getMask(), getOut(), getLogsumexp(), getHeads())))
     return failure();
   if (getDout().getType() != getOut().getType() || getDqkv().getType() != getQkv().getType())
     return emitOpError("dout must have out's type and dqkv qkv's");
@@ -629,15 +607,13 @@ OpFoldResult SumToOp::fold(FoldAdaptor) {
 
 namespace {
 /// The learning-rate schedule attributes of an optimizer update.
-LogicalResult verifySchedule(Operation *op, std::optional<StringRef> schedule, std::optional<int64_t> warmup,
+LogicalResult verifySchedule(Operation *op, std::optional<LrSchedule> schedule, std::optional<int64_t> warmup,
                              std::optional<int64_t> total, std::optional<APFloat> minLr) {
-  StringRef kind = schedule.value_or("constant");
-  if (kind != "constant" && kind != "linear" && kind != "cosine")
-    return op->emitOpError("lr_schedule must be constant, linear or cosine, got '") << kind << "'";
+  const LrSchedule kind = schedule.value_or(LrSchedule::constant);
   if (warmup.value_or(0) < 0 || (minLr && !isNonNegativeFinite(*minLr)))
     return op->emitOpError("warmup_steps and min_lr must be non-negative");
-  if (kind != "constant" && total.value_or(0) <= warmup.value_or(0))
-    return op->emitOpError("a ") << kind << " schedule needs total_steps above warmup_steps";
+  if (kind != LrSchedule::constant && total.value_or(0) <= warmup.value_or(0))
+    return op->emitOpError("a ") << stringifyLrSchedule(kind) << " schedule needs total_steps above warmup_steps";
   return success();
 }
 } // namespace

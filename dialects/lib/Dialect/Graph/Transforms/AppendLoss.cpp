@@ -103,8 +103,9 @@ struct GraphAppendLossPass : public fsdpc::graph::impl::GraphAppendLossBase<Grap
         logits = ReshapeOp::create(builder, loc, RankedTensorType::get({rows, numClasses}, builder.getF32Type()), logits);
         labels = ReshapeOp::create(builder, loc, RankedTensorType::get({rows}, builder.getI64Type()), labels);
       }
-      lossValue = SoftmaxCrossEntropyOp::create(builder, loc, scalarType, logits, labels,
-                                                builder.getStringAttr("mean"), IntegerAttr(), IntegerAttr());
+      auto mean = LossReductionAttr::get(builder.getContext(), LossReduction::mean);
+      lossValue = SoftmaxCrossEntropyOp::create(builder, loc, scalarType, logits, labels, mean, IntegerAttr(),
+                                                IntegerAttr());
     } else {
       Value labels = appendArgument(train, outputType, labelsAttrs);
       lossValue = MseLossOp::create(builder, loc, scalarType, output, labels);

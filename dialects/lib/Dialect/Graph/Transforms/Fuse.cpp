@@ -247,14 +247,15 @@ Operation *matchGeluTail(Value f, Value x) {
   return nullptr;
 }
 
-LogicalResult replaceByGelu(PatternRewriter &rewriter, Operation *root, Value x, StringRef approximate,
+LogicalResult replaceByGelu(PatternRewriter &rewriter, Operation *root, Value x, GeluApproximation approximate,
                             ArrayRef<Location> locations) {
   if (!root || root->getResult(0).getType() != x.getType())
     return failure();
   SmallVector<Location> all(locations);
   all.push_back(root->getLoc());
   rewriter.setInsertionPoint(root);
-  rewriter.replaceOp(root, GeluOp::create(rewriter, rewriter.getFusedLoc(all), x, rewriter.getStringAttr(approximate))
+  rewriter.replaceOp(root, GeluOp::create(rewriter, rewriter.getFusedLoc(all), x,
+                                             GeluApproximationAttr::get(rewriter.getContext(), approximate))
                                .getResult());
   return success();
 }
@@ -272,7 +273,8 @@ struct FuseErfGelu : public OpRewritePattern<ErfOp> {
       x = otherOperand<MulOp>(scaled, [](Value v) { return isConstantNear(v, M_SQRT1_2); });
     if (!x)
       return failure();
-    return replaceByGelu(rewriter, matchGeluTail(erf.getResult(), x), x, "none", {scaled->getLoc(), erf.getLoc()});
+    return replaceByGelu(rewriter, matchGeluTail(erf.getResult(), x), x, GeluApproximation::none,
+                         {scaled->getLoc(), erf.getLoc()});
   }
 };
 
@@ -299,7 +301,7 @@ struct FuseTanhGelu : public OpRewritePattern<TanhOp> {
     for (auto [x, term] : {std::pair(sum.getLhs(), sum.getRhs()), std::pair(sum.getRhs(), sum.getLhs())}) {
       Value cube = otherOperand<MulOp>(term.getDefiningOp(), [](Value v) { return isConstantNear(v, 0.044715); });
       if (cube && isCube(cube, x))
-        return replaceByGelu(rewriter, matchGeluTail(tanh.getResult(), x), x, "tanh",
+        return replaceByGelu(rewriter, matchGeluTail(tanh.getResult(), x), x, GeluApproximation::tanh,
                              {scaled->getLoc(), tanh.getLoc()});
     }
     return failure();

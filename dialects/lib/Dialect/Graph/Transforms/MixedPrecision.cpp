@@ -63,11 +63,13 @@ struct GraphMixedPrecisionPass : public fsdpc::graph::impl::GraphMixedPrecisionB
     if (!train)
       return signalPassFailure();
     OpBuilder builder(&getContext());
-    if (paramDtype == "bf16")
+    if (paramDtype == "bf16") {
       low_ = builder.getBF16Type();
-    else if (paramDtype == "f16")
+      lowDtype_ = ComputeDtype::bf16;
+    } else if (paramDtype == "f16") {
       low_ = builder.getF16Type();
-    else {
+      lowDtype_ = ComputeDtype::f16;
+    } else {
       train.emitError() << "graph-mixed-precision: param-dtype must be bf16 or f16, got '" << paramDtype << "'";
       return signalPassFailure();
     }
@@ -207,9 +209,9 @@ struct GraphMixedPrecisionPass : public fsdpc::graph::impl::GraphMixedPrecisionB
     // the low type's tensor cores, as torch's flash attention does; not
     // where the user kept the op in f32 by name.
     if (auto attention = dyn_cast<AttentionOp>(op); attention && !keptByName(op))
-      attention.setComputeDtype(paramDtype.getValue());
+      attention.setComputeDtype(lowDtype_);
     if (auto attention = dyn_cast<PackedAttentionOp>(op); attention && !keptByName(op))
-      attention.setComputeDtype(paramDtype.getValue());
+      attention.setComputeDtype(lowDtype_);
     if (keptInF32(op)) {
       // f32 operands; a parameter, input or constant still goes through the
       // low-precision type, as FSDP casts it before any op sees it. Where
@@ -245,6 +247,7 @@ struct GraphMixedPrecisionPass : public fsdpc::graph::impl::GraphMixedPrecisionB
   }
 
   Type low_;
+  ComputeDtype lowDtype_ = ComputeDtype::bf16;
   const llvm::Regex *keep_ = nullptr; // keep-fp32, compiled in runOnOperation
   llvm::DenseMap<std::pair<Value, Type>, Value> casts_;
 };

@@ -36,10 +36,12 @@ struct GraphOptimizerPass : public fsdpc::graph::impl::GraphOptimizerBase<GraphO
       return signalPassFailure();
     }
     double decay = weightDecay < 0 ? (adamw ? 0.01 : 0.0) : static_cast<double>(weightDecay);
-    if (lrSchedule != "constant" && lrSchedule != "linear" && lrSchedule != "cosine") {
+    std::optional<LrSchedule> schedule = symbolizeLrSchedule(lrSchedule);
+    if (!schedule) {
       module.emitError("graph-optimizer: lr-schedule must be constant, linear or cosine, got '") << lrSchedule << "'";
       return signalPassFailure();
     }
+    schedule_ = *schedule;
     if (warmupSteps < 0 || minLr < 0 || (lrSchedule != "constant" && totalSteps <= warmupSteps)) {
       module.emitError("graph-optimizer: warmup-steps and min-lr must be non-negative, and linear and cosine "
                        "schedules need total-steps above warmup-steps");
@@ -148,11 +150,13 @@ struct GraphOptimizerPass : public fsdpc::graph::impl::GraphOptimizerBase<GraphO
   template <typename UpdateOp> void setSchedule(UpdateOp update, Builder &builder) {
     if (lrSchedule == "constant" && warmupSteps == 0)
       return;
-    update.setLrScheduleAttr(builder.getStringAttr(lrSchedule));
+    update.setLrScheduleAttr(LrScheduleAttr::get(builder.getContext(), schedule_));
     update.setWarmupStepsAttr(builder.getI64IntegerAttr(warmupSteps));
     update.setTotalStepsAttr(builder.getI64IntegerAttr(totalSteps));
     update.setMinLrAttr(builder.getF64FloatAttr(minLr));
   }
+
+  LrSchedule schedule_ = LrSchedule::constant;
 };
 
 } // namespace

@@ -3,6 +3,7 @@
 #define FSDPC_DIALECT_GRAPH_GRAPHBASE_TD
 
 include "mlir/IR/OpBase.td"
+include "mlir/IR/EnumAttr.td"
 
 def Graph_Dialect : Dialect {
   let name = "graph";
@@ -31,6 +32,7 @@ def Graph_Dialect : Dialect {
   }];
   let dependentDialects = ["::mlir::func::FuncDialect"];
   let hasConstantMaterializer = 1;
+  let useDefaultAttributePrinterParser = 1;
 }
 
 class Graph_Op<string mnemonic, list<Trait> traits = []> :
@@ -43,5 +45,49 @@ def Graph_F32Tensor : RankedTensorOf<[F32]>;
 def Graph_I64Tensor : RankedTensorOf<[I64]>;
 def Graph_F32Scalar : 0DTensorOf<[F32]>;
 def Graph_I64Scalar : 0DTensorOf<[I64]>;
+
+// Closed sets of names are dialect attributes: `#graph.approximate<tanh>`.
+// The plan keeps their names as strings (the kernel contract's form).
+class Graph_EnumAttr<EnumAttrInfo info, string mnemonic> : EnumAttr<Graph_Dialect, info, mnemonic> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def Graph_GeluApproximation : I32EnumAttr<"GeluApproximation", "how gelu computes the normal CDF", [
+  I32EnumAttrCase<"none", 0>,
+  I32EnumAttrCase<"tanh", 1>
+]> {
+  let cppNamespace = "::fsdpc::graph";
+  let genSpecializedAttr = 0;
+}
+def Graph_GeluApproximationAttr : Graph_EnumAttr<Graph_GeluApproximation, "approximate">;
+
+def Graph_LossReduction : I32EnumAttr<"LossReduction", "how a loss combines the samples' losses", [
+  I32EnumAttrCase<"mean", 0>,
+  I32EnumAttrCase<"sum", 1>
+]> {
+  let cppNamespace = "::fsdpc::graph";
+  let genSpecializedAttr = 0;
+}
+def Graph_LossReductionAttr : Graph_EnumAttr<Graph_LossReduction, "reduction">;
+
+def Graph_ComputeDtype : I32EnumAttr<"ComputeDtype", "the type a device may compute an op's products in", [
+  I32EnumAttrCase<"f32", 0>,
+  I32EnumAttrCase<"bf16", 1>,
+  I32EnumAttrCase<"f16", 2>
+]> {
+  let cppNamespace = "::fsdpc::graph";
+  let genSpecializedAttr = 0;
+}
+def Graph_ComputeDtypeAttr : Graph_EnumAttr<Graph_ComputeDtype, "compute_dtype">;
+
+def Graph_LrSchedule : I32EnumAttr<"LrSchedule", "the learning-rate schedule the step counter drives", [
+  I32EnumAttrCase<"constant", 0>,
+  I32EnumAttrCase<"linear", 1>,
+  I32EnumAttrCase<"cosine", 2>
+]> {
+  let cppNamespace = "::fsdpc::graph";
+  let genSpecializedAttr = 0;
+}
+def Graph_LrScheduleAttr : Graph_EnumAttr<Graph_LrSchedule, "lr_schedule">;
 
 #endif // FSDPC_DIALECT_GRAPH_GRAPHBASE_TD

@@ -15,6 +15,10 @@ namespace fsdpc::graph {
 mlir::FailureOr<llvm::SmallVector<int64_t>> broadcastShapes(llvm::ArrayRef<int64_t> lhs, llvm::ArrayRef<int64_t> rhs);
 } // namespace fsdpc::graph
 
+#include "fsdpc/Dialect/Graph/IR/GraphEnums.h.inc"
+#define GET_ATTRDEF_CLASSES
+#include "fsdpc/Dialect/Graph/IR/GraphAttrs.h.inc"
+
 #define GET_OP_CLASSES
 #include "fsdpc/Dialect/Graph/IR/GraphOps.h.inc"
 

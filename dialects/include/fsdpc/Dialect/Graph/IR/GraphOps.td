@@ -146,22 +146,23 @@ def Graph_GeluOp : Graph_Op<"gelu", [Pure, SameOperandsAndResultType]> {
   let summary = "the Gaussian error linear unit";
   let description = [{
     `x * Phi(x)`, as ONNX `Gelu` (opset 20) and torch's `F.gelu`. With
-    `approximate = "none"`, `Phi(x) = (1 + erf(x / sqrt(2))) / 2`; with
-    `"tanh"`, `Phi(x) = (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))) / 2`.
+    `approximate` none, `Phi(x) = (1 + erf(x / sqrt(2))) / 2`; with
+    tanh, `Phi(x) = (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))) / 2`.
     `graph-fuse` also makes it from the Erf and Tanh formulas older exports
     write out.
 
     - `input`: an f32 tensor; the result has its type.
-    - `approximate`: `"none"` or `"tanh"`.
+    - `approximate`: `#graph.approximate<none>` (the default) or
+      `#graph.approximate<tanh>`.
 
     ```mlir
-    %y = graph.gelu %x {approximate = "none"} : tensor<8x32x192xf32>
+    %y = graph.gelu %x {approximate = #graph.approximate<tanh>} : tensor<8x32x192xf32>
     ```
   }];
-  let arguments = (ins Graph_FloatTensor:$input, DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+  let arguments = (ins Graph_FloatTensor:$input,
+                       DefaultValuedAttr<Graph_GeluApproximationAttr, "GeluApproximation::none">:$approximate);
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
-  let hasVerifier = 1;
 }
 
 def Graph_LayerNormOp : Graph_Op<"layer_norm", [Pure]> {
@@ -647,9 +648,9 @@ def Graph_AttentionOp : Graph_Op<"attention", [Pure]> {
     - `mask`: i64, broadcasts to `[..., Tq, Tk]`; nonzero positions are
       excluded.
     - `scale`: the factor on the scores.
-    - `compute_dtype`: `"f32"` (the default), or `"bf16"` / `"f16"`, which
-      `graph-mixed-precision` sets: a device may round query, key, value
-      and the probabilities to that type for its tensor cores, accumulating
+    - `compute_dtype`: `#graph.compute_dtype<f32>` (the default), or `bf16`
+      / `f16`, which `graph-mixed-precision` sets: a device may round
+      query, key, value and the probabilities to that type for its tensor cores, accumulating
       and taking the softmax in f32 (torch's flash attention under
       autocast). The CPU computes in f32 either way.
     - `query`, `key`, `value` and `out` are float tensors of any one type
@@ -667,7 +668,7 @@ def Graph_AttentionOp : Graph_Op<"attention", [Pure]> {
   }];
   let arguments = (ins Graph_FloatTensor:$query, Graph_FloatTensor:$key, Graph_FloatTensor:$value,
                        Graph_I64Tensor:$mask, F64Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$key_transposed,
-                       DefaultValuedStrAttr<StrAttr, "f32">:$compute_dtype);
+                       DefaultValuedAttr<Graph_ComputeDtypeAttr, "ComputeDtype::f32">:$compute_dtype);
   let results = (outs Graph_FloatTensor:$out, Graph_F32Tensor:$logsumexp);
   let assemblyFormat = "$query `,` $key `,` $value `,` $mask attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -695,7 +696,7 @@ def Graph_AttentionGradOp : Graph_Op<"attention_grad", [Pure]> {
                        Graph_I64Tensor:$mask, Graph_FloatTensor:$out, Graph_F32Tensor:$logsumexp,
                        Graph_FloatTensor:$dout, F64Attr:$scale,
                        DefaultValuedAttr<BoolAttr, "false">:$key_transposed,
-                       DefaultValuedStrAttr<StrAttr, "f32">:$compute_dtype);
+                       DefaultValuedAttr<Graph_ComputeDtypeAttr, "ComputeDtype::f32">:$compute_dtype);
   let results = (outs Graph_FloatTensor:$dquery, Graph_FloatTensor:$dkey, Graph_FloatTensor:$dvalue);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $mask `,` $out `,` $logsumexp `,` $dout attr-dict `:` functional-type(operands, results)
@@ -732,7 +733,7 @@ def Graph_PackedAttentionOp : Graph_Op<"packed_attention", [Pure]> {
     ```
   }];
   let arguments = (ins Graph_FloatTensor:$qkv, Graph_I64Tensor:$mask, I64Attr:$heads, F64Attr:$scale,
-                       DefaultValuedStrAttr<StrAttr, "f32">:$compute_dtype);
+                       DefaultValuedAttr<Graph_ComputeDtypeAttr, "ComputeDtype::f32">:$compute_dtype);
   let results = (outs Graph_FloatTensor:$out, Graph_F32Tensor:$logsumexp);
   let assemblyFormat = "$qkv `,` $mask attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -756,7 +757,7 @@ def Graph_PackedAttentionGradOp : Graph_Op<"packed_attention_grad", [Pure]> {
   }];
   let arguments = (ins Graph_FloatTensor:$qkv, Graph_I64Tensor:$mask, Graph_FloatTensor:$out,
                        Graph_F32Tensor:$logsumexp, Graph_FloatTensor:$dout, I64Attr:$heads, F64Attr:$scale,
-                       DefaultValuedStrAttr<StrAttr, "f32">:$compute_dtype);
+                       DefaultValuedAttr<Graph_ComputeDtypeAttr, "ComputeDtype::f32">:$compute_dtype);
   let results = (outs Graph_FloatTensor:$dqkv);
   let assemblyFormat = [{
     $qkv `,` $mask `,` $out `,` $logsumexp `,` $dout attr-dict `:` functional-type(operands, results)
@@ -774,7 +775,8 @@ def Graph_SoftmaxCrossEntropyOp : Graph_Op<"softmax_cross_entropy", [Pure]> {
     - `logits`: `[N, C]` f32, or bf16 / f16 under mixed precision (the
       kernels compute in f32, as torch's autocast does for the loss).
     - `labels`: `[N]` i64, each in `[0, C)` or equal to `ignore_index`.
-    - `reduction`: `"mean"` or `"sum"`.
+    - `reduction`: `#graph.reduction<mean>` (the default) or
+      `#graph.reduction<sum>`.
     - `ignore_index`: optional label value whose rows do not count.
     - `classes`: optional; only the first `classes` columns of a row are
       classes, the rest is padding (`graph-pad-classes` pads a vocabulary
@@ -783,12 +785,12 @@ def Graph_SoftmaxCrossEntropyOp : Graph_Op<"softmax_cross_entropy", [Pure]> {
     - `result`: the scalar loss.
 
     ```mlir
-    %loss = graph.softmax_cross_entropy %logits, %labels {reduction = "mean"}
+    %loss = graph.softmax_cross_entropy %logits, %labels {reduction = #graph.reduction<sum>}
         : (tensor<64x5xf32>, tensor<64xi64>) -> tensor<f32>
     ```
   }];
   let arguments = (ins Graph_FloatTensor:$logits, Graph_I64Tensor:$labels,
-                       DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                       DefaultValuedAttr<Graph_LossReductionAttr, "LossReduction::mean">:$reduction,
                        OptionalAttr<I64Attr>:$ignore_index,
                        OptionalAttr<I64Attr>:$classes);
   let results = (outs Graph_F32Scalar:$result);
@@ -874,13 +876,13 @@ def Graph_GeluGradOp : Graph_Op<"gelu_grad", [Pure, SameOperandsAndResultType]> 
     - `approximate`: as the forward op.
 
     ```mlir
-    %dx = graph.gelu_grad %x, %dy {approximate = "none"} : tensor<8x32x192xf32>
+    %dx = graph.gelu_grad %x, %dy {approximate = #graph.approximate<tanh>} : tensor<8x32x192xf32>
     ```
   }];
-  let arguments = (ins Graph_FloatTensor:$x, Graph_FloatTensor:$dy, DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+  let arguments = (ins Graph_FloatTensor:$x, Graph_FloatTensor:$dy,
+                       DefaultValuedAttr<Graph_GeluApproximationAttr, "GeluApproximation::none">:$approximate);
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$x `,` $dy attr-dict `:` type($x)";
-  let hasVerifier = 1;
 }
 
 def Graph_LayerNormGradOp : Graph_Op<"layer_norm_grad", [Pure]> {
@@ -949,12 +951,12 @@ def Graph_SoftmaxCrossEntropyGradOp : Graph_Op<"softmax_cross_entropy_grad", [Pu
       bf16 once, from f32).
 
     ```mlir
-    %dlogits = graph.softmax_cross_entropy_grad %logits, %labels, %g {reduction = "mean"}
+    %dlogits = graph.softmax_cross_entropy_grad %logits, %labels, %g {reduction = #graph.reduction<sum>}
         : (tensor<64x5xf32>, tensor<64xi64>, tensor<f32>) -> tensor<64x5xf32>
     ```
   }];
   let arguments = (ins Graph_FloatTensor:$logits, Graph_I64Tensor:$labels, Graph_F32Scalar:$grad,
-                       DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                       DefaultValuedAttr<Graph_LossReductionAttr, "LossReduction::mean">:$reduction,
                        OptionalAttr<I64Attr>:$ignore_index,
                        OptionalAttr<I64Attr>:$classes);
   let results = (outs Graph_FloatTensor:$result);
@@ -1030,7 +1032,8 @@ def Graph_SgdUpdateOp : Graph_Op<"sgd_update", [Pure]> {
   }];
   let arguments = (ins Graph_F32Tensor:$param, Graph_F32Tensor:$grad, Variadic<Graph_F32Tensor>:$state,
                        Graph_I64Scalar:$step, F64Attr:$lr, F64Attr:$momentum, F64Attr:$dampening,
-                       F64Attr:$weight_decay, BoolAttr:$nesterov, OptionalAttr<StrAttr>:$lr_schedule, OptionalAttr<I64Attr>:$warmup_steps,
+                       F64Attr:$weight_decay, BoolAttr:$nesterov, OptionalAttr<Graph_LrScheduleAttr>:$lr_schedule,
+                       OptionalAttr<I64Attr>:$warmup_steps,
                        OptionalAttr<I64Attr>:$total_steps, OptionalAttr<F64Attr>:$min_lr);
   let results = (outs Graph_F32Tensor:$new_param, Variadic<Graph_F32Tensor>:$new_state);
   let assemblyFormat = [{
@@ -1050,7 +1053,7 @@ def Graph_AdamwUpdateOp : Graph_Op<"adamw_update", [Pure]> {
     - `param`, `grad`, `exp_avg`, `exp_avg_sq`: same type.
     - `step`: the 1-based step counter.
     - `lr`, `beta1`, `beta2`, `eps`, `weight_decay`: as torch.
-    - `lr_schedule` (`constant`, `linear`, `cosine`), `warmup_steps`,
+    - `lr_schedule` (`#graph.lr_schedule<constant>`, `linear`, `cosine`), `warmup_steps`,
       `total_steps`, `min_lr` (optional): `lr` is the peak of a schedule
       that the step counter drives (runtime/include/fsdpc/runtime/LrSchedule.h).
     - results: the new parameter, exp_avg and exp_avg_sq.
@@ -1065,7 +1068,8 @@ def Graph_AdamwUpdateOp : Graph_Op<"adamw_update", [Pure]> {
   }];
   let arguments = (ins Graph_F32Tensor:$param, Graph_F32Tensor:$grad, Graph_F32Tensor:$exp_avg,
                        Graph_F32Tensor:$exp_avg_sq, Graph_I64Scalar:$step, F64Attr:$lr, F64Attr:$beta1,
-                       F64Attr:$beta2, F64Attr:$eps, F64Attr:$weight_decay, OptionalAttr<StrAttr>:$lr_schedule, OptionalAttr<I64Attr>:$warmup_steps,
+                       F64Attr:$beta2, F64Attr:$eps, F64Attr:$weight_decay, OptionalAttr<Graph_LrScheduleAttr>:$lr_schedule,
+                       OptionalAttr<I64Attr>:$warmup_steps,
                        OptionalAttr<I64Attr>:$total_steps, OptionalAttr<F64Attr>:$min_lr);
   let results = (outs Graph_F32Tensor:$new_param, Graph_F32Tensor:$new_exp_avg, Graph_F32Tensor:$new_exp_avg_sq);
   let assemblyFormat = [{

@@ -325,3 +325,14 @@ func.func @cross_entropy_reduction(%logits: tensor<4x5xf32>, %labels: tensor<4xi
   %loss = graph.softmax_cross_entropy %logits, %labels {reduction = #graph.reduction<none>} : (tensor<4x5xf32>, tensor<4xi64>) -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// Tests that a negative axis reads as the number it is in an error (the
+// dialect's integer attributes are Fsdpc_I64Attr; I64Attr's uint64_t getter
+// printed 18446744073709551611).
+func.func @gather_negative_axis(%w: tensor<39x32xf32>, %ids: tensor<2x4xi64>) -> tensor<2x4x32xf32> {
+  // expected-error @+1 {{axis -5 is out of range}}
+  %e = graph.gather %w, %ids {axis = -5 : i64} : (tensor<39x32xf32>, tensor<2x4xi64>) -> tensor<2x4x32xf32>
+  return %e : tensor<2x4x32xf32>
+}

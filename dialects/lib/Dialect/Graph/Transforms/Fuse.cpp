@@ -334,7 +334,7 @@ struct FuseMaskedSoftmax : public OpRewritePattern<SoftmaxOp> {
   LogicalResult matchAndRewrite(SoftmaxOp softmax, PatternRewriter &rewriter) const override {
     RankedTensorType type = tensorType(softmax.getInput());
     int64_t rank = type.getRank();
-    const int64_t axis = static_cast<int64_t>(softmax.getAxis()); // I64Attr reads back unsigned
+    const int64_t axis = softmax.getAxis();
     if (rank == 0 || (axis != -1 && axis != rank - 1))
       return failure();
     Operation *masking = softmax.getInput().getDefiningOp();

@@ -4,6 +4,7 @@
 
 include "mlir/IR/OpBase.td"
 include "mlir/IR/EnumAttr.td"
+include "fsdpc/Dialect/SignedAttrs.td"
 
 def Graph_Dialect : Dialect {
   let name = "graph";

@@ -193,7 +193,7 @@ def Graph_LayerNormOp : Graph_Op<"layer_norm", [Pure]> {
         -> (tensor<8x32x48xf32>, tensor<8x32x1xf32>, tensor<8x32x1xf32>)
     ```
   }];
-  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale, Graph_FloatTensor:$bias, I64Attr:$axis,
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale, Graph_FloatTensor:$bias, Fsdpc_I64Attr:$axis,
                        F64Attr:$epsilon);
   let results = (outs Graph_FloatTensor:$result, Graph_F32Tensor:$mean, Graph_F32Tensor:$inv_std_dev);
   let assemblyFormat = "$input `,` $scale `,` $bias attr-dict `:` functional-type(operands, results)";
@@ -221,7 +221,7 @@ def Graph_RmsNormOp : Graph_Op<"rms_norm", [Pure]> {
         : (tensor<8x32x48xf32>, tensor<48xf32>) -> (tensor<8x32x48xf32>, tensor<8x32x1xf32>)
     ```
   }];
-  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale, I64Attr:$axis, F64Attr:$epsilon);
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale, Fsdpc_I64Attr:$axis, F64Attr:$epsilon);
   let results = (outs Graph_FloatTensor:$result, Graph_F32Tensor:$inv_rms);
   let assemblyFormat = "$input `,` $scale attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -279,7 +279,7 @@ def Graph_ConcatOp : Graph_Op<"concat", [Pure]> {
     %y = graph.concat %a, %b {axis = 1 : i64} : (tensor<2x3xf32>, tensor<2x5xf32>) -> tensor<2x8xf32>
     ```
   }];
-  let arguments = (ins Variadic<AnyRankedTensor>:$inputs, I64Attr:$axis);
+  let arguments = (ins Variadic<AnyRankedTensor>:$inputs, Fsdpc_I64Attr:$axis);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -342,7 +342,7 @@ def Graph_GatherOp : Graph_Op<"gather", [Pure]> {
     %e = graph.gather %wte, %ids {axis = 0 : i64} : (tensor<50x16xf32>, tensor<2x8xi64>) -> tensor<2x8x16xf32>
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$data, Graph_I64Tensor:$indices, I64Attr:$axis);
+  let arguments = (ins AnyRankedTensor:$data, Graph_I64Tensor:$indices, Fsdpc_I64Attr:$axis);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$data `,` $indices attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -362,7 +362,7 @@ def Graph_GatherGradOp : Graph_Op<"gather_grad", [Pure]> {
     %dwte = graph.gather_grad %dy, %ids {axis = 0 : i64} : (tensor<2x8x16xf32>, tensor<2x8xi64>) -> tensor<50x16xf32>
     ```
   }];
-  let arguments = (ins Graph_FloatTensor:$grad, Graph_I64Tensor:$indices, I64Attr:$axis);
+  let arguments = (ins Graph_FloatTensor:$grad, Graph_I64Tensor:$indices, Fsdpc_I64Attr:$axis);
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$grad `,` $indices attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -428,7 +428,7 @@ def Graph_OneHotOp : Graph_Op<"one_hot", [Pure]> {
     %mask = graph.one_hot %labels {ignore_index = -100 : i64} : (tensor<6x4xi64>) -> tensor<6x4x5xf32>
     ```
   }];
-  let arguments = (ins Graph_I64Tensor:$labels, OptionalAttr<I64Attr>:$ignore_index);
+  let arguments = (ins Graph_I64Tensor:$labels, OptionalAttr<Fsdpc_I64Attr>:$ignore_index);
   let results = (outs Graph_F32Tensor:$result);
   let assemblyFormat = "$labels attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -451,7 +451,7 @@ class Graph_ArgReduceOp<string mnemonic, string what> : Graph_Op<mnemonic, [Pure
     %i = graph.}] # mnemonic # [{ %x {axis = 1 : i64} : (tensor<3x7x5xf32>) -> tensor<3x1x5xi64>
     ```
   }];
-  let arguments = (ins Graph_FloatTensor:$input, I64Attr:$axis,
+  let arguments = (ins Graph_FloatTensor:$input, Fsdpc_I64Attr:$axis,
                        DefaultValuedAttr<BoolAttr, "false">:$select_last_index);
   let results = (outs Graph_I64Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
@@ -475,7 +475,7 @@ def Graph_TriluOp : Graph_Op<"trilu", [Pure, SameOperandsAndResultType]> {
     %y = graph.trilu %x {k = 0 : i64, upper = false} : tensor<8x8xf32>
     ```
   }];
-  let arguments = (ins Graph_FloatTensor:$input, I64Attr:$k, BoolAttr:$upper);
+  let arguments = (ins Graph_FloatTensor:$input, Fsdpc_I64Attr:$k, BoolAttr:$upper);
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
@@ -497,7 +497,7 @@ class Graph_DropoutLikeOp<string mnemonic, string what> : Graph_Op<mnemonic, [Pu
     %y = graph.}] # mnemonic # [{ %x {ratio = 1.000000e-01 : f64, seed = 42 : i64} : tensor<8x32x48xf32>
     ```
   }];
-  let arguments = (ins Graph_FloatTensor:$input, F64Attr:$ratio, I64Attr:$seed);
+  let arguments = (ins Graph_FloatTensor:$input, F64Attr:$ratio, Fsdpc_I64Attr:$seed);
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
   let hasVerifier = 1;
@@ -597,7 +597,7 @@ class Graph_SoftmaxLikeOp<string mnemonic, string what> :
     %y = graph.}] # mnemonic # [{ %x {axis = -1 : i64} : tensor<64x5xf32>
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$input, I64Attr:$axis);
+  let arguments = (ins Graph_F32Tensor:$input, Fsdpc_I64Attr:$axis);
   let results = (outs Graph_F32Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
   let hasVerifier = 1;
@@ -732,7 +732,7 @@ def Graph_PackedAttentionOp : Graph_Op<"packed_attention", [Pure]> {
         : (tensor<8x32x144xf32>, tensor<1x1x32x32xi64>) -> (tensor<8x32x48xf32>, tensor<8x4x32xf32>)
     ```
   }];
-  let arguments = (ins Graph_FloatTensor:$qkv, Graph_I64Tensor:$mask, I64Attr:$heads, F64Attr:$scale,
+  let arguments = (ins Graph_FloatTensor:$qkv, Graph_I64Tensor:$mask, Fsdpc_I64Attr:$heads, F64Attr:$scale,
                        DefaultValuedAttr<Graph_ComputeDtypeAttr, "ComputeDtype::f32">:$compute_dtype);
   let results = (outs Graph_FloatTensor:$out, Graph_F32Tensor:$logsumexp);
   let assemblyFormat = "$qkv `,` $mask attr-dict `:` functional-type(operands, results)";
@@ -756,7 +756,7 @@ def Graph_PackedAttentionGradOp : Graph_Op<"packed_attention_grad", [Pure]> {
     ```
   }];
   let arguments = (ins Graph_FloatTensor:$qkv, Graph_I64Tensor:$mask, Graph_FloatTensor:$out,
-                       Graph_F32Tensor:$logsumexp, Graph_FloatTensor:$dout, I64Attr:$heads, F64Attr:$scale,
+                       Graph_F32Tensor:$logsumexp, Graph_FloatTensor:$dout, Fsdpc_I64Attr:$heads, F64Attr:$scale,
                        DefaultValuedAttr<Graph_ComputeDtypeAttr, "ComputeDtype::f32">:$compute_dtype);
   let results = (outs Graph_FloatTensor:$dqkv);
   let assemblyFormat = [{
@@ -791,8 +791,8 @@ def Graph_SoftmaxCrossEntropyOp : Graph_Op<"softmax_cross_entropy", [Pure]> {
   }];
   let arguments = (ins Graph_FloatTensor:$logits, Graph_I64Tensor:$labels,
                        DefaultValuedAttr<Graph_LossReductionAttr, "LossReduction::mean">:$reduction,
-                       OptionalAttr<I64Attr>:$ignore_index,
-                       OptionalAttr<I64Attr>:$classes);
+                       OptionalAttr<Fsdpc_I64Attr>:$ignore_index,
+                       OptionalAttr<Fsdpc_I64Attr>:$classes);
   let results = (outs Graph_F32Scalar:$result);
   let assemblyFormat = "$logits `,` $labels attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -858,7 +858,7 @@ class Graph_SoftmaxLikeGradOp<string mnemonic, string formula> :
     %dx = graph.}] # mnemonic # [{ %y, %dy {axis = -1 : i64} : tensor<64x5xf32>
     ```
   }];
-  let arguments = (ins Graph_F32Tensor:$y, Graph_F32Tensor:$dy, I64Attr:$axis);
+  let arguments = (ins Graph_F32Tensor:$y, Graph_F32Tensor:$dy, Fsdpc_I64Attr:$axis);
   let results = (outs Graph_F32Tensor:$result);
   let assemblyFormat = "$y `,` $dy attr-dict `:` type($y)";
 }
@@ -906,7 +906,7 @@ def Graph_LayerNormGradOp : Graph_Op<"layer_norm_grad", [Pure]> {
     ```
   }];
   let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale, Graph_F32Tensor:$mean,
-                       Graph_F32Tensor:$inv_std_dev, Graph_FloatTensor:$dy, I64Attr:$axis);
+                       Graph_F32Tensor:$inv_std_dev, Graph_FloatTensor:$dy, Fsdpc_I64Attr:$axis);
   let results = (outs Graph_FloatTensor:$dinput, Graph_FloatTensor:$dscale, Graph_FloatTensor:$dbias);
   let assemblyFormat = "$input `,` $scale `,` $mean `,` $inv_std_dev `,` $dy attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -931,7 +931,7 @@ def Graph_RmsNormGradOp : Graph_Op<"rms_norm_grad", [Pure]> {
     ```
   }];
   let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$scale, Graph_F32Tensor:$inv_rms,
-                       Graph_FloatTensor:$dy, I64Attr:$axis);
+                       Graph_FloatTensor:$dy, Fsdpc_I64Attr:$axis);
   let results = (outs Graph_FloatTensor:$dinput, Graph_FloatTensor:$dscale);
   let assemblyFormat = "$input `,` $scale `,` $inv_rms `,` $dy attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -957,8 +957,8 @@ def Graph_SoftmaxCrossEntropyGradOp : Graph_Op<"softmax_cross_entropy_grad", [Pu
   }];
   let arguments = (ins Graph_FloatTensor:$logits, Graph_I64Tensor:$labels, Graph_F32Scalar:$grad,
                        DefaultValuedAttr<Graph_LossReductionAttr, "LossReduction::mean">:$reduction,
-                       OptionalAttr<I64Attr>:$ignore_index,
-                       OptionalAttr<I64Attr>:$classes);
+                       OptionalAttr<Fsdpc_I64Attr>:$ignore_index,
+                       OptionalAttr<Fsdpc_I64Attr>:$classes);
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$logits `,` $labels `,` $grad attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -1033,8 +1033,8 @@ def Graph_SgdUpdateOp : Graph_Op<"sgd_update", [Pure]> {
   let arguments = (ins Graph_F32Tensor:$param, Graph_F32Tensor:$grad, Variadic<Graph_F32Tensor>:$state,
                        Graph_I64Scalar:$step, F64Attr:$lr, F64Attr:$momentum, F64Attr:$dampening,
                        F64Attr:$weight_decay, BoolAttr:$nesterov, OptionalAttr<Graph_LrScheduleAttr>:$lr_schedule,
-                       OptionalAttr<I64Attr>:$warmup_steps,
-                       OptionalAttr<I64Attr>:$total_steps, OptionalAttr<F64Attr>:$min_lr);
+                       OptionalAttr<Fsdpc_I64Attr>:$warmup_steps,
+                       OptionalAttr<Fsdpc_I64Attr>:$total_steps, OptionalAttr<F64Attr>:$min_lr);
   let results = (outs Graph_F32Tensor:$new_param, Variadic<Graph_F32Tensor>:$new_state);
   let assemblyFormat = [{
     $param `,` $grad (`state` `(` $state^ `)`)? `step` $step attr-dict `:` functional-type(operands, results)
@@ -1069,8 +1069,8 @@ def Graph_AdamwUpdateOp : Graph_Op<"adamw_update", [Pure]> {
   let arguments = (ins Graph_F32Tensor:$param, Graph_F32Tensor:$grad, Graph_F32Tensor:$exp_avg,
                        Graph_F32Tensor:$exp_avg_sq, Graph_I64Scalar:$step, F64Attr:$lr, F64Attr:$beta1,
                        F64Attr:$beta2, F64Attr:$eps, F64Attr:$weight_decay, OptionalAttr<Graph_LrScheduleAttr>:$lr_schedule,
-                       OptionalAttr<I64Attr>:$warmup_steps,
-                       OptionalAttr<I64Attr>:$total_steps, OptionalAttr<F64Attr>:$min_lr);
+                       OptionalAttr<Fsdpc_I64Attr>:$warmup_steps,
+                       OptionalAttr<Fsdpc_I64Attr>:$total_steps, OptionalAttr<F64Attr>:$min_lr);
   let results = (outs Graph_F32Tensor:$new_param, Graph_F32Tensor:$new_exp_avg, Graph_F32Tensor:$new_exp_avg_sq);
   let assemblyFormat = [{
     $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` `step` $step attr-dict `:` functional-type(operands, results)

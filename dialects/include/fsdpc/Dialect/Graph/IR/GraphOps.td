@@ -941,8 +941,8 @@ def Graph_SoftmaxCrossEntropyGradOp : Graph_Op<"softmax_cross_entropy_grad", [Pu
   let summary = "gradient of softmax cross entropy with respect to the logits";
   let description = [{
     `(softmax(logits) - onehot(labels)) * grad / count` for rows whose label is
-    not ignored (count is the number of such rows for `"mean"`, 1 for
-    `"sum"`), zero for ignored rows.
+    not ignored (count is the number of such rows for mean, 1 for
+    sum), zero for ignored rows.
 
     - `logits`, `labels`, `reduction`, `ignore_index`, `classes`: as the
       forward op; the gradient of padding columns is zero.

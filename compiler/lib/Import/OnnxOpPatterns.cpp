@@ -12,6 +12,7 @@
 #include "fsdpc/runtime/HostDevice.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
 #include <functional>
@@ -1006,27 +1007,51 @@ LogicalResult convertCast(NodeImporter &n) {
   return success();
 }
 
-/// Range of constant bounds (position ids) folds.
+/// Range of constant bounds (position ids) folds, into at most
+/// kMaxRangeElements values: a model's ranges are position ids, and the
+/// fold holds every value at compile time.
+constexpr int64_t kMaxRangeElements = int64_t(1) << 24;
+
 LogicalResult convertRange(NodeImporter &n) {
   DenseElementsAttr start = n.constantInput(0), limit = n.constantInput(1), delta = n.constantInput(2);
   if (!start || !limit || !delta)
     return n.fail("start, limit and delta must be constants");
   Type element = start.getElementType();
+  auto tooMany = [&](const std::string &count) {
+    return n.fail("folds into " + count + " elements, more than 2^24");
+  };
   if (element.isInteger(64)) {
     int64_t s0 = (*constantInts(n, 0))[0], l = (*constantInts(n, 1))[0], d = (*constantInts(n, 2))[0];
     if (d == 0)
       return n.fail("delta is zero");
+    // ONNX's max(ceil((limit - start) / delta), 0), in unsigned arithmetic:
+    // limit - start may not fit an int64.
+    uint64_t count = 0;
+    if (d > 0 ? s0 < l : s0 > l) {
+      uint64_t span = d > 0 ? uint64_t(l) - uint64_t(s0) : uint64_t(s0) - uint64_t(l);
+      uint64_t step = d > 0 ? uint64_t(d) : 0 - uint64_t(d);
+      count = span / step + (span % step != 0);
+    }
+    if (count > uint64_t(kMaxRangeElements))
+      return tooMany(std::to_string(count));
+    // Every value lies between start and limit, so none overflows.
     SmallVector<int64_t> values;
-    for (int64_t v = s0; d > 0 ? v < l : v > l; v += d)
-      values.push_back(v);
-    n.setFoldedOutput(0, DenseElementsAttr::get(tensorOf({static_cast<int64_t>(values.size())}, element),
+    for (uint64_t i = 0; i < count; ++i)
+      values.push_back(int64_t(uint64_t(s0) + i * uint64_t(d)));
+    n.setFoldedOutput(0, DenseElementsAttr::get(tensorOf({static_cast<int64_t>(count)}, element),
                                                 ArrayRef<int64_t>(values)));
     return success();
   }
   float s0 = start.getSplatValue<float>(), l = limit.getSplatValue<float>(), d = delta.getSplatValue<float>();
   if (d == 0)
     return n.fail("delta is zero");
-  int64_t count = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((l - s0) / d)));
+  // In float, as ONNX computes it.
+  const float elements = std::ceil((l - s0) / d);
+  if (!std::isfinite(elements))
+    return n.fail("start, limit and delta must be finite");
+  if (elements > float(kMaxRangeElements))
+    return tooMany(llvm::formatv("{0:e}", elements).str());
+  const int64_t count = std::max<int64_t>(0, static_cast<int64_t>(elements));
   SmallVector<float> values;
   for (int64_t i = 0; i < count; ++i)
     values.push_back(s0 + i * d);

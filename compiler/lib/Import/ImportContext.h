@@ -10,6 +10,7 @@
 
 #include "onnx/onnx_pb.h"
 
+#include <limits>
 #include <string>
 
 namespace fsdpc::import {
@@ -127,11 +128,14 @@ mlir::DenseElementsAttr tensorProtoToAttr(const onnx::TensorProto &tensor, const
 /// The shape of a ranked tensor value.
 inline llvm::ArrayRef<int64_t> shapeOf(mlir::Value v) { return mlir::cast<mlir::RankedTensorType>(v.getType()).getShape(); }
 
-/// The element count of a static shape.
+/// The element count of a static shape, saturating at INT64_MAX: a file
+/// may claim any dimensions, and a count that large fails the importer's
+/// tensor size check (2^50 bytes) rather than wrapping around.
 inline int64_t product(llvm::ArrayRef<int64_t> shape) {
   int64_t n = 1;
   for (int64_t d : shape)
-    n *= d;
+    if (__builtin_mul_overflow(n, d, &n))
+      return std::numeric_limits<int64_t>::max();
   return n;
 }
 

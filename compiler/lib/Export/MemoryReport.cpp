@@ -144,7 +144,9 @@ std::optional<MemoryReport> fsdpc::buildMemoryReport(ModuleOp module, std::strin
     };
     StringRef kind = plan_ir::stringifyCollectiveKind(collective.getCollective());
     int64_t group = collective.getGroupSize();
-    int64_t full = kind == "reduce_scatter" ? bytesOf(collective.getInputs()) : bytesOf(collective.getOutputs());
+    int64_t full = collective.getCollective() == plan_ir::CollectiveKind::reduce_scatter
+                       ? bytesOf(collective.getInputs())
+                       : bytesOf(collective.getOutputs());
     CollectiveVolume &volume = report.communication[kind.str()];
     volume.count += 1;
     volume.tensorBytes += full;

@@ -121,9 +121,8 @@ LogicalResult fsdpc::import::convertSoftmaxCrossEntropyLoss(NodeImporter &n) {
   logits = reshape(n, logits, {rows, classes});
   Value flatLabels = reshape(n, ops->labels, {rows});
   // mean or sum here: none went to the decomposition above.
-  auto reduction = graph::LossReductionAttr::get(n.builder.getContext(), ops->reduction == "sum"
-                                                                             ? graph::LossReduction::sum
-                                                                             : graph::LossReduction::mean);
+  auto reduction =
+      graph::LossReductionAttr::get(n.builder.getContext(), *graph::symbolizeLossReduction(ops->reduction));
   n.setOutput(0, graph::SoftmaxCrossEntropyOp::create(n.builder, n.loc, n.f32Tensor({}), logits, flatLabels,
                                                       reduction, ops->ignoreIndex, IntegerAttr()));
   return success();

@@ -24,6 +24,7 @@ namespace fsdpc::fsdp {
 
 using namespace mlir;
 using namespace fsdpc;
+using fsdp::Strategy;
 
 namespace {
 
@@ -116,22 +117,22 @@ struct FsdpShardPass : public fsdpc::fsdp::impl::FsdpShardBase<FsdpShardPass> {
     func::FuncOp train = graph::lookupFunction(module, graph::kTrainStepFunc, "fsdp-shard");
     if (!train)
       return signalPassFailure();
-    std::optional<fsdp::Strategy> parsed = fsdp::symbolizeStrategy(strategy);
+    std::optional<Strategy> parsed = fsdp::symbolizeStrategy(strategy);
     if (!parsed) {
       train.emitError() << "fsdp-shard: unknown strategy '" << strategy
                          << "' (expected full_shard, shard_grad_op, no_shard or hybrid_shard)";
       return signalPassFailure();
     }
-    const fsdp::Strategy kind = *parsed;
+    const Strategy kind = *parsed;
     if (worldSize < 1) {
       train.emitError() << "fsdp-shard: world-size must be positive, got " << static_cast<int64_t>(worldSize);
       return signalPassFailure();
     }
-    if (kind != fsdp::Strategy::hybrid_shard && shardGroupSize != 0) {
+    if (kind != Strategy::hybrid_shard && shardGroupSize != 0) {
       train.emitError() << "fsdp-shard: shard-group-size applies only to hybrid_shard, not " << strategy;
       return signalPassFailure();
     }
-    if (kind == fsdp::Strategy::hybrid_shard && (shardGroupSize < 1 || worldSize % shardGroupSize != 0)) {
+    if (kind == Strategy::hybrid_shard && (shardGroupSize < 1 || worldSize % shardGroupSize != 0)) {
       train.emitError() << "fsdp-shard: hybrid_shard needs a shard-group-size that divides the world size "
                          << static_cast<int64_t>(worldSize) << ", got " << static_cast<int64_t>(shardGroupSize);
       return signalPassFailure();
@@ -147,9 +148,7 @@ struct FsdpShardPass : public fsdpc::fsdp::impl::FsdpShardBase<FsdpShardPass> {
     }
     reduceLow_ = reduceDtype == "low";
     kind_ = kind;
-    groupSize_ = kind == fsdp::Strategy::no_shard       ? 1
-                 : kind == fsdp::Strategy::hybrid_shard ? static_cast<int64_t>(shardGroupSize)
-                                                        : static_cast<int64_t>(worldSize);
+    groupSize_ = kind == Strategy::no_shard ? 1 : kind == Strategy::hybrid_shard ? shardGroupSize : worldSize;
 
     if (failed(shard(module, train)))
       return signalPassFailure();
@@ -167,7 +166,7 @@ struct FsdpShardPass : public fsdpc::fsdp::impl::FsdpShardBase<FsdpShardPass> {
   void readThroughViews(OpBuilder &builder, UnitParams &unit, Value flat, ArrayRef<Operation *> users,
                         ArrayRef<SmallVector<Value>> reads);
 
-  fsdp::Strategy kind_ = fsdp::Strategy::full_shard;
+  Strategy kind_ = Strategy::full_shard;
   int64_t groupSize_ = 1;
   bool reduceLow_ = false;
   bool reduceEach_ = false;
@@ -341,7 +340,7 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
     } else if (groupSize_ == 1) {
       builder.setInsertionPointToStart(&body);
       readThroughViews(builder, unit, shardArg, allUsers, reads);
-    } else if (kind_ == fsdp::Strategy::shard_grad_op) {
+    } else if (kind_ == Strategy::shard_grad_op) {
       // One gather per micro-batch, kept through its forward and backward.
       std::map<int64_t, SmallVector<Operation *>> usersByMicroBatch;
       for (auto &[phase, users] : usersByPhase)

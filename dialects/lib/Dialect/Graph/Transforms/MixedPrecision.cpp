@@ -63,13 +63,11 @@ struct GraphMixedPrecisionPass : public fsdpc::graph::impl::GraphMixedPrecisionB
     if (!train)
       return signalPassFailure();
     OpBuilder builder(&getContext());
-    if (paramDtype == "bf16") {
+    if (paramDtype == "bf16")
       low_ = builder.getBF16Type();
-      lowDtype_ = ComputeDtype::bf16;
-    } else if (paramDtype == "f16") {
+    else if (paramDtype == "f16")
       low_ = builder.getF16Type();
-      lowDtype_ = ComputeDtype::f16;
-    } else {
+    else {
       train.emitError() << "graph-mixed-precision: param-dtype must be bf16 or f16, got '" << paramDtype << "'";
       return signalPassFailure();
     }
@@ -209,9 +207,9 @@ struct GraphMixedPrecisionPass : public fsdpc::graph::impl::GraphMixedPrecisionB
     // the low type's tensor cores, as torch's flash attention does; not
     // where the user kept the op in f32 by name.
     if (auto attention = dyn_cast<AttentionOp>(op); attention && !keptByName(op))
-      attention.setComputeDtype(lowDtype_);
+      attention.setComputeDtype(lowComputeDtype());
     if (auto attention = dyn_cast<PackedAttentionOp>(op); attention && !keptByName(op))
-      attention.setComputeDtype(lowDtype_);
+      attention.setComputeDtype(lowComputeDtype());
     if (keptInF32(op)) {
       // f32 operands; a parameter, input or constant still goes through the
       // low-precision type, as FSDP casts it before any op sees it. Where
@@ -247,7 +245,7 @@ struct GraphMixedPrecisionPass : public fsdpc::graph::impl::GraphMixedPrecisionB
   }
 
   Type low_;
-  ComputeDtype lowDtype_ = ComputeDtype::bf16;
+  ComputeDtype lowComputeDtype() const { return low_.isBF16() ? ComputeDtype::bf16 : ComputeDtype::f16; }
   const llvm::Regex *keep_ = nullptr; // keep-fp32, compiled in runOnOperation
   llvm::DenseMap<std::pair<Value, Type>, Value> casts_;
 };

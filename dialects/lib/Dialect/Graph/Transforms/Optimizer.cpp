@@ -42,7 +42,7 @@ struct GraphOptimizerPass : public fsdpc::graph::impl::GraphOptimizerBase<GraphO
       return signalPassFailure();
     }
     schedule_ = *schedule;
-    if (warmupSteps < 0 || minLr < 0 || (lrSchedule != "constant" && totalSteps <= warmupSteps)) {
+    if (warmupSteps < 0 || minLr < 0 || (schedule_ != LrSchedule::constant && totalSteps <= warmupSteps)) {
       module.emitError("graph-optimizer: warmup-steps and min-lr must be non-negative, and linear and cosine "
                        "schedules need total-steps above warmup-steps");
       return signalPassFailure();
@@ -139,7 +139,7 @@ struct GraphOptimizerPass : public fsdpc::graph::impl::GraphOptimizerBase<GraphO
                     ", weight_decay=" + num(decay) + ")"
               : "sgd(lr=" + num(lr) + ", momentum=" + num(momentum) + ", dampening=" + num(dampening) +
                     ", weight_decay=" + num(decay) + ", nesterov=" + (nesterov ? "true" : "false") + ")";
-    if (lrSchedule != "constant" || warmupSteps > 0)
+    if (schedule_ != LrSchedule::constant || warmupSteps > 0)
       description += ", " + lrSchedule + " schedule (warmup " + std::to_string(warmupSteps) + ", total " +
                      std::to_string(totalSteps) + ", min_lr " + num(minLr) + ")";
     module->setAttr(kOptimizerAttr, builder.getStringAttr(description));
@@ -148,7 +148,7 @@ struct GraphOptimizerPass : public fsdpc::graph::impl::GraphOptimizerBase<GraphO
   /// The schedule's attributes, on updates that have one (a constant
   /// learning rate without warm-up needs none).
   template <typename UpdateOp> void setSchedule(UpdateOp update, Builder &builder) {
-    if (lrSchedule == "constant" && warmupSteps == 0)
+    if (schedule_ == LrSchedule::constant && warmupSteps == 0)
       return;
     update.setLrScheduleAttr(LrScheduleAttr::get(builder.getContext(), schedule_));
     update.setWarmupStepsAttr(builder.getI64IntegerAttr(warmupSteps));

@@ -27,20 +27,6 @@ using plan_ir::TensorKind;
 
 namespace {
 
-plan_ir::Strategy planStrategy(fsdp::Strategy strategy) {
-  switch (strategy) {
-  case fsdp::Strategy::full_shard:
-    return plan_ir::Strategy::full_shard;
-  case fsdp::Strategy::shard_grad_op:
-    return plan_ir::Strategy::shard_grad_op;
-  case fsdp::Strategy::no_shard:
-    return plan_ir::Strategy::no_shard;
-  case fsdp::Strategy::hybrid_shard:
-    return plan_ir::Strategy::hybrid_shard;
-  }
-  llvm_unreachable("unknown fsdp::Strategy");
-}
-
 /// A graph op's attributes as its kernel's parameters: the graph dialect's
 /// enums become their names, the kernel contract's string form.
 SmallVector<NamedAttribute> kernelParams(Operation *op) {
@@ -128,9 +114,8 @@ private:
     plan_ir::WaitEventOp::create(builder_, loc, ready, plan_ir::Stream::communication);
     MLIRContext *context = builder_.getContext();
     plan_ir::ReductionAttr planReduction;
-    if (reduction)
-      planReduction = plan_ir::ReductionAttr::get(
-          context, reduction.getValue() == fsdp::Reduction::avg ? plan_ir::Reduction::avg : plan_ir::Reduction::sum);
+    if (reduction) // one enum, two dialects' attributes
+      planReduction = plan_ir::ReductionAttr::get(context, reduction.getValue());
     plan_ir::CollectiveOp::create(builder_, loc, plan_ir::CollectiveKindAttr::get(context, kind),
                                   builder_.getArrayAttr({input}), builder_.getArrayAttr({output}),
                                   plan_ir::StreamAttr::get(context, plan_ir::Stream::communication),
@@ -789,7 +774,7 @@ LogicalResult Lowering::run() {
   }
   plan_ir::StrategyAttr strategy;
   if (auto sharded = module_->getAttrOfType<fsdp::StrategyAttr>(fsdp::kStrategyAttr))
-    strategy = plan_ir::StrategyAttr::get(builder_.getContext(), planStrategy(sharded.getValue()));
+    strategy = plan_ir::StrategyAttr::get(builder_.getContext(), sharded.getValue());
   auto classes = module_->getAttrOfType<IntegerAttr>(graph::kNumClassesAttr);
   builder_.setInsertionPointToEnd(module_.getBody());
   program_ = plan_ir::ProgramOp::create(

@@ -96,8 +96,8 @@ std::optional<MemoryReport> fsdpc::buildMemoryReport(ModuleOp module, std::strin
   plan_ir::ProgramOp program = *programs.begin();
   MemoryReport report;
   report.worldSize = program.getWorldSize();
-  if (std::optional<plan_ir::Strategy> strategy = program.getStrategy())
-    report.strategy = plan_ir::stringifyStrategy(*strategy).str();
+  if (std::optional<Strategy> strategy = program.getStrategy())
+    report.strategy = stringifyStrategy(*strategy).str();
   if (std::optional<int64_t> group = program.getShardGroupSize())
     report.shardGroupSize = *group;
   for (plan_ir::UnitOp unit : program.getBlock().getOps<plan_ir::UnitOp>()) {

@@ -28,7 +28,7 @@ func.func @missing_unit(%flat: tensor<24xf32>) -> tensor<6xf32> {
 // Tests that reductions are sum or avg.
 fsdp.unit @unit0 params ["w"] : [tensor<6xf32>] flat_size 6 padded_size 6
 func.func @bad_reduction(%g: tensor<6xf32>) -> tensor<6xf32> {
-  // expected-error @+2 {{expected ::fsdpc::fsdp::Reduction to be one of: sum, avg}}
+  // expected-error @+2 {{expected ::fsdpc::Reduction to be one of: sum, avg}}
   // expected-error @+1 {{failed to parse Fsdp_ReductionAttr parameter}}
   %r = fsdp.all_reduce %g {unit = @unit0, reduction = #fsdp.reduction<max>, group_size = 2 : i64} : tensor<6xf32>
   return %r : tensor<6xf32>

@@ -11,7 +11,6 @@
 using namespace mlir;
 using namespace fsdpc::fsdp;
 
-#include "fsdpc/Dialect/Fsdp/IR/FsdpEnums.cpp.inc"
 #include "fsdpc/Dialect/Fsdp/IR/FsdpOpsDialect.cpp.inc"
 #define GET_ATTRDEF_CLASSES
 #include "fsdpc/Dialect/Fsdp/IR/FsdpAttrs.cpp.inc"

@@ -70,7 +70,7 @@ struct FsdpClipGradNormPass : public fsdpc::fsdp::impl::FsdpClipGradNormBase<Fsd
     auto shardGroup = module->getAttrOfType<IntegerAttr>(fsdp::kShardGroupSizeAttr);
     if (shardGroup && shardGroup.getInt() > 1)
       sumSquares = fsdp::AllReduceOp::create(builder, loc, sumSquares, FlatSymbolRefAttr(),
-                                             fsdp::ReductionAttr::get(builder.getContext(), fsdp::Reduction::sum),
+                                             fsdp::ReductionAttr::get(builder.getContext(), Reduction::sum),
                                              builder.getI64IntegerAttr(shardGroup.getInt()),
                                              builder.getI64IntegerAttr(1))
                        .getResult();

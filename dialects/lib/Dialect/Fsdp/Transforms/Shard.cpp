@@ -24,7 +24,6 @@ namespace fsdpc::fsdp {
 
 using namespace mlir;
 using namespace fsdpc;
-using fsdp::Strategy;
 
 namespace {
 
@@ -117,7 +116,7 @@ struct FsdpShardPass : public fsdpc::fsdp::impl::FsdpShardBase<FsdpShardPass> {
     func::FuncOp train = graph::lookupFunction(module, graph::kTrainStepFunc, "fsdp-shard");
     if (!train)
       return signalPassFailure();
-    std::optional<Strategy> parsed = fsdp::symbolizeStrategy(strategy);
+    std::optional<Strategy> parsed = symbolizeStrategy(strategy);
     if (!parsed) {
       train.emitError() << "fsdp-shard: unknown strategy '" << strategy
                          << "' (expected full_shard, shard_grad_op, no_shard or hybrid_shard)";
@@ -246,7 +245,7 @@ LogicalResult FsdpShardPass::shard(ModuleOp module, func::FuncOp train) {
   OpBuilder builder(context);
   const int64_t replicas = worldSize / groupSize_;
   auto i64 = [&](int64_t v) { return builder.getI64IntegerAttr(v); };
-  auto avg = fsdp::ReductionAttr::get(context, fsdp::Reduction::avg);
+  auto avg = fsdp::ReductionAttr::get(context, Reduction::avg);
 
   SmallVector<Value> returned = {loss};
   SmallVector<DictionaryAttr> returnedAttrs = {train.getResultAttrDict(lossIndex)};

@@ -5,6 +5,7 @@
 include "mlir/IR/OpBase.td"
 include "fsdpc/Dialect/SignedAttrs.td"
 include "mlir/IR/EnumAttr.td"
+include "fsdpc/Dialect/SharedEnums.td"
 
 def Fsdp_Dialect : Dialect {
   let name = "fsdp";
@@ -34,28 +35,15 @@ class Fsdp_Op<string mnemonic, list<Trait> traits = []> :
 def Fsdp_FlatTensor : 1DTensorOf<[F32, BF16, F16]>;
 
 // Enums in attribute dictionaries are dialect attributes: `#fsdp.reduction<avg>`.
+// The attribute class is the dialect's (fsdp::ReductionAttr), whatever the
+// enum's namespace (the shared ones are in ::fsdpc).
 class Fsdp_EnumAttr<EnumAttrInfo info, string mnemonic> : EnumAttr<Fsdp_Dialect, info, mnemonic> {
+  let cppNamespace = "::fsdpc::fsdp";
   let assemblyFormat = "`<` $value `>`";
 }
 
-def Fsdp_Reduction : I32EnumAttr<"Reduction", "how a collective combines the ranks' tensors", [
-  I32EnumAttrCase<"sum", 0>,
-  I32EnumAttrCase<"avg", 1>
-]> {
-  let cppNamespace = "::fsdpc::fsdp";
-  let genSpecializedAttr = 0;
-}
-def Fsdp_ReductionAttr : Fsdp_EnumAttr<Fsdp_Reduction, "reduction">;
-
-def Fsdp_Strategy : I32EnumAttr<"Strategy", "the sharding strategy, as PyTorch FSDP names it", [
-  I32EnumAttrCase<"full_shard", 0>,
-  I32EnumAttrCase<"shard_grad_op", 1>,
-  I32EnumAttrCase<"no_shard", 2>,
-  I32EnumAttrCase<"hybrid_shard", 3>
-]> {
-  let cppNamespace = "::fsdpc::fsdp";
-  let genSpecializedAttr = 0;
-}
-def Fsdp_StrategyAttr : Fsdp_EnumAttr<Fsdp_Strategy, "strategy">;
+// The reduction and strategy enums are shared with the plan dialect.
+def Fsdp_ReductionAttr : Fsdp_EnumAttr<Fsdpc_Reduction, "reduction">;
+def Fsdp_StrategyAttr : Fsdp_EnumAttr<Fsdpc_Strategy, "strategy">;
 
 #endif // FSDPC_DIALECT_FSDP_FSDPBASE_TD

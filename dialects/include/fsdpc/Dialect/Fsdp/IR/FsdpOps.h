@@ -10,7 +10,7 @@
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 
-#include "fsdpc/Dialect/Fsdp/IR/FsdpEnums.h.inc"
+#include "fsdpc/Dialect/SharedEnums.h"
 #define GET_ATTRDEF_CLASSES
 #include "fsdpc/Dialect/Fsdp/IR/FsdpAttrs.h.inc"
 #include "mlir/Interfaces/SideEffectInterfaces.h"

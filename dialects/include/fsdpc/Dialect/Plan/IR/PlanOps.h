@@ -11,6 +11,7 @@
 #include "mlir/IR/SymbolTable.h"
 
 #include "fsdpc/Dialect/Plan/IR/PlanEnums.h.inc"
+#include "fsdpc/Dialect/SharedEnums.h"
 #define GET_ATTRDEF_CLASSES
 #include "fsdpc/Dialect/Plan/IR/PlanAttrs.h.inc"
 

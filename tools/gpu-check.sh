@@ -6,7 +6,8 @@
 #   bash tools/gpu-check.sh            (logs under $OUT, or /tmp/gpu-check)
 # Steps, each with its own time limit so one hang cannot eat the rest:
 #   1. the carried binaries, or a runtime-only build here if they do not run;
-#   2. every CUDA kernel against its CPU kernel (fsdpc-cuda-kernel-test);
+#   2. every CUDA kernel against its CPU kernel (fsdpc-cuda-kernel-test),
+#      and against its own first run bit for bit;
 #   3. the example MLP / GPT / LLaMA on the GPU against the CPU backend,
 #      2 ranks on one GPU (host-staged MPI) against 1 rank, and --offload
 #      against no offload (test/gpu/devices_agree.py);
@@ -87,7 +88,7 @@ left=$(( budget - ($(date +%s) - start) ))
 if command -v compute-sanitizer > /dev/null && [ "$left" -gt 30 ]; then
   echo "== the kernel test under compute-sanitizer memcheck, in the ${left}s left ($(elapsed))"
   timeout "$(( left < 120 ? left : 120 ))" compute-sanitizer --tool memcheck --print-limit 20 \
-    "$bin/fsdpc-cuda-kernel-test" > "$out/memcheck.txt" 2>&1
+    "$bin/fsdpc-cuda-kernel-test" --once > "$out/memcheck.txt" 2>&1
   memcheck=$?
   grep -E "ERROR SUMMARY|Invalid|out of bounds|^FAIL" "$out/memcheck.txt" | head -20
 fi

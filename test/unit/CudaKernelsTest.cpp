@@ -242,8 +242,9 @@ struct GpuContext {
   int multiprocessors = 1;
 };
 
-/// Runs one case on both backends and compares every output.
-void runCase(const Case &c, GpuContext &gpu, unsigned seed) {
+/// Runs one case on both backends and compares every output; `once`: a
+/// kernel without variants runs only once (for compute-sanitizer's slow runs).
+void runCase(const Case &c, GpuContext &gpu, unsigned seed, bool once) {
   std::mt19937 rng(seed);
   std::vector<HostTensor> inputs;
   for (const Spec &s : c.inputs)
@@ -328,6 +329,11 @@ void runCase(const Case &c, GpuContext &gpu, unsigned seed) {
   // cannot change a result). The first case of such a kernel also runs
   // unpinned: the timing path, whose outputs must be right too. In-place
   // cases run once: a second run would read what the first wrote.
+  // A kernel without variants runs twice unless `once`, the second time
+  // compared bit for bit with the first: every kernel claims the same bits
+  // every run (no atomics in a sum), and a race between threads, which the
+  // CPU comparison's tolerance may let pass, shows as a difference. On the
+  // emulator the second run has another order of blocks and threads.
   const bool inPlace = std::any_of(c.outputs.begin(), c.outputs.end(), [](const Spec &s) { return s.aliasOf >= 0; });
   const int variants = kernel.variants && !inPlace ? kernel.variants(gpuCall) : 1;
   static std::set<std::string> timedKernels;
@@ -336,8 +342,11 @@ void runCase(const Case &c, GpuContext &gpu, unsigned seed) {
     runs.push_back(variants > 1 ? v : -1);
   if (variants > 1 && timedKernels.insert(c.kernel).second)
     runs.push_back(-1);
+  if (variants == 1 && !inPlace && !c.expectDataError && !once)
+    runs.push_back(-1);
   std::vector<HostTensor> firstRun;
-  for (int variant : runs) {
+  for (size_t run = 0; run < runs.size(); ++run) {
+    const int variant = runs[run];
     launch.cache = variant >= 0 ? std::make_shared<cuda::VariantChoice>(cuda::VariantChoice{variant}) : nullptr;
     for (size_t j = 0; j < outputs.size(); ++j)
       if (c.outputs[j].aliasOf < 0) // poisoned: every element must be written
@@ -376,8 +385,8 @@ void runCase(const Case &c, GpuContext &gpu, unsigned seed) {
             std::snprintf(line, sizeof(line), "output %zu element %lld: gpu %.9g cpu %.9g", j,
                           static_cast<long long>(i), g, w);
           else if (g != first) // +0 and -0 are equal: a product's sign of zero is not a result
-            std::snprintf(line, sizeof(line), "output %zu element %lld: %.9g, the first variant's %.9g", j,
-                          static_cast<long long>(i), g, first);
+            std::snprintf(line, sizeof(line), "output %zu element %lld: %.9g, the first %s %.9g", j,
+                          static_cast<long long>(i), g, variants > 1 ? "variant's" : "run's", first);
           if (*line) {
             ok = false;
             why = line;
@@ -392,8 +401,10 @@ void runCase(const Case &c, GpuContext &gpu, unsigned seed) {
     if (firstRun.empty())
       firstRun = got;
     const std::string label =
-        c.label + (variant >= 0 ? " [variant " + std::to_string(variant + 1) + " of " + std::to_string(variants) + "]"
-                                : variants > 1 ? " [timed]" : "");
+        c.label + (variant >= 0  ? " [variant " + std::to_string(variant + 1) + " of " + std::to_string(variants) + "]"
+                   : variants > 1 ? " [timed]"
+                   : run > 0      ? " [again]"
+                                  : "");
     std::printf("%s %-44s worst %.2e (tolerance %.0e)%s%s\n", ok ? "PASS" : "FAIL", label.c_str(), worst,
                 c.tolerance, ok ? "" : ": ", ok ? "" : why.c_str());
     failures += !ok;
@@ -1006,7 +1017,19 @@ void checkTables(const std::vector<Case> &all) {
 } // namespace
 
 int main(int argc, char **argv) {
-  const std::string only = argc > 1 ? argv[1] : "";
+  // [--once] [KERNEL]: only the cases of kernels whose name contains KERNEL.
+  bool once = false;
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--once")
+      once = true;
+    else if (arg.rfind("--", 0) == 0 || !only.empty()) {
+      std::fprintf(stderr, "usage: %s [--once] [KERNEL]\n", argv[0]);
+      return 2;
+    } else
+      only = arg;
+  }
   const std::vector<Case> all = cases();
   checkTables(all);
   if (cudaDeviceCount() == 0) {
@@ -1034,7 +1057,7 @@ int main(int argc, char **argv) {
   for (const Case &c : all) {
     if (!only.empty() && c.kernel.find(only) == std::string::npos)
       continue;
-    runCase(c, gpu, seed++);
+    runCase(c, gpu, seed++, once);
     ++cases;
   }
   std::printf("%s: %d of %d runs of %d CUDA kernel cases (a run per kernel variant) agree with the CPU kernels\n",

@@ -8,6 +8,12 @@
 //   only the orderings events enforce are guaranteed;
 // - grids: blocks one after another, the threads of a block as fibers on
 //   their own stacks, switched only at barriers (__syncthreads, shuffles).
+//   Neither order is the index order, because a GPU promises neither: the
+//   blocks of a grid run in a shuffled order, the threads between barriers
+//   in an order shuffled anew each time, and one warp of the block may lag
+//   behind the others until the next __syncthreads (fixed seeds, runBlock).
+//   A read that misses its barrier then sees a value written too early or
+//   too late, whichever thread index or warp wrote it.
 //
 //===----------------------------------------------------------------------===//
 #include "cuda_runtime.h"
@@ -423,6 +429,9 @@ void threadExited(Fiber &f) {
   }
 }
 
+/// The order of the blocks of a grid and of the threads between barriers.
+thread_local std::mt19937 scheduleOrder{20261205};
+
 /// Runs one block of `threads` fibers to the end.
 void runBlock(Block &b, dim3 grid, dim3 blockShape, uint3 index) {
   const int threads = static_cast<int>(blockShape.x * blockShape.y * blockShape.z);
@@ -443,15 +452,43 @@ void runBlock(Block &b, dim3 grid, dim3 blockShape, uint3 index) {
     b.warps[f.warp].existing |= 1u << f.lane;
     prepareStack(f, b.stacks + static_cast<size_t>(t) * kFiberStack);
   }
+  // A round runs each thread that can run up to its next barrier, in an
+  // order shuffled each round. And between two __syncthreads one warp,
+  // drawn anew each time (or none), lags: it runs only when no other
+  // thread can, so it does its part of the interval after every other warp
+  // has done all of its own (up to the next __syncthreads, across any
+  // number of warp shuffles). A GPU may schedule warps so, and a thread
+  // that reads shared memory without the barrier it needs then sees what
+  // another warp wrote too early or too late. Without the laggard such a
+  // read went unseen: removing blockSum's first barrier, behind which a
+  // slow warp still reads the previous call's partial sums, failed no case.
+  std::vector<int> order(threads);
+  for (int t = 0; t < threads; ++t)
+    order[t] = t;
+  const int warps = static_cast<int>(b.warps.size());
+  int laggard = -1;
+  uint64_t laggardInterval = ~uint64_t(0);
+  bool laggardRuns = false;
   while (b.live > 0 && b.error.empty()) {
-    bool progressed = false;
-    for (Fiber &f : b.fibers) {
+    bool progressed = false, heldBack = false;
+    if (laggardInterval != b.generation) {
+      laggardInterval = b.generation;
+      const int draw = static_cast<int>(scheduleOrder() % static_cast<unsigned>(warps + 1));
+      laggard = draw < warps ? draw : -1;
+    }
+    std::shuffle(order.begin(), order.end(), scheduleOrder);
+    for (int t : order) {
+      Fiber &f = b.fibers[t];
       if (f.status == Fiber::kDone)
         continue;
       if (f.status == Fiber::kAtBlockBarrier && f.generation == b.generation)
         continue;
       if (f.status == Fiber::kAtWarpBarrier && f.generation == b.warps[f.warp].generation)
         continue;
+      if (f.warp == laggard && !laggardRuns) {
+        heldBack = true;
+        continue;
+      }
       f.status = Fiber::kReady;
       resume(f);
       progressed = true;
@@ -460,6 +497,9 @@ void runBlock(Block &b, dim3 grid, dim3 blockShape, uint3 index) {
       if (!b.error.empty())
         break;
     }
+    laggardRuns = !progressed && heldBack; // only the laggard can run: it does
+    if (laggardRuns)
+      continue;
     if (!progressed && b.error.empty()) {
       int atBlock = 0, atWarp = 0;
       for (const Fiber &f : b.fibers) {
@@ -493,10 +533,30 @@ void runGrid(dim3 grid, dim3 blockShape, size_t sharedBytes, const std::function
   b.sharedBytes = sharedBytes;
   Block *outer = block;
   block = &b;
-  for (unsigned z = 0; z < grid.z && b.error.empty(); ++z)
-    for (unsigned y = 0; y < grid.y && b.error.empty(); ++y)
-      for (unsigned x = 0; x < grid.x && b.error.empty(); ++x)
-        runBlock(b, grid, blockShape, {x, y, z});
+  // The blocks in a shuffled order: a kernel whose block reads what another
+  // block of the same launch writes is wrong on a GPU in any order.
+  // Large grids take index order or its reverse, by a coin, rather than a
+  // permutation as large as the grid.
+  const uint64_t blocks = 1ull * grid.x * grid.y * grid.z;
+  auto place = [&](uint64_t i) {
+    return uint3{static_cast<unsigned>(i % grid.x), static_cast<unsigned>(i / grid.x % grid.y),
+                 static_cast<unsigned>(i / (1ull * grid.x * grid.y))};
+  };
+  if (blocks <= (1u << 16)) {
+    std::vector<uint32_t> order(blocks);
+    for (uint32_t i = 0; i < blocks; ++i)
+      order[i] = i;
+    std::shuffle(order.begin(), order.end(), scheduleOrder);
+    for (uint32_t i : order) {
+      runBlock(b, grid, blockShape, place(i));
+      if (!b.error.empty())
+        break;
+    }
+  } else {
+    const bool reversed = scheduleOrder() & 1u;
+    for (uint64_t i = 0; i < blocks && b.error.empty(); ++i)
+      runBlock(b, grid, blockShape, place(reversed ? blocks - 1 - i : i));
+  }
   block = outer;
   if (!b.error.empty()) {
     fail(cudaErrorLaunchFailure, "kernel fault in " + b.error);

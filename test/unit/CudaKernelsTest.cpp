@@ -87,6 +87,9 @@ struct Case {
   /// that works in blocks sized by its scratch (a staged GEMM) then runs
   /// several, the last one shorter.
   int scratchDivisor = 1;
+  /// The kernel is told the device has one multiprocessor, so that kernels
+  /// sizing their grid by it launch few blocks, each taking several rows.
+  bool oneMultiprocessor = false;
 
   explicit Case(std::string name, std::string what = "") : kernel(name), label(name + (what.empty() ? "" : " " + what)) {
     inst.set_op(kernel);
@@ -139,6 +142,11 @@ struct Case {
   Case &misaligned() {
     misalignedOperands = true;
     label += " misaligned";
+    return *this;
+  }
+  Case &onOneMultiprocessor() {
+    oneMultiprocessor = true;
+    label += " on 1 multiprocessor";
     return *this;
   }
 };
@@ -316,7 +324,7 @@ void runCase(const Case &c, GpuContext &gpu, unsigned seed, bool once) {
   launch.lt = gpu.lt;
   launch.workspace = gpu.workspace;
   launch.workspaceBytes = 32ull << 20;
-  launch.multiprocessors = gpu.multiprocessors;
+  launch.multiprocessors = c.oneMultiprocessor ? 1 : gpu.multiprocessors;
   launch.context = gpu.context;
   launch.scratchBytes = kernel.scratch ? kernel.scratch(gpuCall) / c.scratchDivisor : 0;
   if (launch.scratchBytes)
@@ -985,6 +993,28 @@ std::vector<Case> cases() {
                     .tol(1e-6));
   all.push_back(Case("clip_coefficient", "under max_norm").in({1}, constant(0.25)).out({1}).out({1})
                     .attr("max_norm", 1.0).tol(1e-6));
+  // A block's later rows: the row kernels launch 16 blocks a
+  // multiprocessor at most, each taking rows blockIdx.x + k gridDim.x, so
+  // on a device of one multiprocessor these cases' blocks take two or
+  // three rows each (the double-buffered cross entropy, one block, all
+  // of them), reusing their shared memory row after row; one more with rows
+  // too long for two stages (60001 bf16 classes), staged one at a time.
+  for (const char *label :
+       {"softmax", "log_softmax", "softmax_grad", "masked_softmax", "layer_norm", "layer_norm_grad", "rms_norm",
+        "rms_norm_grad", "softmax_cross_entropy", "softmax_cross_entropy_grad", "softmax_cross_entropy_with_grad",
+        "softmax_cross_entropy_with_grad bf16, 1001 classes, apart"}) {
+    auto found = std::find_if(all.begin(), all.end(), [&](const Case &c) { return c.label == label; });
+    if (found == all.end()) {
+      std::printf("FAIL no case is labelled '%s'\n", label);
+      ++failures;
+      continue;
+    }
+    all.push_back(Case(*found).onOneMultiprocessor());
+  }
+  all.push_back(Case("softmax_cross_entropy_with_grad", "bf16, 60001 classes (one staged row), apart")
+                    .in({20, 60001}, normal(), plan::BF16).in({20}, integers(-1, 60001), plan::I64)
+                    .in({}, constant(1.0)).out({}).out({20, 60001}, plan::BF16).attr("ignore_index", int64_t(-1))
+                    .tol(2e-3).onOneMultiprocessor());
   return all;
 }
 

@@ -205,6 +205,16 @@ inline unsigned blocksFor(int64_t n, const CudaLaunch &launch) {
   return static_cast<unsigned>(std::max<int64_t>(1, std::min(wanted, cap)));
 }
 
+/// Blocks for a kernel whose block takes rows blockIdx.x, + gridDim.x, and
+/// so on: a row each up to 16 blocks a multiprocessor, more than fill it,
+/// and from there a block takes several. Then a block's second row is an
+/// everyday path, tested on the emulator's 3 multiprocessors (and on one,
+/// CudaKernelsTest's fewBlocks cases), not one taken above a million rows.
+inline unsigned rowBlocks(int64_t rows, const CudaLaunch &launch) {
+  const int64_t cap = static_cast<int64_t>(launch.multiprocessors) * 16;
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min(rows, cap)));
+}
+
 /// Launches `kernel` on `stream`: `kernel<<<grid, block, sharedBytes,
 /// stream>>>(args...)` under nvcc; under the CUDA emulator (CI, no GPU) the
 /// same kernel runs on the CPU. Check FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED after.

@@ -460,8 +460,6 @@ __global__ void mseLossGradKernel(const float *pred, const float *target, const 
   FSDPC_GRID_STRIDE_LOOP(i, n) { out[i] = (pred[i] - target[i]) * scale; }
 }
 
-unsigned rowBlocks(int64_t rows) { return static_cast<unsigned>(std::min<int64_t>(rows, 1 << 20)); }
-
 } // namespace
 
 uint64_t crossEntropyScratch(const KernelCall &call) {
@@ -522,9 +520,9 @@ Status softmaxCrossEntropy(const KernelCall &call) {
   FSDPC_RETURN_IF_ERROR(readCrossEntropy(call, "softmax_cross_entropy", ce));
   const CudaLaunch &launch = launchOf(call);
   if (ce.rows > 0) {
-    launchKernel(crossEntropyRowsKernel, rowBlocks(ce.rows), kThreads, 0, launch.stream, operandOf(call.inputs[0]),
-                 ce.labels, ce.rows, ce.classes, ce.pitch, ce.ignoreIndex, ce.rowLoss, ce.rowCounts, launch.error,
-                 launch.instruction);
+    launchKernel(crossEntropyRowsKernel, rowBlocks(ce.rows, launch), kThreads, 0, launch.stream,
+                 operandOf(call.inputs[0]), ce.labels, ce.rows, ce.classes, ce.pitch, ce.ignoreIndex, ce.rowLoss,
+                 ce.rowCounts, launch.error, launch.instruction);
     FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   }
   launchKernel(crossEntropyTotalKernel, 1, kReduceThreads, 0, launch.stream, ce.rowLoss, ce.rowCounts, ce.rows, ce.mean,
@@ -542,9 +540,9 @@ Status softmaxCrossEntropyGrad(const KernelCall &call) {
   const CudaLaunch &launch = launchOf(call);
   launchKernel(countLabelsKernel, 1, kReduceThreads, 0, launch.stream, ce.labels, ce.rows, ce.ignoreIndex, ce.counted);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
-  launchKernel(crossEntropyGradKernel, rowBlocks(ce.rows), kThreads, 0, launch.stream, operandOf(call.inputs[0]),
-               ce.labels, call.inputs[2].f32(), ce.counted, ce.rows, ce.classes, ce.pitch, ce.ignoreIndex, ce.mean,
-               operandOf(call.outputs[0]), launch.error, launch.instruction);
+  launchKernel(crossEntropyGradKernel, rowBlocks(ce.rows, launch), kThreads, 0, launch.stream,
+               operandOf(call.inputs[0]), ce.labels, call.inputs[2].f32(), ce.counted, ce.rows, ce.classes, ce.pitch,
+               ce.ignoreIndex, ce.mean, operandOf(call.outputs[0]), launch.error, launch.instruction);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }
@@ -574,18 +572,18 @@ Status softmaxCrossEntropyWithGrad(const KernelCall &call) {
           ce.rowLoss, ce.rowCounts, dlogits, launch.error, launch.instruction, stageElements));
     } else if (vectors && shiftedRowBytes <= kMaxStagedRowBytes) {
       FSDPC_RETURN_IF_ERROR(launchWithDynamicShared(
-          crossEntropyWithGradVectorKernel, rowBlocks(ce.rows), kLossRowThreads, shiftedRowBytes, launch.stream,
+          crossEntropyWithGradVectorKernel, rowBlocks(ce.rows, launch), kLossRowThreads, shiftedRowBytes, launch.stream,
           logits, ce.labels, call.inputs[2].f32(), ce.counted, ce.rows, ce.classes, ce.pitch, ce.ignoreIndex, ce.mean,
           ce.rowLoss, ce.rowCounts, dlogits, launch.error, launch.instruction));
     } else if (rowBytes <= kMaxStagedRowBytes) {
       FSDPC_RETURN_IF_ERROR(launchWithDynamicShared(
-          crossEntropyWithGradKernel<true>, rowBlocks(ce.rows), kLossRowThreads, rowBytes, launch.stream, logits,
-          ce.labels, call.inputs[2].f32(), ce.counted, ce.rows, ce.classes, ce.pitch, ce.ignoreIndex, ce.mean, ce.rowLoss,
-          ce.rowCounts, dlogits, launch.error, launch.instruction));
+          crossEntropyWithGradKernel<true>, rowBlocks(ce.rows, launch), kLossRowThreads, rowBytes, launch.stream,
+          logits, ce.labels, call.inputs[2].f32(), ce.counted, ce.rows, ce.classes, ce.pitch, ce.ignoreIndex, ce.mean,
+          ce.rowLoss, ce.rowCounts, dlogits, launch.error, launch.instruction));
     } else {
-      launchKernel(crossEntropyWithGradKernel<false>, rowBlocks(ce.rows), kLossRowThreads, 0, launch.stream, logits,
-                   ce.labels, call.inputs[2].f32(), ce.counted, ce.rows, ce.classes, ce.pitch, ce.ignoreIndex, ce.mean,
-                   ce.rowLoss, ce.rowCounts, dlogits, launch.error, launch.instruction);
+      launchKernel(crossEntropyWithGradKernel<false>, rowBlocks(ce.rows, launch), kLossRowThreads, 0, launch.stream,
+                   logits, ce.labels, call.inputs[2].f32(), ce.counted, ce.rows, ce.classes, ce.pitch, ce.ignoreIndex,
+                   ce.mean, ce.rowLoss, ce.rowCounts, dlogits, launch.error, launch.instruction);
       FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
     }
   }

@@ -331,8 +331,6 @@ __global__ void normParamPartialsKernel(Operand x, const float *mean, const floa
   }
 }
 
-unsigned rowBlocks(int64_t rows) { return static_cast<unsigned>(std::min<int64_t>(rows, 1 << 20)); }
-
 Status normalize(const KernelCall &call, Operand bias, float *mean, float *invStd, double epsilon, int64_t rows,
                  int64_t cols) {
   if (rows == 0 || cols == 0)
@@ -349,8 +347,8 @@ Status normalize(const KernelCall &call, Operand bias, float *mean, float *invSt
     launchKernel(kWarpKernels[warpKernel], static_cast<unsigned>((rows + kRowWarps - 1) / kRowWarps), kRowWarps * 32, 0,
                  launch.stream, x, scale, bias, rows, cols, epsilon, centered, y, mean, invStd);
   } else {
-    launchKernel(normalizeKernel, rowBlocks(rows), kThreads, 0, launch.stream, x, scale, bias, rows, cols, epsilon,
-                 centered, y, mean, invStd);
+    launchKernel(normalizeKernel, rowBlocks(rows, launch), kThreads, 0, launch.stream, x, scale, bias, rows, cols,
+                 epsilon, centered, y, mean, invStd);
   }
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
@@ -402,7 +400,7 @@ Status normalizeGrad(const KernelCall &call, const float *mean, const float *inv
                    kRowWarps * 32, 0, launch.stream, x, scale, mean, invStd, dy, addend, rows, cols,
                    static_cast<long long>(kRowWarps), dx, partial, chunks);
     else
-      launchKernel(normalizeGradKernel, rowBlocks(rows), kThreads, 0, launch.stream, x, scale, mean, invStd, dy,
+      launchKernel(normalizeGradKernel, rowBlocks(rows, launch), kThreads, 0, launch.stream, x, scale, mean, invStd, dy,
                    addend, rows, cols, dx);
     FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
     const int64_t rowsPerChunk = (rows + chunks - 1) / chunks;

@@ -98,8 +98,6 @@ __global__ void softmaxGradStridedKernel(const float *y, const float *dy, float 
   }
 }
 
-unsigned rowBlocks(int64_t rows) { return static_cast<unsigned>(std::min<int64_t>(rows, 1 << 20)); }
-
 Status axisSplit(const KernelCall &call, int64_t &outer, int64_t &size, int64_t &inner) {
   if (!cpu::splitAroundAxis(call.outputs[0].shape, call.intParam(contract::Param::kAxis, -1), outer, size, inner))
     return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": axis out of range");
@@ -123,11 +121,11 @@ Status softmax(const KernelCall &call) {
   if (inner == 1) {
     const Operand none{nullptr, plan::I64, 8};
     if (logOutput)
-      launchKernel(softmaxRowsKernel<Mode::kLogSoftmax>, rowBlocks(outer), kThreads, 0, launch.stream, x, y, outer,
-                   size, none, Layout<1>(), 1.0f, false);
+      launchKernel(softmaxRowsKernel<Mode::kLogSoftmax>, rowBlocks(outer, launch), kThreads, 0, launch.stream, x, y,
+                   outer, size, none, Layout<1>(), 1.0f, false);
     else
-      launchKernel(softmaxRowsKernel<Mode::kSoftmax>, rowBlocks(outer), kThreads, 0, launch.stream, x, y, outer, size,
-                   none, Layout<1>(), 1.0f, false);
+      launchKernel(softmaxRowsKernel<Mode::kSoftmax>, rowBlocks(outer, launch), kThreads, 0, launch.stream, x, y, outer,
+                   size, none, Layout<1>(), 1.0f, false);
   } else if (logOutput) {
     launchKernel(softmaxStridedKernel<Mode::kLogSoftmax>, blocksFor(outer * inner, launch), kThreads, 0, launch.stream,
                  x, y, outer, size, inner);
@@ -153,9 +151,9 @@ Status maskedSoftmax(const KernelCall &call) {
   if (rows == 0)
     return Status::ok();
   const CudaLaunch &launch = launchOf(call);
-  launchKernel(softmaxRowsKernel<Mode::kSoftmax>, rowBlocks(rows), kThreads, 0, launch.stream, x.f32(), y.f32(), rows,
-               cols, operandOf(mask), maskLayout, static_cast<float>(call.floatParam(contract::Param::kScale, 1.0)),
-               true);
+  launchKernel(softmaxRowsKernel<Mode::kSoftmax>, rowBlocks(rows, launch), kThreads, 0, launch.stream, x.f32(), y.f32(),
+               rows, cols, operandOf(mask), maskLayout,
+               static_cast<float>(call.floatParam(contract::Param::kScale, 1.0)), true);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }
@@ -175,11 +173,11 @@ Status softmaxGrad(const KernelCall &call) {
   float *dx = call.outputs[0].f32();
   if (inner == 1) {
     if (logInput)
-      launchKernel(softmaxGradRowsKernel<Mode::kLogSoftmax>, rowBlocks(outer), kThreads, 0, launch.stream, y, dy, dx,
-                   outer, size);
+      launchKernel(softmaxGradRowsKernel<Mode::kLogSoftmax>, rowBlocks(outer, launch), kThreads, 0, launch.stream, y,
+                   dy, dx, outer, size);
     else
-      launchKernel(softmaxGradRowsKernel<Mode::kSoftmax>, rowBlocks(outer), kThreads, 0, launch.stream, y, dy, dx,
-                   outer, size);
+      launchKernel(softmaxGradRowsKernel<Mode::kSoftmax>, rowBlocks(outer, launch), kThreads, 0, launch.stream, y, dy,
+                   dx, outer, size);
   } else if (logInput) {
     launchKernel(softmaxGradStridedKernel<Mode::kLogSoftmax>, blocksFor(outer * inner, launch), kThreads, 0,
                  launch.stream, y, dy, dx, outer, size, inner);

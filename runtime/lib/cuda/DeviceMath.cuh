@@ -197,22 +197,23 @@ inline Status rankError(const KernelCall &call, size_t rank) {
                      " dimensions, not ", rank);
 }
 
+/// The most blocks a grid-stride launch takes: enough to fill the device.
+inline int64_t maxGridBlocks(const CudaLaunch &launch) { return static_cast<int64_t>(launch.multiprocessors) * 16; }
+
 /// Blocks of kThreads for a grid-stride loop over n elements: enough to
 /// fill the device, no more.
 inline unsigned blocksFor(int64_t n, const CudaLaunch &launch) {
   const int64_t wanted = (n + kThreads - 1) / kThreads;
-  const int64_t cap = static_cast<int64_t>(launch.multiprocessors) * 16;
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min(wanted, cap)));
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min(wanted, maxGridBlocks(launch))));
 }
 
 /// Blocks for a kernel whose block takes rows blockIdx.x, + gridDim.x, and
-/// so on: a row each up to 16 blocks a multiprocessor, more than fill it,
-/// and from there a block takes several. Then a block's second row is an
-/// everyday path, tested on the emulator's 3 multiprocessors (and on one,
-/// CudaKernelsTest's fewBlocks cases), not one taken above a million rows.
+/// so on: a row each up to maxGridBlocks, and from there a block takes
+/// several. Then a block's second row is an everyday path, tested on the
+/// emulator's 3 multiprocessors (and on one, CudaKernelsTest's
+/// onOneMultiprocessor cases), not one taken above a million rows.
 inline unsigned rowBlocks(int64_t rows, const CudaLaunch &launch) {
-  const int64_t cap = static_cast<int64_t>(launch.multiprocessors) * 16;
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min(rows, cap)));
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min(rows, maxGridBlocks(launch))));
 }
 
 /// Launches `kernel` on `stream`: `kernel<<<grid, block, sharedBytes,

@@ -353,10 +353,9 @@ Status gatherGrad(const KernelCall &call) {
   }
   // A thread a column up to 1024 (GPT-2's 768), so that each column's
   // chain of loads runs beside the others.
-  const unsigned rowBlocks = static_cast<unsigned>(std::min<int64_t>(g.rows, launch.multiprocessors * 16ll));
   const unsigned rowThreads = static_cast<unsigned>(std::min<int64_t>(1024, (g.inner + 31) / 32 * 32));
-  launchKernel(gatherGradRowsKernel, rowBlocks, rowThreads, 0, launch.stream, operandOf(dy), s.sortedPositions,
-               s.runStart, s.runEnd, g.count, g.rows, g.outer, g.inner, operandOf(dx));
+  launchKernel(gatherGradRowsKernel, rowBlocks(g.rows, launch), rowThreads, 0, launch.stream, operandOf(dy),
+               s.sortedPositions, s.runStart, s.runEnd, g.count, g.rows, g.outer, g.inner, operandOf(dx));
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }

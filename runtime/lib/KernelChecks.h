@@ -200,6 +200,43 @@ inline Status geluTanhForm(const KernelCall &call, bool &tanhForm) {
   return Status::ok();
 }
 
+/// What a compare instruction's predicate asks for.
+enum class Comparison { kEqual, kNotEqual, kLess, kLessOrEqual, kGreater, kGreaterOrEqual };
+
+/// Whether `l <comparison> r` holds (a NaN compares unequal to everything).
+template <typename T> FSDPC_HOST_DEVICE inline bool compareHolds(Comparison comparison, T l, T r) {
+  switch (comparison) {
+  case Comparison::kEqual:
+    return l == r;
+  case Comparison::kNotEqual:
+    return l != r;
+  case Comparison::kLess:
+    return l < r;
+  case Comparison::kLessOrEqual:
+    return l <= r;
+  case Comparison::kGreater:
+    return l > r;
+  case Comparison::kGreaterOrEqual:
+    return l >= r;
+  }
+  return false;
+}
+
+/// The comparison a compare instruction names; fails on other names.
+inline Status comparisonOf(const KernelCall &call, Comparison &comparison) {
+  static constexpr std::pair<const char *, Comparison> kNames[] = {
+      {"eq", Comparison::kEqual},       {"ne", Comparison::kNotEqual}, {"lt", Comparison::kLess},
+      {"le", Comparison::kLessOrEqual}, {"gt", Comparison::kGreater},  {"ge", Comparison::kGreaterOrEqual}};
+  const std::string predicate = call.stringParam(contract::Param::kPredicate, "");
+  for (const auto &[name, value] : kNames)
+    if (predicate == name) {
+      comparison = value;
+      return Status::ok();
+    }
+  return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": predicate must be eq, ne, lt, le, gt or ge, got '",
+                     predicate, "'");
+}
+
 } // namespace fsdpc::runtime
 
 #endif // FSDPC_RUNTIME_KERNELCHECKS_H

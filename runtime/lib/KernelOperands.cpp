@@ -245,8 +245,8 @@ Status gatherGrad(const KernelCall &call) {
   return elementsOf(call, call.inputs[0], g.outer * g.count * g.inner, "gradient");
 }
 
-Status select(const KernelCall &call) {
-  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "iff", "f"));
+/// Every input broadcasts to the (first) output's shape.
+Status inputsBroadcast(const KernelCall &call) {
   for (const TensorView &in : call.inputs)
     if (!broadcastsTo(in.shape, call.outputs[0].shape))
       return refuse(call, "operand " + shapeString(in.shape) + " does not broadcast to " +
@@ -254,9 +254,21 @@ Status select(const KernelCall &call) {
   return Status::ok();
 }
 
+Status select(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "iff", "f"));
+  return inputsBroadcast(call);
+}
+
 Status isNan(const KernelCall &call) {
   FSDPC_RETURN_IF_ERROR(checkDtypes(call, "f", "i"));
   return sameCount(call, call.outputs[0].numElements());
+}
+
+Status compare(const KernelCall &call) {
+  Comparison comparison = Comparison::kEqual;
+  FSDPC_RETURN_IF_ERROR(comparisonOf(call, comparison));
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "TT", "i"));
+  return inputsBroadcast(call);
 }
 
 Status oneHot(const KernelCall &call) {
@@ -559,6 +571,8 @@ Status checkRule(contract::OperandRule rule, const KernelCall &call) {
     return select(call);
   case OperandRule::kIsNan:
     return isNan(call);
+  case OperandRule::kCompare:
+    return compare(call);
   case OperandRule::kOneHot:
     return oneHot(call);
   case OperandRule::kArgReduce:

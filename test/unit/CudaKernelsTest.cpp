@@ -568,6 +568,27 @@ std::vector<Case> cases() {
                     .attr("approximate", std::string("tanh")).tol(4e-6));
   all.push_back(Case("select").in({5, 1}, integers(0, 2), plan::I64).in({5, 37}).in({37}).out({5, 37}));
   all.push_back(Case("is_nan").in({7, 53}, someNaN()).out({7, 53}, plan::I64).tol(0));
+  // Small integers, so that equal operands are common; NaN against NaN.
+  for (const char *predicate : {"eq", "ne", "lt", "le", "gt", "ge"}) {
+    all.push_back(Case("compare", predicate)
+                      .in({7, 53}, integers(-2, 3))
+                      .in({53}, integers(-2, 3))
+                      .out({7, 53}, plan::I64)
+                      .attr("predicate", std::string(predicate))
+                      .tol(0));
+    all.push_back(Case("compare", std::string(predicate) + " NaN bf16")
+                      .in({5, 1, 37}, someNaN(), plan::BF16)
+                      .in({3, 37}, someNaN(), plan::BF16)
+                      .out({5, 3, 37}, plan::I64)
+                      .attr("predicate", std::string(predicate))
+                      .tol(0));
+  }
+  all.push_back(Case("compare", "i64")
+                    .in({7, 53}, integers(-2, 3), plan::I64)
+                    .in({7, 1}, integers(-2, 3), plan::I64)
+                    .out({7, 53}, plan::I64)
+                    .attr("predicate", std::string("le"))
+                    .tol(0));
   all.push_back(Case("is_nan", "bf16").in({7, 53}, someNaN(), plan::BF16).out({7, 53}, plan::I64).tol(0));
   all.push_back(Case("cast", "f32 -> bf16").in({1111}).out({1111}, plan::BF16).tol(0));
   all.push_back(Case("cast", "bf16 -> f32").in({1111}, normal(), plan::BF16).out({1111}).tol(0));

@@ -163,6 +163,16 @@ TEST(KernelOperands, Elementwise) {
                 "ratio");
   expectRefused(onePlan("select", {f32({3}), f32({3}), f32({3})}, {f32({3})}), "dtype F32");
   expectRefused(onePlan("is_nan", {f32({3})}, {f32({3})}), "integer");
+  auto predicate = [](const char *p) {
+    return [p](plan::Instruction &i) { (*i.mutable_string_attrs())["predicate"] = p; };
+  };
+  expectAccepted(onePlan("compare", {f32({4, 3}), f32({3})}, {i64({4, 3})}, predicate("lt")));
+  expectAccepted(onePlan("compare", {i64({4, 3}), i64({})}, {i64({4, 3})}, predicate("ne")));
+  expectRefused(onePlan("compare", {f32({3}), i64({3})}, {i64({3})}, predicate("eq")), "dtype");
+  expectRefused(onePlan("compare", {f32({3}), f32({3})}, {f32({3})}, predicate("eq")), "integer");
+  expectRefused(onePlan("compare", {f32({4, 3}), f32({4})}, {i64({4, 3})}, predicate("eq")), "does not broadcast");
+  expectRefused(onePlan("compare", {f32({3}), f32({3})}, {i64({3})}, predicate("below")), "predicate");
+  expectRefused(onePlan("compare", {f32({3}), f32({3})}, {i64({3})}), "predicate");
 }
 
 TEST(KernelOperands, ShapeAndIndexing) {

@@ -523,6 +523,40 @@ TEST(Kernels, IsNanMarksNaNsOnly) {
     EXPECT_EQ(mask.i[k], (k == 1 || k == 7) ? 1 : 0) << "at element " << k;
 }
 
+// Every predicate on a row broadcast against a column, with equal operands
+// and NaN (unequal to everything, itself included: only ne holds), written
+// out by hand; and on integers.
+TEST(Kernels, CompareBroadcastsAndTreatsNaNAsUnordered) {
+  Buffer a, b;
+  a.shape = {4};
+  a.f = {-1.0f, 0.0f, 2.0f, std::nanf("")};
+  b.shape = {2, 1};
+  b.f = {0.0f, std::nanf("")};
+  const std::pair<const char *, std::vector<int64_t>> expected[] = {
+      {"eq", {0, 1, 0, 0, 0, 0, 0, 0}}, {"ne", {1, 0, 1, 1, 1, 1, 1, 1}}, {"lt", {1, 0, 0, 0, 0, 0, 0, 0}},
+      {"le", {1, 1, 0, 0, 0, 0, 0, 0}}, {"gt", {0, 0, 1, 0, 0, 0, 0, 0}}, {"ge", {0, 1, 1, 0, 0, 0, 0, 0}}};
+  for (const auto &[predicate, want] : expected) {
+    Buffer mask;
+    mask.shape = {2, 4};
+    mask.i.assign(8, -1);
+    plan::Instruction inst;
+    (*inst.mutable_string_attrs())["predicate"] = predicate;
+    ASSERT_TRUE(runKernel("compare", {&a, &b}, {&mask}, inst).isOk()) << predicate;
+    EXPECT_EQ(mask.i, want) << predicate;
+  }
+  Buffer ids, pad, mask;
+  ids.shape = {5};
+  ids.i = {3, 0, 7, 0, 9007199254740993}; // above 2^53: not exact as a double
+  pad.shape = {};
+  pad.i = {9007199254740992};
+  mask.shape = {5};
+  mask.i.assign(5, -1);
+  plan::Instruction inst;
+  (*inst.mutable_string_attrs())["predicate"] = "gt";
+  ASSERT_TRUE(runKernel("compare", {&ids, &pad}, {&mask}, inst).isOk());
+  EXPECT_EQ(mask.i, (std::vector<int64_t>{0, 0, 0, 0, 1}));
+}
+
 // Float to integer truncates toward zero; NaN, the infinities and values
 // outside int64 give INT64_MIN, as torch's .long() on x86 (C++ leaves them
 // undefined: UBSan found a -inf in Hugging Face T5's bucket arithmetic).

@@ -34,7 +34,7 @@ SmallVector<NamedAttribute> kernelParams(Operation *op) {
   for (NamedAttribute &param : params) {
     Attribute name = llvm::TypeSwitch<Attribute, Attribute>(param.getValue())
                          .Case<graph::GeluApproximationAttr, graph::LossReductionAttr, graph::ComputeDtypeAttr,
-                               graph::LrScheduleAttr>([&](auto attr) -> Attribute {
+                               graph::LrScheduleAttr, graph::ComparePredicateAttr>([&](auto attr) -> Attribute {
                            return StringAttr::get(op->getContext(), graph::stringifyEnum(attr.getValue()));
                          })
                          .Default([](Attribute attr) { return attr; });

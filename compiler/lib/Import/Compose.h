@@ -37,6 +37,19 @@ struct Compose {
   mlir::Value sub(mlir::Value a, mlir::Value b) { return binary<graph::SubOp>(a, b); }
   mlir::Value mul(mlir::Value a, mlir::Value b) { return binary<graph::MulOp>(a, b); }
   mlir::Value div(mlir::Value a, mlir::Value b) { return binary<graph::DivOp>(a, b); }
+  /// `a <predicate> b` as an i64 mask of their broadcast shape.
+  mlir::Value compare(mlir::Value a, mlir::Value b, graph::ComparePredicate predicate) {
+    mlir::FailureOr<mlir::SmallVector<int64_t>> shape = graph::broadcastShapes(shapeOf(a), shapeOf(b));
+    auto type = mlir::RankedTensorType::get(*shape, n.builder.getI64Type());
+    return graph::CompareOp::create(n.builder, n.loc, type, a, b,
+                                    graph::ComparePredicateAttr::get(n.builder.getContext(), predicate));
+  }
+  /// `condition ? a : b`, the three broadcast together.
+  mlir::Value select(mlir::Value condition, mlir::Value a, mlir::Value b) {
+    mlir::FailureOr<mlir::SmallVector<int64_t>> shape = graph::broadcastShapes(shapeOf(a), shapeOf(b));
+    shape = graph::broadcastShapes(*shape, shapeOf(condition));
+    return graph::SelectOp::create(n.builder, n.loc, n.f32Tensor(*shape), condition, a, b);
+  }
   /// The sum over `axes`, which stay as dimensions of 1 with `keepdims`.
   mlir::Value sum(mlir::Value x, mlir::ArrayRef<int64_t> axes, bool keepdims) {
     mlir::SmallVector<int64_t> shape;

@@ -941,3 +941,291 @@ LogicalResult fsdpc::import::convertMaxPool(NodeImporter &n) {
   n.setOutput(0, unflattenPositions(b, y, *w));
   return success();
 }
+
+LogicalResult fsdpc::import::convertSoftsign(NodeImporter &n) {
+  // x / (1 + |x|)
+  return composeUnary(n, [](Compose &b, Value x) {
+    Value denominator = b.add(b.constant(1.0f), b.abs(x));
+    return b.div(x, denominator);
+  });
+}
+
+namespace {
+
+/// alpha (exp(min(x, 0) / alpha) - 1), the negative side of Elu, Selu and
+/// Celu; min(x, 0) = -relu(-x).
+Value expMinusOne(Compose &b, Value x, double alpha) {
+  Value negativePart = b.neg(b.relu(b.neg(x)));
+  Value expOfMin = b.exp(b.scale(negativePart, 1.0 / alpha));
+  return b.scale(b.sub(expOfMin, b.constant(1.0f)), alpha);
+}
+
+} // namespace
+
+LogicalResult fsdpc::import::convertSelu(NodeImporter &n) {
+  // gamma (relu(x) + alpha (exp(min(x, 0)) - 1)), the constants torch's
+  // nn.SELU uses by default.
+  const double alpha = n.floatAttr("alpha", 1.67326319217681884765625f),
+               gamma = n.floatAttr("gamma", 1.05070102214813232421875f);
+  return composeUnary(n, [&](Compose &b, Value x) {
+    Value negativeSide = b.neg(b.relu(b.neg(x)));
+    Value expOfMin = b.exp(negativeSide);
+    Value negativePart = b.scale(b.sub(expOfMin, b.constant(1.0f)), alpha);
+    return b.scale(b.add(b.relu(x), negativePart), gamma);
+  });
+}
+
+LogicalResult fsdpc::import::convertCelu(NodeImporter &n) {
+  const double alpha = n.floatAttr("alpha", 1.0f);
+  if (alpha == 0)
+    return n.fail("alpha must not be 0");
+  return composeUnary(n, [&](Compose &b, Value x) {
+    Value positivePart = b.relu(x);
+    return b.add(positivePart, expMinusOne(b, x, alpha));
+  });
+}
+
+LogicalResult fsdpc::import::convertVariadicSum(NodeImporter &n, bool mean) {
+  if (n.numInputs() == 0)
+    return n.fail("needs at least one input");
+  if (failed(requireFloatInputs(n, n.numInputs())))
+    return failure();
+  Compose b{n};
+  Value y = n.input(0);
+  for (int i = 1; i < n.numInputs(); ++i) {
+    if (failed(graph::broadcastShapes(shapeOf(y), shapeOf(n.input(i)))))
+      return n.fail("operands do not broadcast");
+    y = b.add(y, n.input(i));
+  }
+  n.setOutput(0, mean ? b.scale(y, 1.0 / n.numInputs()) : y);
+  return success();
+}
+
+LogicalResult fsdpc::import::convertHardmax(NodeImporter &n) {
+  if (failed(requireFloatInputs(n, 1)))
+    return failure();
+  Compose b{n};
+  Value x = n.input(0);
+  const SmallVector<int64_t> shape(shapeOf(x));
+  const int64_t rank = shape.size();
+  if (rank == 0)
+    return n.fail("input must have at least one dimension");
+  int64_t axis = n.intAttr("axis", n.opset < 13 ? 1 : -1);
+  axis = axis < 0 ? axis + rank : axis;
+  if (axis < 0 || axis >= rank)
+    return n.fail("axis " + Twine(n.intAttr("axis", 0)) + " is outside the input's rank " + Twine(rank));
+  // Before opset 13 the input is read as 2-D, [d0 ... d(axis-1), the rest],
+  // and the rows are its second dimension; from 13 on, the axis alone.
+  // Either way the rows end up in the last dimension: a one-hot of the
+  // first maximum's index (arg_max's ties) along it.
+  SmallVector<int64_t> perm;
+  Value rows = x;
+  if (n.opset < 13) {
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < rank; ++d)
+      (d < axis ? outer : inner) *= shape[d];
+    rows = b.reshape(x, {outer, inner});
+  } else if (axis != rank - 1) {
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != axis)
+        perm.push_back(d);
+    perm.push_back(axis);
+    rows = b.transpose(x, perm);
+  }
+  SmallVector<int64_t> rowShape(shapeOf(rows));
+  const int64_t classes = rowShape.back();
+  SmallVector<int64_t> kept(rowShape);
+  kept.back() = 1;
+  Value index = graph::ArgMaxOp::create(n.builder, n.loc, RankedTensorType::get(kept, n.builder.getI64Type()), rows,
+                                        n.builder.getI64IntegerAttr(static_cast<int64_t>(rowShape.size()) - 1),
+                                        n.builder.getBoolAttr(false));
+  SmallVector<int64_t> labels(rowShape.begin(), rowShape.end() - 1);
+  index = b.reshape(index, labels);
+  labels.push_back(classes);
+  Value y = graph::OneHotOp::create(n.builder, n.loc, n.f32Tensor(labels), index, IntegerAttr());
+  if (n.opset < 13) {
+    y = b.reshape(y, shape);
+  } else if (!perm.empty()) {
+    SmallVector<int64_t> inverse(rank);
+    for (int64_t d = 0; d < rank; ++d)
+      inverse[perm[d]] = d;
+    y = b.transpose(y, inverse);
+  }
+  n.setOutput(0, y);
+  return success();
+}
+
+LogicalResult fsdpc::import::convertGlobalMaxPool(NodeImporter &n) {
+  if (failed(requireFloatInputs(n, 1)))
+    return failure();
+  Value x = n.input(0);
+  const int64_t rank = shapeOf(x).size();
+  if (rank < 3)
+    return n.fail("input must be [N, C, spatial...]");
+  Compose b{n};
+  for (int64_t d = 2; d < rank; ++d)
+    x = b.maxAlong(x, d);
+  n.setOutput(0, x);
+  return success();
+}
+
+namespace {
+
+/// Reshape, transpose, reshape: DepthToSpace and SpaceToDepth move blocks
+/// of b x b between the channels and the two spatial dimensions.
+LogicalResult moveBlocks(NodeImporter &n, bool toSpace) {
+  Value x = n.input(0);
+  if (!x)
+    return n.fail("needs an input");
+  ArrayRef<int64_t> shape = shapeOf(x);
+  if (shape.size() != 4)
+    return n.fail("input must be [N, C, H, W], got " + Twine(shapeString(shape)));
+  const int64_t block = n.intAttr("blocksize", 0);
+  if (block < 1)
+    return n.fail("blocksize must be at least 1");
+  const int64_t batch = shape[0], channels = shape[1], height = shape[2], width = shape[3];
+  Compose b{n};
+  if (toSpace) {
+    if (channels % (block * block) != 0)
+      return n.fail("channels " + Twine(channels) + " are not a multiple of blocksize^2 = " + Twine(block * block));
+    const int64_t depth = channels / (block * block);
+    const std::string mode = n.stringAttr("mode", "DCR");
+    Value moved;
+    if (mode == "DCR")
+      moved = b.transpose(b.reshape(x, {batch, block, block, depth, height, width}), {0, 3, 4, 1, 5, 2});
+    else if (mode == "CRD")
+      moved = b.transpose(b.reshape(x, {batch, depth, block, block, height, width}), {0, 1, 4, 2, 5, 3});
+    else
+      return n.fail("mode must be DCR or CRD, got '" + Twine(mode) + "'");
+    n.setOutput(0, b.reshape(moved, {batch, depth, height * block, width * block}));
+    return success();
+  }
+  if (height % block != 0 || width % block != 0)
+    return n.fail("height and width " + Twine(height) + "x" + Twine(width) + " are not multiples of blocksize " +
+                  Twine(block));
+  Value moved =
+      b.transpose(b.reshape(x, {batch, channels, height / block, block, width / block, block}), {0, 3, 5, 1, 2, 4});
+  n.setOutput(0, b.reshape(moved, {batch, channels * block * block, height / block, width / block}));
+  return success();
+}
+
+/// The source index along an axis of `size` for padded position `i`
+/// (which may lie before 0 or past the end), by Pad's mode.
+int64_t padSource(const std::string &mode, int64_t i, int64_t size) {
+  if (mode == "edge")
+    return std::clamp<int64_t>(i, 0, size - 1);
+  if (mode == "wrap")
+    return ((i % size) + size) % size;
+  // reflect: mirrored at the first and last element, which are not repeated
+  if (size == 1)
+    return 0;
+  const int64_t period = 2 * (size - 1);
+  const int64_t folded = ((i % period) + period) % period;
+  return folded < size ? folded : period - folded;
+}
+
+} // namespace
+
+LogicalResult fsdpc::import::convertDepthToSpace(NodeImporter &n) { return moveBlocks(n, /*toSpace=*/true); }
+LogicalResult fsdpc::import::convertSpaceToDepth(NodeImporter &n) { return moveBlocks(n, /*toSpace=*/false); }
+
+LogicalResult fsdpc::import::convertPad(NodeImporter &n) {
+  if (failed(requireFloatInputs(n, 1)))
+    return failure();
+  Value x = n.input(0);
+  const int64_t rank = shapeOf(x).size();
+  const std::string mode = n.stringAttr("mode", "constant");
+  if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap")
+    return n.fail("mode must be constant, reflect, edge or wrap, got '" + Twine(mode) + "'");
+  // Before opset 11 the pads and the value are attributes; from 11 on,
+  // inputs that must be constants here; from 18 on, axes may name which
+  // dimensions the pads are for.
+  SmallVector<int64_t> pads;
+  float value = 0;
+  SmallVector<int64_t> axes;
+  if (n.opset < 11) {
+    std::optional<SmallVector<int64_t>> attr = n.intsAttr("pads");
+    if (!attr)
+      return n.fail("needs pads");
+    pads = *attr;
+    value = n.floatAttr("value", 0.0f);
+  } else {
+    DenseElementsAttr padsAttr = n.constantInput(1);
+    if (!padsAttr || !padsAttr.getElementType().isInteger(64))
+      return n.fail("pads must be a constant");
+    pads.assign(padsAttr.getValues<int64_t>().begin(), padsAttr.getValues<int64_t>().end());
+    if (n.hasInput(2)) {
+      std::optional<float> constantValue = constantScalar(n, 2);
+      if (!constantValue)
+        return n.fail("constant_value must be a constant float scalar");
+      value = *constantValue;
+    }
+    if (n.hasInput(3)) {
+      DenseElementsAttr axesAttr = n.constantInput(3);
+      if (!axesAttr || !axesAttr.getElementType().isInteger(64))
+        return n.fail("axes must be a constant");
+      for (int64_t axis : axesAttr.getValues<int64_t>())
+        axes.push_back(axis < 0 ? axis + rank : axis);
+    }
+  }
+  if (axes.empty())
+    for (int64_t d = 0; d < rank; ++d)
+      axes.push_back(d);
+  if (pads.size() != 2 * axes.size())
+    return n.fail("pads has " + Twine(pads.size()) + " entries for " + Twine(axes.size()) + " axes");
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const int64_t axis = axes[k], before = pads[k], after = pads[k + axes.size()];
+    if (axis < 0 || axis >= rank)
+      return n.fail("axis " + Twine(axis) + " is outside the input's rank " + Twine(rank));
+    if (before == 0 && after == 0)
+      continue;
+    SmallVector<int64_t> shape(shapeOf(x));
+    const int64_t size = shape[axis];
+    // Negative pads crop first.
+    if (before < 0 || after < 0) {
+      const int64_t start = std::max<int64_t>(-before, 0), end = size - std::max<int64_t>(-after, 0);
+      if (end < start)
+        return n.fail("pads crop more than the " + Twine(size) + " elements of axis " + Twine(axis));
+      SmallVector<int64_t> starts(rank, 0), steps(rank, 1);
+      starts[axis] = start;
+      shape[axis] = end - start;
+      x = graph::SliceOp::create(n.builder, n.loc, n.f32Tensor(shape), x, n.builder.getDenseI64ArrayAttr(starts),
+                                 n.builder.getDenseI64ArrayAttr(steps));
+    }
+    const int64_t grow = std::max<int64_t>(before, 0), growAfter = std::max<int64_t>(after, 0);
+    if (grow == 0 && growAfter == 0)
+      continue;
+    const int64_t kept = shape[axis];
+    if (mode == "constant") {
+      SmallVector<Value> parts;
+      for (int64_t length : {grow, int64_t(-1), growAfter}) {
+        if (length == -1) {
+          parts.push_back(x);
+          continue;
+        }
+        if (length == 0)
+          continue;
+        SmallVector<int64_t> blockShape(shape);
+        blockShape[axis] = length;
+        auto type = n.f32Tensor(blockShape);
+        parts.push_back(graph::ConstantOp::create(n.builder, n.loc, type, DenseElementsAttr::get(type, value)));
+      }
+      shape[axis] = kept + grow + growAfter;
+      x = graph::ConcatOp::create(n.builder, n.loc, n.f32Tensor(shape), parts, n.builder.getI64IntegerAttr(axis));
+      continue;
+    }
+    if (kept == 0)
+      return n.fail("mode " + Twine(mode) + " cannot pad the empty axis " + Twine(axis));
+    // reflect, edge and wrap: a gather of each padded position's source.
+    SmallVector<int64_t> sources;
+    for (int64_t i = -grow; i < kept + growAfter; ++i)
+      sources.push_back(padSource(mode, i, kept));
+    auto indexType = RankedTensorType::get({static_cast<int64_t>(sources.size())}, n.builder.getI64Type());
+    Value index = graph::ConstantOp::create(n.builder, n.loc, indexType,
+                                            DenseElementsAttr::get(indexType, ArrayRef<int64_t>(sources)));
+    shape[axis] = static_cast<int64_t>(sources.size());
+    x = graph::GatherOp::create(n.builder, n.loc, n.f32Tensor(shape), x, index, n.builder.getI64IntegerAttr(axis));
+  }
+  n.setOutput(0, x);
+  return success();
+}

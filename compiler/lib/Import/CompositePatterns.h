@@ -36,6 +36,29 @@ mlir::LogicalResult convertConv(NodeImporter &n);
 mlir::LogicalResult convertConvTranspose(NodeImporter &n);
 mlir::LogicalResult convertAveragePool(NodeImporter &n);
 mlir::LogicalResult convertMaxPool(NodeImporter &n);
+mlir::LogicalResult convertSoftsign(NodeImporter &n);
+mlir::LogicalResult convertSelu(NodeImporter &n);
+mlir::LogicalResult convertCelu(NodeImporter &n);
+/// Sum or Mean of float tensors, any number of them, broadcast together.
+mlir::LogicalResult convertVariadicSum(NodeImporter &n, bool mean);
+mlir::LogicalResult convertHardmax(NodeImporter &n);
+mlir::LogicalResult convertGlobalMaxPool(NodeImporter &n);
+mlir::LogicalResult convertDepthToSpace(NodeImporter &n);
+mlir::LogicalResult convertSpaceToDepth(NodeImporter &n);
+mlir::LogicalResult convertPad(NodeImporter &n);
+// LogicPatterns.cpp.
+/// Equal, Greater, Less, GreaterOrEqual, LessOrEqual of runtime tensors.
+mlir::LogicalResult convertRuntimeComparison(NodeImporter &n, graph::ComparePredicate predicate);
+enum class LogicOp { kAnd, kOr, kXor, kNot };
+/// And, Or, Xor, Not of runtime boolean tensors.
+mlir::LogicalResult convertRuntimeLogic(NodeImporter &n, LogicOp op);
+/// Cast of a runtime float tensor to bool: x != 0.
+mlir::LogicalResult convertFloatToBool(NodeImporter &n);
+mlir::LogicalResult convertIsInf(NodeImporter &n);
+mlir::LogicalResult convertSign(NodeImporter &n);
+mlir::LogicalResult convertThresholdedRelu(NodeImporter &n);
+mlir::LogicalResult convertShrink(NodeImporter &n);
+mlir::LogicalResult convertPRelu(NodeImporter &n);
 // EinsumPattern.cpp.
 mlir::LogicalResult convertEinsum(NodeImporter &n);
 // ResizePatterns.cpp.

@@ -256,6 +256,55 @@ onnx::OpSchema split18() {
   return schema;
 }
 
+/// Pad since opset 18 (axes: the dimensions the pads are for) and 19 (mode
+/// wrap). The output shape is inferred from constant pads and axes.
+onnx::OpSchema pad(int since) {
+  onnx::OpSchema schema = newSchema("Pad", since, "Pads a tensor by a constant, its reflection, edge or wrap.");
+  schema.Attr("mode", "constant, reflect, edge or wrap", AttributeProto::STRING, std::string("constant"))
+      .Input(0, "data", "input", "T")
+      .Input(1, "pads", "begin pads of each axis, then end pads", "tensor(int64)")
+      .Input(2, "constant_value", "value of mode constant", "T", onnx::OpSchema::Optional)
+      .Input(3, "axes", "the axes the pads are for", "Tind", onnx::OpSchema::Optional)
+      .Output(0, "output", "padded", "T")
+      .TypeConstraint("T", onnx::OpSchema::all_tensor_types_with_bfloat(), "any tensor")
+      .TypeConstraint("Tind", {"tensor(int32)", "tensor(int64)"}, "axes")
+      .TypeAndShapeInferenceFunction([](InferenceContext &ctx) {
+        onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+        if (!onnx::hasNInputShapes(ctx, 1))
+          return;
+        const onnx::TensorShapeProto &in = ctx.getInputType(0)->tensor_type().shape();
+        const int64_t rank = in.dim_size();
+        std::optional<std::vector<int64_t>> pads = constantInts(ctx, 1);
+        if (!pads)
+          return;
+        std::vector<int64_t> axes;
+        if (ctx.getNumInputs() > 3 && ctx.getInputType(3)) {
+          std::optional<std::vector<int64_t>> given = constantInts(ctx, 3);
+          if (!given)
+            return;
+          for (int64_t axis : *given)
+            axes.push_back(axis < 0 ? axis + rank : axis);
+        } else {
+          for (int64_t d = 0; d < rank; ++d)
+            axes.push_back(d);
+        }
+        if (pads->size() != 2 * axes.size())
+          return;
+        onnx::TensorShapeProto *out = ctx.getOutputType(0)->mutable_tensor_type()->mutable_shape();
+        out->CopyFrom(in);
+        for (size_t k = 0; k < axes.size(); ++k) {
+          if (axes[k] < 0 || axes[k] >= rank)
+            return;
+          onnx::TensorShapeProto::Dimension *dim = out->mutable_dim(static_cast<int>(axes[k]));
+          if (dim->has_dim_value())
+            dim->set_dim_value(dim->dim_value() + (*pads)[k] + (*pads)[k + axes.size()]);
+          else
+            dim->Clear();
+        }
+      });
+  return schema;
+}
+
 } // namespace
 
 void registerNewerOnnxSchemas() {
@@ -269,7 +318,8 @@ void registerNewerOnnxSchemas() {
     for (onnx::OpSchema schema :
          {gelu20(), mish18(), reduce18("ReduceMean"), reduce18("ReduceMax"), reduce18("ReduceMin"),
           reduce18("ReduceL1"), reduce18("ReduceL2"), reduce18("ReduceLogSum"), reduce18("ReduceLogSumExp"),
-          reduce18("ReduceSumSquare"), split18(), groupNormalization(18), groupNormalization(21), resize(18), resize(19)})
+          reduce18("ReduceSumSquare"), split18(), groupNormalization(18), groupNormalization(21), resize(18),
+          resize(19), pad(18), pad(19)})
       onnx::OpSchemaRegistry::OpSchemaRegisterOnce once(schema);
     return true;
   }();

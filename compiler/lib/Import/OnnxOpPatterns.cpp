@@ -317,7 +317,7 @@ LogicalResult convertAbs(NodeImporter &n) {
 
 /// Equal, Less, LessOrEqual, Greater, GreaterOrEqual on constants: an i64
 /// boolean constant.
-template <typename Compare> LogicalResult convertComparison(NodeImporter &n) {
+template <typename Compare, graph::ComparePredicate Predicate> LogicalResult convertComparison(NodeImporter &n) {
   if (std::optional<DenseElementsAttr> folded =
           foldIntegerBinary(n, [](int64_t a, int64_t b) -> int64_t { return Compare()(a, b); })) {
     n.setFoldedOutput(0, *folded);
@@ -327,7 +327,18 @@ template <typename Compare> LogicalResult convertComparison(NodeImporter &n) {
     n.setFoldedOutput(0, *folded);
     return success();
   }
-  return n.fail(n.node.op_type() + " is supported on constants, which fold at compile time");
+  return convertRuntimeComparison(n, Predicate);
+}
+
+/// And, Or, Xor: constants fold, runtime masks compare (LogicPatterns.cpp).
+template <LogicOp Op> LogicalResult convertLogic(NodeImporter &n) {
+  if (std::optional<DenseElementsAttr> folded = foldIntegerBinary(n, [](int64_t a, int64_t b) -> int64_t {
+        return Op == LogicOp::kAnd ? (a && b) : Op == LogicOp::kOr ? (a || b) : ((a != 0) != (b != 0));
+      })) {
+    n.setFoldedOutput(0, *folded);
+    return success();
+  }
+  return convertRuntimeLogic(n, Op);
 }
 
 /// Min and Max of constants (any number of inputs, broadcast together).
@@ -979,12 +990,12 @@ LogicalResult convertCast(NodeImporter &n) {
     element = n.builder.getI64Type();
   else
     return n.fail("casts to ONNX type " + Twine(to) + " are not supported (FLOAT, INT64, INT32 and BOOL are)");
-  if (to == onnx::TensorProto::BOOL && isF32(x))
-    return n.fail("casts from float to bool are not supported");
   auto type = tensorOf(shapeOf(x), element);
   if (DenseElementsAttr value = n.constantInput(0)) {
     DenseElementsAttr folded;
-    if (to == onnx::TensorProto::BOOL) // the input is an integer: see above
+    if (to == onnx::TensorProto::BOOL && value.getElementType().isF32())
+      folded = value.mapValues(element, [](const APFloat &v) { return APInt(64, v.isZero() ? 0 : 1); });
+    else if (to == onnx::TensorProto::BOOL)
       folded = value.mapValues(element, [](const APInt &v) { return APInt(64, v.isZero() ? 0 : 1); });
     else if (value.getElementType() == element)
       folded = value;
@@ -999,6 +1010,8 @@ LogicalResult convertCast(NodeImporter &n) {
     n.setFoldedOutput(0, folded);
     return success();
   }
+  if (to == onnx::TensorProto::BOOL && isF32(x))
+    return convertFloatToBool(n);
   if (to == onnx::TensorProto::BOOL) {
     n.setOutput(0, graph::CastOp::create(n.builder, n.loc, type, x, n.builder.getBoolAttr(true)));
     return success();
@@ -1006,6 +1019,40 @@ LogicalResult convertCast(NodeImporter &n) {
   n.setOutput(0, x.getType() == type ? x : graph::CastOp::create(n.builder, n.loc, type, x).getResult());
   return success();
 }
+
+/// CastLike: the type of input 1, as fsdpc holds it (f32 for floats, i64
+/// for integers and bools). A float cast to an integer type is refused: the
+/// target may be a bool, which holds differently (x != 0, not truncation),
+/// and the node does not say which.
+LogicalResult convertCastLike(NodeImporter &n) {
+  Value x = n.input(0), like = n.input(1);
+  if (!x || !like)
+    return n.fail("needs two inputs");
+  if (isF32(like)) {
+    if (isF32(x)) {
+      n.setOutput(0, x);
+      return success();
+    }
+    auto type = n.f32Tensor(shapeOf(x));
+    if (DenseElementsAttr value = n.constantInput(0)) {
+      n.setFoldedOutput(0, value.mapValues(n.builder.getF32Type(), [](const APInt &v) {
+        return APFloat(static_cast<float>(v.getSExtValue())).bitcastToAPInt();
+      }));
+      return success();
+    }
+    n.setOutput(0, graph::CastOp::create(n.builder, n.loc, type, x).getResult());
+    return success();
+  }
+  if (isF32(x))
+    return n.fail("a float cast like an integer or bool tensor is not supported (use Cast, which names the type)");
+  if (DenseElementsAttr value = n.constantInput(0))
+    n.setFoldedOutput(0, value);
+  else
+    n.setOutput(0, x);
+  return success();
+}
+
+template <bool Mean> LogicalResult convertMeanOrSum(NodeImporter &n) { return convertVariadicSum(n, Mean); }
 
 /// Range of constant bounds (position ids) folds, into at most
 /// kMaxRangeElements values: a model's ranges are position ids, and the
@@ -1096,7 +1143,7 @@ LogicalResult convertIsNaN(NodeImporter &n) {
 LogicalResult convertNot(NodeImporter &n) {
   DenseElementsAttr value = n.constantInput(0);
   if (!value || !value.getElementType().isInteger(64))
-    return n.fail("Not is supported on constant booleans (masks), which fold at compile time");
+    return convertRuntimeLogic(n, LogicOp::kNot);
   n.setFoldedOutput(0, value.mapValues(value.getElementType(), [](const APInt &v) { return APInt(64, v.isZero()); }));
   return success();
 }
@@ -1308,13 +1355,19 @@ const OpPattern kPatterns[] = {
     {"Mish", 18, convertMish},
     {"Softplus", 1, convertSoftplus},
     {"Tile", 6, convertTile, "constant repeats"},
-    {"Cast", 6, convertCast, "to FLOAT, INT64, INT32 or BOOL; not float to bool"},
+    {"Cast", 6, convertCast, "to FLOAT, INT64, INT32 or BOOL"},
+    {"CastLike", 15, convertCastLike, "to FLOAT, INT64, INT32 or BOOL"},
+    {"Celu", 12, convertCelu},
     {"Concat", 4, convertConcat},
     {"Constant", 9, convertConstant},
     {"ConstantOfShape", 9, convertConstantOfShape, "constant shape"},
     {"Div", 7, convertBinary<graph::DivOp>},
     {"Einsum", 12, convertEinsum, "float operands of equal label sizes (no broadcasting)"},
-    {"Equal", 7, convertComparison<std::equal_to<>>, "constant inputs (folds)"},
+    {"And", 7, convertLogic<LogicOp::kAnd>},
+    {"DepthToSpace", 1, convertDepthToSpace},
+    {"DepthToSpace", 11, convertDepthToSpace, "modes DCR and CRD"},
+    {"Equal", 7, convertComparison<std::equal_to<>, graph::ComparePredicate::eq>,
+     "float or integer inputs; no gradient (a mask)"},
     {"Dropout", 7, convertDropout},
     {"Dropout", 12, convertDropout},
     {"Erf", 9, convertUnary<graph::ErfOp>},
@@ -1325,23 +1378,36 @@ const OpPattern kPatterns[] = {
     {"GatherElements", 11, convertGatherElements,
      "folds on constants; on float data as a one-hot mask of indices x axis size, runtime indices in [0, size)"},
     {"Gelu", 20, convertGelu},
-    {"Greater", 7, convertComparison<std::greater<>>, "constant inputs (folds)"},
-    {"GreaterOrEqual", 12, convertComparison<std::greater_equal<>>, "constant inputs (folds)"},
+    {"GlobalMaxPool", 1, convertGlobalMaxPool},
+    {"Greater", 7, convertComparison<std::greater<>, graph::ComparePredicate::gt>,
+     "float or integer inputs; no gradient (a mask)"},
+    {"GreaterOrEqual", 12, convertComparison<std::greater_equal<>, graph::ComparePredicate::ge>,
+     "float or integer inputs; no gradient (a mask)"},
+    {"Hardmax", 1, convertHardmax},
+    {"Hardmax", 13, convertHardmax},
+    {"IsInf", 10, convertIsInf},
     {"Gemm", 7, convertGemm},
     {"Identity", 1, convertIdentity},
     {"IsNaN", 9, convertIsNaN},
     {"LayerNormalization", 17, convertLayerNormalization},
-    {"Less", 7, convertComparison<std::less<>>, "constant inputs (folds)"},
-    {"LessOrEqual", 12, convertComparison<std::less_equal<>>, "constant inputs (folds)"},
+    {"Less", 7, convertComparison<std::less<>, graph::ComparePredicate::lt>,
+     "float or integer inputs; no gradient (a mask)"},
+    {"LessOrEqual", 12, convertComparison<std::less_equal<>, graph::ComparePredicate::le>,
+     "float or integer inputs; no gradient (a mask)"},
     {"Log", 6, convertUnary<graph::LogOp>},
     {"LogSoftmax", 1, convertSoftmax1<graph::LogSoftmaxOp>},
     {"LogSoftmax", 13, convertSoftmax13<graph::LogSoftmaxOp>},
     {"MatMul", 1, convertMatMul},
     {"Max", 8, convertMinMax<true>, "float inputs at run time; integer ones when constant (fold)"},
     {"Min", 8, convertMinMax<false>, "float inputs at run time; integer ones when constant (fold)"},
+    {"Mean", 8, convertMeanOrSum<true>, "float inputs"},
     {"Mul", 7, convertBinary<graph::MulOp>},
     {"Neg", 6, convertUnary<graph::NegOp>},
-    {"Not", 1, convertNot, "constant input (folds)"},
+    {"Not", 1, convertNot},
+    {"Or", 7, convertLogic<LogicOp::kOr>},
+    {"PRelu", 9, convertPRelu, "a slope that broadcasts to the input"},
+    {"Pad", 2, convertPad, "modes constant, reflect and edge"},
+    {"Pad", 11, convertPad, "constant pads, value and axes; modes constant, reflect, edge and wrap"},
     {"Pow", 7, convertPow, "float exponent tensor or integer constant"},
     {"Range", 11, convertRange, "constant start, limit and delta"},
     {"Reciprocal", 6, convertUnary<graph::ReciprocalOp>},
@@ -1362,7 +1428,10 @@ const OpPattern kPatterns[] = {
     {"ScatterND", 11, convertScatterND,
      "float data; reductions none and add; runtime indices only into the first dimension"},
     {"Shape", 1, convertShape},
+    {"Selu", 6, convertSelu},
+    {"Shrink", 9, convertShrink},
     {"Sigmoid", 6, convertUnary<graph::SigmoidOp>},
+    {"Sign", 9, convertSign},
     {"Slice", 10, convertSlice, "constant starts, ends, axes and steps"},
     {"Softmax", 1, convertSoftmax1<graph::SoftmaxOp>},
     {"Softmax", 13, convertSoftmax13<graph::SoftmaxOp>},
@@ -1371,15 +1440,20 @@ const OpPattern kPatterns[] = {
     {"NegativeLogLikelihoodLoss", 12, convertNegativeLogLikelihoodLoss,
      "int64 labels; as a one-hot mask of the input's size"},
     {"Split", 2, convertSplit, "constant split sizes"},
+    {"Softsign", 1, convertSoftsign},
+    {"SpaceToDepth", 1, convertSpaceToDepth},
     {"Sqrt", 6, convertUnary<graph::SqrtOp>},
     {"Squeeze", 1, convertSqueeze},
     {"Sub", 7, convertBinary<graph::SubOp>},
+    {"Sum", 8, convertMeanOrSum<false>, "float inputs"},
     {"Tanh", 6, convertUnary<graph::TanhOp>},
+    {"ThresholdedRelu", 10, convertThresholdedRelu},
     {"Transpose", 1, convertTranspose},
     {"Trilu", 14, convertTrilu, "float input, or integer constant (folds); constant k"},
     {"Unsqueeze", 1, convertUnsqueeze},
     {"Upsample", 7, convertUpsample, "constant scales; as gathers of 1 or 2 taps per resized axis"},
     {"Where", 9, convertWhere, "float choices, or integer constants (folds)"},
+    {"Xor", 7, convertLogic<LogicOp::kXor>},
 };
 
 } // namespace

@@ -102,6 +102,9 @@ std::vector<KernelSignature> buildTable() {
       fixed("gather_grad", 2, 1, OperandRule::kGatherGrad, axis),
       fixed("select", 3, 1, OperandRule::kSelect),
       fixed("is_nan", 1, 1, OperandRule::kIsNan),
+      // lhs, rhs (broadcast; both float or both integer) -> i64 0 or 1;
+      // predicate: eq, ne, lt, le, gt, ge.
+      fixed("compare", 2, 1, OperandRule::kCompare, {{"predicate", kString, kRequired}}),
       // labels -> f32 rows of zeros with a one at the label.
       fixed("one_hot", 1, 1, OperandRule::kOneHot, {{"ignore_index", kInt, kOptional}}),
       // The index along axis, which the output keeps as a dimension of 1.
@@ -227,7 +230,8 @@ constexpr std::string_view kParamNames[] = {
     "heads",
     "causal",
     "classes",
-    "accumulate"};
+    "accumulate",
+    "predicate"};
 static_assert(sizeof(kParamNames) / sizeof(kParamNames[0]) == static_cast<size_t>(Param::kCount),
               "one name per Param");
 

@@ -28,6 +28,7 @@ Status squareRoot(const KernelCall &call);
 Status errorFunction(const KernelCall &call);
 Status reciprocal(const KernelCall &call);
 Status isNan(const KernelCall &call);
+Status compare(const KernelCall &call);
 Status scale(const KernelCall &call);
 Status relu(const KernelCall &call);
 Status hyperbolicTangent(const KernelCall &call);

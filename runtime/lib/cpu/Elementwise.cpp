@@ -130,6 +130,29 @@ Status isNan(const KernelCall &call) {
   return Status::ok();
 }
 
+Status compare(const KernelCall &call) {
+  const TensorView &a = call.inputs[0], &b = call.inputs[1], &y = call.outputs[0];
+  Comparison comparison = Comparison::kEqual;
+  FSDPC_RETURN_IF_ERROR(comparisonOf(call, comparison));
+  const bool floats = a.dtype == plan::F32 && b.dtype == plan::F32,
+             integers = a.dtype == plan::I64 && b.dtype == plan::I64;
+  if (!(floats || integers) || y.dtype != plan::I64)
+    return FSDPC_ERROR(kInvalidArgument, "compare: takes two f32 or two i64 tensors to an i64 tensor");
+  if (!broadcastsTo(a.shape, y.shape) || !broadcastsTo(b.shape, y.shape))
+    return FSDPC_ERROR(kInvalidArgument, "compare: shapes ", shapeString(a.shape), " and ", shapeString(b.shape),
+                       " do not broadcast to ", shapeString(y.shape));
+  int64_t *out = y.i64();
+  auto write = [&](const auto *pa, const auto *pb) {
+    forEachBroadcast(y.shape, broadcastStrides(a.shape, y.shape), broadcastStrides(b.shape, y.shape),
+                     [&](int64_t i, int64_t ia, int64_t ib) { out[i] = compareHolds(comparison, pa[ia], pb[ib]); });
+  };
+  if (floats)
+    write(a.f32(), b.f32());
+  else
+    write(a.i64(), b.i64());
+  return Status::ok();
+}
+
 Status cast(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &y = call.outputs[0];
   int64_t n = y.numElements();

@@ -47,6 +47,7 @@ const std::unordered_map<std::string, KernelFn> &registry() {
       {"gather_grad", gatherGrad},
       {"select", select},
       {"is_nan", isNan},
+      {"compare", compare},
       {"cast", cast},
       {"one_hot", oneHot},
       {"arg_max", argReduce},

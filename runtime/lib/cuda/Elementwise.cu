@@ -367,6 +367,17 @@ __global__ void selectKernel(Operand c, Operand a, Operand b, Operand out, long 
   }
 }
 
+__global__ void compareKernel(Operand a, Operand b, Operand out, long long n, Layout<2> layout, Comparison comparison) {
+  const bool floats = isFloatDtype(a.dtype);
+  FSDPC_GRID_STRIDE_LOOP(i, n) {
+    long long offsets[2];
+    layout.offsets(i, offsets);
+    const bool holds = floats ? compareHolds(comparison, loadFloat(a, offsets[0]), loadFloat(b, offsets[1]))
+                              : compareHolds(comparison, loadInteger(a, offsets[0]), loadInteger(b, offsets[1]));
+    storeInteger(out, i, holds ? 1 : 0);
+  }
+}
+
 __global__ void isNanKernel(Operand in, Operand out, long long n) {
   FSDPC_GRID_STRIDE_LOOP(i, n) { storeInteger(out, i, isnan(loadFloat(in, i)) ? 1 : 0); }
 }
@@ -501,6 +512,27 @@ Status isNan(const KernelCall &call) {
     return Status::ok();
   const CudaLaunch &launch = launchOf(call);
   launchKernel(isNanKernel, blocksFor(n, launch), kThreads, 0, launch.stream, operandOf(x), operandOf(y), n);
+  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::ok();
+}
+
+Status compare(const KernelCall &call) {
+  const TensorView &a = call.inputs[0], &b = call.inputs[1], &y = call.outputs[0];
+  Comparison comparison = Comparison::kEqual;
+  FSDPC_RETURN_IF_ERROR(comparisonOf(call, comparison));
+  if (isFloatDtype(a.dtype) != isFloatDtype(b.dtype) || y.dtype != plan::I64)
+    return FSDPC_ERROR(kInvalidArgument, "compare: takes two float or two integer tensors to an i64 tensor");
+  if (!cpu::broadcastsTo(a.shape, y.shape) || !cpu::broadcastsTo(b.shape, y.shape))
+    return FSDPC_ERROR(kInvalidArgument, "compare: operands do not broadcast to ", cpu::shapeString(y.shape));
+  const int64_t n = y.numElements();
+  if (n == 0)
+    return Status::ok();
+  Layout<2> layout;
+  if (!makeLayout(y.shape, {cpu::broadcastStrides(a.shape, y.shape), cpu::broadcastStrides(b.shape, y.shape)}, layout))
+    return rankError(call, y.shape.size());
+  const CudaLaunch &launch = launchOf(call);
+  launchKernel(compareKernel, blocksFor(n, launch), kThreads, 0, launch.stream, operandOf(a), operandOf(b),
+               operandOf(y), n, layout, comparison);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }

@@ -46,6 +46,7 @@ const std::unordered_map<std::string, CudaKernel> &registry() {
       {"gather_grad", {gatherGrad, gatherGradScratch}},
       {"select", {select}},
       {"is_nan", {isNan}},
+      {"compare", {compare}},
       {"cast", {cast, nullptr, castVariants}},
       {"one_hot", {oneHot}},
       {"arg_max", {argReduce}},

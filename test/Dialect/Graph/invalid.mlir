@@ -210,6 +210,34 @@ func.func @clip_max_norm(%s: tensor<1xf32>) -> tensor<1xf32> {
 
 // -----
 
+// Tests that compare's result has its operands' broadcast shape.
+func.func @compare_shape(%a: tensor<2x4xf32>, %b: tensor<4xf32>) -> tensor<4x2xi64> {
+  // expected-error @+1 {{lhs and rhs must broadcast to the result's shape}}
+  %m = graph.compare %a, %b {predicate = #graph.predicate<lt>} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<4x2xi64>
+  return %m : tensor<4x2xi64>
+}
+
+// -----
+
+// Tests that compare's operands have one element type.
+func.func @compare_types(%a: tensor<2x4xf32>, %b: tensor<2x4xi64>) -> tensor<2x4xi64> {
+  // expected-error @+1 {{lhs and rhs must have one element type}}
+  %m = graph.compare %a, %b {predicate = #graph.predicate<eq>} : (tensor<2x4xf32>, tensor<2x4xi64>) -> tensor<2x4xi64>
+  return %m : tensor<2x4xi64>
+}
+
+// -----
+
+// Tests that compare's predicate is one it knows.
+func.func @compare_predicate(%a: tensor<2x4xf32>) -> tensor<2x4xi64> {
+  // expected-error @+2 {{expected ::fsdpc::graph::ComparePredicate to be one of: eq, ne, lt, le, gt, ge}}
+  // expected-error @+1 {{failed to parse}}
+  %m = graph.compare %a, %a {predicate = #graph.predicate<below>} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xi64>
+  return %m : tensor<2x4xi64>
+}
+
+// -----
+
 // Tests that is_nan keeps its input's shape.
 func.func @is_nan_shape(%p: tensor<2x4xf32>) -> tensor<4x2xi64> {
   // expected-error @+1 {{result must have the input's shape}}

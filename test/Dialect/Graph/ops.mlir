@@ -88,6 +88,17 @@ func.func @clipping(%a: tensor<8xf32>, %b: tensor<3xf32>) -> (tensor<1xf32>, ten
 
 // -----
 
+// CHECK-LABEL: func.func @compare_mask
+func.func @compare_mask(%x: tensor<2x4xf32>, %limit: tensor<f32>, %ids: tensor<2x4xi64>, %pad: tensor<i64>) -> (tensor<2x4xi64>, tensor<2x4xi64>) {
+  // CHECK: graph.compare %{{.*}}, %{{.*}} {predicate = #graph.predicate<ge>} : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xi64>
+  %above = graph.compare %x, %limit {predicate = #graph.predicate<ge>} : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xi64>
+  // CHECK: graph.compare %{{.*}}, %{{.*}} {predicate = #graph.predicate<ne>} : (tensor<2x4xi64>, tensor<i64>) -> tensor<2x4xi64>
+  %tokens = graph.compare %ids, %pad {predicate = #graph.predicate<ne>} : (tensor<2x4xi64>, tensor<i64>) -> tensor<2x4xi64>
+  return %above, %tokens : tensor<2x4xi64>, tensor<2x4xi64>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @nan_mask
 func.func @nan_mask(%p: tensor<2x4x4xf32>, %zero: tensor<f32>) -> tensor<2x4x4xf32> {
   // CHECK: %[[NAN:.*]] = graph.is_nan %{{.*}} : (tensor<2x4x4xf32>) -> tensor<2x4x4xi64>

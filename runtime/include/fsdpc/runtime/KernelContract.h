@@ -65,6 +65,7 @@ enum class Param : uint8_t {
   kCausal,
   kClasses,
   kAccumulate,
+  kPredicate,
   kCount
 };
 
@@ -107,6 +108,7 @@ enum class OperandRule : uint8_t {
   kGatherGrad,
   kSelect,
   kIsNan,
+  kCompare,
   kOneHot,
   kArgReduce,
   kCast,

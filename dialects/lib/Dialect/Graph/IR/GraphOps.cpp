@@ -251,6 +251,16 @@ LogicalResult SelectOp::verify() {
   return success();
 }
 
+LogicalResult CompareOp::verify() {
+  FailureOr<SmallVector<int64_t>> shape = broadcastShapes(shapeOf(getLhs()), shapeOf(getRhs()));
+  if (failed(shape) || shapeOf(getResult()) != ArrayRef<int64_t>(*shape))
+    return emitOpError("lhs and rhs must broadcast to the result's shape");
+  if (cast<RankedTensorType>(getLhs().getType()).getElementType() !=
+      cast<RankedTensorType>(getRhs().getType()).getElementType())
+    return emitOpError("lhs and rhs must have one element type");
+  return success();
+}
+
 LogicalResult IsNanOp::verify() {
   if (shapeOf(getResult()) != shapeOf(getInput()))
     return emitOpError("result must have the input's shape");

@@ -275,8 +275,9 @@ LogicalResult fsdpc::graph::buildGradient(OpBuilder &builder, Operation *op, Arr
             operandGrads[0] = DropoutGradOp::create(builder, r.loc, r.dy(), o.getRatioAttr(), o.getSeedAttr());
             return true;
           })
-          .Case<OneHotOp, ArgMaxOp, ArgMinOp>([&](Operation *) {
-            // Integer labels in or integer indices out: no gradient flows.
+          .Case<OneHotOp, ArgMaxOp, ArgMinOp, CompareOp>([&](Operation *) {
+            // Integer labels in, or integer indices or masks out: no
+            // gradient flows.
             return true;
           })
           .Case<CastOp>([&](CastOp o) {

@@ -36,13 +36,13 @@ bool isFloatTensor(Value v) {
 
 /// The ops that keep f32 under mixed precision: they need its range (sums
 /// of exponentials, reciprocal square roots), and torch computes them in f32
-/// internally even on bf16 tensors. is_nan and the arg reductions read f32 so
+/// internally even on bf16 tensors. is_nan, compare and the arg reductions read f32 so
 /// that their kernels have one input type (a bf16 NaN widens to an f32 NaN,
 /// and widening keeps the order); one_hot writes f32, 0 and 1 are exact in
 /// any type, so its consumers cast it.
 bool needsF32(Operation *op) {
   return isa<LayerNormOp, RmsNormOp, SoftmaxOp, LogSoftmaxOp, MaskedSoftmaxOp, AttentionOp, PackedAttentionOp,
-             SoftmaxCrossEntropyOp, MseLossOp, IsNanOp, ArgMaxOp, ArgMinOp, OneHotOp>(op);
+             SoftmaxCrossEntropyOp, MseLossOp, IsNanOp, CompareOp, ArgMaxOp, ArgMinOp, OneHotOp>(op);
 }
 
 /// The ONNX node names in a location.

@@ -91,4 +91,17 @@ def Graph_LrSchedule : I32EnumAttr<"LrSchedule", "the learning-rate schedule the
 }
 def Graph_LrScheduleAttr : Graph_EnumAttr<Graph_LrSchedule, "lr_schedule">;
 
+def Graph_ComparePredicate : I32EnumAttr<"ComparePredicate", "which comparison graph.compare makes", [
+  I32EnumAttrCase<"eq", 0>,
+  I32EnumAttrCase<"ne", 1>,
+  I32EnumAttrCase<"lt", 2>,
+  I32EnumAttrCase<"le", 3>,
+  I32EnumAttrCase<"gt", 4>,
+  I32EnumAttrCase<"ge", 5>
+]> {
+  let cppNamespace = "::fsdpc::graph";
+  let genSpecializedAttr = 0;
+}
+def Graph_ComparePredicateAttr : Graph_EnumAttr<Graph_ComparePredicate, "predicate">;
+
 #endif // FSDPC_DIALECT_GRAPH_GRAPHBASE_TD

@@ -387,6 +387,31 @@ def Graph_SelectOp : Graph_Op<"select", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Graph_CompareOp : Graph_Op<"compare", [Pure]> {
+  let summary = "elementwise comparison of two float tensors";
+  let description = [{
+    `result = lhs <predicate> rhs ? 1 : 0`, the operands (both float or
+    both i64) broadcast together as numpy does: an i64 tensor (booleans are
+    i64 0 or 1 here). A NaN
+    compares unequal to everything, itself included, so only `ne` holds for
+    it, as in torch and IEEE 754. It has no gradient: ONNX `Equal`,
+    `Greater`, `Less` and their `OrEqual` forms on runtime tensors lower to
+    it, and so do the boolean ops on runtime masks (`And`, `Or`, `Xor`,
+    `Not`, as comparisons of their 0/1 values widened to f32), `Sign`,
+    `IsInf` and the piecewise activations that choose by the input's sign.
+
+    ```mlir
+    %positive = graph.compare %x, %zero {predicate = #graph.predicate<gt>} : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xi64>
+    ```
+  }];
+  let arguments = (ins AnyTypeOf<[Graph_FloatTensor, Graph_I64Tensor]>:$lhs,
+                       AnyTypeOf<[Graph_FloatTensor, Graph_I64Tensor]>:$rhs,
+                       Graph_ComparePredicateAttr:$predicate);
+  let results = (outs Graph_I64Tensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Graph_IsNanOp : Graph_Op<"is_nan", [Pure]> {
   let summary = "elementwise test for NaN";
   let description = [{

@@ -13,6 +13,25 @@
 
 namespace fsdpc::import {
 
+/// The permutation that moves `axis` of a rank-`rank` tensor last, the
+/// others keeping their order.
+inline llvm::SmallVector<int64_t> axisLastPermutation(int64_t rank, int64_t axis) {
+  llvm::SmallVector<int64_t> perm;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis)
+      perm.push_back(d);
+  perm.push_back(axis);
+  return perm;
+}
+
+/// The permutation that undoes `perm`.
+inline llvm::SmallVector<int64_t> inversePermutation(llvm::ArrayRef<int64_t> perm) {
+  llvm::SmallVector<int64_t> inverse(perm.size());
+  for (size_t d = 0; d < perm.size(); ++d)
+    inverse[perm[d]] = static_cast<int64_t>(d);
+  return inverse;
+}
+
 /// Composes graph ops at the node's location.
 struct Compose {
   NodeImporter &n;
@@ -125,6 +144,15 @@ struct Compose {
     return sub(low, relu(sub(y, constant(1.0f))));
   }
 };
+
+/// A one-input float op composed by `build` from the input.
+template <typename Build> mlir::LogicalResult composeUnary(NodeImporter &n, Build build) {
+  if (mlir::failed(requireFloatInputs(n, 1)))
+    return mlir::failure();
+  Compose b{n};
+  n.setOutput(0, build(b, n.input(0)));
+  return mlir::success();
+}
 
 } // namespace fsdpc::import
 

@@ -27,15 +27,6 @@ using namespace fsdpc::import;
 
 namespace {
 
-/// A one-input op composed by `build` from the input.
-template <typename Build> LogicalResult composeUnary(NodeImporter &n, Build build) {
-  if (failed(requireFloatInputs(n, 1)))
-    return failure();
-  Compose b{n};
-  n.setOutput(0, build(b, n.input(0)));
-  return success();
-}
-
 /// A scalar float operand that must be known at compile time (Clip's min
 /// and max): a constant, or a one-element initializer read as a setting.
 std::optional<float> constantScalar(NodeImporter &n, int i) {
@@ -57,15 +48,22 @@ LogicalResult fsdpc::import::convertLeakyRelu(NodeImporter &n) {
   });
 }
 
+namespace {
+
+/// relu(x) + alpha (exp(min(x, 0) / width) - 1), min(x, 0) = -relu(-x):
+/// Elu (width 1), Celu (width alpha) and, scaled, Selu.
+Value exponentialLinear(Compose &b, Value x, double alpha, double width) {
+  Value expOfMin = b.exp(b.scale(b.neg(b.relu(b.neg(x))), 1.0 / width));
+  Value negativePart = b.sub(expOfMin, b.constant(1.0f));
+  Value positivePart = b.relu(x);
+  return b.add(positivePart, b.scale(negativePart, alpha));
+}
+
+} // namespace
+
 LogicalResult fsdpc::import::convertElu(NodeImporter &n) {
   const double alpha = n.floatAttr("alpha", 1.0f);
-  // relu(x) + alpha (exp(min(x, 0)) - 1), min(x, 0) = -relu(-x)
-  return composeUnary(n, [&](Compose &b, Value x) {
-    Value expOfMin = b.exp(b.neg(b.relu(b.neg(x))));
-    Value negativePart = b.sub(expOfMin, b.constant(1.0f));
-    Value positivePart = b.relu(x);
-    return b.add(positivePart, b.scale(negativePart, alpha));
-  });
+  return composeUnary(n, [&](Compose &b, Value x) { return exponentialLinear(b, x, alpha, 1.0); });
 }
 
 LogicalResult fsdpc::import::convertSoftplus(NodeImporter &n) {
@@ -325,15 +323,10 @@ LogicalResult fsdpc::import::convertCumSum(NodeImporter &n) {
   Value t = graph::ConstantOp::create(n.builder, n.loc, triangleType,
                                       DenseElementsAttr::get(triangleType, ArrayRef<float>(triangle)));
   // Move the axis last, multiply, move it back.
-  SmallVector<int64_t> perm, inverse(rank), moved;
-  for (int64_t d = 0; d < rank; ++d)
-    if (d != axis)
-      perm.push_back(d);
-  perm.push_back(axis);
-  for (int64_t d = 0; d < rank; ++d) {
-    inverse[perm[d]] = d;
-    moved.push_back(shape[perm[d]]);
-  }
+  const SmallVector<int64_t> perm = axisLastPermutation(rank, axis), inverse = inversePermutation(perm);
+  SmallVector<int64_t> moved;
+  for (int64_t d : perm)
+    moved.push_back(shape[d]);
   Value last = x;
   if (axis != rank - 1)
     last = graph::TransposeOp::create(n.builder, n.loc, n.f32Tensor(moved), x, n.builder.getDenseI64ArrayAttr(perm));
@@ -950,39 +943,18 @@ LogicalResult fsdpc::import::convertSoftsign(NodeImporter &n) {
   });
 }
 
-namespace {
-
-/// alpha (exp(min(x, 0) / alpha) - 1), the negative side of Elu, Selu and
-/// Celu; min(x, 0) = -relu(-x).
-Value expMinusOne(Compose &b, Value x, double alpha) {
-  Value negativePart = b.neg(b.relu(b.neg(x)));
-  Value expOfMin = b.exp(b.scale(negativePart, 1.0 / alpha));
-  return b.scale(b.sub(expOfMin, b.constant(1.0f)), alpha);
-}
-
-} // namespace
-
 LogicalResult fsdpc::import::convertSelu(NodeImporter &n) {
-  // gamma (relu(x) + alpha (exp(min(x, 0)) - 1)), the constants torch's
-  // nn.SELU uses by default.
+  // gamma elu(x, alpha), the constants torch's nn.SELU uses by default.
   const double alpha = n.floatAttr("alpha", 1.67326319217681884765625f),
                gamma = n.floatAttr("gamma", 1.05070102214813232421875f);
-  return composeUnary(n, [&](Compose &b, Value x) {
-    Value negativeSide = b.neg(b.relu(b.neg(x)));
-    Value expOfMin = b.exp(negativeSide);
-    Value negativePart = b.scale(b.sub(expOfMin, b.constant(1.0f)), alpha);
-    return b.scale(b.add(b.relu(x), negativePart), gamma);
-  });
+  return composeUnary(n, [&](Compose &b, Value x) { return b.scale(exponentialLinear(b, x, alpha, 1.0), gamma); });
 }
 
 LogicalResult fsdpc::import::convertCelu(NodeImporter &n) {
   const double alpha = n.floatAttr("alpha", 1.0f);
   if (alpha == 0)
     return n.fail("alpha must not be 0");
-  return composeUnary(n, [&](Compose &b, Value x) {
-    Value positivePart = b.relu(x);
-    return b.add(positivePart, expMinusOne(b, x, alpha));
-  });
+  return composeUnary(n, [&](Compose &b, Value x) { return exponentialLinear(b, x, alpha, alpha); });
 }
 
 LogicalResult fsdpc::import::convertVariadicSum(NodeImporter &n, bool mean) {
@@ -1026,10 +998,7 @@ LogicalResult fsdpc::import::convertHardmax(NodeImporter &n) {
       (d < axis ? outer : inner) *= shape[d];
     rows = b.reshape(x, {outer, inner});
   } else if (axis != rank - 1) {
-    for (int64_t d = 0; d < rank; ++d)
-      if (d != axis)
-        perm.push_back(d);
-    perm.push_back(axis);
+    perm = axisLastPermutation(rank, axis);
     rows = b.transpose(x, perm);
   }
   SmallVector<int64_t> rowShape(shapeOf(rows));
@@ -1046,10 +1015,7 @@ LogicalResult fsdpc::import::convertHardmax(NodeImporter &n) {
   if (n.opset < 13) {
     y = b.reshape(y, shape);
   } else if (!perm.empty()) {
-    SmallVector<int64_t> inverse(rank);
-    for (int64_t d = 0; d < rank; ++d)
-      inverse[perm[d]] = d;
-    y = b.transpose(y, inverse);
+    y = b.transpose(y, inversePermutation(perm));
   }
   n.setOutput(0, y);
   return success();
@@ -1197,19 +1163,19 @@ LogicalResult fsdpc::import::convertPad(NodeImporter &n) {
       continue;
     const int64_t kept = shape[axis];
     if (mode == "constant") {
-      SmallVector<Value> parts;
-      for (int64_t length : {grow, int64_t(-1), growAfter}) {
-        if (length == -1) {
-          parts.push_back(x);
-          continue;
-        }
-        if (length == 0)
-          continue;
+      // A block of `value` of `length` along the axis.
+      auto block = [&](int64_t length) -> Value {
         SmallVector<int64_t> blockShape(shape);
         blockShape[axis] = length;
         auto type = n.f32Tensor(blockShape);
-        parts.push_back(graph::ConstantOp::create(n.builder, n.loc, type, DenseElementsAttr::get(type, value)));
-      }
+        return graph::ConstantOp::create(n.builder, n.loc, type, DenseElementsAttr::get(type, value));
+      };
+      SmallVector<Value> parts;
+      if (grow > 0)
+        parts.push_back(block(grow));
+      parts.push_back(x);
+      if (growAfter > 0)
+        parts.push_back(block(growAfter));
       shape[axis] = kept + grow + growAfter;
       x = graph::ConcatOp::create(n.builder, n.loc, n.f32Tensor(shape), parts, n.builder.getI64IntegerAttr(axis));
       continue;

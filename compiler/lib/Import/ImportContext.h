@@ -152,6 +152,11 @@ inline bool isF32(mlir::Value v) {
   return v && mlir::cast<mlir::RankedTensorType>(v.getType()).getElementType().isF32();
 }
 
+/// Whether `v` is present and an i64 tensor (integers and bools).
+inline bool isI64(mlir::Value v) {
+  return v && mlir::cast<mlir::RankedTensorType>(v.getType()).getElementType().isInteger(64);
+}
+
 /// What a reduction (ReduceSum, ReduceMax, ...) of input 0 reduces: the
 /// axes (from the attribute or input 1, all when none are given), how many
 /// elements each result element covers, and the result's shape with the

@@ -24,8 +24,6 @@ using namespace fsdpc::import;
 
 namespace {
 
-bool isI64(Value v) { return v && cast<RankedTensorType>(v.getType()).getElementType().isInteger(64); }
-
 /// The mask's 0/1 values as f32 (exact).
 Value maskAsFloat(NodeImporter &n, Value mask) {
   return graph::CastOp::create(n.builder, n.loc, n.f32Tensor(shapeOf(mask)), mask).getResult();
@@ -97,59 +95,47 @@ LogicalResult fsdpc::import::convertFloatToBool(NodeImporter &n) {
 }
 
 LogicalResult fsdpc::import::convertIsInf(NodeImporter &n) {
-  if (failed(requireFloatInputs(n, 1)))
-    return failure();
   const bool positive = n.intAttr("detect_positive", 1) != 0, negative = n.intAttr("detect_negative", 1) != 0;
-  Compose b{n};
-  Value x = n.input(0);
   constexpr float kInf = std::numeric_limits<float>::infinity();
-  if (positive && negative) // |x| = inf; |NaN| is NaN, which equals nothing
-    n.setOutput(0, compareWith(b, b.abs(x), kInf, graph::ComparePredicate::eq));
-  else if (positive || negative)
-    n.setOutput(0, compareWith(b, x, positive ? kInf : -kInf, graph::ComparePredicate::eq));
-  else // detects nothing: x < -inf never holds
-    n.setOutput(0, compareWith(b, x, -kInf, graph::ComparePredicate::lt));
-  return success();
+  return composeUnary(n, [&](Compose &b, Value x) {
+    if (positive && negative) // |x| = inf; |NaN| is NaN, which equals nothing
+      return compareWith(b, b.abs(x), kInf, graph::ComparePredicate::eq);
+    if (positive || negative)
+      return compareWith(b, x, positive ? kInf : -kInf, graph::ComparePredicate::eq);
+    return compareWith(b, x, -kInf, graph::ComparePredicate::lt); // detects nothing: x < -inf never holds
+  });
 }
 
 LogicalResult fsdpc::import::convertSign(NodeImporter &n) {
-  if (failed(requireFloatInputs(n, 1)))
-    return failure();
-  Compose b{n};
-  Value x = n.input(0);
   // 1 above 0, -1 below, and x * 0 between: 0 at +-0 and NaN at NaN, as
   // numpy's sign. Every branch is constant in x, so the gradient is 0.
-  Value positive = compareWith(b, x, 0.0f, graph::ComparePredicate::gt);
-  Value negative = compareWith(b, x, 0.0f, graph::ComparePredicate::lt);
-  Value zeroOrNaN = b.mul(x, b.constant(0.0f));
-  Value belowOrAt = b.select(negative, b.constant(-1.0f), zeroOrNaN);
-  n.setOutput(0, b.select(positive, b.constant(1.0f), belowOrAt));
-  return success();
+  return composeUnary(n, [](Compose &b, Value x) {
+    Value positive = compareWith(b, x, 0.0f, graph::ComparePredicate::gt);
+    Value negative = compareWith(b, x, 0.0f, graph::ComparePredicate::lt);
+    Value zeroOrNaN = b.mul(x, b.constant(0.0f));
+    Value belowOrAt = b.select(negative, b.constant(-1.0f), zeroOrNaN);
+    return b.select(positive, b.constant(1.0f), belowOrAt);
+  });
 }
 
 LogicalResult fsdpc::import::convertThresholdedRelu(NodeImporter &n) {
-  if (failed(requireFloatInputs(n, 1)))
-    return failure();
-  Compose b{n};
-  Value x = n.input(0);
-  Value above = compareWith(b, x, n.floatAttr("alpha", 1.0f), graph::ComparePredicate::gt);
-  n.setOutput(0, b.select(above, x, b.constant(0.0f)));
-  return success();
+  const float alpha = n.floatAttr("alpha", 1.0f);
+  return composeUnary(n, [&](Compose &b, Value x) {
+    Value above = compareWith(b, x, alpha, graph::ComparePredicate::gt);
+    return b.select(above, x, b.constant(0.0f));
+  });
 }
 
 LogicalResult fsdpc::import::convertShrink(NodeImporter &n) {
-  if (failed(requireFloatInputs(n, 1)))
-    return failure();
   const float lambd = n.floatAttr("lambd", 0.5f), bias = n.floatAttr("bias", 0.0f);
-  Compose b{n};
-  Value x = n.input(0);
   // x + bias below -lambd, x - bias above lambd, 0 between (torch's
   // hardshrink is bias 0, softshrink bias lambd).
-  Value below = compareWith(b, x, -lambd, graph::ComparePredicate::lt);
-  Value above = compareWith(b, x, lambd, graph::ComparePredicate::gt);
-  Value upper = b.select(above, b.sub(x, b.constant(bias)), b.constant(0.0f));
-  n.setOutput(0, b.select(below, b.add(x, b.constant(bias)), upper));
-  return success();
+  return composeUnary(n, [&](Compose &b, Value x) {
+    Value below = compareWith(b, x, -lambd, graph::ComparePredicate::lt);
+    Value above = compareWith(b, x, lambd, graph::ComparePredicate::gt);
+    Value upper = b.select(above, b.sub(x, b.constant(bias)), b.constant(0.0f));
+    return b.select(below, b.add(x, b.constant(bias)), upper);
+  });
 }
 
 LogicalResult fsdpc::import::convertPRelu(NodeImporter &n) {

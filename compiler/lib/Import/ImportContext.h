@@ -21,10 +21,10 @@ class NodeImporter {
 public:
   NodeImporter(mlir::OpBuilder &builder, const onnx::NodeProto &node, int64_t opset, mlir::Location loc,
                llvm::StringMap<mlir::Value> &values, llvm::StringMap<mlir::DenseElementsAttr> &constants,
-               const llvm::StringMap<std::vector<float>> &initialValues,
-               llvm::StringMap<mlir::Value> &bufferUpdates)
+               const llvm::StringMap<std::vector<float>> &initialValues, llvm::StringMap<mlir::Value> &bufferUpdates,
+               const llvm::StringMap<int32_t> &onnxElementTypes)
       : builder(builder), node(node), opset(opset), loc(loc), values_(values), constants_(constants),
-        initialValues_(initialValues), bufferUpdates_(bufferUpdates) {}
+        initialValues_(initialValues), bufferUpdates_(bufferUpdates), onnxElementTypes_(onnxElementTypes) {}
 
   mlir::OpBuilder &builder;
   const onnx::NodeProto &node;
@@ -56,6 +56,15 @@ public:
       return nullptr;
     auto it = initialValues_.find(node.input(i));
     return it == initialValues_.end() ? nullptr : &it->second;
+  }
+  /// The ONNX element type (onnx::TensorProto::DataType) the model gives
+  /// input i, which fsdpc's own types do not keep (f32 holds every float
+  /// type, i64 the integers and bools); none where the model does not say.
+  std::optional<int32_t> onnxElementType(int i) const {
+    if (!hasInput(i))
+      return std::nullopt;
+    auto it = onnxElementTypes_.find(node.input(i));
+    return it == onnxElementTypes_.end() ? std::nullopt : std::optional<int32_t>(it->second);
   }
   /// Whether input i is a module buffer (an argument marked graph.buffer:
   /// BatchNormalization's running statistics), which the step may rewrite.
@@ -101,6 +110,7 @@ private:
   llvm::StringMap<mlir::DenseElementsAttr> &constants_;
   const llvm::StringMap<std::vector<float>> &initialValues_;
   llvm::StringMap<mlir::Value> &bufferUpdates_;
+  const llvm::StringMap<int32_t> &onnxElementTypes_;
   std::string error_;
 };
 
@@ -150,6 +160,12 @@ inline std::string shapeString(llvm::ArrayRef<int64_t> shape) {
 /// Whether `v` is present and an f32 tensor.
 inline bool isF32(mlir::Value v) {
   return v && mlir::cast<mlir::RankedTensorType>(v.getType()).getElementType().isF32();
+}
+
+/// Whether an ONNX element type is one of the float types fsdpc holds as f32.
+inline bool isOnnxFloatType(int32_t type) {
+  return type == onnx::TensorProto::FLOAT || type == onnx::TensorProto::DOUBLE || type == onnx::TensorProto::FLOAT16 ||
+         type == onnx::TensorProto::BFLOAT16;
 }
 
 /// Whether `v` is present and an i64 tensor (integers and bools).

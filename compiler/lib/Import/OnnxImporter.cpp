@@ -95,11 +95,6 @@ std::string elementTypeName(int32_t type) {
   return onnx::TensorProto_DataType_IsValid(type) ? onnx::TensorProto_DataType_Name(type) : std::to_string(type);
 }
 
-bool isFloatType(int32_t type) {
-  return type == onnx::TensorProto::FLOAT || type == onnx::TensorProto::DOUBLE || type == onnx::TensorProto::FLOAT16 ||
-         type == onnx::TensorProto::BFLOAT16;
-}
-
 std::string firstLine(const std::string &text) { return text.substr(0, text.find('\n')); }
 
 } // namespace
@@ -247,7 +242,7 @@ static bool checkTensorBytes(const onnx::TensorProto &tensor, int64_t count, siz
 /// does no harm).
 static bool checkTensorData(const onnx::TensorProto &tensor, std::string &error) {
   const int32_t kind = tensor.data_type();
-  if (!isFloatType(kind) && kind != onnx::TensorProto::INT64 && kind != onnx::TensorProto::INT32 &&
+  if (!isOnnxFloatType(kind) && kind != onnx::TensorProto::INT64 && kind != onnx::TensorProto::INT32 &&
       kind != onnx::TensorProto::BOOL)
     return true;
   int64_t count;
@@ -296,7 +291,7 @@ bool fsdpc::import::readTensorElements(const onnx::TensorProto &tensor, const st
   if (!tensorLayout(tensor, count, elementBytes, error) || !checkTensorBytes(tensor, count, elementBytes, error))
     return false;
   const int32_t type = tensor.data_type();
-  bool isFloat = isFloatType(type);
+  bool isFloat = isOnnxFloatType(type);
   // bf16 and f16 widen to f32 exactly: parameters train from f32 masters
   // (--mixed-precision computes in bf16 again).
   auto narrowFloat = [type](uint16_t bits) {
@@ -389,7 +384,7 @@ std::string fsdpc::import::nodeName(const onnx::NodeProto &node, size_t index) {
 DenseElementsAttr fsdpc::import::tensorProtoToAttr(const onnx::TensorProto &tensor, const std::string &baseDir,
                                                    Builder &builder, std::string &error) {
   SmallVector<int64_t> shape(tensor.dims().begin(), tensor.dims().end());
-  if (isFloatType(tensor.data_type())) {
+  if (isOnnxFloatType(tensor.data_type())) {
     std::vector<float> values;
     if (!readTensorElements(tensor, baseDir, &values, nullptr, error))
       return {};
@@ -649,7 +644,7 @@ std::optional<Type> ModelImporter::tensorType(const onnx::ValueInfoProto &info) 
   for (const auto &dim : tensor.shape().dim())
     shape.push_back(dim.dim_value());
   Type element;
-  if (isFloatType(tensor.elem_type()))
+  if (isOnnxFloatType(tensor.elem_type()))
     element = builder_.getF32Type(); // bf16 and f16 inputs widen exactly to f32
   else if (tensor.elem_type() == onnx::TensorProto::INT64 || tensor.elem_type() == onnx::TensorProto::INT32 ||
            tensor.elem_type() == onnx::TensorProto::BOOL)
@@ -875,7 +870,7 @@ bool ModelImporter::buildForward() {
   }
   std::vector<const onnx::TensorProto *> constantInitializers;
   for (const onnx::TensorProto &init : graph.initializer()) {
-    if (!isFloatType(init.data_type())) {
+    if (!isOnnxFloatType(init.data_type())) {
       constantInitializers.push_back(&init);
       continue;
     }
@@ -931,13 +926,24 @@ bool ModelImporter::buildForward() {
     constants[init->name()] = value;
   }
 
+  // Every value's ONNX element type, as the model declares or shape
+  // inference found it (CastLike casts to its second input's).
+  llvm::StringMap<int32_t> onnxElementTypes;
+  for (const auto *infos : {&graph.input(), &graph.value_info(), &graph.output()})
+    for (const onnx::ValueInfoProto &info : *infos)
+      if (info.type().has_tensor_type() && info.type().tensor_type().elem_type() != 0)
+        onnxElementTypes[info.name()] = info.type().tensor_type().elem_type();
+  for (const onnx::TensorProto &init : graph.initializer())
+    onnxElementTypes[init.name()] = init.data_type();
+
   for (auto [index, node] : llvm::enumerate(graph.node())) {
     const OpPattern *pattern = lookupOpPattern(node.op_type(), opset_);
     std::string name = nodeName(node, index);
     Location loc = NameLoc::get(builder_.getStringAttr(name));
     onnx::NodeProto named = node;
     named.set_name(name);
-    NodeImporter importer(builder_, named, opset_, loc, values, constants, result_.weights.values, bufferUpdates);
+    NodeImporter importer(builder_, named, opset_, loc, values, constants, result_.weights.values, bufferUpdates,
+                          onnxElementTypes);
     for (int i = 0; i < node.input_size(); ++i)
       if (!node.input(i).empty() && !values.count(node.input(i)))
         return fail("node '" + name + "' (" + node.op_type() + "): input '" + node.input(i) + "' is not defined");

@@ -980,9 +980,9 @@ LogicalResult convertWhere(NodeImporter &n) {
   return success();
 }
 
-LogicalResult convertCast(NodeImporter &n) {
+/// Cast (and CastLike) of input 0 to ONNX type `to`.
+LogicalResult castTo(NodeImporter &n, int64_t to) {
   Value x = n.input(0);
-  int64_t to = n.intAttr("to", 0);
   Type element;
   if (to == onnx::TensorProto::FLOAT)
     element = n.builder.getF32Type();
@@ -1020,39 +1020,21 @@ LogicalResult convertCast(NodeImporter &n) {
   return success();
 }
 
-/// CastLike: the type of input 1, as fsdpc holds it (f32 for floats, i64
-/// for integers and bools). A float cast to an integer type is refused: the
-/// target may be a bool, which holds differently (x != 0, not truncation),
-/// and the node does not say which.
+/// CastLike: a Cast to the ONNX element type of input 1, which the model
+/// declares or shape inference finds. Every float type is f32 here, as the
+/// model's float inputs and initializers are.
 LogicalResult convertCastLike(NodeImporter &n) {
-  Value x = n.input(0), like = n.input(1);
-  if (!x || !like)
+  if (!n.input(0) || !n.input(1))
     return n.fail("needs two inputs");
-  if (isF32(like)) {
-    if (isF32(x)) {
-      n.setOutput(0, x);
-      return success();
-    }
-    auto type = n.f32Tensor(shapeOf(x));
-    if (DenseElementsAttr value = n.constantInput(0)) {
-      n.setFoldedOutput(0, value.mapValues(n.builder.getF32Type(), [](const APInt &v) {
-        return APFloat(static_cast<float>(v.getSExtValue())).bitcastToAPInt();
-      }));
-      return success();
-    }
-    n.setOutput(0, graph::CastOp::create(n.builder, n.loc, type, x).getResult());
-    return success();
-  }
-  if (isF32(x))
-    return n.fail("a float cast like an integer or bool tensor is not supported (use Cast, which names the type)");
-  if (DenseElementsAttr value = n.constantInput(0))
-    n.setFoldedOutput(0, value);
-  else
-    n.setOutput(0, x);
-  return success();
+  std::optional<int32_t> to = n.onnxElementType(1);
+  if (!to)
+    return n.fail("the element type of input 1 is not known (run ONNX shape inference on the model)");
+  return castTo(n, isOnnxFloatType(*to) ? onnx::TensorProto::FLOAT : *to);
 }
 
 template <bool Mean> LogicalResult convertMeanOrSum(NodeImporter &n) { return convertVariadicSum(n, Mean); }
+
+LogicalResult convertCast(NodeImporter &n) { return castTo(n, n.intAttr("to", 0)); }
 
 /// Range of constant bounds (position ids) folds, into at most
 /// kMaxRangeElements values: a model's ranges are position ids, and the
@@ -1356,7 +1338,7 @@ const OpPattern kPatterns[] = {
     {"Softplus", 1, convertSoftplus},
     {"Tile", 6, convertTile, "constant repeats"},
     {"Cast", 6, convertCast, "to FLOAT, INT64, INT32 or BOOL"},
-    {"CastLike", 15, convertCastLike, "to FLOAT, INT64, INT32 or BOOL"},
+    {"CastLike", 15, convertCastLike, "input 1 of a float type (held as f32), INT64, INT32 or BOOL"},
     {"Celu", 12, convertCelu},
     {"Concat", 4, convertConcat},
     {"Constant", 9, convertConstant},

@@ -95,6 +95,24 @@ def positive(rng, shape):
 def normal(rng, shape):
     return rng.standard_normal(shape).astype(np.float32)
 
+
+def wide(rng, shape):
+    return (3 * rng.standard_normal(shape)).astype(np.float32)
+
+
+def inside_unit(rng, shape):
+    """In (-0.9, 0.9): the domain of asin, acos and atanh, away from its poles."""
+    return rng.uniform(-0.9, 0.9, shape).astype(np.float32)
+
+
+def above_one(rng, shape):
+    return rng.uniform(1.2, 4.0, shape).astype(np.float32)
+
+
+def away_from_zero(rng, shape):
+    """Divisors: magnitudes in [0.5, 2], either sign."""
+    return (rng.uniform(0.5, 2.0, shape) * rng.choice([-1.0, 1.0], shape)).astype(np.float32)
+
 # Labels and class weights for the losses: some labels equal ignore_index.
 LOSS_RNG = np.random.default_rng(7)
 NLL_TARGET_4D = LOSS_RNG.integers(0, 5, (3, 4, 2)).astype(np.int64)
@@ -498,6 +516,42 @@ def cases():
              lambda x: F.pad(x, (1, 2, 0, 0), mode="circular"),
              constants={"pads": np.array([1, 2], np.int64), "value": scalar(0.0), "axes": np.array([-1], np.int64)},
              opset=19),
+        case("sin", "Sin", {"x": ((5, 7), wide)}, {}, torch.sin),
+        case("cos", "Cos", {"x": ((5, 7), wide)}, {}, torch.cos),
+        case("tan", "Tan", {"x": ((5, 7), inside_unit)}, {}, torch.tan),
+        case("asin", "Asin", {"x": ((5, 7), inside_unit)}, {}, torch.asin),
+        case("acos", "Acos", {"x": ((5, 7), inside_unit)}, {}, torch.acos),
+        case("atan", "Atan", {"x": ((5, 7), wide)}, {}, torch.atan),
+        case("sinh", "Sinh", {"x": ((5, 7), normal)}, {}, torch.sinh, opset=9),
+        case("cosh", "Cosh", {"x": ((5, 7), normal)}, {}, torch.cosh, opset=9),
+        case("asinh", "Asinh", {"x": ((5, 7), wide)}, {}, torch.asinh, opset=9),
+        case("acosh", "Acosh", {"x": ((5, 7), above_one)}, {}, torch.acosh, opset=9),
+        case("atanh", "Atanh", {"x": ((5, 7), inside_unit)}, {}, torch.atanh, opset=9),
+        # The rounding ops have no gradient: a's is 0, b's the rounded a.
+        case("floor_ceil_round_times", "graph.floor", {"a": ((5, 7), wide), "b": ((5, 7), normal)}, {},
+             lambda a, b: (torch.floor(a) + torch.ceil(a * 0.5) + torch.round(a * 1.5)) * b + 0 * a,
+             constants={"half": scalar(0.5), "three_halves": scalar(1.5)},
+             nodes=[helper.make_node("Floor", ["a"], ["f"]),
+                    helper.make_node("Mul", ["a", "const.half"], ["ah"]), helper.make_node("Ceil", ["ah"], ["c"]),
+                    helper.make_node("Mul", ["a", "const.three_halves"], ["a3"]),
+                    helper.make_node("Round", ["a3"], ["r"]),
+                    helper.make_node("Add", ["f", "c"], ["fc"]), helper.make_node("Add", ["fc", "r"], ["s"]),
+                    helper.make_node("Mul", ["s", "b"], ["y"])]),
+        case("fmod", "Mod", {"a": ((5, 7), wide), "b": ((7,), away_from_zero)}, {"fmod": 1}, torch.fmod),
+        case("remainder", "Mod", {"a": ((5, 7), wide), "b": ((5, 7), away_from_zero)}, {}, torch.remainder),
+        # A rotary embedding as recent exports compute it at run time:
+        # x * cos(a) + rotate_half(x) * sin(a), the angles trained too.
+        case("rotary_runtime", "graph.sin", {"x": ((2, 5, 8), normal), "angles": ((5, 4), wide)}, {},
+             lambda x, a: x * torch.cat([a, a], -1).cos() + torch.cat([-x[..., 4:], x[..., :4]], -1) * torch.cat(
+                 [a, a], -1).sin(),
+             constants={"split": np.array([4, 4], np.int64)},
+             nodes=[helper.make_node("Concat", ["angles", "angles"], ["emb"], axis=-1),
+                    helper.make_node("Cos", ["emb"], ["cos"]), helper.make_node("Sin", ["emb"], ["sin"]),
+                    helper.make_node("Split", ["x", "const.split"], ["x1", "x2"], axis=-1),
+                    helper.make_node("Neg", ["x2"], ["nx2"]),
+                    helper.make_node("Concat", ["nx2", "x1"], ["rot"], axis=-1),
+                    helper.make_node("Mul", ["x", "cos"], ["xc"]), helper.make_node("Mul", ["rot", "sin"], ["rs"]),
+                    helper.make_node("Add", ["xc", "rs"], ["y"])]),
     ]
 
 

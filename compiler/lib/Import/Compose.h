@@ -45,6 +45,8 @@ struct Compose {
   mlir::Value exp(mlir::Value x) { return graph::ExpOp::create(n.builder, n.loc, x); }
   mlir::Value log(mlir::Value x) { return graph::LogOp::create(n.builder, n.loc, x); }
   mlir::Value tanh(mlir::Value x) { return graph::TanhOp::create(n.builder, n.loc, x); }
+  /// A one-input graph op of x's type (sqrt, sin, floor, ...).
+  template <typename OpTy> mlir::Value unary(mlir::Value x) { return OpTy::create(n.builder, n.loc, x); }
   mlir::Value scale(mlir::Value x, double factor) {
     return factor == 1.0 ? x : graph::ScaleOp::create(n.builder, n.loc, x, n.builder.getF64FloatAttr(factor)).getResult();
   }

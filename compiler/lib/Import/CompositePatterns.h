@@ -59,6 +59,18 @@ mlir::LogicalResult convertSign(NodeImporter &n);
 mlir::LogicalResult convertThresholdedRelu(NodeImporter &n);
 mlir::LogicalResult convertShrink(NodeImporter &n);
 mlir::LogicalResult convertPRelu(NodeImporter &n);
+// MathPatterns.cpp.
+mlir::LogicalResult convertTan(NodeImporter &n);
+mlir::LogicalResult convertAsin(NodeImporter &n);
+mlir::LogicalResult convertAcos(NodeImporter &n);
+mlir::LogicalResult convertSinh(NodeImporter &n);
+mlir::LogicalResult convertCosh(NodeImporter &n);
+mlir::LogicalResult convertAsinh(NodeImporter &n);
+mlir::LogicalResult convertAcosh(NodeImporter &n);
+mlir::LogicalResult convertAtanh(NodeImporter &n);
+/// Mod of runtime float tensors: C's fmod with `truncated`, Python's
+/// remainder (the divisor's sign) without.
+mlir::LogicalResult convertRuntimeMod(NodeImporter &n, bool truncated);
 // EinsumPattern.cpp.
 mlir::LogicalResult convertEinsum(NodeImporter &n);
 // ResizePatterns.cpp.

@@ -277,6 +277,18 @@ template <typename OpTy> std::optional<float> foldedUnary(float x) {
     return -x;
   else if constexpr (std::is_same_v<OpTy, graph::ReciprocalOp>)
     return 1.0f / x;
+  else if constexpr (std::is_same_v<OpTy, graph::SinOp>) // rotary tables from constant positions
+    return std::sin(x);
+  else if constexpr (std::is_same_v<OpTy, graph::CosOp>)
+    return std::cos(x);
+  else if constexpr (std::is_same_v<OpTy, graph::AtanOp>)
+    return std::atan(x);
+  else if constexpr (std::is_same_v<OpTy, graph::FloorOp>)
+    return std::floor(x);
+  else if constexpr (std::is_same_v<OpTy, graph::CeilOp>)
+    return std::ceil(x);
+  else if constexpr (std::is_same_v<OpTy, graph::RoundOp>)
+    return std::nearbyint(x); // halves to even
   else
     return std::nullopt;
 }
@@ -298,6 +310,32 @@ template <typename OpTy> LogicalResult convertUnary(NodeImporter &n) {
     return failure();
   n.setOutput(0, OpTy::create(n.builder, n.loc, n.input(0)));
   return success();
+}
+
+/// Mod: integer or float constants fold; runtime float tensors are composed
+/// (MathPatterns.cpp). `fmod` 1 takes the dividend's sign (C's fmod), 0 the
+/// divisor's (Python's %), which ONNX allows only for integers and fsdpc
+/// also computes for floats, as torch.remainder.
+LogicalResult convertMod(NodeImporter &n) {
+  const bool truncated = n.intAttr("fmod", 0) != 0;
+  if (std::optional<DenseElementsAttr> folded = foldIntegerBinary(n, [truncated](int64_t a, int64_t b) -> int64_t {
+        if (b == 0) // as Div's fold, and numpy: no trap at import
+          return 0;
+        const int64_t r = a % b;
+        return !truncated && r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
+      })) {
+    n.setFoldedOutput(0, *folded);
+    return success();
+  }
+  if (std::optional<DenseElementsAttr> folded = foldBinaryConstants<float, float>(
+          n, [truncated](float a, float b) { return truncated ? std::fmod(a, b) : a - std::floor(a / b) * b; })) {
+    n.setFoldedOutput(0, *folded);
+    return success();
+  }
+  for (int i = 0; i < 2; ++i)
+    if (isI64(n.input(i)))
+      return n.fail("Mod of runtime integer tensors is not supported (integer Mod folds on constants only)");
+  return convertRuntimeMod(n, truncated);
 }
 
 /// Abs of a constant (T5's relative positions) folds; fsdpc has no runtime
@@ -1353,6 +1391,21 @@ const OpPattern kPatterns[] = {
     {"Dropout", 7, convertDropout},
     {"Dropout", 12, convertDropout},
     {"Erf", 9, convertUnary<graph::ErfOp>},
+    {"Sin", 7, convertUnary<graph::SinOp>},
+    {"Cos", 7, convertUnary<graph::CosOp>},
+    {"Tan", 7, convertTan},
+    {"Asin", 7, convertAsin},
+    {"Acos", 7, convertAcos},
+    {"Atan", 7, convertUnary<graph::AtanOp>},
+    {"Sinh", 9, convertSinh},
+    {"Cosh", 9, convertCosh},
+    {"Asinh", 9, convertAsinh},
+    {"Acosh", 9, convertAcosh},
+    {"Atanh", 9, convertAtanh},
+    {"Floor", 6, convertUnary<graph::FloorOp>, "no gradient (piecewise constant)"},
+    {"Ceil", 6, convertUnary<graph::CeilOp>, "no gradient (piecewise constant)"},
+    {"Round", 11, convertUnary<graph::RoundOp>, "no gradient (piecewise constant)"},
+    {"Mod", 10, convertMod, "float tensors at run time; integer ones when constant (fold)"},
     {"Exp", 6, convertUnary<graph::ExpOp>},
     {"Expand", 8, convertExpand, "constant target shape"},
     {"Flatten", 1, convertFlatten},

@@ -84,6 +84,14 @@ Status logarithm(const KernelCall &c) { return unary(c, [](float x) { return std
 Status squareRoot(const KernelCall &c) { return unary(c, [](float x) { return std::sqrt(x); }); }
 Status errorFunction(const KernelCall &c) { return unary(c, [](float x) { return std::erf(x); }); }
 Status reciprocal(const KernelCall &c) { return unary(c, [](float x) { return 1.0f / x; }); }
+Status sine(const KernelCall &c) { return unary(c, [](float x) { return std::sin(x); }); }
+Status cosine(const KernelCall &c) { return unary(c, [](float x) { return std::cos(x); }); }
+Status arctangent(const KernelCall &c) { return unary(c, [](float x) { return std::atan(x); }); }
+Status roundDown(const KernelCall &c) { return unary(c, [](float x) { return std::floor(x); }); }
+Status roundUp(const KernelCall &c) { return unary(c, [](float x) { return std::ceil(x); }); }
+// ONNX's Round and torch.round take halves to the even neighbour: rint in
+// the default rounding mode, which nothing in fsdpc changes.
+Status roundToNearestEven(const KernelCall &c) { return unary(c, [](float x) { return std::nearbyint(x); }); }
 
 Status scale(const KernelCall &c) {
   float factor = static_cast<float>(c.floatParam(contract::Param::kFactor, 1.0));

@@ -254,7 +254,26 @@ template <Binary Op> Status binary(const KernelCall &call) {
   return Status::ok();
 }
 
-enum class Unary { kNeg, kExp, kLog, kSqrt, kErf, kReciprocal, kScale, kRelu, kTanh, kSigmoid, kGelu, kGeluTanh };
+enum class Unary {
+  kNeg,
+  kExp,
+  kLog,
+  kSqrt,
+  kErf,
+  kReciprocal,
+  kSin,
+  kCos,
+  kAtan,
+  kFloor,
+  kCeil,
+  kRound,
+  kScale,
+  kRelu,
+  kTanh,
+  kSigmoid,
+  kGelu,
+  kGeluTanh
+};
 
 constexpr float kSqrtTwoOverPi = 0.79788456080286536f;
 constexpr float kInvSqrtTwoPi = 0.39894228040143268f;
@@ -274,6 +293,18 @@ template <Unary Op> __device__ __forceinline__ float applyUnary(float x, float f
     return erff(x);
   else if constexpr (Op == Unary::kReciprocal)
     return 1.0f / x;
+  else if constexpr (Op == Unary::kSin)
+    return sinf(x); // not __sinf: rotary angles reach the thousands, where it loses digits
+  else if constexpr (Op == Unary::kCos)
+    return cosf(x);
+  else if constexpr (Op == Unary::kAtan)
+    return atanf(x);
+  else if constexpr (Op == Unary::kFloor)
+    return floorf(x);
+  else if constexpr (Op == Unary::kCeil)
+    return ceilf(x);
+  else if constexpr (Op == Unary::kRound)
+    return rintf(x); // halves to even, as ONNX and torch
   else if constexpr (Op == Unary::kScale)
     return x * factor;
   else if constexpr (Op == Unary::kRelu)
@@ -461,6 +492,12 @@ Status logarithm(const KernelCall &c) { return unary<Unary::kLog>(c); }
 Status squareRoot(const KernelCall &c) { return unary<Unary::kSqrt>(c); }
 Status errorFunction(const KernelCall &c) { return unary<Unary::kErf>(c); }
 Status reciprocal(const KernelCall &c) { return unary<Unary::kReciprocal>(c); }
+Status sine(const KernelCall &c) { return unary<Unary::kSin>(c); }
+Status cosine(const KernelCall &c) { return unary<Unary::kCos>(c); }
+Status arctangent(const KernelCall &c) { return unary<Unary::kAtan>(c); }
+Status roundDown(const KernelCall &c) { return unary<Unary::kFloor>(c); }
+Status roundUp(const KernelCall &c) { return unary<Unary::kCeil>(c); }
+Status roundToNearestEven(const KernelCall &c) { return unary<Unary::kRound>(c); }
 Status scale(const KernelCall &c) {
   return unary<Unary::kScale>(c, static_cast<float>(c.floatParam(contract::Param::kFactor, 1.0)));
 }

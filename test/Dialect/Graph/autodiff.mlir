@@ -231,3 +231,35 @@ func.func @train_step(%x: tensor<2x4xf32> {graph.input = "x"}, %w: tensor<6x4xf3
   %l = graph.mse_loss %s, %t : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// Tests the trigonometric rules (d sin = dy cos x, d cos = -dy sin x, d atan
+// = dy / (x^2 + 1)) and the rounding ops' absence of one: floor's path adds
+// no gradient term.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[P:.*]]: tensor<4xf32> {graph.param = "p"}
+// CHECK: %[[DY:.*]] = graph.mse_loss_grad
+// CHECK: %[[X2:.*]] = graph.mul %[[P]], %[[P]] : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+// CHECK: %[[ONE:.*]] = graph.constant dense<1.000000e+00> : tensor<f32>
+// CHECK: %[[DEN:.*]] = graph.add %[[X2]], %[[ONE]] : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+// CHECK: %[[DATAN:.*]] = graph.div %[[DY]], %[[DEN]]
+// CHECK: %[[SIN:.*]] = graph.sin %[[P]] : tensor<4xf32>
+// CHECK: %[[DYSIN:.*]] = graph.mul %[[DY]], %[[SIN]]
+// CHECK: %[[DCOS:.*]] = graph.neg %[[DYSIN]]
+// CHECK: %[[PARTIAL:.*]] = graph.add %[[DATAN]], %[[DCOS]]
+// CHECK: %[[COS:.*]] = graph.cos %[[P]] : tensor<4xf32>
+// CHECK: %[[DSIN:.*]] = graph.mul %[[DY]], %[[COS]]
+// CHECK: %[[DP:.*]] = graph.add %[[PARTIAL]], %[[DSIN]]
+// CHECK: return %{{.*}}, %[[DP]]
+func.func @train_step(%p: tensor<4xf32> {graph.param = "p"}, %t: tensor<4xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}) {
+  %0 = graph.sin %p : tensor<4xf32>
+  %1 = graph.cos %p : tensor<4xf32>
+  %2 = graph.atan %p : tensor<4xf32>
+  %3 = graph.floor %p : tensor<4xf32>
+  %4 = graph.add %0, %1 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %5 = graph.add %4, %2 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %6 = graph.add %5, %3 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %7 = graph.mse_loss %6, %t : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+  return %7 : tensor<f32>
+}

@@ -128,3 +128,29 @@ func.func @forward(%x: tensor<5x3xf32> {graph.input = "x"}, %w: tensor<3x12xf32>
   %a = graph.relu %o : tensor<5x4xf32>
   return %a : tensor<5x4xf32>
 }
+
+// -----
+
+// Tests that arithmetic on positions stays in f32, its constants uncast:
+// the angles of a rotary table (integer positions cast to f32, times the
+// inverse frequencies) and their cosine, which bf16 would round beyond
+// position 256. The cosine's reader casts it as any f32 value; the
+// activations' matmul is bf16 as ever.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[FREQ:.*]] = graph.constant {{.*}} : tensor<1x4xf32>
+// CHECK-NEXT: %[[POS:.*]] = graph.cast %arg0 : (tensor<5x1xi64>) -> tensor<5x1xf32>
+// CHECK-NEXT: %[[ANGLES:.*]] = graph.matmul %[[POS]], %[[FREQ]] : (tensor<5x1xf32>, tensor<1x4xf32>) -> tensor<5x4xf32>
+// CHECK-NEXT: %[[COS:.*]] = graph.cos %[[ANGLES]] : tensor<5x4xf32>
+// CHECK-NEXT: %[[LOW:.*]] = graph.cast %[[COS]] : (tensor<5x4xf32>) -> tensor<5x4xbf16>
+// CHECK: %[[H:.*]] = graph.matmul {{.*}} : (tensor<5x4xbf16>, tensor<4x4xbf16>) -> tensor<5x4xbf16>
+// CHECK: graph.mul %[[LOW]], %[[H]] {{.*}} : (tensor<5x4xbf16>, tensor<5x4xbf16>) -> tensor<5x4xbf16>
+func.func @forward(%pos: tensor<5x1xi64> {graph.input = "pos"}, %x: tensor<5x4xf32> {graph.input = "x"},
+                   %w: tensor<4x4xf32> {graph.param = "w"}) -> (tensor<5x4xf32> {graph.output = "logits"}) {
+  %inverse_frequencies = graph.constant dense<[[1.0, 0.1, 0.01, 0.001]]> : tensor<1x4xf32>
+  %p = graph.cast %pos : (tensor<5x1xi64>) -> tensor<5x1xf32>
+  %angles = graph.matmul %p, %inverse_frequencies : (tensor<5x1xf32>, tensor<1x4xf32>) -> tensor<5x4xf32>
+  %c = graph.cos %angles : tensor<5x4xf32>
+  %h = graph.matmul %x, %w : (tensor<5x4xf32>, tensor<4x4xf32>) -> tensor<5x4xf32>
+  %r = graph.mul %c, %h : (tensor<5x4xf32>, tensor<5x4xf32>) -> tensor<5x4xf32>
+  return %r : tensor<5x4xf32>
+}

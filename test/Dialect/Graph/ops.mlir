@@ -99,6 +99,25 @@ func.func @compare_mask(%x: tensor<2x4xf32>, %limit: tensor<f32>, %ids: tensor<2
 
 // -----
 
+// CHECK-LABEL: func.func @trigonometric_and_rounding
+func.func @trigonometric_and_rounding(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  // CHECK: %[[S:.*]] = graph.sin %{{.*}} : tensor<2x4xf32>
+  %s = graph.sin %x : tensor<2x4xf32>
+  // CHECK: %[[C:.*]] = graph.cos %[[S]] : tensor<2x4xf32>
+  %c = graph.cos %s : tensor<2x4xf32>
+  // CHECK: %[[A:.*]] = graph.atan %[[C]] : tensor<2x4xf32>
+  %a = graph.atan %c : tensor<2x4xf32>
+  // CHECK: %[[F:.*]] = graph.floor %[[A]] : tensor<2x4xf32>
+  %f = graph.floor %a : tensor<2x4xf32>
+  // CHECK: %[[U:.*]] = graph.ceil %[[F]] : tensor<2x4xf32>
+  %u = graph.ceil %f : tensor<2x4xf32>
+  // CHECK: graph.round %[[U]] : tensor<2x4xf32>
+  %r = graph.round %u : tensor<2x4xf32>
+  return %r : tensor<2x4xf32>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @nan_mask
 func.func @nan_mask(%p: tensor<2x4x4xf32>, %zero: tensor<f32>) -> tensor<2x4x4xf32> {
   // CHECK: %[[NAN:.*]] = graph.is_nan %{{.*}} : (tensor<2x4x4xf32>) -> tensor<2x4x4xi64>

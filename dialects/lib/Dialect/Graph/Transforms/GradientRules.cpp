@@ -275,9 +275,28 @@ LogicalResult fsdpc::graph::buildGradient(OpBuilder &builder, Operation *op, Arr
             operandGrads[0] = DropoutGradOp::create(builder, r.loc, r.dy(), o.getRatioAttr(), o.getSeedAttr());
             return true;
           })
-          .Case<OneHotOp, ArgMaxOp, ArgMinOp, CompareOp>([&](Operation *) {
+          .Case<OneHotOp, ArgMaxOp, ArgMinOp, CompareOp, FloorOp, CeilOp, RoundOp>([&](Operation *) {
             // Integer labels in, or integer indices or masks out: no
-            // gradient flows.
+            // gradient flows. The rounding ops are piecewise constant, and
+            // torch's gradient of them is 0 everywhere.
+            return true;
+          })
+          .Case<SinOp>([&](SinOp o) {
+            operandGrads[0] =
+                MulOp::create(builder, r.loc, o.getType(), r.dy(), CosOp::create(builder, r.loc, o.getInput()));
+            return true;
+          })
+          .Case<CosOp>([&](CosOp o) {
+            Value sine = SinOp::create(builder, r.loc, o.getInput());
+            operandGrads[0] = NegOp::create(builder, r.loc, MulOp::create(builder, r.loc, o.getType(), r.dy(), sine));
+            return true;
+          })
+          .Case<AtanOp>([&](AtanOp o) {
+            // d atan(x) = dy / (1 + x^2).
+            Value x = o.getInput();
+            Value square = MulOp::create(builder, r.loc, o.getType(), x, x);
+            Value denominator = AddOp::create(builder, r.loc, o.getType(), square, scalar(builder, r.loc, 1.0f, x));
+            operandGrads[0] = DivOp::create(builder, r.loc, o.getType(), r.dy(), denominator);
             return true;
           })
           .Case<CastOp>([&](CastOp o) {

@@ -39,10 +39,14 @@ bool isFloatTensor(Value v) {
 /// internally even on bf16 tensors. is_nan, compare and the arg reductions read f32 so
 /// that their kernels have one input type (a bf16 NaN widens to an f32 NaN,
 /// and widening keeps the order); one_hot writes f32, 0 and 1 are exact in
-/// any type, so its consumers cast it.
+/// any type, so its consumers cast it. The trigonometric and rounding ops read
+/// f32 because their inputs are often positions or angles in the thousands
+/// (rotary tables), which bf16 cannot hold to the integer (Hugging Face
+/// computes its rotary tables in f32 under autocast for this reason).
 bool needsF32(Operation *op) {
   return isa<LayerNormOp, RmsNormOp, SoftmaxOp, LogSoftmaxOp, MaskedSoftmaxOp, AttentionOp, PackedAttentionOp,
-             SoftmaxCrossEntropyOp, MseLossOp, IsNanOp, CompareOp, ArgMaxOp, ArgMinOp, OneHotOp>(op);
+             SoftmaxCrossEntropyOp, MseLossOp, IsNanOp, CompareOp, ArgMaxOp, ArgMinOp, OneHotOp, SinOp, CosOp, AtanOp,
+             FloorOp, CeilOp, RoundOp>(op);
 }
 
 /// The ONNX node names in a location.
@@ -128,6 +132,34 @@ struct GraphMixedPrecisionPass : public fsdpc::graph::impl::GraphMixedPrecisionB
 
   bool keptInF32(Operation *op) { return needsF32(op) || keptByName(op); }
 
+  /// Whether `value` is position arithmetic: an integer tensor cast to float
+  /// (positions, ids, a 0/1 mask), or a result of computesOnPositions.
+  bool isPositionValue(Value value) {
+    if (auto cast = value.getDefiningOp<CastOp>())
+      return isF32Tensor(value) && isa<IntegerType>(cast.getInput().getType().getElementType());
+    return positionValues_.contains(value);
+  }
+
+  /// Whether `op` computes only from positions and f32 constants: a rotary
+  /// table's angles (positions times inverse frequencies), a mask's
+  /// arithmetic. It stays in f32, constants included, as no parameter or
+  /// float input takes part and the values are exact integers that bf16
+  /// would round beyond 256 (position 1001 to 1000): the f32 rotary tables
+  /// that Hugging Face computes with autocast off. Its readers cast its
+  /// result as any other f32 value.
+  bool computesOnPositions(Operation *op) {
+    bool readsPosition = false;
+    for (Value operand : op->getOperands()) {
+      if (!isFloatTensor(operand))
+        continue;
+      if (isPositionValue(operand))
+        readsPosition = true;
+      else if (!isF32Tensor(operand) || !isa_and_nonnull<ConstantOp>(operand.getDefiningOp()))
+        return false;
+    }
+    return readsPosition;
+  }
+
   /// Whether an op that computes in f32 reads its low-precision activations
   /// as they are, its kernels widening each element (exact) and rounding
   /// what they write once, as a cast after them would: the same numbers
@@ -202,6 +234,12 @@ struct GraphMixedPrecisionPass : public fsdpc::graph::impl::GraphMixedPrecisionB
     bool touchesFloats = llvm::any_of(op->getOperands(), isFloatTensor) || llvm::any_of(op->getResults(), isFloatTensor);
     if (!touchesFloats)
       return;
+    if (computesOnPositions(op)) {
+      for (Value result : op->getResults())
+        if (isF32Tensor(result))
+          positionValues_.insert(result);
+      return;
+    }
     Type f32 = Float32Type::get(op->getContext());
     // Attention keeps its softmax in f32, but its products may take
     // the low type's tensor cores, as torch's flash attention does; not
@@ -248,6 +286,7 @@ struct GraphMixedPrecisionPass : public fsdpc::graph::impl::GraphMixedPrecisionB
   ComputeDtype lowComputeDtype() const { return low_.isBF16() ? ComputeDtype::bf16 : ComputeDtype::f16; }
   const llvm::Regex *keep_ = nullptr; // keep-fp32, compiled in runOnOperation
   llvm::DenseMap<std::pair<Value, Type>, Value> casts_;
+  llvm::DenseSet<Value> positionValues_; // computesOnPositions' results
 };
 
 } // namespace

@@ -141,6 +141,12 @@ def Graph_LogOp : Graph_UnaryOp<"log", "the natural logarithm">;
 def Graph_SqrtOp : Graph_UnaryOp<"sqrt", "the square root">;
 def Graph_ErfOp : Graph_UnaryOp<"erf", "the error function">;
 def Graph_ReciprocalOp : Graph_UnaryOp<"reciprocal", "1 / x">;
+def Graph_SinOp : Graph_UnaryOp<"sin", "the sine (of radians)">;
+def Graph_CosOp : Graph_UnaryOp<"cos", "the cosine (of radians)">;
+def Graph_AtanOp : Graph_UnaryOp<"atan", "the arctangent, in (-pi/2, pi/2)">;
+def Graph_FloorOp : Graph_UnaryOp<"floor", "the largest integer not above x (no gradient: piecewise constant)">;
+def Graph_CeilOp : Graph_UnaryOp<"ceil", "the smallest integer not below x (no gradient: piecewise constant)">;
+def Graph_RoundOp : Graph_UnaryOp<"round", "the nearest integer, halves to even (no gradient: piecewise constant)">;
 
 def Graph_GeluOp : Graph_Op<"gelu", [Pure, SameOperandsAndResultType]> {
   let summary = "the Gaussian error linear unit";

@@ -64,11 +64,13 @@ def run_test(test_dir, work, rtol, atol):
             tensor.ParseFromString(f.read())
         values.append(numpy_helper.to_array(tensor))
     # Float settings a torch export holds as constants: Resize's roi and
-    # scales, Upsample's scales.
+    # scales, Upsample's scales, OneHot's depth and values.
     settings = set()
     for node in model.graph.node:
         if node.op_type in ("Resize", "Upsample"):
             settings.update(node.input[1:3 if node.op_type == "Resize" else 2])
+        if node.op_type == "OneHot":
+            settings.update(node.input[1:3])
     runtime_inputs = []
     for info, value in zip(inputs, values):
         integer = info.type.tensor_type.elem_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.BOOL)

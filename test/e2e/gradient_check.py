@@ -124,6 +124,17 @@ CLASS_WEIGHT6 = np.linspace(2.0, 0.25, 6).astype(np.float32)
 GATHER_INDEX = LOSS_RNG.integers(0, 7, (3, 3, 5)).astype(np.int64)
 
 
+# One zero in the first of ReduceProd's rows (the rest ones); OneHot's labels,
+# two of them negative (counted from the end).
+PROD_ZERO = np.ones((3, 5, 7), np.float32)
+PROD_ZERO[0, 2, 3] = 0.0
+ONE_HOT_LABELS = np.array([0, 5, -1, -4], np.int64)
+# ScatterElements' indices: distinct per row (one negative) for reduction
+# none; repeated for add.
+SCATTER_INDEX = np.array([[0, 3], [4, -2], [-5, 2]], np.int64)
+SCATTER_ADD_INDEX = np.array([[0, 1, 2], [3, 3, 0], [1, 0, 1], [0, 2, 2], [3, 1, 0], [2, 2, 3]], np.int64)
+
+
 def labels(array):
     return torch.tensor(array)
 
@@ -539,6 +550,56 @@ def cases():
                     helper.make_node("Mul", ["s", "b"], ["y"])]),
         case("fmod", "Mod", {"a": ((5, 7), wide), "b": ((7,), away_from_zero)}, {"fmod": 1}, torch.fmod),
         case("remainder", "Mod", {"a": ((5, 7), wide), "b": ((5, 7), away_from_zero)}, {}, torch.remainder),
+        case("mean_variance_normalization", "MeanVarianceNormalization", {"x": ((2, 3, 4, 5), normal)}, {},
+             lambda x: (x - x.mean((0, 2, 3), keepdim=True)) / (
+                 x.var((0, 2, 3), unbiased=False, keepdim=True).sqrt() + 1e-9)),
+        case("lp_normalization_2", "LpNormalization", {"x": ((5, 7), normal)}, {"axis": 0},
+             lambda x: F.normalize(x, p=2.0, dim=0, eps=0.0)),
+        case("lp_normalization_1", "LpNormalization", {"x": ((5, 7), normal)}, {"p": 1},
+             lambda x: F.normalize(x, p=1.0, dim=-1, eps=0.0)),
+        # A zero element: its gradient is the product of the others, which
+        # exp(sum(log)) would make NaN.
+        case("reduce_prod_with_zero", "graph.mul", {"x": ((3, 5, 7), positive), "b": ((3, 1, 1), normal)}, {},
+             lambda x, b: (x * torch.tensor(PROD_ZERO)).prod(1, keepdim=True).prod(2, keepdim=True) * b,
+             constants={"zero": PROD_ZERO},
+             nodes=[helper.make_node("Mul", ["x", "const.zero"], ["xz"]),
+                    helper.make_node("ReduceProd", ["xz"], ["p"], axes=[1, 2]),
+                    helper.make_node("Mul", ["p", "b"], ["y"])]),
+        case("one_hot_times", "graph.compare", {"x": ((4, 6), normal)}, {},
+             lambda x: F.one_hot(torch.tensor(ONE_HOT_LABELS) % 6, 6).to(x.dtype) * x,
+             constants={"labels": ONE_HOT_LABELS, "depth": np.array(6, np.int64),
+                        "values": np.array([0, 1], np.int64)},
+             nodes=[helper.make_node("OneHot", ["const.labels", "const.depth", "const.values"], ["h"]),
+                    helper.make_node("Cast", ["h"], ["hf"], to=TensorProto.FLOAT),
+                    helper.make_node("Mul", ["hf", "x"], ["y"])]),
+        case("eye_like_times", "graph.mul", {"x": ((5, 7), normal)}, {},
+             lambda x: torch.tensor(np.eye(5, 7, 1), dtype=x.dtype) * x,
+             nodes=[helper.make_node("EyeLike", ["x"], ["e"], k=1), helper.make_node("Mul", ["e", "x"], ["y"])]),
+        case("top_k_largest", "TopK", {"x": ((4, 9), normal)}, {"axis": 1},
+             lambda x: torch.topk(x, 3, dim=1).values, constants={"k": np.array([3], np.int64)}, outputs=2,
+             opset=11),
+        case("top_k_smallest_axis0", "TopK", {"x": ((6, 5), normal)}, {"axis": 0, "largest": 0},
+             lambda x: torch.topk(x, 2, dim=0, largest=False).values, constants={"k": np.array([2], np.int64)},
+             outputs=2, opset=11),
+        # The indices output, as a router uses it: gather the chosen rows.
+        case("top_k_indices_gather", "graph.arg_max", {"x": ((4, 9), normal), "table": ((9, 3), normal)}, {},
+             lambda x, t: t[torch.topk(x, 2, dim=1).indices] * torch.topk(x, 2, dim=1).values.unsqueeze(-1),
+             constants={"k": np.array([2], np.int64), "last": np.array([-1], np.int64)},
+             nodes=[helper.make_node("TopK", ["x", "const.k"], ["v", "i"], axis=1),
+                    helper.make_node("Gather", ["table", "i"], ["rows"]),
+                    helper.make_node("Unsqueeze", ["v", "const.last"], ["vu"]),
+                    helper.make_node("Mul", ["rows", "vu"], ["y"])]),
+        case("scatter_elements_none", "graph.select", {"data": ((3, 5), normal), "updates": ((3, 2), normal)}, {},
+             lambda d, u: d.scatter(1, torch.tensor(SCATTER_INDEX) % 5, u),
+             constants={"indices": SCATTER_INDEX},
+             nodes=[helper.make_node("ScatterElements", ["data", "const.indices", "updates"], ["y"], axis=1)],
+             opset=11),
+        case("scatter_elements_add_axis0", "graph.reduce_sum", {"data": ((4, 3), normal), "updates": ((6, 3), normal)},
+             {}, lambda d, u: d.scatter_add(0, torch.tensor(SCATTER_ADD_INDEX), u),
+             constants={"indices": SCATTER_ADD_INDEX},
+             nodes=[helper.make_node("ScatterElements", ["data", "const.indices", "updates"], ["y"], axis=0,
+                                     reduction="add")],
+             opset=16),
         # A rotary embedding as recent exports compute it at run time:
         # x * cos(a) + rotate_half(x) * sin(a), the angles trained too.
         case("rotary_runtime", "graph.sin", {"x": ((2, 5, 8), normal), "angles": ((5, 4), wide)}, {},

@@ -114,6 +114,19 @@ struct Compose {
   /// The max of `x` along `axis`, kept as a dimension of 1: halves taken
   /// pairwise, max(a, b) = b + relu(a - b), so log2(size) levels.
   mlir::Value maxAlong(mlir::Value x, int64_t axis) {
+    return pairwiseAlong(x, axis,
+                         [&](mlir::Value first, mlir::Value second) { return add(second, relu(sub(first, second))); });
+  }
+  /// The product of `x` along `axis`, kept as a dimension of 1, as halves
+  /// multiplied pairwise: its gradient is the product of the others even
+  /// where an element is 0 (exp of a sum of logs would give NaN there).
+  mlir::Value productAlong(mlir::Value x, int64_t axis) {
+    return pairwiseAlong(x, axis, [&](mlir::Value first, mlir::Value second) { return mul(first, second); });
+  }
+  /// `x` reduced along `axis` to a dimension of 1 by `combine` of its two
+  /// halves, then of theirs, log2(size) levels; an odd size's last element
+  /// rides along to the next level.
+  template <typename Combine> mlir::Value pairwiseAlong(mlir::Value x, int64_t axis, Combine combine) {
     mlir::SmallVector<int64_t> shape(shapeOf(x));
     while (shape[axis] > 1) {
       const int64_t size = shape[axis], half = size / 2;
@@ -124,13 +137,15 @@ struct Compose {
         return graph::SliceOp::create(n.builder, n.loc, n.f32Tensor(partShape), x,
                                       n.builder.getDenseI64ArrayAttr(starts), n.builder.getDenseI64ArrayAttr(steps));
       };
-      mlir::Value first = part(0, half), second = part(half, half);
-      mlir::Value larger = add(second, relu(sub(first, second)));
+      mlir::Value first = part(0, half);
+      mlir::Value second = part(half, half);
+      mlir::Value combined = combine(first, second);
       shape[axis] = half + size % 2;
       if (size % 2)
-        larger = graph::ConcatOp::create(n.builder, n.loc, n.f32Tensor(shape),
-                                         mlir::ValueRange{larger, part(2 * half, 1)}, n.builder.getI64IntegerAttr(axis));
-      x = larger;
+        combined =
+            graph::ConcatOp::create(n.builder, n.loc, n.f32Tensor(shape), mlir::ValueRange{combined, part(2 * half, 1)},
+                                    n.builder.getI64IntegerAttr(axis));
+      x = combined;
     }
     return x;
   }

@@ -356,6 +356,11 @@ LogicalResult fsdpc::import::convertComposedReduction(NodeImporter &n, ComposedR
       v = b.maxAlong(v, axis);
     return v;
   };
+  auto productOver = [&](Value v) {
+    for (int64_t axis : layout->axes)
+      v = b.productAlong(v, axis);
+    return v;
+  };
   // Each is written with the reduced dimensions kept; a reduction over no
   // axes (noop_with_empty_axes) keeps only its elementwise part.
   Value y;
@@ -390,8 +395,83 @@ LogicalResult fsdpc::import::convertComposedReduction(NodeImporter &n, ComposedR
     y = b.add(b.log(b.sumOver(b.exp(b.sub(x, m)), *layout)), m);
     break;
   }
+  case ComposedReduction::kProd:
+    y = productOver(x);
+    break;
   }
   n.setOutput(0, layout->identity ? y : b.reshape(y, layout->resultShape));
+  return success();
+}
+
+LogicalResult fsdpc::import::convertReduceProd(NodeImporter &n) {
+  DenseElementsAttr value = n.constantInput(0);
+  if (!value || !value.getElementType().isInteger(64))
+    return convertComposedReduction(n, ComposedReduction::kProd);
+  FailureOr<ReductionLayout> layout = reductionLayout(n);
+  if (failed(layout))
+    return failure();
+  ArrayRef<int64_t> shape = value.getType().getShape();
+  SmallVector<int64_t> products(product(layout->keptShape), 1);
+  for (auto [i, element] : llvm::enumerate(value.getValues<int64_t>())) {
+    // The element's place in the kept shape: its coordinates, the reduced
+    // ones dropped to 0.
+    int64_t rest = static_cast<int64_t>(i), place = 0, stride = 1;
+    for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+      place += (layout->keptShape[d] == 1 ? 0 : rest % shape[d]) * stride;
+      rest /= shape[d];
+      stride *= layout->keptShape[d];
+    }
+    products[place] *= element;
+  }
+  n.setFoldedOutput(0, DenseElementsAttr::get(RankedTensorType::get(layout->resultShape, value.getElementType()),
+                                              ArrayRef<int64_t>(products)));
+  return success();
+}
+
+LogicalResult fsdpc::import::convertMeanVarianceNormalization(NodeImporter &n) {
+  if (failed(requireFloatInputs(n, 1)))
+    return failure();
+  Value x = n.input(0);
+  const int64_t rank = static_cast<int64_t>(shapeOf(x).size());
+  SmallVector<int64_t> axes = n.intsAttr("axes").value_or(SmallVector<int64_t>{0, 2, 3});
+  int64_t count = 1;
+  for (int64_t &axis : axes) {
+    if (axis < -rank || axis >= rank)
+      return n.fail("axis " + Twine(axis) + " is out of range for rank " + Twine(rank));
+    axis = axis < 0 ? axis + rank : axis;
+    count *= shapeOf(x)[axis];
+  }
+  llvm::sort(axes);
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
+    return n.fail("axes repeat an axis");
+  // (x - mean) / (std + 1e-9), ONNX's function, with the variance taken of
+  // the centered values (E[x^2] - E[x]^2 cancels where the mean is large).
+  Compose b{n};
+  Value mean = b.scale(b.sum(x, axes, true), 1.0 / static_cast<double>(count));
+  Value centered = b.sub(x, mean);
+  Value variance = b.scale(b.sum(b.mul(centered, centered), axes, true), 1.0 / static_cast<double>(count));
+  Value deviation = b.unary<graph::SqrtOp>(variance);
+  n.setOutput(0, b.div(centered, b.add(deviation, b.constant(1e-9f))));
+  return success();
+}
+
+LogicalResult fsdpc::import::convertLpNormalization(NodeImporter &n) {
+  if (failed(requireFloatInputs(n, 1)))
+    return failure();
+  Value x = n.input(0);
+  const int64_t rank = static_cast<int64_t>(shapeOf(x).size());
+  int64_t axis = n.intAttr("axis", -1);
+  const int64_t p = n.intAttr("p", 2);
+  if (axis < -rank || axis >= rank)
+    return n.fail("axis " + Twine(axis) + " is out of range for rank " + Twine(rank));
+  if (p != 1 && p != 2)
+    return n.fail("p must be 1 or 2, got " + Twine(p));
+  axis = axis < 0 ? axis + rank : axis;
+  // x / ||x||_p along the axis, no epsilon (ONNX's definition; a zero
+  // vector gives NaN, as there).
+  Compose b{n};
+  Value norm = p == 1 ? b.sum(b.abs(x), {axis}, true) : b.unary<graph::SqrtOp>(b.sum(b.mul(x, x), {axis}, true));
+  n.setOutput(0, b.div(x, norm));
   return success();
 }
 

@@ -24,11 +24,16 @@ mlir::LogicalResult convertScatterND(NodeImporter &n);
 /// its rank.
 mlir::LogicalResult convertRuntimeGatherElements(NodeImporter &n, mlir::Value data, mlir::Value indices, int64_t axis);
 mlir::LogicalResult convertCumSum(NodeImporter &n);
-enum class ComposedReduction { kMax, kMin, kSumSquare, kL1, kL2, kLogSum, kLogSumExp };
+enum class ComposedReduction { kMax, kMin, kSumSquare, kL1, kL2, kLogSum, kLogSumExp, kProd };
 mlir::LogicalResult convertComposedReduction(NodeImporter &n, ComposedReduction kind);
 template <ComposedReduction Kind> mlir::LogicalResult convertReduction(NodeImporter &n) {
   return convertComposedReduction(n, Kind);
 }
+/// ReduceProd: integer constants fold (a shape's element count); float
+/// tensors are products of halves.
+mlir::LogicalResult convertReduceProd(NodeImporter &n);
+mlir::LogicalResult convertMeanVarianceNormalization(NodeImporter &n);
+mlir::LogicalResult convertLpNormalization(NodeImporter &n);
 mlir::LogicalResult convertBatchNormalization(NodeImporter &n);
 mlir::LogicalResult convertInstanceNormalization(NodeImporter &n);
 mlir::LogicalResult convertGroupNormalization(NodeImporter &n);
@@ -59,6 +64,13 @@ mlir::LogicalResult convertSign(NodeImporter &n);
 mlir::LogicalResult convertThresholdedRelu(NodeImporter &n);
 mlir::LogicalResult convertShrink(NodeImporter &n);
 mlir::LogicalResult convertPRelu(NodeImporter &n);
+/// OneHot of runtime integer indices: comparisons with the positions.
+mlir::LogicalResult convertOneHot(NodeImporter &n);
+/// TopK as K rounds of arg_max, each winner masked out of the next.
+mlir::LogicalResult convertTopK(NodeImporter &n);
+/// ScatterElements (and opset 9's Scatter) through a mask of the places
+/// each index names.
+mlir::LogicalResult convertScatterElements(NodeImporter &n);
 // MathPatterns.cpp.
 mlir::LogicalResult convertTan(NodeImporter &n);
 mlir::LogicalResult convertAsin(NodeImporter &n);

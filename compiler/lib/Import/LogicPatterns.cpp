@@ -42,6 +42,41 @@ FailureOr<Value> maskInput(NodeImporter &n, int i) {
   return maskAsFloat(n, v);
 }
 
+/// An i64 0/1 mask of where `index` (a tensor with a dimension of 1 at
+/// `axis`, of integers or of integral floats) names each position
+/// 0 .. depth-1 along `axis` of a rank-`rank` result. With `wrapNegative`,
+/// -depth .. -1 name them too, counted from the end; an index outside
+/// [-depth, depth) names nothing (two comparisons, against the positions
+/// and the positions - depth: fsdpc has no integer arithmetic at run time).
+Value positionMask(NodeImporter &n, Compose &b, Value index, int64_t depth, int64_t axis, int64_t rank,
+                   bool wrapNegative) {
+  SmallVector<int64_t> positionShape(rank, 1);
+  positionShape[axis] = depth;
+  const bool floatIndex = isF32(index);
+  auto positions = [&](int64_t offset) -> Value {
+    Type element = floatIndex ? Type(n.builder.getF32Type()) : Type(n.builder.getI64Type());
+    auto type = RankedTensorType::get(positionShape, element);
+    SmallVector<int64_t> ints;
+    SmallVector<float> floats;
+    for (int64_t i = 0; i < depth; ++i) {
+      ints.push_back(i + offset);
+      floats.push_back(static_cast<float>(i + offset));
+    }
+    DenseElementsAttr value = floatIndex ? DenseElementsAttr::get(type, ArrayRef<float>(floats))
+                                         : DenseElementsAttr::get(type, ArrayRef<int64_t>(ints));
+    return graph::ConstantOp::create(n.builder, n.loc, type, value);
+  };
+  Value forward = positions(0);
+  Value fromStart = b.compare(index, forward, graph::ComparePredicate::eq);
+  if (!wrapNegative)
+    return fromStart;
+  Value backward = positions(-depth);
+  Value fromEnd = b.compare(index, backward, graph::ComparePredicate::eq);
+  Value startAsFloat = maskAsFloat(n, fromStart);
+  Value either = b.add(startAsFloat, maskAsFloat(n, fromEnd));
+  return compareWith(b, either, 0.0f, graph::ComparePredicate::ne);
+}
+
 } // namespace
 
 LogicalResult fsdpc::import::convertRuntimeComparison(NodeImporter &n, graph::ComparePredicate predicate) {
@@ -151,5 +186,169 @@ LogicalResult fsdpc::import::convertPRelu(NodeImporter &n) {
   // the slope's side.
   Value positive = compareWith(b, x, 0.0f, graph::ComparePredicate::gt);
   n.setOutput(0, b.select(positive, x, b.mul(slope, x)));
+  return success();
+}
+
+LogicalResult fsdpc::import::convertOneHot(NodeImporter &n) {
+  DenseElementsAttr depthValue = n.constantInput(1), values = n.constantInput(2);
+  if (!depthValue || depthValue.getNumElements() != 1)
+    return n.fail("depth must be a constant of one element");
+  if (!values || values.getNumElements() != 2)
+    return n.fail("values must be a constant [off_value, on_value]");
+  const int64_t depth = depthValue.getElementType().isInteger(64)
+                            ? depthValue.getValues<int64_t>()[0]
+                            : static_cast<int64_t>(depthValue.getValues<float>()[0]);
+  if (depth < 1)
+    return n.fail("depth must be at least 1, got " + Twine(depth));
+  Value indices = n.input(0);
+  ArrayRef<int64_t> indexShape = shapeOf(indices);
+  const int64_t rank = static_cast<int64_t>(indexShape.size()) + 1;
+  int64_t axis = n.intAttr("axis", -1);
+  if (axis < -rank || axis >= rank)
+    return n.fail("axis " + Twine(axis) + " is out of range for rank " + Twine(rank));
+  axis = axis < 0 ? axis + rank : axis;
+  SmallVector<int64_t> inserted(indexShape);
+  inserted.insert(inserted.begin() + axis, 1);
+  Compose b{n};
+  Value index = b.reshape(indices, inserted);
+  // Float indices are truncated toward 0 first, as ONNX casts them to
+  // int64 (the positions are then floats, exact below 2^24).
+  if (isF32(indices)) {
+    Value negative = compareWith(b, index, 0.0f, graph::ComparePredicate::lt);
+    Value up = b.unary<graph::CeilOp>(index);
+    index = b.select(negative, up, b.unary<graph::FloorOp>(index));
+  }
+  Value hot = positionMask(n, b, index, depth, axis, rank, /*wrapNegative=*/true);
+  float off, on;
+  if (values.getElementType().isInteger(64)) {
+    auto pair = values.getValues<int64_t>();
+    if (pair[0] == 0 && pair[1] == 1) { // the mask itself
+      n.setOutput(0, hot);
+      return success();
+    }
+    // Other integers through f32, where they are exact.
+    constexpr int64_t kExact = int64_t(1) << 24;
+    if (std::abs(pair[0]) > kExact || std::abs(pair[1]) > kExact)
+      return n.fail("integer values beyond 2^24 are not supported");
+    off = static_cast<float>(pair[0]);
+    on = static_cast<float>(pair[1]);
+  } else {
+    off = values.getValues<float>()[0];
+    on = values.getValues<float>()[1];
+  }
+  Value offValue = b.constant(off);
+  Value chosen = b.select(hot, b.constant(on), offValue);
+  if (values.getElementType().isInteger(64))
+    chosen =
+        graph::CastOp::create(n.builder, n.loc, RankedTensorType::get(shapeOf(chosen), n.builder.getI64Type()), chosen);
+  n.setOutput(0, chosen);
+  return success();
+}
+
+LogicalResult fsdpc::import::convertTopK(NodeImporter &n) {
+  if (failed(requireFloatInputs(n, 1)))
+    return failure();
+  Value x = n.input(0);
+  ArrayRef<int64_t> shape = shapeOf(x);
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  int64_t k = n.intAttr("k", -1);
+  if (n.opset >= 10) {
+    DenseElementsAttr value = n.constantInput(1);
+    if (!value || value.getNumElements() != 1 || !value.getElementType().isInteger(64))
+      return n.fail("K must be a constant of one element");
+    k = value.getValues<int64_t>()[0];
+  }
+  int64_t axis = n.intAttr("axis", -1);
+  if (rank == 0 || axis < -rank || axis >= rank)
+    return n.fail("axis " + Twine(axis) + " is out of range for rank " + Twine(rank));
+  axis = axis < 0 ? axis + rank : axis;
+  if (k < 1 || k > shape[axis])
+    return n.fail("K " + Twine(k) + " is outside [1, " + Twine(shape[axis]) + "]");
+  constexpr int64_t kMaxRounds = 64;
+  if (k > kMaxRounds)
+    return n.fail("K " + Twine(k) + " is more than " + Twine(kMaxRounds) +
+                  " (TopK is composed of one arg_max round per element)");
+  const bool largest = n.intAttr("largest", 1) != 0;
+  // K rounds of arg_max, each masking its winner out of the next with -inf
+  // (the first of equal values wins, as ONNX orders ties by index). Each
+  // value is read from x through its round's mask, so its gradient reaches
+  // x at the winner's place, as torch's topk does. Smallest values are the
+  // largest of -x. An element that is -inf itself (+inf for the smallest)
+  // may come out again after the masked ones.
+  Compose b{n};
+  SmallVector<int64_t> kept(shape);
+  kept[axis] = 1;
+  auto indexType = RankedTensorType::get(kept, n.builder.getI64Type());
+  Value zero = b.constant(0.0f);
+  Value hidden = b.constant(-std::numeric_limits<float>::infinity());
+  Value current = largest ? x : b.neg(x);
+  SmallVector<Value> values, indices;
+  for (int64_t round = 0; round < k; ++round) {
+    Value index = graph::ArgMaxOp::create(n.builder, n.loc, indexType, current, n.builder.getI64IntegerAttr(axis),
+                                          n.builder.getBoolAttr(false));
+    Value hot = positionMask(n, b, index, shape[axis], axis, rank, /*wrapNegative=*/false);
+    Value picked = b.select(hot, x, zero);
+    values.push_back(b.sum(picked, {axis}, /*keepdims=*/true));
+    indices.push_back(index);
+    if (round + 1 < k)
+      current = b.select(hot, hidden, current);
+  }
+  SmallVector<int64_t> outShape(shape);
+  outShape[axis] = k;
+  auto joined = [&](ArrayRef<Value> parts, Type element) -> Value {
+    if (parts.size() == 1)
+      return parts[0];
+    return graph::ConcatOp::create(n.builder, n.loc, RankedTensorType::get(outShape, element), parts,
+                                   n.builder.getI64IntegerAttr(axis));
+  };
+  n.setOutput(0, joined(values, n.builder.getF32Type()));
+  n.setOutput(1, joined(indices, n.builder.getI64Type()));
+  return success();
+}
+
+LogicalResult fsdpc::import::convertScatterElements(NodeImporter &n) {
+  Value data = n.input(0), indices = n.input(1), updates = n.input(2);
+  if (!isF32(data) || !isF32(updates))
+    return n.fail("data and updates must be float tensors");
+  if (!isI64(indices))
+    return n.fail("indices must be an integer tensor");
+  const std::string reduction = n.stringAttr("reduction", "none");
+  if (reduction != "none" && reduction != "add")
+    return n.fail("reduction '" + reduction + "' is not supported (none and add are)");
+  ArrayRef<int64_t> dataShape = shapeOf(data), indexShape = shapeOf(indices);
+  const int64_t rank = static_cast<int64_t>(dataShape.size());
+  int64_t axis = n.intAttr("axis", 0);
+  if (rank == 0 || axis < -rank || axis >= rank)
+    return n.fail("axis " + Twine(axis) + " is out of range for rank " + Twine(rank));
+  axis = axis < 0 ? axis + rank : axis;
+  if (shapeOf(updates) != indexShape)
+    return n.fail("updates " + Twine(shapeString(shapeOf(updates))) + " must have the indices' shape " +
+                  shapeString(indexShape));
+  if (static_cast<int64_t>(indexShape.size()) != rank)
+    return n.fail("indices must have the data's rank");
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis && indexShape[d] != dataShape[d])
+      return n.fail("indices " + Twine(shapeString(indexShape)) + " must match the data " + shapeString(dataShape) +
+                    " off the axis");
+  // A [.., K, N, ..] mask of which of the N places along the axis each of
+  // the K indices names (negative ones from the end; a dimension inserted
+  // after the axis), the updates summed into their places through it.
+  // add: data + the sums; none: the sum where some index names a place,
+  // data elsewhere, so the data's gradient flows where nothing overwrote
+  // it and each update's to its place.
+  Compose b{n};
+  SmallVector<int64_t> spread(indexShape);
+  spread.insert(spread.begin() + axis + 1, 1);
+  Value index = b.reshape(indices, spread);
+  Value hot = maskAsFloat(n, positionMask(n, b, index, dataShape[axis], axis + 1, rank + 1, /*wrapNegative=*/true));
+  Value update = b.reshape(updates, spread);
+  Value placed = b.sum(b.mul(hot, update), {axis}, /*keepdims=*/false);
+  if (reduction == "add") {
+    n.setOutput(0, b.add(data, placed));
+    return success();
+  }
+  Value written = b.sum(hot, {axis}, /*keepdims=*/false);
+  Value overwritten = compareWith(b, written, 0.0f, graph::ComparePredicate::ne);
+  n.setOutput(0, b.select(overwritten, placed, data));
   return success();
 }

@@ -863,9 +863,10 @@ bool ModelImporter::buildForward() {
     if ((node.op_type() == "SoftmaxCrossEntropyLoss" || node.op_type() == "NegativeLogLikelihoodLoss") &&
         node.input_size() > 2 && !node.input(2).empty())
       bufferNames.insert(node.input(2));
-    // Float settings, not weights: Resize's roi and scales, Upsample's scales.
-    if (node.op_type() == "Resize" || node.op_type() == "Upsample")
-      for (int i = 1; i < std::min(node.input_size(), node.op_type() == "Resize" ? 3 : 2); ++i)
+    // Float settings, not weights: Resize's roi and scales, Upsample's
+    // scales, OneHot's depth and values.
+    if (node.op_type() == "Resize" || node.op_type() == "Upsample" || node.op_type() == "OneHot")
+      for (int i = 1; i < std::min(node.input_size(), node.op_type() == "Upsample" ? 2 : 3); ++i)
         settingNames.insert(node.input(i));
   }
   std::vector<const onnx::TensorProto *> constantInitializers;

@@ -1126,6 +1126,30 @@ LogicalResult convertRange(NodeImporter &n) {
   return success();
 }
 
+/// EyeLike: the input's (static) shape is all it reads, so it folds to a
+/// constant, f32 or i64 by `dtype` or else the input's ONNX type.
+LogicalResult convertEyeLike(NodeImporter &n) {
+  ArrayRef<int64_t> shape = shapeOf(n.input(0));
+  if (shape.size() != 2)
+    return n.fail("input must be 2-D, got " + Twine(shapeString(shape)));
+  const int64_t k = n.intAttr("k", 0);
+  std::optional<int32_t> type = n.onnxElementType(0);
+  if (const onnx::AttributeProto *dtype = n.attribute("dtype"))
+    type = static_cast<int32_t>(dtype->i());
+  const bool isFloat = type ? isOnnxFloatType(*type) : isF32(n.input(0));
+  SmallVector<int64_t> ones;
+  for (int64_t row = 0; row < shape[0]; ++row)
+    for (int64_t col = 0; col < shape[1]; ++col)
+      ones.push_back(col - row == k);
+  if (isFloat) {
+    SmallVector<float> values(ones.begin(), ones.end());
+    n.setFoldedOutput(0, DenseElementsAttr::get(n.f32Tensor(shape), ArrayRef<float>(values)));
+  } else {
+    n.setFoldedOutput(0, DenseElementsAttr::get(tensorOf(shape, n.builder.getI64Type()), ArrayRef<int64_t>(ones)));
+  }
+  return success();
+}
+
 /// ConstantOfShape with a constant shape folds.
 LogicalResult convertConstantOfShape(NodeImporter &n) {
   std::optional<SmallVector<int64_t>> shape = constantInts(n, 0);
@@ -1406,6 +1430,21 @@ const OpPattern kPatterns[] = {
     {"Ceil", 6, convertUnary<graph::CeilOp>, "no gradient (piecewise constant)"},
     {"Round", 11, convertUnary<graph::RoundOp>, "no gradient (piecewise constant)"},
     {"Mod", 10, convertMod, "float tensors at run time; integer ones when constant (fold)"},
+    {"EyeLike", 9, convertEyeLike, "folds (static shapes)"},
+    {"OneHot", 9, convertOneHot, "constant depth and values; integer values within 2^24"},
+    {"OneHot", 11, convertOneHot, "constant depth and values; integer values within 2^24"},
+    {"MeanVarianceNormalization", 9, convertMeanVarianceNormalization},
+    {"MeanVarianceNormalization", 13, convertMeanVarianceNormalization},
+    {"LpNormalization", 1, convertLpNormalization, "p 1 or 2"},
+    {"ReduceProd", 1, convertReduceProd, "float tensors at run time; integer ones when constant (fold)"},
+    {"TopK", 1, convertTopK, "float input; constant K up to 64"},
+    {"TopK", 10, convertTopK, "float input; constant K up to 64"},
+    {"TopK", 11, convertTopK, "float input; constant K up to 64; sorted or not, the values come sorted"},
+    {"Scatter", 9, convertScatterElements, "as ScatterElements"},
+    {"ScatterElements", 11, convertScatterElements,
+     "float data; indices of the data's shape off the axis; as a mask of indices x axis size"},
+    {"ScatterElements", 16, convertScatterElements,
+     "float data; indices of the data's shape off the axis; reductions none and add; as a mask of indices x axis size"},
     {"Exp", 6, convertUnary<graph::ExpOp>},
     {"Expand", 8, convertExpand, "constant target shape"},
     {"Flatten", 1, convertFlatten},

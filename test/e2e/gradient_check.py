@@ -135,6 +135,52 @@ SCATTER_INDEX = np.array([[0, 3], [4, -2], [-5, 2]], np.int64)
 SCATTER_ADD_INDEX = np.array([[0, 1, 2], [3, 3, 0], [1, 0, 1], [0, 2, 2], [3, 1, 0], [2, 2, 3]], np.int64)
 
 
+def torch_gates(onnx_rows, order):
+    """Rows of an ONNX recurrent weight [G H, ...] in torch's gate order:
+    `order` lists the ONNX gate index of each torch gate."""
+    hidden = onnx_rows.shape[0] // len(order)
+    return torch.cat([onnx_rows[g * hidden:(g + 1) * hidden] for g in order])
+
+
+# torch's LSTM gates are i f g o, ONNX's i o f c; torch's GRU r z n,
+# ONNX's z r h.
+LSTM_ORDER, GRU_ORDER = [0, 2, 3, 1], [1, 0, 2]
+
+
+def torch_recurrent(kind, x, w, r, b, order, batch_first=False):
+    """torch's LSTM / GRU / RNN kernels (what nn.LSTM, nn.GRU and nn.RNN
+    call) run with ONNX-layout weights (directions first, biases as [W's,
+    R's]), differentiable in them. kind: lstm, gru, rnn_tanh or rnn_relu."""
+    directions, rows, _ = w.shape
+    hidden = r.shape[2]
+    flat = []
+    for d in range(directions):
+        flat += [torch_gates(w[d], order), torch_gates(r[d], order), torch_gates(b[d, :rows], order),
+                 torch_gates(b[d, rows:], order)]
+    batch = x.shape[0 if batch_first else 1]
+    h0 = torch.zeros(directions, batch, hidden, dtype=x.dtype)
+    state = (h0, h0) if kind == "lstm" else h0
+    return getattr(torch._VF, kind)(x, state, flat, True, 1, 0.0, False, directions == 2, batch_first)
+
+
+def gru_reset_before(x, w, r, b):
+    """ONNX's GRU with linear_before_reset 0, one direction, by its
+    equations: torch has no such module."""
+    hidden = r.shape[2]
+    wz, wr, wh = w[0].split(hidden)
+    rz, rr, rh = r[0].split(hidden)
+    wbz, wbr, wbh, rbz, rbr, rbh = b[0].split(hidden)
+    h = torch.zeros(x.shape[1], hidden, dtype=x.dtype)
+    ys = []
+    for xt in x:
+        z = torch.sigmoid(xt @ wz.T + h @ rz.T + wbz + rbz)
+        rt = torch.sigmoid(xt @ wr.T + h @ rr.T + wbr + rbr)
+        candidate = torch.tanh(xt @ wh.T + (rt * h) @ rh.T + rbh + wbh)
+        h = (1 - z) * candidate + z * h
+        ys.append(h)
+    return torch.stack(ys).unsqueeze(1)
+
+
 def labels(array):
     return torch.tensor(array)
 
@@ -600,6 +646,27 @@ def cases():
              nodes=[helper.make_node("ScatterElements", ["data", "const.indices", "updates"], ["y"], axis=0,
                                      reduction="add")],
              opset=16),
+        # Recurrent layers against torch's modules run with the same
+        # weights (reordered to torch's gates), unrolled over 4 steps.
+        case("lstm", "LSTM", {"x": ((4, 3, 5), normal), "w": ((1, 24, 5), normal), "r": ((1, 24, 6), normal),
+                              "b": ((1, 48), normal)}, {"hidden_size": 6},
+             lambda x, w, r, b: torch_recurrent("lstm", x, w, r, b, LSTM_ORDER)[0].unsqueeze(1), outputs=3),
+        case("lstm_reverse_cell_state", "LSTM",
+             {"x": ((4, 3, 5), normal), "w": ((1, 24, 5), normal), "r": ((1, 24, 6), normal),
+              "b": ((1, 48), normal)}, {"hidden_size": 6, "direction": "reverse"},
+             lambda x, w, r, b: torch_recurrent("lstm", x.flip(0), w, r, b, LSTM_ORDER)[2], outputs=3, take=2),
+        case("gru_bidirectional", "GRU", {"x": ((4, 3, 5), normal), "w": ((2, 18, 5), normal),
+                                          "r": ((2, 18, 6), normal), "b": ((2, 36), normal)},
+             {"hidden_size": 6, "direction": "bidirectional", "linear_before_reset": 1},
+             lambda x, w, r, b: torch_recurrent("gru", x, w, r, b, GRU_ORDER)[0].view(4, 3, 2, 6).permute(0, 2, 1, 3),
+             outputs=2),
+        case("gru_reset_before", "GRU", {"x": ((4, 3, 5), normal), "w": ((1, 18, 5), normal),
+                                         "r": ((1, 18, 6), normal), "b": ((1, 36), normal)}, {"hidden_size": 6},
+             gru_reset_before, outputs=2),
+        case("rnn_relu_batch_first", "RNN", {"x": ((3, 4, 5), normal), "w": ((1, 6, 5), normal),
+                                             "r": ((1, 6, 6), normal), "b": ((1, 12), normal)},
+             {"hidden_size": 6, "activations": ["Relu"], "layout": 1},
+             lambda x, w, r, b: torch_recurrent("rnn_relu", x, w, r, b, [0], batch_first=True)[0].unsqueeze(2), outputs=2, opset=14),
         # A rotary embedding as recent exports compute it at run time:
         # x * cos(a) + rotate_half(x) * sin(a), the angles trained too.
         case("rotary_runtime", "graph.sin", {"x": ((2, 5, 8), normal), "angles": ((5, 4), wide)}, {},

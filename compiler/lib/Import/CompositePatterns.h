@@ -83,6 +83,10 @@ mlir::LogicalResult convertAtanh(NodeImporter &n);
 /// Mod of runtime float tensors: C's fmod with `truncated`, Python's
 /// remainder (the divisor's sign) without.
 mlir::LogicalResult convertRuntimeMod(NodeImporter &n, bool truncated);
+// RecurrentPatterns.cpp.
+mlir::LogicalResult convertLstm(NodeImporter &n);
+mlir::LogicalResult convertGru(NodeImporter &n);
+mlir::LogicalResult convertRnn(NodeImporter &n);
 // EinsumPattern.cpp.
 mlir::LogicalResult convertEinsum(NodeImporter &n);
 // ResizePatterns.cpp.

@@ -436,9 +436,10 @@ LogicalResult fsdpc::import::convertMeanVarianceNormalization(NodeImporter &n) {
   SmallVector<int64_t> axes = n.intsAttr("axes").value_or(SmallVector<int64_t>{0, 2, 3});
   int64_t count = 1;
   for (int64_t &axis : axes) {
-    if (axis < -rank || axis >= rank)
-      return n.fail("axis " + Twine(axis) + " is out of range for rank " + Twine(rank));
-    axis = axis < 0 ? axis + rank : axis;
+    FailureOr<int64_t> normalized = axisIn(n, axis, rank);
+    if (failed(normalized))
+      return failure();
+    axis = *normalized;
     count *= shapeOf(x)[axis];
   }
   llvm::sort(axes);
@@ -459,18 +460,16 @@ LogicalResult fsdpc::import::convertLpNormalization(NodeImporter &n) {
   if (failed(requireFloatInputs(n, 1)))
     return failure();
   Value x = n.input(0);
-  const int64_t rank = static_cast<int64_t>(shapeOf(x).size());
-  int64_t axis = n.intAttr("axis", -1);
+  FailureOr<int64_t> axis = axisIn(n, n.intAttr("axis", -1), shapeOf(x).size());
+  if (failed(axis))
+    return failure();
   const int64_t p = n.intAttr("p", 2);
-  if (axis < -rank || axis >= rank)
-    return n.fail("axis " + Twine(axis) + " is out of range for rank " + Twine(rank));
   if (p != 1 && p != 2)
     return n.fail("p must be 1 or 2, got " + Twine(p));
-  axis = axis < 0 ? axis + rank : axis;
   // x / ||x||_p along the axis, no epsilon (ONNX's definition; a zero
   // vector gives NaN, as there).
   Compose b{n};
-  Value norm = p == 1 ? b.sum(b.abs(x), {axis}, true) : b.unary<graph::SqrtOp>(b.sum(b.mul(x, x), {axis}, true));
+  Value norm = p == 1 ? b.sum(b.abs(x), {*axis}, true) : b.unary<graph::SqrtOp>(b.sum(b.mul(x, x), {*axis}, true));
   n.setOutput(0, b.div(x, norm));
   return success();
 }

@@ -191,6 +191,10 @@ mlir::FailureOr<ReductionLayout> reductionLayout(NodeImporter &n);
 /// that is missing or not a float tensor.
 mlir::LogicalResult requireFloatInputs(NodeImporter &n, int count);
 
+/// `axis` of a rank-`rank` tensor counted from 0 (a negative one from the
+/// end), or failure naming it where it is out of range.
+mlir::FailureOr<int64_t> axisIn(NodeImporter &n, int64_t axis, int64_t rank);
+
 /// `v` reshaped to `shape` (itself when it already has that shape).
 mlir::Value reshape(NodeImporter &n, mlir::Value v, llvm::ArrayRef<int64_t> shape);
 

@@ -203,10 +203,10 @@ LogicalResult fsdpc::import::convertOneHot(NodeImporter &n) {
   Value indices = n.input(0);
   ArrayRef<int64_t> indexShape = shapeOf(indices);
   const int64_t rank = static_cast<int64_t>(indexShape.size()) + 1;
-  int64_t axis = n.intAttr("axis", -1);
-  if (axis < -rank || axis >= rank)
-    return n.fail("axis " + Twine(axis) + " is out of range for rank " + Twine(rank));
-  axis = axis < 0 ? axis + rank : axis;
+  FailureOr<int64_t> normalized = axisIn(n, n.intAttr("axis", -1), rank);
+  if (failed(normalized))
+    return failure();
+  const int64_t axis = *normalized;
   SmallVector<int64_t> inserted(indexShape);
   inserted.insert(inserted.begin() + axis, 1);
   Compose b{n};
@@ -258,10 +258,10 @@ LogicalResult fsdpc::import::convertTopK(NodeImporter &n) {
       return n.fail("K must be a constant of one element");
     k = value.getValues<int64_t>()[0];
   }
-  int64_t axis = n.intAttr("axis", -1);
-  if (rank == 0 || axis < -rank || axis >= rank)
-    return n.fail("axis " + Twine(axis) + " is out of range for rank " + Twine(rank));
-  axis = axis < 0 ? axis + rank : axis;
+  FailureOr<int64_t> normalized = axisIn(n, n.intAttr("axis", -1), rank);
+  if (failed(normalized))
+    return failure();
+  const int64_t axis = *normalized;
   if (k < 1 || k > shape[axis])
     return n.fail("K " + Twine(k) + " is outside [1, " + Twine(shape[axis]) + "]");
   constexpr int64_t kMaxRounds = 64;
@@ -317,10 +317,10 @@ LogicalResult fsdpc::import::convertScatterElements(NodeImporter &n) {
     return n.fail("reduction '" + reduction + "' is not supported (none and add are)");
   ArrayRef<int64_t> dataShape = shapeOf(data), indexShape = shapeOf(indices);
   const int64_t rank = static_cast<int64_t>(dataShape.size());
-  int64_t axis = n.intAttr("axis", 0);
-  if (rank == 0 || axis < -rank || axis >= rank)
-    return n.fail("axis " + Twine(axis) + " is out of range for rank " + Twine(rank));
-  axis = axis < 0 ? axis + rank : axis;
+  FailureOr<int64_t> normalized = axisIn(n, n.intAttr("axis", 0), rank);
+  if (failed(normalized))
+    return failure();
+  const int64_t axis = *normalized;
   if (shapeOf(updates) != indexShape)
     return n.fail("updates " + Twine(shapeString(shapeOf(updates))) + " must have the indices' shape " +
                   shapeString(indexShape));

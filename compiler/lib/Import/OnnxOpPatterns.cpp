@@ -31,6 +31,12 @@ LogicalResult fsdpc::import::requireFloatInputs(NodeImporter &n, int count) {
   return success();
 }
 
+FailureOr<int64_t> fsdpc::import::axisIn(NodeImporter &n, int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank)
+    return n.fail("axis " + Twine(axis) + " is out of range for rank " + Twine(rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
 Value fsdpc::import::reshape(NodeImporter &n, Value v, ArrayRef<int64_t> shape) {
   auto type = RankedTensorType::get(shape, cast<RankedTensorType>(v.getType()).getElementType());
   if (v.getType() == type)
@@ -536,11 +542,10 @@ template <typename OpTy> LogicalResult convertSoftmax13(NodeImporter &n) {
   if (failed(requireFloatInputs(n, 1)))
     return failure();
   Value x = n.input(0);
-  int64_t rank = shapeOf(x).size();
-  int64_t axis = n.intAttr("axis", -1);
-  if (axis < -rank || axis >= rank)
-    return n.fail("axis " + Twine(axis) + " is out of range for rank " + Twine(rank));
-  n.setOutput(0, OpTy::create(n.builder, n.loc, x, n.builder.getI64IntegerAttr(normalizeAxis(axis, rank))));
+  FailureOr<int64_t> axis = axisIn(n, n.intAttr("axis", -1), shapeOf(x).size());
+  if (failed(axis))
+    return failure();
+  n.setOutput(0, OpTy::create(n.builder, n.loc, x, n.builder.getI64IntegerAttr(*axis)));
   return success();
 }
 

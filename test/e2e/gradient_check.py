@@ -646,6 +646,15 @@ def cases():
              nodes=[helper.make_node("ScatterElements", ["data", "const.indices", "updates"], ["y"], axis=0,
                                      reduction="add")],
              opset=16),
+        case("gather_nd_constant", "GatherND", {"data": ((3, 4, 5), normal)}, {},
+             lambda d: d[torch.tensor([0, 2, -1]), torch.tensor([1, -1, 3])],
+             constants={"indices": np.array([[0, 1], [2, -1], [-1, 3]], np.int64)}, opset=11),
+        # Runtime indices, as a classification head picks each sample's
+        # position (here the argmax of x): batch_dims 1.
+        case("gather_nd_runtime_batch", "graph.gather", {"x": ((3, 4), normal), "data": ((3, 4, 5), normal)}, {},
+             lambda x, d: d[torch.arange(3), x.argmax(1)] + 0 * x.sum(),
+             nodes=[helper.make_node("ArgMax", ["x"], ["i"], axis=1, keepdims=1),
+                    helper.make_node("GatherND", ["data", "i"], ["y"], batch_dims=1)]),
         # Recurrent layers against torch's modules run with the same
         # weights (reordered to torch's gates), unrolled over 4 steps.
         case("lstm", "LSTM", {"x": ((4, 3, 5), normal), "w": ((1, 24, 5), normal), "r": ((1, 24, 6), normal),

@@ -193,6 +193,103 @@ LogicalResult fsdpc::import::convertRuntimeGatherElements(NodeImporter &n, Value
   return success();
 }
 
+LogicalResult fsdpc::import::convertGatherND(NodeImporter &n) {
+  Value data = n.input(0), indices = n.input(1);
+  if (!isI64(indices))
+    return n.fail("indices must be an int64 tensor");
+  ArrayRef<int64_t> dataShape = shapeOf(data), indexShape = shapeOf(indices);
+  const int64_t batchDims = n.intAttr("batch_dims", 0), rank = static_cast<int64_t>(dataShape.size());
+  if (indexShape.empty() || batchDims < 0 || batchDims >= static_cast<int64_t>(indexShape.size()) || batchDims >= rank)
+    return n.fail("batch_dims " + Twine(batchDims) + " does not fit indices " + shapeString(indexShape) + " and data " +
+                  shapeString(dataShape));
+  const int64_t k = indexShape.back();
+  if (k < 1 || batchDims + k > rank)
+    return n.fail("indices' last dimension " + Twine(k) + " names more than the data's " + Twine(rank - batchDims) +
+                  " dimensions after the batch ones");
+  for (int64_t d = 0; d < batchDims; ++d)
+    if (indexShape[d] != dataShape[d])
+      return n.fail("indices " + Twine(shapeString(indexShape)) + " and data " + shapeString(dataShape) +
+                    " differ in a batch dimension");
+  // The data as rows: its batch and indexed dimensions flattened into one,
+  // the rest kept. Each index tuple becomes the row it names: the batch
+  // rows' offset (from the tuple's place, a constant) plus the tuple's
+  // coordinates times their strides, a negative one counted from the end.
+  // A constant index folds to its row; a runtime one is computed in f32,
+  // exact below 2^24 rows, and cast to the gather's int64.
+  const int64_t batchCount = product(dataShape.take_front(batchDims));
+  ArrayRef<int64_t> named = dataShape.slice(batchDims, k);
+  const int64_t namedCount = product(named);
+  if (batchCount * namedCount >= (int64_t(1) << 24))
+    return n.fail("more than 2^24 rows are indexed");
+  SmallVector<int64_t> strides(k, 1);
+  for (int64_t j = k - 2; j >= 0; --j)
+    strides[j] = strides[j + 1] * named[j + 1];
+  const int64_t tuples = product(indexShape.drop_back());
+  const int64_t perBatch = tuples / std::max<int64_t>(batchCount, 1);
+  SmallVector<int64_t> rowsShape{batchCount * namedCount};
+  rowsShape.append(dataShape.begin() + batchDims + k, dataShape.end());
+  SmallVector<int64_t> tupleShape(indexShape.drop_back());
+  SmallVector<int64_t> outShape(tupleShape);
+  outShape.append(rowsShape.begin() + 1, rowsShape.end());
+  SmallVector<int64_t> picked;
+  DenseElementsAttr constantIndices = n.constantInput(1);
+  if (constantIndices) {
+    SmallVector<int64_t> constant(constantIndices.getValues<int64_t>());
+    for (int64_t t = 0; t < tuples; ++t) {
+      int64_t at = (t / perBatch) * namedCount;
+      for (int64_t j = 0; j < k; ++j) {
+        int64_t coordinate = constant[t * k + j];
+        if (coordinate < -named[j] || coordinate >= named[j])
+          return n.fail("index " + Twine(coordinate) + " is out of range for a dimension of " + Twine(named[j]));
+        at += (coordinate < 0 ? coordinate + named[j] : coordinate) * strides[j];
+      }
+      picked.push_back(at);
+    }
+    // Constant data and indices (an integer table, say) fold.
+    if (DenseElementsAttr table = n.constantInput(0)) {
+      SmallVector<Attribute> all(table.getValues<Attribute>()), out;
+      const int64_t rowSize = product(ArrayRef<int64_t>(rowsShape).drop_front());
+      for (int64_t at : picked)
+        out.append(all.begin() + at * rowSize, all.begin() + (at + 1) * rowSize);
+      n.setFoldedOutput(0, DenseElementsAttr::get(RankedTensorType::get(outShape, table.getElementType()), out));
+      return success();
+    }
+  }
+  if (!isF32(data))
+    return n.fail("GatherND of runtime data needs float data");
+  Compose b{n};
+  Value rows = b.reshape(data, rowsShape);
+  Value row;
+  if (constantIndices) {
+    auto type = RankedTensorType::get(tupleShape, n.builder.getI64Type());
+    row = graph::ConstantOp::create(n.builder, n.loc, type, DenseElementsAttr::get(type, ArrayRef<int64_t>(picked)));
+  } else {
+    SmallVector<float> sizes, strideValues, offsets;
+    for (int64_t j = 0; j < k; ++j) {
+      sizes.push_back(static_cast<float>(named[j]));
+      strideValues.push_back(static_cast<float>(strides[j]));
+    }
+    for (int64_t t = 0; t < tuples; ++t)
+      offsets.push_back(static_cast<float>((t / perBatch) * namedCount));
+    auto vector = [&](ArrayRef<float> values, ArrayRef<int64_t> shape) -> Value {
+      auto type = n.f32Tensor(shape);
+      return graph::ConstantOp::create(n.builder, n.loc, type, DenseElementsAttr::get(type, values));
+    };
+    Value coordinates = graph::CastOp::create(n.builder, n.loc, n.f32Tensor(indexShape), indices);
+    Value negative = b.compare(coordinates, b.constant(0.0f), graph::ComparePredicate::lt);
+    Value sizeVector = vector(sizes, {k});
+    Value wrapped = b.add(coordinates, sizeVector);
+    Value normalized = b.select(negative, wrapped, coordinates);
+    Value strideVector = vector(strideValues, {k});
+    Value inner = b.sum(b.mul(normalized, strideVector), {static_cast<int64_t>(indexShape.size()) - 1}, false);
+    Value flat = batchDims == 0 ? inner : b.add(inner, vector(offsets, tupleShape));
+    row = graph::CastOp::create(n.builder, n.loc, RankedTensorType::get(tupleShape, n.builder.getI64Type()), flat);
+  }
+  n.setOutput(
+      0, graph::GatherOp::create(n.builder, n.loc, n.f32Tensor(outShape), rows, row, n.builder.getI64IntegerAttr(0)));
+  return success();
+}
+
 /// ScatterND as a scatter-add of the updates' rows into the data's leading
 /// k dimensions: gather_grad of the updates [count, inner] at the flat row
 /// indices gives S [rows, inner]; reduction add is data + S, none (an

@@ -20,6 +20,9 @@ mlir::LogicalResult convertRuntimeMinMax(NodeImporter &n, bool isMax);
 mlir::LogicalResult convertGlobalAveragePool(NodeImporter &n);
 mlir::LogicalResult convertTile(NodeImporter &n);
 mlir::LogicalResult convertScatterND(NodeImporter &n);
+/// GatherND of float data: its index tuples become rows of the data
+/// flattened over the batch and indexed dimensions, then one gather.
+mlir::LogicalResult convertGatherND(NodeImporter &n);
 /// GatherElements of runtime float data along `axis` by int64 indices of
 /// its rank.
 mlir::LogicalResult convertRuntimeGatherElements(NodeImporter &n, mlir::Value data, mlir::Value indices, int64_t axis);

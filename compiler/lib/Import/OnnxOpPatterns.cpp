@@ -1451,6 +1451,8 @@ const OpPattern kPatterns[] = {
     {"GRU", 14, convertGru, "unrolled; default activations; no clip or uneven sequence_lens"},
     {"RNN", 7, convertRnn, "unrolled; tanh, relu or sigmoid; no clip or uneven sequence_lens"},
     {"RNN", 14, convertRnn, "unrolled; tanh, relu or sigmoid; no clip or uneven sequence_lens"},
+    {"GatherND", 11, convertGatherND, "float data; runtime indices exact below 2^24 rows"},
+    {"GatherND", 12, convertGatherND, "float data; runtime indices exact below 2^24 rows; batch_dims"},
     {"Scatter", 9, convertScatterElements, "as ScatterElements"},
     {"ScatterElements", 11, convertScatterElements,
      "float data; indices of the data's shape off the axis; as a mask of indices x axis size"},

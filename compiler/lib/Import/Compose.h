@@ -100,6 +100,13 @@ struct Compose {
   // One statement per created op below: the order in which nested
   // arguments are evaluated is the C++ compiler's choice, and the IR (and
   // so the plan's bytes) must not depend on it.
+  /// x rounded toward 0, as a cast of a float to an integer does:
+  /// x < 0 ? ceil(x) : floor(x).
+  mlir::Value truncate(mlir::Value x) {
+    mlir::Value negative = compare(x, constant(0.0f), graph::ComparePredicate::lt);
+    mlir::Value up = unary<graph::CeilOp>(x);
+    return select(negative, up, unary<graph::FloorOp>(x));
+  }
   /// |x| = relu(x) + relu(-x).
   mlir::Value abs(mlir::Value x) {
     mlir::Value positive = relu(x);

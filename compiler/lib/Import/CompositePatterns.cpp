@@ -507,19 +507,12 @@ LogicalResult fsdpc::import::convertReduceProd(NodeImporter &n) {
   FailureOr<ReductionLayout> layout = reductionLayout(n);
   if (failed(layout))
     return failure();
+  // Each element multiplies into its place in the kept shape, which
+  // broadcasts back to the input's: the place broadcasting reads it from.
   ArrayRef<int64_t> shape = value.getType().getShape();
   SmallVector<int64_t> products(product(layout->keptShape), 1);
-  for (auto [i, element] : llvm::enumerate(value.getValues<int64_t>())) {
-    // The element's place in the kept shape: its coordinates, the reduced
-    // ones dropped to 0.
-    int64_t rest = static_cast<int64_t>(i), place = 0, stride = 1;
-    for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
-      place += (layout->keptShape[d] == 1 ? 0 : rest % shape[d]) * stride;
-      rest /= shape[d];
-      stride *= layout->keptShape[d];
-    }
-    products[place] *= element;
-  }
+  for (auto [i, element] : llvm::enumerate(value.getValues<int64_t>()))
+    products[broadcastSourceIndex(layout->keptShape, shape, static_cast<int64_t>(i))] *= element;
   n.setFoldedOutput(0, DenseElementsAttr::get(RankedTensorType::get(layout->resultShape, value.getElementType()),
                                               ArrayRef<int64_t>(products)));
   return success();

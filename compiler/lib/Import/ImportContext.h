@@ -191,6 +191,10 @@ mlir::FailureOr<ReductionLayout> reductionLayout(NodeImporter &n);
 /// that is missing or not a float tensor.
 mlir::LogicalResult requireFloatInputs(NodeImporter &n, int count);
 
+/// Flat index `flat` of a tensor of shape `to`, read in a tensor of shape
+/// `from` that broadcasts to it (numpy's rules).
+int64_t broadcastSourceIndex(llvm::ArrayRef<int64_t> from, llvm::ArrayRef<int64_t> to, int64_t flat);
+
 /// `axis` of a rank-`rank` tensor counted from 0 (a negative one from the
 /// end), or failure naming it where it is out of range.
 mlir::FailureOr<int64_t> axisIn(NodeImporter &n, int64_t axis, int64_t rank);

@@ -213,11 +213,8 @@ LogicalResult fsdpc::import::convertOneHot(NodeImporter &n) {
   Value index = b.reshape(indices, inserted);
   // Float indices are truncated toward 0 first, as ONNX casts them to
   // int64 (the positions are then floats, exact below 2^24).
-  if (isF32(indices)) {
-    Value negative = compareWith(b, index, 0.0f, graph::ComparePredicate::lt);
-    Value up = b.unary<graph::CeilOp>(index);
-    index = b.select(negative, up, b.unary<graph::FloorOp>(index));
-  }
+  if (isF32(indices))
+    index = b.truncate(index);
   Value hot = positionMask(n, b, index, depth, axis, rank, /*wrapNegative=*/true);
   float off, on;
   if (values.getElementType().isInteger(64)) {

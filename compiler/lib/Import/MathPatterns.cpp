@@ -127,14 +127,7 @@ LogicalResult fsdpc::import::convertRuntimeMod(NodeImporter &n, bool truncated) 
   // dy and d divisor is -q dy, as torch's fmod and remainder.
   Compose b{n};
   Value quotient = b.div(x, y);
-  Value rounded;
-  if (truncated) {
-    Value negative = b.compare(quotient, b.constant(0.0f), graph::ComparePredicate::lt);
-    Value up = b.unary<graph::CeilOp>(quotient);
-    rounded = b.select(negative, up, b.unary<graph::FloorOp>(quotient));
-  } else {
-    rounded = b.unary<graph::FloorOp>(quotient);
-  }
+  Value rounded = truncated ? b.truncate(quotient) : b.unary<graph::FloorOp>(quotient);
   n.setOutput(0, b.sub(x, b.mul(rounded, y)));
   return success();
 }

@@ -31,6 +31,19 @@ LogicalResult fsdpc::import::requireFloatInputs(NodeImporter &n, int count) {
   return success();
 }
 
+int64_t fsdpc::import::broadcastSourceIndex(ArrayRef<int64_t> from, ArrayRef<int64_t> to, int64_t flat) {
+  int64_t offset = 0, stride = 1;
+  for (int64_t d = to.size() - 1, e = from.size() - 1; d >= 0; --d, --e) {
+    int64_t i = flat % to[d];
+    flat /= to[d];
+    if (e >= 0) {
+      offset += (from[e] == 1 ? 0 : i) * stride;
+      stride *= from[e];
+    }
+  }
+  return offset;
+}
+
 FailureOr<int64_t> fsdpc::import::axisIn(NodeImporter &n, int64_t axis, int64_t rank) {
   if (axis < -rank || axis >= rank)
     return n.fail("axis " + Twine(axis) + " is out of range for rank " + Twine(rank));
@@ -188,21 +201,6 @@ LogicalResult convertPow(NodeImporter &n) {
 
 /// Integer arithmetic on constants (shape chains: batch * heads, ...) folds,
 /// with numpy broadcasting. Division truncates as ONNX's integer Div does.
-/// Flat index `flat` of a tensor of shape `to`, read in a tensor of shape
-/// `from` that broadcasts to it.
-int64_t broadcastSourceIndex(ArrayRef<int64_t> from, ArrayRef<int64_t> to, int64_t flat) {
-  int64_t offset = 0, stride = 1;
-  for (int64_t d = to.size() - 1, e = from.size() - 1; d >= 0; --d, --e) {
-    int64_t i = flat % to[d];
-    flat /= to[d];
-    if (e >= 0) {
-      offset += (from[e] == 1 ? 0 : i) * stride;
-      stride *= from[e];
-    }
-  }
-  return offset;
-}
-
 /// Two constants of element type T (int64_t: i64, float: f32) of a
 /// broadcasting op, folded into one tensor of R elements (i64 or f32):
 /// `fn` maps each pair of elements.

@@ -35,8 +35,9 @@ inline Status argReduceLayout(const KernelCall &call, int64_t &outer, int64_t &s
 /// Whether arg_max (`isMax`) or arg_min moves from `best` to `value` found
 /// later along the axis: a NaN wins over every number (as in torch) and,
 /// among NaNs and among equal values, the first one, or the last with
-/// select_last_index (`last`). `v != v` tests NaN on host and device alike.
-FSDPC_HOST_DEVICE inline bool argReduceReplaces(float best, float value, bool isMax, bool last) {
+/// select_last_index (`last`). `v != v` tests NaN on host and device alike
+/// (and never holds for the integers an i64 input has).
+template <typename T> FSDPC_HOST_DEVICE inline bool argReduceReplaces(T best, T value, bool isMax, bool last) {
   if (best != best)
     return last && value != value;
   if (value != value)

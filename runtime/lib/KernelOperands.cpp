@@ -143,8 +143,11 @@ Status batchGemm(const KernelCall &call) {
   return Status::ok();
 }
 
+/// Float operands, or integer ones for the arithmetic but pow (token ids,
+/// positions).
 Status binaryBroadcast(const KernelCall &call) {
-  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "f", "f"));
+  const bool integers = call.instruction->op() != "pow" && !call.inputs.empty() && isIntegerType(call.inputs[0].dtype);
+  FSDPC_RETURN_IF_ERROR(integers ? checkDtypes(call, "i", "i") : checkDtypes(call, "f", "f"));
   const TensorView &out = call.outputs[0];
   for (const TensorView &in : call.inputs)
     if (!broadcastsTo(in.shape, out.shape))
@@ -282,7 +285,7 @@ Status oneHot(const KernelCall &call) {
 }
 
 Status argReduce(const KernelCall &call) {
-  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "f", "i"));
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "a", "i"));
   int64_t outer, size, inner;
   return argReduceLayout(call, outer, size, inner);
 }

@@ -1,5 +1,5 @@
 // Tests comparisons and boolean ops on runtime tensors (graph.compare with
-// its predicate, masks widened to f32 for And / Or / Not), a float Cast to
+// its predicate, i64 arithmetic on the masks for And / Or / Not), a float Cast to
 // bool, and PRelu as a select by x > 0.
 // RUN: onnx-from-text %s --extract '// ONNX: ' -o %t.onnx
 // RUN: fsdpc %t.onnx --emit=import | FileCheck %s
@@ -20,15 +20,15 @@
 // CHECK-SAME: (%[[A:arg[0-9]+]]: tensor<2x3xf32> {{.*}}, %[[B:arg[0-9]+]]: tensor<3xf32> {{.*}}, %[[SLOPE:arg[0-9]+]]: tensor<3x1x1xf32> {{.*}}, %[[X:arg[0-9]+]]: tensor<2x3x4x5xf32> {{.*}})
 // CHECK: %[[GT:.*]] = graph.compare %[[A]], %[[B]] {predicate = #graph.predicate<gt>} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xi64>
 // CHECK: %[[LE:.*]] = graph.compare %[[A]], %[[B]] {predicate = #graph.predicate<le>} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xi64>
-// CHECK: %[[GTF:.*]] = graph.cast %[[GT]] : (tensor<2x3xi64>) -> tensor<2x3xf32>
-// CHECK: %[[LEF:.*]] = graph.cast %[[LE]] : (tensor<2x3xi64>) -> tensor<2x3xf32>
-// CHECK: %[[PRODUCT:.*]] = graph.mul %[[GTF]], %[[LEF]]
-// CHECK: %[[BOTH:.*]] = graph.compare %[[PRODUCT]], %{{.*}} {predicate = #graph.predicate<ne>} : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xi64>
+// And: the product of the 0/1 masks.
+// CHECK: %[[BOTH:.*]] = graph.mul %[[GT]], %[[LE]] : (tensor<2x3xi64>, tensor<2x3xi64>) -> tensor<2x3xi64>
 // CHECK: %[[NB:.*]] = graph.compare %[[A]], %{{.*}} {predicate = #graph.predicate<ne>} : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xi64>
-// CHECK: %[[SUM:.*]] = graph.add
-// CHECK: %[[EITHER:.*]] = graph.compare %[[SUM]], %{{.*}} {predicate = #graph.predicate<ne>}
-// CHECK: %[[EITHERF:.*]] = graph.cast %[[EITHER]]
-// CHECK: %[[NO:.*]] = graph.compare %[[EITHERF]], %{{.*}} {predicate = #graph.predicate<eq>}
+// Or: their sum unequal to 0; Not: equal to 0.
+// CHECK: %[[SUM:.*]] = graph.add %[[BOTH]], %[[NB]] : (tensor<2x3xi64>, tensor<2x3xi64>) -> tensor<2x3xi64>
+// CHECK: %[[ZERO:.*]] = graph.constant dense<0> : tensor<i64>
+// CHECK: %[[EITHER:.*]] = graph.compare %[[SUM]], %[[ZERO]] {predicate = #graph.predicate<ne>} : (tensor<2x3xi64>, tensor<i64>) -> tensor<2x3xi64>
+// CHECK: %[[ZERO2:.*]] = graph.constant dense<0> : tensor<i64>
+// CHECK: %[[NO:.*]] = graph.compare %[[EITHER]], %[[ZERO2]] {predicate = #graph.predicate<eq>} : (tensor<2x3xi64>, tensor<i64>) -> tensor<2x3xi64>
 // CHECK: %[[Y:.*]] = graph.select %[[NO]], %[[A]], %[[B]] : (tensor<2x3xi64>, tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
 // CHECK: %[[POSITIVE:.*]] = graph.compare %[[X]], %{{.*}} {predicate = #graph.predicate<gt>} : (tensor<2x3x4x5xf32>, tensor<f32>) -> tensor<2x3x4x5xi64>
 // CHECK: %[[SCALED:.*]] = graph.mul %[[SLOPE]], %[[X]] : (tensor<3x1x1xf32>, tensor<2x3x4x5xf32>) -> tensor<2x3x4x5xf32>

@@ -70,10 +70,15 @@
 // GATHER-ONNX: }
 
 // GATHER-LABEL: func.func @forward
+// A negative index counts from the end: plus 7 where it is below 0.
+// GATHER: %[[NEG:.*]] = graph.compare %arg1, %{{.*}} {predicate = #graph.predicate<lt>} : (tensor<3x2x5xi64>, tensor<i64>) -> tensor<3x2x5xi64>
+// GATHER: %[[SIZE:.*]] = graph.constant dense<7> : tensor<i64>
+// GATHER: %[[SHIFT:.*]] = graph.mul %[[NEG]], %[[SIZE]]
+// GATHER: %[[INDEX:.*]] = graph.add %arg1, %[[SHIFT]] : (tensor<3x2x5xi64>, tensor<3x2x5xi64>) -> tensor<3x2x5xi64>
 // GATHER: %[[CUT:.*]] = graph.slice %arg0 {starts = array<i64: 0, 0, 0>, steps = array<i64: 1, 1, 1>} : (tensor<4x7x5xf32>) -> tensor<3x7x5xf32>
 // GATHER: %[[LAST:.*]] = graph.transpose %[[CUT]] {perm = array<i64: 0, 2, 1>} : (tensor<3x7x5xf32>) -> tensor<3x5x7xf32>
 // GATHER: %[[ROWS:.*]] = graph.reshape %[[LAST]] : (tensor<3x5x7xf32>) -> tensor<3x1x5x7xf32>
-// GATHER: %[[OH:.*]] = graph.one_hot %arg1 : (tensor<3x2x5xi64>) -> tensor<3x2x5x7xf32>
+// GATHER: %[[OH:.*]] = graph.one_hot %[[INDEX]] : (tensor<3x2x5xi64>) -> tensor<3x2x5x7xf32>
 // GATHER: %[[PICK:.*]] = graph.mul %[[ROWS]], %[[OH]] : (tensor<3x1x5x7xf32>, tensor<3x2x5x7xf32>) -> tensor<3x2x5x7xf32>
 // GATHER: %[[Y:.*]] = graph.reduce_sum %[[PICK]] {axes = array<i64: 3>, keepdims = false} : (tensor<3x2x5x7xf32>) -> tensor<3x2x5xf32>
 // GATHER: return %[[Y]]

@@ -24,14 +24,12 @@
 // CHECK: %[[M1:.*]] = graph.compare %[[L]], %[[POS]] {predicate = #graph.predicate<eq>} : (tensor<3x1xi64>, tensor<1x4xi64>) -> tensor<3x4xi64>
 // CHECK: %[[NEG:.*]] = graph.constant dense<{{\[\[}}-4, -3, -2, -1]]> : tensor<1x4xi64>
 // CHECK: %[[M2:.*]] = graph.compare %[[L]], %[[NEG]] {predicate = #graph.predicate<eq>}
-// CHECK: %[[F1:.*]] = graph.cast %[[M1]]
-// CHECK: %[[F2:.*]] = graph.cast %[[M2]]
-// CHECK: %[[SUM:.*]] = graph.add %[[F1]], %[[F2]]
-// CHECK: %[[MASK:.*]] = graph.compare %[[SUM]], %{{.*}} {predicate = #graph.predicate<ne>} : (tensor<3x4xf32>, tensor<f32>) -> tensor<3x4xi64>
+// The two never both hold: their sum is the mask.
+// CHECK: %[[MASK:.*]] = graph.add %[[M1]], %[[M2]] : (tensor<3x4xi64>, tensor<3x4xi64>) -> tensor<3x4xi64>
 // axis 0: the positions run down the first dimension.
 // CHECK: %[[LT:.*]] = graph.reshape %[[LABELS]] : (tensor<3xi64>) -> tensor<1x3xi64>
 // CHECK: graph.constant dense<{{\[\[}}0], [1], [2], [3]]> : tensor<4x1xi64>
-// CHECK: %[[HOT:.*]] = graph.compare %{{.*}}, %{{.*}} {predicate = #graph.predicate<ne>} : (tensor<4x3xf32>, tensor<f32>) -> tensor<4x3xi64>
+// CHECK: %[[HOT:.*]] = graph.add %{{.*}}, %{{.*}} : (tensor<4x3xi64>, tensor<4x3xi64>) -> tensor<4x3xi64>
 // CHECK: %[[OFF:.*]] = graph.constant dense<-1.000000e+00> : tensor<f32>
 // CHECK: %[[ON:.*]] = graph.constant dense<2.500000e+00> : tensor<f32>
 // CHECK: %[[CHOSEN:.*]] = graph.select %[[HOT]], %[[ON]], %[[OFF]]

@@ -29,9 +29,10 @@
 // CHECK: %[[VALUES:.*]] = graph.concat %[[V1]], %[[V2]] {axis = 1 : i64} : (tensor<2x1xf32>, tensor<2x1xf32>) -> tensor<2x2xf32>
 // CHECK: %[[INDICES:.*]] = graph.concat %[[I1]], %[[I2]] {axis = 1 : i64} : (tensor<2x1xi64>, tensor<2x1xi64>) -> tensor<2x2xi64>
 // CHECK: %[[WHERE:.*]] = graph.reshape %{{.*}} : (tensor<2x3xi64>) -> tensor<2x3x1xi64>
-// CHECK: graph.compare %[[WHERE]], %{{.*}} {predicate = #graph.predicate<eq>} : (tensor<2x3x1xi64>, tensor<1x1x4xi64>) -> tensor<2x3x4xi64>
+// CHECK: %[[FROM_START:.*]] = graph.compare %[[WHERE]], %{{.*}} {predicate = #graph.predicate<eq>} : (tensor<2x3x1xi64>, tensor<1x1x4xi64>) -> tensor<2x3x4xi64>
 // CHECK: graph.constant dense<{{\[\[\[}}-4, -3, -2, -1]]]> : tensor<1x1x4xi64>
-// CHECK: %[[NAMED:.*]] = graph.compare %{{.*}}, %{{.*}} {predicate = #graph.predicate<ne>} : (tensor<2x3x4xf32>, tensor<f32>) -> tensor<2x3x4xi64>
+// CHECK: %[[FROM_END:.*]] = graph.compare %[[WHERE]], %{{.*}} {predicate = #graph.predicate<eq>} : (tensor<2x3x1xi64>, tensor<1x1x4xi64>) -> tensor<2x3x4xi64>
+// CHECK: %[[NAMED:.*]] = graph.add %[[FROM_START]], %[[FROM_END]] : (tensor<2x3x4xi64>, tensor<2x3x4xi64>) -> tensor<2x3x4xi64>
 // CHECK: %[[HOT:.*]] = graph.cast %[[NAMED]] : (tensor<2x3x4xi64>) -> tensor<2x3x4xf32>
 // CHECK: %[[U:.*]] = graph.reshape %[[UPDATES]] : (tensor<2x3xf32>) -> tensor<2x3x1xf32>
 // CHECK: %[[SPREAD:.*]] = graph.mul %[[HOT]], %[[U]]

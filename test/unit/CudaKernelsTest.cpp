@@ -62,7 +62,8 @@ struct Fill {
     kConstant,
     kZeros,
     kSomeNaN,
-    kOutOfInt64
+    kOutOfInt64,
+    kInt64Edges
   } kind = kNormal;
   double a = 0, b = 0; // kIntegers and kQuarters: [a, b); kConstant and kScaledNormal: a
 };
@@ -77,6 +78,9 @@ Fill causal() { return {Fill::kCausal}; }
 Fill constant(double v) { return {Fill::kConstant, v}; }
 Fill someNaN() { return {Fill::kSomeNaN}; } // normal, every third element NaN
 Fill outOfInt64() { return {Fill::kOutOfInt64}; } // NaN, +-inf and normal x 1e19 in turn
+// INT64_MIN, INT64_MAX, -1, 0, 1, 7 and -7 in turn along the last dimension
+// if `alongRows`, else along the second to last.
+Fill int64Edges(bool alongRows = true) { return {Fill::kInt64Edges, alongRows ? 0.0 : 1.0}; }
 
 struct Spec {
   std::vector<int64_t> shape;
@@ -223,8 +227,16 @@ HostTensor makeTensor(const Spec &spec, std::mt19937 &rng) {
       v = cycle[i % 4];
       break;
     }
+    case Fill::kInt64Edges:
+      break; // stored below, exactly (a double cannot hold INT64_MAX)
     }
     TensorView view{t.bytes.data(), spec.dtype, spec.shape};
+    if (spec.fill.kind == Fill::kInt64Edges) {
+      const int64_t cycle[] = {INT64_MIN, INT64_MAX, -1, 0, 1, 7, -7};
+      const int64_t cols = spec.shape.back(), at = spec.fill.a == 0 ? i % cols : i / cols;
+      cpu::storeInteger(view, i, cycle[at % 7]);
+      continue;
+    }
     if (spec.dtype == plan::I64 || spec.dtype == plan::I32 || spec.dtype == plan::BOOL)
       cpu::storeInteger(view, i, static_cast<int64_t>(v));
     else
@@ -554,6 +566,15 @@ std::vector<Case> cases() {
   all.push_back(Case("sub", "f16").in({1003}, normal(), plan::F16).in({1003}, normal(), plan::F16)
                     .out({1003}, plan::F16).tol(1e-3));
   all.push_back(Case("add", "5 elements").in({5}).in({5}).out({5}));
+  // i64 arithmetic (positions, the last token's index): broadcasting, with
+  // zero and negative divisors, and every pair of the values where two's
+  // complement wraps (INT64_MIN / -1, INT64_MAX + 1, ...).
+  for (const char *op : {"add", "sub", "mul", "div"}) {
+    all.push_back(Case(op, "i64 broadcast").in({5, 1, 37}, integers(-50, 50), plan::I64)
+                      .in({3, 37}, integers(-9, 10), plan::I64).out({5, 3, 37}, plan::I64).tol(0));
+    all.push_back(Case(op, "i64 edges").in({11, 7}, int64Edges(), plan::I64).in({11, 1}, int64Edges(false), plan::I64)
+                      .out({11, 7}, plan::I64).tol(0));
+  }
   all.push_back(Case("gelu", "bf16").in({4099}, normal(), plan::BF16).out({4099}, plan::BF16).tol(1e-2));
   all.push_back(Case("gelu", "bf16").in({4099}, normal(), plan::BF16).out({4099}, plan::BF16).tol(1e-2).misaligned());
   all.push_back(Case("gelu_grad", "bf16").in({4099}, normal(), plan::BF16).in({4099}, normal(), plan::BF16)
@@ -683,6 +704,10 @@ std::vector<Case> cases() {
     all.push_back(Case(op, "ties, last index").in({7, 33}, integers(0, 3)).out({7, 1}, plan::I64)
                       .attr("axis", int64_t(1)).attr("select_last_index", int64_t(1)).tol(0));
     all.push_back(Case(op, "NaN").in({31, 9}, someNaN()).out({1, 9}, plan::I64).attr("axis", int64_t(0)).tol(0));
+    all.push_back(Case(op, "i64 ties").in({7, 33}, integers(0, 3), plan::I64).out({7, 1}, plan::I64)
+                      .attr("axis", int64_t(1)).tol(0));
+    all.push_back(Case(op, "i64 edges, last index").in({3, 29, 7}, int64Edges(false), plan::I64)
+                      .out({3, 1, 7}, plan::I64).attr("axis", int64_t(1)).attr("select_last_index", int64_t(1)).tol(0));
   }
   all.push_back(Case("trilu").in({3, 19, 23}).out({3, 19, 23}).attr("k", int64_t(1)).attr("upper", int64_t(0)).tol(0));
   all.push_back(Case("transpose").in({3, 5, 7, 11}).out({7, 3, 11, 5}).attr("perm", V{2, 0, 3, 1}).tol(0));

@@ -194,6 +194,38 @@ TEST(Kernels, BroadcastBinaryOps) {
   }
 }
 
+// i64 arithmetic, against values worked out by hand: quotients truncate
+// toward zero (ONNX's Div), a zero divisor gives 0, overflow wraps around.
+TEST(Kernels, IntegerArithmeticTruncatesAndWraps) {
+  Buffer a, b;
+  a.shape = {6};
+  a.i = {7, -7, 7, -7, INT64_MIN, INT64_MAX};
+  b.shape = {2, 1};
+  b.i = {-2, 0};
+  const std::pair<const char *, std::vector<int64_t>> expected[] = {
+      {"add", {5, -9, 5, -9, INT64_MAX - 1, INT64_MAX - 2, 7, -7, 7, -7, INT64_MIN, INT64_MAX}},
+      {"sub", {9, -5, 9, -5, INT64_MIN + 2, INT64_MIN + 1, 7, -7, 7, -7, INT64_MIN, INT64_MAX}},
+      {"mul", {-14, 14, -14, 14, 0, 2, 0, 0, 0, 0, 0, 0}},
+      {"div", {-3, 3, -3, 3, int64_t(1) << 62, -(INT64_MAX / 2), 0, 0, 0, 0, 0, 0}}};
+  for (const auto &[op, want] : expected) {
+    Buffer out;
+    out.shape = {2, 6};
+    out.i.assign(12, -1);
+    ASSERT_TRUE(runKernel(op, {&a, &b}, {&out}).isOk()) << op;
+    EXPECT_EQ(out.i, want) << op;
+  }
+  // INT64_MIN / -1 wraps to INT64_MIN (C++ would trap).
+  Buffer lowest, minusOne, quotient;
+  lowest.shape = minusOne.shape = quotient.shape = {1};
+  lowest.i = {INT64_MIN};
+  minusOne.i = {-1};
+  quotient.i = {0};
+  ASSERT_TRUE(runKernel("div", {&lowest, &minusOne}, {&quotient}).isOk());
+  EXPECT_EQ(quotient.i, (std::vector<int64_t>{INT64_MIN}));
+  // pow takes floats only.
+  EXPECT_FALSE(runKernel("pow", {&lowest, &minusOne}, {&quotient}).isOk());
+}
+
 TEST(Kernels, BroadcastMismatchIsAnError) {
   Buffer a = randomBuffer({4, 3}, 5), b = randomBuffer({2}, 6), out = zeros({4, 3});
   EXPECT_FALSE(runKernel("add", {&a, &b}, {&out}).isOk());
@@ -611,6 +643,16 @@ TEST(Kernels, ArgMaxArgMinTiesAndNaN) {
   (*inst.mutable_int_attrs())["select_last_index"] = 0;
   ASSERT_TRUE(runKernel("arg_max", {&x}, {&columns}, inst).isOk());
   EXPECT_EQ(columns.i, (std::vector<int64_t>{1, 1, 1, 0}));
+  // i64 input (positions times a mask, for the last token that is not
+  // padding): beyond 2^53, where a double could not tell them apart.
+  Buffer ids;
+  ids.shape = {2, 3};
+  ids.i = {9007199254740993, 9007199254740992, 0, -5, -5, INT64_MIN};
+  (*inst.mutable_int_attrs())["axis"] = 1;
+  ASSERT_TRUE(runKernel("arg_max", {&ids}, {&index}, inst).isOk());
+  EXPECT_EQ(index.i, (std::vector<int64_t>{0, 0}));
+  ASSERT_TRUE(runKernel("arg_min", {&ids}, {&index}, inst).isOk());
+  EXPECT_EQ(index.i, (std::vector<int64_t>{2, 2}));
 }
 
 TEST(Kernels, NegScaleCopyFill) {

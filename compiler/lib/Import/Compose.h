@@ -40,6 +40,11 @@ struct Compose {
     auto type = n.f32Tensor({});
     return graph::ConstantOp::create(n.builder, n.loc, type, mlir::DenseElementsAttr::get(type, v));
   }
+  /// An i64 scalar, for arithmetic on integer tensors.
+  mlir::Value integer(int64_t v) {
+    auto type = mlir::RankedTensorType::get({}, n.builder.getI64Type());
+    return graph::ConstantOp::create(n.builder, n.loc, type, mlir::DenseElementsAttr::get(type, v));
+  }
   mlir::Value relu(mlir::Value x) { return graph::ReluOp::create(n.builder, n.loc, x); }
   mlir::Value neg(mlir::Value x) { return graph::NegOp::create(n.builder, n.loc, x); }
   mlir::Value exp(mlir::Value x) { return graph::ExpOp::create(n.builder, n.loc, x); }
@@ -50,9 +55,11 @@ struct Compose {
   mlir::Value scale(mlir::Value x, double factor) {
     return factor == 1.0 ? x : graph::ScaleOp::create(n.builder, n.loc, x, n.builder.getF64FloatAttr(factor)).getResult();
   }
+  /// Arithmetic of two tensors of one element type (f32, or i64).
   template <typename OpTy> mlir::Value binary(mlir::Value a, mlir::Value b) {
     mlir::FailureOr<mlir::SmallVector<int64_t>> shape = graph::broadcastShapes(shapeOf(a), shapeOf(b));
-    return OpTy::create(n.builder, n.loc, n.f32Tensor(*shape), a, b);
+    auto type = mlir::RankedTensorType::get(*shape, mlir::cast<mlir::RankedTensorType>(a.getType()).getElementType());
+    return OpTy::create(n.builder, n.loc, type, a, b);
   }
   mlir::Value add(mlir::Value a, mlir::Value b) { return binary<graph::AddOp>(a, b); }
   mlir::Value sub(mlir::Value a, mlir::Value b) { return binary<graph::SubOp>(a, b); }

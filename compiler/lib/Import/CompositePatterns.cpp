@@ -178,8 +178,12 @@ LogicalResult fsdpc::import::convertRuntimeGatherElements(NodeImporter &n, Value
   spread.push_back(dataShape[axis]);
   // out[.., i, ..] = sum_c data[.., c, ..] * (indices[.., i, ..] == c): the
   // data cut to the indices' extent off the axis, the axis moved last and
-  // broadcast against the indices' one-hot rows.
+  // broadcast against the indices' one-hot rows. A negative index counts
+  // from the end (plus the axis's size); one_hot reports any index still
+  // outside [0, size) with the node.
   Compose b{n};
+  Value negative = b.compare(indices, b.integer(0), graph::ComparePredicate::lt);
+  indices = b.add(indices, b.mul(negative, b.integer(dataShape[axis])));
   Value cut = data;
   if (ArrayRef<int64_t>(extent) != dataShape)
     cut = graph::SliceOp::create(n.builder, n.loc, n.f32Tensor(extent), data,
@@ -214,13 +218,10 @@ LogicalResult fsdpc::import::convertGatherND(NodeImporter &n) {
   // the rest kept. Each index tuple becomes the row it names: the batch
   // rows' offset (from the tuple's place, a constant) plus the tuple's
   // coordinates times their strides, a negative one counted from the end.
-  // A constant index folds to its row; a runtime one is computed in f32,
-  // exact below 2^24 rows, and cast to the gather's int64.
+  // A constant index folds to its row; a runtime one is computed in i64.
   const int64_t batchCount = product(dataShape.take_front(batchDims));
   ArrayRef<int64_t> named = dataShape.slice(batchDims, k);
   const int64_t namedCount = product(named);
-  if (batchCount * namedCount >= (int64_t(1) << 24))
-    return n.fail("more than 2^24 rows are indexed");
   SmallVector<int64_t> strides(k, 1);
   for (int64_t j = k - 2; j >= 0; --j)
     strides[j] = strides[j + 1] * named[j + 1];
@@ -264,26 +265,36 @@ LogicalResult fsdpc::import::convertGatherND(NodeImporter &n) {
     auto type = RankedTensorType::get(tupleShape, n.builder.getI64Type());
     row = graph::ConstantOp::create(n.builder, n.loc, type, DenseElementsAttr::get(type, ArrayRef<int64_t>(picked)));
   } else {
-    SmallVector<float> sizes, strideValues, offsets;
-    for (int64_t j = 0; j < k; ++j) {
-      sizes.push_back(static_cast<float>(named[j]));
-      strideValues.push_back(static_cast<float>(strides[j]));
-    }
-    for (int64_t t = 0; t < tuples; ++t)
-      offsets.push_back(static_cast<float>((t / perBatch) * namedCount));
-    auto vector = [&](ArrayRef<float> values, ArrayRef<int64_t> shape) -> Value {
-      auto type = n.f32Tensor(shape);
+    auto integers = [&](ArrayRef<int64_t> values, ArrayRef<int64_t> shape) -> Value {
+      auto type = RankedTensorType::get(shape, n.builder.getI64Type());
       return graph::ConstantOp::create(n.builder, n.loc, type, DenseElementsAttr::get(type, values));
     };
-    Value coordinates = graph::CastOp::create(n.builder, n.loc, n.f32Tensor(indexShape), indices);
-    Value negative = b.compare(coordinates, b.constant(0.0f), graph::ComparePredicate::lt);
-    Value sizeVector = vector(sizes, {k});
-    Value wrapped = b.add(coordinates, sizeVector);
-    Value normalized = b.select(negative, wrapped, coordinates);
-    Value strideVector = vector(strideValues, {k});
-    Value inner = b.sum(b.mul(normalized, strideVector), {static_cast<int64_t>(indexShape.size()) - 1}, false);
-    Value flat = batchDims == 0 ? inner : b.add(inner, vector(offsets, tupleShape));
-    row = graph::CastOp::create(n.builder, n.loc, RankedTensorType::get(tupleShape, n.builder.getI64Type()), flat);
+    // coordinate + size where it is negative, times its stride, summed
+    // over the tuple's k coordinates (columns of the last dimension).
+    Value negative = b.compare(indices, b.integer(0), graph::ComparePredicate::lt);
+    Value sizes = integers(SmallVector<int64_t>(named), {k});
+    Value normalized = b.add(indices, b.mul(negative, sizes));
+    SmallVector<int64_t> columnShape(indexShape);
+    columnShape.back() = 1;
+    const int64_t last = static_cast<int64_t>(indexShape.size()) - 1;
+    auto columnType = RankedTensorType::get(columnShape, n.builder.getI64Type());
+    for (int64_t j = 0; j < k; ++j) {
+      SmallVector<int64_t> starts(indexShape.size(), 0), steps(indexShape.size(), 1);
+      starts[last] = j;
+      Value column =
+          k == 1 ? normalized
+                 : graph::SliceOp::create(n.builder, n.loc, columnType, normalized,
+                                          n.builder.getDenseI64ArrayAttr(starts), n.builder.getDenseI64ArrayAttr(steps))
+                       .getResult();
+      Value term = b.reshape(strides[j] == 1 ? column : b.mul(column, b.integer(strides[j])), tupleShape);
+      row = row ? b.add(row, term) : term;
+    }
+    if (batchDims > 0) {
+      SmallVector<int64_t> offsets;
+      for (int64_t t = 0; t < tuples; ++t)
+        offsets.push_back((t / perBatch) * namedCount);
+      row = b.add(row, integers(offsets, tupleShape));
+    }
   }
   n.setOutput(
       0, graph::GatherOp::create(n.builder, n.loc, n.f32Tensor(outShape), rows, row, n.builder.getI64IntegerAttr(0)));

@@ -60,6 +60,9 @@ mlir::LogicalResult convertRuntimeComparison(NodeImporter &n, graph::ComparePred
 enum class LogicOp { kAnd, kOr, kXor, kNot };
 /// And, Or, Xor, Not of runtime boolean tensors.
 mlir::LogicalResult convertRuntimeLogic(NodeImporter &n, LogicOp op);
+/// Where choosing between two runtime i64 tensors by an i64 mask (inputs
+/// checked and broadcasting by the caller).
+mlir::LogicalResult convertIntegerWhere(NodeImporter &n);
 /// Cast of a runtime float tensor to bool: x != 0.
 mlir::LogicalResult convertFloatToBool(NodeImporter &n);
 mlir::LogicalResult convertIsInf(NodeImporter &n);

@@ -2,10 +2,9 @@
 //
 // ONNX's comparisons on runtime tensors become graph.compare (an i64 mask,
 // no gradient); constants still fold where the op's pattern is keyed
-// (OnnxOpPatterns.cpp). The boolean ops on runtime masks are comparisons of
-// the masks' 0/1 values widened to f32, which are exact: And is a product
-// unequal to 0, Or a sum unequal to 0, Xor two values unequal, Not a value
-// equal to 0. The piecewise ops that choose by the input's sign (Sign,
+// (OnnxOpPatterns.cpp). The boolean ops on runtime masks are i64 arithmetic
+// on their 0/1 values: And is their product, Or a sum unequal to 0, Xor two
+// values unequal, Not a value equal to 0. The piecewise ops that choose by the input's sign (Sign,
 // ThresholdedRelu, Shrink, PRelu) are graph.select of their branches by a
 // mask, so the gradient of the chosen branch flows where it was chosen, as
 // torch's does.
@@ -34,12 +33,17 @@ Value compareWith(Compose &b, Value x, float scalar, graph::ComparePredicate pre
   return b.compare(x, b.constant(scalar), predicate);
 }
 
-/// Input i of a boolean op: a runtime mask (i64), widened to f32.
+/// `mask <predicate> 0`, for i64 0/1 masks.
+Value compareMaskWithZero(Compose &b, Value mask, graph::ComparePredicate predicate) {
+  return b.compare(mask, b.integer(0), predicate);
+}
+
+/// Input i of a boolean op: a runtime mask (i64).
 FailureOr<Value> maskInput(NodeImporter &n, int i) {
   Value v = n.input(i);
   if (!isI64(v))
     return n.fail("input " + Twine(i) + " must be a boolean tensor");
-  return maskAsFloat(n, v);
+  return v;
 }
 
 /// An i64 0/1 mask of where `index` (a tensor with a dimension of 1 at
@@ -47,7 +51,7 @@ FailureOr<Value> maskInput(NodeImporter &n, int i) {
 /// 0 .. depth-1 along `axis` of a rank-`rank` result. With `wrapNegative`,
 /// -depth .. -1 name them too, counted from the end; an index outside
 /// [-depth, depth) names nothing (two comparisons, against the positions
-/// and the positions - depth: fsdpc has no integer arithmetic at run time).
+/// and the positions - depth, which never both hold: their sum is the mask).
 Value positionMask(NodeImporter &n, Compose &b, Value index, int64_t depth, int64_t axis, int64_t rank,
                    bool wrapNegative) {
   SmallVector<int64_t> positionShape(rank, 1);
@@ -72,9 +76,7 @@ Value positionMask(NodeImporter &n, Compose &b, Value index, int64_t depth, int6
     return fromStart;
   Value backward = positions(-depth);
   Value fromEnd = b.compare(index, backward, graph::ComparePredicate::eq);
-  Value startAsFloat = maskAsFloat(n, fromStart);
-  Value either = b.add(startAsFloat, maskAsFloat(n, fromEnd));
-  return compareWith(b, either, 0.0f, graph::ComparePredicate::ne);
+  return b.add(fromStart, fromEnd);
 }
 
 } // namespace
@@ -99,7 +101,7 @@ LogicalResult fsdpc::import::convertRuntimeLogic(NodeImporter &n, LogicOp op) {
   if (failed(lhs))
     return failure();
   if (op == LogicOp::kNot) {
-    n.setOutput(0, compareWith(b, *lhs, 0.0f, graph::ComparePredicate::eq));
+    n.setOutput(0, compareMaskWithZero(b, *lhs, graph::ComparePredicate::eq));
     return success();
   }
   FailureOr<Value> rhs = maskInput(n, 1);
@@ -109,10 +111,10 @@ LogicalResult fsdpc::import::convertRuntimeLogic(NodeImporter &n, LogicOp op) {
     return n.fail("operands do not broadcast");
   switch (op) {
   case LogicOp::kAnd:
-    n.setOutput(0, compareWith(b, b.mul(*lhs, *rhs), 0.0f, graph::ComparePredicate::ne));
+    n.setOutput(0, b.mul(*lhs, *rhs));
     break;
   case LogicOp::kOr:
-    n.setOutput(0, compareWith(b, b.add(*lhs, *rhs), 0.0f, graph::ComparePredicate::ne));
+    n.setOutput(0, compareMaskWithZero(b, b.add(*lhs, *rhs), graph::ComparePredicate::ne));
     break;
   case LogicOp::kXor:
     n.setOutput(0, b.compare(*lhs, *rhs, graph::ComparePredicate::ne));
@@ -120,6 +122,15 @@ LogicalResult fsdpc::import::convertRuntimeLogic(NodeImporter &n, LogicOp op) {
   case LogicOp::kNot:
     break;
   }
+  return success();
+}
+
+LogicalResult fsdpc::import::convertIntegerWhere(NodeImporter &n) {
+  // b + c (a - b) with c 0 or 1: exact in two's complement, which wraps
+  // a - b and the sum back.
+  Compose b{n};
+  Value condition = n.input(0), lhs = n.input(1), rhs = n.input(2);
+  n.setOutput(0, b.add(rhs, b.mul(condition, b.sub(lhs, rhs))));
   return success();
 }
 

@@ -116,12 +116,45 @@ LogicalResult fsdpc::import::convertAtanh(NodeImporter &n) {
   });
 }
 
-LogicalResult fsdpc::import::convertRuntimeMod(NodeImporter &n, bool truncated) {
-  if (failed(requireFloatInputs(n, 2)))
-    return failure();
+/// Mod of i64 tensors (a position modulo the sequence length, in Hugging
+/// Face's older classifier heads): r = x - (x / y) y with the quotient
+/// truncated toward 0, which has the dividend's sign (fmod); for Python's %
+/// a nonzero r whose sign differs from y's moves by y (for a positive
+/// constant divisor, the length a position wraps at: a negative r). A zero
+/// divisor gives 0, as the constant folding does.
+static LogicalResult convertIntegerMod(NodeImporter &n, bool truncated) {
+  Compose b{n};
   Value x = n.input(0), y = n.input(1);
+  DenseElementsAttr divisor = n.constantInput(1);
+  auto divisorsAll = [&](auto holds) { return divisor && llvm::all_of(divisor.getValues<APInt>(), holds); };
+  Value quotient = b.div(x, y);
+  Value remainder = b.sub(x, b.mul(quotient, y));
+  Value zero = b.integer(0);
+  if (!truncated) {
+    Value negative = b.compare(remainder, zero, graph::ComparePredicate::lt);
+    Value moves = negative;
+    if (!divisorsAll([](const APInt &v) { return v.isStrictlyPositive(); })) {
+      Value negativeDivisor = b.compare(y, zero, graph::ComparePredicate::lt);
+      Value signsDiffer = b.compare(negative, negativeDivisor, graph::ComparePredicate::ne);
+      Value nonzero = b.compare(remainder, zero, graph::ComparePredicate::ne);
+      moves = b.mul(signsDiffer, nonzero);
+    }
+    remainder = b.add(remainder, b.mul(moves, y));
+  }
+  if (!divisorsAll([](const APInt &v) { return !v.isZero(); }))
+    remainder = b.mul(remainder, b.compare(y, zero, graph::ComparePredicate::ne));
+  n.setOutput(0, remainder);
+  return success();
+}
+
+LogicalResult fsdpc::import::convertRuntimeMod(NodeImporter &n, bool truncated) {
+  Value x = n.input(0), y = n.input(1);
+  if (!(isI64(x) && isI64(y)) && !(isF32(x) && isF32(y)))
+    return n.fail("inputs must both be float or both be integer tensors");
   if (failed(graph::broadcastShapes(shapeOf(x), shapeOf(y))))
     return n.fail("shapes " + Twine(shapeString(shapeOf(x))) + " and " + shapeString(shapeOf(y)) + " do not broadcast");
+  if (isI64(x))
+    return convertIntegerMod(n, truncated);
   // x - q y with q the quotient rounded toward 0 (fmod, the dividend's
   // sign) or down (the divisor's sign). Rounding has no gradient, so dx is
   // dy and d divisor is -q dy, as torch's fmod and remainder.

@@ -591,12 +591,18 @@ bool fsdpc::import::inferOnnxShapes(onnx::ModelProto &model, std::string &error)
     error = "fails the ONNX checker: " + firstLine(e.what());
     return false;
   }
-  try {
-    onnx::ShapeInferenceOptions inference(/*check_type=*/true, /*error_mode=*/1, /*enable_data_propagation=*/true);
-    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), inference);
-  } catch (const std::exception &e) {
-    error = "ONNX shape inference failed: " + firstLine(e.what());
-    return false;
+  // Without data propagation first: libonnx 1.12's propagation through
+  // Shape dereferences the shape of its input even where inference failed
+  // to give it one (operands that do not broadcast), and crashes. The
+  // first pass reports such a graph as an error instead.
+  for (bool propagate : {false, true}) {
+    try {
+      onnx::ShapeInferenceOptions inference(/*check_type=*/true, /*error_mode=*/1, propagate);
+      onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), inference);
+    } catch (const std::exception &e) {
+      error = "ONNX shape inference failed: " + firstLine(e.what());
+      return false;
+    }
   }
   return true;
 }

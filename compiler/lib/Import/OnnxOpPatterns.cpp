@@ -259,13 +259,14 @@ template <typename OpTy> LogicalResult convertBinary(NodeImporter &n) {
     n.setFoldedOutput(0, *folded);
     return success();
   }
-  if (failed(requireFloatInputs(n, 2)))
+  // Runtime integers (token ids, positions) compute in i64.
+  Value lhs = n.input(0), rhs = n.input(1);
+  if (!(isI64(lhs) && isI64(rhs)) && failed(requireFloatInputs(n, 2)))
     return failure();
-  FailureOr<SmallVector<int64_t>> shape = graph::broadcastShapes(shapeOf(n.input(0)), shapeOf(n.input(1)));
+  FailureOr<SmallVector<int64_t>> shape = graph::broadcastShapes(shapeOf(lhs), shapeOf(rhs));
   if (failed(shape))
-    return n.fail("shapes " + shapeString(shapeOf(n.input(0))) + " and " + shapeString(shapeOf(n.input(1))) +
-                  " do not broadcast");
-  n.setOutput(0, OpTy::create(n.builder, n.loc, n.f32Tensor(*shape), n.input(0), n.input(1)));
+    return n.fail("shapes " + shapeString(shapeOf(lhs)) + " and " + shapeString(shapeOf(rhs)) + " do not broadcast");
+  n.setOutput(0, OpTy::create(n.builder, n.loc, tensorOf(*shape, elementOf(lhs)), lhs, rhs));
   return success();
 }
 
@@ -336,9 +337,6 @@ LogicalResult convertMod(NodeImporter &n) {
     n.setFoldedOutput(0, *folded);
     return success();
   }
-  for (int i = 0; i < 2; ++i)
-    if (isI64(n.input(i)))
-      return n.fail("Mod of runtime integer tensors is not supported (integer Mod folds on constants only)");
   return convertRuntimeMod(n, truncated);
 }
 
@@ -1010,13 +1008,16 @@ LogicalResult convertWhere(NodeImporter &n) {
     n.setFoldedOutput(0, DenseElementsAttr::get(RankedTensorType::get(*shape, av.getElementType()), out));
     return success();
   }
-  if (!elementOf(condition).isInteger(64) || !isF32(a) || !isF32(b))
-    return n.fail("supported is a boolean condition choosing between float tensors");
+  const bool integers = isI64(a) && isI64(b);
+  if (!elementOf(condition).isInteger(64) || !((isF32(a) && isF32(b)) || integers))
+    return n.fail("supported is a boolean condition choosing between two float or two integer tensors");
   FailureOr<SmallVector<int64_t>> shape = graph::broadcastShapes(shapeOf(a), shapeOf(b));
   if (succeeded(shape))
     shape = graph::broadcastShapes(*shape, shapeOf(condition));
   if (failed(shape))
     return n.fail("operands do not broadcast");
+  if (integers)
+    return convertIntegerWhere(n);
   n.setOutput(0, graph::SelectOp::create(n.builder, n.loc, n.f32Tensor(*shape), condition, a, b));
   return success();
 }
@@ -1331,9 +1332,9 @@ LogicalResult convertDropout(NodeImporter &n) {
 /// ArgMax and ArgMin of a float tensor: graph.arg_max / arg_min keep the
 /// axis as 1, a reshape drops it without keepdims.
 template <bool IsMax> LogicalResult convertArgReduce(NodeImporter &n) {
-  if (failed(requireFloatInputs(n, 1)))
-    return failure();
   Value x = n.input(0);
+  if (!isI64(x) && failed(requireFloatInputs(n, 1)))
+    return failure();
   ArrayRef<int64_t> shape = shapeOf(x);
   const int64_t rank = shape.size(), axis = normalizeAxis(n.intAttr("axis", 0), rank);
   if (axis < 0 || axis >= rank)
@@ -1380,8 +1381,8 @@ LogicalResult convertSize(NodeImporter &n) {
 const OpPattern kPatterns[] = {
     {"Abs", 6, convertAbs},
     {"Add", 7, convertBinary<graph::AddOp>},
-    {"ArgMax", 1, convertArgReduce<true>, "float input"},
-    {"ArgMin", 1, convertArgReduce<false>, "float input"},
+    {"ArgMax", 1, convertArgReduce<true>},
+    {"ArgMin", 1, convertArgReduce<false>},
     {"AveragePool", 7, convertAveragePool, "as gathered patches: K times the input's memory"},
     {"Conv", 1, convertConv, "as gathered patches and a matmul: K times the input's memory"},
     {"ConvTranspose", 1, convertConvTranspose, "as a matmul and a scatter of its patches: K times the input's memory"},
@@ -1432,7 +1433,7 @@ const OpPattern kPatterns[] = {
     {"Floor", 6, convertUnary<graph::FloorOp>, "no gradient (piecewise constant)"},
     {"Ceil", 6, convertUnary<graph::CeilOp>, "no gradient (piecewise constant)"},
     {"Round", 11, convertUnary<graph::RoundOp>, "no gradient (piecewise constant)"},
-    {"Mod", 10, convertMod, "float tensors at run time; integer ones when constant (fold)"},
+    {"Mod", 10, convertMod},
     {"EyeLike", 9, convertEyeLike, "folds (static shapes)"},
     {"OneHot", 9, convertOneHot, "constant depth and values; integer values within 2^24"},
     {"OneHot", 11, convertOneHot, "constant depth and values; integer values within 2^24"},
@@ -1449,8 +1450,8 @@ const OpPattern kPatterns[] = {
     {"GRU", 14, convertGru, "unrolled; default activations; no clip or uneven sequence_lens"},
     {"RNN", 7, convertRnn, "unrolled; tanh, relu or sigmoid; no clip or uneven sequence_lens"},
     {"RNN", 14, convertRnn, "unrolled; tanh, relu or sigmoid; no clip or uneven sequence_lens"},
-    {"GatherND", 11, convertGatherND, "float data; runtime indices exact below 2^24 rows"},
-    {"GatherND", 12, convertGatherND, "float data; runtime indices exact below 2^24 rows; batch_dims"},
+    {"GatherND", 11, convertGatherND, "float data (or constant data and indices: folds)"},
+    {"GatherND", 12, convertGatherND, "float data (or constant data and indices: folds); batch_dims"},
     {"Scatter", 9, convertScatterElements, "as ScatterElements"},
     {"ScatterElements", 11, convertScatterElements,
      "float data; indices of the data's shape off the axis; as a mask of indices x axis size"},
@@ -1537,7 +1538,7 @@ const OpPattern kPatterns[] = {
     {"Trilu", 14, convertTrilu, "float input, or integer constant (folds); constant k"},
     {"Unsqueeze", 1, convertUnsqueeze},
     {"Upsample", 7, convertUpsample, "constant scales; as gathers of 1 or 2 taps per resized axis"},
-    {"Where", 9, convertWhere, "float choices, or integer constants (folds)"},
+    {"Where", 9, convertWhere},
     {"Xor", 7, convertLogic<LogicOp::kXor>},
 };
 

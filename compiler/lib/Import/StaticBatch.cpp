@@ -13,6 +13,11 @@
 //    element computed from a Shape op needs nothing: shape inference
 //    propagates the new input shapes into it.
 //
+// Constants as big as the batch are rewritten too: one that is the same for
+// every sample (a folded causal mask) keeps one sample and broadcasts; one
+// that numbers the samples (torch.arange(batch) indexing each sample's last
+// token in a classifier head) numbers the new batch's.
+//
 // What cannot be traced is an error naming the node; what was rewritten
 // wrongly shows as a shape that differs from the expected one.
 //
@@ -148,7 +153,10 @@ private:
   bool rescaleShapeOperand(int node, int slot, int64_t element);
   bool collapseBatchSizedConstants(int node);
   bool claimBatch(const std::string &value, int axis, int depth);
+  bool isBatchPositions(const std::string &literal, int axis) const;
+  bool numberNewBatch(const std::string &literal, int axis, const std::string &reader);
   bool applyCollapses();
+  bool applyBatchPositions();
   bool collectRewrites();
   bool applyRewrites();
   void rebatchInputsAndDropShapes();
@@ -170,6 +178,8 @@ private:
   std::map<std::string, std::map<Edge, std::map<int64_t, int64_t>>> rewrites_;
   // constant -> the batch axis it loses, and the node whose operand it is
   std::map<std::string, std::pair<int, std::string>> collapses_;
+  // integer constant -> the batch axis along which it numbers the samples
+  std::map<std::string, int> batchPositions_;
   // A collapsed constant that a Concat reads: an Expand back to the batch
   // goes in front of the Concat (named by its output).
   struct ConcatExpand {
@@ -555,7 +565,10 @@ int Rebatcher::outputAxis(int nodeIndex, int output) const {
       return valid(a);
     if (a > gatherAxis)
       return valid(a + indicesRank - 1);
-    if (int ai = inputAxis(1); ai >= 0 && a < 0)
+    // Indices that carry the batch put it in the output, also where they
+    // index the data's batch axis (a row per sample of a flattened
+    // [batch * T, C]).
+    if (int ai = inputAxis(1); ai >= 0 && (a < 0 || a == gatherAxis))
       return valid(gatherAxis + ai);
     return -1;
   }
@@ -829,7 +842,10 @@ bool Rebatcher::collapseBatchSizedConstants(int n) {
           (*shape)[batchAxis] != (*out)[batchAxis] || (*out)[batchAxis] <= 1)
         continue;
       const bool literal = isLiteral(input);
-      if (literal && consumers_.lookup(input).size() == 1) {
+      if (literal && exportBatch_ != newBatch_ && isBatchPositions(input, batchAxis)) {
+        if (!numberNewBatch(input, batchAxis, describe(n)))
+          return false;
+      } else if (literal && consumers_.lookup(input).size() == 1) {
         Shape expanded = *shape;
         expanded[batchAxis] = (*shape)[batchAxis] / exportBatch_ * newBatch_;
         collapses_.try_emplace(input, batchAxis, describe(n));
@@ -850,6 +866,11 @@ bool Rebatcher::collapseBatchSizedConstants(int n) {
       // Computed from literals that spell the batch (token type ids
       // expanded to [12, T]): those are rescaled, when the batch changes.
       if (producers_.count(input) && exportBatch_ != newBatch_ && !claimBatch(input, axis, 0))
+        return false;
+      continue;
+    }
+    if (exportBatch_ != newBatch_ && isBatchPositions(input, axis)) {
+      if (!numberNewBatch(input, axis, describe(n)))
         return false;
       continue;
     }
@@ -902,6 +923,59 @@ bool Rebatcher::claimBatch(const std::string &value, int axis, int depth) {
   }
   if (op == "Cast" || op == "Identity" || op == "Neg" || op == "Not")
     return claimBatch(node.input(0), axis, depth + 1) && claim();
+  if (broadcastsOperands(op)) {
+    // Arithmetic on the sample numbers (arange(batch) * T, to index each
+    // sample's row of a flattened [batch * T, C]): the operand that has
+    // the batch's size along the axis carries it.
+    const Shape *out = shapeOf(value);
+    if (!out)
+      return true;
+    for (const std::string &input : node.input()) {
+      const Shape *shape = shapeOf(input);
+      const int inAxis = shape ? axis - static_cast<int>(out->size() - shape->size()) : -1;
+      if (inAxis < 0 || (*shape)[inAxis] != (*out)[axis] || axisOf(input) >= 0)
+        continue;
+      if (isLiteral(input)) {
+        if (isBatchPositions(input, inAxis) && !numberNewBatch(input, inAxis, describe(n)))
+          return false;
+      } else if (!claimBatch(input, inAxis, depth + 1)) {
+        return false;
+      }
+    }
+    return claim();
+  }
+  return true;
+}
+
+/// Whether integer constant `literal` numbers the samples along `axis`:
+/// the batch's size there, element j along it equal to j whatever the
+/// other coordinates (torch.arange(batch), maybe unsqueezed), as an
+/// exporter bakes `logits[torch.arange(batch), last]` at the sample's batch.
+/// Not at an export batch of 1, where any 0 would look like it.
+bool Rebatcher::isBatchPositions(const std::string &literal, int axis) const {
+  if (exportBatch_ < 2)
+    return false;
+  const Shape *shape = shapeOf(literal);
+  auto ints = literalInts(literal);
+  if (!shape || !ints || axis < 0 || axis >= static_cast<int>(shape->size()) || (*shape)[axis] != exportBatch_ ||
+      static_cast<int64_t>(ints->size()) != product(*shape, 0, shape->size()))
+    return false;
+  const int64_t inner = product(*shape, axis + 1, shape->size());
+  for (int64_t i = 0; i < static_cast<int64_t>(ints->size()); ++i)
+    if ((*ints)[i] != (i / inner) % exportBatch_)
+      return false;
+  return true;
+}
+
+/// Renumbers batch-positions constant `literal` for the new batch, once;
+/// only where nothing else reads it, which might take the same numbers for
+/// something that is not the batch.
+bool Rebatcher::numberNewBatch(const std::string &literal, int axis, const std::string &reader) {
+  if (consumers_.lookup(literal).size() != 1 || graphOutputs_.contains(literal))
+    return refuse(reader,
+                  "its constant operand '" + literal + "' numbers the samples of the batch and is read elsewhere too");
+  batchPositions_[literal] = axis;
+  axes_[literal] = axis;
   return true;
 }
 
@@ -1043,6 +1117,25 @@ void setInts(onnx::TensorProto &tensor, const std::vector<int64_t> &values) {
   }
 }
 
+bool Rebatcher::applyBatchPositions() {
+  for (const auto &[name, axis] : batchPositions_) {
+    onnx::TensorProto *tensor = literalTensor(graph_, initializers_, producers_, name);
+    if (!tensor) // a value_ints Constant: one dimension, the batch
+      return refuse("constant '" + name + "'", "it numbers the samples in a form fsdpc does not rewrite");
+    Shape dims = *shapeOf(name);
+    const int64_t inner = product(dims, axis + 1, dims.size());
+    dims[axis] = newBatch_;
+    std::vector<int64_t> values(product(dims, 0, dims.size()));
+    for (int64_t i = 0; i < static_cast<int64_t>(values.size()); ++i)
+      values[i] = (i / inner) % newBatch_;
+    tensor->clear_dims();
+    for (int64_t d : dims)
+      tensor->add_dims(d);
+    setInts(*tensor, values);
+  }
+  return true;
+}
+
 bool Rebatcher::applyRewrites() {
   std::vector<onnx::NodeProto> newConstants;
   for (const auto &[owner, edges] : rewrites_) {
@@ -1126,7 +1219,7 @@ bool Rebatcher::run(RebatchedShapes &expected) {
     if (!initializers_.count(input.name()) && shape && !shape->empty() && (*shape)[0] == exportBatch_)
       axes_[input.name()] = 0;
   }
-  if (!collectRewrites() || !applyRewrites() || !applyCollapses())
+  if (!collectRewrites() || !applyRewrites() || !applyCollapses() || !applyBatchPositions())
     return false;
 
   expected.exportBatch = exportBatch_;

@@ -13,13 +13,14 @@ namespace fsdpc::runtime::cpu {
 
 namespace {
 
-template <typename Op> Status binaryBroadcast(const KernelCall &call, Op op) {
+/// out = op(a, b) with numpy broadcasting, on T elements (float or int64_t).
+template <typename T, typename Op> Status binaryBroadcast(const KernelCall &call, Op op) {
   const TensorView &a = call.inputs[0], &b = call.inputs[1], &out = call.outputs[0];
   if (!broadcastsTo(a.shape, out.shape) || !broadcastsTo(b.shape, out.shape))
     return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": shapes ", shapeString(a.shape), " and ",
                        shapeString(b.shape), " do not broadcast to ", shapeString(out.shape));
-  const float *pa = a.f32(), *pb = b.f32();
-  float *po = out.f32();
+  const T *pa = static_cast<const T *>(a.data), *pb = static_cast<const T *>(b.data);
+  T *po = static_cast<T *>(out.data);
   int64_t n = out.numElements();
   if (a.numElements() == n && b.numElements() == n) {
 #pragma omp parallel for if (n > kParallelThreshold)
@@ -28,7 +29,7 @@ template <typename Op> Status binaryBroadcast(const KernelCall &call, Op op) {
     return Status::ok();
   }
   if (a.numElements() == n && b.numElements() == 1) {
-    float s = pb[0];
+    T s = pb[0];
 #pragma omp parallel for if (n > kParallelThreshold)
     for (int64_t i = 0; i < n; ++i)
       po[i] = op(pa[i], s);
@@ -64,16 +65,37 @@ template <typename Op> Status unaryGrad(const KernelCall &call, Op op) {
   return Status::ok();
 }
 
+/// Arithmetic on f32 tensors, or on i64 ones by integerArithmetic's rules
+/// (HostDevice.h), which the CUDA kernels share.
+template <IntegerArithmetic Integer, typename FloatOp> Status arithmetic(const KernelCall &call, FloatOp op) {
+  const plan::DType dtype = call.outputs[0].dtype;
+  if (dtype == plan::I64 && call.inputs[0].dtype == plan::I64 && call.inputs[1].dtype == plan::I64)
+    return binaryBroadcast<int64_t>(call, [](int64_t a, int64_t b) { return integerArithmetic(Integer, a, b); });
+  if (dtype != plan::F32 || call.inputs[0].dtype != plan::F32 || call.inputs[1].dtype != plan::F32)
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": takes f32 or i64 tensors, all of one dtype");
+  return binaryBroadcast<float>(call, op);
+}
+
 } // namespace
 
-Status add(const KernelCall &c) { return binaryBroadcast(c, [](float a, float b) { return a + b; }); }
-Status sub(const KernelCall &c) { return binaryBroadcast(c, [](float a, float b) { return a - b; }); }
-Status mul(const KernelCall &c) { return binaryBroadcast(c, [](float a, float b) { return a * b; }); }
-Status div(const KernelCall &c) { return binaryBroadcast(c, [](float a, float b) { return a / b; }); }
+Status add(const KernelCall &c) {
+  return arithmetic<IntegerArithmetic::kAdd>(c, [](float a, float b) { return a + b; });
+}
+Status sub(const KernelCall &c) {
+  return arithmetic<IntegerArithmetic::kSub>(c, [](float a, float b) { return a - b; });
+}
+Status mul(const KernelCall &c) {
+  return arithmetic<IntegerArithmetic::kMul>(c, [](float a, float b) { return a * b; });
+}
+Status div(const KernelCall &c) {
+  return arithmetic<IntegerArithmetic::kDiv>(c, [](float a, float b) { return a / b; });
+}
 
 Status power(const KernelCall &c) {
+  if (c.inputs[0].dtype != plan::F32 || c.inputs[1].dtype != plan::F32 || c.outputs[0].dtype != plan::F32)
+    return FSDPC_ERROR(kInvalidArgument, "pow: takes f32 tensors");
   // Small integer exponents (GELU's x^3, x^2 in norms) as products, as torch does.
-  return binaryBroadcast(c, [](float a, float b) {
+  return binaryBroadcast<float>(c, [](float a, float b) {
     return b == 2.0f ? a * a : b == 3.0f ? a * a * a : b == 1.0f ? a : std::pow(a, b);
   });
 }

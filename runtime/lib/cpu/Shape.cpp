@@ -145,21 +145,26 @@ Status argReduce(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &out = call.outputs[0];
   int64_t outer = 0, size = 0, inner = 0; // set by argReduceLayout; GCC cannot see it
   FSDPC_RETURN_IF_ERROR(argReduceLayout(call, outer, size, inner));
-  if (x.dtype != plan::F32)
-    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": the CPU kernel takes an f32 input");
+  if (x.dtype != plan::F32 && x.dtype != plan::I64)
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": the CPU kernel takes an f32 or i64 input");
   const bool isMax = call.instruction->op() == "arg_max";
   const bool last = call.intParam(contract::Param::kSelectLastIndex, 0) != 0;
-  const float *px = x.f32();
   int64_t *py = out.i64();
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t k = 0; k < inner; ++k) {
-      const float *column = px + o * size * inner + k;
-      int64_t best = 0;
-      for (int64_t j = 1; j < size; ++j)
-        if (argReduceReplaces(column[best * inner], column[j * inner], isMax, last))
-          best = j;
-      py[o * inner + k] = best;
-    }
+  auto reduce = [&](const auto *px) {
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t k = 0; k < inner; ++k) {
+        const auto *column = px + o * size * inner + k;
+        int64_t best = 0;
+        for (int64_t j = 1; j < size; ++j)
+          if (argReduceReplaces(column[best * inner], column[j * inner], isMax, last))
+            best = j;
+        py[o * inner + k] = best;
+      }
+  };
+  if (x.dtype == plan::F32)
+    reduce(x.f32());
+  else
+    reduce(x.i64());
   return Status::ok();
 }
 

@@ -56,6 +56,21 @@ __global__ void binaryKernel(Operand a, Operand b, Operand out, long long n, int
   }
 }
 
+/// binaryKernel on i64 tensors (token ids, positions), by the rules the CPU
+/// kernel shares (integerArithmetic); a few elements per step, so one
+/// simple kernel.
+__global__ void integerBinaryKernel(IntegerArithmetic op, Operand a, Operand b, Operand out, long long n,
+                                    int accessA, int accessB, Layout<2> layout) {
+  FSDPC_GRID_STRIDE_LOOP(i, n) {
+    long long offsets[2] = {i, i};
+    if (accessA == kStrided || accessB == kStrided)
+      layout.offsets(i, offsets);
+    const long long ia = accessA == kSameIndex ? i : accessA == kScalar ? 0 : offsets[0];
+    const long long ib = accessB == kSameIndex ? i : accessB == kScalar ? 0 : offsets[1];
+    storeInteger(out, i, integerArithmetic(op, loadInteger(a, ia), loadInteger(b, ib)));
+  }
+}
+
 /// Operand `o`'s 8 elements for the output's vector at `offset` (the
 /// output's index where sameIndex, else its layout offset), read as
 /// `access` says: a scalar repeated, or 8 contiguous elements.
@@ -242,6 +257,23 @@ template <Binary Op> Status binary(const KernelCall &call) {
                   layout))
     return rankError(call, out.shape.size());
   const CudaLaunch &launch = launchOf(call);
+  // Integer operands (i64, or the i32 and bool that plans may store) are
+  // computed in i64.
+  const bool integers = !isFloatDtype(a.dtype) && !isFloatDtype(b.dtype) && !isFloatDtype(out.dtype);
+  if (!integers && (!isFloatDtype(a.dtype) || !isFloatDtype(b.dtype) || !isFloatDtype(out.dtype)))
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": takes float tensors or integer ones, not both");
+  if (integers && Op == Binary::kPow)
+    return FSDPC_ERROR(kInvalidArgument, "pow: takes float tensors");
+  if (integers) {
+    constexpr IntegerArithmetic kInteger = Op == Binary::kAdd   ? IntegerArithmetic::kAdd
+                                           : Op == Binary::kSub ? IntegerArithmetic::kSub
+                                           : Op == Binary::kMul ? IntegerArithmetic::kMul
+                                                                : IntegerArithmetic::kDiv;
+    launchKernel(integerBinaryKernel, blocksFor(n, launch), kThreads, 0, launch.stream, kInteger, operandOf(a),
+                 operandOf(b), operandOf(out), n, accessOf(a, n), accessOf(b, n), layout);
+    FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+    return Status::ok();
+  }
   if (sameIndexVectorCall(call))
     return launchSameIndexVector(call, ApplyBinary<Op>{}, operandOf(a), operandOf(b), operandOf(out), n);
   if (broadcastVectors(call, layout))

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <type_traits>
 
 namespace fsdpc::runtime::cuda {
 
@@ -32,15 +33,23 @@ __global__ void oneHotKernel(Operand labels, float *out, long long rows, long lo
 }
 
 /// One thread per output element scans its column along the axis, by the
-/// rules both backends share (argReduceReplaces).
+/// rules both backends share (argReduceReplaces); T is float for float
+/// inputs (widened) and long long for integer ones.
+template <typename T>
 __global__ void argReduceKernel(Operand x, long long *out, long long outer, long long size, long long inner,
                                 bool isMax, bool last) {
+  auto load = [&](long long index) -> T {
+    if constexpr (std::is_same_v<T, float>)
+      return loadFloat(x, index);
+    else
+      return loadInteger(x, index);
+  };
   FSDPC_GRID_STRIDE_LOOP(i, outer * inner) {
     const long long o = i / inner, k = i % inner, base = o * size * inner + k;
     long long best = 0;
-    float bestValue = loadFloat(x, base);
+    T bestValue = load(base);
     for (long long j = 1; j < size; ++j) {
-      const float v = loadFloat(x, base + j * inner);
+      const T v = load(base + j * inner);
       if (argReduceReplaces(bestValue, v, isMax, last)) {
         best = j;
         bestValue = v;
@@ -383,7 +392,8 @@ Status argReduce(const KernelCall &call) {
   if (outer * inner == 0)
     return Status::ok();
   const CudaLaunch &launch = launchOf(call);
-  launchKernel(argReduceKernel, blocksFor(outer * inner, launch), kThreads, 0, launch.stream, operandOf(x),
+  launchKernel(isFloatDtype(x.dtype) ? argReduceKernel<float> : argReduceKernel<long long>,
+               blocksFor(outer * inner, launch), kThreads, 0, launch.stream, operandOf(x),
                reinterpret_cast<long long *>(out.i64()), outer, size, inner, call.instruction->op() == "arg_max",
                call.intParam(contract::Param::kSelectLastIndex, 0) != 0);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();

@@ -18,6 +18,24 @@ func.func @add_no_broadcast(%a: tensor<4x3xf32>, %b: tensor<2xf32>) -> tensor<4x
 
 // -----
 
+// Tests that arithmetic takes floats or integers, not one of each.
+func.func @add_mixed_types(%ids: tensor<4xi64>, %x: tensor<4xf32>) -> tensor<4xi64> {
+  // expected-error @+1 {{operands and result must share one element type, got 'f32' and 'i64'}}
+  %0 = graph.add %ids, %x : (tensor<4xi64>, tensor<4xf32>) -> tensor<4xi64>
+  return %0 : tensor<4xi64>
+}
+
+// -----
+
+// Tests that pow takes float tensors only (the other arithmetic also i64).
+func.func @pow_of_integers(%a: tensor<4xi64>, %b: tensor<4xi64>) -> tensor<4xi64> {
+  // expected-error @+1 {{operand #0 must be ranked tensor of 32-bit float or bfloat16 type or 16-bit float values}}
+  %0 = graph.pow %a, %b : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi64>
+  return %0 : tensor<4xi64>
+}
+
+// -----
+
 // Tests that reshape keeps the element count.
 func.func @reshape_count(%a: tensor<4x3xf32>) -> tensor<5x2xf32> {
   // expected-error @+1 {{element counts differ: 12 vs 10}}

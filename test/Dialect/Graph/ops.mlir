@@ -32,6 +32,27 @@ func.func @forward_ops(%x: tensor<4x3xf32>, %w: tensor<5x3xf32>, %b: tensor<5xf3
 
 // -----
 
+// Tests that the arithmetic and arg reductions take i64 tensors: the last
+// token that is not padding, as a classifier head computes it.
+// CHECK-LABEL: func.func @integer_ops
+func.func @integer_ops(%kept: tensor<2x5xi64>, %length: tensor<i64>) -> tensor<2xi64> {
+  %positions = graph.constant dense<[0, 1, 2, 3, 4]> : tensor<5xi64>
+  // CHECK: graph.mul %{{.*}}, %{{.*}} : (tensor<5xi64>, tensor<2x5xi64>) -> tensor<2x5xi64>
+  %weighted = graph.mul %positions, %kept : (tensor<5xi64>, tensor<2x5xi64>) -> tensor<2x5xi64>
+  // CHECK: graph.arg_max %{{.*}} {axis = 1 : i64} : (tensor<2x5xi64>) -> tensor<2x1xi64>
+  %last = graph.arg_max %weighted {axis = 1 : i64} : (tensor<2x5xi64>) -> tensor<2x1xi64>
+  %flat = graph.reshape %last : (tensor<2x1xi64>) -> tensor<2xi64>
+  // CHECK: graph.add %{{.*}}, %{{.*}} : (tensor<2xi64>, tensor<i64>) -> tensor<2xi64>
+  %sum = graph.add %flat, %length : (tensor<2xi64>, tensor<i64>) -> tensor<2xi64>
+  // CHECK: graph.sub
+  %difference = graph.sub %sum, %length : (tensor<2xi64>, tensor<i64>) -> tensor<2xi64>
+  // CHECK: graph.div %{{.*}}, %{{.*}} : (tensor<2xi64>, tensor<i64>) -> tensor<2xi64>
+  %quotient = graph.div %difference, %length : (tensor<2xi64>, tensor<i64>) -> tensor<2xi64>
+  return %quotient : tensor<2xi64>
+}
+
+// -----
+
 // Tests that gradient and optimizer ops print and parse back.
 // CHECK-LABEL: func.func @backward_ops
 func.func @backward_ops(%logits: tensor<4x5xf32>, %labels: tensor<4xi64>, %g: tensor<f32>, %step: tensor<i64>,

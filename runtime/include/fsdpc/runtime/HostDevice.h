@@ -29,6 +29,34 @@ FSDPC_HOST_DEVICE inline int64_t truncateToInt64(double value) {
   return INT64_MIN;
 }
 
+/// Integer arithmetic of the kernels on i64 tensors (token ids, positions,
+/// the last token's index that a classifier head computes), defined for
+/// every operand: sums, differences and products wrap around as two's
+/// complement (torch's integer tensors do; C++ leaves signed overflow
+/// undefined), a quotient truncates toward zero as ONNX's Div and C's `/`,
+/// and a division by zero gives 0 (as numpy, and the importer's folding of
+/// constants; torch raises) instead of trapping the kernel.
+enum class IntegerArithmetic { kAdd, kSub, kMul, kDiv };
+
+FSDPC_HOST_DEVICE inline int64_t integerArithmetic(IntegerArithmetic op, int64_t a, int64_t b) {
+  const uint64_t ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
+  switch (op) {
+  case IntegerArithmetic::kAdd:
+    return static_cast<int64_t>(ua + ub);
+  case IntegerArithmetic::kSub:
+    return static_cast<int64_t>(ua - ub);
+  case IntegerArithmetic::kMul:
+    return static_cast<int64_t>(ua * ub);
+  case IntegerArithmetic::kDiv:
+    if (b == 0)
+      return 0;
+    if (b == -1) // INT64_MIN / -1 overflows: it wraps to INT64_MIN, as the negation does
+      return static_cast<int64_t>(0 - ua);
+    return a / b;
+  }
+  return 0;
+}
+
 } // namespace fsdpc::runtime
 
 #endif // FSDPC_RUNTIME_HOSTDEVICE_H

@@ -88,6 +88,22 @@ def hf_bert(vocab):
         num_labels=CLASSES)))
 
 
+def hf_gpt2_classifier(vocab):
+    # The padding token is one past the corpus's characters; the head reads
+    # each sample's last token that is not padding (an integer argmax).
+    from transformers import GPT2Config, GPT2ForSequenceClassification
+    return Logits(GPT2ForSequenceClassification(GPT2Config(
+        vocab_size=vocab + 1, n_positions=CONTEXT, n_embd=32, n_layer=2, n_head=4, resid_pdrop=0.0, embd_pdrop=0.0,
+        attn_pdrop=0.0, num_labels=CLASSES, pad_token_id=vocab)))
+
+
+def hf_llama_classifier(vocab):
+    from transformers import LlamaConfig, LlamaForSequenceClassification
+    return Logits(LlamaForSequenceClassification(LlamaConfig(
+        vocab_size=vocab + 1, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=CONTEXT, num_labels=CLASSES, pad_token_id=vocab)))
+
+
 class Seq2SeqLogits(torch.nn.Module):
     """An encoder-decoder model: source ids and decoder ids in, logits out."""
 
@@ -175,6 +191,12 @@ MODELS = {
     # Sequence classification: logits [batch, classes]; the dynamo exporter
     # drops the pooler's and classifier's zero biases (LOSSY).
     "hf-bert": (hf_bert, "classes", [(False, 17, False), (False, DYNAMIC_OPSET, True), (True, 18, False)]),
+    # Decoder classifiers on right-padded samples: the head takes the logits
+    # at each sample's last token that is not padding, a position computed
+    # in the graph with integer arithmetic ((ids != pad) times positions,
+    # ArgMax) and gathered per sample.
+    "hf-gpt2-classifier": (hf_gpt2_classifier, "classes-padded", [(False, 17, False), (False, DYNAMIC_OPSET, True)]),
+    "hf-llama-classifier": (hf_llama_classifier, "classes-padded", [(True, 18, False), (True, DYNAMIC_OPSET, True)]),
     # Encoder-decoder: the decoder reads the source shifted by one character
     # and predicts the next one; relative position buckets fold at import.
     "hf-t5": (hf_t5, "seq2seq", [(False, 17, False)]),
@@ -213,6 +235,11 @@ def make_data(out_dir, labels_kind="tokens"):
     labels = np.stack([ids[s + 1:s + CONTEXT + 1] for s in starts])[order]
     if labels_kind == "classes":  # a class per sample, from its first character
         labels = (inputs[:, 0] % CLASSES).astype(np.int64)
+    if labels_kind == "classes-padded":  # samples of 4 to CONTEXT characters, padded on the right with
+        # id len(vocab); the class is the sample's last character's
+        lengths = np.random.default_rng(2).integers(4, CONTEXT + 1, len(inputs))
+        inputs = np.where(np.arange(CONTEXT) < lengths[:, None], inputs, len(vocab))
+        labels = (inputs[np.arange(len(inputs)), lengths - 1] % CLASSES).astype(np.int64)
     if labels_kind == "images":  # random images, a class from their mean colour
         rng = np.random.default_rng(1)
         pixels = rng.standard_normal((len(inputs), 3, IMAGE, IMAGE)).astype(np.float32)

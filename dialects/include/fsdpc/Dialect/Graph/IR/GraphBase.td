@@ -44,6 +44,8 @@ class Graph_Op<string mnemonic, list<Trait> traits = []> :
 def Graph_FloatTensor : RankedTensorOf<[F32, BF16, F16]>;
 def Graph_F32Tensor : RankedTensorOf<[F32]>;
 def Graph_I64Tensor : RankedTensorOf<[I64]>;
+// The arithmetic ops' operands: floats, or i64 (token ids, positions).
+def Graph_NumericTensor : RankedTensorOf<[F32, BF16, F16, I64]>;
 def Graph_F32Scalar : 0DTensorOf<[F32]>;
 def Graph_I64Scalar : 0DTensorOf<[I64]>;
 

@@ -90,21 +90,28 @@ def Graph_BatchMatmulOp : Graph_Op<"batch_matmul", [Pure]> {
   }];
 }
 
-class Graph_BroadcastBinaryOp<string mnemonic, string what> : Graph_Op<mnemonic, [Pure]> {
+class Graph_BroadcastBinaryOp<string mnemonic, string what, Type operand = Graph_NumericTensor,
+                              string integers = [{
+    On i64 tensors (token ids, positions: the last token a classifier head
+    reads) it computes in two's complement, wrapping around on overflow as
+    torch's integer tensors do; an integer quotient truncates toward zero
+    (ONNX's Div) and a division by zero gives 0.
+}]> : Graph_Op<mnemonic, [Pure]> {
   let summary = "elementwise " # what # " with numpy broadcasting";
   let description = [{
     Elementwise }] # what # [{ of `lhs` and `rhs`, broadcast against each
     other as numpy (and ONNX since opset 7) does.
-
-    - `lhs`, `rhs`: f32 tensors whose shapes broadcast together.
-    - `result`: the broadcast shape.
+}] # integers # [{
+    - `lhs`, `rhs`: tensors of one element type whose shapes broadcast
+      together.
+    - `result`: the broadcast shape, of their element type.
 
     ```mlir
     %y = graph.}] # mnemonic # [{ %a, %b : (tensor<64x5xf32>, tensor<5xf32>) -> tensor<64x5xf32>
     ```
   }];
-  let arguments = (ins Graph_FloatTensor:$lhs, Graph_FloatTensor:$rhs);
-  let results = (outs Graph_FloatTensor:$result);
+  let arguments = (ins operand:$lhs, operand:$rhs);
+  let results = (outs operand:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -113,7 +120,7 @@ def Graph_AddOp : Graph_BroadcastBinaryOp<"add", "sum">;
 def Graph_SubOp : Graph_BroadcastBinaryOp<"sub", "difference">;
 def Graph_MulOp : Graph_BroadcastBinaryOp<"mul", "product">;
 def Graph_DivOp : Graph_BroadcastBinaryOp<"div", "quotient">;
-def Graph_PowOp : Graph_BroadcastBinaryOp<"pow", "power (lhs raised to rhs)">;
+def Graph_PowOp : Graph_BroadcastBinaryOp<"pow", "power (lhs raised to rhs)", Graph_FloatTensor, "">;
 
 class Graph_UnaryOp<string mnemonic, string what> :
     Graph_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
@@ -474,7 +481,7 @@ class Graph_ArgReduceOp<string mnemonic, string what> : Graph_Op<mnemonic, [Pure
     the }] # what # [{, as in torch. It has no gradient (the result is an
     integer).
 
-    - `input`: a float tensor.
+    - `input`: a float or i64 tensor.
     - `axis`: the axis, in `[0, rank)`.
     - `result`: i64, the input's shape with `axis` of size 1.
 
@@ -482,7 +489,7 @@ class Graph_ArgReduceOp<string mnemonic, string what> : Graph_Op<mnemonic, [Pure
     %i = graph.}] # mnemonic # [{ %x {axis = 1 : i64} : (tensor<3x7x5xf32>) -> tensor<3x1x5xi64>
     ```
   }];
-  let arguments = (ins Graph_FloatTensor:$input, Fsdpc_I64Attr:$axis,
+  let arguments = (ins Graph_NumericTensor:$input, Fsdpc_I64Attr:$axis,
                        DefaultValuedAttr<BoolAttr, "false">:$select_last_index);
   let results = (outs Graph_I64Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";

@@ -711,6 +711,8 @@ std::vector<Case> cases() {
   }
   all.push_back(Case("trilu").in({3, 19, 23}).out({3, 19, 23}).attr("k", int64_t(1)).attr("upper", int64_t(0)).tol(0));
   all.push_back(Case("transpose").in({3, 5, 7, 11}).out({7, 3, 11, 5}).attr("perm", V{2, 0, 3, 1}).tol(0));
+  all.push_back(Case("transpose", "i64").in({3, 5, 7}, int64Edges(), plan::I64).out({7, 3, 5}, plan::I64)
+                    .attr("perm", V{2, 0, 1}).tol(0));
   all.push_back(Case("copy").in({3, 333}).out({3, 333}).tol(0));
   // Softmax family.
   all.push_back(Case("softmax").in({33, 1027}).out({33, 1027}).attr("axis", int64_t(-1)).tol(1e-5));

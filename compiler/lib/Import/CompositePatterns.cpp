@@ -405,8 +405,46 @@ LogicalResult fsdpc::import::convertTile(NodeImporter &n) {
   return success();
 }
 
+/// CumSum of an i64 tensor (RoBERTa's position ids, a cumulative count of
+/// the tokens that are not padding) as a Hillis-Steele scan: log2(size)
+/// rounds, each adding the running sums shifted by 1, 2, 4, ... places along
+/// the axis (zeros shifted in), exact in i64. Exclusive shifts the input by
+/// one place first; reverse shifts the other way.
+static Value integerCumSum(NodeImporter &n, Value x, int64_t axis, bool exclusive, bool reverse) {
+  Compose b{n};
+  ArrayRef<int64_t> shape = shapeOf(x);
+  const int64_t size = shape[axis];
+  // `v` moved `by` places toward the end (toward the start if reverse),
+  // zeros filling the places it leaves.
+  auto shifted = [&](Value v, int64_t by) -> Value {
+    if (by >= size) { // everything shifted out (an exclusive sum over one place)
+      auto type = cast<RankedTensorType>(x.getType());
+      return graph::ConstantOp::create(n.builder, n.loc, type,
+                                       DenseElementsAttr::get(type, n.builder.getI64IntegerAttr(0)));
+    }
+    SmallVector<int64_t> kept(shape), zerosShape(shape), starts(shape.size(), 0), steps(shape.size(), 1);
+    kept[axis] = size - by;
+    zerosShape[axis] = by;
+    if (reverse)
+      starts[axis] = by;
+    auto keptType = RankedTensorType::get(kept, n.builder.getI64Type());
+    Value part = graph::SliceOp::create(n.builder, n.loc, keptType, v, n.builder.getDenseI64ArrayAttr(starts),
+                                        n.builder.getDenseI64ArrayAttr(steps));
+    auto zerosType = RankedTensorType::get(zerosShape, n.builder.getI64Type());
+    Value zeros = graph::ConstantOp::create(n.builder, n.loc, zerosType,
+                                            DenseElementsAttr::get(zerosType, n.builder.getI64IntegerAttr(0)));
+    SmallVector<Value> pieces = reverse ? SmallVector<Value>{part, zeros} : SmallVector<Value>{zeros, part};
+    return graph::ConcatOp::create(n.builder, n.loc, cast<RankedTensorType>(x.getType()), pieces,
+                                   n.builder.getI64IntegerAttr(axis));
+  };
+  Value sums = exclusive ? shifted(x, 1) : x;
+  for (int64_t by = 1; by < size; by *= 2)
+    sums = b.add(sums, shifted(sums, by));
+  return sums;
+}
+
 LogicalResult fsdpc::import::convertCumSum(NodeImporter &n) {
-  if (failed(requireFloatInputs(n, 1)))
+  if (!isI64(n.input(0)) && failed(requireFloatInputs(n, 1)))
     return failure();
   DenseElementsAttr axisAttr = n.constantInput(1);
   if (!axisAttr || axisAttr.getNumElements() != 1 || !axisAttr.getElementType().isInteger(64))
@@ -419,6 +457,10 @@ LogicalResult fsdpc::import::convertCumSum(NodeImporter &n) {
   if (axis < 0 || axis >= rank)
     return n.fail("axis is out of range");
   const bool exclusive = n.intAttr("exclusive", 0), reverse = n.intAttr("reverse", 0);
+  if (isI64(x)) {
+    n.setOutput(0, integerCumSum(n, x, axis, exclusive, reverse));
+    return success();
+  }
   const int64_t size = shape[axis];
   // y = x T along the axis, T[i][j] = 1 where input i adds into output j.
   SmallVector<float> triangle(size * size, 0.0f);

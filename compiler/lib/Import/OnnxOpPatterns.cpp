@@ -510,9 +510,9 @@ LogicalResult convertReshape(NodeImporter &n) {
 }
 
 LogicalResult convertTranspose(NodeImporter &n) {
-  if (failed(requireFloatInputs(n, 1)))
-    return failure();
   Value x = n.input(0);
+  if (!isI64(x) && failed(requireFloatInputs(n, 1)))
+    return failure();
   ArrayRef<int64_t> shape = shapeOf(x);
   SmallVector<int64_t> perm;
   if (auto attr = n.intsAttr("perm"))
@@ -528,7 +528,27 @@ LogicalResult convertTranspose(NodeImporter &n) {
       return n.fail("perm entry " + Twine(p) + " is out of range");
     outShape.push_back(shape[p]);
   }
-  n.setOutput(0, graph::TransposeOp::create(n.builder, n.loc, n.f32Tensor(outShape), x,
+  // A constant folds (the pads torch computes for F.pad, transposed as
+  // integers): output element i reads the input where its coordinates,
+  // permuted back, point.
+  if (DenseElementsAttr value = n.constantInput(0)) {
+    SmallVector<Attribute> elements(value.getValues<Attribute>()), out;
+    const int64_t rank = shape.size(), count = product(shape);
+    SmallVector<int64_t> inStrides(rank, 1);
+    for (int64_t d = rank - 2; d >= 0; --d)
+      inStrides[d] = inStrides[d + 1] * shape[d + 1];
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t rest = i, at = 0;
+      for (int64_t d = rank - 1; d >= 0; --d) {
+        at += (rest % outShape[d]) * inStrides[perm[d]];
+        rest /= outShape[d];
+      }
+      out.push_back(elements[at]);
+    }
+    n.setFoldedOutput(0, DenseElementsAttr::get(tensorOf(outShape, value.getElementType()), out));
+    return success();
+  }
+  n.setOutput(0, graph::TransposeOp::create(n.builder, n.loc, tensorOf(outShape, elementOf(x)), x,
                                             n.builder.getDenseI64ArrayAttr(perm)));
   return success();
 }
@@ -881,7 +901,16 @@ LogicalResult convertSplit(NodeImporter &n) {
 LogicalResult convertGatherElements(NodeImporter &n) {
   DenseElementsAttr data = n.constantInput(0);
   std::optional<SmallVector<int64_t>> indices = constantInts(n, 1);
-  if (!data && n.input(0) && n.input(1) && shapeOf(n.input(0)).size() == shapeOf(n.input(1)).size()) {
+  // Constant data whose elements are all equal (RoBERTa's token type ids, a
+  // buffer of zeros gathered at the runtime position ids) gives that value
+  // wherever the indices point.
+  if (data && data.isSplat() && !indices && n.input(1) &&
+      static_cast<int64_t>(shapeOf(n.input(1)).size()) == data.getType().getRank()) {
+    n.setFoldedOutput(0, DenseElementsAttr::get(tensorOf(shapeOf(n.input(1)), data.getElementType()),
+                                                data.getSplatValue<Attribute>()));
+    return success();
+  }
+  if ((!data || !indices) && n.input(0) && n.input(1) && shapeOf(n.input(0)).size() == shapeOf(n.input(1)).size()) {
     const int64_t rank = shapeOf(n.input(0)).size(), axis = normalizeAxis(n.intAttr("axis", 0), rank);
     if (axis < 0 || axis >= rank)
       return n.fail("axis " + Twine(n.intAttr("axis", 0)) + " is outside the data's rank " + Twine(rank));

@@ -146,6 +146,7 @@ private:
   std::optional<std::vector<int64_t>> evaluateInts(const std::string &value, int depth = 0) const;
   std::optional<Shape> reshapeResult(const onnx::NodeProto &node) const;
   std::optional<Shape> expandResult(const onnx::NodeProto &node) const;
+  std::optional<Shape> padResult(const onnx::NodeProto &node) const;
   std::optional<std::vector<int64_t>> axesOperand(const onnx::NodeProto &node, const std::string &attribute,
                                                   int input) const;
   int outputAxis(int node, int output) const;
@@ -200,8 +201,9 @@ bool Rebatcher::inferExportShapes() {
   }
   // libonnx 1.12 propagates shape values through some ops only (not through
   // Unsqueeze with an axes input, which unfolded torch exports write before
-  // every Reshape): the shapes of Reshape outputs it leaves unknown are
-  // folded here and handed back to it, until nothing new is learnt.
+  // every Reshape, nor the reversed and transposed pads torch computes for
+  // F.pad): the shapes of Reshape, Expand and Pad outputs it leaves unknown
+  // are folded here and handed back to it, until nothing new is learnt.
   for (int round = 0; round < 16; ++round) {
     std::string error;
     if (!inferOnnxShapes(inferred, error))
@@ -216,12 +218,15 @@ bool Rebatcher::inferExportShapes() {
       shapes_[init.name()] = Shape(init.dims().begin(), init.dims().end());
     bool learnt = false;
     for (const onnx::NodeProto &node : graph_.node()) {
-      if ((node.op_type() != "Reshape" && node.op_type() != "Expand") || node.output_size() != 1)
+      const std::string &op = node.op_type();
+      if ((op != "Reshape" && op != "Expand" && op != "Pad") || node.output_size() != 1)
         continue;
       const Shape *known = shapeOf(node.output(0));
       if (known && fullyKnown(*known))
         continue;
-      std::optional<Shape> result = node.op_type() == "Reshape" ? reshapeResult(node) : expandResult(node);
+      std::optional<Shape> result = op == "Reshape"  ? reshapeResult(node)
+                                    : op == "Expand" ? expandResult(node)
+                                                     : padResult(node);
       if (!result)
         continue;
       onnx::ValueInfoProto *info = nullptr;
@@ -307,14 +312,77 @@ std::optional<std::vector<int64_t>> Rebatcher::evaluateInts(const std::string &v
     return picked;
   }
   if (op == "Slice") {
+    // Along one axis, any step (torch's F.pad reverses the rows of its
+    // [rank, 2] pads).
     auto data = operand(0), starts = operand(1), ends = operand(2);
-    if (!data || !starts || !ends || starts->size() != 1 || ends->size() != 1 ||
-        (node.input_size() > 4 && !node.input(4).empty()))
+    const bool hasAxes = node.input_size() > 3 && !node.input(3).empty(),
+               hasSteps = node.input_size() > 4 && !node.input(4).empty();
+    auto axes = hasAxes ? operand(3) : std::vector<int64_t>{0};
+    auto steps = hasSteps ? operand(4) : std::vector<int64_t>{1};
+    if (!data || !starts || !ends || !axes || !steps || starts->size() != 1 || ends->size() != 1 || axes->size() != 1 ||
+        steps->size() != 1 || (*steps)[0] == 0)
       return std::nullopt;
-    const int64_t n = static_cast<int64_t>(data->size());
-    auto clampIndex = [&](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + n : i, 0, n); };
-    const int64_t start = clampIndex((*starts)[0]), end = clampIndex((*ends)[0]);
-    return std::vector<int64_t>(data->begin() + start, data->begin() + std::max(start, end));
+    const Shape *known = shapeOf(node.input(0));
+    const Shape shape = known ? *known : Shape{static_cast<int64_t>(data->size())};
+    const int rank = static_cast<int>(shape.size());
+    const int64_t axis = (*axes)[0] < 0 ? (*axes)[0] + rank : (*axes)[0];
+    if (!fullyKnown(shape) || product(shape, 0, rank) != static_cast<int64_t>(data->size()) || axis < 0 || axis >= rank)
+      return std::nullopt;
+    const int64_t n = shape[axis], step = (*steps)[0], inner = product(shape, axis + 1, rank),
+                  outer = product(shape, 0, axis);
+    auto wrapped = [&](int64_t i) { return i < 0 ? i + n : i; };
+    std::vector<int64_t> kept; // the positions along the axis, in order
+    if (step > 0) {
+      const int64_t start = std::clamp<int64_t>(wrapped((*starts)[0]), 0, n);
+      const int64_t end = std::clamp<int64_t>(wrapped((*ends)[0]), 0, n);
+      for (int64_t i = start; i < end; i += step)
+        kept.push_back(i);
+    } else {
+      const int64_t start = std::clamp<int64_t>(wrapped((*starts)[0]), -1, n - 1);
+      const int64_t end = std::clamp<int64_t>(wrapped((*ends)[0]), -1, n - 1);
+      for (int64_t i = start; i > end; i += step)
+        kept.push_back(i);
+    }
+    std::vector<int64_t> out;
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i : kept)
+        for (int64_t k = 0; k < inner; ++k)
+          out.push_back((*data)[(o * n + i) * inner + k]);
+    return out;
+  }
+  if (op == "Transpose") {
+    auto data = operand(0);
+    const Shape *shape = shapeOf(node.input(0));
+    if (!data || !shape || !fullyKnown(*shape) ||
+        product(*shape, 0, shape->size()) != static_cast<int64_t>(data->size()))
+      return std::nullopt;
+    const int rank = static_cast<int>(shape->size());
+    std::vector<int64_t> perm;
+    if (const onnx::AttributeProto *attr = findAttribute(node, "perm"))
+      perm.assign(attr->ints().begin(), attr->ints().end());
+    else
+      for (int d = rank - 1; d >= 0; --d)
+        perm.push_back(d);
+    if (static_cast<int>(perm.size()) != rank)
+      return std::nullopt;
+    std::vector<int64_t> inStrides(rank, 1), outShape(rank);
+    for (int d = rank - 2; d >= 0; --d)
+      inStrides[d] = inStrides[d + 1] * (*shape)[d + 1];
+    for (int d = 0; d < rank; ++d) {
+      if (perm[d] < 0 || perm[d] >= rank)
+        return std::nullopt;
+      outShape[d] = (*shape)[perm[d]];
+    }
+    std::vector<int64_t> out(data->size());
+    for (int64_t i = 0; i < static_cast<int64_t>(out.size()); ++i) {
+      int64_t rest = i, at = 0;
+      for (int d = rank - 1; d >= 0; --d) {
+        at += (rest % outShape[d]) * inStrides[perm[d]];
+        rest /= outShape[d];
+      }
+      out[i] = (*data)[at];
+    }
+    return out;
   }
   if (op == "ConstantOfShape") {
     auto shape = operand(0);
@@ -345,15 +413,21 @@ std::optional<std::vector<int64_t>> Rebatcher::evaluateInts(const std::string &v
     }
     return out;
   }
-  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Equal") {
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Equal" || op == "Mod") {
     auto lhs = operand(0), rhs = operand(1);
     if (!lhs || !rhs || (lhs->size() != rhs->size() && lhs->size() != 1 && rhs->size() != 1))
       return std::nullopt;
     std::vector<int64_t> out(std::max(lhs->size(), rhs->size()));
     for (size_t i = 0; i < out.size(); ++i) {
       int64_t x = (*lhs)[lhs->size() == 1 ? 0 : i], y = (*rhs)[rhs->size() == 1 ? 0 : i];
-      if (op == "Div" && y == 0)
+      if ((op == "Div" || op == "Mod") && y == 0)
         return std::nullopt;
+      if (op == "Mod") { // the divisor's sign (fmod 0, Python's %) or the dividend's (fmod 1)
+        const bool truncated = findAttribute(node, "fmod") && findAttribute(node, "fmod")->i();
+        const int64_t r = x % y;
+        out[i] = !truncated && r != 0 && ((r < 0) != (y < 0)) ? r + y : r;
+        continue;
+      }
       out[i] = op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y : op == "Equal" ? x == y : x / y;
     }
     return out;
@@ -376,6 +450,25 @@ std::optional<Shape> Rebatcher::expandResult(const onnx::NodeProto &node) const 
     if (a != b && a != 1 && b != 1)
       return std::nullopt;
     out[d] = a == 1 ? b : a;
+  }
+  return out;
+}
+
+/// A Pad's output shape at the export batch (opset 11 and later: pads an
+/// input), from its input's shape and its folded pads; not with `axes`.
+std::optional<Shape> Rebatcher::padResult(const onnx::NodeProto &node) const {
+  const Shape *in = shapeOf(node.input(0));
+  if (!in || !fullyKnown(*in) || node.input_size() < 2 || (node.input_size() > 3 && !node.input(3).empty()))
+    return std::nullopt;
+  auto pads = evaluateInts(node.input(1));
+  const size_t rank = in->size();
+  if (!pads || pads->size() != 2 * rank)
+    return std::nullopt;
+  Shape out(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    out[d] = (*in)[d] + (*pads)[d] + (*pads)[d + rank];
+    if (out[d] < 0)
+      return std::nullopt;
   }
   return out;
 }

@@ -104,6 +104,16 @@ def hf_llama_classifier(vocab):
         num_key_value_heads=2, max_position_embeddings=CONTEXT, num_labels=CLASSES, pad_token_id=vocab)))
 
 
+def hf_roberta(vocab):
+    # Position ids from the input in the graph: a cumulative sum of the
+    # tokens that are not padding (integers), offset by the padding id.
+    from transformers import RobertaConfig, RobertaForSequenceClassification
+    return Logits(RobertaForSequenceClassification(RobertaConfig(
+        vocab_size=vocab + 1, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+        max_position_embeddings=vocab + CONTEXT + 2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        num_labels=CLASSES, pad_token_id=vocab)))
+
+
 class Seq2SeqLogits(torch.nn.Module):
     """An encoder-decoder model: source ids and decoder ids in, logits out."""
 
@@ -167,6 +177,15 @@ class TinyUNet(torch.nn.Module):
         return self.head(f.mean((2, 3)))
 
 
+def hf_swin(vocab):
+    # Windowed attention: shifted windows (torch.roll) with their masks in
+    # the first stage's second block, patch merging, F.pad of the windows.
+    from transformers import SwinConfig, SwinForImageClassification
+    return ImageLogits(SwinForImageClassification(SwinConfig(
+        image_size=IMAGE, patch_size=2, num_channels=3, embed_dim=16, depths=[2, 2], num_heads=[2, 4], window_size=4,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, drop_path_rate=0.0, num_labels=CLASSES)))
+
+
 def tiny_unet(vocab):
     return TinyUNet(CLASSES)
 
@@ -197,6 +216,8 @@ MODELS = {
     # ArgMax) and gathered per sample.
     "hf-gpt2-classifier": (hf_gpt2_classifier, "classes-padded", [(False, 17, False), (False, DYNAMIC_OPSET, True)]),
     "hf-llama-classifier": (hf_llama_classifier, "classes-padded", [(True, 18, False), (True, DYNAMIC_OPSET, True)]),
+    # An encoder whose position ids are computed from the padded input.
+    "hf-roberta": (hf_roberta, "classes-padded", [(False, 17, False), (False, DYNAMIC_OPSET, True)]),
     # Encoder-decoder: the decoder reads the source shifted by one character
     # and predicts the next one; relative position buckets fold at import.
     "hf-t5": (hf_t5, "seq2seq", [(False, 17, False)]),
@@ -205,6 +226,8 @@ MODELS = {
     # batch, into one initializer that a Concat reads (and loses the zero
     # Conv bias: LOSSY).
     "hf-vit": (hf_vit, "images", [(False, 17, False), (False, DYNAMIC_OPSET, True), (True, 18, False)]),
+    # torch 2.15's dynamo exporter cannot decompose Swin.
+    "hf-swin": (hf_swin, "images", [(False, 17, False), (False, DYNAMIC_OPSET, True)]),
     # BatchNorm in training mode, exported so (TrainingMode.TRAINING): each
     # rank normalises its own slice of the batch, so torch's trajectory is
     # recorded for 1 and 2 replicas. The dynamo exporter folds BatchNorm into

@@ -608,15 +608,15 @@ def Graph_TransposeOp : Graph_Op<"transpose", [Pure]> {
     `result[i_perm[0], ..., i_perm[r-1]] = input[i_0, ..., i_(r-1)]`, i.e.
     result dimension `d` is input dimension `perm[d]`, as ONNX `Transpose`.
 
-    - `input`: an f32 tensor of rank r.
+    - `input`: a float or i64 tensor of rank r.
     - `perm`: a permutation of `[0, r)`.
 
     ```mlir
     %y = graph.transpose %x {perm = array<i64: 1, 0>} : (tensor<3x4xf32>) -> tensor<4x3xf32>
     ```
   }];
-  let arguments = (ins Graph_FloatTensor:$input, DenseI64ArrayAttr:$perm);
-  let results = (outs Graph_FloatTensor:$result);
+  let arguments = (ins Graph_NumericTensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs Graph_NumericTensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }

@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""Exports small random Hugging Face models with torch's ONNX exporter and
+checks that fsdpc compiles them and that fsdp-run's forward pass gives
+torch's logits: a survey of the exports users bring, not a CI test (it
+needs a current torch and transformers from PyPI, which CI does not have).
+
+  python3 -m venv /tmp/torch2
+  /tmp/torch2/bin/pip install torch transformers onnxscript onnx
+  /tmp/torch2/bin/python tools/hf-export-sweep.py [--dynamo] [--build build] [MODEL ...]
+
+For each model (all by default) it prints one line: OK with the largest
+difference of the logits from torch's (fp32, a batch of 2), MISMATCH where
+that exceeds 1e-4 of their scale, FAIL with fsdpc's error, RUNFAIL with
+fsdp-run's, or EXPORT-ERROR where torch cannot export the model.
+TorchScript (the default) cannot export grouped-query attention (Mistral,
+Qwen2, Phi-3, Gemma, StableLM): use --dynamo for those.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import warnings
+
+import numpy as np
+import torch
+
+VOCAB, CONTEXT, BATCH, IMAGE = 64, 16, 2, 32
+
+TEXT = {  # name: (config class, model class, config arguments beyond the common ones)
+    "roberta-cls": ("RobertaConfig", "RobertaForSequenceClassification", dict(pad_token_id=1)),
+    "distilbert-cls": ("DistilBertConfig", "DistilBertForSequenceClassification",
+                       dict(dim=32, n_layers=2, n_heads=4, hidden_dim=64)),
+    "albert-cls": ("AlbertConfig", "AlbertForSequenceClassification", dict(embedding_size=16)),
+    "electra-cls": ("ElectraConfig", "ElectraForSequenceClassification", dict(embedding_size=16)),
+    "deberta-v2-cls": ("DebertaV2Config", "DebertaV2ForSequenceClassification", dict()),
+    "bert-mlm": ("BertConfig", "BertForMaskedLM", dict()),
+    "gpt2-tokencls": ("GPT2Config", "GPT2ForTokenClassification", dict(n_embd=32, n_layer=2, n_head=4, n_positions=64)),
+    "gpt2-cls": ("GPT2Config", "GPT2ForSequenceClassification",
+                 dict(n_embd=32, n_layer=2, n_head=4, n_positions=64, pad_token_id=0)),
+    "mistral": ("MistralConfig", "MistralForCausalLM", dict(num_key_value_heads=2)),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", dict(num_key_value_heads=2)),
+    "phi": ("PhiConfig", "PhiForCausalLM", dict()),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", dict(num_key_value_heads=2, pad_token_id=0)),
+    "gemma": ("GemmaConfig", "GemmaForCausalLM", dict(num_key_value_heads=2, head_dim=8)),
+    "stablelm": ("StableLmConfig", "StableLmForCausalLM", dict(num_key_value_heads=2)),
+    "gpt-neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", dict()),
+    "opt": ("OPTConfig", "OPTForCausalLM", dict(ffn_dim=64, word_embed_proj_dim=32, enable_bias=True)),
+    "bloom": ("BloomConfig", "BloomForCausalLM", dict(n_layer=2, n_head=4)),
+    "falcon": ("FalconConfig", "FalconForCausalLM", dict()),
+    "gptj": ("GPTJConfig", "GPTJForCausalLM", dict(n_embd=32, n_layer=2, n_head=4, rotary_dim=4, n_positions=64)),
+    "codegen": ("CodeGenConfig", "CodeGenForCausalLM",
+                dict(n_embd=32, n_layer=2, n_head=4, rotary_dim=4, n_positions=64, n_ctx=64)),
+    "bart-cls": ("BartConfig", "BartForSequenceClassification",
+                 dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                      decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64)),
+}
+VISION = {
+    "resnet": ("ResNetConfig", "ResNetForImageClassification",
+               dict(num_channels=3, embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1])),
+    "convnext": ("ConvNextConfig", "ConvNextForImageClassification",
+                 dict(num_channels=3, num_stages=2, hidden_sizes=[8, 16], depths=[1, 1], image_size=IMAGE)),
+    "swin": ("SwinConfig", "SwinForImageClassification",
+             dict(image_size=IMAGE, patch_size=4, embed_dim=16, depths=[2, 2], num_heads=[2, 2], window_size=4)),
+    "deit": ("DeiTConfig", "DeiTForImageClassification",
+             dict(image_size=IMAGE, patch_size=8, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                  intermediate_size=64)),
+    "mobilevit": ("MobileViTConfig", "MobileViTForImageClassification",
+                  dict(image_size=IMAGE, patch_size=2, hidden_sizes=[16, 24, 32],
+                       neck_hidden_sizes=[8, 8, 16, 16, 24, 32, 64])),
+    "segformer": ("SegformerConfig", "SegformerForImageClassification",
+                  dict(num_channels=3, num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[16, 32],
+                       num_attention_heads=[1, 2], patch_sizes=[7, 3], strides=[4, 2], mlp_ratios=[2, 2])),
+}
+
+
+class Logits(torch.nn.Module):
+    def __init__(self, model, input_name):
+        super().__init__()
+        self.model, self.input_name = model, input_name
+
+    def forward(self, x):
+        return self.model(**{self.input_name: x}).logits
+
+
+def build(name):
+    import transformers
+    torch.manual_seed(0)
+    if name in TEXT:
+        config_name, model_name, extra = TEXT[name]
+        kwargs = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                      intermediate_size=64, max_position_embeddings=64, num_labels=3)
+        kwargs.update(extra)
+        model = getattr(transformers, model_name)(getattr(transformers, config_name)(**kwargs))
+        ids = torch.randint(3, VOCAB, (BATCH, CONTEXT))
+        ids[:, -1] = 2  # one end-of-sequence token per sample, which BART's head needs
+        return Logits(model, "input_ids").eval(), ids, "input_ids"
+    config_name, model_name, extra = VISION[name]
+    model = getattr(transformers, model_name)(getattr(transformers, config_name)(num_labels=3, **extra))
+    return Logits(model, "pixel_values").eval(), torch.randn(BATCH, 3, IMAGE, IMAGE), "pixel_values"
+
+
+def last_line(text):
+    lines = text.strip().splitlines()
+    return lines[-1][:300] if lines else "?"
+
+
+def check(name, work, bin_dir, dynamo):
+    try:
+        module, x, input_name = build(name)
+    except Exception as e:  # a configuration this transformers does not take
+        return "BUILD-ERROR " + (str(e).splitlines() or [type(e).__name__])[0][:200]
+    path = os.path.join(work, name + ".onnx")
+    kwargs = dict(input_names=[input_name], output_names=["logits"], opset_version=18 if dynamo else 17,
+                  dynamo=dynamo)
+    if dynamo:
+        kwargs["external_data"] = False
+    try:
+        with warnings.catch_warnings(), open(os.devnull, "w") as quiet:
+            warnings.simplefilter("ignore")
+            stdout = os.dup(1)
+            os.dup2(quiet.fileno(), 1)  # the exporters print the graph on failure
+            try:
+                torch.onnx.export(module, (x,), path, **kwargs)
+            finally:
+                os.dup2(stdout, 1)
+    except Exception as e:  # torch's exporter, not fsdpc
+        return "EXPORT-ERROR " + (str(e).splitlines() or [type(e).__name__])[0][:200]
+    try:
+        with torch.no_grad():
+            want = module(x).numpy()
+    except Exception as e:
+        return "TORCH-ERROR " + (str(e).splitlines() or [type(e).__name__])[0][:200]
+    inputs, outputs, plan = (os.path.join(work, name + s) for s in ("-in", "-out", ".plan"))
+    os.makedirs(inputs, exist_ok=True)
+    os.makedirs(outputs, exist_ok=True)
+    np.save(os.path.join(inputs, input_name + ".npy"), x.numpy())
+    compiled = subprocess.run([os.path.join(bin_dir, "fsdpc"), path, "--forward-only", "-o", plan],
+                              capture_output=True, text=True)
+    if compiled.returncode != 0:
+        return "FAIL " + last_line(compiled.stderr)
+    ran = subprocess.run([os.path.join(bin_dir, "fsdp-run"), plan, "--forward", "--inputs", inputs,
+                          "--outputs", outputs], capture_output=True, text=True)
+    if ran.returncode != 0:
+        return "RUNFAIL " + last_line(ran.stderr)
+    got = np.load(os.path.join(outputs, "logits.npy"))
+    if got.shape != want.shape:
+        return "MISMATCH shape %s, torch's %s" % (got.shape, want.shape)
+    diff, scale = float(np.abs(got - want).max()), float(np.abs(want).max())
+    verdict = "OK" if diff <= 1e-4 * max(1.0, scale) else "MISMATCH"
+    return "%s max |fsdp-run - torch| %.2e (logits up to %.2e)" % (verdict, diff, scale)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("models", nargs="*", default=list(TEXT) + list(VISION))
+    parser.add_argument("--dynamo", action="store_true", help="torch.export (dynamo=True, opset 18)")
+    parser.add_argument("--build", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build"))
+    args = parser.parse_args()
+    bad = 0
+    with tempfile.TemporaryDirectory() as work:
+        for name in args.models:
+            result = check(name, work, os.path.join(args.build, "bin"), args.dynamo)
+            bad += result.startswith(("MISMATCH", "RUNFAIL"))
+            print("%-16s %s" % (name, result), flush=True)
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()

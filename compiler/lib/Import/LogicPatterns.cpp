@@ -4,10 +4,11 @@
 // no gradient); constants still fold where the op's pattern is keyed
 // (OnnxOpPatterns.cpp). The boolean ops on runtime masks are i64 arithmetic
 // on their 0/1 values: And is their product, Or a sum unequal to 0, Xor two
-// values unequal, Not a value equal to 0. The piecewise ops that choose by the input's sign (Sign,
-// ThresholdedRelu, Shrink, PRelu) are graph.select of their branches by a
-// mask, so the gradient of the chosen branch flows where it was chosen, as
-// torch's does.
+// values unequal, Not a value equal to 0. The piecewise ops that choose by
+// the input's sign (Sign, ThresholdedRelu, Shrink, PRelu) are graph.select
+// of their branches by a mask, so the gradient of the chosen branch flows
+// where it was chosen, as torch's does. Where between integer tensors is
+// arithmetic too.
 //
 //===----------------------------------------------------------------------===//
 #include "CompositePatterns.h"

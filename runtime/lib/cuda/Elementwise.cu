@@ -44,14 +44,21 @@ inline int accessOf(const TensorView &v, int64_t n) {
   return v.numElements() == n ? kSameIndex : v.numElements() == 1 ? kScalar : kStrided;
 }
 
+/// Where output element i reads each operand of a broadcasting binary op.
+__device__ __forceinline__ void binaryOperandOffsets(long long i, int accessA, int accessB, const Layout<2> &layout,
+                                                     long long &ia, long long &ib) {
+  long long offsets[2] = {i, i};
+  if (accessA == kStrided || accessB == kStrided)
+    layout.offsets(i, offsets);
+  ia = accessA == kSameIndex ? i : accessA == kScalar ? 0 : offsets[0];
+  ib = accessB == kSameIndex ? i : accessB == kScalar ? 0 : offsets[1];
+}
+
 template <Binary Op>
 __global__ void binaryKernel(Operand a, Operand b, Operand out, long long n, int accessA, int accessB, Layout<2> layout) {
   FSDPC_GRID_STRIDE_LOOP(i, n) {
-    long long offsets[2] = {i, i};
-    if (accessA == kStrided || accessB == kStrided)
-      layout.offsets(i, offsets);
-    const long long ia = accessA == kSameIndex ? i : accessA == kScalar ? 0 : offsets[0];
-    const long long ib = accessB == kSameIndex ? i : accessB == kScalar ? 0 : offsets[1];
+    long long ia, ib;
+    binaryOperandOffsets(i, accessA, accessB, layout, ia, ib);
     storeFloat(out, i, applyBinary<Op>(loadFloat(a, ia), loadFloat(b, ib)));
   }
 }
@@ -62,11 +69,8 @@ __global__ void binaryKernel(Operand a, Operand b, Operand out, long long n, int
 __global__ void integerBinaryKernel(IntegerArithmetic op, Operand a, Operand b, Operand out, long long n,
                                     int accessA, int accessB, Layout<2> layout) {
   FSDPC_GRID_STRIDE_LOOP(i, n) {
-    long long offsets[2] = {i, i};
-    if (accessA == kStrided || accessB == kStrided)
-      layout.offsets(i, offsets);
-    const long long ia = accessA == kSameIndex ? i : accessA == kScalar ? 0 : offsets[0];
-    const long long ib = accessB == kSameIndex ? i : accessB == kScalar ? 0 : offsets[1];
+    long long ia, ib;
+    binaryOperandOffsets(i, accessA, accessB, layout, ia, ib);
     storeInteger(out, i, integerArithmetic(op, loadInteger(a, ia), loadInteger(b, ib)));
   }
 }

@@ -8,9 +8,10 @@
 #   1. the carried binaries, or a runtime-only build here if they do not run;
 #   2. every CUDA kernel against its CPU kernel (fsdpc-cuda-kernel-test),
 #      and against its own first run bit for bit;
-#   3. the example MLP / GPT / LLaMA on the GPU against the CPU backend,
-#      2 ranks on one GPU (host-staged MPI) against 1 rank, and --offload
-#      against no offload (test/gpu/devices_agree.py);
+#   3. the example MLP / GPT / LLaMA and Hugging Face's GPT-2 classifier
+#      (its i64 head) on the GPU against the CPU backend, 2 ranks on one GPU
+#      (host-staged MPI) against 1 rank, and --offload against no offload
+#      (test/gpu/devices_agree.py);
 #   4. GPT-2 124M bf16 against torch eager, torch.compile and FSDP2, and
 #      with --offload optimizer / --recompute auto, then fsdp-run's time
 #      per kernel (--profile) for the plain plan (test/bench/gpu_vs_torch.py);

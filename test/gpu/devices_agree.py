@@ -7,7 +7,8 @@ and run where the GPU is, so the script has two halves:
 
   devices_agree.py prepare --fsdpc BIN --out DIR
       exports the example MLP, GPT and LLaMA with torch (/usr/bin/python3,
-      torch 1.13 is enough), compiles the plans of every check into DIR and
+      torch 1.13 is enough), takes the committed Hugging Face GPT-2
+      classifier export, compiles the plans of every check into DIR and
       writes DIR/checks.json.
   devices_agree.py run --fsdp-run BIN --plans DIR [--work DIR]
       runs every check on this machine's GPU and prints one line per check
@@ -35,6 +36,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 EXAMPLES = os.path.join(ROOT, "examples")
+TORCH2 = os.path.join(ROOT, "test", "e2e", "Inputs", "torch2")
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-x", "OMP_NUM_THREADS=1"]
 STEPS = 20
 
@@ -57,6 +59,14 @@ MODELS = {
     "llama": {"export": [os.path.join(EXAMPLES, "llama", "export.py"), "--out", "{work}/llama.onnx", "--data-dir",
                          "{data}", "--batch", "12"], "onnx": "llama.onnx", "flags": GPT_FLAGS, "init": None,
               "data": "gpt-data"},
+    # Hugging Face GPT2ForSequenceClassification (a committed torch 2.x
+    # export, test/e2e/Inputs/torch2): its head computes each sample's last
+    # token that is not padding with i64 arithmetic and arg_max on the device.
+    "gpt2-classifier": {"fixture": os.path.join(TORCH2, "hf-gpt2-classifier-torchscript-opset17.onnx"),
+                        "fixture_data": os.path.join(TORCH2, "data-classes-padded"),
+                        "onnx": "gpt2-classifier.onnx", "init": None, "data": "classifier-data",
+                        "flags": ["--batch-size", "8", "--optimizer", "adamw", "--lr", "3e-3", "--strategy",
+                                  "full_shard"]},
 }
 
 # (check, plan, device, ranks, reference check or None, tolerance)
@@ -73,6 +83,8 @@ PLANS = {
     "gpt-offload-params-w1": ("gpt", 1, ["--offload", "params"]),
     "gpt-offload-params-w2": ("gpt", 2, ["--offload", "params"]),
     "gpt-bf16-offload-params-w1": ("gpt", 1, ["--mixed-precision", "bf16", "--offload", "params"]),
+    "classifier-w1": ("gpt2-classifier", 1, []),
+    "classifier-w2": ("gpt2-classifier", 2, []),
 }
 RUNS = [
     # name, plan, device, ranks
@@ -97,6 +109,9 @@ RUNS = [
     ("gpt-offload-params-cuda-no-graph", "gpt-offload-params-w1", "cuda", 1, ["--no-cuda-graph"]),
     ("gpt-offload-params-cuda-2-ranks", "gpt-offload-params-w2", "cuda", 2),
     ("gpt-bf16-offload-params-cuda", "gpt-bf16-offload-params-w1", "cuda", 1),
+    ("classifier-cpu", "classifier-w1", "cpu", 1),
+    ("classifier-cuda", "classifier-w1", "cuda", 1),
+    ("classifier-cuda-2-ranks", "classifier-w2", "cuda", 2),
 ]
 CHECKS = [
     # what, run, reference run, tolerance
@@ -124,6 +139,8 @@ CHECKS = [
      "gpt-cuda-2-ranks", 1e-6),
     # An AdamW ulp apart rounds a bf16 weight the other way now and then.
     ("GPT bf16 --offload params vs without", "gpt-bf16-offload-params-cuda", "gpt-bf16-cuda", 1e-5),
+    ("GPT-2 classifier (i64 head) fp32, GPU vs CPU", "classifier-cuda", "classifier-cpu", 1e-4),
+    ("GPT-2 classifier fp32, 2 ranks on one GPU vs 1 rank", "classifier-cuda-2-ranks", "classifier-cuda", 1e-5),
 ]
 # (offloaded run, the same plan's run without --offload): device memory
 # lower by what the compiler moved to the host.
@@ -159,6 +176,10 @@ def prepare(fsdpc, out):
     data = os.path.join(out, "gpt-data")
     run([sys.executable, os.path.join(EXAMPLES, "gpt", "prepare_data.py"), "--out-dir", data])
     for name, model in MODELS.items():
+        if "fixture" in model:  # a committed export and its data
+            shutil.copy(model["fixture"], os.path.join(out, model["onnx"]))
+            shutil.copytree(model["fixture_data"], os.path.join(out, model["data"]), dirs_exist_ok=True)
+            continue
         cmd = [sys.executable] + [a.format(work=out, data=data) for a in model["export"]]
         run(cmd)
     for plan, (model, world, extra) in PLANS.items():

@@ -3,12 +3,13 @@
 // scan of shifted adds in i64), CumSum exclusive and reversed, a Transpose
 // of i64 tensors, a Transpose of a constant (folded), and GatherElements
 // from a constant whose elements are all equal (RoBERTa's token type ids:
-// a buffer of zeros gathered at the runtime position ids).
+// a buffer of zeros gathered at the runtime position ids); Pad of i64
+// tensors (ids padded with a pad id, or with their edge).
 // RUN: onnx-from-text %s --extract '// ONNX: ' -o %t.onnx
 // RUN: fsdpc %t.onnx --emit=import | FileCheck %s
 
 // ONNX: <ir_version: 8, opset_import: ["" : 13]>
-// ONNX: scan (int64[2, 5] ids) => (int64[2, 5] positions, int64[2, 5] before, int64[5, 2] flipped, int64[3, 2] folded, int64[2, 5] types) {
+// ONNX: scan (int64[2, 5] ids) => (int64[2, 5] positions, int64[2, 5] before, int64[5, 2] flipped, int64[3, 2] folded, int64[2, 5] types, int64[2, 7] padded, int64[2, 6] edged) {
 // ONNX:   pad = Constant <value = int64 {1}> ()
 // ONNX:   padding = Equal (ids, pad)
 // ONNX:   kept = Not (padding)
@@ -23,6 +24,11 @@
 // ONNX:   folded = Transpose <perm = [1, 0]> (table)
 // ONNX:   zeros = Constant <value = int64[2, 8] {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}> ()
 // ONNX:   types = GatherElements <axis = 1> (zeros, positions)
+// ONNX:   pads = Constant <value = int64[4] {0, 0, 0, 2}> ()
+// ONNX:   padid = Constant <value = int64 {7}> ()
+// ONNX:   padded = Pad (ids, pads, padid)
+// ONNX:   edges = Constant <value = int64[4] {0, 1, 0, 0}> ()
+// ONNX:   edged = Pad <mode = "edge"> (ids, edges)
 // ONNX: }
 
 // CHECK-LABEL: func.func @forward
@@ -50,4 +56,8 @@
 // CHECK: %[[FLIPPED:.*]] = graph.transpose %[[IDS]] {perm = array<i64: 1, 0>} : (tensor<2x5xi64>) -> tensor<5x2xi64>
 // CHECK: %[[FOLDED:.*]] = graph.constant dense<{{\[\[}}1, 4], [2, 5], [3, 6]]> : tensor<3x2xi64>
 // CHECK: %[[TYPES:.*]] = graph.constant dense<0> : tensor<2x5xi64>
-// CHECK: return %[[POSITIONS]], %{{.*}}, %[[FLIPPED]], %[[FOLDED]], %[[TYPES]]
+// CHECK: %[[PADIDS:.*]] = graph.constant dense<7> : tensor<2x2xi64>
+// CHECK: %[[PADDED:.*]] = graph.concat %[[IDS]], %[[PADIDS]] {axis = 1 : i64} : (tensor<2x5xi64>, tensor<2x2xi64>) -> tensor<2x7xi64>
+// CHECK: %[[SOURCES:.*]] = graph.constant dense<[0, 0, 1, 2, 3, 4]> : tensor<6xi64>
+// CHECK: %[[EDGED:.*]] = graph.gather %[[IDS]], %[[SOURCES]] {axis = 1 : i64} : (tensor<2x5xi64>, tensor<6xi64>) -> tensor<2x6xi64>
+// CHECK: return %[[POSITIONS]], %{{.*}}, %[[FLIPPED]], %[[FOLDED]], %[[TYPES]], %[[PADDED]], %[[EDGED]]

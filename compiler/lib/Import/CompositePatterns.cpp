@@ -1318,9 +1318,14 @@ LogicalResult fsdpc::import::convertDepthToSpace(NodeImporter &n) { return moveB
 LogicalResult fsdpc::import::convertSpaceToDepth(NodeImporter &n) { return moveBlocks(n, /*toSpace=*/false); }
 
 LogicalResult fsdpc::import::convertPad(NodeImporter &n) {
-  if (failed(requireFloatInputs(n, 1)))
-    return failure();
   Value x = n.input(0);
+  // Floats, or integers (ids and masks padded to a length): every op below
+  // moves elements of either type.
+  const bool integers = isI64(x);
+  if (!integers && failed(requireFloatInputs(n, 1)))
+    return failure();
+  const Type element = cast<RankedTensorType>(x.getType()).getElementType();
+  auto tensorOf = [&](ArrayRef<int64_t> shape) { return RankedTensorType::get(shape, element); };
   const int64_t rank = shapeOf(x).size();
   const std::string mode = n.stringAttr("mode", "constant");
   if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap")
@@ -1330,6 +1335,7 @@ LogicalResult fsdpc::import::convertPad(NodeImporter &n) {
   // dimensions the pads are for.
   SmallVector<int64_t> pads;
   float value = 0;
+  int64_t integerValue = 0;
   SmallVector<int64_t> axes;
   if (n.opset < 11) {
     std::optional<SmallVector<int64_t>> attr = n.intsAttr("pads");
@@ -1342,7 +1348,12 @@ LogicalResult fsdpc::import::convertPad(NodeImporter &n) {
     if (!padsAttr || !padsAttr.getElementType().isInteger(64))
       return n.fail("pads must be a constant");
     pads.assign(padsAttr.getValues<int64_t>().begin(), padsAttr.getValues<int64_t>().end());
-    if (n.hasInput(2)) {
+    if (n.hasInput(2) && integers) {
+      DenseElementsAttr constantValue = n.constantInput(2);
+      if (!constantValue || constantValue.getNumElements() != 1 || !constantValue.getElementType().isInteger(64))
+        return n.fail("constant_value must be a constant integer scalar");
+      integerValue = *constantValue.getValues<int64_t>().begin();
+    } else if (n.hasInput(2)) {
       std::optional<float> constantValue = constantScalar(n, 2);
       if (!constantValue)
         return n.fail("constant_value must be a constant float scalar");
@@ -1377,7 +1388,7 @@ LogicalResult fsdpc::import::convertPad(NodeImporter &n) {
       SmallVector<int64_t> starts(rank, 0), steps(rank, 1);
       starts[axis] = start;
       shape[axis] = end - start;
-      x = graph::SliceOp::create(n.builder, n.loc, n.f32Tensor(shape), x, n.builder.getDenseI64ArrayAttr(starts),
+      x = graph::SliceOp::create(n.builder, n.loc, tensorOf(shape), x, n.builder.getDenseI64ArrayAttr(starts),
                                  n.builder.getDenseI64ArrayAttr(steps));
     }
     const int64_t grow = std::max<int64_t>(before, 0), growAfter = std::max<int64_t>(after, 0);
@@ -1389,8 +1400,10 @@ LogicalResult fsdpc::import::convertPad(NodeImporter &n) {
       auto block = [&](int64_t length) -> Value {
         SmallVector<int64_t> blockShape(shape);
         blockShape[axis] = length;
-        auto type = n.f32Tensor(blockShape);
-        return graph::ConstantOp::create(n.builder, n.loc, type, DenseElementsAttr::get(type, value));
+        auto type = tensorOf(blockShape);
+        DenseElementsAttr fill =
+            integers ? DenseElementsAttr::get(type, integerValue) : DenseElementsAttr::get(type, value);
+        return graph::ConstantOp::create(n.builder, n.loc, type, fill);
       };
       SmallVector<Value> parts;
       if (grow > 0)
@@ -1399,7 +1412,7 @@ LogicalResult fsdpc::import::convertPad(NodeImporter &n) {
       if (growAfter > 0)
         parts.push_back(block(growAfter));
       shape[axis] = kept + grow + growAfter;
-      x = graph::ConcatOp::create(n.builder, n.loc, n.f32Tensor(shape), parts, n.builder.getI64IntegerAttr(axis));
+      x = graph::ConcatOp::create(n.builder, n.loc, tensorOf(shape), parts, n.builder.getI64IntegerAttr(axis));
       continue;
     }
     if (kept == 0)
@@ -1412,7 +1425,7 @@ LogicalResult fsdpc::import::convertPad(NodeImporter &n) {
     Value index = graph::ConstantOp::create(n.builder, n.loc, indexType,
                                             DenseElementsAttr::get(indexType, ArrayRef<int64_t>(sources)));
     shape[axis] = static_cast<int64_t>(sources.size());
-    x = graph::GatherOp::create(n.builder, n.loc, n.f32Tensor(shape), x, index, n.builder.getI64IntegerAttr(axis));
+    x = graph::GatherOp::create(n.builder, n.loc, tensorOf(shape), x, index, n.builder.getI64IntegerAttr(axis));
   }
   n.setOutput(0, x);
   return success();

@@ -114,6 +114,17 @@ struct Compose {
     mlir::Value up = unary<graph::CeilOp>(x);
     return select(negative, up, unary<graph::FloorOp>(x));
   }
+  /// Indices plus `sizes` (an i64 constant of shape `sizesShape`, which
+  /// broadcasts against them) where they are negative, counted from the end
+  /// as ONNX's gathers allow: i64 arithmetic on a mask.
+  mlir::Value wrapNegative(mlir::Value indices, llvm::ArrayRef<int64_t> sizes, llvm::ArrayRef<int64_t> sizesShape) {
+    mlir::Value negative = compare(indices, integer(0), graph::ComparePredicate::lt);
+    auto type = mlir::RankedTensorType::get(sizesShape, n.builder.getI64Type());
+    mlir::Value sizesValue =
+        graph::ConstantOp::create(n.builder, n.loc, type, mlir::DenseElementsAttr::get(type, sizes));
+    mlir::Value shift = mul(negative, sizesValue);
+    return add(indices, shift);
+  }
   /// |x| = relu(x) + relu(-x).
   mlir::Value abs(mlir::Value x) {
     mlir::Value positive = relu(x);

@@ -182,8 +182,7 @@ LogicalResult fsdpc::import::convertRuntimeGatherElements(NodeImporter &n, Value
   // from the end (plus the axis's size); one_hot reports any index still
   // outside [0, size) with the node.
   Compose b{n};
-  Value negative = b.compare(indices, b.integer(0), graph::ComparePredicate::lt);
-  indices = b.add(indices, b.mul(negative, b.integer(dataShape[axis])));
+  indices = b.wrapNegative(indices, {dataShape[axis]}, {});
   Value cut = data;
   if (ArrayRef<int64_t>(extent) != dataShape)
     cut = graph::SliceOp::create(n.builder, n.loc, n.f32Tensor(extent), data,
@@ -271,9 +270,7 @@ LogicalResult fsdpc::import::convertGatherND(NodeImporter &n) {
     };
     // coordinate + size where it is negative, times its stride, summed
     // over the tuple's k coordinates (columns of the last dimension).
-    Value negative = b.compare(indices, b.integer(0), graph::ComparePredicate::lt);
-    Value sizes = integers(SmallVector<int64_t>(named), {k});
-    Value normalized = b.add(indices, b.mul(negative, sizes));
+    Value normalized = b.wrapNegative(indices, named, {k});
     SmallVector<int64_t> columnShape(indexShape);
     columnShape.back() = 1;
     const int64_t last = static_cast<int64_t>(indexShape.size()) - 1;

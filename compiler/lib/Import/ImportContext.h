@@ -195,6 +195,11 @@ mlir::LogicalResult requireFloatInputs(NodeImporter &n, int count);
 /// `from` that broadcasts to it (numpy's rules).
 int64_t broadcastSourceIndex(llvm::ArrayRef<int64_t> from, llvm::ArrayRef<int64_t> to, int64_t flat);
 
+/// Flat index `flat` of the transpose of a tensor of shape `in` by `perm`
+/// (output dimension d is input dimension perm[d], as ONNX's Transpose),
+/// read in the input.
+int64_t transposeSourceIndex(llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> perm, int64_t flat);
+
 /// `axis` of a rank-`rank` tensor counted from 0 (a negative one from the
 /// end), or failure naming it where it is out of range.
 mlir::FailureOr<int64_t> axisIn(NodeImporter &n, int64_t axis, int64_t rank);

@@ -44,6 +44,18 @@ int64_t fsdpc::import::broadcastSourceIndex(ArrayRef<int64_t> from, ArrayRef<int
   return offset;
 }
 
+int64_t fsdpc::import::transposeSourceIndex(ArrayRef<int64_t> in, ArrayRef<int64_t> perm, int64_t flat) {
+  int64_t offset = 0;
+  for (int64_t d = static_cast<int64_t>(perm.size()) - 1; d >= 0; --d) {
+    int64_t stride = 1;
+    for (int64_t e = perm[d] + 1; e < static_cast<int64_t>(in.size()); ++e)
+      stride *= in[e];
+    offset += (flat % in[perm[d]]) * stride;
+    flat /= in[perm[d]];
+  }
+  return offset;
+}
+
 FailureOr<int64_t> fsdpc::import::axisIn(NodeImporter &n, int64_t axis, int64_t rank) {
   if (axis < -rank || axis >= rank)
     return n.fail("axis " + Twine(axis) + " is out of range for rank " + Twine(rank));
@@ -533,18 +545,8 @@ LogicalResult convertTranspose(NodeImporter &n) {
   // permuted back, point.
   if (DenseElementsAttr value = n.constantInput(0)) {
     SmallVector<Attribute> elements(value.getValues<Attribute>()), out;
-    const int64_t rank = shape.size(), count = product(shape);
-    SmallVector<int64_t> inStrides(rank, 1);
-    for (int64_t d = rank - 2; d >= 0; --d)
-      inStrides[d] = inStrides[d + 1] * shape[d + 1];
-    for (int64_t i = 0; i < count; ++i) {
-      int64_t rest = i, at = 0;
-      for (int64_t d = rank - 1; d >= 0; --d) {
-        at += (rest % outShape[d]) * inStrides[perm[d]];
-        rest /= outShape[d];
-      }
-      out.push_back(elements[at]);
-    }
+    for (int64_t i = 0; i < product(shape); ++i)
+      out.push_back(elements[transposeSourceIndex(shape, perm, i)]);
     n.setFoldedOutput(0, DenseElementsAttr::get(tensorOf(outShape, value.getElementType()), out));
     return success();
   }

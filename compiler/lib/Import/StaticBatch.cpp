@@ -363,25 +363,11 @@ std::optional<std::vector<int64_t>> Rebatcher::evaluateInts(const std::string &v
     else
       for (int d = rank - 1; d >= 0; --d)
         perm.push_back(d);
-    if (static_cast<int>(perm.size()) != rank)
+    if (static_cast<int>(perm.size()) != rank || llvm::any_of(perm, [&](int64_t p) { return p < 0 || p >= rank; }))
       return std::nullopt;
-    std::vector<int64_t> inStrides(rank, 1), outShape(rank);
-    for (int d = rank - 2; d >= 0; --d)
-      inStrides[d] = inStrides[d + 1] * (*shape)[d + 1];
-    for (int d = 0; d < rank; ++d) {
-      if (perm[d] < 0 || perm[d] >= rank)
-        return std::nullopt;
-      outShape[d] = (*shape)[perm[d]];
-    }
     std::vector<int64_t> out(data->size());
-    for (int64_t i = 0; i < static_cast<int64_t>(out.size()); ++i) {
-      int64_t rest = i, at = 0;
-      for (int d = rank - 1; d >= 0; --d) {
-        at += (rest % outShape[d]) * inStrides[perm[d]];
-        rest /= outShape[d];
-      }
-      out[i] = (*data)[at];
-    }
+    for (int64_t i = 0; i < static_cast<int64_t>(out.size()); ++i)
+      out[i] = (*data)[transposeSourceIndex(*shape, perm, i)];
     return out;
   }
   if (op == "ConstantOfShape") {

@@ -21,6 +21,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -1132,15 +1133,21 @@ void checkTables(const std::vector<Case> &all) {
 } // namespace
 
 int main(int argc, char **argv) {
-  // [--once] [KERNEL]: only the cases of kernels whose name contains KERNEL.
+  // [--once] [--shard I/N] [KERNEL]: only the cases of kernels whose name
+  // contains KERNEL; with --shard, only every Nth case from the Ith (from
+  // 0), so that N processes share the run (the emulator uses one core).
   bool once = false;
   std::string only;
+  int shard = 0, shards = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--once")
       once = true;
+    else if (arg == "--shard" && i + 1 < argc && std::sscanf(argv[i + 1], "%d/%d", &shard, &shards) == 2 &&
+             shards > 0 && shard >= 0 && shard < shards)
+      ++i;
     else if (arg.rfind("--", 0) == 0 || !only.empty()) {
-      std::fprintf(stderr, "usage: %s [--once] [KERNEL]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--once] [--shard I/N] [KERNEL]\n", argv[0]);
       return 2;
     } else
       only = arg;
@@ -1167,14 +1174,21 @@ int main(int argc, char **argv) {
   const StepContext stepContext{3, 1};
   CHECK_CUDA(cudaMalloc(&gpu.context, sizeof(StepContext)));
   CHECK_CUDA(cudaMemcpy(gpu.context, &stepContext, sizeof(StepContext), cudaMemcpyHostToDevice));
-  unsigned seed = 1;
   int cases = 0;
-  for (const Case &c : all) {
-    if (!only.empty() && c.kernel.find(only) == std::string::npos)
+  std::vector<std::pair<double, std::string>> seconds; // per case, to find what makes the run slow
+  for (size_t i = 0; i < all.size(); ++i) {
+    const Case &c = all[i];
+    if (static_cast<int>(i % shards) != shard || (!only.empty() && c.kernel.find(only) == std::string::npos))
       continue;
-    runCase(c, gpu, seed++, once);
+    const auto start = std::chrono::steady_clock::now();
+    runCase(c, gpu, /*seed=*/static_cast<unsigned>(i + 1), once); // the same data in any shard or filter
+    seconds.emplace_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                         c.kernel + " " + c.label);
     ++cases;
   }
+  std::sort(seconds.rbegin(), seconds.rend());
+  for (size_t i = 0; i < std::min<size_t>(seconds.size(), 10); ++i)
+    std::printf("slowest case: %7.2f s  %s\n", seconds[i].first, seconds[i].second.c_str());
   std::printf("%s: %d of %d runs of %d CUDA kernel cases (a run per kernel variant) agree with the CPU kernels\n",
               failures ? "FAIL" : "PASS", ran - failures, ran, cases);
   cudaFree(gpu.error);

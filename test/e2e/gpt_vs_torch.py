@@ -134,11 +134,20 @@ def main():
           ", mixed precision %s (reduce %s)" % (args.mixed_precision, args.reduce_dtype)
           if args.mixed_precision != "none" else ""))
     name = "torch bf16" if args.mixed_precision == "bf16" else "torch fp32"
-    failures = print_loss_comparison(ours, reference, args.rtol, args.steps, name)
+    tolerance = args.rtol
     if args.mixed_precision == "bf16":
-        # How far bf16 itself moves torch: context for the figures above.
+        # How far bf16 itself moves torch from its fp32 trajectory. fsdpc
+        # rounds to bf16 at other points (fused kernels) than torch, so at a
+        # step where the loss is that sensitive the two bf16 runs differ by
+        # as much in directions of their own: such a step's tolerance is 3
+        # times torch's own spread there. Where and how big that spread is
+        # depends on the processor (OpenBLAS's kernels; 2e-3 and 4.8e-3 at
+        # the GPT's step 13 on two machines).
         _, exact = train_torch("none")
         spread = [abs(a - b) / abs(b) for a, b in zip(reference, exact)]
+        tolerance = [max(args.rtol, 3 * s) for s in spread]
+    failures = print_loss_comparison(ours, reference, tolerance, args.steps, name)
+    if args.mixed_precision == "bf16":
         worst = max(range(len(spread)), key=spread.__getitem__)
         print("torch bf16 vs torch fp32: worst %.2e at step %d (fsdpc vs torch bf16 there: %.2e)"
               % (spread[worst], worst, abs(ours[worst] - reference[worst]) / abs(reference[worst])))

@@ -288,14 +288,15 @@ HEADROOM = Headroom()
 
 def print_loss_comparison(ours, reference, rtol, steps, reference_name="torch fp32"):
     """Prints fsdpc's and torch's loss per step; returns the failures (steps
-    beyond rtol, or a missing step)."""
+    beyond rtol, or a missing step). `rtol` is one tolerance or one a step."""
     failures = 0
     print("step  fsdpc           torch           rel.diff")
     for step, (a, b) in enumerate(zip(ours, reference)):
         rel = abs(a - b) / max(abs(b), 1e-12)
-        flag = "" if rel <= rtol else "  <-- exceeds %g" % rtol
+        limit = rtol[step] if isinstance(rtol, list) else rtol
+        flag = "" if rel <= limit else "  <-- exceeds %.3g" % limit
         failures += bool(flag)
-        HEADROOM.add("loss vs " + reference_name, rel, rtol)
+        HEADROOM.add("loss vs " + reference_name, rel, limit)
         print("%4d  %.9g  %.9g  %.2e%s" % (step, a, b, rel, flag))
     if len(ours) != steps:
         print("fsdp-run reported %d steps, expected %d" % (len(ours), steps))

@@ -204,6 +204,50 @@ std::vector<std::string> fsdpc::import::parametersOptimizedAway(const onnx::Grap
   return {gone.begin(), gone.end()};
 }
 
+std::set<std::string> fsdpc::import::constantsFoldedFromBuffers(const onnx::GraphProto &graph,
+                                                                const DynamoSignature &signature) {
+  if (!signature.present || signature.targetOf.empty()) // no signature in the metadata
+    return {};
+  std::set<std::string> initializers, anonymous, readUnknowingly;
+  for (const onnx::TensorProto &init : graph.initializer()) {
+    initializers.insert(init.name());
+    if (signature.isAnonymous(init.name()))
+      anonymous.insert(init.name());
+  }
+  // The anonymous initializers each FX node's ONNX nodes read, and the
+  // parameters it names.
+  std::map<std::string, std::pair<std::set<std::string>, std::set<std::string>>> fxNodes;
+  for (const onnx::NodeProto &node : graph.node()) {
+    const std::string fx = metadata(node, kFxNodeKey);
+    if (fx.empty()) { // a node the optimizer made, or metadata a conversion dropped
+      for (const std::string &input : node.input())
+        if (anonymous.count(input))
+          readUnknowingly.insert(input);
+      continue;
+    }
+    auto &[reads, parameters] = fxNodes[fx];
+    for (const std::string &input : node.input())
+      if (anonymous.count(input))
+        reads.insert(input);
+    for (const std::string &target : fxParameterTargets(fx, signature))
+      parameters.insert(target);
+  }
+  std::set<std::string> accounted(initializers.begin(), initializers.end()), copies;
+  for (const auto &[fx, entry] : fxNodes)
+    if (!entry.first.empty() && !entry.second.empty()) {
+      accounted.insert(entry.second.begin(), entry.second.end());
+      copies.insert(entry.first.begin(), entry.first.end());
+    }
+  for (const auto &parameter : signature.parameters)
+    if (!accounted.count(parameter.getKey().str()))
+      return {};
+  std::set<std::string> constants;
+  for (const std::string &name : anonymous)
+    if (!copies.count(name) && !readUnknowingly.count(name))
+      constants.insert(name);
+  return constants;
+}
+
 void fsdpc::import::dropDowngradedSplitAttributes(onnx::GraphProto &graph, int64_t opset) {
   if (opset >= 18 || opset < 13)
     return;

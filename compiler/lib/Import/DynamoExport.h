@@ -16,6 +16,7 @@
 
 #include "onnx/onnx_pb.h"
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,17 @@ void splitMergedParameters(onnx::GraphProto &graph, const DynamoSignature &signa
 /// a node's FX metadata names it, it is no initializer, and no node of
 /// that FX node reads an anonymous initializer (a folded copy of it).
 std::vector<std::string> parametersOptimizedAway(const onnx::GraphProto &graph, const DynamoSignature &signature);
+
+/// Anonymous initializers that are no parameter: the optimizer also folds
+/// what the program computed from buffers and constants alone (the rotary
+/// cos and sin tables, a mask of zeros) into initializers that look like
+/// folded parameters. When every parameter of the signature is in the graph
+/// as itself or as an anonymous copy that a node of its FX node reads, the
+/// other anonymous initializers came from no parameter. Otherwise (a
+/// parameter folded into something no FX node names, as BERT's position
+/// embeddings gathered at constant positions) nothing is returned: any of
+/// them might be that parameter.
+std::set<std::string> constantsFoldedFromBuffers(const onnx::GraphProto &graph, const DynamoSignature &signature);
 
 /// Below opset 18, Split has no `num_outputs`; the dynamo exporter's
 /// conversion to older opsets leaves it in. Without a `split` input, Split

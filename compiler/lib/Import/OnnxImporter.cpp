@@ -848,6 +848,7 @@ bool ModelImporter::buildForward() {
   SmallVector<std::pair<StringRef, std::string>> argRoles; // attribute name, value
   llvm::DenseMap<size_t, std::string> moduleHints;          // argument -> module
   llvm::StringMap<std::string> anonymousModules = modulesOfAnonymous(graph, dynamo_);
+  const std::set<std::string> foldedConstants = constantsFoldedFromBuffers(graph, dynamo_);
   for (const onnx::ValueInfoProto &input : graph.input()) {
     if (initializers.contains(input.name()))
       continue;
@@ -890,10 +891,11 @@ bool ModelImporter::buildForward() {
     // So is one holding torch.finfo(float).min, what Hugging Face masks
     // add; a one-element value the exporter lifted out of the code (the
     // attention scale, GELU's 0.5: the dynamo exporter writes them as
-    // initializers); and a buffer the torch program declared.
+    // initializers); a buffer the torch program declared, or what the
+    // exporter folded from buffers alone (rotary tables).
     if (llvm::any_of(values, [](float v) { return !std::isfinite(v) || std::fabs(v) >= 1e30f; }) ||
         (values.size() == 1 && dynamo_.isAnonymous(init.name())) || dynamo_.buffers.contains(init.name()) ||
-        settingNames.contains(init.name())) {
+        foldedConstants.count(init.name()) || settingNames.contains(init.name())) {
       constantInitializers.push_back(&init);
       continue;
     }

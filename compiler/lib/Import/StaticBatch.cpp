@@ -63,6 +63,24 @@ int64_t product(const Shape &shape, size_t begin, size_t end) {
   return p;
 }
 
+/// The positions along an axis of `n` that a Slice keeps, in order
+/// (ONNX's clamping of starts and ends, any nonzero step).
+std::vector<int64_t> slicePositions(int64_t n, int64_t start, int64_t end, int64_t step) {
+  auto wrapped = [&](int64_t i) { return i < 0 ? i + n : i; };
+  std::vector<int64_t> kept;
+  if (step > 0) {
+    for (int64_t i = std::clamp<int64_t>(wrapped(start), 0, n), last = std::clamp<int64_t>(wrapped(end), 0, n);
+         i < last; i += step)
+      kept.push_back(i);
+  } else {
+    for (int64_t i = std::clamp<int64_t>(wrapped(start), -1, n - 1),
+                 last = std::clamp<int64_t>(wrapped(end), -1, n - 1);
+         i > last; i += step)
+      kept.push_back(i);
+  }
+  return kept;
+}
+
 std::string shapeText(const Shape &shape) {
   std::string text = "[";
   for (size_t i = 0; i < shape.size(); ++i)
@@ -147,6 +165,7 @@ private:
   std::optional<Shape> reshapeResult(const onnx::NodeProto &node) const;
   std::optional<Shape> expandResult(const onnx::NodeProto &node) const;
   std::optional<Shape> padResult(const onnx::NodeProto &node) const;
+  std::optional<Shape> sliceResult(const onnx::NodeProto &node) const;
   std::optional<std::vector<int64_t>> axesOperand(const onnx::NodeProto &node, const std::string &attribute,
                                                   int input) const;
   int outputAxis(int node, int output) const;
@@ -219,13 +238,14 @@ bool Rebatcher::inferExportShapes() {
     bool learnt = false;
     for (const onnx::NodeProto &node : graph_.node()) {
       const std::string &op = node.op_type();
-      if ((op != "Reshape" && op != "Expand" && op != "Pad") || node.output_size() != 1)
+      if ((op != "Reshape" && op != "Expand" && op != "Pad" && op != "Slice") || node.output_size() != 1)
         continue;
       const Shape *known = shapeOf(node.output(0));
       if (known && fullyKnown(*known))
         continue;
       std::optional<Shape> result = op == "Reshape"  ? reshapeResult(node)
                                     : op == "Expand" ? expandResult(node)
+                                    : op == "Slice"  ? sliceResult(node)
                                                      : padResult(node);
       if (!result)
         continue;
@@ -328,21 +348,8 @@ std::optional<std::vector<int64_t>> Rebatcher::evaluateInts(const std::string &v
     const int64_t axis = (*axes)[0] < 0 ? (*axes)[0] + rank : (*axes)[0];
     if (!fullyKnown(shape) || product(shape, 0, rank) != static_cast<int64_t>(data->size()) || axis < 0 || axis >= rank)
       return std::nullopt;
-    const int64_t n = shape[axis], step = (*steps)[0], inner = product(shape, axis + 1, rank),
-                  outer = product(shape, 0, axis);
-    auto wrapped = [&](int64_t i) { return i < 0 ? i + n : i; };
-    std::vector<int64_t> kept; // the positions along the axis, in order
-    if (step > 0) {
-      const int64_t start = std::clamp<int64_t>(wrapped((*starts)[0]), 0, n);
-      const int64_t end = std::clamp<int64_t>(wrapped((*ends)[0]), 0, n);
-      for (int64_t i = start; i < end; i += step)
-        kept.push_back(i);
-    } else {
-      const int64_t start = std::clamp<int64_t>(wrapped((*starts)[0]), -1, n - 1);
-      const int64_t end = std::clamp<int64_t>(wrapped((*ends)[0]), -1, n - 1);
-      for (int64_t i = start; i > end; i += step)
-        kept.push_back(i);
-    }
+    const int64_t n = shape[axis], inner = product(shape, axis + 1, rank), outer = product(shape, 0, axis);
+    const std::vector<int64_t> kept = slicePositions(n, (*starts)[0], (*ends)[0], (*steps)[0]);
     std::vector<int64_t> out;
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t i : kept)
@@ -455,6 +462,41 @@ std::optional<Shape> Rebatcher::padResult(const onnx::NodeProto &node) const {
     out[d] = (*in)[d] + (*pads)[d] + (*pads)[d + rank];
     if (out[d] < 0)
       return std::nullopt;
+  }
+  return out;
+}
+
+/// A Slice's output shape at the export batch, from its input's shape and
+/// its folded starts, ends, axes and steps (TorchScript builds them with
+/// Unsqueeze of Constants, which libonnx does not fold: Swin's patch
+/// merging takes every other row and column so).
+std::optional<Shape> Rebatcher::sliceResult(const onnx::NodeProto &node) const {
+  const Shape *in = shapeOf(node.input(0));
+  if (!in || !fullyKnown(*in) || node.input_size() < 3)
+    return std::nullopt;
+  const int rank = static_cast<int>(in->size());
+  auto starts = evaluateInts(node.input(1)), ends = evaluateInts(node.input(2));
+  std::optional<std::vector<int64_t>> axes, steps;
+  if (node.input_size() > 3 && !node.input(3).empty())
+    axes = evaluateInts(node.input(3));
+  else {
+    axes.emplace();
+    for (size_t i = 0; starts && i < starts->size(); ++i)
+      axes->push_back(static_cast<int64_t>(i));
+  }
+  if (node.input_size() > 4 && !node.input(4).empty())
+    steps = evaluateInts(node.input(4));
+  else if (starts)
+    steps = std::vector<int64_t>(starts->size(), 1);
+  if (!starts || !ends || !axes || !steps || ends->size() != starts->size() || axes->size() != starts->size() ||
+      steps->size() != starts->size())
+    return std::nullopt;
+  Shape out = *in;
+  for (size_t i = 0; i < starts->size(); ++i) {
+    const int64_t axis = (*axes)[i] < 0 ? (*axes)[i] + rank : (*axes)[i];
+    if (axis < 0 || axis >= rank || (*steps)[i] == 0)
+      return std::nullopt;
+    out[axis] = static_cast<int64_t>(slicePositions((*in)[axis], (*starts)[i], (*ends)[i], (*steps)[i]).size());
   }
   return out;
 }
@@ -649,6 +691,23 @@ int Rebatcher::outputAxis(int nodeIndex, int output) const {
     // [batch * T, C]).
     if (int ai = inputAxis(1); ai >= 0 && (a < 0 || a == gatherAxis))
       return valid(gatherAxis + ai);
+    return -1;
+  }
+  if (op == "GatherND") {
+    // Output: the indices' shape but its last dimension (k, the length of
+    // each index), then the data's dimensions past batch_dims + k.
+    const Shape *indices = inputShape(1);
+    if (!in || !indices || indices->empty() || indices->back() < 0)
+      return -1;
+    const int batchDims =
+        static_cast<int>(findAttribute(node, "batch_dims") ? findAttribute(node, "batch_dims")->i() : 0);
+    const int indexRank = static_cast<int>(indices->size()), k = static_cast<int>(indices->back());
+    if (int ai = inputAxis(1); ai >= 0 && ai < indexRank - 1) // a row per token, as MoE routing gathers experts
+      return valid(ai);
+    if (a >= 0 && a < batchDims)
+      return valid(a);
+    if (a >= batchDims + k)
+      return valid(a - batchDims - k + indexRank - 1);
     return -1;
   }
   if (op == "MatMul") {

@@ -80,6 +80,19 @@ def hf_llama(vocab):
                                                max_position_embeddings=CONTEXT)))
 
 
+def hf_mixtral(vocab):
+    # Mixture of experts, top 2 of 4 per token. transformers' default expert
+    # kernel (grouped_mm) is a custom op that no exporter converts and its
+    # "eager" one loops over the experts a batch routes to (NonZero, a
+    # data-dependent shape); "batched_mm" gathers each token's experts'
+    # weights and multiplies them batched, which exports.
+    from transformers import MixtralConfig, MixtralForCausalLM
+    return Logits(MixtralForCausalLM(MixtralConfig(
+        vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=CONTEXT, num_local_experts=4, num_experts_per_tok=2,
+        experts_implementation="batched_mm")))
+
+
 def hf_bert(vocab):
     from transformers import BertConfig, BertForSequenceClassification
     return Logits(BertForSequenceClassification(BertConfig(
@@ -207,6 +220,10 @@ MODELS = {
     "hf-gpt2": (hf_gpt2, "tokens", [(False, 17, False), (False, DYNAMIC_OPSET, True), (True, 18, False)]),
     # torch cannot export grouped-query attention through TorchScript.
     "hf-llama": (hf_llama, "tokens", [(True, 18, False), (True, DYNAMIC_OPSET, True)]),
+    # Routing: TopK of the router's softmax, each token's experts' weights
+    # gathered by those indices (their gradients scattered back), the
+    # outputs weighted by the routing probabilities.
+    "hf-mixtral": (hf_mixtral, "tokens", [(True, 18, False), (True, DYNAMIC_OPSET, True)]),
     # Sequence classification: logits [batch, classes]; the dynamo exporter
     # drops the pooler's and classifier's zero biases (LOSSY).
     "hf-bert": (hf_bert, "classes", [(False, 17, False), (False, DYNAMIC_OPSET, True), (True, 18, False)]),

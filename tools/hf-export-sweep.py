@@ -44,6 +44,14 @@ TEXT = {  # name: (config class, model class, config arguments beyond the common
     "phi3": ("Phi3Config", "Phi3ForCausalLM", dict(num_key_value_heads=2, pad_token_id=0)),
     "gemma": ("GemmaConfig", "GemmaForCausalLM", dict(num_key_value_heads=2, head_dim=8)),
     "stablelm": ("StableLmConfig", "StableLmForCausalLM", dict(num_key_value_heads=2)),
+    # Mixture of experts: "batched_mm" gathers each token's experts' weights
+    # (the default, grouped_mm, is a custom op no exporter converts; "eager"
+    # loops over the experts a batch routes to: NonZero).
+    "mixtral": ("MixtralConfig", "MixtralForCausalLM",
+                dict(num_key_value_heads=2, num_local_experts=4, experts_implementation="batched_mm")),
+    "qwen2-moe": ("Qwen2MoeConfig", "Qwen2MoeForCausalLM",
+                  dict(num_key_value_heads=2, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                       shared_expert_intermediate_size=32, experts_implementation="batched_mm")),
     "gpt-neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", dict()),
     "opt": ("OPTConfig", "OPTForCausalLM", dict(ffn_dim=64, word_embed_proj_dim=32, enable_bias=True)),
     "bloom": ("BloomConfig", "BloomForCausalLM", dict(n_layer=2, n_head=4)),
@@ -54,6 +62,20 @@ TEXT = {  # name: (config class, model class, config arguments beyond the common
     "bart-cls": ("BartConfig", "BartForSequenceClassification",
                  dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
                       decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64)),
+}
+BART_SIZES = dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                  decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64)
+SEQ2SEQ = {  # encoder-decoder language models, given input_ids and decoder_input_ids
+    "t5": ("T5Config", "T5ForConditionalGeneration",
+           dict(d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2, num_heads=4,
+                relative_attention_num_buckets=8, decoder_start_token_id=0)),
+    "t5-gated": ("T5Config", "T5ForConditionalGeneration",  # T5 v1.1 / Flan-T5's gated GELU
+                 dict(d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2, num_heads=4,
+                      relative_attention_num_buckets=8, feed_forward_proj="gated-gelu",
+                      tie_word_embeddings=False, decoder_start_token_id=0)),
+    "bart-lm": ("BartConfig", "BartForConditionalGeneration", BART_SIZES),
+    "marian": ("MarianConfig", "MarianMTModel", dict(BART_SIZES, decoder_vocab_size=VOCAB, pad_token_id=1)),
+    "pegasus": ("PegasusConfig", "PegasusForConditionalGeneration", BART_SIZES),
 }
 VISION = {
     "resnet": ("ResNetConfig", "ResNetForImageClassification",
@@ -75,12 +97,12 @@ VISION = {
 
 
 class Logits(torch.nn.Module):
-    def __init__(self, model, input_name):
+    def __init__(self, model, input_names):
         super().__init__()
-        self.model, self.input_name = model, input_name
+        self.model, self.input_names = model, input_names
 
-    def forward(self, x):
-        return self.model(**{self.input_name: x}).logits
+    def forward(self, *inputs):
+        return self.model(**dict(zip(self.input_names, inputs))).logits
 
 
 def build(name):
@@ -94,10 +116,31 @@ def build(name):
         model = getattr(transformers, model_name)(getattr(transformers, config_name)(**kwargs))
         ids = torch.randint(3, VOCAB, (BATCH, CONTEXT))
         ids[:, -1] = 2  # one end-of-sequence token per sample, which BART's head needs
-        return Logits(model, "input_ids").eval(), ids, "input_ids"
+        return Logits(model, ["input_ids"]).eval(), {"input_ids": ids}
+    if name in SEQ2SEQ:
+        config_name, model_name, extra = SEQ2SEQ[name]
+        model = getattr(transformers, model_name)(getattr(transformers, config_name)(vocab_size=VOCAB, **extra))
+        inputs = {"input_ids": torch.randint(3, VOCAB, (BATCH, CONTEXT)),
+                  "decoder_input_ids": torch.randint(3, VOCAB, (BATCH, CONTEXT // 2))}
+        return Logits(model, list(inputs)).eval(), inputs
+    if name == "whisper":  # speech to text: log-mel features in, the decoder's logits out
+        model = transformers.WhisperForConditionalGeneration(transformers.WhisperConfig(
+            vocab_size=VOCAB, num_mel_bins=8, d_model=32, encoder_layers=2, decoder_layers=2,
+            encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
+            max_source_positions=16, max_target_positions=32, pad_token_id=1, bos_token_id=2, eos_token_id=2,
+            decoder_start_token_id=2))
+        inputs = {"input_features": torch.randn(BATCH, 8, 32),
+                  "decoder_input_ids": torch.randint(3, VOCAB, (BATCH, CONTEXT // 2))}
+        return Logits(model, list(inputs)).eval(), inputs
+    if name == "wav2vec2":  # raw audio in, CTC logits out
+        model = transformers.Wav2Vec2ForCTC(transformers.Wav2Vec2Config(
+            vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+            conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16,
+            num_conv_pos_embedding_groups=4, do_stable_layer_norm=True, feat_extract_norm="layer"))
+        return Logits(model, ["input_values"]).eval(), {"input_values": torch.randn(BATCH, 800)}
     config_name, model_name, extra = VISION[name]
     model = getattr(transformers, model_name)(getattr(transformers, config_name)(num_labels=3, **extra))
-    return Logits(model, "pixel_values").eval(), torch.randn(BATCH, 3, IMAGE, IMAGE), "pixel_values"
+    return Logits(model, ["pixel_values"]).eval(), {"pixel_values": torch.randn(BATCH, 3, IMAGE, IMAGE)}
 
 
 def last_line(text):
@@ -107,11 +150,11 @@ def last_line(text):
 
 def check(name, work, bin_dir, dynamo):
     try:
-        module, x, input_name = build(name)
+        module, inputs = build(name)
     except Exception as e:  # a configuration this transformers does not take
         return "BUILD-ERROR " + (str(e).splitlines() or [type(e).__name__])[0][:200]
     path = os.path.join(work, name + ".onnx")
-    kwargs = dict(input_names=[input_name], output_names=["logits"], opset_version=18 if dynamo else 17,
+    kwargs = dict(input_names=list(inputs), output_names=["logits"], opset_version=18 if dynamo else 17,
                   dynamo=dynamo)
     if dynamo:
         kwargs["external_data"] = False
@@ -121,25 +164,26 @@ def check(name, work, bin_dir, dynamo):
             stdout = os.dup(1)
             os.dup2(quiet.fileno(), 1)  # the exporters print the graph on failure
             try:
-                torch.onnx.export(module, (x,), path, **kwargs)
+                torch.onnx.export(module, tuple(inputs.values()), path, **kwargs)
             finally:
                 os.dup2(stdout, 1)
     except Exception as e:  # torch's exporter, not fsdpc
         return "EXPORT-ERROR " + (str(e).splitlines() or [type(e).__name__])[0][:200]
     try:
         with torch.no_grad():
-            want = module(x).numpy()
+            want = module(*inputs.values()).numpy()
     except Exception as e:
         return "TORCH-ERROR " + (str(e).splitlines() or [type(e).__name__])[0][:200]
-    inputs, outputs, plan = (os.path.join(work, name + s) for s in ("-in", "-out", ".plan"))
-    os.makedirs(inputs, exist_ok=True)
+    input_dir, outputs, plan = (os.path.join(work, name + s) for s in ("-in", "-out", ".plan"))
+    os.makedirs(input_dir, exist_ok=True)
     os.makedirs(outputs, exist_ok=True)
-    np.save(os.path.join(inputs, input_name + ".npy"), x.numpy())
+    for input_name, x in inputs.items():
+        np.save(os.path.join(input_dir, input_name + ".npy"), x.numpy())
     compiled = subprocess.run([os.path.join(bin_dir, "fsdpc"), path, "--forward-only", "-o", plan],
                               capture_output=True, text=True)
     if compiled.returncode != 0:
         return "FAIL " + last_line(compiled.stderr)
-    ran = subprocess.run([os.path.join(bin_dir, "fsdp-run"), plan, "--forward", "--inputs", inputs,
+    ran = subprocess.run([os.path.join(bin_dir, "fsdp-run"), plan, "--forward", "--inputs", input_dir,
                           "--outputs", outputs], capture_output=True, text=True)
     if ran.returncode != 0:
         return "RUNFAIL " + last_line(ran.stderr)
@@ -153,7 +197,7 @@ def check(name, work, bin_dir, dynamo):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("models", nargs="*", default=list(TEXT) + list(VISION))
+    parser.add_argument("models", nargs="*", default=list(TEXT) + list(SEQ2SEQ) + ["whisper", "wav2vec2"] + list(VISION))
     parser.add_argument("--dynamo", action="store_true", help="torch.export (dynamo=True, opset 18)")
     parser.add_argument("--build", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build"))
     args = parser.parse_args()

@@ -9,6 +9,7 @@ generate.py recorded in manifest.json. CI needs no torch 2.x for this.
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -56,21 +57,33 @@ def main():
                     name, export["exporter"], export["opset"], export["batch"], ranks)
                 plan = os.path.join(args.work, "%s-%d.bin" % (export["file"], ranks))
                 metrics = os.path.join(args.work, "%s-%d.jsonl" % (export["file"], ranks))
-                run(["fsdpc", os.path.join(FIXTURES, export["file"]), "-o", plan, "--batch-size",
+                compiled = subprocess.run(
+                    ["fsdpc", os.path.join(FIXTURES, export["file"]), "-o", plan, "--batch-size",
                      str(training["batch"]), "--world-size", str(ranks), "--optimizer", training["optimizer"],
                      "--lr", repr(training["lr"]), "--weight-decay", repr(training["weight_decay"]),
-                     "--strategy", "full_shard"])
+                     "--strategy", "full_shard"], capture_output=True, text=True)
+                if compiled.returncode != 0:
+                    sys.exit("fsdpc failed on %s:\n%s" % (export["file"], compiled.stderr))
+                # As many trainable parameters as torch's module has: a
+                # constant the exporter folded (a rotary table, a mask) must
+                # not train, nor a parameter go missing. A lossy export warns
+                # instead (above).
+                trained = re.search(r"(\d+) trainable parameters", compiled.stdout + compiled.stderr)
+                trained = int(trained.group(1)) if trained else -1
                 launch = MPIRUN + ["-np", str(ranks)] if ranks > 1 else []
                 run(launch + ["fsdp-run", plan, "--steps", str(training["steps"]), "--data",
                               os.path.join(FIXTURES, model.get("data", "data")), "--metrics-json", metrics])
                 print("== " + tag)
+                if trained != model["parameters"]:
+                    print("fsdpc trains %d parameters, torch's module has %d" % (trained, model["parameters"]))
+                    failures += 1
                 # A model trained with BatchNorm's batch statistics has one
                 # trajectory per rank count (each rank normalises its slice).
                 reference = model.get("losses_by_ranks", {}).get(str(ranks), model["losses"])
                 bad = print_loss_comparison(read_losses(metrics), reference, args.rtol, training["steps"],
                                             "torch " + manifest["torch"].split("+")[0])
                 failures += bad
-                print("%s: %s" % (tag, "ok" if bad == 0 else "FAIL"))
+                print("%s: %s" % (tag, "ok" if bad == 0 and trained == model["parameters"] else "FAIL"))
     HEADROOM.print()
     print("RESULT:", "PASS" if failures == 0 else "FAIL (%d)" % failures)
     sys.exit(1 if failures else 0)

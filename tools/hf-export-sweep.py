@@ -10,13 +10,16 @@ needs a current torch and transformers from PyPI, which CI does not have).
 
 For each model (all by default) it prints one line: OK with the largest
 difference of the logits from torch's (fp32, a batch of 2), MISMATCH where
-that exceeds 1e-4 of their scale, FAIL with fsdpc's error, RUNFAIL with
+that exceeds 1e-4 of their scale (either with PARAMETERS where fsdpc would
+train another number of parameters than torch's module has: the exporter
+folded one, or fsdpc took a folded constant for one), FAIL with fsdpc's error, RUNFAIL with
 fsdp-run's, or EXPORT-ERROR where torch cannot export the model.
 TorchScript (the default) cannot export grouped-query attention (Mistral,
 Qwen2, Phi-3, Gemma, StableLM): use --dynamo for those.
 """
 import argparse
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -183,6 +186,12 @@ def check(name, work, bin_dir, dynamo):
                               capture_output=True, text=True)
     if compiled.returncode != 0:
         return "FAIL " + last_line(compiled.stderr)
+    # As many trainable parameters as torch's module: an exporter that
+    # folded a parameter (or fsdpc training a folded constant) shows here.
+    trained = re.search(r"(\d+) trainable parameters", compiled.stdout + compiled.stderr)
+    trained = int(trained.group(1)) if trained else -1
+    expected = sum(p.numel() for p in module.parameters() if p.requires_grad)
+    counted = "" if trained == expected else ", PARAMETERS fsdpc %d, torch %d" % (trained, expected)
     ran = subprocess.run([os.path.join(bin_dir, "fsdp-run"), plan, "--forward", "--inputs", input_dir,
                           "--outputs", outputs], capture_output=True, text=True)
     if ran.returncode != 0:
@@ -192,7 +201,7 @@ def check(name, work, bin_dir, dynamo):
         return "MISMATCH shape %s, torch's %s" % (got.shape, want.shape)
     diff, scale = float(np.abs(got - want).max()), float(np.abs(want).max())
     verdict = "OK" if diff <= 1e-4 * max(1.0, scale) else "MISMATCH"
-    return "%s max |fsdp-run - torch| %.2e (logits up to %.2e)" % (verdict, diff, scale)
+    return "%s max |fsdp-run - torch| %.2e (logits up to %.2e)%s" % (verdict, diff, scale, counted)
 
 
 def main():

@@ -695,6 +695,11 @@ bool ModelImporter::undoExporterParameterRewrites() {
     if (graph.initializer(i).data_type() == onnx::TensorProto::FLOAT)
       floatInitializer[graph.initializer(i).name()] = i;
 
+  auto values = [&](const onnx::TensorProto &t, std::vector<float> &out) {
+    std::string error;
+    return readTensorElements(t, baseDir_, &out, nullptr, error);
+  };
+
   // Identity(initializer) -> an initializer of its own.
   std::vector<onnx::TensorProto> copies;
   eraseIf(graph.mutable_node(), [&](const onnx::NodeProto &node) {
@@ -702,6 +707,19 @@ bool ModelImporter::undoExporterParameterRewrites() {
         !floatInitializer.count(node.input(0)))
       return false;
     onnx::TensorProto copy = graph.initializer(floatInitializer.lookup(node.input(0)));
+    // Two folded copies (transposed weights) with the same random values
+    // are either layers cloned with deepcopy, which train apart, or one
+    // weight a model shares between layers (ALBERT), which does not: the
+    // file cannot tell. Equal-valued ones (ones, zeros) are the exporter's
+    // merges of separate parameters, as everywhere.
+    std::vector<float> copyValues;
+    if (dynamo_.isAnonymous(node.input(0)) && dynamo_.isAnonymous(node.output(0)) && values(copy, copyValues) &&
+        llvm::any_of(copyValues, [&](float v) { return v != copyValues.front(); }))
+      result_.warnings.push_back(path_ + ": folded initializer '" + node.output(0) + "' is an Identity of '" +
+                                 node.input(0) +
+                                 "' (equal values), so they train as two parameters, as layers cloned with deepcopy "
+                                 "do; if the model shares one weight between them (ALBERT), export with "
+                                 "do_constant_folding=False, which keeps the weight itself");
     copy.set_name(node.output(0));
     copies.push_back(std::move(copy));
     initializerRewrites_.push_back({"identity_copy", node.output(0), node.input(0)});
@@ -711,10 +729,6 @@ bool ModelImporter::undoExporterParameterRewrites() {
     *graph.add_initializer() = std::move(copy);
 
   // onnx::X == transpose(named Y) -> Transpose(Y).
-  auto values = [&](const onnx::TensorProto &t, std::vector<float> &out) {
-    std::string error;
-    return readTensorElements(t, baseDir_, &out, nullptr, error);
-  };
   std::vector<std::string> tied;
   std::vector<onnx::NodeProto> transposes;
   llvm::StringMap<std::vector<float>> namedValues;

@@ -4,8 +4,11 @@ makes: a tied weight replaced by an anonymous transposed copy, equal
 initializers merged behind an Identity, a -inf mask buffer, and an
 anonymous folded weight whose module only its consumer's name tells.
 With --external-data, the initializers are stored in a file beside it.
+With --shared-copy, a second MatMul reads an Identity of the folded weight,
+as the exporter writes one weight shared by two layers (ALBERT) or two
+layers cloned with deepcopy.
 
-  torch_export_artifacts.py OUT.onnx [--external-data]"""
+  torch_export_artifacts.py OUT.onnx [--external-data] [--shared-copy]"""
 import sys
 
 import numpy as np
@@ -30,6 +33,10 @@ nodes = [
     helper.make_node("Add", ["h2", "mask"], ["h3"], name="/attn/Add"),
     helper.make_node("MatMul", ["h3", "onnx::MatMul_9"], ["y"], name="/blocks.0/fc/MatMul"),
 ]
+if "--shared-copy" in sys.argv[2:]:
+    nodes[-1].output[0] = "y0"
+    nodes += [helper.make_node("Identity", ["onnx::MatMul_9"], ["onnx::MatMul_11"], name="Identity_1"),
+              helper.make_node("MatMul", ["y0", "onnx::MatMul_11"], ["y"], name="/blocks.1/fc/MatMul")]
 graph = helper.make_graph(nodes, "artifacts",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
                            helper.make_tensor_value_info("ids", TensorProto.INT64, [2])],

@@ -178,29 +178,56 @@ void fsdpc::import::splitMergedParameters(onnx::GraphProto &graph, const DynamoS
   }
 }
 
-std::vector<std::string> fsdpc::import::parametersOptimizedAway(const onnx::GraphProto &graph,
-                                                                const DynamoSignature &signature) {
-  std::set<std::string> initializers;
-  for (const onnx::TensorProto &init : graph.initializer())
-    initializers.insert(init.name());
-  // FX node text -> whether one of its ONNX nodes reads an anonymous
-  // initializer, and the absent parameters it names.
-  std::map<std::string, std::pair<bool, std::set<std::string>>> fxNodes;
+namespace {
+
+/// What the ONNX nodes of each FX node read: the anonymous initializers,
+/// and the parameter targets the FX node names; and the anonymous
+/// initializers read by nodes without FX metadata.
+struct FxNodeReads {
+  std::set<std::string> initializers, anonymous;
+  std::map<std::string, std::pair<std::set<std::string>, std::set<std::string>>> byFxNode; // anonymous, parameters
+  std::set<std::string> readWithoutMetadata;
+};
+
+FxNodeReads fxNodeReads(const onnx::GraphProto &graph, const DynamoSignature &signature) {
+  FxNodeReads reads;
+  for (const onnx::TensorProto &init : graph.initializer()) {
+    reads.initializers.insert(init.name());
+    if (signature.isAnonymous(init.name()))
+      reads.anonymous.insert(init.name());
+  }
   for (const onnx::NodeProto &node : graph.node()) {
     const std::string fx = metadata(node, kFxNodeKey);
-    if (fx.empty())
+    auto readsAnonymous = [&](std::set<std::string> &into) {
+      for (const std::string &input : node.input())
+        if (reads.anonymous.count(input))
+          into.insert(input);
+    };
+    if (fx.empty()) { // a node the optimizer made, or metadata a conversion dropped
+      readsAnonymous(reads.readWithoutMetadata);
       continue;
-    auto &[readsAnonymous, absent] = fxNodes[fx];
-    for (const std::string &input : node.input())
-      readsAnonymous |= initializers.count(input) && signature.isAnonymous(input);
+    }
+    auto &[anonymous, parameters] = reads.byFxNode[fx];
+    readsAnonymous(anonymous);
     for (const std::string &target : fxParameterTargets(fx, signature))
-      if (signature.parameters.contains(target) && !initializers.count(target))
-        absent.insert(target);
+      parameters.insert(target);
   }
+  return reads;
+}
+
+} // namespace
+
+std::vector<std::string> fsdpc::import::parametersOptimizedAway(const onnx::GraphProto &graph,
+                                                                const DynamoSignature &signature) {
+  // A parameter an FX node names, which is no initializer, while no ONNX
+  // node of that FX node reads an anonymous one (a folded copy).
+  const FxNodeReads reads = fxNodeReads(graph, signature);
   std::set<std::string> gone;
-  for (const auto &[fx, entry] : fxNodes)
-    if (!entry.first)
-      gone.insert(entry.second.begin(), entry.second.end());
+  for (const auto &[fx, entry] : reads.byFxNode)
+    if (entry.first.empty())
+      for (const std::string &target : entry.second)
+        if (signature.parameters.contains(target) && !reads.initializers.count(target))
+          gone.insert(target);
   return {gone.begin(), gone.end()};
 }
 
@@ -208,32 +235,9 @@ std::set<std::string> fsdpc::import::constantsFoldedFromBuffers(const onnx::Grap
                                                                 const DynamoSignature &signature) {
   if (!signature.present || signature.targetOf.empty()) // no signature in the metadata
     return {};
-  std::set<std::string> initializers, anonymous, readUnknowingly;
-  for (const onnx::TensorProto &init : graph.initializer()) {
-    initializers.insert(init.name());
-    if (signature.isAnonymous(init.name()))
-      anonymous.insert(init.name());
-  }
-  // The anonymous initializers each FX node's ONNX nodes read, and the
-  // parameters it names.
-  std::map<std::string, std::pair<std::set<std::string>, std::set<std::string>>> fxNodes;
-  for (const onnx::NodeProto &node : graph.node()) {
-    const std::string fx = metadata(node, kFxNodeKey);
-    if (fx.empty()) { // a node the optimizer made, or metadata a conversion dropped
-      for (const std::string &input : node.input())
-        if (anonymous.count(input))
-          readUnknowingly.insert(input);
-      continue;
-    }
-    auto &[reads, parameters] = fxNodes[fx];
-    for (const std::string &input : node.input())
-      if (anonymous.count(input))
-        reads.insert(input);
-    for (const std::string &target : fxParameterTargets(fx, signature))
-      parameters.insert(target);
-  }
-  std::set<std::string> accounted(initializers.begin(), initializers.end()), copies;
-  for (const auto &[fx, entry] : fxNodes)
+  const FxNodeReads reads = fxNodeReads(graph, signature);
+  std::set<std::string> accounted(reads.initializers.begin(), reads.initializers.end()), copies;
+  for (const auto &[fx, entry] : reads.byFxNode)
     if (!entry.first.empty() && !entry.second.empty()) {
       accounted.insert(entry.second.begin(), entry.second.end());
       copies.insert(entry.first.begin(), entry.first.end());
@@ -242,8 +246,8 @@ std::set<std::string> fsdpc::import::constantsFoldedFromBuffers(const onnx::Grap
     if (!accounted.count(parameter.getKey().str()))
       return {};
   std::set<std::string> constants;
-  for (const std::string &name : anonymous)
-    if (!copies.count(name) && !readUnknowingly.count(name))
+  for (const std::string &name : reads.anonymous)
+    if (!copies.count(name) && !reads.readWithoutMetadata.count(name))
       constants.insert(name);
   return constants;
 }

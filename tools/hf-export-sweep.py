@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Exports small random Hugging Face models with torch's ONNX exporter and
+"""Exports small random Hugging Face models (transformers, and diffusers'
+denoisers and VAE) with torch's ONNX exporter and
 checks that fsdpc compiles them and that fsdp-run's forward pass gives
 torch's logits: a survey of the exports users bring, not a CI test (it
 needs a current torch and transformers from PyPI, which CI does not have).
 
   python3 -m venv /tmp/torch2
-  /tmp/torch2/bin/pip install torch transformers onnxscript onnx
-  /tmp/torch2/bin/python tools/hf-export-sweep.py [--dynamo] [--build build] [MODEL ...]
+  /tmp/torch2/bin/pip install torch transformers diffusers onnxscript onnx
+  /tmp/torch2/bin/python tools/hf-export-sweep.py [--dynamo [--no-optimize]] [--build build] [MODEL ...]
 
 For each model (all by default) it prints one line: OK with the largest
 difference of the logits from torch's (fp32, a batch of 2), MISMATCH where
@@ -99,18 +100,69 @@ VISION = {
 }
 
 
+DIFFUSERS = ["unet2d", "unet2d-cond", "vae", "dit", "sd3", "flux"]
+
+
 class Logits(torch.nn.Module):
     def __init__(self, model, input_names):
         super().__init__()
         self.model, self.input_names = model, input_names
 
     def forward(self, *inputs):
-        return self.model(**dict(zip(self.input_names, inputs))).logits
+        out = self.model(**dict(zip(self.input_names, inputs)))
+        return out.sample if hasattr(out, "sample") else out.logits
+
+
+def build_diffusers(name):
+    """diffusers' models at tiny sizes: the DDPM and Stable Diffusion UNets
+    (GroupNorm, timestep embedding, self- and cross-attention), the VAE,
+    and the transformer denoisers DiT (adaLN), SD3 (joint attention) and
+    Flux (rotary embeddings from position ids)."""
+    import diffusers
+    t = torch.tensor([10, 500])
+    if name == "unet2d":
+        return diffusers.UNet2DModel(
+            sample_size=16, in_channels=3, out_channels=3, layers_per_block=1, block_out_channels=(16, 32),
+            down_block_types=("DownBlock2D", "AttnDownBlock2D"), up_block_types=("AttnUpBlock2D", "UpBlock2D"),
+            norm_num_groups=8), {"sample": torch.randn(BATCH, 3, 16, 16), "timestep": t}
+    if name == "unet2d-cond":
+        return diffusers.UNet2DConditionModel(
+            sample_size=16, in_channels=4, out_channels=4, layers_per_block=1, block_out_channels=(16, 32),
+            down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"), up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
+            cross_attention_dim=24, attention_head_dim=8, norm_num_groups=8), \
+            {"sample": torch.randn(BATCH, 4, 16, 16), "timestep": t, "encoder_hidden_states": torch.randn(BATCH, 7, 24)}
+    if name == "vae":
+        return diffusers.AutoencoderKL(
+            in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",) * 2,
+            up_block_types=("UpDecoderBlock2D",) * 2, block_out_channels=(16, 32), latent_channels=4, norm_num_groups=8,
+            sample_size=16), {"sample": torch.randn(BATCH, 3, 16, 16)}
+    if name == "dit":
+        return diffusers.DiTTransformer2DModel(
+            num_attention_heads=2, attention_head_dim=8, in_channels=4, num_layers=2, sample_size=8, patch_size=2,
+            num_embeds_ada_norm=10), \
+            {"hidden_states": torch.randn(BATCH, 4, 8, 8), "timestep": torch.tensor([1, 5]),
+             "class_labels": torch.tensor([1, 3])}
+    if name == "sd3":
+        return diffusers.SD3Transformer2DModel(
+            sample_size=8, patch_size=2, in_channels=4, num_layers=2, attention_head_dim=8, num_attention_heads=2,
+            joint_attention_dim=16, caption_projection_dim=16, pooled_projection_dim=12, out_channels=4,
+            pos_embed_max_size=8), \
+            {"hidden_states": torch.randn(BATCH, 4, 8, 8), "encoder_hidden_states": torch.randn(BATCH, 5, 16),
+             "pooled_projections": torch.randn(BATCH, 12), "timestep": torch.tensor([1, 5])}
+    return diffusers.FluxTransformer2DModel(
+        patch_size=1, in_channels=8, num_layers=1, num_single_layers=1, attention_head_dim=8, num_attention_heads=2,
+        joint_attention_dim=16, pooled_projection_dim=12, axes_dims_rope=(2, 2, 4)), \
+        {"hidden_states": torch.randn(BATCH, 16, 8), "encoder_hidden_states": torch.randn(BATCH, 5, 16),
+         "pooled_projections": torch.randn(BATCH, 12), "timestep": torch.tensor([0.1, 0.5]),
+         "img_ids": torch.zeros(16, 3), "txt_ids": torch.zeros(5, 3)}
 
 
 def build(name):
-    import transformers
     torch.manual_seed(0)
+    if name in DIFFUSERS:
+        model, inputs = build_diffusers(name)
+        return Logits(model, list(inputs)).eval(), inputs
+    import transformers
     if name in TEXT:
         config_name, model_name, extra = TEXT[name]
         kwargs = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
@@ -151,7 +203,7 @@ def last_line(text):
     return lines[-1][:300] if lines else "?"
 
 
-def check(name, work, bin_dir, dynamo):
+def check(name, work, bin_dir, dynamo, optimize=True):
     try:
         module, inputs = build(name)
     except Exception as e:  # a configuration this transformers does not take
@@ -160,7 +212,7 @@ def check(name, work, bin_dir, dynamo):
     kwargs = dict(input_names=list(inputs), output_names=["logits"], opset_version=18 if dynamo else 17,
                   dynamo=dynamo)
     if dynamo:
-        kwargs["external_data"] = False
+        kwargs.update(external_data=False, optimize=optimize)
     try:
         with warnings.catch_warnings(), open(os.devnull, "w") as quiet:
             warnings.simplefilter("ignore")
@@ -206,14 +258,17 @@ def check(name, work, bin_dir, dynamo):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("models", nargs="*", default=list(TEXT) + list(SEQ2SEQ) + ["whisper", "wav2vec2"] + list(VISION))
+    parser.add_argument("models", nargs="*", default=list(TEXT) + list(SEQ2SEQ) + ["whisper", "wav2vec2"] + list(VISION) +
+                        DIFFUSERS)
     parser.add_argument("--dynamo", action="store_true", help="torch.export (dynamo=True, opset 18)")
+    parser.add_argument("--no-optimize", action="store_true",
+                        help="with --dynamo: optimize=False, no constant folding or merging of initializers")
     parser.add_argument("--build", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build"))
     args = parser.parse_args()
     bad = 0
     with tempfile.TemporaryDirectory() as work:
         for name in args.models:
-            result = check(name, work, os.path.join(args.build, "bin"), args.dynamo)
+            result = check(name, work, os.path.join(args.build, "bin"), args.dynamo, not args.no_optimize)
             bad += result.startswith(("MISMATCH", "RUNFAIL"))
             print("%-16s %s" % (name, result), flush=True)
     sys.exit(1 if bad else 0)

@@ -125,7 +125,205 @@ std::string fsdpc::import::moduleOfNode(const onnx::NodeProto &node) {
   return module;
 }
 
-void fsdpc::import::splitMergedParameters(onnx::GraphProto &graph, const DynamoSignature &signature) {
+namespace {
+
+/// The anonymous half of splitMergedParameters: folded copies merged by
+/// value. Each FX node reading an anonymous float initializer names the
+/// parameters it stands for; those the graph has no initializer of are the
+/// hidden ones. FX nodes whose hidden parameters overlap read one value (a
+/// tied weight's transposed copy read by two products); every other group
+/// of them gets a copy of its own (`val_55.merged_1`), the first keeps it.
+/// FX nodes naming no hidden parameter, and nodes without metadata, keep
+/// the original.
+void splitMergedFoldedCopies(onnx::GraphProto &graph, const DynamoSignature &signature) {
+  std::map<std::string, int> initializerIndex;
+  for (int i = 0; i < graph.initializer_size(); ++i)
+    initializerIndex[graph.initializer(i).name()] = i;
+  auto isFoldedFloat = [&](const std::string &name) {
+    auto it = initializerIndex.find(name);
+    return it != initializerIndex.end() && signature.isAnonymous(name) && !signature.exporterConstants.count(name) &&
+           graph.initializer(it->second).data_type() == onnx::TensorProto::FLOAT;
+  };
+
+  // Per anonymous initializer, the FX nodes reading it in graph order, and
+  // per FX node the hidden parameters it names.
+  std::map<std::string, std::vector<std::string>> readers;
+  std::map<std::string, std::set<std::string>> hiddenOf;
+  for (const onnx::NodeProto &node : graph.node()) {
+    const std::string fx = metadata(node, kFxNodeKey);
+    if (fx.empty())
+      continue;
+    for (const std::string &input : node.input()) {
+      if (!isFoldedFloat(input))
+        continue;
+      std::vector<std::string> &fxNodes = readers[input];
+      if (std::find(fxNodes.begin(), fxNodes.end(), fx) != fxNodes.end())
+        continue;
+      fxNodes.push_back(fx);
+      if (!hiddenOf.count(fx))
+        for (const std::string &target : fxParameterTargets(fx, signature))
+          if (!initializerIndex.count(target))
+            hiddenOf[fx].insert(target);
+    }
+  }
+
+  std::map<std::pair<std::string, std::string>, std::string> copyFor; // (FX node, initializer) -> its copy
+  for (const auto &[name, fxNodes] : readers) {
+    struct Group {
+      std::set<std::string> parameters;
+      std::vector<std::string> fxNodes;
+    };
+    std::vector<Group> groups; // in the order of their first reader
+    for (const std::string &fx : fxNodes) {
+      const std::set<std::string> &hidden = hiddenOf[fx];
+      if (hidden.empty())
+        continue;
+      Group joined{hidden, {fx}};
+      size_t firstOverlap = groups.size();
+      for (size_t g = groups.size(); g-- > 0;) {
+        const std::set<std::string> &parameters = groups[g].parameters;
+        if (std::none_of(hidden.begin(), hidden.end(), [&](const std::string &p) { return parameters.count(p); }))
+          continue;
+        joined.parameters.insert(parameters.begin(), parameters.end());
+        joined.fxNodes.insert(joined.fxNodes.begin(), groups[g].fxNodes.begin(), groups[g].fxNodes.end());
+        groups.erase(groups.begin() + g);
+        firstOverlap = g;
+      }
+      groups.insert(groups.begin() + std::min(firstOverlap, groups.size()), std::move(joined));
+    }
+    for (size_t g = 1, suffix = 1; g < groups.size(); ++g) {
+      std::string copyName;
+      do
+        copyName = name + ".merged_" + std::to_string(suffix++);
+      while (initializerIndex.count(copyName));
+      onnx::TensorProto copy = graph.initializer(initializerIndex.at(name));
+      copy.set_name(copyName);
+      initializerIndex[copyName] = graph.initializer_size();
+      *graph.add_initializer() = std::move(copy);
+      for (const std::string &fx : groups[g].fxNodes)
+        copyFor[{fx, name}] = copyName;
+    }
+  }
+  if (copyFor.empty())
+    return;
+  for (onnx::NodeProto &node : *graph.mutable_node()) {
+    const std::string fx = metadata(node, kFxNodeKey);
+    for (int slot = 0; slot < node.input_size(); ++slot)
+      if (auto it = copyFor.find({fx, node.input(slot)}); it != copyFor.end())
+        node.set_input(slot, it->second);
+  }
+}
+
+/// An FX node as its metadata text writes it: `%group_norm : [num_users=1] =
+/// call_function[target=torch.ops.aten.group_norm.default](args = (%conv2d,
+/// 8, %p_norm_weight, %p_norm_bias, 1e-05, False), kwargs = {})`.
+struct FxNodeText {
+  std::string target;              // torch.ops.aten.group_norm.default
+  std::vector<std::string> inputs; // the values its arguments name: conv2d, p_norm_weight, ...
+};
+
+FxNodeText parseFxNode(llvm::StringRef fx) {
+  FxNodeText parsed;
+  llvm::StringRef rest = fx.split(" = ").second;
+  if (size_t at = rest.find("target="); at != llvm::StringRef::npos)
+    parsed.target = rest.drop_front(at + 7).split(']').first.str();
+  rest = rest.split("](").second;
+  for (size_t at = rest.find('%'); at != llvm::StringRef::npos; at = rest.find('%', at + 1))
+    parsed.inputs.push_back(
+        rest.drop_front(at + 1)
+            .take_while([](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; })
+            .str());
+  return parsed;
+}
+
+/// Initializers that the exporter's translation of an FX node made and its
+/// optimizer merged with equal values elsewhere: an affine-free LayerNorm's
+/// weight of ones merged into some parameter of ones, GroupNorm's
+/// InstanceNormalization over the groups with its scale of ones and bias of
+/// zeros. Training them would train constants torch has, or tie them to a
+/// parameter they only equal. A read is the exporter's constant when
+///
+/// - the FX node names no parameter, and every value its arguments name is
+///   an input, a buffer or a value an ONNX node computes, so nothing that
+///   carried a parameter was folded away on the way to it (a `clone` or `t`
+///   of a weight whose ONNX node the optimizer removed, a value folded into
+///   an initializer);
+/// - or it is one of the constants a translation is known to make beside
+///   the parameters: aten.group_norm's InstanceNormalization scale and B.
+///
+/// Those reads get a copy (`X.exporter_constant`) where something else
+/// reads the initializer too, and the initializers only they read are
+/// recorded in signature.exporterConstants.
+void separateExporterConstants(onnx::GraphProto &graph, DynamoSignature &signature) {
+  std::map<std::string, int> initializerIndex;
+  for (int i = 0; i < graph.initializer_size(); ++i)
+    initializerIndex[graph.initializer(i).name()] = i;
+  // Values computed in the graph: the torch program's inputs, and what
+  // ONNX nodes compute. An FX value that is an initializer was folded, and
+  // might have been computed from a parameter.
+  std::set<std::string> computed;
+  for (const onnx::ValueInfoProto &input : graph.input())
+    if (!initializerIndex.count(input.name()))
+      computed.insert(input.name());
+  for (const onnx::NodeProto &node : graph.node())
+    computed.insert(node.output().begin(), node.output().end());
+  auto isFloatInitializer = [&](const std::string &name) {
+    auto it = initializerIndex.find(name);
+    return it != initializerIndex.end() && graph.initializer(it->second).data_type() == onnx::TensorProto::FLOAT;
+  };
+
+  std::map<std::string, bool> madeByTranslation;  // FX node text -> names no parameter, every input in the graph
+  std::vector<std::pair<int, int>> constantReads; // node, input slot
+  std::map<std::string, int> reads, constantReadsOf;
+  for (int n = 0; n < graph.node_size(); ++n) {
+    const onnx::NodeProto &node = graph.node(n);
+    const std::string fx = metadata(node, kFxNodeKey);
+    for (const std::string &input : node.input())
+      ++reads[input];
+    if (fx.empty())
+      continue;
+    auto [entry, fresh] = madeByTranslation.try_emplace(fx, false);
+    if (fresh) {
+      const FxNodeText parsed = parseFxNode(fx);
+      entry->second = fxParameterTargets(fx, signature).empty() &&
+                      std::all_of(parsed.inputs.begin(), parsed.inputs.end(), [&](const std::string &value) {
+                        auto placeholder = signature.targetOf.find(value); // a buffer's or constant's
+                        return computed.count(value) || (placeholder != signature.targetOf.end() &&
+                                                         !signature.parameters.contains(placeholder->second));
+                      });
+    }
+    const bool groupNormConstants =
+        node.op_type() == "InstanceNormalization" && parseFxNode(fx).target == "torch.ops.aten.group_norm.default";
+    for (int slot = 0; slot < node.input_size(); ++slot) {
+      const std::string &input = node.input(slot);
+      if (!isFloatInitializer(input) || signature.buffers.contains(input))
+        continue;
+      if (entry->second || (groupNormConstants && slot > 0 && signature.isAnonymous(input))) {
+        constantReads.emplace_back(n, slot);
+        ++constantReadsOf[input];
+      }
+    }
+  }
+  std::map<std::string, std::string> constantFor;
+  for (const auto &[name, count] : constantReadsOf) {
+    if (count == reads[name] && signature.isAnonymous(name)) { // read only as the exporter's constant
+      signature.exporterConstants.insert(name);
+      continue;
+    }
+    onnx::TensorProto copy = graph.initializer(initializerIndex.at(name));
+    copy.set_name(name + ".exporter_constant");
+    constantFor[name] = copy.name();
+    signature.exporterConstants.insert(copy.name());
+    *graph.add_initializer() = std::move(copy);
+  }
+  for (const auto &[n, slot] : constantReads)
+    if (auto it = constantFor.find(graph.node(n).input(slot)); it != constantFor.end())
+      graph.mutable_node(n)->set_input(slot, it->second);
+}
+
+} // namespace
+
+void fsdpc::import::splitMergedParameters(onnx::GraphProto &graph, DynamoSignature &signature) {
   if (!signature.present)
     return;
   std::map<std::string, int> initializerIndex;
@@ -143,6 +341,11 @@ void fsdpc::import::splitMergedParameters(onnx::GraphProto &graph, const DynamoS
     // The parameters the node's FX node read, by target.
     const std::string fx = metadata(node, kFxNodeKey);
     const std::set<std::string> fxParameters = fxParameterTargets(fx, signature);
+    // A Conv whose FX node is a BatchNorm: the optimizer folded an eval-mode
+    // BatchNorm into the Conv before it, whose weight (folded) the node reads
+    // under the Conv's name. The BatchNorm's weight is gone, not merged.
+    const bool foldedBatchNorm = (node.op_type() == "Conv" || node.op_type() == "ConvTranspose") &&
+                                 llvm::StringRef(parseFxNode(fx).target).contains("batch_norm");
     std::map<std::string, std::string> ownHere; // merged -> what this node reads instead
     for (int slot = 0; slot < node.input_size(); ++slot) {
       const std::string merged = node.input(slot);
@@ -151,7 +354,7 @@ void fsdpc::import::splitMergedParameters(onnx::GraphProto &graph, const DynamoS
       auto chosen = ownHere.find(merged);
       if (chosen == ownHere.end()) {
         std::string own = merged;
-        if (!fx.empty()) {
+        if (!fx.empty() && !foldedBatchNorm) {
           std::vector<std::string> sameLeaf;
           for (const std::string &candidate : fxParameters)
             if (leafName(candidate) == leafName(merged) && !initializerIndex.count(candidate))
@@ -176,6 +379,8 @@ void fsdpc::import::splitMergedParameters(onnx::GraphProto &graph, const DynamoS
     copy.set_name(own);
     *graph.add_initializer() = std::move(copy);
   }
+  separateExporterConstants(graph, signature);
+  splitMergedFoldedCopies(graph, signature);
 }
 
 namespace {
@@ -193,7 +398,7 @@ FxNodeReads fxNodeReads(const onnx::GraphProto &graph, const DynamoSignature &si
   FxNodeReads reads;
   for (const onnx::TensorProto &init : graph.initializer()) {
     reads.initializers.insert(init.name());
-    if (signature.isAnonymous(init.name()))
+    if (signature.isAnonymous(init.name()) && !signature.exporterConstants.count(init.name()))
       reads.anonymous.insert(init.name());
   }
   for (const onnx::NodeProto &node : graph.node()) {
@@ -220,7 +425,10 @@ FxNodeReads fxNodeReads(const onnx::GraphProto &graph, const DynamoSignature &si
 std::vector<std::string> fsdpc::import::parametersOptimizedAway(const onnx::GraphProto &graph,
                                                                 const DynamoSignature &signature) {
   // A parameter an FX node names, which is no initializer, while no ONNX
-  // node of that FX node reads an anonymous one (a folded copy).
+  // node of that FX node reads an anonymous one (a folded copy). One that
+  // no FX node in the graph names is not reported: every ONNX node of its
+  // FX nodes may have been folded, but a tied weight's second name (GPT's
+  // wte.weight beside head.weight) is in the signature and no FX node too.
   const FxNodeReads reads = fxNodeReads(graph, signature);
   std::set<std::string> gone;
   for (const auto &[fx, entry] : reads.byFxNode)
@@ -234,7 +442,7 @@ std::vector<std::string> fsdpc::import::parametersOptimizedAway(const onnx::Grap
 std::set<std::string> fsdpc::import::constantsFoldedFromBuffers(const onnx::GraphProto &graph,
                                                                 const DynamoSignature &signature) {
   if (!signature.present || signature.targetOf.empty()) // no signature in the metadata
-    return {};
+    return signature.exporterConstants;
   const FxNodeReads reads = fxNodeReads(graph, signature);
   std::set<std::string> accounted(reads.initializers.begin(), reads.initializers.end()), copies;
   for (const auto &[fx, entry] : reads.byFxNode)
@@ -244,8 +452,8 @@ std::set<std::string> fsdpc::import::constantsFoldedFromBuffers(const onnx::Grap
     }
   for (const auto &parameter : signature.parameters)
     if (!accounted.count(parameter.getKey().str()))
-      return {};
-  std::set<std::string> constants;
+      return signature.exporterConstants;
+  std::set<std::string> constants = signature.exporterConstants;
   for (const std::string &name : reads.anonymous)
     if (!copies.count(name) && !reads.readWithoutMetadata.count(name))
       constants.insert(name);

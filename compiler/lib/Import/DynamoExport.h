@@ -28,6 +28,7 @@ struct DynamoSignature {
   llvm::StringMap<std::string> targetOf;  // placeholder (p_fc_weight) -> target (fc.weight)
   llvm::StringSet<> parameters;           // targets of PARAMETER placeholders
   llvm::StringSet<> buffers;              // targets of BUFFER and CONSTANT_TENSOR ones
+  std::set<std::string> exporterConstants; // float initializers the exporter's translation made (splitMergedParameters)
 
   /// An initializer the exporter made (a folded or lifted value), not a
   /// parameter or buffer of the torch module.
@@ -51,7 +52,18 @@ std::string moduleOfNode(const onnx::NodeProto &node);
 /// (`bias`, `weight`) gets `Q` as an initializer of its own, a copy of `P`.
 /// Where a conversion to an older opset dropped the metadata, every node
 /// after the first that reads a parameter gets a copy (`P.merged_N`).
-void splitMergedParameters(onnx::GraphProto &graph, const DynamoSignature &signature);
+/// Folded copies merge the same way (diffusers' GroupNorm weights, reshaped
+/// to [C, 1, 1], one anonymous initializer for every norm of C channels):
+/// FX nodes reading one that name disjoint sets of parameters absent from
+/// the graph get a copy each (`val_55.merged_1`); FX nodes naming a common
+/// one (a tied weight) keep sharing it.
+/// The optimizer also merges the constants the exporter's translation of
+/// an FX node makes (an affine-free LayerNorm's weight of ones, GroupNorm's
+/// InstanceNormalization scale and bias) with equal parameters or folded
+/// copies; those reads get a copy of their own, recorded with the
+/// initializers only such reads read in `signature.exporterConstants`
+/// (DynamoExport.cpp, separateExporterConstants, says how they are told).
+void splitMergedParameters(onnx::GraphProto &graph, DynamoSignature &signature);
 
 /// Parameters of the torch program that the graph no longer has: the
 /// exporter's optimizer folds parameters as if they were constants, and an
@@ -68,7 +80,8 @@ std::vector<std::string> parametersOptimizedAway(const onnx::GraphProto &graph, 
 /// other anonymous initializers came from no parameter. Otherwise (a
 /// parameter folded into something no FX node names, as BERT's position
 /// embeddings gathered at constant positions) nothing is returned: any of
-/// them might be that parameter.
+/// them might be that parameter. The exporter's constants are in the result
+/// either way.
 std::set<std::string> constantsFoldedFromBuffers(const onnx::GraphProto &graph, const DynamoSignature &signature);
 
 /// Below opset 18, Split has no `num_outputs`; the dynamo exporter's

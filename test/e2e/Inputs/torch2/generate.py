@@ -4,11 +4,11 @@ trains, with the loss trajectory torch 2.x itself computed for each.
 
 CI has Debian's torch 1.13 only, so the fixtures are committed; this script
 is how they were made, and how to make them again. It needs a current torch
-(2.5 or newer) with onnxscript, and transformers for the Hugging Face
-models, from PyPI:
+(2.5 or newer) with onnxscript, transformers for the Hugging Face
+models and diffusers for the diffusion UNet, from PyPI:
 
   python3 -m venv /tmp/torch2
-  /tmp/torch2/bin/pip install torch transformers onnxscript onnx
+  /tmp/torch2/bin/pip install torch transformers diffusers onnxscript onnx
   /tmp/torch2/bin/python test/e2e/Inputs/torch2/generate.py
 
 Into its own folder it writes data/ (input_ids.npy, labels.npy: windows of
@@ -203,6 +203,33 @@ def tiny_unet(vocab):
     return TinyUNet(CLASSES)
 
 
+class DiffusersUNetClassifier(torch.nn.Module):
+    """diffusers' UNet2DModel (the DDPM denoiser: ResNet blocks with
+    GroupNorm and a timestep embedding, self-attention at the lower
+    resolution, upsampling with skip connections), its output pooled and
+    classified so that the common data trains it. The data has no
+    timesteps: each image's comes from its pixels, so that the timestep
+    embedding is computed per sample as in a denoising step (a constant
+    timestep would fold the whole embedding MLP away in the dynamo export)."""
+
+    def __init__(self, classes):
+        super().__init__()
+        import diffusers
+        self.unet = diffusers.UNet2DModel(
+            sample_size=IMAGE, in_channels=3, out_channels=3, layers_per_block=1, block_out_channels=(8, 16),
+            down_block_types=("DownBlock2D", "AttnDownBlock2D"), up_block_types=("AttnUpBlock2D", "UpBlock2D"),
+            norm_num_groups=4, attention_head_dim=8)
+        self.head = torch.nn.Linear(3, classes)
+
+    def forward(self, pixel_values):
+        timestep = 100 * pixel_values.abs().mean((1, 2, 3))
+        return self.head(self.unet(pixel_values, timestep).sample.mean((2, 3)))
+
+
+def diffusers_unet(vocab):
+    return DiffusersUNetClassifier(CLASSES)
+
+
 CLASSES = 3
 ALL_VARIANTS = [(dynamo, opset, False) for dynamo in (False, True) for opset in OPSETS] + \
     [(dynamo, DYNAMIC_OPSET, True) for dynamo in (False, True)]
@@ -251,6 +278,13 @@ MODELS = {
     # the Conv before it, as in inference, even for a module in training
     # mode, and nothing in the file says so: it is not exported.
     "tiny-unet": (tiny_unet, "images", [(False, 17, False), (False, 18, False), (False, DYNAMIC_OPSET, True)]),
+    # diffusers' UNet (pip install diffusers): the dynamo exporter's
+    # optimizer merges the GroupNorm weights of ones and biases of zeros,
+    # reshaped to [C, 1, 1], into one initializer per channel count, and
+    # the ones and zeros its GroupNorm translation makes for
+    # InstanceNormalization into one per group count; each norm's
+    # parameters train apart, those constants not at all.
+    "diffusers-unet": (diffusers_unet, "images", [(False, 17, False), (True, 18, False), (True, DYNAMIC_OPSET, True)]),
 }
 
 # Models exported and trained in training mode (BatchNorm's batch

@@ -445,11 +445,13 @@ std::set<std::string> fsdpc::import::constantsFoldedFromBuffers(const onnx::Grap
     return signature.exporterConstants;
   const FxNodeReads reads = fxNodeReads(graph, signature);
   std::set<std::string> accounted(reads.initializers.begin(), reads.initializers.end()), copies;
-  for (const auto &[fx, entry] : reads.byFxNode)
-    if (!entry.first.empty() && !entry.second.empty()) {
-      accounted.insert(entry.second.begin(), entry.second.end());
+  for (const auto &[fx, entry] : reads.byFxNode) {
+    // A parameter whose FX node reads no folded copy was folded away
+    // (parametersOptimizedAway reports it): it hides in no initializer.
+    accounted.insert(entry.second.begin(), entry.second.end());
+    if (!entry.second.empty())
       copies.insert(entry.first.begin(), entry.first.end());
-    }
+  }
   for (const auto &parameter : signature.parameters)
     if (!accounted.count(parameter.getKey().str()))
       return signature.exporterConstants;

@@ -10,6 +10,9 @@ anonymous initializers the exporter's optimizer folded:
 With --unaccounted, the signature also has a parameter 'pos.weight' that
 no initializer or FX node accounts for (folded beyond recognition).
 
+With --gone, a last product reads proj.weight, and its FX node also names
+proj.bias, which the graph lacks: the optimizer dropped a zero bias.
+
 With --merged, another model: what the optimizer merges by value.
 
   val_55, val_57  the [4, 1] weight of ones and bias of zeros of two
@@ -29,7 +32,7 @@ onnx 1.12's Python API has no metadata_props on graphs and nodes, so the
 fields (NodeProto 9, GraphProto 16) are appended as protobuf bytes, which
 parsing keeps as unknown fields.
 
-  dynamo_folded_constants.py OUT.onnx [--unaccounted | --merged]"""
+  dynamo_folded_constants.py OUT.onnx [--unaccounted | --gone | --merged]"""
 import sys
 
 import numpy as np
@@ -134,6 +137,13 @@ graph = helper.make_graph(nodes, "main_graph", [helper.make_tensor_value_info("x
 signature = "p_fc_weight: PARAMETER target='fc.weight'\nb_inv_freq: BUFFER target='inv_freq'"
 if "--unaccounted" in sys.argv[2:]:
     signature += "\np_pos_weight: PARAMETER target='pos.weight'"
+if "--gone" in sys.argv[2:]:
+    graph.node[-1].output[0] = "add"
+    graph.node.append(with_fx(helper.make_node("MatMul", ["add", "proj.weight"], ["y"], name="node_MatMul_12"),
+                              "%linear_1 : [num_users=1] = call_function[target=torch.ops.aten.linear.default]"
+                              "(args = (%add, %p_proj_weight, %p_proj_bias), kwargs = {})"))
+    graph.initializer.append(numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), "proj.weight"))
+    signature += "\np_proj_weight: PARAMETER target='proj.weight'\np_proj_bias: PARAMETER target='proj.bias'"
 if "--merged" in sys.argv[2:]:
     graph, signature = merged_model()
 tagged = onnx.GraphProto()

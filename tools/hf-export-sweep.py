@@ -154,7 +154,9 @@ def build_diffusers(name):
         joint_attention_dim=16, pooled_projection_dim=12, axes_dims_rope=(2, 2, 4)), \
         {"hidden_states": torch.randn(BATCH, 16, 8), "encoder_hidden_states": torch.randn(BATCH, 5, 16),
          "pooled_projections": torch.randn(BATCH, 12), "timestep": torch.tensor([0.1, 0.5]),
-         "img_ids": torch.zeros(16, 3), "txt_ids": torch.zeros(5, 3)}
+         # the image tokens' (0, row, column) as a 4 x 4 grid of a 64 x 64 latent
+         "img_ids": torch.tensor([[0.0, 16 * (i // 4), 16 * (i % 4)] for i in range(16)]),
+         "txt_ids": torch.zeros(5, 3)}
 
 
 def build(name):

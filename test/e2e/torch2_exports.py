@@ -38,8 +38,9 @@ def main():
             if "lossy" in export:
                 # The exporter lost parameters: fsdpc must say which, and
                 # still compile; there is no torch trajectory to match.
-                tag = "%s (%s exporter, opset %d, %s batch)" % (name, export["exporter"], export["opset"],
-                                                                export["batch"])
+                tag = "%s (%s exporter%s, opset %d, %s batch)" % (
+                    name, export["exporter"], "" if export.get("optimize", True) else " without its optimizer",
+                    export["opset"], export["batch"])
                 result = subprocess.run(["fsdpc", os.path.join(FIXTURES, export["file"]), "-o",
                                          os.path.join(args.work, export["file"] + ".bin"), "--batch-size",
                                          str(training["batch"]), "--world-size", str(max(args.ranks))],
@@ -53,8 +54,9 @@ def main():
                 print("%s: %s" % (tag, "warned about %d parameters" % len(warned) if good else "FAIL"))
                 continue
             for ranks in args.ranks:
-                tag = "%s (%s exporter, opset %d, %s batch) on %d rank(s)" % (
-                    name, export["exporter"], export["opset"], export["batch"], ranks)
+                tag = "%s (%s exporter%s, opset %d, %s batch) on %d rank(s)" % (
+                    name, export["exporter"], "" if export.get("optimize", True) else " without its optimizer",
+                    export["opset"], export["batch"], ranks)
                 plan = os.path.join(args.work, "%s-%d.bin" % (export["file"], ranks))
                 metrics = os.path.join(args.work, "%s-%d.jsonl" % (export["file"], ranks))
                 compiled = run(["fsdpc", os.path.join(FIXTURES, export["file"]), "-o", plan, "--batch-size",

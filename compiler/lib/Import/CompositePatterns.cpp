@@ -123,13 +123,26 @@ LogicalResult fsdpc::import::convertRuntimeAbs(NodeImporter &n) {
 LogicalResult fsdpc::import::convertRuntimeMinMax(NodeImporter &n, bool isMax) {
   Compose b{n};
   Value y = n.input(0);
-  for (int i = 0; i < n.numInputs(); ++i)
-    if (!isF32(n.input(i)))
-      return n.fail("inputs must be float tensors (integer ones fold when constant)");
+  // Integer operands (an index clamped to a range, as the dynamo exporter
+  // writes torch's negative index wrapping): all i64, by a mask.
+  bool integers = true, floats = true;
+  for (int i = 0; i < n.numInputs(); ++i) {
+    integers &= cast<RankedTensorType>(n.input(i).getType()).getElementType().isInteger(64);
+    floats &= isF32(n.input(i));
+  }
+  if (!integers && !floats)
+    return n.fail("inputs must all be float or all integer tensors");
   for (int i = 1; i < n.numInputs(); ++i) {
     Value x = n.input(i);
     if (failed(graph::broadcastShapes(shapeOf(y), shapeOf(x))))
       return n.fail("operands do not broadcast");
+    if (integers) {
+      // max(y, x) = x + (y - x) [y > x]; min(y, x) = y - (y - x) [y > x]; exact
+      // in i64's wrapping arithmetic.
+      Value excess = b.mul(b.sub(y, x), b.compare(y, x, graph::ComparePredicate::gt));
+      y = isMax ? b.add(x, excess) : b.sub(y, excess);
+      continue;
+    }
     // max(y, x) = x + relu(y - x); min(y, x) = y - relu(y - x)
     y = isMax ? b.add(x, b.relu(b.sub(y, x))) : b.sub(y, b.relu(b.sub(y, x)));
   }

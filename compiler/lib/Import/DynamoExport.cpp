@@ -462,6 +462,38 @@ std::set<std::string> fsdpc::import::constantsFoldedFromBuffers(const onnx::Grap
   return constants;
 }
 
+void fsdpc::import::restoreBatchNormTraining(onnx::GraphProto &graph, int64_t opset) {
+  if (opset < 14)
+    return;
+  for (onnx::NodeProto &node : *graph.mutable_node()) {
+    if (node.op_type() != "BatchNormalization" || !node.domain().empty())
+      continue;
+    const std::string fx = metadata(node, kFxNodeKey);
+    const FxNodeText parsed = parseFxNode(fx);
+    if (parsed.target != "torch.ops.aten._native_batch_norm_legit_functional.default" &&
+        parsed.target != "torch.ops.aten._native_batch_norm_legit.default")
+      continue;
+    // args = (input, weight, bias, running_mean, running_var, training, momentum, eps)
+    llvm::SmallVector<llvm::StringRef> args;
+    llvm::StringRef(fx).split("(args = (").second.split(')').first.split(args, ", ");
+    if (args.size() < 6 || args[5] != "True")
+      continue;
+    bool said = false;
+    for (const onnx::AttributeProto &attr : node.attribute())
+      said |= attr.name() == "training_mode";
+    if (said)
+      continue;
+    onnx::AttributeProto *training = node.add_attribute();
+    training->set_name("training_mode");
+    training->set_type(onnx::AttributeProto::INT);
+    training->set_i(1);
+    // ONNX's training BatchNormalization has the running statistics as
+    // outputs too (nothing reads them; the step updates the buffers).
+    while (node.output_size() < 3)
+      node.add_output(node.output(0) + (node.output_size() == 1 ? ".running_mean" : ".running_var"));
+  }
+}
+
 void fsdpc::import::dropDowngradedSplitAttributes(onnx::GraphProto &graph, int64_t opset) {
   if (opset >= 18 || opset < 13)
     return;

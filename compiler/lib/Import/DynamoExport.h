@@ -90,6 +90,15 @@ std::set<std::string> constantsFoldedFromBuffers(const onnx::GraphProto &graph, 
 /// is dropped when it says the same.
 void dropDowngradedSplitAttributes(onnx::GraphProto &graph, int64_t opset);
 
+/// torch's exporter writes a BatchNorm of a module in training mode
+/// (aten._native_batch_norm_legit_functional with training True: batch
+/// statistics, the running ones updated) as an inference
+/// BatchNormalization, without training_mode. The FX metadata still says
+/// which it was: such a node gets training_mode = 1 back (opset 14 and
+/// later; with its optimizer on, the exporter has folded it into the Conv
+/// before it instead, which splitMergedParameters reports).
+void restoreBatchNormTraining(onnx::GraphProto &graph, int64_t opset);
+
 } // namespace fsdpc::import
 
 #endif // FSDPC_LIB_IMPORT_DYNAMOEXPORT_H

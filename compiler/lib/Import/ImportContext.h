@@ -22,9 +22,10 @@ public:
   NodeImporter(mlir::OpBuilder &builder, const onnx::NodeProto &node, int64_t opset, mlir::Location loc,
                llvm::StringMap<mlir::Value> &values, llvm::StringMap<mlir::DenseElementsAttr> &constants,
                const llvm::StringMap<std::vector<float>> &initialValues, llvm::StringMap<mlir::Value> &bufferUpdates,
-               const llvm::StringMap<int32_t> &onnxElementTypes)
+               const llvm::StringMap<int32_t> &onnxElementTypes, llvm::StringMap<std::vector<std::string>> &sequences)
       : builder(builder), node(node), opset(opset), loc(loc), values_(values), constants_(constants),
-        initialValues_(initialValues), bufferUpdates_(bufferUpdates), onnxElementTypes_(onnxElementTypes) {}
+        initialValues_(initialValues), bufferUpdates_(bufferUpdates), onnxElementTypes_(onnxElementTypes),
+        sequences_(sequences) {}
 
   mlir::OpBuilder &builder;
   const onnx::NodeProto &node;
@@ -91,6 +92,36 @@ public:
   /// the patterns that read it (shape chains fold this way).
   void setFoldedOutput(int i, mlir::DenseElementsAttr value);
 
+  /// ONNX sequences (SplitToSequence, SequenceConstruct) are lists whose
+  /// length is known at import: each element is a value of its own, by
+  /// name (`seq[0]`, or the tensor a SequenceConstruct took).
+  const std::vector<std::string> *sequenceInput(int i) const {
+    auto it = hasInput(i) ? sequences_.find(node.input(i)) : sequences_.end();
+    return it == sequences_.end() ? nullptr : &it->second;
+  }
+  /// Output i is a sequence of the values `elements` (names of values
+  /// already defined, or elements named here by setSequenceElement).
+  void setSequenceOutput(int i, std::vector<std::string> elements) {
+    if (wantsOutput(i))
+      sequences_[node.output(i)] = std::move(elements);
+  }
+  /// Element `index` of output i, a sequence: a value named `out[index]`.
+  std::string setSequenceElement(int i, size_t index, mlir::Value value) {
+    std::string name = node.output(i) + "[" + std::to_string(index) + "]";
+    values_[name] = value;
+    return name;
+  }
+  /// Output i is the value named `name` (a sequence's element), with its
+  /// compile-time value where it has one.
+  void forwardOutput(int i, llvm::StringRef name) {
+    if (!wantsOutput(i))
+      return;
+    values_[node.output(i)] = values_.lookup(name);
+    if (mlir::DenseElementsAttr value = constants_.lookup(name))
+      constants_[node.output(i)] = value;
+  }
+  mlir::Value valueNamed(llvm::StringRef name) const { return values_.lookup(name); }
+
   const onnx::AttributeProto *attribute(llvm::StringRef name) const;
   int64_t intAttr(llvm::StringRef name, int64_t fallback) const;
   float floatAttr(llvm::StringRef name, float fallback) const;
@@ -111,6 +142,7 @@ private:
   const llvm::StringMap<std::vector<float>> &initialValues_;
   llvm::StringMap<mlir::Value> &bufferUpdates_;
   const llvm::StringMap<int32_t> &onnxElementTypes_;
+  llvm::StringMap<std::vector<std::string>> &sequences_;
   std::string error_;
 };
 

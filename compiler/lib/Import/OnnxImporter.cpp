@@ -439,6 +439,65 @@ private:
   ImportedModel result_;
 };
 
+/// Empty integer lists that the dynamo exporter writes without its
+/// optimizer, and libonnx 1.12 refuses: a Constant whose `value_ints` is
+/// empty (its checker wants the field present), and a Shape whose `end` is
+/// at or before its `start`. Both become a Constant int64 tensor of 0
+/// elements, the value they have. Such a list in a Concat of a shape (torch's
+/// repeat_interleave builds [*shape[:0], -1, *shape[1:]]) makes libonnx's
+/// data propagation fail ("axis must be in [-rank, rank-1]"), and adds
+/// nothing: it is dropped from the Concat's inputs.
+static void removeEmptyIntegerLists(onnx::GraphProto &graph) {
+  auto emptyTensor = [](onnx::NodeProto &node) {
+    std::string output = node.output(0), name = node.name();
+    node.Clear();
+    node.set_op_type("Constant");
+    node.set_name(name);
+    node.add_output(output);
+    onnx::AttributeProto *value = node.add_attribute();
+    value->set_name("value");
+    value->set_type(onnx::AttributeProto::TENSOR);
+    value->mutable_t()->set_data_type(onnx::TensorProto::INT64);
+    value->mutable_t()->add_dims(0);
+  };
+  for (onnx::NodeProto &node : *graph.mutable_node()) {
+    if (node.output_size() != 1 || !node.domain().empty())
+      continue;
+    if (node.op_type() == "Constant" && node.attribute_size() == 1 && node.attribute(0).name() == "value_ints" &&
+        node.attribute(0).ints_size() == 0) {
+      emptyTensor(node);
+      continue;
+    }
+    if (node.op_type() != "Shape")
+      continue;
+    std::optional<int64_t> start, end;
+    for (const onnx::AttributeProto &attr : node.attribute()) {
+      if (attr.name() == "start")
+        start = attr.i();
+      if (attr.name() == "end")
+        end = attr.i();
+    }
+    // Only where the rank does not matter: both ends of one sign.
+    if (end && ((*end >= 0 && start.value_or(0) >= 0) || (*end < 0 && start.value_or(0) < 0)) &&
+        *end <= start.value_or(0))
+      emptyTensor(node);
+  }
+  std::set<std::string> empty;
+  for (const onnx::NodeProto &node : graph.node())
+    if (node.op_type() == "Constant" && node.attribute_size() == 1 && node.attribute(0).name() == "value" &&
+        node.attribute(0).t().dims_size() == 1 && node.attribute(0).t().dims(0) == 0)
+      empty.insert(node.output(0));
+  for (onnx::NodeProto &node : *graph.mutable_node()) {
+    if (node.op_type() != "Concat" || !node.domain().empty())
+      continue;
+    auto *inputs = node.mutable_input();
+    auto kept = std::stable_partition(inputs->begin(), inputs->end(),
+                                      [&](const std::string &input) { return !empty.count(input); });
+    if (kept != inputs->begin())
+      inputs->erase(kept, inputs->end());
+  }
+}
+
 bool ModelImporter::load() {
   std::ifstream in(path_, std::ios::binary);
   if (!in) {
@@ -453,6 +512,7 @@ bool ModelImporter::load() {
   if (opset_ == 0)
     return fail("the model imports no version of the default ONNX opset");
   dynamo_ = readDynamoSignature(model_);
+  removeEmptyIntegerLists(*model_.mutable_graph());
   baseDir_ = llvm::sys::path::parent_path(path_).str();
   if (baseDir_.empty())
     baseDir_ = ".";
@@ -619,13 +679,23 @@ bool ModelImporter::checkAndInferShapes() {
 bool ModelImporter::checkOpsSupported() {
   // All unsupported ops in one error, so a user sees the whole list at once.
   std::map<std::string, std::vector<std::string>> unsupported;
+  std::vector<std::string> toDouble; // Casts computed in float32
   for (auto [index, node] : llvm::enumerate(model_.graph().node())) {
+    if (node.op_type() == "Cast")
+      for (const onnx::AttributeProto &attr : node.attribute())
+        if (attr.name() == "to" && attr.i() == onnx::TensorProto::DOUBLE)
+          toDouble.push_back(nodeName(node, index));
     bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
     if (!defaultDomain || !lookupOpPattern(node.op_type(), opset_)) {
       std::string op = defaultDomain ? node.op_type() : node.domain() + "." + node.op_type();
       unsupported[op].push_back(nodeName(node, index));
     }
   }
+  if (!toDouble.empty())
+    result_.warnings.push_back(path_ + ": " + std::to_string(toDouble.size()) + " Cast node" +
+                               (toDouble.size() > 1 ? "s" : "") + " to float64 ('" + toDouble.front() +
+                               (toDouble.size() > 1 ? "', ...) compute" : "') computes") +
+                               " in float32: fsdpc has no float64 tensors");
   if (unsupported.empty())
     return true;
   std::string opset = std::to_string(opset_);
@@ -685,11 +755,12 @@ static void eraseIf(google::protobuf::RepeatedPtrField<T> *list, Pred remove) {
 bool ModelImporter::undoExporterParameterRewrites() {
   onnx::GraphProto &graph = *model_.mutable_graph();
   dropDowngradedSplitAttributes(graph, opset_);
+  restoreBatchNormTraining(graph, opset_);
   splitMergedParameters(graph, dynamo_);
   for (const std::string &gone : parametersOptimizedAway(graph, dynamo_))
     result_.warnings.push_back(path_ + ": parameter '" + gone +
                                "' is not in the graph (the dynamo exporter's optimizer folded it away), so it does "
-                               "not train; torch.onnx.export(..., dynamo=False) keeps it");
+                               "not train; torch.onnx.export(..., optimize=False) keeps it");
   llvm::StringMap<int> floatInitializer;
   for (int i = 0; i < graph.initializer_size(); ++i)
     if (graph.initializer(i).data_type() == onnx::TensorProto::FLOAT)
@@ -959,6 +1030,7 @@ bool ModelImporter::buildForward() {
   for (const onnx::TensorProto &init : graph.initializer())
     onnxElementTypes[init.name()] = init.data_type();
 
+  llvm::StringMap<std::vector<std::string>> sequences; // ONNX sequences, as lists of values
   for (auto [index, node] : llvm::enumerate(graph.node())) {
     const OpPattern *pattern = lookupOpPattern(node.op_type(), opset_);
     std::string name = nodeName(node, index);
@@ -966,14 +1038,14 @@ bool ModelImporter::buildForward() {
     onnx::NodeProto named = node;
     named.set_name(name);
     NodeImporter importer(builder_, named, opset_, loc, values, constants, result_.weights.values, bufferUpdates,
-                          onnxElementTypes);
+                          onnxElementTypes, sequences);
     for (int i = 0; i < node.input_size(); ++i)
-      if (!node.input(i).empty() && !values.count(node.input(i)))
+      if (!node.input(i).empty() && !values.count(node.input(i)) && !sequences.count(node.input(i)))
         return fail("node '" + name + "' (" + node.op_type() + "): input '" + node.input(i) + "' is not defined");
     if (failed(pattern->convert(importer)))
       return fail(importer.error());
     for (int i = 0; i < node.output_size(); ++i)
-      if (!node.output(i).empty() && !values.count(node.output(i)))
+      if (!node.output(i).empty() && !values.count(node.output(i)) && !sequences.count(node.output(i)))
         return fail("node '" + name + "' (" + node.op_type() + "): output " + std::to_string(i) +
                     " ('" + node.output(i) + "') is not supported");
   }

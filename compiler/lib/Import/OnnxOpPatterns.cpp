@@ -898,6 +898,138 @@ LogicalResult convertSplit(NodeImporter &n) {
   return success();
 }
 
+/// Sequences, as the dynamo exporter writes torch.split and chunk without
+/// its optimizer (SplitToSequence read by SequenceAt at constant
+/// positions): lists of values whose length is known at import.
+
+/// SplitToSequence: the pieces of Split. A scalar `split` is a chunk size
+/// (the last chunk may be smaller); a 1-D one, the sizes; none, pieces of 1
+/// along the axis, without that axis where keepdims is 0.
+LogicalResult convertSplitToSequence(NodeImporter &n) {
+  Value x = n.input(0);
+  ArrayRef<int64_t> shape = shapeOf(x);
+  int64_t rank = shape.size(), axis = normalizeAxis(n.intAttr("axis", 0), rank);
+  if (axis < 0 || axis >= rank)
+    return n.fail("axis is out of range");
+  SmallVector<int64_t> sizes;
+  bool dropAxis = false;
+  if (n.hasInput(1)) {
+    std::optional<SmallVector<int64_t>> split = constantInts(n, 1);
+    if (!split)
+      return n.fail("split sizes must be a constant");
+    if (shapeOf(n.input(1)).empty()) {
+      int64_t chunk = split->front();
+      if (chunk <= 0)
+        return n.fail("split size " + Twine(chunk) + " is not positive");
+      for (int64_t offset = 0; offset < shape[axis]; offset += chunk)
+        sizes.push_back(std::min(chunk, shape[axis] - offset));
+    } else {
+      sizes = *split;
+    }
+  } else {
+    sizes.assign(shape[axis], 1);
+    dropAxis = n.intAttr("keepdims", 1) == 0;
+  }
+  std::vector<std::string> elements;
+  int64_t offset = 0;
+  for (auto [i, size] : llvm::enumerate(sizes)) {
+    if (size < 0)
+      return n.fail("split size " + Twine(size) + " is negative");
+    SmallVector<int64_t> starts(rank, 0), steps(rank, 1), outShape(shape.begin(), shape.end());
+    starts[axis] = offset;
+    outShape[axis] = size;
+    Value piece = sliceOf(n, x, starts, steps, outShape);
+    if (dropAxis) {
+      outShape.erase(outShape.begin() + axis);
+      piece = reshape(n, piece, outShape);
+    }
+    elements.push_back(n.setSequenceElement(0, i, piece));
+    offset += size;
+  }
+  if (offset != shape[axis])
+    return n.fail("split sizes add up to " + Twine(offset) + ", not " + Twine(shape[axis]));
+  n.setSequenceOutput(0, std::move(elements));
+  return success();
+}
+
+/// The element of a sequence input at constant position input `positionInput`
+/// (negative counts from the end), by name.
+FailureOr<std::string> sequenceElement(NodeImporter &n, int positionInput) {
+  const std::vector<std::string> *elements = n.sequenceInput(0);
+  if (!elements)
+    return n.fail("input 0 is not a sequence fsdpc built (SplitToSequence or SequenceConstruct)");
+  std::optional<SmallVector<int64_t>> position = constantInts(n, positionInput);
+  if (!position || position->size() != 1)
+    return n.fail("the position must be a constant scalar");
+  int64_t size = elements->size(), at = position->front() < 0 ? position->front() + size : position->front();
+  if (at < 0 || at >= size)
+    return n.fail("position " + Twine(position->front()) + " is outside the sequence of " + Twine(size));
+  return (*elements)[at];
+}
+
+LogicalResult convertSequenceAt(NodeImporter &n) {
+  FailureOr<std::string> element = sequenceElement(n, 1);
+  if (failed(element))
+    return failure();
+  n.forwardOutput(0, *element);
+  return success();
+}
+
+LogicalResult convertSequenceConstruct(NodeImporter &n) {
+  std::vector<std::string> elements;
+  for (int i = 0; i < n.numInputs(); ++i) {
+    if (!n.hasInput(i) || n.sequenceInput(i))
+      return n.fail("input " + Twine(i) + " is not a tensor");
+    elements.push_back(n.node.input(i));
+  }
+  n.setSequenceOutput(0, std::move(elements));
+  return success();
+}
+
+LogicalResult convertSequenceLength(NodeImporter &n) {
+  const std::vector<std::string> *elements = n.sequenceInput(0);
+  if (!elements)
+    return n.fail("input 0 is not a sequence fsdpc built (SplitToSequence or SequenceConstruct)");
+  n.setFoldedOutput(
+      0, DenseElementsAttr::get(RankedTensorType::get({}, n.builder.getI64Type()), APInt(64, elements->size())));
+  return success();
+}
+
+/// ConcatFromSequence: Concat of the elements, or with new_axis, of the
+/// elements each given a new axis there (a stack).
+LogicalResult convertConcatFromSequence(NodeImporter &n) {
+  const std::vector<std::string> *elements = n.sequenceInput(0);
+  if (!elements || elements->empty())
+    return n.fail("input 0 is not a non-empty sequence fsdpc built (SplitToSequence or SequenceConstruct)");
+  bool newAxis = n.intAttr("new_axis", 0) != 0;
+  SmallVector<Value> parts;
+  for (const std::string &name : *elements)
+    parts.push_back(n.valueNamed(name));
+  int64_t rank = shapeOf(parts[0]).size() + (newAxis ? 1 : 0);
+  int64_t axis = normalizeAxis(n.intAttr("axis", 0), rank);
+  if (axis < 0 || axis >= rank)
+    return n.fail("axis is out of range");
+  SmallVector<int64_t> shape(shapeOf(parts[0]).begin(), shapeOf(parts[0]).end());
+  if (newAxis) {
+    shape.insert(shape.begin() + axis, 1);
+    for (Value &part : parts)
+      part = reshape(n, part, shape);
+  }
+  shape[axis] = 0;
+  for (Value part : parts) {
+    if (shapeOf(part).size() != static_cast<size_t>(rank) || elementOf(part) != elementOf(parts[0]))
+      return n.fail("elements differ in rank or element type");
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != axis && shapeOf(part)[d] != shapeOf(parts[0])[d])
+        return n.fail("elements " + shapeString(shapeOf(parts[0])) + " and " + shapeString(shapeOf(part)) +
+                      " differ outside axis " + Twine(axis));
+    shape[axis] += shapeOf(part)[axis];
+  }
+  n.setOutput(0, graph::ConcatOp::create(n.builder, n.loc, tensorOf(shape, elementOf(parts[0])), parts,
+                                         n.builder.getI64IntegerAttr(axis)));
+  return success();
+}
+
 /// GatherElements of constants (index tensors built from buffers, as BERT's
 /// token type ids are): folds. fsdpc has no runtime kernel for it.
 LogicalResult convertGatherElements(NodeImporter &n) {
@@ -1057,12 +1189,14 @@ LogicalResult convertWhere(NodeImporter &n) {
 LogicalResult castTo(NodeImporter &n, int64_t to) {
   Value x = n.input(0);
   Type element;
-  if (to == onnx::TensorProto::FLOAT)
+  // float64 is computed as float32, as float64 inputs and initializers are
+  // read (the importer warns where a model casts to it).
+  if (to == onnx::TensorProto::FLOAT || to == onnx::TensorProto::DOUBLE)
     element = n.builder.getF32Type();
   else if (to == onnx::TensorProto::INT64 || to == onnx::TensorProto::INT32 || to == onnx::TensorProto::BOOL)
     element = n.builder.getI64Type();
   else
-    return n.fail("casts to ONNX type " + Twine(to) + " are not supported (FLOAT, INT64, INT32 and BOOL are)");
+    return n.fail("casts to ONNX type " + Twine(to) + " are not supported (FLOAT, DOUBLE, INT64, INT32 and BOOL are)");
   auto type = tensorOf(shapeOf(x), element);
   if (DenseElementsAttr value = n.constantInput(0)) {
     DenseElementsAttr folded;
@@ -1434,7 +1568,7 @@ const OpPattern kPatterns[] = {
     {"Mish", 18, convertMish},
     {"Softplus", 1, convertSoftplus},
     {"Tile", 6, convertTile, "constant repeats"},
-    {"Cast", 6, convertCast, "to FLOAT, INT64, INT32 or BOOL"},
+    {"Cast", 6, convertCast, "to FLOAT, DOUBLE (computed as f32), INT64, INT32 or BOOL"},
     {"CastLike", 15, convertCastLike, "input 1 of a float type (held as f32), INT64, INT32 or BOOL"},
     {"Celu", 12, convertCelu},
     {"Concat", 4, convertConcat},
@@ -1515,8 +1649,8 @@ const OpPattern kPatterns[] = {
     {"LogSoftmax", 1, convertSoftmax1<graph::LogSoftmaxOp>},
     {"LogSoftmax", 13, convertSoftmax13<graph::LogSoftmaxOp>},
     {"MatMul", 1, convertMatMul},
-    {"Max", 8, convertMinMax<true>, "float inputs at run time; integer ones when constant (fold)"},
-    {"Min", 8, convertMinMax<false>, "float inputs at run time; integer ones when constant (fold)"},
+    {"Max", 8, convertMinMax<true>, "all float or all integer inputs; constant ones fold"},
+    {"Min", 8, convertMinMax<false>, "all float or all integer inputs; constant ones fold"},
     {"Mean", 8, convertMeanOrSum<true>, "float inputs"},
     {"Mul", 7, convertBinary<graph::MulOp>},
     {"Neg", 6, convertUnary<graph::NegOp>},
@@ -1557,6 +1691,11 @@ const OpPattern kPatterns[] = {
     {"NegativeLogLikelihoodLoss", 12, convertNegativeLogLikelihoodLoss,
      "int64 labels; as a one-hot mask of the input's size"},
     {"Split", 2, convertSplit, "constant split sizes"},
+    {"SplitToSequence", 11, convertSplitToSequence, "constant split; sequences of a length known at import"},
+    {"SequenceAt", 11, convertSequenceAt, "constant position"},
+    {"SequenceConstruct", 11, convertSequenceConstruct},
+    {"SequenceLength", 11, convertSequenceLength, "folds"},
+    {"ConcatFromSequence", 11, convertConcatFromSequence},
     {"Softsign", 1, convertSoftsign},
     {"SpaceToDepth", 1, convertSpaceToDepth},
     {"Sqrt", 6, convertUnary<graph::SqrtOp>},

@@ -756,6 +756,28 @@ int Rebatcher::outputAxis(int nodeIndex, int output) const {
     }
     return valid(keepdims ? a : a - removedBefore);
   }
+  if (op == "SequenceAt") {
+    // A sequence is no tensor and has no axis of its own: the element of a
+    // SplitToSequence has its input's batch axis, unless the split runs
+    // along the batch (or, without split sizes and keepdims = 0, removed
+    // an axis before it).
+    auto producer = producers_.find(node.input(0));
+    if (producer == producers_.end())
+      return -1;
+    const onnx::NodeProto &split = graph_.node(producer->second.first);
+    const int b = split.op_type() == "SplitToSequence" ? axisOf(split.input(0)) : -1;
+    const Shape *whole = shapeOf(split.input(0));
+    if (b < 0 || !whole)
+      return -1;
+    const onnx::AttributeProto *axisAttr = findAttribute(split, "axis");
+    const int rank = static_cast<int>(whole->size()), axis = axisAttr ? static_cast<int>(axisAttr->i()) : 0;
+    const int splitAxis = axis < 0 ? axis + rank : axis;
+    const onnx::AttributeProto *keepdims = findAttribute(split, "keepdims");
+    const bool dropped = (split.input_size() < 2 || split.input(1).empty()) && keepdims && keepdims->i() == 0;
+    if (splitAxis == b)
+      return -1;
+    return valid(dropped && splitAxis < b ? b - 1 : b);
+  }
   if (op == "Split") {
     const int axis = static_cast<int>(findAttribute(node, "axis") ? findAttribute(node, "axis")->i() : 0);
     const int splitAxis = in && axis < 0 ? axis + static_cast<int>(in->size()) : axis;

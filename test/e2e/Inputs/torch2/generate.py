@@ -231,6 +231,7 @@ def diffusers_unet(vocab):
 
 
 CLASSES = 3
+UNOPTIMIZED = True  # a variant's fourth element: torch.onnx.export(..., optimize=False)
 ALL_VARIANTS = [(dynamo, opset, False) for dynamo in (False, True) for opset in OPSETS] + \
     [(dynamo, DYNAMIC_OPSET, True) for dynamo in (False, True)]
 
@@ -244,7 +245,10 @@ MODELS = {
     # The dynamo exporter's optimizer drops GPT-2's zero Conv1D biases
     # (addmm with a zero input folds away): that export cannot train as torch
     # does, and fsdpc says so (LOSSY below).
-    "hf-gpt2": (hf_gpt2, "tokens", [(False, 17, False), (False, DYNAMIC_OPSET, True), (True, 18, False)]),
+    # Without its optimizer (optimize=False), the dynamo export keeps every
+    # parameter, and splits the attention's projection with SplitToSequence.
+    "hf-gpt2": (hf_gpt2, "tokens", [(False, 17, False), (False, DYNAMIC_OPSET, True), (True, 18, False),
+                                    (True, 18, False, UNOPTIMIZED)]),
     # torch cannot export grouped-query attention through TorchScript.
     "hf-llama": (hf_llama, "tokens", [(True, 18, False), (True, DYNAMIC_OPSET, True)]),
     # Routing: TopK of the router's softmax, each token's experts' weights
@@ -274,10 +278,12 @@ MODELS = {
     "hf-swin": (hf_swin, "images", [(False, 17, False), (False, DYNAMIC_OPSET, True)]),
     # BatchNorm in training mode, exported so (TrainingMode.TRAINING): each
     # rank normalises its own slice of the batch, so torch's trajectory is
-    # recorded for 1 and 2 replicas. The dynamo exporter folds BatchNorm into
-    # the Conv before it, as in inference, even for a module in training
-    # mode, and nothing in the file says so: it is not exported.
-    "tiny-unet": (tiny_unet, "images", [(False, 17, False), (False, 18, False), (False, DYNAMIC_OPSET, True)]),
+    # recorded for 1 and 2 replicas. The dynamo exporter writes a BatchNorm
+    # in training mode as an inference BatchNormalization (its FX metadata
+    # says training, and fsdpc restores it), which its optimizer then folds
+    # into the Conv before it: exported with optimize=False only.
+    "tiny-unet": (tiny_unet, "images", [(False, 17, False), (False, 18, False), (False, DYNAMIC_OPSET, True),
+                                        (True, 18, False, UNOPTIMIZED)]),
     # diffusers' UNet (pip install diffusers): the dynamo exporter's
     # optimizer merges the GroupNorm weights of ones and biases of zeros,
     # reshaped to [C, 1, 1], into one initializer per channel count, and
@@ -345,7 +351,7 @@ def build(name, vocab):
     return model.train() if name in TRAINING_MODE else model.eval()
 
 
-def export(model, path, dynamo, opset, symbolic, kind="tokens", fold=True):
+def export(model, path, dynamo, opset, symbolic, kind="tokens", fold=True, optimize=True):
     ids = torch.zeros(BATCH, CONTEXT, dtype=torch.long)
     names = {"seq2seq": ["input_ids", "decoder_input_ids"], "images": ["pixel_values"]}.get(kind, ["input_ids"])
     if kind == "images":
@@ -353,6 +359,7 @@ def export(model, path, dynamo, opset, symbolic, kind="tokens", fold=True):
     kwargs = dict(input_names=names, output_names=["logits"], opset_version=opset, dynamo=dynamo)
     if dynamo:
         kwargs["external_data"] = False
+        kwargs["optimize"] = optimize
         if symbolic:
             kwargs["dynamic_shapes"] = {names[0]: {0: torch.export.Dim("batch", min=1, max=4096)}}
     elif symbolic:
@@ -415,14 +422,17 @@ def main():
         data = "data" if labels_kind == "tokens" else "data-" + labels_kind
         _, inputs, labels = make_data(os.path.join(HERE, data), labels_kind)
         exports = []
-        for dynamo, opset, symbolic in variants:
-            file = "%s-%s-opset%d%s.onnx" % (name, "dynamo" if dynamo else "torchscript", opset,
-                                             "-symbolic" if symbolic else "")
+        for dynamo, opset, symbolic, *unoptimized in variants:
+            optimize = not unoptimized
+            file = "%s-%s-opset%d%s%s.onnx" % (name, "dynamo" if dynamo else "torchscript", opset,
+                                               "-symbolic" if symbolic else "", "" if optimize else "-unoptimized")
             export(build(name, vocab), os.path.join(HERE, file), dynamo, opset, symbolic, labels_kind,
-                   fold=name not in NO_CONSTANT_FOLDING)
+                   fold=name not in NO_CONSTANT_FOLDING, optimize=optimize)
             exports.append({"file": file, "exporter": "dynamo" if dynamo else "torchscript", "opset": opset,
                             "batch": "symbolic" if symbolic else "static"})
-            if (name, dynamo, opset, symbolic) in LOSSY:
+            if not optimize:
+                exports[-1]["optimize"] = False
+            if optimize and (name, dynamo, opset, symbolic) in LOSSY:
                 exports[-1]["lossy"] = LOSSY[(name, dynamo, opset, symbolic)]
             print("wrote", file, "(%d KB)" % (os.path.getsize(os.path.join(HERE, file)) // 1024))
         model = build(name, vocab)

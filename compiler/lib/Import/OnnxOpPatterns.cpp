@@ -730,6 +730,25 @@ LogicalResult convertExpand(NodeImporter &n) {
   return success();
 }
 
+/// The shape of `parts` joined along `axis` (Concat, ConcatFromSequence):
+/// fails through the node where they differ in rank, element type or
+/// elsewhere than along the axis.
+FailureOr<SmallVector<int64_t>> joinedShape(NodeImporter &n, ArrayRef<Value> parts, int64_t axis) {
+  const int64_t rank = shapeOf(parts[0]).size();
+  SmallVector<int64_t> shape(shapeOf(parts[0]).begin(), shapeOf(parts[0]).end());
+  shape[axis] = 0;
+  for (Value v : parts) {
+    if (shapeOf(v).size() != static_cast<size_t>(rank) || elementOf(v) != elementOf(parts[0]))
+      return n.fail("inputs differ in rank or element type");
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != axis && shapeOf(v)[d] != shapeOf(parts[0])[d])
+        return n.fail("inputs " + shapeString(shapeOf(parts[0])) + " and " + shapeString(shapeOf(v)) +
+                      " differ outside axis " + Twine(axis));
+    shape[axis] += shapeOf(v)[axis];
+  }
+  return shape;
+}
+
 LogicalResult convertConcat(NodeImporter &n) {
   SmallVector<Value> inputs;
   for (int i = 0; i < n.numInputs(); ++i)
@@ -741,18 +760,11 @@ LogicalResult convertConcat(NodeImporter &n) {
   int64_t axis = normalizeAxis(n.intAttr("axis", 0), rank);
   if (axis < 0 || axis >= rank)
     return n.fail("axis is out of range");
-  SmallVector<int64_t> shape(shapeOf(inputs[0]).begin(), shapeOf(inputs[0]).end());
-  shape[axis] = 0;
+  FailureOr<SmallVector<int64_t>> joined = joinedShape(n, inputs, axis);
+  if (failed(joined))
+    return failure();
+  SmallVector<int64_t> shape = *joined;
   bool allConstant = true;
-  for (Value v : inputs) {
-    if (shapeOf(v).size() != static_cast<size_t>(rank) || elementOf(v) != elementOf(inputs[0]))
-      return n.fail("inputs differ in rank or element type");
-    for (int64_t d = 0; d < rank; ++d)
-      if (d != axis && shapeOf(v)[d] != shapeOf(inputs[0])[d])
-        return n.fail("inputs " + shapeString(shapeOf(inputs[0])) + " and " + shapeString(shapeOf(v)) +
-                      " differ outside axis " + Twine(axis));
-    shape[axis] += shapeOf(v)[axis];
-  }
   for (int i = 0; i < n.numInputs(); ++i)
     allConstant &= !n.hasInput(i) || static_cast<bool>(n.constantInput(i));
   // Shape chains concatenate small integer vectors: fold them.
@@ -1009,23 +1021,16 @@ LogicalResult convertConcatFromSequence(NodeImporter &n) {
   int64_t axis = normalizeAxis(n.intAttr("axis", 0), rank);
   if (axis < 0 || axis >= rank)
     return n.fail("axis is out of range");
-  SmallVector<int64_t> shape(shapeOf(parts[0]).begin(), shapeOf(parts[0]).end());
-  if (newAxis) {
-    shape.insert(shape.begin() + axis, 1);
-    for (Value &part : parts)
-      part = reshape(n, part, shape);
-  }
-  shape[axis] = 0;
-  for (Value part : parts) {
-    if (shapeOf(part).size() != static_cast<size_t>(rank) || elementOf(part) != elementOf(parts[0]))
-      return n.fail("elements differ in rank or element type");
-    for (int64_t d = 0; d < rank; ++d)
-      if (d != axis && shapeOf(part)[d] != shapeOf(parts[0])[d])
-        return n.fail("elements " + shapeString(shapeOf(parts[0])) + " and " + shapeString(shapeOf(part)) +
-                      " differ outside axis " + Twine(axis));
-    shape[axis] += shapeOf(part)[axis];
-  }
-  n.setOutput(0, graph::ConcatOp::create(n.builder, n.loc, tensorOf(shape, elementOf(parts[0])), parts,
+  if (newAxis)
+    for (Value &part : parts) {
+      SmallVector<int64_t> stacked(shapeOf(part).begin(), shapeOf(part).end());
+      stacked.insert(stacked.begin() + axis, 1);
+      part = reshape(n, part, stacked);
+    }
+  FailureOr<SmallVector<int64_t>> shape = joinedShape(n, parts, axis);
+  if (failed(shape))
+    return failure();
+  n.setOutput(0, graph::ConcatOp::create(n.builder, n.loc, tensorOf(*shape, elementOf(parts[0])), parts,
                                          n.builder.getI64IntegerAttr(axis)));
   return success();
 }

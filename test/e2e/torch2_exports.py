@@ -51,7 +51,7 @@ def main():
                     print(line.split(": ", 2)[-1])
                 good = result.returncode == 0 and warned
                 failures += not good
-                print("%s: %s" % (tag, "warned about %d parameters" % len(warned) if good else "FAIL"))
+                print("%s: %s" % (tag, "%d warnings" % len(warned) if good else "FAIL"))
                 continue
             for ranks in args.ranks:
                 tag = "%s (%s exporter%s, opset %d, %s batch) on %d rank(s)" % (

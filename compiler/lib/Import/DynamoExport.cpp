@@ -439,10 +439,12 @@ std::vector<std::string> fsdpc::import::parametersOptimizedAway(const onnx::Grap
   return {gone.begin(), gone.end()};
 }
 
-std::set<std::string> fsdpc::import::constantsFoldedFromBuffers(const onnx::GraphProto &graph,
-                                                                const DynamoSignature &signature) {
+FoldedInitializers fsdpc::import::constantsFoldedFromBuffers(const onnx::GraphProto &graph,
+                                                             const DynamoSignature &signature) {
+  FoldedInitializers folded;
+  folded.constants = signature.exporterConstants;
   if (!signature.present || signature.targetOf.empty()) // no signature in the metadata
-    return signature.exporterConstants;
+    return folded;
   const FxNodeReads reads = fxNodeReads(graph, signature);
   std::set<std::string> accounted(reads.initializers.begin(), reads.initializers.end()), copies;
   for (const auto &[fx, entry] : reads.byFxNode) {
@@ -454,12 +456,26 @@ std::set<std::string> fsdpc::import::constantsFoldedFromBuffers(const onnx::Grap
   }
   for (const auto &parameter : signature.parameters)
     if (!accounted.count(parameter.getKey().str()))
-      return signature.exporterConstants;
-  std::set<std::string> constants = signature.exporterConstants;
-  for (const std::string &name : reads.anonymous)
-    if (!copies.count(name) && !reads.readWithoutMetadata.count(name))
-      constants.insert(name);
-  return constants;
+      folded.unaccounted.push_back(parameter.getKey().str());
+  std::sort(folded.unaccounted.begin(), folded.unaccounted.end());
+  std::map<std::string, int64_t> floatElements; // what would train: float initializers
+  for (const onnx::TensorProto &init : graph.initializer()) {
+    int64_t count = 1;
+    for (int64_t d : init.dims())
+      count *= d;
+    if (init.data_type() == onnx::TensorProto::FLOAT || init.data_type() == onnx::TensorProto::FLOAT16 ||
+        init.data_type() == onnx::TensorProto::BFLOAT16 || init.data_type() == onnx::TensorProto::DOUBLE)
+      floatElements[init.name()] = count;
+  }
+  for (const std::string &name : reads.anonymous) {
+    if (copies.count(name) || reads.readWithoutMetadata.count(name))
+      continue;
+    if (folded.unaccounted.empty())
+      folded.constants.insert(name);
+    else if (floatElements[name] > 1) // one-element ones are settings, never trained
+      folded.trainedUnsure.push_back(name);
+  }
+  return folded;
 }
 
 void fsdpc::import::restoreBatchNormTraining(onnx::GraphProto &graph, int64_t opset) {

@@ -80,9 +80,17 @@ std::vector<std::string> parametersOptimizedAway(const onnx::GraphProto &graph, 
 /// other anonymous initializers came from no parameter. Otherwise (a
 /// parameter folded into something no FX node names, as BERT's position
 /// embeddings gathered at constant positions) nothing is returned: any of
-/// them might be that parameter. The exporter's constants are in the result
+/// them might be that parameter. The exporter's constants are constants
 /// either way.
-std::set<std::string> constantsFoldedFromBuffers(const onnx::GraphProto &graph, const DynamoSignature &signature);
+struct FoldedInitializers {
+  std::set<std::string> constants;
+  /// Parameters of the signature in no node of the graph (folded into
+  /// something, or a tied weight's second name), and the anonymous
+  /// initializers that then train although no FX node shows them to be
+  /// copies of a parameter: what fsdpc warns about.
+  std::vector<std::string> unaccounted, trainedUnsure;
+};
+FoldedInitializers constantsFoldedFromBuffers(const onnx::GraphProto &graph, const DynamoSignature &signature);
 
 /// Below opset 18, Split has no `num_outputs`; the dynamo exporter's
 /// conversion to older opsets leaves it in. Without a `split` input, Split

@@ -933,7 +933,25 @@ bool ModelImporter::buildForward() {
   SmallVector<std::pair<StringRef, std::string>> argRoles; // attribute name, value
   llvm::DenseMap<size_t, std::string> moduleHints;          // argument -> module
   llvm::StringMap<std::string> anonymousModules = modulesOfAnonymous(graph, dynamo_);
-  const std::set<std::string> foldedConstants = constantsFoldedFromBuffers(graph, dynamo_);
+  const FoldedInitializers folded = constantsFoldedFromBuffers(graph, dynamo_);
+  const std::set<std::string> &foldedConstants = folded.constants;
+  if (!folded.unaccounted.empty() && !folded.trainedUnsure.empty()) {
+    auto some = [](const std::vector<std::string> &names) {
+      std::string listed;
+      for (size_t i = 0; i < std::min<size_t>(names.size(), 3); ++i)
+        listed += (i ? "', '" : "'") + names[i];
+      return listed + (names.size() > 3 ? "', ..." : "'");
+    };
+    const bool several = folded.unaccounted.size() > 1, severalTrain = folded.trainedUnsure.size() > 1;
+    result_.warnings.push_back(
+        path_ + ": " + std::to_string(folded.unaccounted.size()) + " parameter" + (several ? "s" : "") +
+        " of the torch program (" + some(folded.unaccounted) + ") " + (several ? "are" : "is") +
+        " in no node of the graph (folded by the dynamo exporter's optimizer, or a tied weight's second name); as "
+        "any folded initializer may hold " +
+        (several ? "them" : "it") + ", " + std::to_string(folded.trainedUnsure.size()) + " that may be constant" +
+        (severalTrain ? "s train" : " trains") + " (" + some(folded.trainedUnsure) +
+        "); torch.onnx.export(..., optimize=False) keeps every parameter as itself");
+  }
   for (const onnx::ValueInfoProto &input : graph.input()) {
     if (initializers.contains(input.name()))
       continue;

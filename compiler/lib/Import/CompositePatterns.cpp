@@ -139,7 +139,11 @@ LogicalResult fsdpc::import::convertRuntimeMinMax(NodeImporter &n, bool isMax) {
     if (integers) {
       // max(y, x) = x + (y - x) [y > x]; min(y, x) = y - (y - x) [y > x]; exact
       // in i64's wrapping arithmetic.
-      Value excess = b.mul(b.sub(y, x), b.compare(y, x, graph::ComparePredicate::gt));
+      // One statement per op: the IR must not depend on the order in which
+      // the C++ compiler evaluates arguments.
+      Value difference = b.sub(y, x);
+      Value greater = b.compare(y, x, graph::ComparePredicate::gt);
+      Value excess = b.mul(difference, greater);
       y = isMax ? b.add(x, excess) : b.sub(y, excess);
       continue;
     }
@@ -1170,7 +1174,8 @@ LogicalResult fsdpc::import::convertMaxPool(NodeImporter &n) {
 LogicalResult fsdpc::import::convertSoftsign(NodeImporter &n) {
   // x / (1 + |x|)
   return composeUnary(n, [](Compose &b, Value x) {
-    Value denominator = b.add(b.constant(1.0f), b.abs(x));
+    Value one = b.constant(1.0f), magnitude = b.abs(x); // in this order, whatever the C++ compiler's
+    Value denominator = b.add(one, magnitude);
     return b.div(x, denominator);
   });
 }

@@ -867,12 +867,28 @@ LogicalResult convertSlice(NodeImporter &n) {
   return success();
 }
 
-LogicalResult convertSplit(NodeImporter &n) {
+/// What Split and SplitToSequence split: input 0, its shape, and the
+/// `axis` attribute normalised.
+struct SplitOperand {
+  Value x;
+  ArrayRef<int64_t> shape;
+  int64_t axis;
+};
+
+FailureOr<SplitOperand> splitOperand(NodeImporter &n) {
   Value x = n.input(0);
-  ArrayRef<int64_t> shape = shapeOf(x);
-  int64_t rank = shape.size(), axis = normalizeAxis(n.intAttr("axis", 0), rank);
-  if (axis < 0 || axis >= rank)
-    return n.fail("axis is out of range");
+  FailureOr<int64_t> axis = axisIn(n, n.intAttr("axis", 0), shapeOf(x).size());
+  if (failed(axis))
+    return failure();
+  return SplitOperand{x, shapeOf(x), *axis};
+}
+
+LogicalResult convertSplit(NodeImporter &n) {
+  FailureOr<SplitOperand> operand = splitOperand(n);
+  if (failed(operand))
+    return failure();
+  const auto &[x, shape, axis] = *operand;
+  const int64_t rank = shape.size();
   std::optional<SmallVector<int64_t>> sizes = n.intsAttr("split");
   if (!sizes && n.hasInput(1)) {
     sizes = constantInts(n, 1);
@@ -918,11 +934,11 @@ LogicalResult convertSplit(NodeImporter &n) {
 /// (the last chunk may be smaller); a 1-D one, the sizes; none, pieces of 1
 /// along the axis, without that axis where keepdims is 0.
 LogicalResult convertSplitToSequence(NodeImporter &n) {
-  Value x = n.input(0);
-  ArrayRef<int64_t> shape = shapeOf(x);
-  int64_t rank = shape.size(), axis = normalizeAxis(n.intAttr("axis", 0), rank);
-  if (axis < 0 || axis >= rank)
-    return n.fail("axis is out of range");
+  FailureOr<SplitOperand> operand = splitOperand(n);
+  if (failed(operand))
+    return failure();
+  const auto &[x, shape, axis] = *operand;
+  const int64_t rank = shape.size();
   SmallVector<int64_t> sizes;
   bool dropAxis = false;
   if (n.hasInput(1)) {

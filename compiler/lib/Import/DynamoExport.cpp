@@ -1,6 +1,7 @@
 //===- DynamoExport.cpp - What torch.export's ONNX exporter writes --------===//
 #include "DynamoExport.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -236,6 +237,59 @@ FxNodeText parseFxNode(llvm::StringRef fx) {
   return parsed;
 }
 
+/// Folded values merged by value. The optimizer folds what the program
+/// computes from parameters alone into an initializer named after the FX
+/// value (Gemma's RMSNorm scale, `add_4 = 1 + weight`), and merges equal
+/// ones: every norm's FX node reads `add_4`, while its own text names its
+/// own value (`%add_9`). A reader whose FX node does not name the
+/// initializer, but names exactly one value of the same op (`add`) that the
+/// graph neither computes nor holds, gets a copy of its own under that name.
+void splitMergedFoldedValues(onnx::GraphProto &graph, const DynamoSignature &signature) {
+  std::map<std::string, int> initializerIndex;
+  for (int i = 0; i < graph.initializer_size(); ++i)
+    initializerIndex[graph.initializer(i).name()] = i;
+  std::set<std::string> computed;
+  for (const onnx::ValueInfoProto &input : graph.input())
+    computed.insert(input.name());
+  for (const onnx::NodeProto &node : graph.node())
+    computed.insert(node.output().begin(), node.output().end());
+  auto opOf = [](llvm::StringRef value) { // add_9 -> add
+    llvm::StringRef stem = value.rtrim("0123456789");
+    return stem.size() < value.size() && stem.ends_with("_") ? stem.drop_back() : value;
+  };
+  const size_t originals = initializerIndex.size();
+  for (onnx::NodeProto &node : *graph.mutable_node()) {
+    const std::string fx = metadata(node, kFxNodeKey);
+    if (fx.empty())
+      continue;
+    const FxNodeText parsed = parseFxNode(fx);
+    for (int slot = 0; slot < node.input_size(); ++slot) {
+      const std::string merged = node.input(slot);
+      auto it = initializerIndex.find(merged);
+      if (it == initializerIndex.end() || static_cast<size_t>(it->second) >= originals ||
+          !signature.isAnonymous(merged) || signature.exporterConstants.count(merged) ||
+          graph.initializer(it->second).data_type() != onnx::TensorProto::FLOAT ||
+          llvm::is_contained(parsed.inputs, merged))
+        continue;
+      std::set<std::string> own;
+      for (const std::string &value : parsed.inputs)
+        if (opOf(value) == opOf(merged) && !computed.count(value) && !signature.targetOf.count(value) &&
+            (!initializerIndex.count(value) || initializerIndex.at(value) >= static_cast<int>(originals)))
+          own.insert(value);
+      if (own.size() != 1)
+        continue;
+      const std::string &name = *own.begin();
+      if (!initializerIndex.count(name)) {
+        onnx::TensorProto copy = graph.initializer(it->second);
+        copy.set_name(name);
+        initializerIndex[name] = graph.initializer_size();
+        *graph.add_initializer() = std::move(copy);
+      }
+      node.set_input(slot, name);
+    }
+  }
+}
+
 /// Initializers that the exporter's translation of an FX node made and its
 /// optimizer merged with equal values elsewhere: an affine-free LayerNorm's
 /// weight of ones merged into some parameter of ones, GroupNorm's
@@ -380,6 +434,7 @@ void fsdpc::import::splitMergedParameters(onnx::GraphProto &graph, DynamoSignatu
     *graph.add_initializer() = std::move(copy);
   }
   separateExporterConstants(graph, signature);
+  splitMergedFoldedValues(graph, signature);
   splitMergedFoldedCopies(graph, signature);
 }
 

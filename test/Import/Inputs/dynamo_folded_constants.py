@@ -13,6 +13,10 @@ no initializer or FX node accounts for (folded beyond recognition).
 With --gone, a last product reads proj.weight, and its FX node also names
 proj.bias, which the graph lacks: the optimizer dropped a zero bias.
 
+With --folded-values, another model: two RMSNorm scales `1 + weight`
+(Gemma's), folded into initializers named after their FX values and
+merged, so the second norm's FX node names `%add_9` but reads `add_4`.
+
 With --merged, another model: what the optimizer merges by value.
 
   val_55, val_57  the [4, 1] weight of ones and bias of zeros of two
@@ -32,7 +36,7 @@ onnx 1.12's Python API has no metadata_props on graphs and nodes, so the
 fields (NodeProto 9, GraphProto 16) are appended as protobuf bytes, which
 parsing keeps as unknown fields.
 
-  dynamo_folded_constants.py OUT.onnx [--unaccounted | --gone | --merged]"""
+  dynamo_folded_constants.py OUT.onnx [--unaccounted | --gone | --merged | --folded-values]"""
 import sys
 
 import numpy as np
@@ -146,6 +150,15 @@ if "--gone" in sys.argv[2:]:
     signature += "\np_proj_weight: PARAMETER target='proj.weight'\np_proj_bias: PARAMETER target='proj.bias'"
 if "--merged" in sys.argv[2:]:
     graph, signature = merged_model()
+if "--folded-values" in sys.argv[2:]:
+    nodes = [with_fx(helper.make_node("Mul", ["x", "add_4"], ["mul_5"], name="node_mul_5"),
+                     fx("mul_5", "mul.Tensor", "%x, %add_4")),
+             with_fx(helper.make_node("Mul", ["mul_5", "add_4"], ["y"], name="node_mul_11"),
+                     fx("mul_11", "mul.Tensor", "%mul_5, %add_9"))]
+    graph = helper.make_graph(nodes, "main_graph", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+                              [numpy_helper.from_array(np.ones(3, np.float32), "add_4")])
+    signature = "p_n1_weight: PARAMETER target='n1.weight'\np_n2_weight: PARAMETER target='n2.weight'"
 tagged = onnx.GraphProto()
 tagged.ParseFromString(graph.SerializeToString() +
                        field(16, entry("pkg.torch.export.ExportedProgram.graph_signature", signature)))

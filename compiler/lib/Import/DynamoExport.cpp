@@ -60,6 +60,61 @@ std::set<std::string> fxParameterTargets(llvm::StringRef fx, const DynamoSignatu
   return targets;
 }
 
+/// The graph's initializers by name, and the copies the merge splitting
+/// adds under new names. Each copy is appended, so the index of an
+/// initializer that was there first stays below `size()` as it was then.
+class Initializers {
+public:
+  explicit Initializers(onnx::GraphProto &graph) : graph(graph) {
+    for (int i = 0; i < graph.initializer_size(); ++i)
+      indexOf.emplace(graph.initializer(i).name(), i);
+  }
+
+  size_t size() const { return indexOf.size(); }
+  bool contains(const std::string &name) const { return indexOf.count(name); }
+  /// Its index, or -1 where no initializer has that name.
+  int index(const std::string &name) const {
+    auto it = indexOf.find(name);
+    return it == indexOf.end() ? -1 : it->second;
+  }
+  bool isFloat(const std::string &name) const {
+    int i = index(name);
+    return i >= 0 && graph.initializer(i).data_type() == onnx::TensorProto::FLOAT;
+  }
+  /// Appends a copy of the initializer `from` named `to`.
+  void addCopy(const std::string &from, const std::string &to) {
+    onnx::TensorProto copy = graph.initializer(indexOf.at(from));
+    copy.set_name(to);
+    indexOf.emplace(to, graph.initializer_size());
+    *graph.add_initializer() = std::move(copy);
+  }
+  /// `base + suffix + N` for the first N from 1 that names no initializer.
+  std::string freshName(const std::string &base, llvm::StringRef suffix, int &next) const {
+    std::string name;
+    do
+      name = base + suffix.str() + std::to_string(next++);
+    while (contains(name));
+    return name;
+  }
+
+private:
+  onnx::GraphProto &graph;
+  std::map<std::string, int> indexOf;
+};
+
+/// Values computed in the graph: the torch program's inputs (those that are
+/// no initializer), and what ONNX nodes compute. An FX value that is an
+/// initializer was folded, and might have been computed from a parameter.
+std::set<std::string> valuesComputedInGraph(const onnx::GraphProto &graph, const Initializers &initializers) {
+  std::set<std::string> computed;
+  for (const onnx::ValueInfoProto &input : graph.input())
+    if (!initializers.contains(input.name()))
+      computed.insert(input.name());
+  for (const onnx::NodeProto &node : graph.node())
+    computed.insert(node.output().begin(), node.output().end());
+  return computed;
+}
+
 /// Every node named the way the dynamo exporter names them (`node_<op>`):
 /// a dynamo export whose metadata a conversion to an older opset dropped.
 bool namedByDynamo(const onnx::GraphProto &graph) {
@@ -136,14 +191,9 @@ namespace {
 /// of them gets a copy of its own (`val_55.merged_1`), the first keeps it.
 /// FX nodes naming no hidden parameter, and nodes without metadata, keep
 /// the original.
-void splitMergedFoldedCopies(onnx::GraphProto &graph, const DynamoSignature &signature) {
-  std::map<std::string, int> initializerIndex;
-  for (int i = 0; i < graph.initializer_size(); ++i)
-    initializerIndex[graph.initializer(i).name()] = i;
+void splitMergedFoldedCopies(onnx::GraphProto &graph, const DynamoSignature &signature, Initializers &initializers) {
   auto isFoldedFloat = [&](const std::string &name) {
-    auto it = initializerIndex.find(name);
-    return it != initializerIndex.end() && signature.isAnonymous(name) && !signature.exporterConstants.count(name) &&
-           graph.initializer(it->second).data_type() == onnx::TensorProto::FLOAT;
+    return initializers.isFloat(name) && signature.isAnonymous(name) && !signature.exporterConstants.count(name);
   };
 
   // Per anonymous initializer, the FX nodes reading it in graph order, and
@@ -163,7 +213,7 @@ void splitMergedFoldedCopies(onnx::GraphProto &graph, const DynamoSignature &sig
       fxNodes.push_back(fx);
       if (!hiddenOf.count(fx))
         for (const std::string &target : fxParameterTargets(fx, signature))
-          if (!initializerIndex.count(target))
+          if (!initializers.contains(target))
             hiddenOf[fx].insert(target);
     }
   }
@@ -192,15 +242,10 @@ void splitMergedFoldedCopies(onnx::GraphProto &graph, const DynamoSignature &sig
       }
       groups.insert(groups.begin() + std::min(firstOverlap, groups.size()), std::move(joined));
     }
-    for (size_t g = 1, suffix = 1; g < groups.size(); ++g) {
-      std::string copyName;
-      do
-        copyName = name + ".merged_" + std::to_string(suffix++);
-      while (initializerIndex.count(copyName));
-      onnx::TensorProto copy = graph.initializer(initializerIndex.at(name));
-      copy.set_name(copyName);
-      initializerIndex[copyName] = graph.initializer_size();
-      *graph.add_initializer() = std::move(copy);
+    int suffix = 1;
+    for (size_t g = 1; g < groups.size(); ++g) {
+      const std::string copyName = initializers.freshName(name, ".merged_", suffix);
+      initializers.addCopy(name, copyName);
       for (const std::string &fx : groups[g].fxNodes)
         copyFor[{fx, name}] = copyName;
     }
@@ -244,20 +289,18 @@ FxNodeText parseFxNode(llvm::StringRef fx) {
 /// own value (`%add_9`). A reader whose FX node does not name the
 /// initializer, but names exactly one value of the same op (`add`) that the
 /// graph neither computes nor holds, gets a copy of its own under that name.
-void splitMergedFoldedValues(onnx::GraphProto &graph, const DynamoSignature &signature) {
-  std::map<std::string, int> initializerIndex;
-  for (int i = 0; i < graph.initializer_size(); ++i)
-    initializerIndex[graph.initializer(i).name()] = i;
-  std::set<std::string> computed;
-  for (const onnx::ValueInfoProto &input : graph.input())
-    computed.insert(input.name());
-  for (const onnx::NodeProto &node : graph.node())
-    computed.insert(node.output().begin(), node.output().end());
+void splitMergedFoldedValues(onnx::GraphProto &graph, const DynamoSignature &signature, Initializers &initializers) {
+  const std::set<std::string> computed = valuesComputedInGraph(graph, initializers);
   auto opOf = [](llvm::StringRef value) { // add_9 -> add
     llvm::StringRef stem = value.rtrim("0123456789");
     return stem.size() < value.size() && stem.ends_with("_") ? stem.drop_back() : value;
   };
-  const size_t originals = initializerIndex.size();
+  // Copies made here are not merged values, and their names are taken.
+  const int originals = static_cast<int>(initializers.size());
+  auto isOriginal = [&](const std::string &name) {
+    int i = initializers.index(name);
+    return i >= 0 && i < originals;
+  };
   for (onnx::NodeProto &node : *graph.mutable_node()) {
     const std::string fx = metadata(node, kFxNodeKey);
     if (fx.empty())
@@ -265,26 +308,19 @@ void splitMergedFoldedValues(onnx::GraphProto &graph, const DynamoSignature &sig
     const FxNodeText parsed = parseFxNode(fx);
     for (int slot = 0; slot < node.input_size(); ++slot) {
       const std::string merged = node.input(slot);
-      auto it = initializerIndex.find(merged);
-      if (it == initializerIndex.end() || static_cast<size_t>(it->second) >= originals ||
-          !signature.isAnonymous(merged) || signature.exporterConstants.count(merged) ||
-          graph.initializer(it->second).data_type() != onnx::TensorProto::FLOAT ||
-          llvm::is_contained(parsed.inputs, merged))
+      if (!isOriginal(merged) || !initializers.isFloat(merged) || !signature.isAnonymous(merged) ||
+          signature.exporterConstants.count(merged) || llvm::is_contained(parsed.inputs, merged))
         continue;
       std::set<std::string> own;
       for (const std::string &value : parsed.inputs)
         if (opOf(value) == opOf(merged) && !computed.count(value) && !signature.targetOf.count(value) &&
-            (!initializerIndex.count(value) || initializerIndex.at(value) >= static_cast<int>(originals)))
+            !isOriginal(value))
           own.insert(value);
       if (own.size() != 1)
         continue;
       const std::string &name = *own.begin();
-      if (!initializerIndex.count(name)) {
-        onnx::TensorProto copy = graph.initializer(it->second);
-        copy.set_name(name);
-        initializerIndex[name] = graph.initializer_size();
-        *graph.add_initializer() = std::move(copy);
-      }
+      if (!initializers.contains(name))
+        initializers.addCopy(merged, name);
       node.set_input(slot, name);
     }
   }
@@ -308,25 +344,13 @@ void splitMergedFoldedValues(onnx::GraphProto &graph, const DynamoSignature &sig
 /// Those reads get a copy (`X.exporter_constant`) where something else
 /// reads the initializer too, and the initializers only they read are
 /// recorded in signature.exporterConstants.
-void separateExporterConstants(onnx::GraphProto &graph, DynamoSignature &signature) {
-  std::map<std::string, int> initializerIndex;
-  for (int i = 0; i < graph.initializer_size(); ++i)
-    initializerIndex[graph.initializer(i).name()] = i;
-  // Values computed in the graph: the torch program's inputs, and what
-  // ONNX nodes compute. An FX value that is an initializer was folded, and
-  // might have been computed from a parameter.
-  std::set<std::string> computed;
-  for (const onnx::ValueInfoProto &input : graph.input())
-    if (!initializerIndex.count(input.name()))
-      computed.insert(input.name());
-  for (const onnx::NodeProto &node : graph.node())
-    computed.insert(node.output().begin(), node.output().end());
-  auto isFloatInitializer = [&](const std::string &name) {
-    auto it = initializerIndex.find(name);
-    return it != initializerIndex.end() && graph.initializer(it->second).data_type() == onnx::TensorProto::FLOAT;
+void separateExporterConstants(onnx::GraphProto &graph, DynamoSignature &signature, Initializers &initializers) {
+  const std::set<std::string> computed = valuesComputedInGraph(graph, initializers);
+  struct FxNodeKind {
+    bool madeByTranslation; // names no parameter, and every value it names is computed in the graph
+    bool groupNorm;         // aten.group_norm, whose InstanceNormalization's scale and B are the exporter's
   };
-
-  std::map<std::string, bool> madeByTranslation;  // FX node text -> names no parameter, every input in the graph
+  std::map<std::string, FxNodeKind> kindOf;       // by FX node text
   std::vector<std::pair<int, int>> constantReads; // node, input slot
   std::map<std::string, int> reads, constantReadsOf;
   for (int n = 0; n < graph.node_size(); ++n) {
@@ -336,23 +360,24 @@ void separateExporterConstants(onnx::GraphProto &graph, DynamoSignature &signatu
       ++reads[input];
     if (fx.empty())
       continue;
-    auto [entry, fresh] = madeByTranslation.try_emplace(fx, false);
+    auto [entry, fresh] = kindOf.try_emplace(fx, FxNodeKind{false, false});
     if (fresh) {
       const FxNodeText parsed = parseFxNode(fx);
-      entry->second = fxParameterTargets(fx, signature).empty() &&
-                      std::all_of(parsed.inputs.begin(), parsed.inputs.end(), [&](const std::string &value) {
-                        auto placeholder = signature.targetOf.find(value); // a buffer's or constant's
-                        return computed.count(value) || (placeholder != signature.targetOf.end() &&
-                                                         !signature.parameters.contains(placeholder->second));
-                      });
+      entry->second.madeByTranslation =
+          fxParameterTargets(fx, signature).empty() &&
+          std::all_of(parsed.inputs.begin(), parsed.inputs.end(), [&](const std::string &value) {
+            auto placeholder = signature.targetOf.find(value); // a buffer's or constant's
+            return computed.count(value) ||
+                   (placeholder != signature.targetOf.end() && !signature.parameters.contains(placeholder->second));
+          });
+      entry->second.groupNorm = parsed.target == "torch.ops.aten.group_norm.default";
     }
-    const bool groupNormConstants =
-        node.op_type() == "InstanceNormalization" && parseFxNode(fx).target == "torch.ops.aten.group_norm.default";
+    const bool groupNormConstants = node.op_type() == "InstanceNormalization" && entry->second.groupNorm;
     for (int slot = 0; slot < node.input_size(); ++slot) {
       const std::string &input = node.input(slot);
-      if (!isFloatInitializer(input) || signature.buffers.contains(input))
+      if (!initializers.isFloat(input) || signature.buffers.contains(input))
         continue;
-      if (entry->second || (groupNormConstants && slot > 0 && signature.isAnonymous(input))) {
+      if (entry->second.madeByTranslation || (groupNormConstants && slot > 0 && signature.isAnonymous(input))) {
         constantReads.emplace_back(n, slot);
         ++constantReadsOf[input];
       }
@@ -364,11 +389,10 @@ void separateExporterConstants(onnx::GraphProto &graph, DynamoSignature &signatu
       signature.exporterConstants.insert(name);
       continue;
     }
-    onnx::TensorProto copy = graph.initializer(initializerIndex.at(name));
-    copy.set_name(name + ".exporter_constant");
-    constantFor[name] = copy.name();
-    signature.exporterConstants.insert(copy.name());
-    *graph.add_initializer() = std::move(copy);
+    const std::string copyName = name + ".exporter_constant";
+    initializers.addCopy(name, copyName);
+    constantFor[name] = copyName;
+    signature.exporterConstants.insert(copyName);
   }
   for (const auto &[n, slot] : constantReads)
     if (auto it = constantFor.find(graph.node(n).input(slot)); it != constantFor.end())
@@ -380,13 +404,9 @@ void separateExporterConstants(onnx::GraphProto &graph, DynamoSignature &signatu
 void fsdpc::import::splitMergedParameters(onnx::GraphProto &graph, DynamoSignature &signature) {
   if (!signature.present)
     return;
-  std::map<std::string, int> initializerIndex;
-  for (int i = 0; i < graph.initializer_size(); ++i)
-    initializerIndex[graph.initializer(i).name()] = i;
+  Initializers initializers(graph);
   auto isFloatParameter = [&](const std::string &name) {
-    auto it = initializerIndex.find(name);
-    return it != initializerIndex.end() && signature.parameters.contains(name) &&
-           graph.initializer(it->second).data_type() == onnx::TensorProto::FLOAT;
+    return initializers.isFloat(name) && signature.parameters.contains(name);
   };
 
   std::map<std::string, std::string> copies; // new parameter -> the initializer it copies
@@ -411,7 +431,7 @@ void fsdpc::import::splitMergedParameters(onnx::GraphProto &graph, DynamoSignatu
         if (!fx.empty() && !foldedBatchNorm) {
           std::vector<std::string> sameLeaf;
           for (const std::string &candidate : fxParameters)
-            if (leafName(candidate) == leafName(merged) && !initializerIndex.count(candidate))
+            if (leafName(candidate) == leafName(merged) && !initializers.contains(candidate))
               sameLeaf.push_back(candidate);
           if (!fxParameters.count(merged) && sameLeaf.size() == 1)
             own = sameLeaf.front();
@@ -428,14 +448,11 @@ void fsdpc::import::splitMergedParameters(onnx::GraphProto &graph, DynamoSignatu
       node.set_input(slot, chosen->second);
     }
   }
-  for (const auto &[own, merged] : copies) {
-    onnx::TensorProto copy = graph.initializer(initializerIndex.at(merged));
-    copy.set_name(own);
-    *graph.add_initializer() = std::move(copy);
-  }
-  separateExporterConstants(graph, signature);
-  splitMergedFoldedValues(graph, signature);
-  splitMergedFoldedCopies(graph, signature);
+  for (const auto &[own, merged] : copies)
+    initializers.addCopy(merged, own);
+  separateExporterConstants(graph, signature, initializers);
+  splitMergedFoldedValues(graph, signature, initializers);
+  splitMergedFoldedCopies(graph, signature, initializers);
 }
 
 namespace {

@@ -35,3 +35,8 @@ echo "and the newer ones fsdpc registers, that have no pattern. A model using"
 echo "one is refused with an error naming every such op and its nodes."
 echo
 echo "$unsupported" | awk 'BEGIN { line = "" } { item = "`" $1 "`"; if (length(line) + length(item) > 74) { print line ","; line = item } else { line = line (line == "" ? "" : ", ") item } } END { print line }'
+echo
+echo "One use of \`NonZero\` compiles: the boolean row selection"
+echo "\`x[mask].view(B, -1, ...)[:, j]\` of classification heads (BART's), which"
+echo "the importer rewrites with static shapes before anything else"
+echo "(docs/importer.md, \"Boolean row selection\")."

@@ -321,15 +321,23 @@ LogicalResult fsdpc::import::convertGatherND(NodeImporter &n) {
 /// overwrite) is data * (1 - written) + S, where `written` marks the rows
 /// the indices name (a constant for constant indices, else from their
 /// one_hot rows).
+///
+/// Integer tensors (a decoder's input ids: the ids shifted one place right
+/// into zeros, the start token written before them) with constant indices
+/// and no reduction: each output row is a known row of the data or of the
+/// updates, so one gather from their rows, concatenated, picks it.
 LogicalResult fsdpc::import::convertScatterND(NodeImporter &n) {
   Value data = n.input(0), indices = n.input(1), updates = n.input(2);
-  if (!isF32(data) || !isF32(updates))
-    return n.fail("data and updates must be float tensors");
+  const bool integers = isI64(data) && isI64(updates);
+  if (!integers && (!isF32(data) || !isF32(updates)))
+    return n.fail("data and updates must be float tensors, or both integer tensors");
   if (!indices || !cast<RankedTensorType>(indices.getType()).getElementType().isInteger(64))
     return n.fail("indices must be an int64 tensor");
   const std::string reduction = n.stringAttr("reduction", "none");
   if (reduction != "none" && reduction != "add")
     return n.fail("reduction '" + reduction + "' is not supported (none and add are)");
+  if (integers && (reduction != "none" || !n.constantInput(1)))
+    return n.fail("integer data takes constant indices and no reduction");
   ArrayRef<int64_t> dataShape = shapeOf(data), indexShape = shapeOf(indices);
   if (indexShape.empty() || indexShape.back() < 1 || indexShape.back() > static_cast<int64_t>(dataShape.size()))
     return n.fail("indices must be [..., k] with k from 1 to the data's rank");
@@ -359,6 +367,16 @@ LogicalResult fsdpc::import::convertScatterND(NodeImporter &n) {
       }
       rowsIndex.push_back(row);
       (*written)[row] = 1;
+    }
+    if (integers) {
+      // Row r of the output: update i's row where the last write to r is
+      // update i, else the data's row r.
+      SmallVector<int64_t> source(rows);
+      for (int64_t r = 0; r < rows; ++r)
+        source[r] = r;
+      for (int64_t i = 0; i < count; ++i)
+        source[rowsIndex[i]] = rows + i;
+      return scatterIntegerRows(n, data, updates, source, inner);
     }
     flat = graph::ConstantOp::create(n.builder, n.loc, flatType, DenseElementsAttr::get(flatType, ArrayRef<int64_t>(rowsIndex)));
   } else if (k == 1) {
@@ -390,6 +408,23 @@ LogicalResult fsdpc::import::convertScatterND(NodeImporter &n) {
     out = b.add(b.mul(rowsOf, kept), scattered);
   }
   n.setOutput(0, b.reshape(out, dataShape));
+  return success();
+}
+
+LogicalResult fsdpc::import::scatterIntegerRows(NodeImporter &n, Value data, Value updates, ArrayRef<int64_t> source,
+                                                int64_t inner) {
+  Compose b{n};
+  const int64_t rows = static_cast<int64_t>(source.size()), updateRows = product(shapeOf(updates)) / inner;
+  auto i64 = [&](ArrayRef<int64_t> shape) { return RankedTensorType::get(shape, n.builder.getI64Type()); };
+  Value sourceRows =
+      graph::ConstantOp::create(n.builder, n.loc, i64({rows}), DenseElementsAttr::get(i64({rows}), source));
+  Value both =
+      graph::ConcatOp::create(n.builder, n.loc, i64({rows + updateRows, inner}),
+                              ValueRange{b.reshape(data, {rows, inner}), b.reshape(updates, {updateRows, inner})},
+                              n.builder.getI64IntegerAttr(0));
+  Value picked =
+      graph::GatherOp::create(n.builder, n.loc, i64({rows, inner}), both, sourceRows, n.builder.getI64IntegerAttr(0));
+  n.setOutput(0, b.reshape(picked, shapeOf(data)));
   return success();
 }
 

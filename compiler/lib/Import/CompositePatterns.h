@@ -20,6 +20,12 @@ mlir::LogicalResult convertRuntimeMinMax(NodeImporter &n, bool isMax);
 mlir::LogicalResult convertGlobalAveragePool(NodeImporter &n);
 mlir::LogicalResult convertTile(NodeImporter &n);
 mlir::LogicalResult convertScatterND(NodeImporter &n);
+/// An integer scatter whose indices are constants: row r of the result
+/// ([rows, inner] of the data's elements) is the data's row source[r] for
+/// source[r] < rows, else the updates' row source[r] - rows, as one gather
+/// from both concatenated. Sets output 0 in the data's shape.
+mlir::LogicalResult scatterIntegerRows(NodeImporter &n, mlir::Value data, mlir::Value updates,
+                                       llvm::ArrayRef<int64_t> source, int64_t inner);
 /// GatherND of float data: its index tuples become rows of the data
 /// flattened over the batch and indexed dimensions, then one gather.
 mlir::LogicalResult convertGatherND(NodeImporter &n);

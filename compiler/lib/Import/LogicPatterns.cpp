@@ -317,13 +317,16 @@ LogicalResult fsdpc::import::convertTopK(NodeImporter &n) {
 
 LogicalResult fsdpc::import::convertScatterElements(NodeImporter &n) {
   Value data = n.input(0), indices = n.input(1), updates = n.input(2);
-  if (!isF32(data) || !isF32(updates))
-    return n.fail("data and updates must be float tensors");
+  const bool integers = isI64(data) && isI64(updates);
+  if (!integers && (!isF32(data) || !isF32(updates)))
+    return n.fail("data and updates must be float tensors, or both integer tensors");
   if (!isI64(indices))
     return n.fail("indices must be an integer tensor");
   const std::string reduction = n.stringAttr("reduction", "none");
   if (reduction != "none" && reduction != "add")
     return n.fail("reduction '" + reduction + "' is not supported (none and add are)");
+  if (integers && (reduction != "none" || !n.constantInput(1)))
+    return n.fail("integer data takes constant indices and no reduction");
   ArrayRef<int64_t> dataShape = shapeOf(data), indexShape = shapeOf(indices);
   const int64_t rank = static_cast<int64_t>(dataShape.size());
   FailureOr<int64_t> normalized = axisIn(n, n.intAttr("axis", 0), rank);
@@ -339,6 +342,26 @@ LogicalResult fsdpc::import::convertScatterElements(NodeImporter &n) {
     if (d != axis && indexShape[d] != dataShape[d])
       return n.fail("indices " + Twine(shapeString(indexShape)) + " must match the data " + shapeString(dataShape) +
                     " off the axis");
+  if (integers) {
+    // Integers (torch's select_scatter writing a decoder's start token):
+    // element by element, the data's or the last update's that names it.
+    SmallVector<int64_t> index(n.constantInput(1).getValues<int64_t>());
+    const int64_t elements = product(dataShape), size = dataShape[axis];
+    const int64_t inner = product(dataShape.drop_front(axis + 1));
+    SmallVector<int64_t> source(elements);
+    for (int64_t e = 0; e < elements; ++e)
+      source[e] = e;
+    for (int64_t u = 0; u < static_cast<int64_t>(index.size()); ++u) {
+      const int64_t at = index[u] < 0 ? index[u] + size : index[u];
+      if (at < 0 || at >= size)
+        return n.fail("index " + Twine(index[u]) + " is out of range for axis " + Twine(axis) + " of size " +
+                      Twine(size));
+      // u's place in the indices' shape, with the axis's coordinate replaced by `at`.
+      const int64_t outer = u / (indexShape[axis] * inner), within = u % inner;
+      source[(outer * size + at) * inner + within] = elements + u;
+    }
+    return scatterIntegerRows(n, data, updates, source, 1);
+  }
   // A [.., K, N, ..] mask of which of the N places along the axis each of
   // the K indices names (negative ones from the end; a dimension inserted
   // after the axis), the updates summed into their places through it.

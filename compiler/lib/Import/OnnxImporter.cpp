@@ -10,14 +10,15 @@
 
 #include "fsdpc/runtime/Float16.h"
 
+#include "DynamoExport.h"
 #include "ImportContext.h"
+#include "MaskedRowSelection.h"
+#include "NewerOnnxSchemas.h"
+#include "StaticBatch.h"
 #include "fsdpc/Dialect/Graph/IR/GraphOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
-#include "DynamoExport.h"
-#include "NewerOnnxSchemas.h"
-#include "StaticBatch.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Path.h"
@@ -439,6 +440,11 @@ private:
   ImportedModel result_;
 };
 
+/// Removes the elements of a protobuf list for which `remove` holds, in place.
+template <typename T, typename Pred> static void eraseIf(google::protobuf::RepeatedPtrField<T> *list, Pred remove) {
+  list->erase(std::remove_if(list->begin(), list->end(), remove), list->end());
+}
+
 /// Empty integer lists that the dynamo exporter writes without its
 /// optimizer, and libonnx 1.12 refuses: a Constant whose `value_ints` is
 /// empty (its checker wants the field present), and a Shape whose `end` is
@@ -498,6 +504,24 @@ static void removeEmptyIntegerLists(onnx::GraphProto &graph) {
   }
 }
 
+/// Annotations of intermediate values that shape inference derives better,
+/// and that libonnx 1.12 takes for facts. With a symbolic batch the dynamo
+/// exporter builds an expand's size list [batch, -1] from a Reshape and a
+/// `value_ints` Constant, annotates that Constant as a scalar (libonnx
+/// reports the conflict with its value) and the Reshape with an element
+/// type and no shape, which its data propagation reads as rank 0 ("axis
+/// must be in [-rank, rank-1]" at the Concat). Both kinds are dropped:
+/// every Constant output's, and every one that gives no shape.
+static void dropMisleadingAnnotations(onnx::GraphProto &graph) {
+  std::set<std::string> constants;
+  for (const onnx::NodeProto &node : graph.node())
+    if (node.op_type() == "Constant" && node.domain().empty())
+      constants.insert(node.output().begin(), node.output().end());
+  eraseIf(graph.mutable_value_info(), [&](const onnx::ValueInfoProto &info) {
+    return constants.count(info.name()) || (info.type().has_tensor_type() && !info.type().tensor_type().has_shape());
+  });
+}
+
 bool ModelImporter::load() {
   std::ifstream in(path_, std::ios::binary);
   if (!in) {
@@ -513,6 +537,7 @@ bool ModelImporter::load() {
     return fail("the model imports no version of the default ONNX opset");
   dynamo_ = readDynamoSignature(model_);
   removeEmptyIntegerLists(*model_.mutable_graph());
+  dropMisleadingAnnotations(*model_.mutable_graph());
   baseDir_ = llvm::sys::path::parent_path(path_).str();
   if (baseDir_.empty())
     baseDir_ = ".";
@@ -731,12 +756,6 @@ std::optional<Type> ModelImporter::tensorType(const onnx::ValueInfoProto &info) 
     return std::nullopt;
   }
   return RankedTensorType::get(shape, element);
-}
-
-/// Removes the elements of a protobuf list for which `remove` holds, in place.
-template <typename T, typename Pred>
-static void eraseIf(google::protobuf::RepeatedPtrField<T> *list, Pred remove) {
-  list->erase(std::remove_if(list->begin(), list->end(), remove), list->end());
 }
 
 /// torch.onnx.export rewrites parameters in two ways that change what
@@ -1140,7 +1159,12 @@ bool ModelImporter::checkTensorSizes(ModuleOp module) {
 }
 
 std::optional<ImportedModel> ModelImporter::run() {
-  if (!load() || !undoExporterParameterRewrites() || !fixBatchDimension())
+  if (!load() || !undoExporterParameterRewrites())
+    return std::nullopt;
+  // Before the batch is re-derived: the rewritten selection has no NonZero
+  // for the batch's trace to stop at.
+  rewriteMaskedRowSelections(*model_.mutable_graph(), opset_);
+  if (!fixBatchDimension())
     return std::nullopt;
   if (!checkOpsSupported())
     return std::nullopt;

@@ -767,12 +767,22 @@ LogicalResult convertConcat(NodeImporter &n) {
   bool allConstant = true;
   for (int i = 0; i < n.numInputs(); ++i)
     allConstant &= !n.hasInput(i) || static_cast<bool>(n.constantInput(i));
-  // Shape chains concatenate small integer vectors: fold them.
-  if (allConstant && rank == 1 && elementOf(inputs[0]).isInteger(64)) {
-    SmallVector<int64_t> joined;
+  // Shape chains concatenate small integer vectors, and index tensors
+  // computed from shapes (ScatterND's [..., k] tuples) concatenate along
+  // their last axis: fold them.
+  if (allConstant && elementOf(inputs[0]).isInteger(64)) {
+    const int64_t outer = product(ArrayRef<int64_t>(shape).take_front(axis));
+    const int64_t inner = product(ArrayRef<int64_t>(shape).drop_front(axis + 1));
+    SmallVector<SmallVector<int64_t>> values;
     for (int i = 0; i < n.numInputs(); ++i)
       if (n.hasInput(i))
-        joined.append(*constantInts(n, i));
+        values.push_back(*constantInts(n, i));
+    SmallVector<int64_t> joined;
+    for (int64_t o = 0; o < outer; ++o)
+      for (auto [input, value] : llvm::zip_equal(inputs, values)) {
+        const int64_t chunk = shapeOf(input)[axis] * inner;
+        joined.append(value.begin() + o * chunk, value.begin() + (o + 1) * chunk);
+      }
     n.setFoldedOutput(0, DenseElementsAttr::get(tensorOf(shape, elementOf(inputs[0])), ArrayRef<int64_t>(joined)));
     return success();
   }
@@ -1640,9 +1650,11 @@ const OpPattern kPatterns[] = {
     {"GatherND", 12, convertGatherND, "float data (or constant data and indices: folds); batch_dims"},
     {"Scatter", 9, convertScatterElements, "as ScatterElements"},
     {"ScatterElements", 11, convertScatterElements,
-     "float data; indices of the data's shape off the axis; as a mask of indices x axis size"},
+     "float data (or integer data with constant indices); indices of the data's shape off the axis; as a mask of "
+     "indices x axis size"},
     {"ScatterElements", 16, convertScatterElements,
-     "float data; indices of the data's shape off the axis; reductions none and add; as a mask of indices x axis size"},
+     "float data (or integer data with constant indices and no reduction); indices of the data's shape off the "
+     "axis; reductions none and add; as a mask of indices x axis size"},
     {"Exp", 6, convertUnary<graph::ExpOp>},
     {"Expand", 8, convertExpand, "constant target shape"},
     {"Flatten", 1, convertFlatten},
@@ -1698,7 +1710,8 @@ const OpPattern kPatterns[] = {
     {"Resize", 11, convertResize, "constant scales, sizes and roi; as gathers of 1, 2 or 4 taps per resized axis"},
     {"Size", 1, convertSize, "folds (static shapes)"},
     {"ScatterND", 11, convertScatterND,
-     "float data; reductions none and add; runtime indices only into the first dimension"},
+     "float data (or integer data with constant indices and no reduction); reductions none and add; runtime indices "
+     "only into the first dimension"},
     {"Shape", 1, convertShape},
     {"Selu", 6, convertSelu},
     {"Shrink", 9, convertShrink},

@@ -117,6 +117,21 @@ def hf_llama_classifier(vocab):
         num_key_value_heads=2, max_position_embeddings=CONTEXT, num_labels=CLASSES, pad_token_id=vocab)))
 
 
+def hf_bart_classifier(vocab):
+    # The head reads the decoder's state at each sample's end-of-sequence
+    # token (id vocab + 1, one per sample, padding after it), selected with a
+    # boolean mask: x[ids == eos].view(batch, -1, dim)[:, -1], which exports
+    # as NonZero. The decoder's input is the ids shifted right (an integer
+    # ScatterND, or select_scatter in the dynamo export).
+    from transformers import BartConfig, BartForSequenceClassification
+    return Logits(BartForSequenceClassification(BartConfig(
+        vocab_size=vocab + 2, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=CONTEXT,
+        dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, classifier_dropout=0.0, num_labels=CLASSES,
+        pad_token_id=vocab, bos_token_id=vocab + 1, eos_token_id=vocab + 1, decoder_start_token_id=vocab + 1,
+        forced_eos_token_id=None)))
+
+
 def hf_roberta(vocab):
     # Position ids from the input in the graph: a cumulative sum of the
     # tokens that are not padding (integers), offset by the padding id.
@@ -264,6 +279,14 @@ MODELS = {
     # ArgMax) and gathered per sample.
     "hf-gpt2-classifier": (hf_gpt2_classifier, "classes-padded", [(False, 17, False), (False, DYNAMIC_OPSET, True)]),
     "hf-llama-classifier": (hf_llama_classifier, "classes-padded", [(True, 18, False), (True, DYNAMIC_OPSET, True)]),
+    # An encoder-decoder classifier selecting each sample's end-of-sequence
+    # state with a boolean mask (NonZero); the dynamo exporter's optimizer
+    # drops zero biases, so that export is made without it. Symbolic
+    # batches only: static exports hold constants of the export batch that
+    # fsdpc cannot re-derive for another (the decoder's zeros before the
+    # shifted ids, its mask gathered by flat positions), and say so.
+    "hf-bart-classifier": (hf_bart_classifier, "classes-eos", [(False, 17, True), (False, DYNAMIC_OPSET, True),
+                                                               (True, DYNAMIC_OPSET, True, UNOPTIMIZED)]),
     # An encoder whose position ids are computed from the padded input.
     "hf-roberta": (hf_roberta, "classes-padded", [(False, 17, False), (False, DYNAMIC_OPSET, True)]),
     # Encoder-decoder: the decoder reads the source shifted by one character
@@ -326,6 +349,13 @@ def make_data(out_dir, labels_kind="tokens"):
         lengths = np.random.default_rng(2).integers(4, CONTEXT + 1, len(inputs))
         inputs = np.where(np.arange(CONTEXT) < lengths[:, None], inputs, len(vocab))
         labels = (inputs[np.arange(len(inputs)), lengths - 1] % CLASSES).astype(np.int64)
+    if labels_kind == "classes-eos":  # samples of 4 to CONTEXT - 1 characters, an end-of-sequence token
+        # (id len(vocab) + 1) after each, then padding (id len(vocab)); the class is the last character's
+        lengths = np.random.default_rng(3).integers(4, CONTEXT, len(inputs))
+        positions = np.arange(CONTEXT)
+        inputs = np.where(positions < lengths[:, None], inputs, len(vocab))
+        inputs[np.arange(len(inputs)), lengths] = len(vocab) + 1
+        labels = (inputs[np.arange(len(inputs)), lengths - 1] % CLASSES).astype(np.int64)
     if labels_kind == "images":  # random images, a class from their mean colour
         rng = np.random.default_rng(1)
         pixels = rng.standard_normal((len(inputs), 3, IMAGE, IMAGE)).astype(np.float32)
@@ -356,6 +386,8 @@ def export(model, path, dynamo, opset, symbolic, kind="tokens", fold=True, optim
     names = {"seq2seq": ["input_ids", "decoder_input_ids"], "images": ["pixel_values"]}.get(kind, ["input_ids"])
     if kind == "images":
         ids = torch.zeros(BATCH, 3, IMAGE, IMAGE)
+    if kind == "classes-eos":  # the head needs one end-of-sequence token per sample
+        ids[:, -1] = model.model.config.eos_token_id
     kwargs = dict(input_names=names, output_names=["logits"], opset_version=opset, dynamo=dynamo)
     if dynamo:
         kwargs["external_data"] = False

@@ -1,0 +1,290 @@
+//===- MaskedRowSelection.cpp - Boolean row selection without NonZero -----===//
+//
+// The chain that `x[mask].view(B, -1, H)[:, j]` exports to lists the
+// selected positions of the whole mask (NonZero), gathers their rows of x,
+// regroups those rows into s[0] groups and takes the j-th of each group.
+// Where each of the s[0] equal groups of the mask holds K selected
+// elements, regrouped group g is exactly the selection within mask group
+// g, and its j-th row is x's row at the position of the group's j-th
+// selected element. Per group, with the mask as 0/1 integers:
+//
+//   rank     = CumSum(mask, axis 1)        1, 2, ... at the selected elements
+//   weights  = mask * (rank == j + 1)      or, for j < 0, count + j + 1
+//   row      = float(weights) @ x          one 1 in each group's weights
+//
+// (a non-finite value in a row not selected would spread through the
+// product, where GatherND ignores it)
+//
+// which has static shapes, and whose gradient reaches x's selected rows
+// as GatherND's would. The new nodes compute every shape from s itself, so
+// a symbolic batch and a re-derived static one need nothing more, and a
+// group count that does not divide the mask fails in shape inference at a
+// node named after the NonZero.
+//
+//===----------------------------------------------------------------------===//
+#include "MaskedRowSelection.h"
+
+#include "ImportContext.h"
+
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+
+using namespace fsdpc::import;
+
+namespace {
+
+struct Uses {
+  std::map<std::string, int> producer;             // value -> the node computing it
+  std::map<std::string, std::vector<int>> readers; // value -> the nodes reading it
+  std::map<std::string, int> initializer;
+  std::set<std::string> outputs;
+};
+
+Uses indexUses(const onnx::GraphProto &graph) {
+  Uses uses;
+  for (int n = 0; n < graph.node_size(); ++n) {
+    for (const std::string &output : graph.node(n).output())
+      uses.producer[output] = n;
+    for (const std::string &input : graph.node(n).input())
+      uses.readers[input].push_back(n);
+  }
+  for (int i = 0; i < graph.initializer_size(); ++i)
+    uses.initializer[graph.initializer(i).name()] = i;
+  for (const onnx::ValueInfoProto &output : graph.output())
+    uses.outputs.insert(output.name());
+  return uses;
+}
+
+/// The node that alone reads `value` (which is no graph output), if it is
+/// an `op` reading it as input `slot`.
+std::optional<int> soleReader(const onnx::GraphProto &graph, const Uses &uses, const std::string &value,
+                              llvm::StringRef op, int slot) {
+  auto it = uses.readers.find(value);
+  if (uses.outputs.count(value) || it == uses.readers.end() || it->second.size() != 1)
+    return std::nullopt;
+  const onnx::NodeProto &node = graph.node(it->second.front());
+  if (node.op_type() != op || !(node.domain().empty() || node.domain() == "ai.onnx") || node.input_size() <= slot ||
+      node.input(slot) != value)
+    return std::nullopt;
+  return it->second.front();
+}
+
+const onnx::AttributeProto *attribute(const onnx::NodeProto &node, llvm::StringRef name) {
+  for (const onnx::AttributeProto &attr : node.attribute())
+    if (attr.name() == name)
+      return &attr;
+  return nullptr;
+}
+
+/// The integers of a literal (an initializer or a Constant node's value)
+/// and its rank.
+std::optional<std::pair<std::vector<int64_t>, int>> literalInts(const onnx::GraphProto &graph, const Uses &uses,
+                                                                const std::string &name) {
+  const onnx::TensorProto *tensor = nullptr;
+  if (auto it = uses.initializer.find(name); it != uses.initializer.end()) {
+    tensor = &graph.initializer(it->second);
+  } else if (auto producer = uses.producer.find(name); producer != uses.producer.end()) {
+    const onnx::NodeProto &node = graph.node(producer->second);
+    if (node.op_type() != "Constant")
+      return std::nullopt;
+    if (const onnx::AttributeProto *value = attribute(node, "value_int"))
+      return std::make_pair(std::vector<int64_t>{value->i()}, 0);
+    if (const onnx::AttributeProto *value = attribute(node, "value_ints"))
+      return std::make_pair(std::vector<int64_t>(value->ints().begin(), value->ints().end()), 1);
+    if (const onnx::AttributeProto *value = attribute(node, "value"); value && value->has_t())
+      tensor = &value->t();
+  }
+  if (!tensor || (tensor->data_type() != onnx::TensorProto::INT64 && tensor->data_type() != onnx::TensorProto::INT32))
+    return std::nullopt;
+  std::vector<int64_t> ints;
+  std::string error;
+  if (!readTensorElements(*tensor, ".", nullptr, &ints, error))
+    return std::nullopt;
+  return std::make_pair(std::move(ints), tensor->dims_size());
+}
+
+/// Appends the nodes that compute the selection into `nodes`, writing the
+/// result to `result`; `prefix` names the new nodes and values.
+class SelectionBuilder {
+public:
+  SelectionBuilder(std::string prefix, std::vector<onnx::NodeProto> &nodes) : prefix(std::move(prefix)), nodes(nodes) {}
+
+  std::string node(const std::string &op, std::vector<std::string> inputs, const std::string &what,
+                   const std::string &output = "") {
+    onnx::NodeProto &node = nodes.emplace_back();
+    node.set_op_type(op);
+    node.set_name(prefix + "/" + what);
+    for (const std::string &input : inputs)
+      node.add_input(input);
+    node.add_output(output.empty() ? prefix + "/" + what : output);
+    return node.output(0);
+  }
+  std::string cast(const std::string &input, int to, const std::string &what) {
+    std::string out = node("Cast", {input}, what);
+    setInt(nodes.back(), "to", to);
+    return out;
+  }
+  std::string concat(std::vector<std::string> inputs, const std::string &what) {
+    std::string out = node("Concat", std::move(inputs), what);
+    setInt(nodes.back(), "axis", 0);
+    return out;
+  }
+  std::string ints(std::vector<int64_t> values, const std::string &what) {
+    onnx::TensorProto tensor;
+    tensor.set_data_type(onnx::TensorProto::INT64);
+    tensor.add_dims(static_cast<int64_t>(values.size()));
+    for (int64_t v : values)
+      tensor.add_int64_data(v);
+    return constant(std::move(tensor), what);
+  }
+  std::string scalar(int64_t value, const std::string &what) {
+    onnx::TensorProto tensor;
+    tensor.set_data_type(onnx::TensorProto::INT64);
+    tensor.add_int64_data(value);
+    return constant(std::move(tensor), what);
+  }
+
+private:
+  std::string constant(onnx::TensorProto tensor, const std::string &what) {
+    std::string out = node("Constant", {}, what);
+    onnx::AttributeProto *value = nodes.back().add_attribute();
+    value->set_name("value");
+    value->set_type(onnx::AttributeProto::TENSOR);
+    *value->mutable_t() = std::move(tensor);
+    return out;
+  }
+  static void setInt(onnx::NodeProto &node, const std::string &name, int64_t v) {
+    onnx::AttributeProto *attr = node.add_attribute();
+    attr->set_name(name);
+    attr->set_type(onnx::AttributeProto::INT);
+    attr->set_i(v);
+  }
+
+  std::string prefix;
+  std::vector<onnx::NodeProto> &nodes;
+};
+
+/// The nodes of one chain, NonZero first and Gather last, and the Gather's index.
+struct Chain {
+  int nonZero, transpose, gatherND, reshape, gather;
+  int64_t index;
+};
+
+std::optional<Chain> matchChain(const onnx::GraphProto &graph, const Uses &uses, int nonZero) {
+  const onnx::NodeProto &node = graph.node(nonZero);
+  if (node.input_size() != 1 || node.output_size() != 1)
+    return std::nullopt;
+  Chain chain{nonZero, 0, 0, 0, 0, 0};
+  auto transpose = soleReader(graph, uses, node.output(0), "Transpose", 0);
+  if (!transpose)
+    return std::nullopt;
+  const onnx::AttributeProto *perm = attribute(graph.node(*transpose), "perm");
+  if (!perm || perm->ints_size() != 2 || perm->ints(0) != 1 || perm->ints(1) != 0)
+    return std::nullopt;
+  auto gatherND = soleReader(graph, uses, graph.node(*transpose).output(0), "GatherND", 1);
+  if (!gatherND)
+    return std::nullopt;
+  if (const onnx::AttributeProto *batchDims = attribute(graph.node(*gatherND), "batch_dims");
+      batchDims && batchDims->i())
+    return std::nullopt;
+  auto reshape = soleReader(graph, uses, graph.node(*gatherND).output(0), "Reshape", 0);
+  if (!reshape || graph.node(*reshape).input_size() != 2)
+    return std::nullopt;
+  // A literal 0 in the shape copies the selection's count (or, with
+  // allowzero, is an empty dimension): the groups are not the mask's then.
+  if (auto shape = literalInts(graph, uses, graph.node(*reshape).input(1));
+      shape && (shape->first.size() < 2 || shape->first.front() <= 0 || llvm::is_contained(shape->first, 0)))
+    return std::nullopt;
+  auto gather = soleReader(graph, uses, graph.node(*reshape).output(0), "Gather", 0);
+  if (!gather || graph.node(*gather).input_size() != 2)
+    return std::nullopt;
+  const onnx::AttributeProto *axis = attribute(graph.node(*gather), "axis");
+  if (!axis || axis->i() != 1)
+    return std::nullopt;
+  auto index = literalInts(graph, uses, graph.node(*gather).input(1));
+  if (!index || index->second != 0 || index->first.size() != 1)
+    return std::nullopt;
+  chain.transpose = *transpose;
+  chain.gatherND = *gatherND;
+  chain.reshape = *reshape;
+  chain.gather = *gather;
+  chain.index = index->first.front();
+  return chain;
+}
+
+} // namespace
+
+std::vector<std::string> fsdpc::import::rewriteMaskedRowSelections(onnx::GraphProto &graph, int64_t opset) {
+  std::vector<std::string> rewritten;
+  if (opset < 11)
+    return rewritten;
+  for (bool again = true; again;) {
+    again = false;
+    const Uses uses = indexUses(graph);
+    for (int n = 0; n < graph.node_size() && !again; ++n) {
+      const onnx::NodeProto &nonZero = graph.node(n);
+      if (nonZero.op_type() != "NonZero" || !(nonZero.domain().empty() || nonZero.domain() == "ai.onnx"))
+        continue;
+      std::optional<Chain> chain = matchChain(graph, uses, n);
+      if (!chain)
+        continue;
+      const std::string name = nodeName(nonZero, n);
+      const std::string mask = nonZero.input(0), x = graph.node(chain->gatherND).input(0);
+      const std::string shape = graph.node(chain->reshape).input(1);
+      const std::string result = graph.node(chain->gather).output(0);
+
+      std::vector<onnx::NodeProto> nodes;
+      SelectionBuilder b(name + "/row_selection", nodes);
+      // NonZero selects every nonzero element, whatever the mask's type.
+      // The ranks are counted in integers: CumSum of floats would be a
+      // product with a triangle of the mask's length squared.
+      const std::string selected =
+          b.cast(b.cast(mask, onnx::TensorProto::BOOL, "selected"), onnx::TensorProto::INT64, "selected_as_int");
+      const std::string zero = b.ints({0}, "zero"), one = b.ints({1}, "one"), two = b.ints({2}, "two");
+      const std::string minusOne = b.ints({-1}, "minus_one");
+      const std::string end = b.ints({std::numeric_limits<int64_t>::max()}, "end");
+      const std::string groups = b.node("Slice", {shape, zero, one}, "group_count");
+      const std::string rowShape = b.node("Slice", {shape, two, end}, "row_shape");
+      const std::string grouped =
+          b.node("Reshape", {selected, b.concat({groups, minusOne}, "mask_shape")}, "mask_by_group");
+      const std::string groupShape = b.node("Shape", {grouped}, "mask_by_group_shape");
+      const std::string rows = b.node("Reshape", {x, b.concat({groupShape, minusOne}, "rows_shape")}, "rows_by_group");
+      const std::string rank = b.node("CumSum", {grouped, one}, "rank_in_group");
+      std::string target;
+      if (chain->index >= 0) {
+        target = b.scalar(chain->index + 1, "target_rank");
+      } else {
+        const std::string count = b.node("Slice", {rank, minusOne, end, one}, "selected_in_group");
+        target = b.node("Add", {count, b.scalar(chain->index + 1, "rank_from_end")}, "target_rank");
+      }
+      const std::string hit =
+          b.cast(b.node("Equal", {rank, target}, "is_target"), onnx::TensorProto::INT64, "is_target_as_int");
+      const std::string weights =
+          b.cast(b.node("Mul", {grouped, hit}, "target_in_group"), onnx::TensorProto::FLOAT, "weights");
+      const std::string weightsRow =
+          b.node("Reshape", {weights, b.concat({groups, one, minusOne}, "weights_shape")}, "weights_row");
+      const std::string picked = b.node("MatMul", {weightsRow, rows}, "picked");
+      b.node("Reshape", {picked, b.concat({groups, rowShape}, "result_shape")}, "result", result);
+
+      // The new nodes take the Gather's place, which comes after everything
+      // they read; the chain goes.
+      std::set<int> chainNodes{chain->nonZero, chain->transpose, chain->gatherND, chain->reshape, chain->gather};
+      std::vector<onnx::NodeProto> all;
+      for (int i = 0; i < graph.node_size(); ++i) {
+        if (i == chain->gather)
+          for (onnx::NodeProto &added : nodes)
+            all.push_back(std::move(added));
+        if (!chainNodes.count(i))
+          all.push_back(graph.node(i));
+      }
+      graph.clear_node();
+      for (onnx::NodeProto &node : all)
+        *graph.add_node() = std::move(node);
+      rewritten.push_back(name);
+      again = true;
+    }
+  }
+  return rewritten;
+}

@@ -66,6 +66,16 @@ TEXT = {  # name: (config class, model class, config arguments beyond the common
     "bart-cls": ("BartConfig", "BartForSequenceClassification",
                  dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
                       decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64)),
+    # The same head (the last end-of-sequence state, by a boolean mask).
+    "mbart-cls": ("MBartConfig", "MBartForSequenceClassification",
+                  dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                       decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64)),
+    "plbart-cls": ("PLBartConfig", "PLBartForSequenceClassification",
+                   dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64)),
+    "mvp-cls": ("MvpConfig", "MvpForSequenceClassification",
+                dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                     decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64)),
 }
 BART_SIZES = dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
                   decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64)

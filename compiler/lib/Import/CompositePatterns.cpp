@@ -174,14 +174,62 @@ LogicalResult fsdpc::import::convertGlobalAveragePool(NodeImporter &n) {
   return success();
 }
 
+/// GatherElements of runtime integers (mBART's decoder start token, each
+/// sample's id at its last real position): one gather from the flattened
+/// data at each element's flat position, its own coordinates off the axis
+/// (a constant) plus its index times the axis's stride. An index still
+/// outside the axis after wrapping a negative one is moved past the data's
+/// end, so that the gather reports it with the node.
+static LogicalResult gatherIntegerElements(NodeImporter &n, Value data, Value indices, int64_t axis) {
+  ArrayRef<int64_t> dataShape = shapeOf(data), indexShape = shapeOf(indices);
+  const int64_t rank = dataShape.size();
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis && indexShape[d] > dataShape[d])
+      return n.fail("indices " + shapeString(indexShape) + " exceed data " + shapeString(dataShape) + " off the axis");
+  SmallVector<int64_t> strides(rank, 1);
+  for (int64_t d = rank - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * dataShape[d + 1];
+  const int64_t elements = product(dataShape), count = product(indexShape);
+  SmallVector<int64_t> base(count);
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t rest = i, flat = 0;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      if (d != axis)
+        flat += (rest % indexShape[d]) * strides[d];
+      rest /= indexShape[d];
+    }
+    base[i] = flat;
+  }
+  Compose b{n};
+  auto i64 = [&](ArrayRef<int64_t> shape) { return RankedTensorType::get(shape, n.builder.getI64Type()); };
+  Value wrapped = b.wrapNegative(indices, {dataShape[axis]}, {});
+  Value below = b.compare(wrapped, b.integer(0), graph::ComparePredicate::lt);
+  Value above = b.compare(wrapped, b.integer(dataShape[axis]), graph::ComparePredicate::ge);
+  Value outside = b.add(below, above);
+  Value along = b.mul(wrapped, b.integer(strides[axis]));
+  Value offsets = graph::ConstantOp::create(n.builder, n.loc, i64(indexShape),
+                                            DenseElementsAttr::get(i64(indexShape), ArrayRef<int64_t>(base)));
+  Value inRange = b.add(offsets, along);
+  Value pastEnd = b.mul(outside, b.integer(elements));
+  Value flat = b.add(inRange, pastEnd);
+  Value flatData = b.reshape(data, {elements});
+  Value flatIndex = b.reshape(flat, {count});
+  Value picked =
+      graph::GatherOp::create(n.builder, n.loc, i64({count}), flatData, flatIndex, n.builder.getI64IntegerAttr(0));
+  n.setOutput(0, b.reshape(picked, indexShape));
+  return success();
+}
+
 LogicalResult fsdpc::import::convertRuntimeGatherElements(NodeImporter &n, Value data, Value indices,
                                                           int64_t axis) {
-  if (!isF32(data))
-    return n.fail("GatherElements on runtime data needs float data");
+  if (!isF32(data) && !isI64(data))
+    return n.fail("GatherElements on runtime data needs float or integer data");
   if (!cast<RankedTensorType>(indices.getType()).getElementType().isInteger(64))
     return n.fail("indices must be an int64 tensor");
   ArrayRef<int64_t> dataShape = shapeOf(data), indexShape = shapeOf(indices);
   const int64_t rank = dataShape.size();
+  if (isI64(data))
+    return gatherIntegerElements(n, data, indices, axis);
   SmallVector<int64_t> extent(indexShape), perm, spread(indexShape);
   extent[axis] = dataShape[axis];
   for (int64_t d = 0; d < rank; ++d) {
@@ -490,6 +538,56 @@ static Value integerCumSum(NodeImporter &n, Value x, int64_t axis, bool exclusiv
   for (int64_t by = 1; by < size; by *= 2)
     sums = b.add(sums, shifted(sums, by));
   return sums;
+}
+
+/// ReduceSum of an i64 tensor (mBART counts each sample's tokens that are
+/// not padding to find its last one): along each reduced axis, the first
+/// half of the places added to the second, ceil(log2(size)) rounds with an
+/// odd place carried over, exact in i64.
+LogicalResult fsdpc::import::convertIntegerReduceSum(NodeImporter &n) {
+  FailureOr<ReductionLayout> layout = reductionLayout(n);
+  if (failed(layout))
+    return failure();
+  Compose b{n};
+  Value sums = n.input(0);
+  if (layout->identity) {
+    n.setOutput(0, sums);
+    return success();
+  }
+  auto slice = [&](Value v, int64_t axis, int64_t start, int64_t count) -> Value {
+    SmallVector<int64_t> shape(shapeOf(v)), starts(shape.size(), 0), steps(shape.size(), 1);
+    shape[axis] = count;
+    starts[axis] = start;
+    return graph::SliceOp::create(n.builder, n.loc, RankedTensorType::get(shape, n.builder.getI64Type()), v,
+                                  n.builder.getDenseI64ArrayAttr(starts), n.builder.getDenseI64ArrayAttr(steps));
+  };
+  for (int64_t axis : layout->axes) {
+    for (int64_t size = shapeOf(sums)[axis]; size > 1; size = (size + 1) / 2) {
+      const int64_t half = size / 2;
+      // One op per statement: the IR must not depend on the order in
+      // which the C++ compiler evaluates arguments.
+      Value first = slice(sums, axis, 0, half);
+      Value second = slice(sums, axis, half, half);
+      Value added = b.add(first, second);
+      if (size % 2) {
+        SmallVector<int64_t> joined(shapeOf(added));
+        joined[axis] = half + 1;
+        Value carried = slice(sums, axis, size - 1, 1);
+        added = graph::ConcatOp::create(n.builder, n.loc, RankedTensorType::get(joined, n.builder.getI64Type()),
+                                        ValueRange{added, carried}, n.builder.getI64IntegerAttr(axis));
+      }
+      sums = added;
+    }
+    if (shapeOf(sums)[axis] == 0) { // a sum over no places is 0
+      SmallVector<int64_t> one(shapeOf(sums));
+      one[axis] = 1;
+      auto type = RankedTensorType::get(one, n.builder.getI64Type());
+      sums = graph::ConstantOp::create(n.builder, n.loc, type,
+                                       DenseElementsAttr::get(type, n.builder.getI64IntegerAttr(0)));
+    }
+  }
+  n.setOutput(0, b.reshape(sums, layout->resultShape));
+  return success();
 }
 
 LogicalResult fsdpc::import::convertCumSum(NodeImporter &n) {

@@ -33,6 +33,8 @@ mlir::LogicalResult convertGatherND(NodeImporter &n);
 /// its rank.
 mlir::LogicalResult convertRuntimeGatherElements(NodeImporter &n, mlir::Value data, mlir::Value indices, int64_t axis);
 mlir::LogicalResult convertCumSum(NodeImporter &n);
+/// ReduceSum of a runtime i64 tensor, exact.
+mlir::LogicalResult convertIntegerReduceSum(NodeImporter &n);
 enum class ComposedReduction { kMax, kMin, kSumSquare, kL1, kL2, kLogSum, kLogSumExp, kProd };
 mlir::LogicalResult convertComposedReduction(NodeImporter &n, ComposedReduction kind);
 template <ComposedReduction Kind> mlir::LogicalResult convertReduction(NodeImporter &n) {

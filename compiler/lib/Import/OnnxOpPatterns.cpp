@@ -616,6 +616,8 @@ namespace {
 /// ReduceSum and ReduceMean: a sum over the axes (all when none are given,
 /// unless noop_with_empty_axes), scaled for the mean.
 template <bool Mean> LogicalResult convertReduce(NodeImporter &n) {
+  if (!Mean && isI64(n.input(0)))
+    return convertIntegerReduceSum(n);
   if (failed(requireFloatInputs(n, 1)))
     return failure();
   FailureOr<ReductionLayout> layout = reductionLayout(n);
@@ -1660,7 +1662,8 @@ const OpPattern kPatterns[] = {
     {"Flatten", 1, convertFlatten},
     {"Gather", 1, convertGather},
     {"GatherElements", 11, convertGatherElements,
-     "folds on constants; on float data as a one-hot mask of indices x axis size, runtime indices in [0, size)"},
+     "folds on constants; on float data as a one-hot mask of indices x axis size, runtime indices in [0, size); "
+     "on integer data one gather at flat positions"},
     {"Gelu", 20, convertGelu},
     {"GlobalMaxPool", 1, convertGlobalMaxPool},
     {"Greater", 7, convertComparison<std::greater<>, graph::ComparePredicate::gt>,

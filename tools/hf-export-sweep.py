@@ -31,6 +31,8 @@ import torch
 
 VOCAB, CONTEXT, BATCH, IMAGE = 64, 16, 2, 32
 
+BART_SIZES = dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                  decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64)
 TEXT = {  # name: (config class, model class, config arguments beyond the common ones)
     "roberta-cls": ("RobertaConfig", "RobertaForSequenceClassification", dict(pad_token_id=1)),
     "distilbert-cls": ("DistilBertConfig", "DistilBertForSequenceClassification",
@@ -63,22 +65,12 @@ TEXT = {  # name: (config class, model class, config arguments beyond the common
     "gptj": ("GPTJConfig", "GPTJForCausalLM", dict(n_embd=32, n_layer=2, n_head=4, rotary_dim=4, n_positions=64)),
     "codegen": ("CodeGenConfig", "CodeGenForCausalLM",
                 dict(n_embd=32, n_layer=2, n_head=4, rotary_dim=4, n_positions=64, n_ctx=64)),
-    "bart-cls": ("BartConfig", "BartForSequenceClassification",
-                 dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-                      decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64)),
+    "bart-cls": ("BartConfig", "BartForSequenceClassification", BART_SIZES),
     # The same head (the last end-of-sequence state, by a boolean mask).
-    "mbart-cls": ("MBartConfig", "MBartForSequenceClassification",
-                  dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-                       decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64)),
-    "plbart-cls": ("PLBartConfig", "PLBartForSequenceClassification",
-                   dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-                        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64)),
-    "mvp-cls": ("MvpConfig", "MvpForSequenceClassification",
-                dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-                     decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64)),
+    "mbart-cls": ("MBartConfig", "MBartForSequenceClassification", BART_SIZES),
+    "plbart-cls": ("PLBartConfig", "PLBartForSequenceClassification", BART_SIZES),
+    "mvp-cls": ("MvpConfig", "MvpForSequenceClassification", BART_SIZES),
 }
-BART_SIZES = dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-                  decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64)
 SEQ2SEQ = {  # encoder-decoder language models, given input_ids and decoder_input_ids
     "t5": ("T5Config", "T5ForConditionalGeneration",
            dict(d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2, num_heads=4,

@@ -723,10 +723,14 @@ bool ModelImporter::checkOpsSupported() {
                                " in float32: fsdpc has no float64 tensors");
   if (unsupported.empty())
     return true;
+  // NonZero's one compiled form (MaskedRowSelection.cpp) did not match.
+  const std::string hint = unsupported.count("NonZero")
+                               ? "; NonZero compiles only as the boolean row selection x[mask].view(B, -1, ...)[:, j]"
+                               : "";
   std::string opset = std::to_string(opset_);
   if (unsupported.size() == 1 && unsupported.begin()->second.size() == 1)
     return fail("unsupported ONNX op '" + unsupported.begin()->first + "' (node '" +
-                unsupported.begin()->second.front() + "', opset " + opset + ")");
+                unsupported.begin()->second.front() + "', opset " + opset + ")" + hint);
   std::string message = "unsupported ONNX ops (opset " + opset + "):";
   bool firstOp = true;
   for (const auto &[op, nodes] : unsupported) {
@@ -736,7 +740,7 @@ bool ModelImporter::checkOpsSupported() {
     message += ")";
     firstOp = false;
   }
-  return fail(message);
+  return fail(message + hint);
 }
 
 std::optional<Type> ModelImporter::tensorType(const onnx::ValueInfoProto &info) {

@@ -242,13 +242,28 @@ std::vector<std::string> fsdpc::import::rewriteMaskedRowSelections(onnx::GraphPr
       // product with a triangle of the mask's length squared.
       const std::string selected =
           b.cast(b.cast(mask, onnx::TensorProto::BOOL, "selected"), onnx::TensorProto::INT64, "selected_as_int");
-      const std::string zero = b.ints({0}, "zero"), one = b.ints({1}, "one"), two = b.ints({2}, "two");
-      const std::string minusOne = b.ints({-1}, "minus_one");
-      const std::string end = b.ints({std::numeric_limits<int64_t>::max()}, "end");
-      const std::string groups = b.node("Slice", {shape, zero, one}, "group_count");
-      const std::string rowShape = b.node("Slice", {shape, two, end}, "row_shape");
-      const std::string grouped =
-          b.node("Reshape", {selected, b.concat({groups, minusOne}, "mask_shape")}, "mask_by_group");
+      // The shapes that regroup the mask, the weights and the result: from
+      // a literal target, literals (which the static-batch rewrite rescales
+      // as it does the Reshape's own); else computed from the target.
+      const std::string one = b.ints({1}, "one"), minusOne = b.ints({-1}, "minus_one");
+      std::string maskShape, weightsShape, resultShape;
+      if (auto literal = literalInts(graph, uses, shape)) {
+        const std::vector<int64_t> &target = literal->first;
+        std::vector<int64_t> result{target[0]};
+        result.insert(result.end(), target.begin() + 2, target.end());
+        maskShape = b.ints({target[0], -1}, "mask_shape");
+        weightsShape = b.ints({target[0], 1, -1}, "weights_shape");
+        resultShape = b.ints(result, "result_shape");
+      } else {
+        const std::string zero = b.ints({0}, "zero"), two = b.ints({2}, "two");
+        const std::string end = b.ints({std::numeric_limits<int64_t>::max()}, "end");
+        const std::string groups = b.node("Slice", {shape, zero, one}, "group_count");
+        const std::string rowShape = b.node("Slice", {shape, two, end}, "row_shape");
+        maskShape = b.concat({groups, minusOne}, "mask_shape");
+        weightsShape = b.concat({groups, one, minusOne}, "weights_shape");
+        resultShape = b.concat({groups, rowShape}, "result_shape");
+      }
+      const std::string grouped = b.node("Reshape", {selected, maskShape}, "mask_by_group");
       const std::string groupShape = b.node("Shape", {grouped}, "mask_by_group_shape");
       const std::string rows = b.node("Reshape", {x, b.concat({groupShape, minusOne}, "rows_shape")}, "rows_by_group");
       const std::string rank = b.node("CumSum", {grouped, one}, "rank_in_group");
@@ -256,17 +271,17 @@ std::vector<std::string> fsdpc::import::rewriteMaskedRowSelections(onnx::GraphPr
       if (chain->index >= 0) {
         target = b.scalar(chain->index + 1, "target_rank");
       } else {
-        const std::string count = b.node("Slice", {rank, minusOne, end, one}, "selected_in_group");
+        const std::string last = b.ints({std::numeric_limits<int64_t>::max()}, "through_last");
+        const std::string count = b.node("Slice", {rank, minusOne, last, one}, "selected_in_group");
         target = b.node("Add", {count, b.scalar(chain->index + 1, "rank_from_end")}, "target_rank");
       }
       const std::string hit =
           b.cast(b.node("Equal", {rank, target}, "is_target"), onnx::TensorProto::INT64, "is_target_as_int");
       const std::string weights =
           b.cast(b.node("Mul", {grouped, hit}, "target_in_group"), onnx::TensorProto::FLOAT, "weights");
-      const std::string weightsRow =
-          b.node("Reshape", {weights, b.concat({groups, one, minusOne}, "weights_shape")}, "weights_row");
+      const std::string weightsRow = b.node("Reshape", {weights, weightsShape}, "weights_row");
       const std::string picked = b.node("MatMul", {weightsRow, rows}, "picked");
-      b.node("Reshape", {picked, b.concat({groups, rowShape}, "result_shape")}, "result", result);
+      b.node("Reshape", {picked, resultShape}, "result", result);
 
       // The new nodes take the Gather's place, which comes after everything
       // they read; the chain goes.

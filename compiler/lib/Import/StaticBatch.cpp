@@ -172,6 +172,8 @@ private:
   Origin trace(const std::string &value, int64_t index, Edge edge, int depth) const;
   bool rescaleShapeOperand(int node, int slot, int64_t element);
   bool collapseBatchSizedConstants(int node);
+  bool batchScatterOperands(int node);
+  void keepOneSampleBeforeReader(int node, int slot, int batchAxis);
   bool claimBatch(const std::string &value, int axis, int depth);
   bool isBatchPositions(const std::string &literal, int axis) const;
   bool numberNewBatch(const std::string &literal, int axis, const std::string &reader);
@@ -200,14 +202,15 @@ private:
   std::map<std::string, std::pair<int, std::string>> collapses_;
   // integer constant -> the batch axis along which it numbers the samples
   std::map<std::string, int> batchPositions_;
-  // A collapsed constant that a Concat reads: an Expand back to the batch
-  // goes in front of the Concat (named by its output).
-  struct ConcatExpand {
-    std::string concatOutput, constant;
+  // A collapsed constant that a Concat or a scatter reads (neither
+  // broadcasts): an Expand back to the batch goes in front of the reader
+  // (named by its output).
+  struct BatchExpand {
+    std::string readerOutput, constant;
     int slot;
     Shape shape;
   };
-  std::vector<ConcatExpand> concatExpands_;
+  std::vector<BatchExpand> batchExpands_;
 };
 
 bool Rebatcher::inferExportShapes() {
@@ -657,6 +660,23 @@ int Rebatcher::outputAxis(int nodeIndex, int output) const {
     }
     return -1;
   }
+  if (op == "Expand" && a < 0) {
+    // A target that is a batched value's shape (torch's full_like: a scalar
+    // expanded to Shape(x)) puts the batch where that value has it, counted
+    // from the right.
+    auto producer = producers_.find(node.input(1));
+    const onnx::NodeProto *shapeOp = producer == producers_.end() ? nullptr : &graph_.node(producer->second.first);
+    const Shape *target = inputShape(1);
+    if (shapeOp && shapeOp->op_type() == "Shape" && !findAttribute(*shapeOp, "end") && target && target->size() == 1) {
+      const onnx::AttributeProto *start = findAttribute(*shapeOp, "start");
+      const Shape *source = shapeOf(shapeOp->input(0));
+      const int b = axisOf(shapeOp->input(0));
+      const int from =
+          start ? static_cast<int>(start->i() < 0 && source ? start->i() + source->size() : start->i()) : 0;
+      if (b >= from && (*target)[0] >= 0)
+        return valid(b - from + outRank - static_cast<int>((*target)[0]));
+    }
+  }
   if (op == "Reshape" || op == "Flatten") {
     // The batch stays the outermost factor of the dimension where as many
     // elements lie before it as before the input's batch axis.
@@ -937,6 +957,14 @@ bool Rebatcher::collectRewrites() {
     for (int o = 0; o < node.output_size(); ++o)
       if (int axis = outputAxis(n, o); axis >= 0)
         axes_[node.output(o)] = axis;
+    // CastLike has input 0's shape and input 1's type. Where the batch
+    // reaches it through input 1 only (torch's ids.new_zeros(ids.shape): a
+    // ConstantOfShape of the sample's batch, cast like the ids), input 0's
+    // literal spells the batch.
+    if (node.op_type() == "CastLike" && exportBatch_ != newBatch_ && node.input_size() == 2 &&
+        axisOf(node.input(0)) < 0)
+      if (const int k = axisOf(node.output(0)); k >= 0 && !claimBatch(node.input(0), k, 0))
+        return false;
     const int a = node.input_size() > 0 ? axisOf(node.input(0)) : -1;
     // At the export batch itself every literal already says the batch.
     if (a < 0 || node.input_size() < 2 || node.output_size() < 1 || exportBatch_ == newBatch_)
@@ -971,6 +999,8 @@ bool broadcastsOperands(llvm::StringRef op) {
 /// broadcasting supplies the rest at any batch.
 bool Rebatcher::collapseBatchSizedConstants(int n) {
   const onnx::NodeProto &node = graph_.node(n);
+  if (node.op_type() == "ScatterND" || node.op_type() == "ScatterElements")
+    return batchScatterOperands(n);
   const bool concat = node.op_type() == "Concat";
   if ((!broadcastsOperands(node.op_type()) && !concat) || node.output_size() != 1)
     return true;
@@ -1006,11 +1036,7 @@ bool Rebatcher::collapseBatchSizedConstants(int n) {
         if (!numberNewBatch(input, batchAxis, describe(n)))
           return false;
       } else if (literal && consumers_.lookup(input).size() == 1) {
-        Shape expanded = *shape;
-        expanded[batchAxis] = (*shape)[batchAxis] / exportBatch_ * newBatch_;
-        collapses_.try_emplace(input, batchAxis, describe(n));
-        concatExpands_.push_back({node.output(0), input, slot, expanded});
-        shapes_[input][batchAxis] = 1;
+        keepOneSampleBeforeReader(n, slot, batchAxis);
       } else if (!literal && exportBatch_ != newBatch_ && !claimBatch(input, batchAxis, 0)) {
         return false;
       }
@@ -1043,6 +1069,66 @@ bool Rebatcher::collapseBatchSizedConstants(int n) {
     shapes_[input][axis] = 1;
   }
   return true;
+}
+
+/// A scatter whose updates carry the batch into data that has its size
+/// without carrying it: a decoder's input built as torch shifts ids right,
+/// ids.new_zeros(ids.shape) (a ConstantOfShape of the sample's batch) with
+/// the ids scattered one place on, then the start token scattered in front
+/// by indices and updates the exporter folded for the sample's batch. The
+/// data is made to carry the batch (its literal rescaled); ScatterElements'
+/// literal indices and updates of the batch's size, the same for every
+/// sample, keep one and are expanded back to the batch in front of it.
+bool Rebatcher::batchScatterOperands(int n) {
+  const onnx::NodeProto &node = graph_.node(n);
+  if (exportBatch_ == newBatch_ || node.input_size() != 3 || node.output_size() != 1)
+    return true;
+  const Shape *out = shapeOf(node.output(0));
+  if (!out)
+    return true;
+  const int outRank = static_cast<int>(out->size());
+  const bool elements = node.op_type() == "ScatterElements";
+  // The output's batch axis: the data's, or where the updates' lines up.
+  int batchAxis = axisOf(node.input(0));
+  if (batchAxis < 0)
+    if (const Shape *updates = shapeOf(node.input(2)); updates && axisOf(node.input(2)) >= 0)
+      batchAxis = axisOf(node.input(2)) + outRank - static_cast<int>(updates->size());
+  if (batchAxis < 0 || batchAxis >= outRank || (*out)[batchAxis] <= 1)
+    return true;
+  if (elements) {
+    const onnx::AttributeProto *axisAttr = findAttribute(node, "axis");
+    const int64_t scatterAxis = axisAttr ? (axisAttr->i() < 0 ? axisAttr->i() + outRank : axisAttr->i()) : 0;
+    if (scatterAxis == batchAxis)
+      return true;
+  }
+  for (int slot = 0; slot < (elements ? 3 : 1); ++slot) {
+    const std::string &input = node.input(slot);
+    const Shape *shape = shapeOf(input);
+    if (!shape || axisOf(input) >= 0 || static_cast<int>(shape->size()) != outRank ||
+        (*shape)[batchAxis] != (*out)[batchAxis])
+      continue;
+    if (!isLiteral(input)) {
+      if (!claimBatch(input, batchAxis, 0))
+        return false;
+      continue;
+    }
+    if (consumers_.lookup(input).size() != 1)
+      return refuse(describe(n), "its constant operand '" + input + "' has the batch's size and other readers");
+    keepOneSampleBeforeReader(n, slot, batchAxis);
+  }
+  return true;
+}
+
+/// Literal input `slot` of node `n`, as big as the batch along `batchAxis`
+/// and the same for every sample, keeps one sample, and an Expand back to
+/// the batch goes in front of `n`, which does not broadcast.
+void Rebatcher::keepOneSampleBeforeReader(int n, int slot, int batchAxis) {
+  const std::string &input = graph_.node(n).input(slot);
+  Shape expanded = *shapeOf(input);
+  expanded[batchAxis] = expanded[batchAxis] / exportBatch_ * newBatch_;
+  collapses_.try_emplace(input, batchAxis, describe(n));
+  batchExpands_.push_back({graph_.node(n).output(0), input, slot, expanded});
+  shapes_[input][batchAxis] = 1;
 }
 
 /// `value` has the batch's size along `axis` without carrying the batch,
@@ -1081,8 +1167,22 @@ bool Rebatcher::claimBatch(const std::string &value, int axis, int depth) {
       return claimBatch(node.input(1), axis - g, depth + 1) && claim();
     return true;
   }
-  if (op == "Cast" || op == "Identity" || op == "Neg" || op == "Not")
+  if (op == "Cast" || op == "CastLike" || op == "Identity" || op == "Neg" || op == "Not")
     return claimBatch(node.input(0), axis, depth + 1) && claim();
+  if (op == "Transpose") {
+    const Shape *in = shapeOf(node.input(0));
+    std::vector<int64_t> perm;
+    if (const onnx::AttributeProto *attr = findAttribute(node, "perm"))
+      perm.assign(attr->ints().begin(), attr->ints().end());
+    else if (in)
+      for (int i = static_cast<int>(in->size()) - 1; i >= 0; --i)
+        perm.push_back(i);
+    if (axis >= static_cast<int>(perm.size()))
+      return true;
+    return claimBatch(node.input(0), static_cast<int>(perm[axis]), depth + 1) && claim();
+  }
+  if (op == "ConstantOfShape") // the size comes from its shape operand
+    return rescaleShapeOperand(n, 0, axis) && claim();
   if (broadcastsOperands(op)) {
     // Arithmetic on the sample numbers (arange(batch) * T, to index each
     // sample's row of a flattened [batch * T, C]): the operand that has
@@ -1237,12 +1337,12 @@ bool Rebatcher::applyCollapses() {
     *tensor = std::move(collapsedTensor);
     collapsed.insert(name);
   }
-  // Expands in front of the Concats that read a collapsed constant.
-  for (const ConcatExpand &e : concatExpands_) {
+  // Expands in front of the Concats and scatters that read a collapsed constant.
+  for (const BatchExpand &e : batchExpands_) {
     if (!collapsed.count(e.constant))
       continue;
     auto at = std::find_if(graph_.node().begin(), graph_.node().end(), [&](const onnx::NodeProto &node) {
-      return node.output_size() > 0 && node.output(0) == e.concatOutput;
+      return node.output_size() > 0 && node.output(0) == e.readerOutput;
     });
     const int index = static_cast<int>(at - graph_.node().begin());
     const std::string shapeName = e.constant + "/batch_shape", expanded = e.constant + "/batched";
@@ -1345,9 +1445,15 @@ bool Rebatcher::applyRewrites() {
       newConstants.push_back(constantNode(name, copyTensor));
     }
   }
-  // Constants have no inputs: they go first, before any reader.
-  if (!newConstants.empty())
+  // Constants have no inputs: they go first, before any reader. The node
+  // indices move, and what comes next (collapses of Constant nodes) finds
+  // literals through them.
+  if (!newConstants.empty()) {
     insertNodes(graph_, 0, std::move(newConstants));
+    producers_.clear();
+    consumers_.clear();
+    indexGraph();
+  }
   return true;
 }
 

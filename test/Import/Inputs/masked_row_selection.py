@@ -113,6 +113,9 @@ def main():
     # TorchScript casts the mask to bool; a mask of integers selects nonzeros.
     check(work, "int64 mask j=0", model(3, [3, 5], [3, 5, 4], 0, mask_dtype=TensorProto.INT64), 3, [3, 5],
           [3, 5, 4], 0)
+    # A static export of 3 samples compiled for 6: the literal shapes are
+    # re-derived for the new batch.
+    check(work, "rebatched j=-1", model(3, [3, 5], [3, 5, 4], -1), 6, [6, 5], [6, 5, 4], -1, ["--batch-size", "6"])
     # A symbolic batch, compiled for 6 samples.
     check(work, "symbolic j=-1", model(0, [None, 5], [None, 5, 4], -1, symbolic=True), 6, [6, 5], [6, 5, 4], -1,
           ["--batch-size", "6"])

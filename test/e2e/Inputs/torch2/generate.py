@@ -281,12 +281,16 @@ MODELS = {
     "hf-llama-classifier": (hf_llama_classifier, "classes-padded", [(True, 18, False), (True, DYNAMIC_OPSET, True)]),
     # An encoder-decoder classifier selecting each sample's end-of-sequence
     # state with a boolean mask (NonZero); the dynamo exporter's optimizer
-    # drops zero biases, so that export is made without it. Symbolic
-    # batches only: static exports hold constants of the export batch that
-    # fsdpc cannot re-derive for another (the decoder's zeros before the
-    # shifted ids, its mask gathered by flat positions), and say so.
+    # drops zero biases (LOSSY), so the exports that train against torch are
+    # made without it. A static dynamo export holds the decoder's input
+    # built at the sample's batch (zeros, the ids scattered into them, the
+    # start token scattered by folded indices), which fsdpc re-derives; a
+    # static TorchScript export also holds the decoder's mask gathered by
+    # flat positions, which it does not (it says so): symbolic only there.
     "hf-bart-classifier": (hf_bart_classifier, "classes-eos", [(False, 17, True), (False, DYNAMIC_OPSET, True),
-                                                               (True, DYNAMIC_OPSET, True, UNOPTIMIZED)]),
+                                                               (True, 18, False, UNOPTIMIZED),
+                                                               (True, DYNAMIC_OPSET, True, UNOPTIMIZED),
+                                                               (True, 18, False)]),
     # An encoder whose position ids are computed from the padded input.
     "hf-roberta": (hf_roberta, "classes-padded", [(False, 17, False), (False, DYNAMIC_OPSET, True)]),
     # Encoder-decoder: the decoder reads the source shifted by one character
@@ -331,7 +335,8 @@ REPLICAS = [1, 2]
 # warns about them instead of comparing with torch.
 LOSSY = {("hf-gpt2", True, 18, False): "the dynamo optimizer folded the zero Conv1D biases away",
          ("hf-bert", True, 18, False): "the dynamo optimizer folded the zero pooler and classifier biases away",
-         ("hf-vit", True, 18, False): "the dynamo optimizer folded the zero Conv and classifier biases away"}
+         ("hf-vit", True, 18, False): "the dynamo optimizer folded the zero Conv and classifier biases away",
+         ("hf-bart-classifier", True, 18, False): "the dynamo optimizer folded the classification head's zero biases away"}
 
 
 def make_data(out_dir, labels_kind="tokens"):

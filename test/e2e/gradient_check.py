@@ -105,6 +105,16 @@ def inside_unit(rng, shape):
     return rng.uniform(-0.9, 0.9, shape).astype(np.float32)
 
 
+def grid_points(rng, shape):
+    """Normalised sampling positions, some past the image's edges."""
+    return rng.uniform(-1.3, 1.3, shape).astype(np.float32)
+
+
+def far_grid_points(rng, shape):
+    """Positions up to two image widths out, reflected more than once."""
+    return rng.uniform(-2.6, 2.6, shape).astype(np.float32)
+
+
 def above_one(rng, shape):
     return rng.uniform(1.2, 4.0, shape).astype(np.float32)
 
@@ -488,6 +498,24 @@ def cases():
              constants={"scales": np.array([1, 1, 2, 2], np.float32)},
              nodes=[helper.make_node("Resize", ["x", "", "const.scales"], ["y"], mode="cubic", cubic_coeff_a=-0.75,
                                      coordinate_transformation_mode="pytorch_half_pixel")]),
+        # GridSample as 4 (bilinear) or 1 (nearest) gathers of runtime rows:
+        # the gradient reaches the image through gather_grad and the grid
+        # through the taps' weights.
+        case("grid_sample_bilinear", "GridSample", {"x": ((2, 3, 5, 6), normal), "grid": ((2, 4, 7, 2), grid_points)},
+             {"mode": "bilinear", "padding_mode": "zeros", "align_corners": 0},
+             lambda x, g: F.grid_sample(x, g, mode="bilinear", padding_mode="zeros", align_corners=False), opset=16),
+        case("grid_sample_border_aligned", "GridSample",
+             {"x": ((2, 3, 5, 6), normal), "grid": ((2, 4, 7, 2), grid_points)},
+             {"mode": "bilinear", "padding_mode": "border", "align_corners": 1},
+             lambda x, g: F.grid_sample(x, g, mode="bilinear", padding_mode="border", align_corners=True), opset=16),
+        case("grid_sample_reflection", "GridSample",
+             {"x": ((1, 2, 4, 5), normal), "grid": ((1, 6, 5, 2), far_grid_points)},
+             {"mode": "bilinear", "padding_mode": "reflection", "align_corners": 0},
+             lambda x, g: F.grid_sample(x, g, mode="bilinear", padding_mode="reflection", align_corners=False),
+             opset=16),
+        case("grid_sample_nearest", "GridSample", {"x": ((2, 3, 5, 6), normal), "grid": ((2, 4, 7, 2), grid_points)},
+             {"mode": "nearest", "padding_mode": "zeros", "align_corners": 0},
+             lambda x, g: F.grid_sample(x, g, mode="nearest", padding_mode="zeros", align_corners=False), opset=16),
         # Losses with class weights, ignore_index and every reduction: a
         # one-hot mask picks the label's entry (log-probabilities for
         # NegativeLogLikelihoodLoss, logits for SoftmaxCrossEntropyLoss);

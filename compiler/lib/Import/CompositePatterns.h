@@ -105,6 +105,9 @@ mlir::LogicalResult convertRnn(NodeImporter &n);
 mlir::LogicalResult convertEinsum(NodeImporter &n);
 // ResizePatterns.cpp.
 mlir::LogicalResult convertResize(NodeImporter &n);
+/// GridSample of a 4-D input: bilinear or nearest; zeros, border or
+/// reflection padding.
+mlir::LogicalResult convertGridSample(NodeImporter &n);
 mlir::LogicalResult convertUpsample(NodeImporter &n);
 // LossPatterns.cpp.
 mlir::LogicalResult convertSoftmaxCrossEntropyLoss(NodeImporter &n);

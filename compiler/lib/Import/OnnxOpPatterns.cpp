@@ -1709,6 +1709,8 @@ const OpPattern kPatterns[] = {
     {"ReduceSumSquare", 1, convertReduction<ComposedReduction::kSumSquare>},
     {"Relu", 6, convertUnary<graph::ReluOp>},
     {"Reshape", 5, convertReshape, "constant target shape"},
+    {"GridSample", 16, convertGridSample,
+     "4-D input; modes bilinear and nearest (not bicubic); as 1 or 4 gathers of runtime rows"},
     {"Resize", 10, convertResize, "constant scales or sizes; as gathers of 1, 2 or 4 taps per resized axis"},
     {"Resize", 11, convertResize, "constant scales, sizes and roi; as gathers of 1, 2 or 4 taps per resized axis"},
     {"Size", 1, convertSize, "folds (static shapes)"},

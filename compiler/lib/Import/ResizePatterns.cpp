@@ -374,3 +374,156 @@ LogicalResult fsdpc::import::convertUpsample(NodeImporter &n) {
   n.setOutput(0, resize(n, n.input(0), s));
   return success();
 }
+
+/// GridSample (opset 16: 4-D input, modes bilinear and nearest, padding
+/// zeros, border and reflection). The grid's normalised (x, y) become pixel
+/// coordinates (align_corners or not), border padding clamps them into the
+/// image (reflection reflects them about its edges first), and
+/// each output position reads 1 (nearest, rounded half to even as torch
+/// does) or 4 (bilinear) pixels: the input moved channels-last and
+/// flattened to [N*H*W, C] rows, one `gather` per tap at the tap's row
+/// n*H*W + y*W + x (runtime indices, computed in i64), weighted by the
+/// tap's share, zero where zeros padding leaves the tap outside. The
+/// gradient reaches the input through gather_grad and the grid through the
+/// weights, as torch's does (the taps' indices have none).
+LogicalResult fsdpc::import::convertGridSample(NodeImporter &n) {
+  if (failed(requireFloatInputs(n, 2)))
+    return failure();
+  Value x = n.input(0), grid = n.input(1);
+  ArrayRef<int64_t> xShape = shapeOf(x), gridShape = shapeOf(grid);
+  if (xShape.size() != 4 || gridShape.size() != 4 || gridShape[3] != 2 || gridShape[0] != xShape[0])
+    return n.fail("needs a 4-D input [N, C, H, W] and a grid [N, Ho, Wo, 2]");
+  const std::string mode = n.stringAttr("mode", "bilinear"), padding = n.stringAttr("padding_mode", "zeros");
+  if (mode != "bilinear" && mode != "nearest")
+    return n.fail("mode '" + mode + "' is not supported (bilinear and nearest are)");
+  if (padding != "zeros" && padding != "border" && padding != "reflection")
+    return n.fail("padding_mode '" + padding + "' is not supported (zeros, border and reflection are)");
+  const bool alignCorners = n.intAttr("align_corners", 0) != 0;
+  const int64_t batch = xShape[0], channels = xShape[1], height = xShape[2], width = xShape[3];
+  const int64_t outH = gridShape[1], outW = gridShape[2], positions = batch * outH * outW;
+  Compose b{n};
+  auto i64 = [&](ArrayRef<int64_t> shape) { return RankedTensorType::get(shape, n.builder.getI64Type()); };
+
+  // Pixel coordinates along one axis of `size` pixels from the grid's
+  // component `component` ([N, Ho, Wo]).
+  auto pixels = [&](int64_t component, int64_t size) -> Value {
+    Value normalized = graph::SliceOp::create(n.builder, n.loc, n.f32Tensor({batch, outH, outW, 1}), grid,
+                                              n.builder.getDenseI64ArrayAttr({0, 0, 0, component}),
+                                              n.builder.getDenseI64ArrayAttr({1, 1, 1, 1}));
+    Value flat = b.reshape(normalized, {batch, outH, outW});
+    // align_corners: (g + 1) / 2 * (size - 1); else ((g + 1) * size - 1) / 2.
+    Value shifted = b.add(flat, b.constant(1.0f));
+    Value coordinate = b.scale(shifted, 0.5 * static_cast<double>(alignCorners ? size - 1 : size));
+    if (!alignCorners) // one op per statement: the IR must not depend on argument order
+      coordinate = b.add(coordinate, b.constant(-0.5f));
+    if (padding == "reflection") {
+      // Reflected about the image's edges (pixel centres with
+      // align_corners, else the outer edges of the edge pixels), as torch's
+      // reflect_coordinates: the distance from the low edge in spans, and
+      // an odd number of spans runs backwards. Then clamped, as border.
+      const double low = alignCorners ? 0.0 : -0.5;
+      const double span = alignCorners ? static_cast<double>(size - 1) : static_cast<double>(size);
+      if (span <= 0) {
+        coordinate = b.scale(coordinate, 0.0);
+      } else {
+        Value offset = b.add(coordinate, b.constant(static_cast<float>(-low)));
+        Value distance = b.abs(offset);
+        Value inSpans = b.scale(distance, 1.0 / span);
+        Value periods = b.unary<graph::FloorOp>(inSpans);
+        Value whole = b.scale(periods, span);
+        Value extra = b.sub(distance, whole);
+        Value halves = b.unary<graph::FloorOp>(b.scale(periods, 0.5));
+        Value evenPart = b.scale(halves, 2.0);
+        Value odd = b.sub(periods, evenPart); // 0 or 1
+        Value twiceExtra = b.scale(extra, 2.0);
+        Value backwards = b.sub(b.constant(static_cast<float>(span)), twiceExtra);
+        Value flip = b.mul(odd, backwards);
+        Value reflected = b.add(extra, flip);
+        coordinate = b.add(reflected, b.constant(static_cast<float>(low)));
+      }
+    }
+    if (padding != "zeros") { // clamp into [0, size - 1]: lo + relu(v - lo), then hi - relu(hi - v)
+      Value aboveLow = b.relu(coordinate);
+      Value high = b.constant(static_cast<float>(size - 1));
+      Value belowHigh = b.relu(b.sub(high, aboveLow));
+      coordinate = b.sub(high, belowHigh);
+    }
+    return coordinate;
+  };
+  Value px = pixels(0, width);
+  Value py = pixels(1, height);
+
+  // The input as rows [N*H*W, C], and each sample's first row.
+  Value channelsLast = b.transpose(x, {0, 2, 3, 1});
+  Value rows = b.reshape(channelsLast, {batch * height * width, channels});
+  SmallVector<int64_t> firstRows(positions);
+  for (int64_t i = 0; i < positions; ++i)
+    firstRows[i] = (i / (outH * outW)) * height * width;
+  Value sampleRows =
+      graph::ConstantOp::create(n.builder, n.loc, i64({batch, outH, outW}),
+                                DenseElementsAttr::get(i64({batch, outH, outW}), ArrayRef<int64_t>(firstRows)));
+
+  // One tap at integer-valued float coordinates (tx, ty) with weight w:
+  // its rows gathered and weighted, zero outside the image.
+  auto tap = [&](Value tx, Value ty, Value weight) -> Value {
+    auto inside = [&](Value v, int64_t size) -> Value {
+      Value low = b.compare(v, b.constant(0.0f), graph::ComparePredicate::ge);
+      Value high = b.compare(v, b.constant(static_cast<float>(size - 1)), graph::ComparePredicate::le);
+      return b.mul(low, high);
+    };
+    auto clamped = [&](Value v, int64_t size) -> Value { // into [0, size - 1], as i64
+      Value aboveLow = b.relu(v);
+      Value high = b.constant(static_cast<float>(size - 1));
+      Value belowHigh = b.relu(b.sub(high, aboveLow));
+      Value inRange = b.sub(high, belowHigh);
+      return graph::CastOp::create(n.builder, n.loc, i64({batch, outH, outW}), inRange).getResult();
+    };
+    Value insideX = inside(tx, width);
+    Value insideY = inside(ty, height);
+    Value both = b.mul(insideX, insideY);
+    Value visible = graph::CastOp::create(n.builder, n.loc, n.f32Tensor({batch, outH, outW}), both).getResult();
+    Value column = clamped(tx, width);
+    Value row = clamped(ty, height);
+    Value rowStart = b.mul(row, b.integer(width));
+    Value withinSample = b.add(rowStart, column);
+    Value index = b.add(sampleRows, withinSample);
+    Value flatIndex = b.reshape(index, {positions});
+    Value picked = graph::GatherOp::create(n.builder, n.loc, n.f32Tensor({positions, channels}), rows, flatIndex,
+                                           n.builder.getI64IntegerAttr(0));
+    Value shown = padding == "zeros" ? b.mul(weight, visible) : weight;
+    Value perRow = b.reshape(shown, {positions, 1});
+    return b.mul(picked, perRow);
+  };
+
+  Value sampled;
+  if (mode == "nearest") {
+    Value nx = b.unary<graph::RoundOp>(px);
+    Value ny = b.unary<graph::RoundOp>(py);
+    auto onesType = n.f32Tensor({batch, outH, outW});
+    Value ones = graph::ConstantOp::create(n.builder, n.loc, onesType, DenseElementsAttr::get(onesType, 1.0f));
+    sampled = tap(nx, ny, ones);
+  } else {
+    Value x0 = b.unary<graph::FloorOp>(px);
+    Value y0 = b.unary<graph::FloorOp>(py);
+    Value x1 = b.add(x0, b.constant(1.0f));
+    Value y1 = b.add(y0, b.constant(1.0f));
+    Value wx1 = b.sub(px, x0); // the share of the right column
+    Value wy1 = b.sub(py, y0);
+    Value wx0 = b.sub(b.constant(1.0f), wx1);
+    Value wy0 = b.sub(b.constant(1.0f), wy1);
+    Value w00 = b.mul(wx0, wy0);
+    Value w10 = b.mul(wx1, wy0);
+    Value w01 = b.mul(wx0, wy1);
+    Value w11 = b.mul(wx1, wy1);
+    Value t00 = tap(x0, y0, w00);
+    Value t10 = tap(x1, y0, w10);
+    Value t01 = tap(x0, y1, w01);
+    Value t11 = tap(x1, y1, w11);
+    Value top = b.add(t00, t10);
+    Value bottom = b.add(t01, t11);
+    sampled = b.add(top, bottom);
+  }
+  Value channelsLastOut = b.reshape(sampled, {batch, outH, outW, channels});
+  n.setOutput(0, b.transpose(channelsLastOut, {0, 3, 1, 2}));
+  return success();
+}

@@ -404,6 +404,13 @@ LogicalResult fsdpc::import::convertGridSample(NodeImporter &n) {
   Compose b{n};
   auto i64 = [&](ArrayRef<int64_t> shape) { return RankedTensorType::get(shape, n.builder.getI64Type()); };
 
+  // `v` clamped into [0, size - 1]: relu(v), then high - relu(high - v).
+  auto clampToImage = [&](Value v, int64_t size) -> Value {
+    Value aboveLow = b.relu(v);
+    Value high = b.constant(static_cast<float>(size - 1));
+    Value belowHigh = b.relu(b.sub(high, aboveLow));
+    return b.sub(high, belowHigh);
+  };
   // Pixel coordinates along one axis of `size` pixels from the grid's
   // component `component` ([N, Ho, Wo]).
   auto pixels = [&](int64_t component, int64_t size) -> Value {
@@ -442,13 +449,7 @@ LogicalResult fsdpc::import::convertGridSample(NodeImporter &n) {
         coordinate = b.add(reflected, b.constant(static_cast<float>(low)));
       }
     }
-    if (padding != "zeros") { // clamp into [0, size - 1]: lo + relu(v - lo), then hi - relu(hi - v)
-      Value aboveLow = b.relu(coordinate);
-      Value high = b.constant(static_cast<float>(size - 1));
-      Value belowHigh = b.relu(b.sub(high, aboveLow));
-      coordinate = b.sub(high, belowHigh);
-    }
-    return coordinate;
+    return padding == "zeros" ? coordinate : clampToImage(coordinate, size);
   };
   Value px = pixels(0, width);
   Value py = pixels(1, height);
@@ -471,11 +472,8 @@ LogicalResult fsdpc::import::convertGridSample(NodeImporter &n) {
       Value high = b.compare(v, b.constant(static_cast<float>(size - 1)), graph::ComparePredicate::le);
       return b.mul(low, high);
     };
-    auto clamped = [&](Value v, int64_t size) -> Value { // into [0, size - 1], as i64
-      Value aboveLow = b.relu(v);
-      Value high = b.constant(static_cast<float>(size - 1));
-      Value belowHigh = b.relu(b.sub(high, aboveLow));
-      Value inRange = b.sub(high, belowHigh);
+    auto clamped = [&](Value v, int64_t size) -> Value { // a pixel index in the image, as i64
+      Value inRange = clampToImage(v, size);
       return graph::CastOp::create(n.builder, n.loc, i64({batch, outH, outW}), inRange).getResult();
     };
     Value insideX = inside(tx, width);

@@ -498,6 +498,13 @@ def cases():
              constants={"scales": np.array([1, 1, 2, 2], np.float32)},
              nodes=[helper.make_node("Resize", ["x", "", "const.scales"], ["y"], mode="cubic", cubic_coeff_a=-0.75,
                                      coordinate_transformation_mode="pytorch_half_pixel")]),
+        # LRN across channels (odd sizes, where torch's and ONNX's windows
+        # agree): squares summed over channel slices, the power through
+        # exp and log.
+        case("lrn_size5", "LRN", {"x": ((2, 7, 4, 3), normal)}, {"size": 5, "alpha": 0.3, "beta": 0.75, "bias": 2.0},
+             lambda x: F.local_response_norm(x, 5, alpha=0.3, beta=0.75, k=2.0)),
+        case("lrn_size3_1d", "LRN", {"x": ((3, 6, 5), normal)}, {"size": 3, "alpha": 0.5, "beta": 0.6, "bias": 1.0},
+             lambda x: F.local_response_norm(x, 3, alpha=0.5, beta=0.6, k=1.0)),
         # GridSample as 4 (bilinear) or 1 (nearest) gathers of runtime rows:
         # the gradient reaches the image through gather_grad and the grid
         # through the taps' weights.

@@ -154,6 +154,61 @@ LogicalResult fsdpc::import::convertRuntimeMinMax(NodeImporter &n, bool isMax) {
   return success();
 }
 
+/// LRN across channels: y = x / (bias + alpha / size * s)^beta, where s
+/// sums x^2 over the `size` channels from c - floor((size - 1) / 2) to
+/// c + ceil((size - 1) / 2), zeros past the ends: the squares with zero
+/// channels concatenated on both sides, `size` slices of them added, and
+/// the power as exp(beta * log(.)) (its base is positive for bias > 0).
+LogicalResult fsdpc::import::convertLrn(NodeImporter &n) {
+  if (failed(requireFloatInputs(n, 1)))
+    return failure();
+  Value x = n.input(0);
+  ArrayRef<int64_t> shape = shapeOf(x);
+  const int64_t size = n.intAttr("size", 0);
+  const float alpha = n.floatAttr("alpha", 1e-4f), beta = n.floatAttr("beta", 0.75f), bias = n.floatAttr("bias", 1.0f);
+  if (shape.size() < 3)
+    return n.fail("input must be [N, C, spatial...]");
+  if (size < 1)
+    return n.fail("size must be a positive channel count");
+  if (bias <= 0)
+    return n.fail("bias must be positive (the power is taken as exp(beta * log(.)))");
+  const int64_t channels = shape[1], before = (size - 1) / 2, after = size - 1 - before;
+  Compose b{n};
+  Value squares = b.mul(x, x);
+  SmallVector<Value> pieces;
+  auto zeros = [&](int64_t count) {
+    SmallVector<int64_t> zerosShape(shape);
+    zerosShape[1] = count;
+    auto type = n.f32Tensor(zerosShape);
+    return graph::ConstantOp::create(n.builder, n.loc, type, DenseElementsAttr::get(type, 0.0f)).getResult();
+  };
+  if (before > 0)
+    pieces.push_back(zeros(before));
+  pieces.push_back(squares);
+  if (after > 0)
+    pieces.push_back(zeros(after));
+  SmallVector<int64_t> paddedShape(shape);
+  paddedShape[1] = channels + size - 1;
+  Value padded = pieces.size() == 1 ? squares
+                                    : graph::ConcatOp::create(n.builder, n.loc, n.f32Tensor(paddedShape), pieces,
+                                                              n.builder.getI64IntegerAttr(1))
+                                          .getResult();
+  Value window;
+  for (int64_t k = 0; k < size; ++k) {
+    SmallVector<int64_t> starts(shape.size(), 0), steps(shape.size(), 1);
+    starts[1] = k;
+    Value slice = graph::SliceOp::create(n.builder, n.loc, n.f32Tensor(shape), padded,
+                                         n.builder.getDenseI64ArrayAttr(starts), n.builder.getDenseI64ArrayAttr(steps));
+    window = window ? b.add(window, slice) : slice;
+  }
+  Value scaled = b.scale(window, static_cast<double>(alpha) / static_cast<double>(size));
+  Value base = b.add(scaled, b.constant(bias));
+  Value logBase = b.log(base);
+  Value power = b.exp(b.scale(logBase, beta));
+  n.setOutput(0, b.div(x, power));
+  return success();
+}
+
 LogicalResult fsdpc::import::convertGlobalAveragePool(NodeImporter &n) {
   if (failed(requireFloatInputs(n, 1)))
     return failure();

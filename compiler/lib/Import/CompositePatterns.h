@@ -18,6 +18,9 @@ mlir::LogicalResult convertRuntimeAbs(NodeImporter &n);
 /// Min or Max of runtime float tensors, any number of them.
 mlir::LogicalResult convertRuntimeMinMax(NodeImporter &n, bool isMax);
 mlir::LogicalResult convertGlobalAveragePool(NodeImporter &n);
+/// LRN (local response normalisation across channels) from squares,
+/// channel slices and exp/log.
+mlir::LogicalResult convertLrn(NodeImporter &n);
 mlir::LogicalResult convertTile(NodeImporter &n);
 mlir::LogicalResult convertScatterND(NodeImporter &n);
 /// An integer scatter whose indices are constants: row r of the result

@@ -1590,6 +1590,7 @@ const OpPattern kPatterns[] = {
     {"CumSum", 11, convertCumSum, "constant axis"},
     {"Elu", 6, convertElu},
     {"GlobalAveragePool", 1, convertGlobalAveragePool},
+    {"LRN", 1, convertLrn, "bias > 0; as size slices of the squares"},
     {"HardSigmoid", 6, convertHardSigmoid},
     {"HardSwish", 14, convertHardSwish},
     {"BatchNormalization", 9, convertBatchNormalization,

@@ -12,14 +12,13 @@
 //   weights  = mask * (rank == j + 1)      or, for j < 0, count + j + 1
 //   row      = float(weights) @ x          one 1 in each group's weights
 //
-// (a non-finite value in a row not selected would spread through the
-// product, where GatherND ignores it)
-//
 // which has static shapes, and whose gradient reaches x's selected rows
-// as GatherND's would. The new nodes compute every shape from s itself, so
-// a symbolic batch and a re-derived static one need nothing more, and a
-// group count that does not divide the mask fails in shape inference at a
-// node named after the NonZero.
+// as GatherND's would (a non-finite value in a row not selected would
+// spread through the product, where GatherND ignores it). The new shapes
+// are literals where s is one (the static-batch rewrite rescales them as
+// it does s) and are computed from s otherwise (a symbolic batch); a group
+// count that does not divide the mask fails in shape inference at a node
+// named after the NonZero.
 //
 //===----------------------------------------------------------------------===//
 #include "MaskedRowSelection.h"

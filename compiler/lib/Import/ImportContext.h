@@ -253,6 +253,19 @@ bool readTensorElements(const onnx::TensorProto &tensor, const std::string &base
 /// locations and errors.
 std::string nodeName(const onnx::NodeProto &node, size_t index);
 
+/// The node's attribute `name`, or null.
+const onnx::AttributeProto *findAttribute(const onnx::NodeProto &node, llvm::StringRef name);
+
+/// The elements and rank of an integer literal, read before import (the
+/// graph rewrites on ONNX): an INT64 or INT32 tensor, or a Constant node's
+/// one attribute (`value` such a tensor, `value_int`, `value_ints`).
+struct IntegerLiteral {
+  std::vector<int64_t> values;
+  int rank = 0;
+};
+std::optional<IntegerLiteral> integerLiteral(const onnx::TensorProto &tensor, const std::string &baseDir);
+std::optional<IntegerLiteral> integerLiteral(const onnx::NodeProto &constant, const std::string &baseDir);
+
 /// Runs the ONNX checker and libonnx's shape inference (with data
 /// propagation) on `model`, which gains the inferred value_info. On failure
 /// sets `error` (without the file name) and returns false.

@@ -70,38 +70,14 @@ std::optional<int> soleReader(const onnx::GraphProto &graph, const Uses &uses, c
   return it->second.front();
 }
 
-const onnx::AttributeProto *attribute(const onnx::NodeProto &node, llvm::StringRef name) {
-  for (const onnx::AttributeProto &attr : node.attribute())
-    if (attr.name() == name)
-      return &attr;
-  return nullptr;
-}
-
-/// The integers of a literal (an initializer or a Constant node's value)
-/// and its rank.
-std::optional<std::pair<std::vector<int64_t>, int>> literalInts(const onnx::GraphProto &graph, const Uses &uses,
-                                                                const std::string &name) {
-  const onnx::TensorProto *tensor = nullptr;
-  if (auto it = uses.initializer.find(name); it != uses.initializer.end()) {
-    tensor = &graph.initializer(it->second);
-  } else if (auto producer = uses.producer.find(name); producer != uses.producer.end()) {
-    const onnx::NodeProto &node = graph.node(producer->second);
-    if (node.op_type() != "Constant")
-      return std::nullopt;
-    if (const onnx::AttributeProto *value = attribute(node, "value_int"))
-      return std::make_pair(std::vector<int64_t>{value->i()}, 0);
-    if (const onnx::AttributeProto *value = attribute(node, "value_ints"))
-      return std::make_pair(std::vector<int64_t>(value->ints().begin(), value->ints().end()), 1);
-    if (const onnx::AttributeProto *value = attribute(node, "value"); value && value->has_t())
-      tensor = &value->t();
-  }
-  if (!tensor || (tensor->data_type() != onnx::TensorProto::INT64 && tensor->data_type() != onnx::TensorProto::INT32))
-    return std::nullopt;
-  std::vector<int64_t> ints;
-  std::string error;
-  if (!readTensorElements(*tensor, ".", nullptr, &ints, error))
-    return std::nullopt;
-  return std::make_pair(std::move(ints), tensor->dims_size());
+/// The integers of a literal: an initializer or a Constant node's value
+/// (external data was read into the model when it was loaded).
+std::optional<IntegerLiteral> literalInts(const onnx::GraphProto &graph, const Uses &uses, const std::string &name) {
+  if (auto it = uses.initializer.find(name); it != uses.initializer.end())
+    return integerLiteral(graph.initializer(it->second), ".");
+  if (auto producer = uses.producer.find(name); producer != uses.producer.end())
+    return integerLiteral(graph.node(producer->second), ".");
+  return std::nullopt;
 }
 
 /// Appends the nodes that compute the selection into `nodes`, writing the
@@ -179,13 +155,13 @@ std::optional<Chain> matchChain(const onnx::GraphProto &graph, const Uses &uses,
   auto transpose = soleReader(graph, uses, node.output(0), "Transpose", 0);
   if (!transpose)
     return std::nullopt;
-  const onnx::AttributeProto *perm = attribute(graph.node(*transpose), "perm");
+  const onnx::AttributeProto *perm = findAttribute(graph.node(*transpose), "perm");
   if (!perm || perm->ints_size() != 2 || perm->ints(0) != 1 || perm->ints(1) != 0)
     return std::nullopt;
   auto gatherND = soleReader(graph, uses, graph.node(*transpose).output(0), "GatherND", 1);
   if (!gatherND)
     return std::nullopt;
-  if (const onnx::AttributeProto *batchDims = attribute(graph.node(*gatherND), "batch_dims");
+  if (const onnx::AttributeProto *batchDims = findAttribute(graph.node(*gatherND), "batch_dims");
       batchDims && batchDims->i())
     return std::nullopt;
   auto reshape = soleReader(graph, uses, graph.node(*gatherND).output(0), "Reshape", 0);
@@ -194,31 +170,30 @@ std::optional<Chain> matchChain(const onnx::GraphProto &graph, const Uses &uses,
   // A literal 0 in the shape copies the selection's count (or, with
   // allowzero, is an empty dimension): the groups are not the mask's then.
   if (auto shape = literalInts(graph, uses, graph.node(*reshape).input(1));
-      shape && (shape->first.size() < 2 || shape->first.front() <= 0 || llvm::is_contained(shape->first, 0)))
+      shape && (shape->values.size() < 2 || shape->values.front() <= 0 || llvm::is_contained(shape->values, 0)))
     return std::nullopt;
   auto gather = soleReader(graph, uses, graph.node(*reshape).output(0), "Gather", 0);
   if (!gather || graph.node(*gather).input_size() != 2)
     return std::nullopt;
-  const onnx::AttributeProto *axis = attribute(graph.node(*gather), "axis");
+  const onnx::AttributeProto *axis = findAttribute(graph.node(*gather), "axis");
   if (!axis || axis->i() != 1)
     return std::nullopt;
   auto index = literalInts(graph, uses, graph.node(*gather).input(1));
-  if (!index || index->second != 0 || index->first.size() != 1)
+  if (!index || index->rank != 0 || index->values.size() != 1)
     return std::nullopt;
   chain.transpose = *transpose;
   chain.gatherND = *gatherND;
   chain.reshape = *reshape;
   chain.gather = *gather;
-  chain.index = index->first.front();
+  chain.index = index->values.front();
   return chain;
 }
 
 } // namespace
 
-std::vector<std::string> fsdpc::import::rewriteMaskedRowSelections(onnx::GraphProto &graph, int64_t opset) {
-  std::vector<std::string> rewritten;
+void fsdpc::import::rewriteMaskedRowSelections(onnx::GraphProto &graph, int64_t opset) {
   if (opset < 11)
-    return rewritten;
+    return;
   for (bool again = true; again;) {
     again = false;
     const Uses uses = indexUses(graph);
@@ -247,7 +222,7 @@ std::vector<std::string> fsdpc::import::rewriteMaskedRowSelections(onnx::GraphPr
       const std::string one = b.ints({1}, "one"), minusOne = b.ints({-1}, "minus_one");
       std::string maskShape, weightsShape, resultShape;
       if (auto literal = literalInts(graph, uses, shape)) {
-        const std::vector<int64_t> &target = literal->first;
+        const std::vector<int64_t> &target = literal->values;
         std::vector<int64_t> result{target[0]};
         result.insert(result.end(), target.begin() + 2, target.end());
         maskShape = b.ints({target[0], -1}, "mask_shape");
@@ -296,9 +271,7 @@ std::vector<std::string> fsdpc::import::rewriteMaskedRowSelections(onnx::GraphPr
       graph.clear_node();
       for (onnx::NodeProto &node : all)
         *graph.add_node() = std::move(node);
-      rewritten.push_back(name);
       again = true;
     }
   }
-  return rewritten;
 }

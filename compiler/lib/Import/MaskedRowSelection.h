@@ -14,8 +14,6 @@
 #include "onnx/onnx_pb.h"
 
 #include <cstdint>
-#include <string>
-#include <vector>
 
 namespace fsdpc::import {
 
@@ -29,9 +27,8 @@ namespace fsdpc::import {
 /// x's leading dimensions alike), x's row at the group's j-th selected
 /// element (j < 0 counts from the last): the value the chain computes when
 /// every group holds the same number of selected elements. A group without
-/// a j-th one gives zeros (torch fails there). Returns the names of the
-/// NonZero nodes rewritten. Opsets from 11 (CumSum).
-std::vector<std::string> rewriteMaskedRowSelections(onnx::GraphProto &graph, int64_t opset);
+/// a j-th one gives zeros (torch fails there). Opsets from 11 (CumSum).
+void rewriteMaskedRowSelections(onnx::GraphProto &graph, int64_t opset);
 
 } // namespace fsdpc::import
 

@@ -382,6 +382,38 @@ std::string fsdpc::import::nodeName(const onnx::NodeProto &node, size_t index) {
   return node.name().empty() ? node.op_type() + "_" + std::to_string(index) : node.name();
 }
 
+const onnx::AttributeProto *fsdpc::import::findAttribute(const onnx::NodeProto &node, llvm::StringRef name) {
+  for (const onnx::AttributeProto &attr : node.attribute())
+    if (attr.name() == name)
+      return &attr;
+  return nullptr;
+}
+
+std::optional<IntegerLiteral> fsdpc::import::integerLiteral(const onnx::TensorProto &tensor,
+                                                            const std::string &baseDir) {
+  IntegerLiteral literal;
+  std::string error;
+  if ((tensor.data_type() != onnx::TensorProto::INT64 && tensor.data_type() != onnx::TensorProto::INT32) ||
+      !readTensorElements(tensor, baseDir, nullptr, &literal.values, error))
+    return std::nullopt;
+  literal.rank = tensor.dims_size();
+  return literal;
+}
+
+std::optional<IntegerLiteral> fsdpc::import::integerLiteral(const onnx::NodeProto &constant,
+                                                            const std::string &baseDir) {
+  if (constant.op_type() != "Constant" || constant.attribute_size() != 1)
+    return std::nullopt;
+  const onnx::AttributeProto &attr = constant.attribute(0);
+  if (attr.name() == "value_int")
+    return IntegerLiteral{{attr.i()}, 0};
+  if (attr.name() == "value_ints")
+    return IntegerLiteral{{attr.ints().begin(), attr.ints().end()}, 1};
+  if (attr.name() != "value")
+    return std::nullopt;
+  return integerLiteral(attr.t(), baseDir);
+}
+
 DenseElementsAttr fsdpc::import::tensorProtoToAttr(const onnx::TensorProto &tensor, const std::string &baseDir,
                                                    Builder &builder, std::string &error) {
   SmallVector<int64_t> shape(tensor.dims().begin(), tensor.dims().end());

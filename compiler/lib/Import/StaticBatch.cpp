@@ -88,11 +88,12 @@ std::string shapeText(const Shape &shape) {
   return text + "]";
 }
 
-const onnx::AttributeProto *findAttribute(const onnx::NodeProto &node, const std::string &name) {
-  for (const onnx::AttributeProto &attr : node.attribute())
-    if (attr.name() == name)
-      return &attr;
-  return nullptr;
+/// The node's `axis` attribute (0 when absent), a negative one counted from
+/// the end of `rank` dimensions.
+int64_t axisAttribute(const onnx::NodeProto &node, int64_t rank) {
+  const onnx::AttributeProto *attr = findAttribute(node, "axis");
+  const int64_t axis = attr ? attr->i() : 0;
+  return axis < 0 ? axis + rank : axis;
 }
 
 /// An edge of the graph: input `slot` of node `node`.
@@ -559,33 +560,14 @@ void Rebatcher::indexGraph() {
 }
 
 std::optional<std::vector<int64_t>> Rebatcher::literalInts(const std::string &value) const {
-  std::vector<int64_t> ints;
-  std::string error;
-  if (auto it = initializers_.find(value); it != initializers_.end()) {
-    const onnx::TensorProto &init = graph_.initializer(it->second);
-    if (init.data_type() != onnx::TensorProto::INT64 && init.data_type() != onnx::TensorProto::INT32)
-      return std::nullopt;
-    if (!readTensorElements(init, baseDir_, nullptr, &ints, error))
-      return std::nullopt;
-    return ints;
-  }
-  auto producer = producers_.find(value);
-  if (producer == producers_.end())
+  std::optional<IntegerLiteral> literal;
+  if (auto it = initializers_.find(value); it != initializers_.end())
+    literal = integerLiteral(graph_.initializer(it->second), baseDir_);
+  else if (auto producer = producers_.find(value); producer != producers_.end())
+    literal = integerLiteral(graph_.node(producer->second.first), baseDir_);
+  if (!literal)
     return std::nullopt;
-  const onnx::NodeProto &node = graph_.node(producer->second.first);
-  if (node.op_type() != "Constant" || node.attribute_size() != 1)
-    return std::nullopt;
-  const onnx::AttributeProto &attr = node.attribute(0);
-  if (attr.name() == "value_int")
-    return std::vector<int64_t>{attr.i()};
-  if (attr.name() == "value_ints")
-    return std::vector<int64_t>(attr.ints().begin(), attr.ints().end());
-  if (attr.name() != "value" ||
-      (attr.t().data_type() != onnx::TensorProto::INT64 && attr.t().data_type() != onnx::TensorProto::INT32))
-    return std::nullopt;
-  if (!readTensorElements(attr.t(), baseDir_, nullptr, &ints, error))
-    return std::nullopt;
-  return ints;
+  return std::move(literal->values);
 }
 
 /// The axes a node names, from its attribute (older opsets) or its input
@@ -1021,9 +1003,7 @@ bool Rebatcher::collapseBatchSizedConstants(int n) {
     // A literal one (the token folded with its expansion, a parameter) keeps
     // one sample and is expanded again in front of the Concat, so it trains
     // as the one tensor it was, at any batch.
-    const onnx::AttributeProto *axisAttr = findAttribute(node, "axis");
-    const int64_t axis = axisAttr ? (axisAttr->i() < 0 ? axisAttr->i() + outRank : axisAttr->i()) : 0;
-    if (axis == batchAxis)
+    if (axisAttribute(node, outRank) == batchAxis)
       return true;
     for (int slot = 0; slot < node.input_size(); ++slot) {
       const std::string &input = node.input(slot);
@@ -1095,12 +1075,8 @@ bool Rebatcher::batchScatterOperands(int n) {
       batchAxis = axisOf(node.input(2)) + outRank - static_cast<int>(updates->size());
   if (batchAxis < 0 || batchAxis >= outRank || (*out)[batchAxis] <= 1)
     return true;
-  if (elements) {
-    const onnx::AttributeProto *axisAttr = findAttribute(node, "axis");
-    const int64_t scatterAxis = axisAttr ? (axisAttr->i() < 0 ? axisAttr->i() + outRank : axisAttr->i()) : 0;
-    if (scatterAxis == batchAxis)
-      return true;
-  }
+  if (elements && axisAttribute(node, outRank) == batchAxis)
+    return true;
   for (int slot = 0; slot < (elements ? 3 : 1); ++slot) {
     const std::string &input = node.input(slot);
     const Shape *shape = shapeOf(input);
@@ -1160,8 +1136,7 @@ bool Rebatcher::claimBatch(const std::string &value, int axis, int depth) {
     const Shape *data = shapeOf(node.input(0));
     if (!data)
       return true;
-    const int gatherAxis = static_cast<int>(findAttribute(node, "axis") ? findAttribute(node, "axis")->i() : 0);
-    const int g = gatherAxis < 0 ? gatherAxis + static_cast<int>(data->size()) : gatherAxis;
+    const int g = static_cast<int>(axisAttribute(node, static_cast<int64_t>(data->size())));
     const Shape *indices = shapeOf(node.input(1));
     if (indices && axis >= g && axis < g + static_cast<int>(indices->size()))
       return claimBatch(node.input(1), axis - g, depth + 1) && claim();

@@ -464,39 +464,48 @@ LogicalResult fsdpc::import::convertGridSample(NodeImporter &n) {
       graph::ConstantOp::create(n.builder, n.loc, i64({batch, outH, outW}),
                                 DenseElementsAttr::get(i64({batch, outH, outW}), ArrayRef<int64_t>(firstRows)));
 
-  // One tap at integer-valued float coordinates (tx, ty) with weight w:
-  // its rows gathered and weighted, zero outside the image.
-  auto tap = [&](Value tx, Value ty, Value weight) -> Value {
-    auto inside = [&](Value v, int64_t size) -> Value {
+  // One axis of a tap at integer-valued float coordinate v: its pixel
+  // index clamped into the image (i64) and, with zeros padding, whether v
+  // lies inside (i64 0/1). Each coordinate's are computed once and shared
+  // by the taps that read it (bilinear's x0 by the top-left and the
+  // bottom-left tap).
+  struct AxisTap {
+    Value index, inside;
+  };
+  auto axisTap = [&](Value v, int64_t size) -> AxisTap {
+    AxisTap t;
+    Value inRange = clampToImage(v, size);
+    t.index = graph::CastOp::create(n.builder, n.loc, i64({batch, outH, outW}), inRange).getResult();
+    if (padding == "zeros") {
       Value low = b.compare(v, b.constant(0.0f), graph::ComparePredicate::ge);
       Value high = b.compare(v, b.constant(static_cast<float>(size - 1)), graph::ComparePredicate::le);
-      return b.mul(low, high);
-    };
-    auto clamped = [&](Value v, int64_t size) -> Value { // a pixel index in the image, as i64
-      Value inRange = clampToImage(v, size);
-      return graph::CastOp::create(n.builder, n.loc, i64({batch, outH, outW}), inRange).getResult();
-    };
-    Value insideX = inside(tx, width);
-    Value insideY = inside(ty, height);
-    Value both = b.mul(insideX, insideY);
-    Value visible = graph::CastOp::create(n.builder, n.loc, n.f32Tensor({batch, outH, outW}), both).getResult();
-    Value column = clamped(tx, width);
-    Value row = clamped(ty, height);
-    Value rowStart = b.mul(row, b.integer(width));
-    Value withinSample = b.add(rowStart, column);
+      t.inside = b.mul(low, high);
+    }
+    return t;
+  };
+  // The tap at (x, y) with weight w: its rows gathered and weighted, zero
+  // outside the image with zeros padding.
+  auto tap = [&](const AxisTap &x, const AxisTap &y, Value weight) -> Value {
+    Value rowStart = b.mul(y.index, b.integer(width));
+    Value withinSample = b.add(rowStart, x.index);
     Value index = b.add(sampleRows, withinSample);
     Value flatIndex = b.reshape(index, {positions});
     Value picked = graph::GatherOp::create(n.builder, n.loc, n.f32Tensor({positions, channels}), rows, flatIndex,
                                            n.builder.getI64IntegerAttr(0));
-    Value shown = padding == "zeros" ? b.mul(weight, visible) : weight;
+    Value shown = weight;
+    if (padding == "zeros") {
+      Value both = b.mul(x.inside, y.inside);
+      Value visible = graph::CastOp::create(n.builder, n.loc, n.f32Tensor({batch, outH, outW}), both).getResult();
+      shown = b.mul(weight, visible);
+    }
     Value perRow = b.reshape(shown, {positions, 1});
     return b.mul(picked, perRow);
   };
 
   Value sampled;
   if (mode == "nearest") {
-    Value nx = b.unary<graph::RoundOp>(px);
-    Value ny = b.unary<graph::RoundOp>(py);
+    AxisTap nx = axisTap(b.unary<graph::RoundOp>(px), width);
+    AxisTap ny = axisTap(b.unary<graph::RoundOp>(py), height);
     auto onesType = n.f32Tensor({batch, outH, outW});
     Value ones = graph::ConstantOp::create(n.builder, n.loc, onesType, DenseElementsAttr::get(onesType, 1.0f));
     sampled = tap(nx, ny, ones);
@@ -509,14 +518,14 @@ LogicalResult fsdpc::import::convertGridSample(NodeImporter &n) {
     Value wy1 = b.sub(py, y0);
     Value wx0 = b.sub(b.constant(1.0f), wx1);
     Value wy0 = b.sub(b.constant(1.0f), wy1);
-    Value w00 = b.mul(wx0, wy0);
-    Value w10 = b.mul(wx1, wy0);
-    Value w01 = b.mul(wx0, wy1);
-    Value w11 = b.mul(wx1, wy1);
-    Value t00 = tap(x0, y0, w00);
-    Value t10 = tap(x1, y0, w10);
-    Value t01 = tap(x0, y1, w01);
-    Value t11 = tap(x1, y1, w11);
+    AxisTap left = axisTap(x0, width);
+    AxisTap right = axisTap(x1, width);
+    AxisTap upper = axisTap(y0, height);
+    AxisTap lower = axisTap(y1, height);
+    Value t00 = tap(left, upper, b.mul(wx0, wy0));
+    Value t10 = tap(right, upper, b.mul(wx1, wy0));
+    Value t01 = tap(left, lower, b.mul(wx0, wy1));
+    Value t11 = tap(right, lower, b.mul(wx1, wy1));
     Value top = b.add(t00, t10);
     Value bottom = b.add(t01, t11);
     sampled = b.add(top, bottom);

@@ -31,6 +31,9 @@ namespace {
 /// enums become their names, the kernel contract's string form.
 SmallVector<NamedAttribute> kernelParams(Operation *op) {
   SmallVector<NamedAttribute> params = graph::ownAttributes(op);
+  // Only autodiff reads a gather's padding row; the kernel reads every row.
+  if (isa<graph::GatherOp>(op))
+    llvm::erase_if(params, [](NamedAttribute param) { return param.getName() == "padding_index"; });
   for (NamedAttribute &param : params) {
     Attribute name = llvm::TypeSwitch<Attribute, Attribute>(param.getValue())
                          .Case<graph::GeluApproximationAttr, graph::LossReductionAttr, graph::ComputeDtypeAttr,

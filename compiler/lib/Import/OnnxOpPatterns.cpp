@@ -1123,9 +1123,9 @@ LogicalResult convertGatherElements(NodeImporter &n) {
 
 /// The padding row of an embedding table, if it has one: torch's
 /// nn.Embedding(padding_idx=p) zeroes row p and keeps its gradient zero, and
-/// Hugging Face models use it (BERT's pad token). An export only keeps the
-/// zeros, so exactly one all-zero row in a table whose other rows are not
-/// all zero is read as that row.
+/// Hugging Face models use it (BERT's and BART's pad tokens). An export only
+/// keeps the zeros, so exactly one all-zero row in a table whose other rows
+/// are not all zero is read as that row.
 std::optional<int64_t> paddingRow(const std::vector<float> &table, ArrayRef<int64_t> shape) {
   if (shape.size() != 2 || shape[0] < 2)
     return std::nullopt;
@@ -1165,21 +1165,15 @@ LogicalResult convertGather(NodeImporter &n) {
       return success();
     }
   }
-  if (const std::vector<float> *table = n.initialValue(0); table && axis == 0) {
-    if (std::optional<int64_t> padding = paddingRow(*table, shape)) {
-      // The table times a mask that is 0 on the padding row: the same
-      // lookup (the row holds zeros), and no gradient reaches the row.
-      SmallVector<float> keep(shape[0], 1.0f);
-      keep[*padding] = 0.0f;
-      auto maskType = n.f32Tensor({shape[0], 1});
-      Location loc = NameLoc::get(n.builder.getStringAttr(n.node.name() + "/padding_idx"));
-      Value mask = graph::ConstantOp::create(n.builder, loc, maskType,
-                                             DenseElementsAttr::get(maskType, ArrayRef<float>(keep)));
-      data = graph::MulOp::create(n.builder, loc, data.getType(), data, mask);
-    }
-  }
+  // The lookup passes no gradient to the padding row, but reads it as it
+  // is: a tied output projection trains that row in torch, and lookups of
+  // the pad token then read its new value.
+  IntegerAttr padding;
+  if (const std::vector<float> *table = n.initialValue(0); table && axis == 0)
+    if (std::optional<int64_t> row = paddingRow(*table, shape))
+      padding = n.builder.getI64IntegerAttr(*row);
   n.setOutput(0, graph::GatherOp::create(n.builder, n.loc, tensorOf(outShape, elementOf(data)), data, indices,
-                                         n.builder.getI64IntegerAttr(axis)));
+                                         n.builder.getI64IntegerAttr(axis), padding));
   return success();
 }
 

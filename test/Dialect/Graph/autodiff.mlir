@@ -263,3 +263,23 @@ func.func @train_step(%p: tensor<4xf32> {graph.param = "p"}, %t: tensor<4xf32> {
   %7 = graph.mse_loss %6, %t : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
   return %7 : tensor<f32>
 }
+
+// -----
+
+// Tests an embedding lookup with a padding row (torch's padding_idx): the
+// table's gradient is the scatter-add times a constant mask that is zero on
+// that row, so the row gets no gradient from the lookup, while the tied
+// output projection's gradient reaches it unmasked and the two add.
+// CHECK-LABEL: func.func @train_step
+// CHECK-DAG: %[[MASK:.*]] = graph.constant dense<{{\[\[}}1.000000e+00], [0.000000e+00], [1.000000e+00], [1.000000e+00]]> : tensor<4x1xf32>
+// CHECK-DAG: %[[SCATTERED:.*]] = graph.gather_grad %{{.*}}, %arg1 {axis = 0 : i64} : (tensor<3x2xf32>, tensor<3xi64>) -> tensor<4x2xf32>
+// CHECK-DAG: %[[MASKED:.*]] = graph.mul %[[SCATTERED]], %[[MASK]] : (tensor<4x2xf32>, tensor<4x1xf32>) -> tensor<4x2xf32>
+// CHECK-DAG: %[[HEAD:.*]] = graph.matmul {{.*}} -> tensor<4x2xf32>
+// CHECK: %[[SUM:.*]] = graph.add %[[HEAD]], %[[MASKED]] : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x2xf32>
+// CHECK: return %{{.*}}, %[[SUM]]
+func.func @train_step(%w: tensor<4x2xf32> {graph.param = "w"}, %ids: tensor<3xi64> {graph.input = "ids"}, %t: tensor<3x4xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}) {
+  %e = graph.gather %w, %ids {axis = 0 : i64, padding_index = 1 : i64} : (tensor<4x2xf32>, tensor<3xi64>) -> tensor<3x2xf32>
+  %logits = graph.matmul %e, %w {transpose_b = true} : (tensor<3x2xf32>, tensor<4x2xf32>) -> tensor<3x4xf32>
+  %l = graph.mse_loss %logits, %t : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}

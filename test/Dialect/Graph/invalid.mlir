@@ -382,3 +382,19 @@ func.func @gather_negative_axis(%w: tensor<39x32xf32>, %ids: tensor<2x4xi64>) ->
   %e = graph.gather %w, %ids {axis = -5 : i64} : (tensor<39x32xf32>, tensor<2x4xi64>) -> tensor<2x4x32xf32>
   return %e : tensor<2x4x32xf32>
 }
+
+// -----
+
+func.func @gather_padding_outside(%w: tensor<39x32xf32>, %ids: tensor<2x4xi64>) -> tensor<2x4x32xf32> {
+  // expected-error @+1 {{padding_index 39 is not a row of the data}}
+  %e = graph.gather %w, %ids {axis = 0 : i64, padding_index = 39 : i64} : (tensor<39x32xf32>, tensor<2x4xi64>) -> tensor<2x4x32xf32>
+  return %e : tensor<2x4x32xf32>
+}
+
+// -----
+
+func.func @gather_padding_axis(%w: tensor<39x32xf32>, %ids: tensor<2x4xi64>) -> tensor<39x2x4xf32> {
+  // expected-error @+1 {{padding_index needs axis 0}}
+  %e = graph.gather %w, %ids {axis = 1 : i64, padding_index = 0 : i64} : (tensor<39x32xf32>, tensor<2x4xi64>) -> tensor<39x2x4xf32>
+  return %e : tensor<39x2x4xf32>
+}

@@ -232,6 +232,12 @@ LogicalResult GatherOp::verify() {
     return emitOpError("axis ") << getAxis() << " is out of range";
   if (shapeOf(getResult()) != ArrayRef<int64_t>(*expected) || elementOf(getData()) != elementOf(getResult()))
     return emitOpError("result should be ") << shapeString(*expected) << " of the data's element type";
+  if (std::optional<int64_t> padding = getPaddingIndex()) {
+    if (getAxis() != 0)
+      return emitOpError("padding_index needs axis 0");
+    if (*padding < 0 || *padding >= shapeOf(getData())[0])
+      return emitOpError("padding_index ") << *padding << " is not a row of the data";
+  }
   return success();
 }
 

@@ -236,9 +236,24 @@ LogicalResult fsdpc::graph::buildGradient(OpBuilder &builder, Operation *op, Arr
             return true;
           })
           .Case<GatherOp>([&](GatherOp o) {
-            if (r.needs(0))
-              operandGrads[0] = GatherGradOp::create(builder, r.loc, o.getData().getType(), r.dy(), o.getIndices(),
-                                                     o.getAxisAttr());
+            if (!r.needs(0))
+              return true;
+            Value grad =
+                GatherGradOp::create(builder, r.loc, o.getData().getType(), r.dy(), o.getIndices(), o.getAxisAttr());
+            // torch's padding_idx: the row's gradient is zero, whatever
+            // the lookups that read it (a mask of the rows, times the sum).
+            if (std::optional<int64_t> padding = o.getPaddingIndex()) {
+              auto type = cast<RankedTensorType>(grad.getType());
+              SmallVector<int64_t> maskShape(type.getRank(), 1);
+              maskShape[0] = type.getShape()[0];
+              auto maskType = RankedTensorType::get(maskShape, type.getElementType());
+              const auto &semantics = cast<FloatType>(type.getElementType()).getFloatSemantics();
+              SmallVector<APFloat> keep(maskShape[0], APFloat::getOne(semantics));
+              keep[*padding] = APFloat::getZero(semantics);
+              Value mask = ConstantOp::create(builder, r.loc, maskType, DenseElementsAttr::get(maskType, keep));
+              grad = MulOp::create(builder, r.loc, type, grad, mask);
+            }
+            operandGrads[0] = grad;
             return true;
           })
           // The scatters are linear; their adjoints are the gathers (what a

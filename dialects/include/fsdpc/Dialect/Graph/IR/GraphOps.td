@@ -350,14 +350,29 @@ def Graph_GatherOp : Graph_Op<"gather", [Pure]> {
     - `data`: the table.
     - `indices`: an i64 tensor.
     - `axis`: the indexed dimension of `data`.
+    - `padding_index` (optional, axis 0 only): a row of `data` that the
+      gather reads as it is but passes no gradient to, as torch's
+      `nn.Embedding(padding_idx=p)`. The row may change through other uses
+      of the table (a tied output projection trains it), and lookups then
+      read its new value, as in torch.
 
     ```mlir
     %e = graph.gather %wte, %ids {axis = 0 : i64} : (tensor<50x16xf32>, tensor<2x8xi64>) -> tensor<2x8x16xf32>
+    %p = graph.gather %wte, %ids {axis = 0 : i64, padding_index = 1 : i64} : (tensor<50x16xf32>, tensor<2x8xi64>) -> tensor<2x8x16xf32>
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$data, Graph_I64Tensor:$indices, Fsdpc_I64Attr:$axis);
+  let arguments = (ins AnyRankedTensor:$data, Graph_I64Tensor:$indices, Fsdpc_I64Attr:$axis,
+                       OptionalAttr<Fsdpc_I64Attr>:$padding_index);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$data `,` $indices attr-dict `:` functional-type(operands, results)";
+  let builders = [
+    // A gather without a padding row, as every rewrite but the embedding
+    // lookup's makes.
+    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$data, "::mlir::Value":$indices,
+                   "::mlir::IntegerAttr":$axis), [{
+      build($_builder, $_state, result, data, indices, axis, ::mlir::IntegerAttr());
+    }]>
+  ];
   let hasVerifier = 1;
 }
 

@@ -69,6 +69,10 @@ cl::opt<double> minLr("min-lr", cl::desc("where linear and cosine schedules end 
 cl::opt<double> eps("eps", cl::desc("AdamW epsilon"), cl::init(1e-8), cl::cat(category));
 cl::opt<int64_t> batchSize("batch-size", cl::desc("global batch when the model's batch dimension is symbolic"),
                            cl::init(0), cl::cat(category));
+cl::list<std::string> namedDimensions("dim",
+                                      cl::desc("NAME=SIZE: size a symbolic dimension of the inputs by its name, such "
+                                               "as an export's sequence_length (repeat, or separate with commas)"),
+                                      cl::CommaSeparated, cl::cat(category));
 cl::opt<std::string> wrapPolicy("wrap", cl::desc("sharding units: none, size:N or module:REGEX"), cl::init("none"),
                                 cl::cat(category));
 cl::opt<int64_t> worldSize("world-size", cl::desc("ranks the plan runs on (default 1)"), cl::init(1),
@@ -291,6 +295,15 @@ int main(int argc, char **argv) {
   importOptions.batchSize = batchSize;
   importOptions.freezeRegex = freezeRegex;
   importOptions.worldSize = worldSize;
+  for (const std::string &entry : namedDimensions) {
+    auto [name, sizeText] = llvm::StringRef(entry).split('=');
+    int64_t size = 0;
+    if (name.trim().empty() || sizeText.trim().getAsInteger(10, size) || size <= 0)
+      return fail("--dim expects NAME=SIZE with a positive size, got '" + entry + "'");
+    if (llvm::any_of(importOptions.namedDimensions, [&](const auto &named) { return named.first == name.trim(); }))
+      return fail("--dim names '" + name.trim().str() + "' twice");
+    importOptions.namedDimensions.emplace_back(name.trim().str(), size);
+  }
   std::string error;
   std::optional<fsdpc::ImportedModel> imported = fsdpc::importOnnxModel(context, inputPath, importOptions, error);
   if (!imported)

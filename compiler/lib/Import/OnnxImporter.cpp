@@ -20,6 +20,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Regex.h"
@@ -448,6 +449,7 @@ private:
     return false;
   }
   bool load();
+  bool fixNamedDimensions();
   bool fixBatchDimension();
   bool checkAndInferShapes();
   bool checkOpsSupported();
@@ -595,6 +597,67 @@ bool ModelImporter::load() {
   return true;
 }
 
+/// Exports name their dynamic axes (`dynamic_axes={'input_ids': {0:
+/// 'batch_size', 1: 'sequence_length'}}`, Optimum's exports, torch.export's
+/// s0, s1): the plan is static, so each symbolic dimension besides the batch
+/// gets the size the user names it with.
+bool ModelImporter::fixNamedDimensions() {
+  // Optimum's and transformers' name for the key/value cache that a
+  // generation export takes back each step: said first, since its symbolic
+  // past length is no size to ask for.
+  for (const onnx::ValueInfoProto &input : model_.graph().input())
+    if (llvm::StringRef(input.name()).starts_with("past_key_values"))
+      return fail("graph input '" + input.name() + "' is a key/value cache: the export is for generation " +
+                  "(Optimum's text-generation-with-past, or use_cache=True); export without the cache to train " +
+                  "(optimum-cli export onnx --task text-generation, or use_cache=False)");
+  if (options_.namedDimensions.empty())
+    return true;
+  llvm::StringSet<> initializers;
+  for (const onnx::TensorProto &init : model_.graph().initializer())
+    initializers.insert(init.name());
+  llvm::StringMap<int64_t> sizes;
+  for (const auto &[name, size] : options_.namedDimensions)
+    sizes[name] = size;
+  // The names the data inputs give their dimensions after the batch, in
+  // order, for the error below.
+  std::vector<std::string> symbols;
+  for (const onnx::ValueInfoProto &input : model_.graph().input()) {
+    if (initializers.contains(input.name()) || !input.type().has_tensor_type())
+      continue;
+    const auto &shape = input.type().tensor_type().shape();
+    for (int d = 0; d < shape.dim_size(); ++d) {
+      if (!shape.dim(d).has_dim_param())
+        continue;
+      const std::string &symbol = shape.dim(d).dim_param();
+      if (d == 0 && sizes.contains(symbol))
+        return fail("--dim " + symbol + ": '" + symbol + "' is the batch dimension of graph input '" + input.name() +
+                    "'; pass --batch-size (the global batch, which fsdpc splits over the ranks)");
+      if (d > 0 && !llvm::is_contained(symbols, symbol))
+        symbols.push_back(symbol);
+    }
+  }
+  for (const auto &[name, size] : options_.namedDimensions)
+    if (!llvm::is_contained(symbols, name))
+      return fail("--dim " + name + ": no graph input has a dimension named '" + name + "'" +
+                  (symbols.empty() ? std::string(" (none has a named one besides the batch)")
+                                   : " (their named dimensions besides the batch: " + llvm::join(symbols, ", ") + ")"));
+  auto substitute = [&](onnx::ValueInfoProto &info) {
+    if (!info.type().has_tensor_type())
+      return;
+    for (auto &dim : *info.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim())
+      if (dim.has_dim_param())
+        if (auto found = sizes.find(dim.dim_param()); found != sizes.end())
+          dim.set_dim_value(found->second);
+  };
+  for (onnx::ValueInfoProto &input : *model_.mutable_graph()->mutable_input())
+    substitute(input);
+  for (onnx::ValueInfoProto &output : *model_.mutable_graph()->mutable_output())
+    substitute(output);
+  for (onnx::ValueInfoProto &info : *model_.mutable_graph()->mutable_value_info())
+    substitute(info);
+  return true;
+}
+
 bool ModelImporter::fixBatchDimension() {
   llvm::StringSet<> initializers;
   for (const onnx::TensorProto &init : model_.graph().initializer())
@@ -608,11 +671,18 @@ bool ModelImporter::fixBatchDimension() {
     if (!input.type().has_tensor_type())
       return fail("graph input '" + input.name() + "' is not a tensor");
     const auto &shape = input.type().tensor_type().shape();
-    for (int d = 1; d < shape.dim_size(); ++d)
-      if (!shape.dim(d).has_dim_value())
-        return fail("graph input '" + input.name() + "' has a symbolic dimension '" +
-                    (shape.dim(d).has_dim_param() ? shape.dim(d).dim_param() : std::string("?")) + "' at position " +
-                    std::to_string(d) + "; only the batch dimension may be symbolic");
+    for (int d = 1; d < shape.dim_size(); ++d) {
+      if (shape.dim(d).has_dim_value())
+        continue;
+      if (!shape.dim(d).has_dim_param())
+        return fail("graph input '" + input.name() + "' has an unnamed symbolic dimension at position " +
+                    std::to_string(d) + "; fsdpc sizes symbolic dimensions by name (--dim NAME=SIZE): export it " +
+                    "with a name or a static size");
+      const std::string &symbol = shape.dim(d).dim_param();
+      return fail("graph input '" + input.name() + "' has a symbolic dimension '" + symbol + "' at position " +
+                  std::to_string(d) + "; pass --dim " + symbol + "=SIZE (the plan is static; only the batch " +
+                  "dimension takes --batch-size)");
+    }
     if (shape.dim_size() == 0)
       continue;
     if (firstInput.empty())
@@ -1200,7 +1270,7 @@ std::optional<ImportedModel> ModelImporter::run() {
   // Before the batch is re-derived: the rewritten selection has no NonZero
   // for the batch's trace to stop at.
   rewriteMaskedRowSelections(*model_.mutable_graph(), opset_);
-  if (!fixBatchDimension())
+  if (!fixNamedDimensions() || !fixBatchDimension())
     return std::nullopt;
   if (!checkOpsSupported())
     return std::nullopt;

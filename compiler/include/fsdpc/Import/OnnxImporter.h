@@ -19,6 +19,10 @@ struct ImportOptions {
   /// Ranks the global batch is split over: each imports batch / worldSize
   /// samples; a global batch that does not divide is an error.
   int64_t worldSize = 1;
+  /// Sizes for symbolic dimensions by name (a sequence length, an image's
+  /// height): every dimension of the graph's inputs, outputs and annotated
+  /// values that names one gets its size. The batch is --batch-size's.
+  std::vector<std::pair<std::string, int64_t>> namedDimensions;
   /// Parameters whose full name matches this POSIX extended regex are frozen.
   std::string freezeRegex;
 };

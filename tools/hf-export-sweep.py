@@ -9,6 +9,19 @@ needs a current torch and transformers from PyPI, which CI does not have).
   /tmp/torch2/bin/pip install torch transformers diffusers onnxscript onnx
   /tmp/torch2/bin/python tools/hf-export-sweep.py [--dynamo [--no-optimize]] [--build build] [MODEL ...]
 
+With --optimum it exports each model as Hugging Face Optimum does
+(`optimum-cli export onnx --task TASK`, the task's default opset, the
+whole model as one graph), which pins transformers 4.x, so in its own
+environment:
+
+  python3 -m venv /tmp/optimum
+  /tmp/optimum/bin/pip install optimum-onnx onnxruntime accelerate
+  /tmp/optimum/bin/python tools/hf-export-sweep.py --optimum [MODEL ...]
+
+Optimum's exports take the attention mask (ones here), position ids
+(0, 1, ...) and token type ids (zeros) as inputs and name every dynamic
+axis; the sweep sizes them with --batch-size and --dim.
+
 For each model (all by default) it prints one line: OK with the largest
 difference of the logits from torch's (fp32, a batch of 2), MISMATCH where
 that exceeds 1e-4 of their scale (either with PARAMETERS where fsdpc would
@@ -21,6 +34,7 @@ Qwen2, Phi-3, Gemma, StableLM): use --dynamo for those.
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -207,11 +221,65 @@ def last_line(text):
     return lines[-1][:300] if lines else "?"
 
 
-def check(name, work, bin_dir, dynamo, optimize=True):
+def optimum_task(name):
+    """The `optimum-cli export onnx --task` a user would pick for the model."""
+    if name in SEQ2SEQ:
+        return "text2text-generation"
+    if name in ("whisper", "wav2vec2"):
+        return "automatic-speech-recognition"
+    if name in VISION:
+        return "image-classification"
+    if name.endswith("-cls"):
+        return "text-classification"
+    return {"gpt2-tokencls": "token-classification", "bert-mlm": "fill-mask"}.get(name, "text-generation")
+
+
+def export_optimum(name, module, work, path):
+    """Exports the module's model as Optimum does, from save_pretrained."""
+    from optimum.exporters.onnx import main_export
+    saved, exported = os.path.join(work, name + "-saved"), os.path.join(work, name + "-optimum")
+    module.model.save_pretrained(saved)
+    main_export(saved, output=exported, task=optimum_task(name), device="cpu", monolith=True)
+    shutil.copy(os.path.join(exported, "model.onnx"), path)
+
+
+def optimum_inputs(path, inputs):
+    """Every graph input of an Optimum export, and the fsdpc flags that
+    size its named axes: the sample's arrays, and the masks and positions
+    that give what the module computes without them."""
+    import onnx
+    feeds, sizes = {}, {}
+    ids = next(iter(inputs.values()))
+    for graph_input in onnx.load(path).graph.input:
+        name = graph_input.name
+        if name in inputs:
+            value = inputs[name].numpy()
+        elif name.endswith("attention_mask"):
+            source = inputs.get("decoder_input_ids" if name.startswith("decoder") else "input_ids", ids)
+            value = np.ones(tuple(source.shape), np.int64)
+        elif name == "position_ids":
+            value = np.ascontiguousarray(np.broadcast_to(np.arange(ids.shape[1]), tuple(ids.shape)), np.int64)
+        elif name == "token_type_ids":
+            value = np.zeros(tuple(ids.shape), np.int64)
+        else:
+            raise ValueError("no value for graph input '%s'" % name)
+        feeds[name] = value
+        for axis, dim in enumerate(graph_input.type.tensor_type.shape.dim):
+            if axis > 0 and dim.dim_param:
+                sizes[dim.dim_param] = value.shape[axis]
+    flags = ["--batch-size", str(BATCH)]
+    if sizes:
+        flags += ["--dim", ",".join("%s=%d" % item for item in sizes.items())]
+    return feeds, flags
+
+
+def check(name, work, bin_dir, dynamo, optimize=True, optimum=False):
     try:
         module, inputs = build(name)
     except Exception as e:  # a configuration this transformers does not take
         return "BUILD-ERROR " + (str(e).splitlines() or [type(e).__name__])[0][:200]
+    if optimum and name in DIFFUSERS:
+        return "EXPORT-ERROR Optimum's ONNX exporter has no task for a lone diffusers model"
     path = os.path.join(work, name + ".onnx")
     kwargs = dict(input_names=list(inputs), output_names=["logits"], opset_version=18 if dynamo else 17,
                   dynamo=dynamo)
@@ -223,22 +291,34 @@ def check(name, work, bin_dir, dynamo, optimize=True):
             stdout = os.dup(1)
             os.dup2(quiet.fileno(), 1)  # the exporters print the graph on failure
             try:
-                torch.onnx.export(module, tuple(inputs.values()), path, **kwargs)
+                if optimum:
+                    export_optimum(name, module, work, path)
+                else:
+                    torch.onnx.export(module, tuple(inputs.values()), path, **kwargs)
             finally:
                 os.dup2(stdout, 1)
     except Exception as e:  # torch's exporter, not fsdpc
         return "EXPORT-ERROR " + (str(e).splitlines() or [type(e).__name__])[0][:200]
+    flags = []
+    if optimum:
+        try:
+            inputs, flags = optimum_inputs(path, inputs)
+        except ValueError as e:
+            return "INPUT-ERROR " + str(e)
+    else:
+        inputs = {input_name: x.numpy() for input_name, x in inputs.items()}
     try:
         with torch.no_grad():
-            want = module(*inputs.values()).numpy()
+            want = module.model(**{k: torch.tensor(v) for k, v in inputs.items()}).logits.numpy() if optimum \
+                else module(*(torch.tensor(x) for x in inputs.values())).numpy()
     except Exception as e:
         return "TORCH-ERROR " + (str(e).splitlines() or [type(e).__name__])[0][:200]
     input_dir, outputs, plan = (os.path.join(work, name + s) for s in ("-in", "-out", ".plan"))
     os.makedirs(input_dir, exist_ok=True)
     os.makedirs(outputs, exist_ok=True)
     for input_name, x in inputs.items():
-        np.save(os.path.join(input_dir, input_name + ".npy"), x.numpy())
-    compiled = subprocess.run([os.path.join(bin_dir, "fsdpc"), path, "--forward-only", "-o", plan],
+        np.save(os.path.join(input_dir, input_name + ".npy"), x)
+    compiled = subprocess.run([os.path.join(bin_dir, "fsdpc"), path, "--forward-only", "-o", plan] + flags,
                               capture_output=True, text=True)
     if compiled.returncode != 0:
         return "FAIL " + last_line(compiled.stderr)
@@ -267,12 +347,15 @@ def main():
     parser.add_argument("--dynamo", action="store_true", help="torch.export (dynamo=True, opset 18)")
     parser.add_argument("--no-optimize", action="store_true",
                         help="with --dynamo: optimize=False, no constant folding or merging of initializers")
+    parser.add_argument("--optimum", action="store_true",
+                        help="export as Hugging Face Optimum does (optimum-cli export onnx --task ...)")
     parser.add_argument("--build", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build"))
     args = parser.parse_args()
     bad = 0
     with tempfile.TemporaryDirectory() as work:
         for name in args.models:
-            result = check(name, work, os.path.join(args.build, "bin"), args.dynamo, not args.no_optimize)
+            result = check(name, work, os.path.join(args.build, "bin"), args.dynamo, not args.no_optimize,
+                           args.optimum)
             bad += result.startswith(("MISMATCH", "RUNFAIL"))
             print("%-16s %s" % (name, result), flush=True)
     sys.exit(1 if bad else 0)

@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """Trains the committed torch 2.x exports (test/e2e/Inputs/torch2, made by
-its generate.py) with fsdpc on 1 and 2 ranks and compares every step's loss
-with the trajectory torch 2.x computed training the same module, which
-generate.py recorded in manifest.json. CI needs no torch 2.x for this.
+its generate.py; or Hugging Face Optimum's, Inputs/optimum) with fsdpc on 1
+and 2 ranks and compares every step's loss with the trajectory torch 2.x
+computed training the same module, which generate.py recorded in
+manifest.json. CI needs no torch 2.x for this.
 
-  /usr/bin/python3 test/e2e/torch2_exports.py --work DIR [--models gpt ...] [--ranks 1 2]
+  /usr/bin/python3 test/e2e/torch2_exports.py --work DIR [--fixtures DIR] [--models gpt ...] [--ranks 1 2]
 """
 import argparse
 import json
@@ -16,19 +17,21 @@ import sys
 from torch_reference import HEADROOM, print_loss_comparison, read_losses, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-FIXTURES = os.path.join(HERE, "Inputs", "torch2")
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-x", "OMP_NUM_THREADS=1"]
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--work", required=True)
+    parser.add_argument("--fixtures", default=os.path.join(HERE, "Inputs", "torch2"),
+                        help="a folder of exports with their manifest.json")
     parser.add_argument("--models", nargs="*")
     parser.add_argument("--ranks", nargs="*", type=int, default=[1, 2])
     parser.add_argument("--rtol", type=float, default=1e-4)
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
-    manifest = json.load(open(os.path.join(FIXTURES, "manifest.json")))
+    fixtures = args.fixtures
+    manifest = json.load(open(os.path.join(fixtures, "manifest.json")))
     training = manifest["training"]
     failures = 0
     for name, model in manifest["models"].items():
@@ -41,9 +44,10 @@ def main():
                 tag = "%s (%s exporter%s, opset %d, %s batch)" % (
                     name, export["exporter"], "" if export.get("optimize", True) else " without its optimizer",
                     export["opset"], export["batch"])
-                result = subprocess.run(["fsdpc", os.path.join(FIXTURES, export["file"]), "-o",
+                result = subprocess.run(["fsdpc", os.path.join(fixtures, export["file"]), "-o",
                                          os.path.join(args.work, export["file"] + ".bin"), "--batch-size",
-                                         str(training["batch"]), "--world-size", str(max(args.ranks))],
+                                         str(training["batch"]), "--world-size", str(max(args.ranks))] +
+                                        export.get("fsdpc_flags", []),
                                         capture_output=True, text=True)
                 warned = [line for line in result.stderr.splitlines() if "fsdpc: warning:" in line]
                 print("== %s, lossy: %s" % (tag, export["lossy"]))
@@ -59,10 +63,11 @@ def main():
                     export["opset"], export["batch"], ranks)
                 plan = os.path.join(args.work, "%s-%d.bin" % (export["file"], ranks))
                 metrics = os.path.join(args.work, "%s-%d.jsonl" % (export["file"], ranks))
-                compiled = run(["fsdpc", os.path.join(FIXTURES, export["file"]), "-o", plan, "--batch-size",
+                compiled = run(["fsdpc", os.path.join(fixtures, export["file"]), "-o", plan, "--batch-size",
                                 str(training["batch"]), "--world-size", str(ranks), "--optimizer",
                                 training["optimizer"], "--lr", repr(training["lr"]), "--weight-decay",
-                                repr(training["weight_decay"]), "--strategy", "full_shard"])
+                                repr(training["weight_decay"]), "--strategy", "full_shard"] +
+                               export.get("fsdpc_flags", []))
                 # As many trainable parameters as torch's module has: a
                 # constant the exporter folded (a rotary table, a mask) must
                 # not train, nor a parameter go missing. A lossy export warns
@@ -71,7 +76,7 @@ def main():
                 trained = int(trained.group(1)) if trained else -1
                 launch = MPIRUN + ["-np", str(ranks)] if ranks > 1 else []
                 run(launch + ["fsdp-run", plan, "--steps", str(training["steps"]), "--data",
-                              os.path.join(FIXTURES, model.get("data", "data")), "--metrics-json", metrics])
+                              os.path.join(fixtures, model.get("data", "data")), "--metrics-json", metrics])
                 print("== " + tag)
                 if trained != model["parameters"]:
                     print("fsdpc trains %d parameters, torch's module has %d" % (trained, model["parameters"]))

@@ -915,7 +915,8 @@ bool ModelImporter::undoExporterParameterRewrites() {
                                  node.input(0) +
                                  "' (equal values), so they train as two parameters, as layers cloned with deepcopy "
                                  "do; if the model shares one weight between them (ALBERT), export with "
-                                 "do_constant_folding=False, which keeps the weight itself");
+                                 "do_constant_folding=False (Optimum: --no-constant-folding), which keeps the "
+                                 "weight itself");
     copy.set_name(node.output(0));
     copies.push_back(std::move(copy));
     initializerRewrites_.push_back({"identity_copy", node.output(0), node.input(0)});
@@ -1130,6 +1131,27 @@ bool ModelImporter::buildForward() {
     SmallVector<int64_t> shape(init.dims().begin(), init.dims().end());
     argTypes.push_back(RankedTensorType::get(shape, builder_.getF32Type()));
     bool frozen = !options_.freezeRegex.empty() && freeze.match(init.name());
+    // TorchScript names what its constant folding computed `onnx::<Op>_N`.
+    // A transposed weight is random, a norm's folded affine [C, 1, 1] ones
+    // or zeros; a row [1, N] of one value repeated is more likely a float
+    // buffer the folding passed through (BART's final_logits_bias,
+    // `+ self.final_logits_bias.to(device)`), which nothing in the file
+    // tells from a zero-initialised weight: trained, but said.
+    if (!frozen && !bufferNames.contains(init.name()) && values.size() > 1 && init.dims_size() >= 2 &&
+        init.dims(0) == 1 && llvm::StringRef(init.name()).starts_with("onnx::") &&
+        llvm::all_of(values, [&](float v) { return v == values.front(); }) &&
+        !llvm::any_of(initializerRewrites_, [&](const auto &rewrite) { return rewrite[1] == init.name(); })) {
+      std::string shape;
+      llvm::raw_string_ostream os(shape);
+      llvm::interleave(init.dims(), os, "x");
+      const float value = values.front();
+      result_.warnings.push_back(
+          path_ + ": initializer '" + init.name() + "' [" + shape + "], every element " +
+          (value == std::trunc(value) ? std::to_string(static_cast<int64_t>(value)) : std::to_string(value)) +
+          ", trains as a parameter: the exporter's constant folding left it without a "
+          "parameter name, so it may be a buffer; --freeze '" +
+          init.name() + "' keeps it constant");
+    }
     argRoles.emplace_back(bufferNames.contains(init.name()) ? graph::kBufferAttr
                           : frozen                         ? graph::kFrozenParamAttr
                                                            : graph::kParamAttr,

@@ -14,6 +14,7 @@
 #include "ImportContext.h"
 #include "MaskedRowSelection.h"
 #include "NewerOnnxSchemas.h"
+#include "SinusoidalTable.h"
 #include "StaticBatch.h"
 #include "fsdpc/Dialect/Graph/IR/GraphOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -1121,24 +1122,33 @@ bool ModelImporter::buildForward() {
     // add; a one-element value the exporter lifted out of the code (the
     // attention scale, GELU's 0.5: the dynamo exporter writes them as
     // initializers); a buffer the torch program declared, or what the
-    // exporter folded from buffers alone (rotary tables).
+    // exporter folded from buffers alone (rotary tables); and a sinusoidal
+    // position table (Marian's, Pegasus's, Whisper's encoder's), which torch
+    // keeps fixed and a TorchScript export cannot say so of.
+    const std::vector<int64_t> dims(init.dims().begin(), init.dims().end());
+    const bool sinusoidal = import::isSinusoidalPositionTable(values, dims);
+    if (sinusoidal)
+      result_.warnings.push_back(path_ + ": initializer '" + init.name() + "' [" + std::to_string(dims[0]) + "x" +
+                                 std::to_string(dims[1]) +
+                                 "] is a sinusoidal position table (each column the sine or cosine of its row's "
+                                 "position), kept constant as torch keeps Marian's, Pegasus's and Whisper's");
     if (llvm::any_of(values, [](float v) { return !std::isfinite(v) || std::fabs(v) >= 1e30f; }) ||
         (values.size() == 1 && dynamo_.isAnonymous(init.name())) || dynamo_.buffers.contains(init.name()) ||
-        foldedConstants.count(init.name()) || settingNames.contains(init.name())) {
+        foldedConstants.count(init.name()) || settingNames.contains(init.name()) || sinusoidal) {
       constantInitializers.push_back(&init);
       continue;
     }
     SmallVector<int64_t> shape(init.dims().begin(), init.dims().end());
     argTypes.push_back(RankedTensorType::get(shape, builder_.getF32Type()));
     bool frozen = !options_.freezeRegex.empty() && freeze.match(init.name());
-    // TorchScript names what its constant folding computed `onnx::<Op>_N`.
-    // A transposed weight is random, a norm's folded affine [C, 1, 1] ones
-    // or zeros; a row [1, N] of one value repeated is more likely a float
-    // buffer the folding passed through (BART's final_logits_bias,
-    // `+ self.final_logits_bias.to(device)`), which nothing in the file
-    // tells from a zero-initialised weight: trained, but said.
-    if (!frozen && !bufferNames.contains(init.name()) && values.size() > 1 && init.dims_size() >= 2 &&
-        init.dims(0) == 1 && llvm::StringRef(init.name()).starts_with("onnx::") &&
+    // A TorchScript export writes buffers as initializers like weights. A
+    // weight is random, a norm's affine [C] or [C, 1, 1] ones or zeros; a
+    // row [1, N] of one value repeated is more likely a buffer (BART's and
+    // Marian's final_logits_bias; BART's arrives as `onnx::Add_N`, its
+    // `.to(device)` folded), which nothing in the file tells from a
+    // zero-initialised weight: trained, but said.
+    if (!frozen && !bufferNames.contains(init.name()) && values.size() > 1 && init.dims_size() == 2 &&
+        init.dims(0) == 1 && !(dynamo_.present && dynamo_.isAnonymous(init.name())) &&
         llvm::all_of(values, [&](float v) { return v == values.front(); }) &&
         !llvm::any_of(initializerRewrites_, [&](const auto &rewrite) { return rewrite[1] == init.name(); })) {
       std::string shape;
@@ -1148,8 +1158,8 @@ bool ModelImporter::buildForward() {
       result_.warnings.push_back(
           path_ + ": initializer '" + init.name() + "' [" + shape + "], every element " +
           (value == std::trunc(value) ? std::to_string(static_cast<int64_t>(value)) : std::to_string(value)) +
-          ", trains as a parameter: the exporter's constant folding left it without a "
-          "parameter name, so it may be a buffer; --freeze '" +
+          ", trains as a parameter; nothing in the file says whether torch trains it (a weight initialised so) "
+          "or keeps it (a buffer, as BART's and Marian's final_logits_bias): --freeze '" +
           init.name() + "' keeps it constant");
     }
     argRoles.emplace_back(bufferNames.contains(init.name()) ? graph::kBufferAttr

@@ -112,6 +112,23 @@ def bart(vocab):
         dropout=0.0, attention_dropout=0.0, activation_dropout=0.0))
 
 
+def marian(vocab):
+    from transformers import MarianConfig, MarianMTModel
+    return MarianMTModel(MarianConfig(
+        vocab_size=vocab, decoder_vocab_size=vocab, pad_token_id=1, decoder_start_token_id=1, d_model=32,
+        encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
+        decoder_ffn_dim=64, max_position_embeddings=CONTEXT, dropout=0.0, attention_dropout=0.0,
+        activation_dropout=0.0))
+
+
+def pegasus(vocab):
+    from transformers import PegasusConfig, PegasusForConditionalGeneration
+    return PegasusForConditionalGeneration(PegasusConfig(
+        vocab_size=vocab, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=CONTEXT,
+        dropout=0.0, attention_dropout=0.0, activation_dropout=0.0))
+
+
 # name -> (builder(vocab), optimum task, data kind, fsdpc's --dim sizes).
 MODELS = {
     # Causal LMs without the key/value cache (`text-generation`; the
@@ -133,6 +150,13 @@ MODELS = {
               {"encoder_sequence_length": CONTEXT, "decoder_sequence_length": CONTEXT}),
     "hf-bart": (bart, "text2text-generation", "seq2seq",
                 {"encoder_sequence_length": CONTEXT, "decoder_sequence_length": CONTEXT}),
+    # Translation and summarisation models whose position tables are fixed
+    # sines and cosines (requires_grad False in torch): fsdpc keeps them
+    # constant from their values.
+    "hf-marian": (marian, "text2text-generation", "seq2seq",
+                  {"encoder_sequence_length": CONTEXT, "decoder_sequence_length": CONTEXT}),
+    "hf-pegasus": (pegasus, "text2text-generation", "seq2seq",
+                   {"encoder_sequence_length": CONTEXT, "decoder_sequence_length": CONTEXT}),
     # Images with every axis named: num_channels, height and width.
     "hf-vit": (vit, "image-classification", "images",
                {"num_channels": 3, "height": IMAGE, "width": IMAGE}),
@@ -212,14 +236,15 @@ def main():
         graph_inputs = sorted(i.name for i in exported.graph.input)
         assert graph_inputs == sorted(feeds), (name, graph_inputs, sorted(feeds))
         flags = ["--dim", ",".join("%s=%d" % item for item in dims.items())]
-        # BART's final_logits_bias is a buffer (zeros) that the exporter's
-        # constant folding renamed onnx::Add_N: fsdpc warns that it trains
-        # it, and --freeze, as the warning says, keeps it constant.
+        # The final_logits_bias of BART, Marian and Pegasus is a buffer of
+        # zeros [1, vocab] (BART's renamed onnx::Add_N by the exporter's
+        # constant folding): fsdpc warns that it trains it, and --freeze, as
+        # the warning says, keeps it constant.
         for init in exported.graph.initializer:
             values = numpy_helper.to_array(init)
-            if init.name.startswith("onnx::") and values.ndim == 2 and values.shape[0] == 1 and not values.any():
+            if values.ndim == 2 and values.shape[0] == 1 and not values.any():
                 flags += ["--freeze", init.name]
-        models[name] = {"parameters": sum(p.numel() for p in model.parameters()), "data": os.path.basename(data_dir),
+        models[name] = {"parameters": sum(p.numel() for p in model.parameters() if p.requires_grad), "data": os.path.basename(data_dir),
                         "exports": [{"file": file, "exporter": "optimum", "task": task, "opset": opset,
                                      "batch": "symbolic", "fsdpc_flags": flags,
                                      **({"monolith": True} if kind == "seq2seq" else {})}],

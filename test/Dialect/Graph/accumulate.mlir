@@ -16,12 +16,12 @@
 // CHECK-NEXT: %[[Y0:.*]] = graph.slice %[[Y]] {graph.micro_batch = 0 : i64, starts = array<i64: 0>, steps = array<i64: 1>} : (tensor<8xi64>) -> tensor<4xi64>
 // CHECK-NEXT: %[[SEED:.*]] = graph.constant dense<1.000000e+00> : tensor<f32>
 // CHECK-NEXT: graph.matmul %[[X0]], %[[W1]]
-// CHECK: %[[L0:.*]] = graph.softmax_cross_entropy %{{.*}}, %[[Y0]] {graph.micro_loss}
+// CHECK: %[[L0:.*]] = graph.softmax_cross_entropy %{{.*}}, %[[Y0]] {graph.micro_loss, ignore_index = -100 : i64}
 // CHECK: %[[G0:.*]] = graph.matmul %{{.*}}, %[[X0]] {transpose_a = true} : (tensor<4x5xf32>, tensor<4x3xf32>) -> tensor<5x3xf32>
 // CHECK-NEXT: %[[X1:.*]] = graph.slice %[[X]] {graph.micro_batch = 1 : i64, starts = array<i64: 4, 0>, steps = array<i64: 1, 1>}
 // CHECK-NEXT: %[[Y1:.*]] = graph.slice %[[Y]] {graph.micro_batch = 1 : i64, starts = array<i64: 4>, steps = array<i64: 1>}
 // CHECK-NEXT: graph.matmul %[[X1]], %[[W1]]
-// CHECK: %[[L1:.*]] = graph.softmax_cross_entropy %{{.*}}, %[[Y1]] {graph.micro_loss}
+// CHECK: %[[L1:.*]] = graph.softmax_cross_entropy %{{.*}}, %[[Y1]] {graph.micro_loss, ignore_index = -100 : i64}
 // CHECK-NEXT: %[[LS:.*]] = graph.add %[[L0]], %[[L1]] {graph.accumulate}
 // CHECK-NEXT: %[[LOSS:.*]] = graph.scale %[[LS]] {factor = 5.000000e-01 : f64, graph.accumulate = 2 : i64} : tensor<f32>
 // CHECK-NEXT: graph.softmax_cross_entropy_grad %{{.*}}, %[[Y1]], %[[SEED]]

@@ -1,11 +1,12 @@
 // RUN: fsdp-opt %s -split-input-file -graph-append-loss | FileCheck %s
 // RUN: fsdp-opt %s -split-input-file -graph-append-loss=loss=mse | FileCheck %s --check-prefix=MSE
 
-// Tests that 2-D logits get a cross-entropy loss on a new `labels` input.
+// Tests that 2-D logits get a cross-entropy loss on a new `labels` input:
+// the mean over the labels that are not -100, as torch's F.cross_entropy.
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: %{{.*}}: tensor<4xi64> {graph.input = "labels"}
 // CHECK-SAME: -> (tensor<f32> {graph.loss})
-// CHECK: graph.softmax_cross_entropy %{{.*}}, %{{.*}} : (tensor<4x5xf32>, tensor<4xi64>) -> tensor<f32>
+// CHECK: graph.softmax_cross_entropy %{{.*}}, %{{.*}} {ignore_index = -100 : i64} : (tensor<4x5xf32>, tensor<4xi64>) -> tensor<f32>
 // CHECK-NOT: func.func @forward
 // MSE-LABEL: func.func @train_step
 // MSE-SAME: %{{.*}}: tensor<4x5xf32> {graph.input = "labels"}

@@ -83,6 +83,13 @@ def bert(vocab):
         intermediate_size=64, max_position_embeddings=CONTEXT, num_labels=CLASSES, **NO_DROPOUT))
 
 
+def bert_tokens(vocab):
+    from transformers import BertConfig, BertForTokenClassification
+    return BertForTokenClassification(BertConfig(
+        vocab_size=vocab + 1, pad_token_id=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64, max_position_embeddings=CONTEXT, num_labels=CLASSES, **NO_DROPOUT))
+
+
 def roberta(vocab):
     from transformers import RobertaConfig, RobertaForMaskedLM
     # RoBERTa numbers positions from pad_token_id + 1 (here 1 + 1).
@@ -139,6 +146,10 @@ MODELS = {
     # Right-padded samples, the attention mask marking the real tokens, the
     # class of each sample's last one; token_type_ids zero.
     "hf-bert": (bert, "text-classification", "classes-padded", {"sequence_length": CONTEXT}),
+    # A class per token, the padding's labels -100 as Hugging Face's
+    # DataCollatorForTokenClassification writes them, which torch's
+    # F.cross_entropy (ignore_index=-100) and fsdpc's loss leave out.
+    "hf-bert-tokens": (bert_tokens, "token-classification", "token-classes-padded", {"sequence_length": CONTEXT}),
     # Masked LM logits over every position (the ids shifted by 2, past
     # RoBERTa's pad id 1, which its position ids count from).
     "hf-roberta": (roberta, "fill-mask", "tokens", {"sequence_length": CONTEXT}),
@@ -171,27 +182,36 @@ def feeds_for(name, kind, inputs, pad):
         source, decoder = inputs
         return {"input_ids": source, "attention_mask": np.ones_like(source), "decoder_input_ids": decoder}
     ids = inputs + 2 if name == "hf-roberta" else inputs
-    mask = (inputs != pad).astype(np.int64) if kind == "classes-padded" else np.ones_like(inputs)
+    mask = (inputs != pad).astype(np.int64) if kind.endswith("-padded") else np.ones_like(inputs)
     feeds = {"input_ids": ids, "attention_mask": mask}
     if name in ("hf-gpt2", "hf-llama"):
         feeds["position_ids"] = np.broadcast_to(np.arange(CONTEXT, dtype=np.int64), inputs.shape).copy()
-    if name == "hf-bert":
+    if name.startswith("hf-bert"):
         feeds["token_type_ids"] = np.zeros_like(inputs)
     return feeds
 
 
-def torch_losses(model, feeds, labels):
+def torch_losses(model, feeds, labels, replicas=1):
+    """Trains `model`; with several replicas, as DDP and FSDP do: each
+    takes its contiguous slice of the batch and its own mean loss, and the
+    gradients are averaged (with labels of -100 a mean of means, not the
+    batch's mean). Dropout is off and nothing keeps state, so the replicas
+    share one module."""
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
+    local = BATCH // replicas
     losses = []
     for step in range(STEPS):
-        batch = slice(step * BATCH, (step + 1) * BATCH)
         optimizer.zero_grad()
-        logits = model(**{k: torch.tensor(v[batch]) for k, v in feeds.items()}).logits
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), torch.tensor(labels[batch]).reshape(-1))
-        loss.backward()
+        total = 0.0
+        for rank in range(replicas):
+            batch = slice(step * BATCH + rank * local, step * BATCH + (rank + 1) * local)
+            logits = model(**{k: torch.tensor(v[batch]) for k, v in feeds.items()}).logits
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), torch.tensor(labels[batch]).reshape(-1))
+            (loss / replicas).backward()
+            total += loss.item() / replicas
         optimizer.step()
-        losses.append(loss.item())
+        losses.append(total)
     return losses
 
 
@@ -214,7 +234,9 @@ def main():
         build, task, kind, dims = MODELS[name]
         data_dir = os.path.join(HERE, "data-" + name[3:])
         with tempfile.TemporaryDirectory() as scratch:
-            vocab, inputs, labels = torch2.make_data(scratch, kind)
+            vocab, inputs, labels = torch2.make_data(scratch, kind.replace("token-", ""))
+        if kind == "token-classes-padded":  # each real token's class, -100 on padding
+            labels = np.where(inputs != vocab, inputs % CLASSES, -100).astype(np.int64)
         feeds = feeds_for(name, kind, inputs, pad=vocab)
         os.makedirs(data_dir, exist_ok=True)
         for input_name, values in feeds.items():
@@ -244,11 +266,17 @@ def main():
             values = numpy_helper.to_array(init)
             if values.ndim == 2 and values.shape[0] == 1 and not values.any():
                 flags += ["--freeze", init.name]
-        models[name] = {"parameters": sum(p.numel() for p in model.parameters() if p.requires_grad), "data": os.path.basename(data_dir),
+        models[name] = {"parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
+                        "data": os.path.basename(data_dir),
                         "exports": [{"file": file, "exporter": "optimum", "task": task, "opset": opset,
                                      "batch": "symbolic", "fsdpc_flags": flags,
                                      **({"monolith": True} if kind == "seq2seq" else {})}],
                         "losses": torch_losses(model, feeds, labels)}
+        if (labels == -100).any():  # each rank's mean over its own labels: a trajectory per rank count
+            models[name]["losses_by_ranks"] = {}
+            for replicas in (1, 2):
+                torch.manual_seed(0)
+                models[name]["losses_by_ranks"][str(replicas)] = torch_losses(build(vocab), feeds, labels, replicas)
         print("wrote", file, "(%d KB), opset %d, inputs %s" % (os.path.getsize(os.path.join(HERE, file)) // 1024,
                                                                opset, ", ".join(graph_inputs)))
         print(name, "losses", " ".join("%.6f" % loss for loss in models[name]["losses"]))

@@ -19,6 +19,9 @@ using namespace fsdpc::graph;
 
 namespace {
 
+/// The label F.cross_entropy skips by default (ignore_index=-100).
+constexpr int64_t kTorchIgnoreIndex = -100;
+
 struct GraphAppendLossPass : public fsdpc::graph::impl::GraphAppendLossBase<GraphAppendLossPass> {
   using Base::Base;
 
@@ -103,9 +106,12 @@ struct GraphAppendLossPass : public fsdpc::graph::impl::GraphAppendLossBase<Grap
         logits = ReshapeOp::create(builder, loc, RankedTensorType::get({rows, numClasses}, builder.getF32Type()), logits);
         labels = ReshapeOp::create(builder, loc, RankedTensorType::get({rows}, builder.getI64Type()), labels);
       }
+      // torch's F.cross_entropy: the mean over the labels that are not
+      // -100, the value Hugging Face's collators give padding positions
+      // and the tokens a masked LM does not predict.
       auto mean = LossReductionAttr::get(builder.getContext(), LossReduction::mean);
-      lossValue = SoftmaxCrossEntropyOp::create(builder, loc, scalarType, logits, labels, mean, IntegerAttr(),
-                                                IntegerAttr());
+      lossValue = SoftmaxCrossEntropyOp::create(builder, loc, scalarType, logits, labels, mean,
+                                                builder.getI64IntegerAttr(kTorchIgnoreIndex), IntegerAttr());
     } else {
       Value labels = appendArgument(train, outputType, labelsAttrs);
       lossValue = MseLossOp::create(builder, loc, scalarType, output, labels);

@@ -191,28 +191,24 @@ def feeds_for(name, kind, inputs, pad):
     return feeds
 
 
+class Logits(torch.nn.Module):
+    """A saved model as torch2's trainer takes it: the graph inputs in order,
+    the logits out."""
+
+    def __init__(self, model, names):
+        super().__init__()
+        self.model, self.names = model, names
+
+    def forward(self, *inputs):
+        return self.model(**dict(zip(self.names, inputs))).logits
+
+
 def torch_losses(model, feeds, labels, replicas=1):
-    """Trains `model`; with several replicas, as DDP and FSDP do: each
-    takes its contiguous slice of the batch and its own mean loss, and the
-    gradients are averaged (with labels of -100 a mean of means, not the
-    batch's mean). Dropout is off and nothing keeps state, so the replicas
-    share one module."""
-    model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
-    local = BATCH // replicas
-    losses = []
-    for step in range(STEPS):
-        optimizer.zero_grad()
-        total = 0.0
-        for rank in range(replicas):
-            batch = slice(step * BATCH + rank * local, step * BATCH + (rank + 1) * local)
-            logits = model(**{k: torch.tensor(v[batch]) for k, v in feeds.items()}).logits
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), torch.tensor(labels[batch]).reshape(-1))
-            (loss / replicas).backward()
-            total += loss.item() / replicas
-        optimizer.step()
-        losses.append(total)
-    return losses
+    """torch2's trainer: AdamW on the data's batches in order; with several
+    replicas each takes its contiguous slice and its own mean loss and the
+    gradients are averaged, as DDP and FSDP do (with labels of -100 a mean
+    of means, not the batch's mean)."""
+    return torch2.torch_losses(Logits(model, list(feeds)), tuple(feeds.values()), labels, replicas)
 
 
 def main():

@@ -488,6 +488,33 @@ template <typename T, typename Pred> static void eraseIf(google::protobuf::Repea
 /// repeat_interleave builds [*shape[:0], -1, *shape[1:]]) makes libonnx's
 /// data propagation fail ("axis must be in [-rank, rank-1]"), and adds
 /// nothing: it is dropped from the Concat's inputs.
+/// The names of the graph's initializers (which some writers list among
+/// its inputs too).
+static llvm::StringSet<> initializerNames(const onnx::GraphProto &graph) {
+  llvm::StringSet<> names;
+  for (const onnx::TensorProto &init : graph.initializer())
+    names.insert(init.name());
+  return names;
+}
+
+/// Each dimension of `info` named in `sizes` gets that size.
+static void sizeNamedDimensions(onnx::ValueInfoProto &info, const llvm::StringMap<int64_t> &sizes) {
+  if (!info.type().has_tensor_type())
+    return;
+  for (auto &dim : *info.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim())
+    if (dim.has_dim_param())
+      if (auto found = sizes.find(dim.dim_param()); found != sizes.end())
+        dim.set_dim_value(found->second);
+}
+
+/// A shape as the messages write it: 16x1024x768.
+static std::string shapeText(ArrayRef<int64_t> shape) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  llvm::interleave(shape, os, "x");
+  return text;
+}
+
 static void removeEmptyIntegerLists(onnx::GraphProto &graph) {
   auto emptyTensor = [](onnx::NodeProto &node) {
     std::string output = node.output(0), name = node.name();
@@ -613,9 +640,7 @@ bool ModelImporter::fixNamedDimensions() {
                   "(optimum-cli export onnx --task text-generation, or use_cache=False)");
   if (options_.namedDimensions.empty())
     return true;
-  llvm::StringSet<> initializers;
-  for (const onnx::TensorProto &init : model_.graph().initializer())
-    initializers.insert(init.name());
+  const llvm::StringSet<> initializers = initializerNames(model_.graph());
   llvm::StringMap<int64_t> sizes;
   for (const auto &[name, size] : options_.namedDimensions)
     sizes[name] = size;
@@ -642,27 +667,17 @@ bool ModelImporter::fixNamedDimensions() {
       return fail("--dim " + name + ": no graph input has a dimension named '" + name + "'" +
                   (symbols.empty() ? std::string(" (none has a named one besides the batch)")
                                    : " (their named dimensions besides the batch: " + llvm::join(symbols, ", ") + ")"));
-  auto substitute = [&](onnx::ValueInfoProto &info) {
-    if (!info.type().has_tensor_type())
-      return;
-    for (auto &dim : *info.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim())
-      if (dim.has_dim_param())
-        if (auto found = sizes.find(dim.dim_param()); found != sizes.end())
-          dim.set_dim_value(found->second);
-  };
   for (onnx::ValueInfoProto &input : *model_.mutable_graph()->mutable_input())
-    substitute(input);
+    sizeNamedDimensions(input, sizes);
   for (onnx::ValueInfoProto &output : *model_.mutable_graph()->mutable_output())
-    substitute(output);
+    sizeNamedDimensions(output, sizes);
   for (onnx::ValueInfoProto &info : *model_.mutable_graph()->mutable_value_info())
-    substitute(info);
+    sizeNamedDimensions(info, sizes);
   return true;
 }
 
 bool ModelImporter::fixBatchDimension() {
-  llvm::StringSet<> initializers;
-  for (const onnx::TensorProto &init : model_.graph().initializer())
-    initializers.insert(init.name());
+  const llvm::StringSet<> initializers = initializerNames(model_.graph());
   // The batch the export fixed, if it did: the static leading dimension of
   // the first data input that has one.
   std::string firstInput, symbolicInput, symbolicName;
@@ -724,7 +739,7 @@ bool ModelImporter::fixBatchDimension() {
 
   // A symbolic batch: the inputs, and outputs and annotated values that name
   // the symbol, get the per-rank batch.
-  std::set<std::string> batchSymbols;
+  llvm::StringMap<int64_t> batchSymbols;
   for (onnx::ValueInfoProto &input : *model_.mutable_graph()->mutable_input()) {
     if (initializers.contains(input.name()))
       continue;
@@ -732,20 +747,13 @@ bool ModelImporter::fixBatchDimension() {
     if (shape->dim_size() == 0 || shape->dim(0).has_dim_value())
       continue;
     if (shape->dim(0).has_dim_param())
-      batchSymbols.insert(shape->dim(0).dim_param());
+      batchSymbols[shape->dim(0).dim_param()] = localBatch;
     shape->mutable_dim(0)->set_dim_value(localBatch);
   }
-  auto substitute = [&](onnx::ValueInfoProto &info) {
-    if (!info.type().has_tensor_type())
-      return;
-    for (auto &dim : *info.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim())
-      if (dim.has_dim_param() && batchSymbols.count(dim.dim_param()))
-        dim.set_dim_value(localBatch);
-  };
   for (onnx::ValueInfoProto &output : *model_.mutable_graph()->mutable_output())
-    substitute(output);
+    sizeNamedDimensions(output, batchSymbols);
   for (onnx::ValueInfoProto &info : *model_.mutable_graph()->mutable_value_info())
-    substitute(info);
+    sizeNamedDimensions(info, batchSymbols);
   return true;
 }
 
@@ -1053,9 +1061,7 @@ bool ModelImporter::buildForward() {
 
   // Arguments: data inputs, then float initializers as parameters.
   const onnx::GraphProto &graph = model_.graph();
-  llvm::StringSet<> initializers;
-  for (const onnx::TensorProto &init : graph.initializer())
-    initializers.insert(init.name());
+  const llvm::StringSet<> initializers = initializerNames(graph);
   SmallVector<Type> argTypes;
   SmallVector<std::pair<StringRef, std::string>> argRoles; // attribute name, value
   llvm::DenseMap<size_t, std::string> moduleHints;          // argument -> module
@@ -1122,23 +1128,24 @@ bool ModelImporter::buildForward() {
     // add; a one-element value the exporter lifted out of the code (the
     // attention scale, GELU's 0.5: the dynamo exporter writes them as
     // initializers); a buffer the torch program declared, or what the
-    // exporter folded from buffers alone (rotary tables); and a sinusoidal
-    // position table (Marian's, Pegasus's, Whisper's encoder's), which torch
-    // keeps fixed and a TorchScript export cannot say so of.
-    const std::vector<int64_t> dims(init.dims().begin(), init.dims().end());
-    const bool sinusoidal = import::isSinusoidalPositionTable(values, dims);
-    if (sinusoidal)
-      result_.warnings.push_back(path_ + ": initializer '" + init.name() + "' [" + std::to_string(dims[0]) + "x" +
-                                 std::to_string(dims[1]) +
+    // exporter folded from buffers alone (rotary tables).
+    const SmallVector<int64_t> shape(init.dims().begin(), init.dims().end());
+    bool constant = llvm::any_of(values, [](float v) { return !std::isfinite(v) || std::fabs(v) >= 1e30f; }) ||
+                    (values.size() == 1 && dynamo_.isAnonymous(init.name())) || dynamo_.buffers.contains(init.name()) ||
+                    foldedConstants.count(init.name()) || settingNames.contains(init.name());
+    // And, said, a sinusoidal position table (Marian's, Pegasus's,
+    // Whisper's encoder's), which torch keeps fixed and a TorchScript export
+    // cannot say so of.
+    if (!constant && import::isSinusoidalPositionTable(values, shape)) {
+      result_.warnings.push_back(path_ + ": initializer '" + init.name() + "' [" + shapeText(shape) +
                                  "] is a sinusoidal position table (each column the sine or cosine of its row's "
                                  "position), kept constant as torch keeps Marian's, Pegasus's and Whisper's");
-    if (llvm::any_of(values, [](float v) { return !std::isfinite(v) || std::fabs(v) >= 1e30f; }) ||
-        (values.size() == 1 && dynamo_.isAnonymous(init.name())) || dynamo_.buffers.contains(init.name()) ||
-        foldedConstants.count(init.name()) || settingNames.contains(init.name()) || sinusoidal) {
+      constant = true;
+    }
+    if (constant) {
       constantInitializers.push_back(&init);
       continue;
     }
-    SmallVector<int64_t> shape(init.dims().begin(), init.dims().end());
     argTypes.push_back(RankedTensorType::get(shape, builder_.getF32Type()));
     bool frozen = !options_.freezeRegex.empty() && freeze.match(init.name());
     // A TorchScript export writes buffers as initializers like weights. A
@@ -1147,16 +1154,13 @@ bool ModelImporter::buildForward() {
     // Marian's final_logits_bias; BART's arrives as `onnx::Add_N`, its
     // `.to(device)` folded), which nothing in the file tells from a
     // zero-initialised weight: trained, but said.
-    if (!frozen && !bufferNames.contains(init.name()) && values.size() > 1 && init.dims_size() == 2 &&
-        init.dims(0) == 1 && !(dynamo_.present && dynamo_.isAnonymous(init.name())) &&
+    if (!frozen && !bufferNames.contains(init.name()) && values.size() > 1 && shape.size() == 2 && shape[0] == 1 &&
+        !(dynamo_.present && dynamo_.isAnonymous(init.name())) &&
         llvm::all_of(values, [&](float v) { return v == values.front(); }) &&
         !llvm::any_of(initializerRewrites_, [&](const auto &rewrite) { return rewrite[1] == init.name(); })) {
-      std::string shape;
-      llvm::raw_string_ostream os(shape);
-      llvm::interleave(init.dims(), os, "x");
       const float value = values.front();
       result_.warnings.push_back(
-          path_ + ": initializer '" + init.name() + "' [" + shape + "], every element " +
+          path_ + ": initializer '" + init.name() + "' [" + shapeText(shape) + "], every element " +
           (value == std::trunc(value) ? std::to_string(static_cast<int64_t>(value)) : std::to_string(value)) +
           ", trains as a parameter; nothing in the file says whether torch trains it (a weight initialised so) "
           "or keeps it (a buffer, as BART's and Marian's final_logits_bias): --freeze '" +
@@ -1282,10 +1286,7 @@ bool ModelImporter::checkTensorSizes(ModuleOp module) {
       for (int64_t d : type.getShape())
         bytes = d < 0 || (d != 0 && bytes > kMaxTensorBytes / d) ? kMaxTensorBytes + 1 : bytes * d;
       if (bytes > kMaxTensorBytes) {
-        std::string shape;
-        llvm::raw_string_ostream os(shape);
-        llvm::interleave(type.getShape(), os, "x");
-        tooLarge = "a tensor of shape [" + shape + "] holds more than 2^50 bytes";
+        tooLarge = "a tensor of shape [" + shapeText(type.getShape()) + "] holds more than 2^50 bytes";
         if (auto nameLoc = dyn_cast<NameLoc>(op->getLoc()))
           tooLarge = "node '" + nameLoc.getName().getValue().str() + "': " + tooLarge;
       }

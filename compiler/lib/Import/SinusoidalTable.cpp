@@ -41,7 +41,7 @@ double nearestPhase(double value, bool sine, double predicted) {
 
 } // namespace
 
-bool isSinusoidalPositionTable(const std::vector<float> &table, const std::vector<int64_t> &shape) {
+bool isSinusoidalPositionTable(const std::vector<float> &table, llvm::ArrayRef<int64_t> shape) {
   if (shape.size() != 2 || shape[0] < 4 || shape[1] < 2)
     return false;
   const int64_t rows = shape[0], width = shape[1];

@@ -9,6 +9,8 @@
 #ifndef FSDPC_LIB_IMPORT_SINUSOIDALTABLE_H
 #define FSDPC_LIB_IMPORT_SINUSOIDALTABLE_H
 
+#include "llvm/ADT/ArrayRef.h"
+
 #include <cstdint>
 #include <vector>
 
@@ -19,7 +21,7 @@ namespace fsdpc::import {
 /// with most columns varying (a table of zeros or ones is no such table).
 /// The values may be float32 roundings of phases computed in float32 (up to
 /// a few 1e-5 at phases near 1500).
-bool isSinusoidalPositionTable(const std::vector<float> &table, const std::vector<int64_t> &shape);
+bool isSinusoidalPositionTable(const std::vector<float> &table, llvm::ArrayRef<int64_t> shape);
 
 } // namespace fsdpc::import
 

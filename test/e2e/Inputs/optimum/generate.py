@@ -276,9 +276,7 @@ def main():
         print("wrote", file, "(%d KB), opset %d, inputs %s" % (os.path.getsize(os.path.join(HERE, file)) // 1024,
                                                                opset, ", ".join(graph_inputs)))
         print(name, "losses", " ".join("%.6f" % loss for loss in models[name]["losses"]))
-    with open(manifest_path, "w") as f:
-        json.dump(manifest, f, indent=1)
-        f.write("\n")
+    torch2.write_manifest(manifest_path, manifest)
 
 
 if __name__ == "__main__":

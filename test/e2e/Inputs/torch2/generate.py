@@ -443,6 +443,12 @@ def torch_losses(model, inputs, labels, replicas=1):
     return losses
 
 
+def write_manifest(path, manifest):
+    with open(path, "w") as f:
+        json.dump(manifest, f, indent=1)
+        f.write("\n")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", nargs="*", default=list(MODELS))
@@ -479,9 +485,7 @@ def main():
             models[name]["losses_by_ranks"] = {str(r): torch_losses(build(name, vocab), inputs, labels, r)
                                                for r in REPLICAS}
         print(name, "losses", " ".join("%.6f" % l for l in models[name]["losses"]))
-    with open(manifest_path, "w") as f:
-        json.dump(manifest, f, indent=1)
-        f.write("\n")
+    write_manifest(manifest_path, manifest)
 
 
 if __name__ == "__main__":

@@ -76,7 +76,10 @@ StatusOr<std::unique_ptr<Dataset>> Dataset::synthetic(const Executor &executor, 
   const HostArray *teacherInput = nullptr;
   for (int t : executor.inputTensors()) {
     const plan::Tensor &tensor = h.tensors(t);
-    if (tensor.name() == "labels" && h.loss_kind() != "output") {
+    if (tensor.label()) {
+      if (labelsTensor >= 0)
+        return FSDPC_ERROR(kInvalidArgument, "the synthetic dataset makes the labels of one loss; this plan's loss ",
+                           "reads '", h.tensors(labelsTensor).name(), "' and '", tensor.name(), "': pass --data DIR");
       labelsTensor = t;
       continue;
     }
@@ -196,23 +199,24 @@ StatusOr<std::unique_ptr<Dataset>> Dataset::fromTokenFile(const std::string &pat
       ::munmap(s->mapping, s->mappingBytes);
     delete s;
   });
-  int others = 0;
+  int others = 0, labelInputs = 0;
   for (int t : executor.inputTensors()) {
-    if (h.tensors(t).name() == "labels") {
+    if (h.tensors(t).label()) {
       stream->labelsTensor = t;
+      ++labelInputs;
     } else {
       stream->inputTensor = t;
       ++others;
     }
   }
-  if (others != 1 || stream->labelsTensor < 0)
+  if (others != 1 || labelInputs != 1)
     return FSDPC_ERROR(kInvalidArgument, "--data '", path, "': a token file feeds a plan with one token input and ",
-                       "'labels'; this plan's inputs differ (pass a directory of .npy files)");
+                       "one labels input; this plan's inputs differ (pass a directory of .npy files)");
   const plan::Tensor &input = h.tensors(stream->inputTensor), &labels = h.tensors(stream->labelsTensor);
   if (input.shape_size() != 2 || labels.shape_size() != 2 || input.shape(1) != labels.shape(1) ||
       input.dtype() != plan::I64 || labels.dtype() != plan::I64)
-    return FSDPC_ERROR(kInvalidArgument, "--data '", path, "': the plan's '", input.name(), "' and 'labels' must both ",
-                       "be int64 [batch, T] for a token file");
+    return FSDPC_ERROR(kInvalidArgument, "--data '", path, "': the plan's '", input.name(), "' and '", labels.name(),
+                       "' must both be int64 [batch, T] for a token file");
   stream->context = input.shape(1);
 
   int fd = ::open(path.c_str(), O_RDONLY);

@@ -102,7 +102,7 @@ const char *kUsage = "usage: fsdp-run PLAN [--steps N] [--data DIR] [--seed S] [
                      "  --max-steps N       train until N steps are complete in all (a resumed run does\n"
                      "                      the rest), instead of --steps more; --epochs E: E passes\n"
                      "                      over the data in whole batches\n"
-                     "  --data PATH         a directory of <input>.npy and labels.npy, or one token file\n"
+                     "  --data PATH         a directory of <input>.npy and <labels>.npy, or one token file\n"
                      "                      (.npy or .bin of token ids, memory-mapped) for a language model\n"
                      "  --shuffle           a new sample order every epoch (from --seed), the same on\n"
                      "                      every rank count\n"
@@ -345,7 +345,7 @@ Status runForwardOfTrainingPlan(Executor &executor, const Options &options, Host
     FILE *probe = std::fopen(path.c_str(), "rb");
     if (probe)
       std::fclose(probe);
-    if (probe || tensor.name() != "labels") {
+    if (probe || !tensor.label()) {
       StatusOr<HostArray> array = readNpy(path);
       if (!array.isOk())
         return array.status();
@@ -356,7 +356,7 @@ Status runForwardOfTrainingPlan(Executor &executor, const Options &options, Host
                            tensor.name(), "': ", global[0], " rows of its per-sample shape and dtype");
       std::memcpy(local.data(), array->bytes.data() + rank * local.size(), local.size());
     }
-    if (tensor.name() != "labels")
+    if (!tensor.label())
       localBatch = shape[0];
     FSDPC_RETURN_IF_ERROR(executor.uploadTensor(id, local.data(), local.size()));
   }
@@ -747,13 +747,14 @@ int main(int argc, char **argv) {
   }
   const PlanSchedule schedule(header);
   // Tokens per sample: the label positions of a sample (T for a language
-  // model, 1 for a classifier).
+  // model, 1 for a classifier), those of the first labels where a loss
+  // reads several.
   double tokensPerSample = 1;
   for (int t : executor.inputTensors())
-    if (header.tensors(t).name() == "labels") {
-      tokensPerSample = 1;
+    if (header.tensors(t).label()) {
       for (int d = 1; d < header.tensors(t).shape_size(); ++d)
         tokensPerSample *= header.tensors(t).shape(d);
+      break;
     }
   // A bar only for a plain process on a terminal: OpenMPI hands its ranks a
   // pseudo-terminal even when mpirun's own output is a file or a pipe.

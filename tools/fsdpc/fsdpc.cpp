@@ -47,8 +47,11 @@ cl::opt<std::string> emitStage("emit", cl::desc("print the IR of a stage to stdo
                                cl::value_desc("stage"), cl::cat(category));
 cl::opt<std::string> dumpDir("dump-ir", cl::desc("write the IR of every stage into this directory"),
                              cl::value_desc("dir"), cl::cat(category));
-cl::opt<std::string> lossKind("loss", cl::desc("cross_entropy, mse or output:NAME (default: output if the model "
-                                               "returns a scalar, else cross_entropy)"),
+cl::opt<std::string> lossKind("loss",
+                              cl::desc("cross_entropy, mse, output:NAME, or a weighted sum of losses of named "
+                                       "outputs such as '(cross_entropy(start_logits, start_positions) + "
+                                       "cross_entropy(end_logits, end_positions)) / 2' (default: output if "
+                                       "the model returns a scalar, else cross_entropy)"),
                               cl::init("auto"), cl::cat(category));
 cl::opt<std::string> optimizer("optimizer", cl::desc("adamw or sgd"), cl::init("adamw"), cl::cat(category));
 cl::opt<double> lr("lr", cl::desc("learning rate"), cl::init(1e-3), cl::cat(category));
@@ -280,14 +283,16 @@ int main(int argc, char **argv) {
   context.loadAllAvailableDialects();
   fsdpc::registerFsdpcPassesAndPipelines();
 
-  // Pass errors name the model file and the ONNX node they came from.
+  // Pass errors and warnings name the model file and the ONNX node they
+  // came from.
   ScopedDiagnosticHandler diagnostics(&context, [&](Diagnostic &diag) {
-    if (diag.getSeverity() != DiagnosticSeverity::Error)
+    bool error = diag.getSeverity() == DiagnosticSeverity::Error;
+    if (!error && diag.getSeverity() != DiagnosticSeverity::Warning)
       return success();
     std::string node;
     if (auto name = dyn_cast<NameLoc>(diag.getLocation()))
       node = " (at ONNX node '" + name.getName().str() + "')";
-    llvm::errs() << "fsdpc: error: " << inputPath << ": " << diag.str() << node << "\n";
+    llvm::errs() << "fsdpc: " << (error ? "error: " : "warning: ") << inputPath << ": " << diag.str() << node << "\n";
     return success();
   });
 

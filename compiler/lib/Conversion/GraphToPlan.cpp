@@ -377,6 +377,8 @@ LogicalResult Lowering::lowerArguments() {
     if (auto name = func_.getArgAttrOfType<StringAttr>(i, graph::kInputAttr)) {
       tensor = addTensor(name.getValue(), TensorKind::input, arg.getType(), loc);
       tensor.setSourceNameAttr(name);
+      if (func_.getArgAttr(i, graph::kLabelAttr))
+        tensor.setLabel(true);
       auto shape = cast<RankedTensorType>(arg.getType()).getShape();
       if (!shape.empty() && localBatch_ == 0)
         localBatch_ = shape[0];

@@ -180,6 +180,7 @@ std::optional<runtime::PlanFile> fsdpc::buildPlanFile(ModuleOp module, const Wei
       out->set_owner(tensor.getOwner()->str());
     if (tensor.getUnit())
       out->set_unit(tensor.getUnit()->str());
+    out->set_label(tensor.getLabel());
 
     // A unit's shard is cut from the unit's flat initial value at load time.
     // Buffers keep their initial values in weight-free plans too: a launch

@@ -11,7 +11,7 @@
 // constant is shared); each gradient and the loss are summed as the second
 // micro-batch produces them and scaled by 1/2; the updates read the means.
 // CHECK-LABEL: func.func @train_step
-// CHECK-SAME: (%[[X:.*]]: tensor<8x3xf32> {graph.input = "input"}, %[[W1:.*]]: tensor<5x3xf32> {graph.param = "fc1.weight"}, %{{.*}}: tensor<2x5xf32> {graph.param = "fc2.weight"}, %[[Y:.*]]: tensor<8xi64> {graph.input = "labels"}
+// CHECK-SAME: (%[[X:.*]]: tensor<8x3xf32> {graph.input = "input"}, %[[W1:.*]]: tensor<5x3xf32> {graph.param = "fc1.weight"}, %{{.*}}: tensor<2x5xf32> {graph.param = "fc2.weight"}, %[[Y:.*]]: tensor<8xi64> {graph.input = "labels", graph.label}
 // CHECK: %[[X0:.*]] = graph.slice %[[X]] {graph.micro_batch = 0 : i64, starts = array<i64: 0, 0>, steps = array<i64: 1, 1>} : (tensor<8x3xf32>) -> tensor<4x3xf32>
 // CHECK-NEXT: %[[Y0:.*]] = graph.slice %[[Y]] {graph.micro_batch = 0 : i64, starts = array<i64: 0>, steps = array<i64: 1>} : (tensor<8xi64>) -> tensor<4xi64>
 // CHECK-NEXT: %[[SEED:.*]] = graph.constant dense<1.000000e+00> : tensor<f32>

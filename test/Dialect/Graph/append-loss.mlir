@@ -4,12 +4,12 @@
 // Tests that 2-D logits get a cross-entropy loss on a new `labels` input:
 // the mean over the labels that are not -100, as torch's F.cross_entropy.
 // CHECK-LABEL: func.func @train_step
-// CHECK-SAME: %{{.*}}: tensor<4xi64> {graph.input = "labels"}
+// CHECK-SAME: %{{.*}}: tensor<4xi64> {graph.input = "labels", graph.label}
 // CHECK-SAME: -> (tensor<f32> {graph.loss})
 // CHECK: graph.softmax_cross_entropy %{{.*}}, %{{.*}} {ignore_index = -100 : i64} : (tensor<4x5xf32>, tensor<4xi64>) -> tensor<f32>
 // CHECK-NOT: func.func @forward
 // MSE-LABEL: func.func @train_step
-// MSE-SAME: %{{.*}}: tensor<4x5xf32> {graph.input = "labels"}
+// MSE-SAME: %{{.*}}: tensor<4x5xf32> {graph.input = "labels", graph.label}
 // MSE: graph.mse_loss
 func.func @forward(%x: tensor<4x3xf32> {graph.input = "input"}, %w: tensor<5x3xf32> {graph.param = "w"}) -> (tensor<4x5xf32> {graph.output = "logits"}) {
   %0 = graph.matmul %x, %w {transpose_b = true} : (tensor<4x3xf32>, tensor<5x3xf32>) -> tensor<4x5xf32>
@@ -20,7 +20,7 @@ func.func @forward(%x: tensor<4x3xf32> {graph.input = "input"}, %w: tensor<5x3xf
 
 // Tests that [B, T, C] logits are flattened to [B*T, C] with [B, T] labels.
 // CHECK-LABEL: func.func @train_step
-// CHECK-SAME: tensor<2x3xi64> {graph.input = "labels"}
+// CHECK-SAME: tensor<2x3xi64> {graph.input = "labels", graph.label}
 // CHECK: graph.reshape %{{.*}} : (tensor<2x3x5xf32>) -> tensor<6x5xf32>
 // CHECK: graph.reshape %{{.*}} : (tensor<2x3xi64>) -> tensor<6xi64>
 // CHECK: graph.softmax_cross_entropy

@@ -204,6 +204,15 @@ plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss =
 
 // -----
 
+// Tests that only inputs can be labels.
+plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @l, loss_kind = #plan.loss_kind<mse>, optimizer = "sgd"} {
+  // expected-error @+1 {{of kind transient cannot be a label; labels are inputs}}
+  plan.tensor @t transient : tensor<4xf32> {label}
+  plan.tensor @l transient : tensor<f32>
+}
+
+// -----
+
 // Tests that a negative offset is an error (I64Attr's getter is unsigned).
 plan.program @p attributes {world_size = 1 : i64, global_batch = 1 : i64, loss = @l, loss_kind = #plan.loss_kind<mse>, optimizer = "sgd"} {
   plan.tensor @l transient : tensor<f32>

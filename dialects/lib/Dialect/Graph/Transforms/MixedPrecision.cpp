@@ -130,7 +130,23 @@ struct GraphMixedPrecisionPass : public fsdpc::graph::impl::GraphMixedPrecisionB
     return result;
   }
 
-  bool keptInF32(Operation *op) { return needsF32(op) || keptByName(op); }
+  bool keptInF32(Operation *op) { return needsF32(op) || keptByName(op) || combinesLosses(op); }
+
+  /// Whether `op` scales or sums losses (graph-append-loss's weighted sum
+  /// of several): scalar arithmetic on an f32 loss stays f32, as the loss
+  /// torch reports and differentiates under autocast is (cross entropy
+  /// returns f32), where bf16 would round a loss of 2.8153 to 2.8125.
+  static bool combinesLosses(Operation *op) {
+    if (!isa<ScaleOp, AddOp, SubOp>(op))
+      return false;
+    auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+    if (!type || type.getRank() != 0)
+      return false;
+    return llvm::any_of(op->getOperands(), [](Value operand) {
+      Operation *def = operand.getDefiningOp();
+      return def && (isa<SoftmaxCrossEntropyOp, MseLossOp>(def) || combinesLosses(def));
+    });
+  }
 
   /// Whether `value` is position arithmetic: an integer tensor cast to float
   /// (positions, ids, a 0/1 mask), or a result of computesOnPositions.

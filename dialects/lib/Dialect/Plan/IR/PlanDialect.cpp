@@ -185,6 +185,8 @@ LogicalResult TensorOp::verify() {
                    getKind() == TensorKind::buffer || getKind() == TensorKind::input;
   if (needsName && !getSourceName())
     return emitOpError("of kind ") << stringifyTensorKind(getKind()) << " needs a source_name";
+  if (getLabel() && getKind() != TensorKind::input)
+    return emitOpError("of kind ") << stringifyTensorKind(getKind()) << " cannot be a label; labels are inputs";
   if (getKind() == TensorKind::optimizer_state && (!getOptimizerSlot() || !getOwner()))
     return emitOpError("of kind optimizer_state needs optimizer_slot and owner");
   if (getKind() == TensorKind::step_counter && (type.getRank() != 0 || !element.isInteger(64)))

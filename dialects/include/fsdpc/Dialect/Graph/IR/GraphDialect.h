@@ -11,6 +11,9 @@ namespace fsdpc::graph {
 // Names of the argument and result attributes of a graph function (see the
 // dialect description).
 inline constexpr llvm::StringLiteral kInputAttr = "graph.input";
+/// On an input graph-append-loss added: labels a loss reads, which the
+/// model itself does not (fsdp-run --forward needs no value for them).
+inline constexpr llvm::StringLiteral kLabelAttr = "graph.label";
 inline constexpr llvm::StringLiteral kParamAttr = "graph.param";
 inline constexpr llvm::StringLiteral kFrozenParamAttr = "graph.frozen_param";
 /// A module buffer (BatchNorm's running statistics): held whole on every

@@ -52,20 +52,40 @@ def GraphAppendLoss : Pass<"graph-append-loss", "mlir::ModuleOp"> {
 
     - `cross_entropy`: the model's output is logits `[B, C]` or `[B, T, C]`;
       a new argument `labels` (`graph.input = "labels"`) of i64 `[B]` or
-      `[B, T]` is added; the loss is the mean over all labels, as torch's
-      `F.cross_entropy`.
+      `[B, T]` is added; the loss is the mean over the labels that are not
+      -100, as torch's `F.cross_entropy`.
     - `mse`: a new argument `labels` shaped like the output; the mean squared
       error, as torch's `F.mse_loss`.
     - `output:NAME`: the model already computes the scalar loss as its
       output `NAME`.
     - `auto`: `output:NAME` when the model has exactly one output and it is
       a scalar, `cross_entropy` otherwise.
+    - a weighted sum of losses of named outputs, as a training loop writes
+      it: sums, differences, and products and quotients by numbers, of
+      `cross_entropy(OUTPUT, LABELS)`, `mse(OUTPUT, LABELS)` and
+      `output(NAME)`. Each term is computed once, scaled (`graph.scale`)
+      and added (`graph.add`); the module's loss kind is `combined`.
 
-    The model's other outputs are dropped from `@train_step`.
+    Every labels argument added is marked `graph.label` (`LABELS` names it;
+    `labels` by default; losses naming the same labels share one). Bare
+    `cross_entropy` and `mse` read the first output, with a warning when
+    the model has others. The model's other outputs are dropped from
+    `@train_step`.
+
+    ```mlir
+    // --loss '(cross_entropy(start_logits, start_positions)
+    //          + cross_entropy(end_logits, end_positions)) / 2'
+    %5 = graph.softmax_cross_entropy %3, %arg2 {ignore_index = -100 : i64} : (tensor<4x6xf32>, tensor<4xi64>) -> tensor<f32>
+    %6 = graph.scale %5 {factor = 5.000000e-01 : f64} : tensor<f32>
+    %7 = graph.softmax_cross_entropy %4, %arg3 {ignore_index = -100 : i64} : (tensor<4x6xf32>, tensor<4xi64>) -> tensor<f32>
+    %8 = graph.scale %7 {factor = 5.000000e-01 : f64} : tensor<f32>
+    %9 = graph.add %6, %8 : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    ```
   }];
   let options = [
     Option<"loss", "loss", "std::string", /*default=*/"\"auto\"",
-           "cross_entropy, mse, output:NAME or auto">
+           "cross_entropy, mse, output:NAME, auto, or a weighted sum such as "
+           "'(cross_entropy(a, la) + cross_entropy(b, lb)) / 2'">
   ];
   let dependentDialects = ["::fsdpc::graph::GraphDialect"];
 }

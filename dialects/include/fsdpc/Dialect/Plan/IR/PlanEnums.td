@@ -42,7 +42,8 @@ def Plan_CollectiveKind : I32EnumAttr<"CollectiveKind", "the collective a plan.c
 def Plan_LossKind : I32EnumAttr<"LossKind", "the loss a training step ends in", [
   I32EnumAttrCase<"cross_entropy", 0>,
   I32EnumAttrCase<"mse", 1>,
-  I32EnumAttrCase<"output", 2>
+  I32EnumAttrCase<"output", 2>,
+  I32EnumAttrCase<"combined", 3>
 ]> {
   let cppNamespace = "::fsdpc::plan_ir";
   let genSpecializedAttr = 0;

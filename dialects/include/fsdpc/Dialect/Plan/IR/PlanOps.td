@@ -34,8 +34,9 @@ def Plan_ProgramOp : Plan_Op<"program", [Symbol, SymbolTable, IsolatedFromAbove,
       every pass that inserts instructions has run.
     - `outputs`: in a forward-only program, the tensors holding the model's
       outputs, each named after its ONNX output by `source_name`.
-    - `loss_kind`: `cross_entropy`, `mse` or `output` (the model's own
-      scalar output); absent in a forward-only program.
+    - `loss_kind`: `cross_entropy`, `mse`, `output` (the model's own
+      scalar output) or `combined` (a weighted sum of several of these);
+      absent in a forward-only program.
     - `optimizer`: a readable description of the optimizer and its settings.
     - `num_classes`: classes of a cross-entropy loss (0 otherwise).
     - `persistent_bytes`, `transient_bytes`, `host_bytes`: region sizes, set
@@ -100,6 +101,8 @@ def Plan_TensorOp : Plan_Op<"tensor", [Symbol, HasParent<"ProgramOp">]> {
       `fsdpc --offload` moves off the device and on the host copies it
       stages. Only host kernels touch it, and copies move it; a view is
       where its storage is.
+    - `label`: an input that only the loss reads (the labels), not the
+      model: a forward pass needs no value for it.
 
     ```mlir
     plan.tensor @w0 parameter : tensor<2048x10xf32> {source_name = "fc1.weight", offset = 0 : i64}
@@ -111,7 +114,7 @@ def Plan_TensorOp : Plan_Op<"tensor", [Symbol, HasParent<"ProgramOp">]> {
                        OptionalAttr<StrAttr>:$optimizer_slot, OptionalAttr<StrAttr>:$owner,
                        OptionalAttr<Fsdpc_I64Attr>:$offset, OptionalAttr<StrAttr>:$unit,
                        OptionalAttr<FlatSymbolRefAttr>:$view_of, OptionalAttr<Fsdpc_I64Attr>:$view_offset,
-                       UnitAttr:$host);
+                       UnitAttr:$host, UnitAttr:$label);
   let assemblyFormat = "$sym_name $kind `:` $type attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{

@@ -58,13 +58,14 @@ for model in "$root"/test/e2e/Inputs/torch2/*.onnx; do
   compare "$(basename "$model")" "$model" --batch-size 2
 done
 # Optimum's exports name their sequence axes: the flags their manifest gives.
-while IFS=$'\t' read -r file flags; do
-  # shellcheck disable=SC2086  # the flags are words
-  compare "$file" "$root/test/e2e/Inputs/optimum/$file" --batch-size 2 $flags
+# One line per export, its file and each flag separated by tabs (a --loss
+# expression holds spaces).
+while IFS=$'\t' read -r -a fields; do
+  compare "${fields[0]}" "$root/test/e2e/Inputs/optimum/${fields[0]}" --batch-size 2 "${fields[@]:1}"
 done < <("$py" -c 'import json, sys
 for model in json.load(open(sys.argv[1]))["models"].values():
     for export in model["exports"]:
-        print(export["file"] + "\t" + " ".join(export.get("fsdpc_flags", [])))' "$root/test/e2e/Inputs/optimum/manifest.json")
+        print("\t".join([export["file"]] + export.get("fsdpc_flags", [])))' "$root/test/e2e/Inputs/optimum/manifest.json")
 for dir in /usr/share/libonnx-testdata/data/node/*/; do
   [ -f "$dir/model.onnx" ] && compare "$(basename "$dir")" "$dir/model.onnx" --forward-only
 done

@@ -90,6 +90,13 @@ def bert_tokens(vocab):
         intermediate_size=64, max_position_embeddings=CONTEXT, num_labels=CLASSES, **NO_DROPOUT))
 
 
+def bert_qa(vocab):
+    from transformers import BertConfig, BertForQuestionAnswering
+    return BertForQuestionAnswering(BertConfig(
+        vocab_size=vocab + 1, pad_token_id=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64, max_position_embeddings=CONTEXT, **NO_DROPOUT))
+
+
 def roberta(vocab):
     from transformers import RobertaConfig, RobertaForMaskedLM
     # RoBERTa numbers positions from pad_token_id + 1 (here 1 + 1).
@@ -150,6 +157,10 @@ MODELS = {
     # DataCollatorForTokenClassification writes them, which torch's
     # F.cross_entropy (ignore_index=-100) and fsdpc's loss leave out.
     "hf-bert-tokens": (bert_tokens, "token-classification", "token-classes-padded", {"sequence_length": CONTEXT}),
+    # Extractive question answering: start_logits and end_logits over the
+    # positions, the loss (start_loss + end_loss) / 2 as the model computes
+    # it from start_positions and end_positions (fsdpc --loss names both).
+    "hf-bert-qa": (bert_qa, "question-answering", "spans-padded", {"sequence_length": CONTEXT}),
     # Masked LM logits over every position (the ids shifted by 2, past
     # RoBERTa's pad id 1, which its position ids count from).
     "hf-roberta": (roberta, "fill-mask", "tokens", {"sequence_length": CONTEXT}),
@@ -191,6 +202,32 @@ def feeds_for(name, kind, inputs, pad):
     return feeds
 
 
+# The loss a question-answering model computes itself, written for fsdpc.
+QA_LOSS = "(cross_entropy(start_logits, start_positions) + cross_entropy(end_logits, end_positions)) / 2"
+
+
+def answer_spans(inputs, pad):
+    """Each padded sample's answer: from the first of its real tokens whose
+    id is largest modulo 7 to at most 2 tokens on, within the sample."""
+    lengths = (inputs != pad).sum(axis=1)
+    starts = np.array([np.argmax(row[:n] % 7) for row, n in zip(inputs, lengths)], np.int64)
+    ends = np.minimum(starts + inputs[np.arange(len(inputs)), starts] % 3, lengths - 1).astype(np.int64)
+    return {"start_positions": starts, "end_positions": ends}
+
+
+class ModelLoss(torch.nn.Module):
+    """A saved model that computes its own loss from labels it reads by
+    name (start_positions, end_positions): the graph inputs in order, then
+    the labels."""
+
+    def __init__(self, model, names):
+        super().__init__()
+        self.model, self.names = model, names
+
+    def forward(self, *inputs):
+        return self.model(**dict(zip(self.names, inputs))).loss
+
+
 class Logits(torch.nn.Module):
     """A saved model as torch2's trainer takes it: the graph inputs in order,
     the logits out."""
@@ -208,6 +245,9 @@ def torch_losses(model, feeds, labels, replicas=1):
     replicas each takes its contiguous slice and its own mean loss and the
     gradients are averaged, as DDP and FSDP do (with labels of -100 a mean
     of means, not the batch's mean)."""
+    if isinstance(labels, dict):  # the model's own loss of these labels
+        return torch2.torch_losses(ModelLoss(model, list(feeds) + list(labels)),
+                                   tuple(feeds.values()) + tuple(labels.values()), None, replicas)
     return torch2.torch_losses(Logits(model, list(feeds)), tuple(feeds.values()), labels, replicas)
 
 
@@ -230,14 +270,18 @@ def main():
         build, task, kind, dims = MODELS[name]
         data_dir = os.path.join(HERE, "data-" + name[3:])
         with tempfile.TemporaryDirectory() as scratch:
-            vocab, inputs, labels = torch2.make_data(scratch, kind.replace("token-", ""))
+            vocab, inputs, labels = torch2.make_data(scratch, {"token-classes-padded": "classes-padded",
+                                                               "spans-padded": "classes-padded"}.get(kind, kind))
         if kind == "token-classes-padded":  # each real token's class, -100 on padding
             labels = np.where(inputs != vocab, inputs % CLASSES, -100).astype(np.int64)
+        if kind == "spans-padded":
+            labels = answer_spans(inputs, pad=vocab)
         feeds = feeds_for(name, kind, inputs, pad=vocab)
         os.makedirs(data_dir, exist_ok=True)
         for input_name, values in feeds.items():
             np.save(os.path.join(data_dir, input_name + ".npy"), values)
-        np.save(os.path.join(data_dir, "labels.npy"), labels)
+        for label_name, values in (labels.items() if isinstance(labels, dict) else [("labels", labels)]):
+            np.save(os.path.join(data_dir, label_name + ".npy"), values)
 
         torch.manual_seed(0)
         model = build(vocab).eval()
@@ -254,6 +298,8 @@ def main():
         graph_inputs = sorted(i.name for i in exported.graph.input)
         assert graph_inputs == sorted(feeds), (name, graph_inputs, sorted(feeds))
         flags = ["--dim", ",".join("%s=%d" % item for item in dims.items())]
+        if kind == "spans-padded":
+            flags += ["--loss", QA_LOSS]
         # The final_logits_bias of BART, Marian and Pegasus is a buffer of
         # zeros [1, vocab] (BART's renamed onnx::Add_N by the exporter's
         # constant folding): fsdpc warns that it trains it, and --freeze, as
@@ -268,7 +314,8 @@ def main():
                                      "batch": "symbolic", "fsdpc_flags": flags,
                                      **({"monolith": True} if kind == "seq2seq" else {})}],
                         "losses": torch_losses(model, feeds, labels)}
-        if (labels == -100).any():  # each rank's mean over its own labels: a trajectory per rank count
+        if not isinstance(labels, dict) and (labels == -100).any():
+            # each rank's mean over its own labels: a trajectory per rank count
             models[name]["losses_by_ranks"] = {}
             for replicas in (1, 2):
                 torch.manual_seed(0)

@@ -414,7 +414,9 @@ def export(model, path, dynamo, opset, symbolic, kind="tokens", fold=True, optim
 def torch_losses(model, inputs, labels, replicas=1):
     """Trains `model` for STEPS steps; with several replicas (DDP and FSDP
     without SyncBatchNorm), each runs its own copy on its contiguous slice
-    of the batch and the gradients are averaged."""
+    of the batch and the gradients are averaged. The loss is the cross
+    entropy of the model's logits against `labels`, or with labels None
+    what the model returns (it reads its labels among the inputs)."""
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
     copies = [copy.deepcopy(model) for _ in range(replicas)] if replicas > 1 else [model]
@@ -432,7 +434,8 @@ def torch_losses(model, inputs, labels, replicas=1):
                 replica.zero_grad()
             batch = slice(step * BATCH + rank * local, step * BATCH + (rank + 1) * local)
             logits = replica(*(torch.tensor(x[batch]) for x in feeds))
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), torch.tensor(labels[batch]).reshape(-1))
+            loss = logits if labels is None else F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                                 torch.tensor(labels[batch]).reshape(-1))
             (loss / replicas).backward()
             total += loss.item() / replicas
             if replica is not model:

@@ -16,6 +16,10 @@ namespace fsdpc::runtime {
 
 namespace {
 
+/// The label a cross entropy leaves out: torch's default ignore_index,
+/// which graph-append-loss gives every loss it appends.
+constexpr int64_t kIgnoredLabel = -100;
+
 std::string shapeString(const std::vector<int64_t> &shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i)
@@ -289,40 +293,16 @@ Status Dataset::fillBatch(Executor &executor, int64_t stepIndex, int rank, int w
     const TokenStream &s = *tokens_;
     const int64_t localBatch = executor.header().tensors(s.inputTensor).shape(0), globalBatch = localBatch * worldSize;
     std::vector<int64_t> input(localBatch * s.context), labels(localBatch * s.context);
-    auto token = [&](int64_t i) -> int64_t {
-      const uint8_t *p = s.tokens + i * s.elementBytes;
-      switch (s.elementBytes) {
-      case 2: {
-        uint16_t v;
-        std::memcpy(&v, p, 2);
-        return v;
-      }
-      case 4: {
-        if (s.isSigned) {
-          int32_t v;
-          std::memcpy(&v, p, 4);
-          return v;
-        }
-        uint32_t v;
-        std::memcpy(&v, p, 4);
-        return v;
-      }
-      default: {
-        int64_t v;
-        std::memcpy(&v, p, 8);
-        return v;
-      }
-      }
-    };
     for (int64_t j = 0; j < localBatch; ++j) {
       const int64_t first = sampleAt(stepIndex * globalBatch + rank * localBatch + j) * s.context;
       for (int64_t k = 0; k < s.context; ++k) {
-        input[j * s.context + k] = token(first + k);
-        labels[j * s.context + k] = token(first + k + 1);
+        input[j * s.context + k] = s.token(first + k);
+        labels[j * s.context + k] = s.token(first + k + 1);
       }
     }
     FSDPC_RETURN_IF_ERROR(executor.uploadTensor(s.inputTensor, input.data(), input.size() * sizeof(int64_t)));
-    return executor.uploadTensor(s.labelsTensor, labels.data(), labels.size() * sizeof(int64_t));
+    FSDPC_RETURN_IF_ERROR(executor.uploadTensor(s.labelsTensor, labels.data(), labels.size() * sizeof(int64_t)));
+    return fillLabelCounts(executor, stepIndex, worldSize);
   }
   for (const Column &column : columns_) {
     const plan::Tensor &destination = executor.header().tensors(column.tensorIndex);
@@ -336,6 +316,64 @@ Status Dataset::fillBatch(Executor &executor, int64_t stepIndex, int rank, int w
       std::memcpy(staging_.data() + j * sampleBytes, column.samples.bytes.data() + sample * sampleBytes, sampleBytes);
     }
     FSDPC_RETURN_IF_ERROR(executor.uploadTensor(column.tensorIndex, staging_.data(), staging_.size()));
+  }
+  return fillLabelCounts(executor, stepIndex, worldSize);
+}
+
+int64_t Dataset::TokenStream::token(int64_t i) const {
+  const uint8_t *p = tokens + i * elementBytes;
+  switch (elementBytes) {
+  case 2: {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    return v;
+  }
+  case 4: {
+    if (isSigned) {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  default: {
+    int64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
+  }
+  }
+}
+
+Status Dataset::fillLabelCounts(Executor &executor, int64_t stepIndex, int worldSize) const {
+  // The same count on every rank: each reads every rank's rows of the step
+  // (with gradient accumulation, every micro-batch's) from the dataset.
+  for (auto [countTensor, labelsTensor] : executor.labelCounts()) {
+    const plan::Tensor &labels = executor.header().tensors(labelsTensor);
+    const int64_t localBatch = labels.shape_size() ? labels.shape(0) : 1, globalBatch = localBatch * worldSize;
+    const Column *column = nullptr;
+    for (const Column &c : columns_)
+      if (c.tensorIndex == labelsTensor)
+        column = &c;
+    if (!column && !(tokens_ && tokens_->labelsTensor == labelsTensor))
+      return FSDPC_ERROR(kInvalidArgument, "the data fills no labels '", labels.name(), "' to count");
+    int64_t counted = 0;
+    for (int64_t j = 0; j < globalBatch; ++j) {
+      const int64_t sample = sampleAt(stepIndex * globalBatch + j);
+      if (column) {
+        const int64_t perSample = column->samples.numElements() / numSamples_;
+        const int64_t *values = column->samples.data<int64_t>() + sample * perSample;
+        counted += std::count_if(values, values + perSample, [](int64_t v) { return v != kIgnoredLabel; });
+      } else {
+        for (int64_t k = 1; k <= tokens_->context; ++k)
+          counted += tokens_->token(sample * tokens_->context + k) != kIgnoredLabel;
+      }
+    }
+    // A step whose labels are all ignored divides a zero sum by 1: loss and
+    // gradients 0 (torch's 0 / 0 would be NaN).
+    counted = std::max<int64_t>(counted, 1);
+    FSDPC_RETURN_IF_ERROR(executor.uploadTensor(countTensor, &counted, sizeof(counted)));
   }
   return Status::ok();
 }

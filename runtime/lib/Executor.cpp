@@ -167,6 +167,17 @@ StatusOr<std::unique_ptr<Executor>> Executor::create(PlanFile plan, std::unique_
       executor->inputTensors_.push_back(t);
     if (tensor.kind() == plan::STEP_COUNTER)
       executor->stepTensor_ = t;
+    if (tensor.kind() == plan::LABEL_COUNT) {
+      int labels = -1;
+      for (int u = 0; u < h.tensors_size(); ++u)
+        if (h.tensors(u).kind() == plan::INPUT && h.tensors(u).label() && h.tensors(u).name() == tensor.owner())
+          labels = u;
+      if (labels < 0 || tensor.dtype() != plan::I64 || tensor.shape_size() != 0 ||
+          h.tensors(labels).dtype() != plan::I64)
+        return FSDPC_ERROR(kInvalidArgument, "label count '", tensor.name(), "' must be an int64 scalar counting the ",
+                           "int64 labels input '", tensor.owner(), "'");
+      executor->labelCounts_.emplace_back(t, labels);
+    }
   }
   // Each rank's shard of each unit, cut from the unit's full initial value.
   for (const plan::Unit &unit : h.units()) {

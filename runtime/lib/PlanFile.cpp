@@ -361,9 +361,11 @@ Status validatePlan(const PlanFile &plan) {
 }
 
 bool isCheckpointedState(const plan::Tensor &tensor) {
-  // Gradient shards are recomputed every step, so they are not state.
+  // Gradient shards are recomputed every step, and a label count is
+  // written with every batch, so they are not state.
   return (tensor.region() == plan::PERSISTENT || tensor.region() == plan::HOST) && tensor.kind() != plan::VIEW &&
-         tensor.kind() != plan::CONSTANT && tensor.kind() != plan::GRADIENT && tensor.kind() != plan::TRANSIENT;
+         tensor.kind() != plan::CONSTANT && tensor.kind() != plan::GRADIENT && tensor.kind() != plan::TRANSIENT &&
+         tensor.kind() != plan::LABEL_COUNT;
 }
 
 namespace {

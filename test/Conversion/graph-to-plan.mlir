@@ -1,15 +1,18 @@
 // RUN: fsdp-opt %s -split-input-file -convert-graph-to-plan | FileCheck %s
 // RUN: fsdp-opt %s -split-input-file -convert-graph-to-plan=widen-gradients-in-updates=false | FileCheck %s --check-prefix=KEEP
 
-// Tests that arguments become tensors of their kind, ops become kernels,
-// reshapes become views (of views) without a kernel, optimizer updates write
-// their operands in place and the loss is recorded.
+// Tests that arguments become tensors of their kind (labels an input marked
+// `label`, their count for --loss-mean global a label_count owned by them),
+// ops become kernels, reshapes become views (of views) without a kernel,
+// optimizer updates write their operands in place and the loss is recorded.
 // CHECK-LABEL: plan.program @train_step
 // CHECK-SAME: global_batch = 4 : i64
 // CHECK-SAME: loss = @[[LOSS:t[0-9]+]]
 // CHECK-DAG: plan.tensor @input input : tensor<4x3xf32> {source_name = "input"}
 // CHECK-DAG: plan.tensor @w parameter : tensor<5x3xf32> {source_name = "w"}
 // CHECK-DAG: plan.tensor @step step_counter : tensor<i64>
+// CHECK-DAG: plan.tensor @labels input : tensor<4x5xf32> {label, source_name = "labels"}
+// CHECK-DAG: plan.tensor @labels.count label_count : tensor<i64> {owner = "labels"}
 // CHECK-DAG: plan.tensor @w.exp_avg optimizer_state : tensor<5x3xf32> {optimizer_slot = "exp_avg", owner = "w"}
 // CHECK: plan.kernel "fill" ins [] outs [@t0] on compute {value = 1.000000e+00 : f64}
 // CHECK: plan.kernel "matmul" ins [@input, @w] outs [@[[Y:t[0-9]+]]] on compute {transpose_a = false, transpose_b = true}
@@ -22,7 +25,7 @@
 // CHECK: plan.kernel "adamw_update" ins [@w, @{{.*}}, @w.exp_avg, @w.exp_avg_sq, @step] outs [@w, @w.exp_avg, @w.exp_avg_sq] on compute
 // CHECK-NOT: func.func
 module attributes {graph.loss_kind = "mse", graph.optimizer = "adamw"} {
-  func.func @train_step(%x: tensor<4x3xf32> {graph.input = "input"}, %w: tensor<5x3xf32> {graph.param = "w"}, %t: tensor<4x5xf32> {graph.input = "labels"}, %step: tensor<i64> {graph.step}, %m: tensor<5x3xf32> {graph.state_of = "w", graph.state_slot = "exp_avg"}, %v: tensor<5x3xf32> {graph.state_of = "w", graph.state_slot = "exp_avg_sq"}) -> (tensor<f32> {graph.loss}, tensor<5x3xf32> {graph.updates = 1 : i64}, tensor<5x3xf32> {graph.updates = 4 : i64}, tensor<5x3xf32> {graph.updates = 5 : i64}) {
+  func.func @train_step(%x: tensor<4x3xf32> {graph.input = "input"}, %w: tensor<5x3xf32> {graph.param = "w"}, %t: tensor<4x5xf32> {graph.input = "labels", graph.label}, %step: tensor<i64> {graph.step}, %m: tensor<5x3xf32> {graph.state_of = "w", graph.state_slot = "exp_avg"}, %v: tensor<5x3xf32> {graph.state_of = "w", graph.state_slot = "exp_avg_sq"}, %n: tensor<i64> {graph.label_count = "labels"}) -> (tensor<f32> {graph.loss}, tensor<5x3xf32> {graph.updates = 1 : i64}, tensor<5x3xf32> {graph.updates = 4 : i64}, tensor<5x3xf32> {graph.updates = 5 : i64}) {
     %one = graph.constant dense<1.0> : tensor<f32>
     %0 = graph.matmul %x, %w {transpose_b = true} : (tensor<4x3xf32>, tensor<5x3xf32>) -> tensor<4x5xf32>
     %1 = graph.mse_loss %0, %t : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<f32>

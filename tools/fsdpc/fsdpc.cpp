@@ -53,6 +53,12 @@ cl::opt<std::string> lossKind("loss",
                                        "cross_entropy(end_logits, end_positions)) / 2' (default: output if "
                                        "the model returns a scalar, else cross_entropy)"),
                               cl::init("auto"), cl::cat(category));
+cl::opt<std::string> lossMean("loss-mean",
+                              cl::desc("local (default): a cross entropy is the mean over the labels of each rank's "
+                                       "micro-batch, as a torch loop under DDP or FSDP; global: over the labels of "
+                                       "the whole step, every rank and micro-batch, as transformers' Trainer "
+                                       "(labels of -100 left out either way)"),
+                              cl::init("local"), cl::cat(category));
 cl::opt<std::string> optimizer("optimizer", cl::desc("adamw or sgd"), cl::init("adamw"), cl::cat(category));
 cl::opt<double> lr("lr", cl::desc("learning rate"), cl::init(1e-3), cl::cat(category));
 cl::opt<double> momentum("momentum", cl::desc("SGD momentum"), cl::init(0.0), cl::cat(category));
@@ -231,6 +237,7 @@ int main(int argc, char **argv) {
   fsdpc::CompileOptions options;
   options.fuse = fuse;
   options.loss = lossKind;
+  options.lossMean = lossMean;
   options.optimizer = optimizer;
   options.lr = lr;
   options.beta1 = beta1;

@@ -415,6 +415,9 @@ LogicalResult Lowering::lowerArguments() {
       tensor.setUnitAttr(builder_.getStringAttr(unit.getValue()));
     } else if (func_.getArgAttr(i, graph::kStepAttr)) {
       tensor = addTensor("step", TensorKind::step_counter, arg.getType(), loc);
+    } else if (auto labels = func_.getArgAttrOfType<StringAttr>(i, graph::kLabelCountAttr)) {
+      tensor = addTensor((labels.getValue() + ".count").str(), TensorKind::label_count, arg.getType(), loc);
+      tensor.setOwnerAttr(labels);
     } else {
       return func_.emitError("convert-graph-to-plan: argument ") << i << " has no graph.input, graph.param, "
                                                                    << "graph.state_of or graph.step attribute";

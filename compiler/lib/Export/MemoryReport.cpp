@@ -125,6 +125,7 @@ std::optional<MemoryReport> fsdpc::buildMemoryReport(ModuleOp module, std::strin
     case TensorKind::buffer:
     case TensorKind::constant:
     case TensorKind::step_counter:
+    case TensorKind::label_count:
       report.otherPersistent += bytes;
       break;
     case TensorKind::input:

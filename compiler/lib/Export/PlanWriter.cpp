@@ -36,6 +36,8 @@ plan::TensorKind toProto(TensorKind kind) {
     return plan::VIEW;
   case TensorKind::buffer:
     return plan::BUFFER;
+  case TensorKind::label_count:
+    return plan::LABEL_COUNT;
   }
   return plan::KIND_UNSPECIFIED;
 }

@@ -40,6 +40,10 @@ std::string validateCompileOptions(const CompileOptions &o) {
   if (o.lr < 0 || o.eps < 0 || o.momentum < 0)
     return "--lr, --eps and --momentum must be non-negative";
   // --loss is parsed against the model's outputs by graph-append-loss.
+  if (o.lossMean != "local" && o.lossMean != "global")
+    return "--loss-mean must be local or global, got '" + o.lossMean + "'";
+  if (o.lossMean == "global" && o.forwardOnly)
+    return "--loss-mean global needs a training step, not --forward-only";
   if (o.worldSize < 1)
     return "--world-size must be positive";
   static const llvm::StringRef strategies[] = {"full_shard", "shard_grad_op", "no_shard", "hybrid_shard"};
@@ -106,7 +110,7 @@ namespace {
 void buildGraphStage(OpPassManager &pm, const CompileOptions &o) {
   if (o.fuse)
     pm.addPass(graph::createGraphFuse());
-  pm.addPass(graph::createGraphAppendLoss({o.loss}));
+  pm.addPass(graph::createGraphAppendLoss({o.loss, o.lossMean, o.worldSize, o.gradAccum}));
   if (o.mixedPrecision != "none") {
     pm.addPass(graph::createGraphMixedPrecision({o.mixedPrecision, o.keepFp32}));
     // 16-bit logits: a vocabulary padded to a multiple of 8 for the GEMMs.

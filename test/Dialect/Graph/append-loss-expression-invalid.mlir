@@ -12,6 +12,8 @@
 // RUN: not fsdp-opt %s -graph-append-loss="loss='3'" 2>&1 | FileCheck %s --check-prefix=NUMBER
 // RUN: not fsdp-opt %s -graph-append-loss="loss='mse(start_logits, a, b)'" 2>&1 | FileCheck %s --check-prefix=ARGS
 // RUN: not fsdp-opt %s -graph-append-loss="loss='output(start_logits)'" 2>&1 | FileCheck %s --check-prefix=SCALAR
+// RUN: not fsdp-opt %s -graph-append-loss="loss='mse(start_logits, t)' loss-mean=global" 2>&1 | FileCheck %s --check-prefix=GLOBALMSE
+// RUN: not fsdp-opt %s -graph-append-loss="loss-mean=all" 2>&1 | FileCheck %s --check-prefix=MEAN
 
 // Tests that a --loss expression that is not a weighted sum of losses of
 // the model's outputs, or whose names do not fit the model, is an error
@@ -30,6 +32,8 @@
 // NUMBER: error: graph-append-loss: --loss '{{.*}}' names no loss (expected cross_entropy, mse or output(NAME))
 // ARGS: error: graph-append-loss: --loss '{{.*}}' mse(...) takes an output and its labels, got 3
 // SCALAR: error: graph-append-loss: the loss output 'start_logits' must be a scalar f32, got 'tensor<4x6xf32>'
+// GLOBALMSE: error: graph-append-loss: --loss-mean global divides a cross entropy by the labels it counts over the step; the loss 'mse(start_logits, t)' has none
+// MEAN: error: graph-append-loss: --loss-mean must be local or global, got 'all'
 func.func @forward(%x: tensor<4x6x3xf32> {graph.input = "input"}, %w: tensor<2x3xf32> {graph.param = "w"}) -> (tensor<4x6xf32> {graph.output = "start_logits"}, tensor<4x6xf32> {graph.output = "end_logits"}, tensor<f32> {graph.output = "aux_loss"}) {
   %0 = graph.matmul %x, %w {transpose_b = true} : (tensor<4x6x3xf32>, tensor<2x3xf32>) -> tensor<4x6x2xf32>
   %1 = graph.reshape %0 : (tensor<4x6x2xf32>) -> tensor<4x12xf32>

@@ -4,6 +4,7 @@
 // RUN: fsdp-opt %s -graph-append-loss="loss='cross_entropy(start_logits, y) + 0.3 * cross_entropy(end_logits, y) - cross_entropy(start_logits,y)/4'" | FileCheck %s --check-prefix=SHARED
 // RUN: fsdp-opt %s -graph-append-loss="loss='mse(start_logits, target) + 2 * output(aux_loss)'" | FileCheck %s --check-prefix=AUX
 // RUN: fsdp-opt %s -graph-append-loss="loss='(cross_entropy(start_logits, start_positions) + cross_entropy(end_logits, end_positions)) / 2'" -graph-mixed-precision | FileCheck %s --check-prefix=MIXED
+// RUN: fsdp-opt %s -graph-append-loss="loss='(cross_entropy(start_logits, y) + cross_entropy(end_logits, y)) / 2' loss-mean=global ranks=2 micro-batches=3" | FileCheck %s --check-prefix=GLOBAL
 
 // graph-append-loss with a --loss expression: the weighted sums of losses
 // that torch training loops write.
@@ -36,6 +37,21 @@
 // MIXED-NEXT: %[[WE:.*]] = graph.scale %[[CE]] {factor = 5.000000e-01 : f64} : tensor<f32>
 // MIXED-NEXT: %[[SUM:.*]] = graph.add %[[WS]], %[[WE]] : (tensor<f32>, tensor<f32>) -> tensor<f32>
 // MIXED-NEXT: return %[[SUM]] : tensor<f32>
+// --loss-mean global (transformers' Trainer): each cross entropy's sum over
+// its counted labels, times the 2 ranks and 3 micro-batches whose
+// gradients the step averages, divided by the labels' count over the step
+// (an i64 argument the runtime writes; one per labels, read once as f32).
+// GLOBAL-LABEL: func.func @train_step
+// GLOBAL-SAME: %[[Y:[^:]*]]: tensor<4xi64> {graph.input = "y", graph.label}, %[[N:[^:]*]]: tensor<i64> {graph.label_count = "y"}) -> (tensor<f32> {graph.loss})
+// GLOBAL: %[[SS:.*]] = graph.softmax_cross_entropy %{{.*}}, %[[Y]] {ignore_index = -100 : i64, reduction = #graph.reduction<sum>}
+// GLOBAL-NEXT: %[[AS:.*]] = graph.scale %[[SS]] {factor = 6.000000e+00 : f64}
+// GLOBAL-NEXT: %[[NF:.*]] = graph.cast %[[N]] : (tensor<i64>) -> tensor<f32>
+// GLOBAL-NEXT: %[[MS:.*]] = graph.div %[[AS]], %[[NF]]
+// GLOBAL-NEXT: graph.scale %[[MS]] {factor = 5.000000e-01 : f64}
+// GLOBAL-NEXT: %[[SE:.*]] = graph.softmax_cross_entropy %{{.*}}, %[[Y]] {ignore_index = -100 : i64, reduction = #graph.reduction<sum>}
+// GLOBAL-NEXT: %[[AE:.*]] = graph.scale %[[SE]] {factor = 6.000000e+00 : f64}
+// GLOBAL-NEXT: graph.div %[[AE]], %[[NF]]
+// GLOBAL-NOT: graph.cast
 // Two losses of the same labels read one input; the same loss twice is one
 // term with the weights summed (1 - 1/4).
 // SHARED-LABEL: func.func @train_step

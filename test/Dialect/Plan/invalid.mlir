@@ -204,6 +204,15 @@ plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss =
 
 // -----
 
+// Tests that a label count is an i64 scalar naming its labels.
+plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @l, loss_kind = #plan.loss_kind<mse>, optimizer = "sgd"} {
+  // expected-error @+1 {{of kind label_count must be tensor<i64> with the owner whose labels it counts}}
+  plan.tensor @n label_count : tensor<i64>
+  plan.tensor @l transient : tensor<f32>
+}
+
+// -----
+
 // Tests that only inputs can be labels.
 plan.program @p attributes {world_size = 1 : i64, global_batch = 4 : i64, loss = @l, loss_kind = #plan.loss_kind<mse>, optimizer = "sgd"} {
   // expected-error @+1 {{of kind transient cannot be a label; labels are inputs}}

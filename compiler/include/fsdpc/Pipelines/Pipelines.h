@@ -37,8 +37,13 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
   // graph stage
   Option<bool> fuse{*this, "fuse", llvm::cl::desc("replace norm, GELU and masked-softmax formulas by single ops (graph-fuse)"),
                     llvm::cl::init(true)};
-  Option<std::string> loss{*this, "loss", llvm::cl::desc("cross_entropy, mse, output:NAME or auto"),
+  Option<std::string> loss{*this, "loss",
+                           llvm::cl::desc("cross_entropy, mse, output:NAME, auto, or a weighted sum of them"),
                            llvm::cl::init("auto")};
+  Option<std::string> lossMean{*this, "loss-mean",
+                               llvm::cl::desc("a cross entropy's mean over each rank's micro-batch (local) or over "
+                                              "the step's labels on every rank and micro-batch (global)"),
+                               llvm::cl::init("local")};
   Option<std::string> optimizer{*this, "optimizer", llvm::cl::desc("adamw or sgd"), llvm::cl::init("adamw")};
   Option<double> lr{*this, "lr", llvm::cl::desc("learning rate"), llvm::cl::init(1e-3)};
   Option<double> beta1{*this, "beta1", llvm::cl::desc("AdamW beta1"), llvm::cl::init(0.9)};

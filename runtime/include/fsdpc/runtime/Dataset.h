@@ -62,7 +62,12 @@ private:
   int64_t numSamples_ = 0;
   // Token streams: the mapped file, its element size, and the input and
   // labels tensors the windows go to.
+  /// Writes each LABEL_COUNT tensor: the labels of step `stepIndex`'s
+  /// global batch that are not -100.
+  Status fillLabelCounts(Executor &executor, int64_t stepIndex, int worldSize) const;
   struct TokenStream {
+    /// Token `i` of the file, widened.
+    int64_t token(int64_t i) const;
     const uint8_t *tokens = nullptr;
     int64_t count = 0;
     int elementBytes = 2;

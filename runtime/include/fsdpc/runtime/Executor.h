@@ -50,6 +50,9 @@ public:
   const Device &device() const { return *device_; }
   /// Indices of INPUT tensors (graph inputs and labels), in plan order.
   const std::vector<int> &inputTensors() const { return inputTensors_; }
+  /// LABEL_COUNT tensors (fsdpc --loss-mean global), each with the INPUT
+  /// tensor whose labels it counts over the step's global batch.
+  const std::vector<std::pair<int, int>> &labelCounts() const { return labelCounts_; }
 
   /// Copies a tensor's bytes in from the host / out to the host.
   Status uploadTensor(int tensorIndex, const void *host, uint64_t bytes);
@@ -126,6 +129,7 @@ private:
   std::unique_ptr<Device> device_;
   HostControl *control_ = nullptr;
   std::vector<int> inputTensors_;
+  std::vector<std::pair<int, int>> labelCounts_; // (count, labels)
   int stepTensor_ = -1;
 };
 

@@ -287,8 +287,25 @@ struct GraphAppendLossPass : public fsdpc::graph::impl::GraphAppendLossBase<Grap
     OpBuilder builder(train.getBody().front().getTerminator());
     Location loc = NameLoc::get(builder.getStringAttr("loss"));
     auto scalarType = RankedTensorType::get({}, builder.getF32Type());
+    const bool globalMean = lossMean == "global";
+    if (!globalMean && lossMean != "local") {
+      module.emitError() << "graph-append-loss: --loss-mean must be local or global, got '" << lossMean << "'";
+      return signalPassFailure();
+    }
+    if (globalMean &&
+        llvm::none_of(parsed->calls, [](const auto &entry) { return entry.second.kind == "cross_entropy"; })) {
+      module.emitError()
+          << "graph-append-loss: --loss-mean global divides a cross entropy by the labels it counts over "
+             "the step; the loss '"
+          << text << "' has none";
+      return signalPassFailure();
+    }
+    if (ranks < 1 || microBatches < 1) {
+      module.emitError() << "graph-append-loss: ranks and micro-batches must be at least 1";
+      return signalPassFailure();
+    }
     // The labels inputs by name: two losses may read the same labels.
-    llvm::StringMap<Value> labelInputs;
+    llvm::StringMap<Value> labelInputs, labelCounts;
     auto labelsInput = [&](const std::string &name, RankedTensorType type) -> FailureOr<Value> {
       for (unsigned i = 0; i < train.getNumArguments(); ++i)
         if (auto input = train.getArgAttrOfType<StringAttr>(i, kInputAttr);
@@ -351,10 +368,26 @@ struct GraphAppendLossPass : public fsdpc::graph::impl::GraphAppendLossBase<Grap
         }
         // torch's F.cross_entropy: the mean over the labels that are not
         // -100, the value Hugging Face's collators give padding positions
-        // and the tokens a masked LM does not predict.
-        auto mean = LossReductionAttr::get(builder.getContext(), LossReduction::mean);
-        term = SoftmaxCrossEntropyOp::create(builder, loc, scalarType, logits, rows, mean,
+        // and the tokens a masked LM does not predict. Globally (transformers'
+        // Trainer), the sum over them divided by their count over the whole
+        // step, times the ranks and micro-batches whose gradients the step
+        // averages, so that the average is the step's token mean.
+        auto reduction =
+            LossReductionAttr::get(builder.getContext(), globalMean ? LossReduction::sum : LossReduction::mean);
+        term = SoftmaxCrossEntropyOp::create(builder, loc, scalarType, logits, rows, reduction,
                                              builder.getI64IntegerAttr(kTorchIgnoreIndex), IntegerAttr());
+        if (globalMean) {
+          if (int64_t averaged = ranks * microBatches; averaged != 1)
+            term = ScaleOp::create(builder, loc, term, builder.getF64FloatAttr(static_cast<double>(averaged)));
+          Value &counted = labelCounts[labelsName]; // the count as f32, once per labels
+          if (!counted) {
+            Value count = appendArgument(
+                train, RankedTensorType::get({}, builder.getI64Type()),
+                builder.getDictionaryAttr(builder.getNamedAttr(kLabelCountAttr, builder.getStringAttr(labelsName))));
+            counted = CastOp::create(builder, loc, scalarType, count);
+          }
+          term = DivOp::create(builder, loc, scalarType, term, counted);
+        }
       } else {
         FailureOr<Value> labels = labelsInput(labelsName, outputType);
         if (failed(labels))

@@ -132,12 +132,13 @@ struct GraphMixedPrecisionPass : public fsdpc::graph::impl::GraphMixedPrecisionB
 
   bool keptInF32(Operation *op) { return needsF32(op) || keptByName(op) || combinesLosses(op); }
 
-  /// Whether `op` scales or sums losses (graph-append-loss's weighted sum
-  /// of several): scalar arithmetic on an f32 loss stays f32, as the loss
-  /// torch reports and differentiates under autocast is (cross entropy
-  /// returns f32), where bf16 would round a loss of 2.8153 to 2.8125.
+  /// Whether `op` scales, divides or sums losses (graph-append-loss's
+  /// weighted sum of several, a sum divided by its label count): scalar
+  /// arithmetic on an f32 loss stays f32, as the loss torch reports and
+  /// differentiates under autocast is (cross entropy returns f32), where
+  /// bf16 would round a loss of 2.8153 to 2.8125.
   static bool combinesLosses(Operation *op) {
-    if (!isa<ScaleOp, AddOp, SubOp>(op))
+    if (!isa<ScaleOp, AddOp, SubOp, DivOp>(op))
       return false;
     auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
     if (!type || type.getRank() != 0)

@@ -158,6 +158,7 @@ bool TensorOp::isPersistent() {
   case TensorKind::optimizer_state:
   case TensorKind::constant:
   case TensorKind::step_counter:
+  case TensorKind::label_count:
     return true;
   case TensorKind::input:
   case TensorKind::transient:
@@ -191,6 +192,8 @@ LogicalResult TensorOp::verify() {
     return emitOpError("of kind optimizer_state needs optimizer_slot and owner");
   if (getKind() == TensorKind::step_counter && (type.getRank() != 0 || !element.isInteger(64)))
     return emitOpError("of kind step_counter must be tensor<i64>");
+  if (getKind() == TensorKind::label_count && (type.getRank() != 0 || !element.isInteger(64) || !getOwner()))
+    return emitOpError("of kind label_count must be tensor<i64> with the owner whose labels it counts");
   if (getOffset() && *getOffset() < 0)
     return emitOpError("offset must be non-negative");
   if ((getKind() == TensorKind::view) != (getViewOf() && getViewOffset()))

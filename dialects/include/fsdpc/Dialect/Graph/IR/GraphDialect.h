@@ -14,6 +14,11 @@ inline constexpr llvm::StringLiteral kInputAttr = "graph.input";
 /// On an input graph-append-loss added: labels a loss reads, which the
 /// model itself does not (fsdp-run --forward needs no value for them).
 inline constexpr llvm::StringLiteral kLabelAttr = "graph.label";
+/// On an i64 scalar argument graph-append-loss added for --loss-mean global:
+/// how many labels of the named labels input are not -100 over the whole
+/// step (every rank and micro-batch), which the runtime counts with the
+/// batch. Not an input: micro-batches do not slice it.
+inline constexpr llvm::StringLiteral kLabelCountAttr = "graph.label_count";
 inline constexpr llvm::StringLiteral kParamAttr = "graph.param";
 inline constexpr llvm::StringLiteral kFrozenParamAttr = "graph.frozen_param";
 /// A module buffer (BatchNorm's running statistics): held whole on every

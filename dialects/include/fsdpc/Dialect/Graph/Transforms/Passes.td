@@ -66,6 +66,14 @@ def GraphAppendLoss : Pass<"graph-append-loss", "mlir::ModuleOp"> {
       `output(NAME)`. Each term is computed once, scaled (`graph.scale`)
       and added (`graph.add`); the module's loss kind is `combined`.
 
+    With `loss-mean=global` (transformers' Trainer, which divides by the
+    labels counted over the step), each cross entropy is the sum over its
+    labels that are not -100, times `ranks` x `micro-batches`, divided by
+    a new i64 scalar argument `graph.label_count = "LABELS"`: the runtime
+    writes the count over the step's global batch with the batch. The
+    ranks' and micro-batches' average of the gradients is then the
+    gradient of the step's mean over all its counted labels.
+
     Every labels argument added is marked `graph.label` (`LABELS` names it;
     `labels` by default; losses naming the same labels share one). Bare
     `cross_entropy` and `mse` read the first output, with a warning when
@@ -85,7 +93,14 @@ def GraphAppendLoss : Pass<"graph-append-loss", "mlir::ModuleOp"> {
   let options = [
     Option<"loss", "loss", "std::string", /*default=*/"\"auto\"",
            "cross_entropy, mse, output:NAME, auto, or a weighted sum such as "
-           "'(cross_entropy(a, la) + cross_entropy(b, lb)) / 2'">
+           "'(cross_entropy(a, la) + cross_entropy(b, lb)) / 2'">,
+    Option<"lossMean", "loss-mean", "std::string", /*default=*/"\"local\"",
+           "a cross entropy's mean over its micro-batch's labels on each rank (local), or over "
+           "the step's labels on every rank and micro-batch (global)">,
+    Option<"ranks", "ranks", "int64_t", /*default=*/"1",
+           "ranks whose gradients the step averages (for --loss-mean global)">,
+    Option<"microBatches", "micro-batches", "int64_t", /*default=*/"1",
+           "micro-batches whose gradients the step averages (for --loss-mean global)">
   ];
   let dependentDialects = ["::fsdpc::graph::GraphDialect"];
 }

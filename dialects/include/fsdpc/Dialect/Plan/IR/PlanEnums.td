@@ -19,7 +19,8 @@ def Plan_TensorKind : I32EnumAttr<"TensorKind", "what a plan tensor holds", [
   I32EnumAttrCase<"transient", 7>,
   I32EnumAttrCase<"gradient", 8>,
   I32EnumAttrCase<"view", 9>,
-  I32EnumAttrCase<"buffer", 10>
+  I32EnumAttrCase<"buffer", 10>,
+  I32EnumAttrCase<"label_count", 11>
 ]> {
   let cppNamespace = "::fsdpc::plan_ir";
 }

@@ -89,7 +89,10 @@ def Plan_TensorOp : Plan_Op<"tensor", [Symbol, HasParent<"ProgramOp">]> {
     - `source_name`: the ONNX name of a parameter or input.
     - `value`: the initial value of a constant.
     - `optimizer_slot`, `owner`: for optimizer state, the slot (`"exp_avg"`)
-      and the parameter it belongs to.
+      and the parameter it belongs to. A `label_count` (an i64 scalar the
+      runtime writes with each batch: the labels of the input `owner` that
+      are not -100 over the step's global batch, `fsdpc --loss-mean global`)
+      names its labels by `owner`.
     - `unit`: for a unit's parameter, gradient or optimizer-state shard, the
       `fsdp.unit` it belongs to.
     - `view_of`, `view_offset`: for a view, the tensor it aliases and its first

@@ -238,13 +238,12 @@ struct GraphAppendLossPass : public fsdpc::graph::impl::GraphAppendLossBase<Grap
       auto attr = forward.getResultAttrOfType<StringAttr>(i, kOutputAttr);
       outputNames.push_back(attr ? attr.getValue().str() : "#" + std::to_string(i));
     }
-    auto outputName = [&](unsigned i) { return outputNames[i]; };
 
     // Decide which losses of which outputs.
     std::string text = loss;
     if (text == "auto") {
       auto type = cast<RankedTensorType>(forward.getResultTypes()[0]);
-      text = numOutputs == 1 && type.getRank() == 0 ? "output:" + outputName(0) : "cross_entropy";
+      text = numOutputs == 1 && type.getRank() == 0 ? "output:" + outputNames[0] : "cross_entropy";
     }
     std::string error;
     FailureOr<LinearLoss> parsed = LossParser(text).parse(error);
@@ -252,41 +251,6 @@ struct GraphAppendLossPass : public fsdpc::graph::impl::GraphAppendLossBase<Grap
       module.emitError() << "graph-append-loss: --loss '" << text << "' " << error;
       return signalPassFailure();
     }
-    SmallVector<unsigned> outputIndices;
-    bool readsUnnamedOutput = false;
-    for (auto &[weight, call] : parsed->calls) {
-      readsUnnamedOutput |= call.output.empty();
-      unsigned index = 0;
-      if (!call.output.empty()) {
-        index = numOutputs;
-        for (unsigned i = 0; i < numOutputs; ++i)
-          if (outputName(i) == call.output)
-            index = i;
-        if (index == numOutputs) {
-          std::string names;
-          for (unsigned i = 0; i < numOutputs; ++i)
-            names += (i ? ", " : "") + outputName(i);
-          forward.emitError() << "graph-append-loss: --loss names no model output '" << call.output
-                              << "' (the outputs: " << names << ")";
-          return signalPassFailure();
-        }
-      }
-      outputIndices.push_back(index);
-    }
-    if (readsUnnamedOutput && numOutputs > 1)
-      forward.emitWarning() << "graph-append-loss: the loss reads the first of the model's " << numOutputs
-                            << " outputs, '" << outputName(0) << "'; a loss over others names them, as in --loss '("
-                            << "cross_entropy(" << outputName(0) << ", LABELS) + cross_entropy(" << outputName(1)
-                            << ", LABELS)) / 2'";
-
-    func::FuncOp train = forward.clone();
-    train.setSymName(kTrainStepFunc);
-    module.insert(std::next(Block::iterator(forward)), train);
-    forward.erase();
-
-    OpBuilder builder(train.getBody().front().getTerminator());
-    Location loc = NameLoc::get(builder.getStringAttr("loss"));
-    auto scalarType = RankedTensorType::get({}, builder.getF32Type());
     const bool globalMean = lossMean == "global";
     if (!globalMean && lossMean != "local") {
       module.emitError() << "graph-append-loss: --loss-mean must be local or global, got '" << lossMean << "'";
@@ -304,6 +268,41 @@ struct GraphAppendLossPass : public fsdpc::graph::impl::GraphAppendLossBase<Grap
       module.emitError() << "graph-append-loss: ranks and micro-batches must be at least 1";
       return signalPassFailure();
     }
+    SmallVector<unsigned> outputIndices;
+    bool readsUnnamedOutput = false;
+    for (auto &[weight, call] : parsed->calls) {
+      readsUnnamedOutput |= call.output.empty();
+      unsigned index = 0;
+      if (!call.output.empty()) {
+        index = numOutputs;
+        for (unsigned i = 0; i < numOutputs; ++i)
+          if (outputNames[i] == call.output)
+            index = i;
+        if (index == numOutputs) {
+          std::string names;
+          for (unsigned i = 0; i < numOutputs; ++i)
+            names += (i ? ", " : "") + outputNames[i];
+          forward.emitError() << "graph-append-loss: --loss names no model output '" << call.output
+                              << "' (the outputs: " << names << ")";
+          return signalPassFailure();
+        }
+      }
+      outputIndices.push_back(index);
+    }
+    if (readsUnnamedOutput && numOutputs > 1)
+      forward.emitWarning() << "graph-append-loss: the loss reads the first of the model's " << numOutputs
+                            << " outputs, '" << outputNames[0] << "'; a loss over others names them, as in --loss '("
+                            << "cross_entropy(" << outputNames[0] << ", LABELS) + cross_entropy(" << outputNames[1]
+                            << ", LABELS)) / 2'";
+
+    func::FuncOp train = forward.clone();
+    train.setSymName(kTrainStepFunc);
+    module.insert(std::next(Block::iterator(forward)), train);
+    forward.erase();
+
+    OpBuilder builder(train.getBody().front().getTerminator());
+    Location loc = NameLoc::get(builder.getStringAttr("loss"));
+    auto scalarType = RankedTensorType::get({}, builder.getF32Type());
     // The labels inputs by name: two losses may read the same labels.
     llvm::StringMap<Value> labelInputs, labelCounts;
     auto labelsInput = [&](const std::string &name, RankedTensorType type) -> FailureOr<Value> {
@@ -341,7 +340,7 @@ struct GraphAppendLossPass : public fsdpc::graph::impl::GraphAppendLossBase<Grap
       Value term;
       if (call.kind == "output") {
         if (outputType.getRank() != 0 || !outputType.getElementType().isF32()) {
-          train.emitError() << "graph-append-loss: the loss output '" << outputName(outputIndex)
+          train.emitError() << "graph-append-loss: the loss output '" << outputNames[outputIndex]
                             << "' must be a scalar f32, got " << outputType;
           return signalPassFailure();
         }
@@ -349,7 +348,7 @@ struct GraphAppendLossPass : public fsdpc::graph::impl::GraphAppendLossBase<Grap
       } else if (call.kind == "cross_entropy") {
         if (outputType.getRank() != 2 && outputType.getRank() != 3) {
           train.emitError() << "graph-append-loss: cross_entropy needs logits [B, C] or [B, T, C], the model output '"
-                            << outputName(outputIndex) << "' is " << outputType
+                            << outputNames[outputIndex] << "' is " << outputType
                             << "; pass --loss mse or --loss output:NAME";
           return signalPassFailure();
         }

@@ -724,6 +724,9 @@ std::vector<Case> cases() {
                     .tol(1e-5));
   all.push_back(Case("masked_softmax").in({2, 3, 37, 41}).in({37, 41}, causal(), plan::I64).out({2, 3, 37, 41})
                     .attr("scale", 0.125).tol(1e-5));
+  // Every key masked (a left-padded query under a causal mask): zeros.
+  all.push_back(Case("masked_softmax", "every key masked").in({2, 3, 7, 41}).in({7, 41}, integers(1, 2), plan::I64)
+                    .out({2, 3, 7, 41}).attr("scale", 0.125).tol(0));
   // Attention: a causal mask, odd lengths, both key layouts, head sizes in
   // each accumulator width.
   for (int64_t d : {64, 80, 40}) {

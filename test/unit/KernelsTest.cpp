@@ -542,6 +542,38 @@ TEST(Kernels, SoftmaxPropagatesNaNPerRow) {
   }
 }
 
+// As torch's SDPA (_safe_softmax): a row whose every score is -inf (a
+// query whose keys are all masked) gives zeros, and so a zero gradient, not
+// NaN; a row of NaNs stays NaN; masked_softmax's fully masked rows too.
+TEST(Kernels, SoftmaxOfAllMaskedRowIsZero) {
+  Buffer x = randomBuffer({3, 4}, 5), y = zeros({3, 4}), dy = randomBuffer({3, 4}, 6), dx = zeros({3, 4});
+  for (int64_t k = 0; k < 4; ++k) {
+    x.f[k] = -INFINITY;
+    x.f[8 + k] = std::nanf("");
+  }
+  plan::Instruction inst;
+  (*inst.mutable_int_attrs())["axis"] = 1;
+  ASSERT_TRUE(runKernel("softmax", {&x}, {&y}, inst).isOk());
+  ASSERT_TRUE(runKernel("softmax_grad", {&y, &dy}, {&dx}, inst).isOk());
+  double rowSum = 0;
+  for (int64_t k = 0; k < 4; ++k) {
+    EXPECT_EQ(y.f[k], 0.0f) << "all -inf row, element " << k;
+    EXPECT_EQ(dx.f[k], 0.0f) << "its gradient, element " << k;
+    EXPECT_TRUE(std::isnan(y.f[8 + k])) << "NaN row, element " << k;
+    rowSum += y.f[4 + k];
+  }
+  EXPECT_NEAR(rowSum, 1.0, 1e-6);
+
+  Buffer scores = randomBuffer({2, 3}, 7), mask, p = zeros({2, 3});
+  mask.shape = {2, 3};
+  mask.i = {1, 1, 1, 0, 1, 0};
+  ASSERT_TRUE(runKernel("masked_softmax", {&scores, &mask}, {&p}).isOk());
+  for (int64_t k = 0; k < 3; ++k)
+    EXPECT_EQ(p.f[k], 0.0f) << "fully masked row, element " << k;
+  EXPECT_NEAR(p.f[3] + p.f[5], 1.0, 1e-6);
+  EXPECT_EQ(p.f[4], 0.0f);
+}
+
 TEST(Kernels, IsNanMarksNaNsOnly) {
   Buffer x = randomBuffer({3, 5}, 7);
   x.f[1] = std::nanf("");

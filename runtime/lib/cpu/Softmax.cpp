@@ -9,6 +9,24 @@
 
 namespace fsdpc::runtime::cpu {
 
+// A softmax row whose every score is -inf (a query whose keys are all
+// masked: left padding under a causal mask; not a NaN, which stays NaN)
+// gives zeros, as torch's
+// scaled_dot_product_attention does (its _safe_softmax) and as exports
+// write it, Where(IsNaN(softmax), 0, softmax). ONNX's softmax would give
+// NaN there, and its gradient NaN, which the Where cannot stop (0 x NaN):
+// one such row poisons every parameter. Zeros have a zero gradient.
+// log_softmax keeps -inf - (-inf) = NaN: no export guards it.
+
+/// Whether every element of a row is -inf (std::max skips NaNs, so a row
+/// of NaNs also has the maximum -inf).
+bool allNegativeInfinity(const float *row, int64_t size, int64_t stride) {
+  for (int64_t j = 0; j < size; ++j)
+    if (row[j * stride] != -INFINITY)
+      return false;
+  return true;
+}
+
 Status softmax(const KernelCall &call) {
   const float *x = call.inputs[0].f32();
   float *y = call.outputs[0].f32();
@@ -19,6 +37,11 @@ Status softmax(const KernelCall &call) {
     float maxValue = -INFINITY;
     for (int64_t j = 0; j < size; ++j)
       maxValue = std::max(maxValue, in[j * stride]);
+    if (!logOutput && maxValue == -INFINITY && allNegativeInfinity(in, size, stride)) {
+      for (int64_t j = 0; j < size; ++j)
+        out[j * stride] = 0.0f;
+      return;
+    }
     // Each exponential once: stored for softmax, only summed for log-softmax.
     double sum = 0;
     for (int64_t j = 0; j < size; ++j) {
@@ -59,6 +82,10 @@ Status maskedSoftmax(const KernelCall &call) {
                   for (int64_t j = 0; j < count; ++j) {
                     out[j] = masked[j * maskStep[0]] ? -INFINITY : in[j] * scale;
                     maxValue = std::max(maxValue, out[j]);
+                  }
+                  if (maxValue == -INFINITY && allNegativeInfinity(out, count, 1)) { // every key masked: zeros
+                    std::fill(out, out + count, 0.0f);
+                    return;
                   }
                   double sum = 0;
                   for (int64_t j = 0; j < count; ++j) {

@@ -31,6 +31,19 @@ __global__ void softmaxRowsKernel(const float *x, float *y, long long rows, long
     for (long long j = threadIdx.x; j < cols; j += blockDim.x)
       localMax = fmaxf(localMax, value(j));
     const float rowMax = blockMax(localMax, shared);
+    // Every score -inf (every key masked): zeros, as the CPU kernel and
+    // torch's SDPA give; log_softmax keeps NaN, and so does a row of NaNs
+    // (fmaxf skips them, so its maximum is -inf too).
+    if (M == Mode::kSoftmax && rowMax == -INFINITY) {
+      float localOther = 0.0f;
+      for (long long j = threadIdx.x; j < cols; j += blockDim.x)
+        localOther = value(j) != -INFINITY ? 1.0f : localOther;
+      if (blockMax(localOther, shared) == 0.0f) {
+        for (long long j = threadIdx.x; j < cols; j += blockDim.x)
+          out[j] = 0.0f;
+        continue;
+      }
+    }
     float localSum = 0.0f;
     for (long long j = threadIdx.x; j < cols; j += blockDim.x)
       localSum += expf(value(j) - rowMax);
@@ -54,6 +67,14 @@ __global__ void softmaxStridedKernel(const float *x, float *y, long long outer, 
     float rowMax = -INFINITY;
     for (long long j = 0; j < size; ++j)
       rowMax = fmaxf(rowMax, x[base + j * inner]);
+    bool allNegativeInfinity = M == Mode::kSoftmax && rowMax == -INFINITY;
+    for (long long j = 0; allNegativeInfinity && j < size; ++j)
+      allNegativeInfinity = x[base + j * inner] == -INFINITY;
+    if (allNegativeInfinity) { // every score -inf: zeros
+      for (long long j = 0; j < size; ++j)
+        y[base + j * inner] = 0.0f;
+      continue;
+    }
     double sum = 0;
     for (long long j = 0; j < size; ++j)
       sum += expf(x[base + j * inner] - rowMax);

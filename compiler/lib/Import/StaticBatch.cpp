@@ -16,7 +16,10 @@
 // Constants as big as the batch are rewritten too: one that is the same for
 // every sample (a folded causal mask) keeps one sample and broadcasts; one
 // that numbers the samples (torch.arange(batch) indexing each sample's last
-// token in a classifier head) numbers the new batch's.
+// token in a classifier head, or each sample's rows of a flattened padding
+// mask) numbers the new batch's. A value as big as the batch that meets a
+// batched one without carrying the batch claims it back through what it is
+// computed from (claimBatch).
 //
 // What cannot be traced is an error naming the node; what was rewritten
 // wrongly shows as a shape that differs from the expected one.
@@ -984,7 +987,11 @@ bool Rebatcher::collapseBatchSizedConstants(int n) {
   if (node.op_type() == "ScatterND" || node.op_type() == "ScatterElements")
     return batchScatterOperands(n);
   const bool concat = node.op_type() == "Concat";
-  if ((!broadcastsOperands(node.op_type()) && !concat) || node.output_size() != 1)
+  // MatMul broadcasts its operands' leading (batch) dimensions: a rotary
+  // embedding's inverse frequencies expanded to the sample's batch,
+  // [12, D/2, 1] @ positions [batch, 1, T].
+  const bool matmul = node.op_type() == "MatMul";
+  if ((!broadcastsOperands(node.op_type()) && !concat && !matmul) || node.output_size() != 1)
     return true;
   const Shape *out = shapeOf(node.output(0));
   if (!out)
@@ -996,6 +1003,10 @@ bool Rebatcher::collapseBatchSizedConstants(int n) {
       batchAxis = axisOf(input) + outRank - static_cast<int>(shape->size());
   if (batchAxis < 0 || batchAxis >= outRank)
     return true;
+  if (matmul && (batchAxis >= outRank - 2 || llvm::any_of(node.input(), [&](const std::string &input) {
+                   return !shapeOf(input) || shapeOf(input)->size() < 2;
+                 })))
+    return true; // the batch in a matrix dimension, or a vector operand: nothing broadcast
   if (concat) {
     // Concat does not broadcast: an operand as big as the batch that does
     // not carry it (a class token expanded to the sample's batch) must be
@@ -1041,7 +1052,7 @@ bool Rebatcher::collapseBatchSizedConstants(int n) {
       continue;
     }
     for (const Edge &reader : consumers_.lookup(input))
-      if (!broadcastsOperands(graph_.node(reader.node).op_type()))
+      if (!broadcastsOperands(graph_.node(reader.node).op_type()) && graph_.node(reader.node).op_type() != "MatMul")
         return exportBatch_ == newBatch_ ||
                refuse(describe(n), "its operand '" + input + "' is a constant of the batch's size that " +
                                        describe(reader.node) + " also reads");
@@ -1113,8 +1124,8 @@ void Rebatcher::keepOneSampleBeforeReader(int n, int slot, int batchAxis) {
 /// it, and let `value` and what it is computed from carry the batch.
 bool Rebatcher::claimBatch(const std::string &value, int axis, int depth) {
   auto producer = producers_.find(value);
-  if (producer == producers_.end() || depth > 32)
-    return true; // nothing to trace: the shape check reports it
+  if (producer == producers_.end() || depth > 32 || axisOf(value) == axis)
+    return true; // nothing to trace (the shape check reports it), or claimed already
   const int n = producer->second.first;
   const onnx::NodeProto &node = graph_.node(n);
   const std::string &op = node.op_type();
@@ -1127,8 +1138,11 @@ bool Rebatcher::claimBatch(const std::string &value, int axis, int depth) {
     if (!in || !out || !target || target->size() != 1)
       return true;
     const int inAxis = axis - static_cast<int>(out->size() - in->size());
+    // The input has the size: it carries the batch, and a target element
+    // that spells it too (torch's expand to a shape it computed at the
+    // sample's batch, [12, -1, T, T]) is rescaled.
     if (inAxis >= 0 && (*in)[inAxis] != 1)
-      return claimBatch(node.input(0), inAxis, depth + 1) && claim();
+      return claimBatch(node.input(0), inAxis, depth + 1) && rescaleExpandTarget(n, axis) && claim();
     // The size comes from the target: rescale its element.
     return rescaleExpandTarget(n, axis) && claim();
   }
@@ -1144,6 +1158,28 @@ bool Rebatcher::claimBatch(const std::string &value, int axis, int depth) {
   }
   if (op == "Cast" || op == "CastLike" || op == "Identity" || op == "Neg" || op == "Not")
     return claimBatch(node.input(0), axis, depth + 1) && claim();
+  if (op == "Slice") {
+    // A slice along other axes (a causal mask cut to the keys' length).
+    const Shape *in = shapeOf(node.input(0)), *out = shapeOf(value);
+    if (in && out && in->size() == out->size() && (*in)[axis] == (*out)[axis])
+      return claimBatch(node.input(0), axis, depth + 1) && claim();
+    return true;
+  }
+  if (op == "Reshape" || op == "Flatten") {
+    // The input axis with as many elements before it, of which the batch is
+    // the outermost factor too (a mask gathered by flat positions b*T + t
+    // and reshaped back to [batch, 1, 1, T]); a literal target element that
+    // spells the batch is rescaled.
+    const Shape *in = shapeOf(node.input(0)), *out = shapeOf(value);
+    if (!in || !out || !fullyKnown(*in) || !fullyKnown(*out))
+      return true;
+    const int64_t before = product(*out, 0, axis);
+    for (int a = 0; a < static_cast<int>(in->size()); ++a)
+      if (product(*in, 0, a) == before && (*in)[a] % exportBatch_ == 0 && (*out)[axis] % exportBatch_ == 0)
+        return claimBatch(node.input(0), a, depth + 1) && (op == "Flatten" || rescaleShapeOperand(n, 1, axis)) &&
+               claim();
+    return true;
+  }
   if (op == "Transpose") {
     const Shape *in = shapeOf(node.input(0));
     std::vector<int64_t> perm;

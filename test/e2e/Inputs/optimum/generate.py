@@ -150,6 +150,14 @@ MODELS = {
     # an inference graph): input_ids, attention_mask and position_ids.
     "hf-gpt2": (gpt2, "text-generation", "tokens", {"sequence_length": CONTEXT}),
     "hf-llama": (llama, "text-generation", "tokens", {"sequence_length": CONTEXT}),
+    # Left-padded batches, as a causal LM is fed for generation and often
+    # fine-tuned: the padding masked, its labels -100, the positions
+    # counted from each sample's first real token. Also exported with the
+    # static batch 2 (`--no-dynamic-axes`, STATIC_EXPORTS), which fsdpc
+    # re-derives: transformers builds the mask by gathering the flattened
+    # attention_mask at b * T + t for torch.arange(2), a constant to renumber.
+    "hf-gpt2-left-padded": (gpt2, "text-generation", "tokens-left-padded", {"sequence_length": CONTEXT}),
+    "hf-llama-left-padded": (llama, "text-generation", "tokens-left-padded", {"sequence_length": CONTEXT}),
     # Right-padded samples, the attention mask marking the real tokens, the
     # class of each sample's last one; token_type_ids zero.
     "hf-bert": (bert, "text-classification", "classes-padded", {"sequence_length": CONTEXT}),
@@ -185,6 +193,19 @@ MODELS = {
 }
 
 
+# Models also exported with a static batch (Optimum's --no-dynamic-axes):
+# name -> the export's batch.
+STATIC_EXPORTS = {"hf-gpt2-left-padded": 2, "hf-llama-left-padded": 2}
+
+
+def left_padded(inputs, labels):
+    """Each sample cut to 4 to CONTEXT tokens at its end, padded on the left
+    with id 0 (masked) and labels -100."""
+    lengths = np.random.default_rng(4).integers(4, CONTEXT + 1, len(inputs))
+    real = np.arange(CONTEXT) >= CONTEXT - lengths[:, None]
+    return np.where(real, inputs, 0), np.where(real, labels, -100).astype(np.int64), real.astype(np.int64)
+
+
 def feeds_for(name, kind, inputs, pad):
     """The export's graph inputs for the samples `inputs`, by name."""
     if kind == "images":
@@ -192,6 +213,12 @@ def feeds_for(name, kind, inputs, pad):
     if kind == "seq2seq":
         source, decoder = inputs
         return {"input_ids": source, "attention_mask": np.ones_like(source), "decoder_input_ids": decoder}
+    if kind == "tokens-left-padded":
+        ids, mask = inputs
+        # Positions from each sample's first real token, as transformers
+        # computes them for left-padded generation (padding at 1).
+        positions = np.where(mask == 1, np.cumsum(mask, axis=1) - 1, 1).astype(np.int64)
+        return {"input_ids": ids, "attention_mask": mask, "position_ids": positions}
     ids = inputs + 2 if name == "hf-roberta" else inputs
     mask = (inputs != pad).astype(np.int64) if kind.endswith("-padded") else np.ones_like(inputs)
     feeds = {"input_ids": ids, "attention_mask": mask}
@@ -271,7 +298,11 @@ def main():
         data_dir = os.path.join(HERE, "data-" + name[3:])
         with tempfile.TemporaryDirectory() as scratch:
             vocab, inputs, labels = torch2.make_data(scratch, {"token-classes-padded": "classes-padded",
-                                                               "spans-padded": "classes-padded"}.get(kind, kind))
+                                                               "spans-padded": "classes-padded",
+                                                               "tokens-left-padded": "tokens"}.get(kind, kind))
+        if kind == "tokens-left-padded":
+            ids, labels, mask = left_padded(inputs, labels)
+            inputs = (ids, mask)
         if kind == "token-classes-padded":  # each real token's class, -100 on padding
             labels = np.where(inputs != vocab, inputs % CLASSES, -100).astype(np.int64)
         if kind == "spans-padded":
@@ -286,13 +317,20 @@ def main():
         torch.manual_seed(0)
         model = build(vocab).eval()
         file = name + "-optimum.onnx"
+        static_file = name + "-optimum-static.onnx"
         with tempfile.TemporaryDirectory() as scratch:
             model.save_pretrained(os.path.join(scratch, "model"))
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 main_export(os.path.join(scratch, "model"), output=os.path.join(scratch, "onnx"), task=task,
                             device="cpu", monolith=kind == "seq2seq")
+                if name in STATIC_EXPORTS:
+                    main_export(os.path.join(scratch, "model"), output=os.path.join(scratch, "static"), task=task,
+                                device="cpu", no_dynamic_axes=True, batch_size=STATIC_EXPORTS[name],
+                                sequence_length=CONTEXT)
             shutil.copy(os.path.join(scratch, "onnx", "model.onnx"), os.path.join(HERE, file))
+            if name in STATIC_EXPORTS:
+                shutil.copy(os.path.join(scratch, "static", "model.onnx"), os.path.join(HERE, static_file))
         exported = onnx.load(os.path.join(HERE, file))
         opset = next(o.version for o in exported.opset_import if o.domain in ("", "ai.onnx"))
         graph_inputs = sorted(i.name for i in exported.graph.input)
@@ -312,7 +350,10 @@ def main():
                         "data": os.path.basename(data_dir),
                         "exports": [{"file": file, "exporter": "optimum", "task": task, "opset": opset,
                                      "batch": "symbolic", "fsdpc_flags": flags,
-                                     **({"monolith": True} if kind == "seq2seq" else {})}],
+                                     **({"monolith": True} if kind == "seq2seq" else {})}] +
+                                   ([{"file": static_file, "exporter": "optimum", "task": task, "opset": opset,
+                                      "batch": "static %d" % STATIC_EXPORTS[name], "fsdpc_flags": []}]
+                                    if name in STATIC_EXPORTS else []),
                         "losses": torch_losses(model, feeds, labels)}
         if not isinstance(labels, dict) and (labels == -100).any():
             # each rank's mean over its own labels: a trajectory per rank count

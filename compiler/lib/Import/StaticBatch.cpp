@@ -173,6 +173,7 @@ private:
   std::optional<std::vector<int64_t>> axesOperand(const onnx::NodeProto &node, const std::string &attribute,
                                                   int input) const;
   int outputAxis(int node, int output) const;
+  int reshapedBatchAxis(const Shape &from, int axis, const Shape &to) const;
   Origin trace(const std::string &value, int64_t index, Edge edge, int depth) const;
   bool rescaleShapeOperand(int node, int slot, int64_t element);
   bool collapseBatchSizedConstants(int node);
@@ -584,6 +585,24 @@ std::optional<std::vector<int64_t>> Rebatcher::axesOperand(const onnx::NodeProto
   return std::vector<int64_t>{};
 }
 
+/// Where a reshape between `from` and `to` (either way round) puts the
+/// batch that axis `axis` of `from` carries: the axis of `to` with as many
+/// elements before it that is a multiple of the batch (the one as big as
+/// `from`'s where there is one), or -1.
+int Rebatcher::reshapedBatchAxis(const Shape &from, int axis, const Shape &to) const {
+  const int64_t before = product(from, 0, axis);
+  int found = -1;
+  for (int k = 0; k < static_cast<int>(to.size()); ++k) {
+    if (product(to, 0, k) != before || to[k] < exportBatch_ || to[k] % exportBatch_ != 0)
+      continue;
+    if (to[k] == from[axis])
+      return k;
+    if (found < 0)
+      found = k;
+  }
+  return found;
+}
+
 /// The batch axis of output `output` of node `node`, or -1 when the output
 /// does not carry the batch.
 int Rebatcher::outputAxis(int nodeIndex, int output) const {
@@ -667,17 +686,7 @@ int Rebatcher::outputAxis(int nodeIndex, int output) const {
     // elements lie before it as before the input's batch axis.
     if (a < 0 || !in || !fullyKnown(*in) || !fullyKnown(*out))
       return -1;
-    const int64_t before = product(*in, 0, a);
-    int found = -1;
-    for (int k = 0; k < outRank; ++k) {
-      if (product(*out, 0, k) != before || valid(k) < 0)
-        continue;
-      if ((*out)[k] == (*in)[a])
-        return k;
-      if (found < 0)
-        found = k;
-    }
-    return found;
+    return reshapedBatchAxis(*in, a, *out);
   }
   if (op == "Gather") {
     const int axis = static_cast<int>(findAttribute(node, "axis") ? findAttribute(node, "axis")->i() : 0);
@@ -1171,14 +1180,13 @@ bool Rebatcher::claimBatch(const std::string &value, int axis, int depth) {
     // and reshaped back to [batch, 1, 1, T]); a literal target element that
     // spells the batch is rescaled.
     const Shape *in = shapeOf(node.input(0)), *out = shapeOf(value);
-    if (!in || !out || !fullyKnown(*in) || !fullyKnown(*out))
+    if (!in || !out || !fullyKnown(*in) || !fullyKnown(*out) || (*out)[axis] % exportBatch_ != 0)
       return true;
-    const int64_t before = product(*out, 0, axis);
-    for (int a = 0; a < static_cast<int>(in->size()); ++a)
-      if (product(*in, 0, a) == before && (*in)[a] % exportBatch_ == 0 && (*out)[axis] % exportBatch_ == 0)
-        return claimBatch(node.input(0), a, depth + 1) && (op == "Flatten" || rescaleShapeOperand(n, 1, axis)) &&
-               claim();
-    return true;
+    const int a = reshapedBatchAxis(*out, axis, *in);
+    if (a < 0)
+      return true;
+    return claimBatch(node.input(0), a, depth + 1) && (op == "Flatten" || rescaleShapeOperand(n, 1, axis)) &&
+           claim();
   }
   if (op == "Transpose") {
     const Shape *in = shapeOf(node.input(0));

@@ -242,29 +242,17 @@ def answer_spans(inputs, pad):
     return {"start_positions": starts, "end_positions": ends}
 
 
-class ModelLoss(torch.nn.Module):
-    """A saved model that computes its own loss from labels it reads by
-    name (start_positions, end_positions): the graph inputs in order, then
-    the labels."""
+class ModelOutput(torch.nn.Module):
+    """A saved model as torch2's trainer takes it: the graph inputs in order
+    (then any labels the model reads by name, start_positions ...), one
+    field of its output out: the logits, or the loss it computes itself."""
 
-    def __init__(self, model, names):
+    def __init__(self, model, names, field):
         super().__init__()
-        self.model, self.names = model, names
+        self.model, self.names, self.field = model, names, field
 
     def forward(self, *inputs):
-        return self.model(**dict(zip(self.names, inputs))).loss
-
-
-class Logits(torch.nn.Module):
-    """A saved model as torch2's trainer takes it: the graph inputs in order,
-    the logits out."""
-
-    def __init__(self, model, names):
-        super().__init__()
-        self.model, self.names = model, names
-
-    def forward(self, *inputs):
-        return self.model(**dict(zip(self.names, inputs))).logits
+        return getattr(self.model(**dict(zip(self.names, inputs))), self.field)
 
 
 def torch_losses(model, feeds, labels, replicas=1):
@@ -273,9 +261,9 @@ def torch_losses(model, feeds, labels, replicas=1):
     gradients are averaged, as DDP and FSDP do (with labels of -100 a mean
     of means, not the batch's mean)."""
     if isinstance(labels, dict):  # the model's own loss of these labels
-        return torch2.torch_losses(ModelLoss(model, list(feeds) + list(labels)),
+        return torch2.torch_losses(ModelOutput(model, list(feeds) + list(labels), "loss"),
                                    tuple(feeds.values()) + tuple(labels.values()), None, replicas)
-    return torch2.torch_losses(Logits(model, list(feeds)), tuple(feeds.values()), labels, replicas)
+    return torch2.torch_losses(ModelOutput(model, list(feeds), "logits"), tuple(feeds.values()), labels, replicas)
 
 
 def main():

@@ -1185,8 +1185,7 @@ bool Rebatcher::claimBatch(const std::string &value, int axis, int depth) {
     const int a = reshapedBatchAxis(*out, axis, *in);
     if (a < 0)
       return true;
-    return claimBatch(node.input(0), a, depth + 1) && (op == "Flatten" || rescaleShapeOperand(n, 1, axis)) &&
-           claim();
+    return claimBatch(node.input(0), a, depth + 1) && (op == "Flatten" || rescaleShapeOperand(n, 1, axis)) && claim();
   }
   if (op == "Transpose") {
     const Shape *in = shapeOf(node.input(0));

@@ -64,7 +64,8 @@ struct Fill {
     kZeros,
     kSomeNaN,
     kOutOfInt64,
-    kInt64Edges
+    kInt64Edges,
+    kLeftPadded
   } kind = kNormal;
   double a = 0, b = 0; // kIntegers and kQuarters: [a, b); kConstant and kScaledNormal: a
 };
@@ -76,6 +77,10 @@ Fill integers(int64_t lo, int64_t hi) { return {Fill::kIntegers, static_cast<dou
 Fill quarters(int64_t lo, int64_t hi) { return {Fill::kQuarters, static_cast<double>(lo), static_cast<double>(hi)}; }
 Fill scaledNormal(double scale) { return {Fill::kScaledNormal, scale}; }
 Fill causal() { return {Fill::kCausal}; }
+// A causal mask over left-padded sequences: each [tq, tk] matrix masks the
+// keys after the query and its first (13 m + 5) mod tq keys (m counts the
+// matrices), so its first queries see no key at all.
+Fill leftPadded() { return {Fill::kLeftPadded}; }
 Fill constant(double v) { return {Fill::kConstant, v}; }
 Fill someNaN() { return {Fill::kSomeNaN}; } // normal, every third element NaN
 Fill outOfInt64() { return {Fill::kOutOfInt64}; } // NaN, +-inf and normal x 1e19 in turn
@@ -212,6 +217,12 @@ HostTensor makeTensor(const Spec &spec, std::mt19937 &rng) {
     case Fill::kCausal: {
       const int64_t cols = spec.shape.back();
       v = (i % cols) > ((i / cols) % spec.shape[spec.shape.size() - 2]);
+      break;
+    }
+    case Fill::kLeftPadded: {
+      const int64_t cols = spec.shape.back(), rows = spec.shape[spec.shape.size() - 2];
+      const int64_t key = i % cols, query = (i / cols) % rows, padding = (13 * (i / (cols * rows)) + 5) % rows;
+      v = key > query || key < padding;
       break;
     }
     case Fill::kConstant:
@@ -769,6 +780,23 @@ std::vector<Case> cases() {
                           .attr("compute_dtype", std::string("bf16")).tol(3e-2));
       }
     }
+  }
+  // Left-padded batches under a causal mask, broadcast over the heads: the
+  // padding's queries see no key and get output 0 and the largest float as
+  // logsumexp (the CPU kernel's rule); their gradients are 0 whatever logsumexp is given.
+  for (bool bf16 : {false, true}) {
+    const int64_t t = 67, d = 64;
+    const std::string what = std::string(bf16 ? "bf16 " : "") + "left-padded, some queries see no key";
+    const Fill f = bf16 ? normalBf16() : normal();
+    const std::string compute = bf16 ? "bf16" : "f32";
+    all.push_back(Case("attention", what).in({2, 3, t, d}, f).in({2, 3, d, t}, f).in({2, 3, t, d}, f)
+                      .in({2, 1, t, t}, leftPadded(), plan::I64).out({2, 3, t, d}).out({2, 3, t})
+                      .attr("scale", 0.125).attr("key_transposed", int64_t(1)).attr("compute_dtype", compute)
+                      .tol(bf16 ? 1e-2 : 2e-5));
+    all.push_back(Case("attention_grad", what).in({2, 3, t, d}, f).in({2, 3, t, d}, f).in({2, 3, t, d}, f)
+                      .in({2, 1, t, t}, leftPadded(), plan::I64).in({2, 3, t, d}, f).in({2, 3, t}, constant(3.0))
+                      .in({2, 3, t, d}, f).out({2, 3, t, d}).out({2, 3, t, d}).out({2, 3, t, d})
+                      .attr("scale", 0.125).attr("compute_dtype", compute).tol(bf16 ? 3e-2 : 5e-5));
   }
   // causal: the kernels mask by index and skip tiles without reading the
   // mask; the CPU reads the causal mask it is given. f32 and tensor-core

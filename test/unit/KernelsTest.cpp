@@ -808,11 +808,15 @@ namespace {
 
 // attention and attention_grad against the explicit formulas in double
 // (scores, masked softmax, products), on odd sizes, with keys in both
-// layouts and a mask broadcast over the batch.
+// layouts and a mask broadcast over the batch; and with a query row that
+// sees no key (a left-padded sequence's padding), whose probabilities,
+// output and gradients are zeros, as torch's SDPA gives them.
 TEST(Kernels, AttentionForwardAndGradient) {
-  const int64_t batch = 3, tq = 5, tk = 7, d = 3, dv = 4;
+  const int64_t batch = 3, tq = 5, tk = 7, d = 3, dv = 4, blindRow = 1;
   const double scale = 0.7;
-  for (bool keyTransposed : {false, true}) {
+  for (auto [keyTransposed, withBlindRow] : {std::pair(false, false), {true, false}, {false, true}, {true, true}}) {
+    SCOPED_TRACE(std::string(keyTransposed ? "keys transposed" : "key rows") +
+                 (withBlindRow ? ", a row with every key masked" : ""));
     Buffer q = randomBuffer({batch, tq, d}, 21), v = randomBuffer({batch, tk, dv}, 23),
            k = randomBuffer(keyTransposed ? std::vector<int64_t>{batch, d, tk} : std::vector<int64_t>{batch, tk, d}, 22),
            dout = randomBuffer({batch, tq, dv}, 24);
@@ -820,7 +824,7 @@ TEST(Kernels, AttentionForwardAndGradient) {
     mask.shape = {tq, tk};
     for (int64_t i = 0; i < tq; ++i)
       for (int64_t j = 0; j < tk; ++j)
-        mask.i.push_back(j > i + 2); // every row keeps some keys
+        mask.i.push_back(j > i + 2 || (withBlindRow && i == blindRow));
     auto keyAt = [&](int64_t b, int64_t j, int64_t c) {
       return static_cast<double>(keyTransposed ? k.f[(b * d + c) * tk + j] : k.f[(b * tk + j) * d + c]);
     };
@@ -841,6 +845,8 @@ TEST(Kernels, AttentionForwardAndGradient) {
           s[j] = dot * scale;
           maxValue = std::max(maxValue, s[j]);
         }
+        if (maxValue == -INFINITY) // no key: P's row stays 0
+          continue;
         for (int64_t j = 0; j < tk; ++j)
           sum += std::exp(s[j] - maxValue);
         for (int64_t j = 0; j < tk; ++j) {
@@ -877,6 +883,8 @@ TEST(Kernels, AttentionForwardAndGradient) {
     Buffer o = zeros({batch, tq, dv}), lse = zeros({batch, tq});
     ASSERT_TRUE(runKernel("attention", {&q, &k, &v, &mask}, {&o, &lse}, inst).isOk());
     expectNear(o.f, out, 1e-5);
+    for (int64_t b = 0; withBlindRow && b < batch; ++b) // finite: --check-nonfinite must not name it
+      EXPECT_TRUE(std::isfinite(lse.f[b * tq + blindRow])) << "logsumexp of a row without keys";
     Buffer gq = zeros(q.shape), gk = zeros(k.shape), gv = zeros(v.shape);
     ASSERT_TRUE(runKernel("attention_grad", {&q, &k, &v, &mask, &o, &lse, &dout}, {&gq, &gk, &gv}, inst).isOk());
     expectNear(gq.f, dq, 1e-5);

@@ -6,6 +6,12 @@
 // which recomputes the probabilities from it: the tq x tk block lives in
 // per-thread scratch, never in the plan's memory.
 //
+// A query row with every key masked (a left-padded sequence's padding
+// sees no key) gets probabilities 0 and output 0, as masked_softmax gives
+// zeros for it and torch's SDPA its `_safe_softmax`, and the largest float
+// as its logsumexp: every recomputed probability exp(s - lse) is exactly 0,
+// and the value is finite (--check-nonfinite looks for the first infinity).
+//
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
 #include "../KernelChecks.h"
@@ -14,7 +20,9 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 namespace fsdpc::runtime::cpu {
@@ -86,6 +94,11 @@ void forward(const AttentionLayout &l, const AttentionBuffers &in, float scale, 
         for (int64_t j = 0; j < l.tk; ++j) {
           row[j] = maskRow[j * l.maskColStride] ? -INFINITY : row[j] * scale;
           maxValue = std::max(maxValue, row[j]);
+        }
+        if (maxValue == -INFINITY) { // every key masked
+          std::fill(row, row + l.tk, 0.0f);
+          lse[b * l.tq + i] = std::numeric_limits<float>::max();
+          continue;
         }
         double sum = 0;
         for (int64_t j = 0; j < l.tk; ++j) {

@@ -13,6 +13,10 @@
 //   i), and one pass per query tile accumulates dQ. Both recompute the
 //   probabilities from the logsumexp; no atomics, so the same bits every run.
 //
+// A query row with every key masked writes output 0 and the largest float
+// as its logsumexp (the CPU kernel's rule; torch's `_safe_softmax`): its
+// running sum stays 0, and the backward kernels' exp(s - lse) is exactly 0.
+//
 // These f32 kernels on CUDA cores serve f32 plans and head sizes the
 // tensor-core kernels below do not take.
 //
@@ -31,6 +35,7 @@
 #include "../KernelChecks.h"
 
 #include <algorithm>
+#include <cfloat>
 
 
 namespace fsdpc::runtime::cuda {
@@ -250,7 +255,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     const long long query = firstQuery + warp * kRowsPerWarp + r;
     if (query >= s.tq)
       continue;
-    const float inv = 1.0f / rowSum[r];
+    const bool anyKey = rowSum[r] > 0.0f;
+    const float inv = anyKey ? 1.0f / rowSum[r] : 0.0f;
 #pragma unroll
     for (int t = 0; t < Cols; ++t) {
       const int c = lane + 32 * t;
@@ -258,7 +264,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         storeFloat(out, s.start(s.out, b) + query * s.out.row + c, acc[r][t] * inv);
     }
     if (lane == 0)
-      lse[b * s.tq + query] = rowMax[r] + logf(rowSum[r]);
+      lse[b * s.tq + query] = anyKey ? rowMax[r] + logf(rowSum[r]) : FLT_MAX;
   }
 }
 
@@ -839,9 +845,10 @@ __global__ void __launch_bounds__(Warps * 32)
     for (int r = 0; r < 2; ++r) {
       rowSum[m][r] += __shfl_xor_sync(0xffffffffu, rowSum[m][r], 1);
       rowSum[m][r] += __shfl_xor_sync(0xffffffffu, rowSum[m][r], 2);
-      inverse[m][r] = 1.0f / rowSum[m][r];
+      const bool anyKey = rowSum[m][r] > 0.0f; // else every key masked
+      inverse[m][r] = anyKey ? 1.0f / rowSum[m][r] : 0.0f;
       if (lane % 4 == 0 && queries[m][r] < s.tq)
-        lse[b * s.tq + queries[m][r]] = rowMax[m][r] / kLog2e + logf(rowSum[m][r]);
+        lse[b * s.tq + queries[m][r]] = anyKey ? rowMax[m][r] / kLog2e + logf(rowSum[m][r]) : FLT_MAX;
     }
   const Operand ob = advanced(out, s.start(s.out, b));
   writeAccumulators<D, M>(o, lane, [&](int row, int c, float value, int m, int r) {

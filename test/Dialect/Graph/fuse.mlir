@@ -253,6 +253,38 @@ func.func @rms_norm(%x: tensor<4x6xf32>, %w: tensor<6xf32>) -> (tensor<4x6xf32>,
 
 // -----
 
+// Tests RMSNorm with the reciprocal written 1 / sqrt(..) and the weight on
+// the left (Optimum's LLaMA exports); a numerator other than 1 stays.
+// CHECK-LABEL: func.func @rms_norm_one_over
+// CHECK: %[[Y:.*]], %{{.*}} = graph.rms_norm %arg0, %arg1 {axis = 1 : i64, epsilon = 9.9999999747524271E-7 : f64}
+// CHECK: graph.sqrt
+// CHECK: graph.div
+// CHECK: return %[[Y]]
+func.func @rms_norm_one_over(%x: tensor<4x6xf32>, %w: tensor<6xf32>) -> (tensor<4x6xf32>, tensor<4x6xf32>) {
+  %two = graph.constant dense<2.0> : tensor<f32>
+  %eps = graph.constant dense<1.0e-6> : tensor<f32>
+  %one = graph.constant dense<1.0> : tensor<f32>
+  %three = graph.constant dense<3.0> : tensor<f32>
+  %q = graph.pow %x, %two : (tensor<4x6xf32>, tensor<f32>) -> tensor<4x6xf32>
+  %s = graph.reduce_sum %q {axes = array<i64: 1>, keepdims = true} : (tensor<4x6xf32>) -> tensor<4x1xf32>
+  %m = graph.scale %s {factor = 0.16666666666666666 : f64} : tensor<4x1xf32>
+  %a = graph.add %m, %eps : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %r = graph.sqrt %a : tensor<4x1xf32>
+  %i = graph.div %one, %r : (tensor<f32>, tensor<4x1xf32>) -> tensor<4x1xf32>
+  %n = graph.mul %x, %i : (tensor<4x6xf32>, tensor<4x1xf32>) -> tensor<4x6xf32>
+  %y = graph.mul %w, %n : (tensor<6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
+  %q2 = graph.pow %x, %two : (tensor<4x6xf32>, tensor<f32>) -> tensor<4x6xf32>
+  %s2 = graph.reduce_sum %q2 {axes = array<i64: 1>, keepdims = true} : (tensor<4x6xf32>) -> tensor<4x1xf32>
+  %m2 = graph.scale %s2 {factor = 0.16666666666666666 : f64} : tensor<4x1xf32>
+  %a2 = graph.add %m2, %eps : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %r2 = graph.sqrt %a2 : tensor<4x1xf32>
+  %i2 = graph.div %three, %r2 : (tensor<f32>, tensor<4x1xf32>) -> tensor<4x1xf32>
+  %y2 = graph.mul %x, %i2 : (tensor<4x6xf32>, tensor<4x1xf32>) -> tensor<4x6xf32>
+  return %y, %y2 : tensor<4x6xf32>, tensor<4x6xf32>
+}
+
+// -----
+
 // Tests LLaMA's additive causal mask: softmax(x / c + M) with M a constant
 // of 0 and -inf becomes masked_softmax with an i64 mask of M's -inf places;
 // a mask with other values stays.
@@ -271,6 +303,122 @@ func.func @additive_mask(%x: tensor<3x2x2xf32>) -> (tensor<3x2x2xf32>, tensor<3x
   %a2 = graph.add %bias, %x : (tensor<2x2xf32>, tensor<3x2x2xf32>) -> tensor<3x2x2xf32>
   %y2 = graph.softmax %a2 {axis = -1 : i64} : tensor<3x2x2xf32>
   return %y, %y2 : tensor<3x2x2xf32>, tensor<3x2x2xf32>
+}
+
+// -----
+
+// Tests the additive mask transformers computes at run time from the
+// attention_mask input, where(keep, 0, -inf): masked_softmax excludes the
+// positions where keep == 0; where(drop, -inf, 0) excludes drop's own
+// positions; a finite fill (torch.finfo(f32).min) is not a mask (a row of
+// it is uniform, not zero) and stays.
+// CHECK-LABEL: func.func @additive_runtime_mask
+// CHECK: %[[ZERO:.*]] = graph.constant dense<0> : tensor<i64>
+// CHECK: %[[DROP:.*]] = graph.compare %arg1, %[[ZERO]] {predicate = #graph.predicate<eq>} : (tensor<2x1x4x4xi64>, tensor<i64>) -> tensor<2x1x4x4xi64>
+// CHECK: %[[Y1:.*]] = graph.masked_softmax %arg0, %[[DROP]] {scale = 1.000000e+00 : f64} : (tensor<2x3x4x4xf32>, tensor<2x1x4x4xi64>) -> tensor<2x3x4x4xf32>
+// CHECK: %[[Y2:.*]] = graph.masked_softmax %arg0, %arg1 {scale = 1.000000e+00 : f64}
+// CHECK: %[[Y3:.*]] = graph.softmax
+// CHECK: return %[[Y1]], %[[Y2]], %[[Y3]]
+func.func @additive_runtime_mask(%x: tensor<2x3x4x4xf32>, %keep: tensor<2x1x4x4xi64>) -> (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) {
+  %zero = graph.constant dense<0.0> : tensor<1xf32>
+  %ninf = graph.constant dense<0xFF800000> : tensor<1xf32>
+  %min = graph.constant dense<-3.40282347E+38> : tensor<1xf32>
+  %additive = graph.select %keep, %zero, %ninf : (tensor<2x1x4x4xi64>, tensor<1xf32>, tensor<1xf32>) -> tensor<2x1x4x4xf32>
+  %a1 = graph.add %x, %additive : (tensor<2x3x4x4xf32>, tensor<2x1x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %y1 = graph.softmax %a1 {axis = 3 : i64} : tensor<2x3x4x4xf32>
+  %inverted = graph.select %keep, %ninf, %zero : (tensor<2x1x4x4xi64>, tensor<1xf32>, tensor<1xf32>) -> tensor<2x1x4x4xf32>
+  %a2 = graph.add %inverted, %x : (tensor<2x1x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %y2 = graph.softmax %a2 {axis = -1 : i64} : tensor<2x3x4x4xf32>
+  %finite = graph.select %keep, %zero, %min : (tensor<2x1x4x4xi64>, tensor<1xf32>, tensor<1xf32>) -> tensor<2x1x4x4xf32>
+  %a3 = graph.add %x, %finite : (tensor<2x3x4x4xf32>, tensor<2x1x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %y3 = graph.softmax %a3 {axis = 3 : i64} : tensor<2x3x4x4xf32>
+  return %y1, %y2, %y3 : tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>
+}
+
+// -----
+
+// Tests attention as transformers' SDPA export writes it (Optimum): query
+// and key each scaled by D^-1/4 before their product, the run-time additive
+// mask, and the softmax guarded by where(isnan(p), 0, p). It becomes one
+// graph.attention with the two factors' product as its scale and no guard:
+// masked_softmax already gives zeros where every key is masked.
+// CHECK-LABEL: func.func @sdpa_export_attention
+// CHECK: %[[DROP:.*]] = graph.compare %arg3
+// CHECK: %[[OUT:.*]], %{{.*}} = graph.attention %arg0, %arg1, %arg2, %[[DROP]] {key_transposed = true, scale = 2.500000e-01 : f64} : (tensor<2x3x5x4xf32>, tensor<2x3x4x5xf32>, tensor<2x3x5x6xf32>, tensor<2x1x5x5xi64>) -> (tensor<2x3x5x6xf32>, tensor<2x3x5xf32>)
+// CHECK-NOT: graph.is_nan
+// CHECK-NOT: graph.select
+// CHECK-NOT: graph.mul
+// CHECK: return %[[OUT]]
+func.func @sdpa_export_attention(%q: tensor<2x3x5x4xf32>, %kt: tensor<2x3x4x5xf32>, %v: tensor<2x3x5x6xf32>, %keep: tensor<2x1x5x5xi64>) -> tensor<2x3x5x6xf32> {
+  %c = graph.constant dense<0.5> : tensor<1xf32>
+  %zero = graph.constant dense<0.0> : tensor<1xf32>
+  %ninf = graph.constant dense<0xFF800000> : tensor<1xf32>
+  %qs = graph.mul %q, %c : (tensor<2x3x5x4xf32>, tensor<1xf32>) -> tensor<2x3x5x4xf32>
+  %ks = graph.mul %kt, %c : (tensor<2x3x4x5xf32>, tensor<1xf32>) -> tensor<2x3x4x5xf32>
+  %s = graph.batch_matmul %qs, %ks : (tensor<2x3x5x4xf32>, tensor<2x3x4x5xf32>) -> tensor<2x3x5x5xf32>
+  %additive = graph.select %keep, %zero, %ninf : (tensor<2x1x5x5xi64>, tensor<1xf32>, tensor<1xf32>) -> tensor<2x1x5x5xf32>
+  %a = graph.add %s, %additive : (tensor<2x3x5x5xf32>, tensor<2x1x5x5xf32>) -> tensor<2x3x5x5xf32>
+  %p = graph.softmax %a {axis = 3 : i64} : tensor<2x3x5x5xf32>
+  %nan = graph.is_nan %p : (tensor<2x3x5x5xf32>) -> tensor<2x3x5x5xi64>
+  %safe = graph.select %nan, %zero, %p : (tensor<2x3x5x5xi64>, tensor<1xf32>, tensor<2x3x5x5xf32>) -> tensor<2x3x5x5xf32>
+  %o = graph.batch_matmul %safe, %v : (tensor<2x3x5x5xf32>, tensor<2x3x5x6xf32>) -> tensor<2x3x5x6xf32>
+  return %o : tensor<2x3x5x6xf32>
+}
+
+// -----
+
+// Tests attention without a mask (ViT's, an encoder's without padding):
+// softmax(q c @ k^T c) @ v becomes graph.attention with a mask that
+// excludes nothing; probabilities read by anything else than the product
+// with the values stay a plain softmax.
+// CHECK-LABEL: func.func @unmasked_attention
+// CHECK: %[[NONE:.*]] = graph.constant dense<0> : tensor<1x1xi64>
+// CHECK: %[[OUT:.*]], %{{.*}} = graph.attention %arg0, %arg1, %arg2, %[[NONE]] {key_transposed = true, scale = 2.500000e-01 : f64} : (tensor<2x3x5x4xf32>, tensor<2x3x4x5xf32>, tensor<2x3x5x6xf32>, tensor<1x1xi64>)
+// CHECK: %[[S:.*]] = graph.batch_matmul %arg0, %arg1
+// CHECK: %[[P:.*]] = graph.softmax %[[S]]
+// CHECK: return %[[OUT]], %[[P]]
+func.func @unmasked_attention(%q: tensor<2x3x5x4xf32>, %kt: tensor<2x3x4x5xf32>, %v: tensor<2x3x5x6xf32>) -> (tensor<2x3x5x6xf32>, tensor<2x3x5x5xf32>) {
+  %c = graph.constant dense<0.5> : tensor<f32>
+  %qs = graph.mul %q, %c : (tensor<2x3x5x4xf32>, tensor<f32>) -> tensor<2x3x5x4xf32>
+  %ks = graph.mul %kt, %c : (tensor<2x3x4x5xf32>, tensor<f32>) -> tensor<2x3x4x5xf32>
+  %s = graph.batch_matmul %qs, %ks : (tensor<2x3x5x4xf32>, tensor<2x3x4x5xf32>) -> tensor<2x3x5x5xf32>
+  %p = graph.softmax %s {axis = 3 : i64} : tensor<2x3x5x5xf32>
+  %o = graph.batch_matmul %p, %v : (tensor<2x3x5x5xf32>, tensor<2x3x5x6xf32>) -> tensor<2x3x5x6xf32>
+  %s2 = graph.batch_matmul %q, %kt : (tensor<2x3x5x4xf32>, tensor<2x3x4x5xf32>) -> tensor<2x3x5x5xf32>
+  %p2 = graph.softmax %s2 {axis = 3 : i64} : tensor<2x3x5x5xf32>
+  return %o, %p2 : tensor<2x3x5x6xf32>, tensor<2x3x5x5xf32>
+}
+
+// -----
+
+// Tests that the NaN guard stays where it is not a masked softmax's (a
+// plain softmax keeps NaN rows of its own), or where its test is read
+// elsewhere; and that a scaled operand read elsewhere keeps its product.
+// CHECK-LABEL: func.func @guard_kept
+// CHECK: graph.softmax
+// CHECK: graph.is_nan
+// CHECK: graph.select
+// CHECK: %[[QS:.*]] = graph.mul %arg0
+// CHECK: %[[S:.*]] = graph.batch_matmul %[[QS]], %arg1
+// CHECK: graph.masked_softmax %[[S]], %arg2 {scale = 5.000000e-01 : f64}
+// CHECK: graph.is_nan
+// CHECK: graph.select
+func.func @guard_kept(%q: tensor<3x5x4xf32>, %kt: tensor<3x4x5xf32>, %drop: tensor<5x5xi64>) -> (tensor<3x5x5xf32>, tensor<3x5x5xf32>, tensor<3x5x5xi64>, tensor<3x5x4xf32>) {
+  %c = graph.constant dense<0.5> : tensor<f32>
+  %zero = graph.constant dense<0.0> : tensor<f32>
+  %ninf = graph.constant dense<0xFF800000> : tensor<f32>
+  %s0 = graph.batch_matmul %q, %kt : (tensor<3x5x4xf32>, tensor<3x4x5xf32>) -> tensor<3x5x5xf32>
+  %p0 = graph.softmax %s0 {axis = 2 : i64} : tensor<3x5x5xf32>
+  %nan0 = graph.is_nan %p0 : (tensor<3x5x5xf32>) -> tensor<3x5x5xi64>
+  %safe0 = graph.select %nan0, %zero, %p0 : (tensor<3x5x5xi64>, tensor<f32>, tensor<3x5x5xf32>) -> tensor<3x5x5xf32>
+  %qs = graph.mul %q, %c : (tensor<3x5x4xf32>, tensor<f32>) -> tensor<3x5x4xf32>
+  %ks = graph.mul %kt, %c : (tensor<3x4x5xf32>, tensor<f32>) -> tensor<3x4x5xf32>
+  %s = graph.batch_matmul %qs, %ks : (tensor<3x5x4xf32>, tensor<3x4x5xf32>) -> tensor<3x5x5xf32>
+  %w = graph.select %drop, %ninf, %s : (tensor<5x5xi64>, tensor<f32>, tensor<3x5x5xf32>) -> tensor<3x5x5xf32>
+  %p = graph.softmax %w {axis = 2 : i64} : tensor<3x5x5xf32>
+  %nan = graph.is_nan %p : (tensor<3x5x5xf32>) -> tensor<3x5x5xi64>
+  %safe = graph.select %nan, %zero, %p : (tensor<3x5x5xi64>, tensor<f32>, tensor<3x5x5xf32>) -> tensor<3x5x5xf32>
+  return %safe0, %safe, %nan, %qs : tensor<3x5x5xf32>, tensor<3x5x5xf32>, tensor<3x5x5xi64>, tensor<3x5x4xf32>
 }
 
 // -----

@@ -184,16 +184,19 @@ struct FuseRmsNorm : public OpRewritePattern<SqrtOp> {
         return failure();
     }
     RankedTensorType type = tensorType(x);
-    // x / sqrt(..), or x * reciprocal(sqrt(..)).
+    // x / sqrt(..), or x * reciprocal(sqrt(..)) with the reciprocal as an
+    // op or as 1 / sqrt(..) (Optimum's LLaMA exports).
     Operation *normalized = nullptr, *user = soleUser(sqrt.getResult());
     SmallVector<Location> locations = {square->getLoc(), sqrt.getLoc()};
-    if (auto div = dyn_cast_or_null<DivOp>(user); div && div.getLhs() == x && div.getRhs() == sqrt.getResult())
+    auto div = dyn_cast_or_null<DivOp>(user);
+    if (div && div.getLhs() == x && div.getRhs() == sqrt.getResult()) {
       normalized = div;
-    else if (auto reciprocal = dyn_cast_or_null<ReciprocalOp>(user)) {
-      Operation *product = soleUser(reciprocal.getResult());
-      if (otherOperand<MulOp>(product, reciprocal.getResult()) == x) {
+    } else if (isa_and_nonnull<ReciprocalOp>(user) || (div && isConstantNear(div.getLhs(), 1.0))) {
+      Value reciprocal = user->getResult(0);
+      Operation *product = soleUser(reciprocal);
+      if (otherOperand<MulOp>(product, reciprocal) == x) {
         normalized = product;
-        locations.push_back(reciprocal.getLoc());
+        locations.push_back(user->getLoc());
       }
     }
     if (!normalized || normalized->getResult(0).getType() != type)
@@ -324,10 +327,88 @@ Value maskOfAdditiveConstant(PatternRewriter &rewriter, Value additive) {
   return ConstantOp::create(rewriter, constant.getLoc(), maskType, mask);
 }
 
+/// The positions an additive mask `where(condition, 0, -inf)` excludes, as
+/// an i64 mask: `condition == 0` (or the condition itself for
+/// `where(condition, -inf, 0)`). transformers builds its padding-and-causal
+/// mask so from the attention_mask input at run time (Optimum's exports).
+Value maskOfAdditiveSelect(PatternRewriter &rewriter, Value additive) {
+  auto select = additive.getDefiningOp<SelectOp>();
+  std::optional<double> kept = select ? splatValue(select.getLhs()) : std::nullopt,
+                        excluded = select ? splatValue(select.getRhs()) : std::nullopt;
+  if (!kept || !excluded)
+    return {};
+  auto isMinusInfinity = [](double v) { return std::isinf(v) && v < 0; };
+  Value condition = select.getCondition();
+  if (isMinusInfinity(*kept) && *excluded == 0)
+    return condition;
+  if (*kept != 0 || !isMinusInfinity(*excluded))
+    return {};
+  auto scalarType = RankedTensorType::get({}, rewriter.getI64Type());
+  Value zero =
+      ConstantOp::create(rewriter, select.getLoc(), scalarType, DenseElementsAttr::get(scalarType, APInt(64, 0)));
+  auto maskType = RankedTensorType::get(tensorType(condition).getShape(), rewriter.getI64Type());
+  return CompareOp::create(rewriter, select.getLoc(), maskType, condition, zero,
+                           ComparePredicateAttr::get(rewriter.getContext(), ComparePredicate::eq));
+}
+
+/// `scores` = batch_matmul(a * c1, b * c2) with splat factors on either
+/// operand (transformers' SDPA export scales query and key each by
+/// D^-1/4), each product read only there: the product of the unscaled
+/// operands, and `factor` = c1 c2. The scores must have no other use.
+Value unscaledScores(PatternRewriter &rewriter, Value scores, double &factor, SmallVector<Location> &locations) {
+  auto product = scores.getDefiningOp<BatchMatmulOp>();
+  if (!product || !product->hasOneUse())
+    return {};
+  Value operands[2] = {product.getLhs(), product.getRhs()};
+  factor = 1.0;
+  bool moved = false;
+  for (Value &operand : operands) {
+    std::optional<double> c;
+    Value unscaled = otherOperand<MulOp>(operand.getDefiningOp(), [&](Value v) {
+      c = splatValue(v);
+      return c.has_value();
+    });
+    if (!unscaled || unscaled.getType() != operand.getType() || !operand.hasOneUse())
+      continue;
+    locations.push_back(operand.getLoc());
+    operand = unscaled;
+    factor *= *c;
+    moved = true;
+  }
+  if (!moved)
+    return {};
+  rewriter.setInsertionPoint(product);
+  return BatchMatmulOp::create(rewriter, product.getLoc(), product.getType(), operands[0], operands[1],
+                               product.getTransposeAAttr(), product.getTransposeBAttr());
+}
+
+/// Whether `softmax` is attention's without a mask (ViT, an encoder's
+/// unpadded self-attention): its input the product of two batch_matmul
+/// operands (perhaps times or over a number) and its only reader the
+/// product with the values.
+bool isUnmaskedAttentionSoftmax(SoftmaxOp softmax) {
+  auto output = dyn_cast_or_null<BatchMatmulOp>(soleUser(softmax.getResult()));
+  if (!output || output.getLhs() != softmax.getResult())
+    return false;
+  Operation *scores = softmax.getInput().getDefiningOp();
+  if (isa_and_nonnull<MulOp, DivOp>(scores)) {
+    Value lhs = scores->getOperand(0), rhs = scores->getOperand(1);
+    if (splatValue(rhs))
+      scores = lhs.getDefiningOp();
+    else if (isa<MulOp>(scores) && splatValue(lhs))
+      scores = rhs.getDefiningOp();
+    else
+      return false;
+  }
+  return isa_and_nonnull<BatchMatmulOp>(scores);
+}
+
 /// Attention's masked softmax over the last axis, anchored at the softmax:
 /// softmax(where(mask, -inf, x * c)) as GPT-2-style exports write it, or
-/// softmax(x * c + M) with a constant M of 0 and -inf (LLaMA-style buffers).
-/// The scale may be a product, a quotient or absent.
+/// softmax(x * c + M) with M a constant of 0 and -inf (LLaMA-style buffers)
+/// or where(condition, 0, -inf) computed at run time (Optimum's exports).
+/// The scale may be a product, a quotient, on the scores' operands, or
+/// absent.
 struct FuseMaskedSoftmax : public OpRewritePattern<SoftmaxOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -347,11 +428,19 @@ struct FuseMaskedSoftmax : public OpRewritePattern<SoftmaxOp> {
       mask = select.getCondition();
     } else if (auto add = dyn_cast_or_null<AddOp>(masking)) {
       for (auto [scores, additive] : {std::pair(add.getLhs(), add.getRhs()), std::pair(add.getRhs(), add.getLhs())})
-        if (!mask && scores.getType() == type && isa_and_nonnull<ConstantOp>(additive.getDefiningOp())) {
+        if (!mask && scores.getType() == type) {
           rewriter.setInsertionPoint(softmax);
-          if ((mask = maskOfAdditiveConstant(rewriter, additive)))
+          if ((mask = maskOfAdditiveConstant(rewriter, additive)) || (mask = maskOfAdditiveSelect(rewriter, additive)))
             x = scores;
         }
+    } else if (isUnmaskedAttentionSoftmax(softmax)) {
+      // A mask that excludes nothing, so that FuseAttention takes it whole.
+      x = softmax.getInput();
+      masking = softmax;
+      rewriter.setInsertionPoint(softmax);
+      auto noMaskType = RankedTensorType::get({1, 1}, rewriter.getI64Type());
+      mask =
+          ConstantOp::create(rewriter, softmax.getLoc(), noMaskType, DenseElementsAttr::get(noMaskType, APInt(64, 0)));
     }
     if (!mask || x.getType() != type)
       return failure();
@@ -372,11 +461,33 @@ struct FuseMaskedSoftmax : public OpRewritePattern<SoftmaxOp> {
       x = div.getLhs();
       scale = 1.0 / *factor;
       locations.push_back(scaling->getLoc());
+    } else if (double operandFactor = 1.0; Value scores = unscaledScores(rewriter, x, operandFactor, locations)) {
+      x = scores;
+      scale = operandFactor;
     }
     rewriter.setInsertionPoint(softmax);
     auto fused = MaskedSoftmaxOp::create(rewriter, rewriter.getFusedLoc(locations), type, x, mask,
                                          rewriter.getF64FloatAttr(scale));
     rewriter.replaceOp(softmax, fused.getResult());
+    return success();
+  }
+};
+
+/// `where(isnan(p), 0, p)` of a masked softmax p is p: the guard torch's
+/// SDPA export writes for rows with every position masked (`_safe_softmax`),
+/// which masked_softmax already makes zeros. They differ only in a row
+/// whose scores are NaN, which the guard zeroes and masked_softmax keeps.
+struct DropSafeSoftmaxGuard : public OpRewritePattern<SelectOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(SelectOp select, PatternRewriter &rewriter) const override {
+    auto probabilities = select.getRhs().getDefiningOp<MaskedSoftmaxOp>();
+    auto isNan = select.getCondition().getDefiningOp<IsNanOp>();
+    std::optional<double> fill = splatValue(select.getLhs());
+    if (!probabilities || !isNan || isNan.getInput() != probabilities.getResult() || !isNan->hasOneUse() || !fill ||
+        *fill != 0 || select.getType() != probabilities.getType())
+      return failure();
+    rewriter.replaceOp(select, probabilities.getResult());
     return success();
   }
 };
@@ -570,8 +681,8 @@ struct FoldTransposeIntoMatmul : public OpRewritePattern<MatmulOp> {
 struct GraphFusePass : public fsdpc::graph::impl::GraphFuseBase<GraphFusePass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseLayerNorm, FuseRmsNorm, FuseErfGelu, FuseTanhGelu, FuseMaskedSoftmax, FuseAttention,
-                 FusePackedAttention, FoldTransposeIntoMatmul>(&getContext());
+    patterns.add<FuseLayerNorm, FuseRmsNorm, FuseErfGelu, FuseTanhGelu, FuseMaskedSoftmax, DropSafeSoftmaxGuard,
+                 FuseAttention, FusePackedAttention, FoldTransposeIntoMatmul>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
   }

@@ -666,7 +666,8 @@ def Graph_MaskedSoftmaxOp : Graph_Op<"masked_softmax", [Pure]> {
     scale, causal mask and softmax of attention, which exports write as
     Mul, Where with -inf and Softmax. `graph-fuse` makes it. A masked
     position gets probability exactly 0 and no gradient; a row with every
-    position masked is NaN, as in torch.
+    position masked is all zeros, as torch's SDPA gives it (a left-padded
+    sequence's padding queries see no key).
 
     - `input`: an f32 tensor; the result has its type.
     - `mask`: an i64 tensor that broadcasts to `input`; nonzero positions
@@ -693,7 +694,9 @@ def Graph_AttentionOp : Graph_Op<"attention", [Pure]> {
     makes from batch_matmul, masked_softmax and batch_matmul. The T x T
     probabilities are not a result: `logsumexp`, the log of each query
     row's softmax denominator (with its maximum), is enough for the
-    gradient to recompute them, as flash attention does.
+    gradient to recompute them, as flash attention does. A query row with
+    every key masked gets output 0 (masked_softmax's zeros) and the largest
+    f32 as its logsumexp, so that every recomputed probability is 0.
 
     - `query`: `[..., Tq, D]`.
     - `key`: `[..., Tk, D]`, or `[..., D, Tk]` with `key_transposed`.

@@ -37,6 +37,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 EXAMPLES = os.path.join(ROOT, "examples")
 TORCH2 = os.path.join(ROOT, "test", "e2e", "Inputs", "torch2")
+OPTIMUM = os.path.join(ROOT, "test", "e2e", "Inputs", "optimum")
+OPTIMUM_FLAGS = ["--dim", "sequence_length=16", "--batch-size", "8", "--optimizer", "adamw", "--lr", "3e-3",
+                 "--weight-decay", "0.01", "--strategy", "full_shard"]
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-x", "OMP_NUM_THREADS=1"]
 STEPS = 20
 
@@ -67,6 +70,16 @@ MODELS = {
                         "onnx": "gpt2-classifier.onnx", "init": None, "data": "classifier-data",
                         "flags": ["--batch-size", "8", "--optimizer", "adamw", "--lr", "3e-3", "--strategy",
                                   "full_shard"]},
+    # Hugging Face Optimum's GPT-2 and LLaMA exports on left-padded batches
+    # (committed, test/e2e/Inputs/optimum): attention fused with the mask
+    # computed from attention_mask on the device, and padding queries that
+    # see no key (output 0 on both devices).
+    "optimum-gpt2": {"fixture": os.path.join(OPTIMUM, "hf-gpt2-left-padded-optimum.onnx"),
+                     "fixture_data": os.path.join(OPTIMUM, "data-gpt2-left-padded"), "onnx": "optimum-gpt2.onnx",
+                     "init": None, "data": "optimum-gpt2-data", "flags": OPTIMUM_FLAGS},
+    "optimum-llama": {"fixture": os.path.join(OPTIMUM, "hf-llama-left-padded-optimum.onnx"),
+                      "fixture_data": os.path.join(OPTIMUM, "data-llama-left-padded"), "onnx": "optimum-llama.onnx",
+                      "init": None, "data": "optimum-llama-data", "flags": OPTIMUM_FLAGS},
 }
 
 # (check, plan, device, ranks, reference check or None, tolerance)
@@ -85,6 +98,10 @@ PLANS = {
     "gpt-bf16-offload-params-w1": ("gpt", 1, ["--mixed-precision", "bf16", "--offload", "params"]),
     "classifier-w1": ("gpt2-classifier", 1, []),
     "classifier-w2": ("gpt2-classifier", 2, []),
+    "optimum-gpt2-w1": ("optimum-gpt2", 1, []),
+    "optimum-gpt2-bf16-w1": ("optimum-gpt2", 1, ["--mixed-precision", "bf16"]),
+    "optimum-llama-w1": ("optimum-llama", 1, []),
+    "optimum-llama-bf16-w1": ("optimum-llama", 1, ["--mixed-precision", "bf16"]),
 }
 RUNS = [
     # name, plan, device, ranks
@@ -112,6 +129,14 @@ RUNS = [
     ("classifier-cpu", "classifier-w1", "cpu", 1),
     ("classifier-cuda", "classifier-w1", "cuda", 1),
     ("classifier-cuda-2-ranks", "classifier-w2", "cuda", 2),
+    ("optimum-gpt2-cpu", "optimum-gpt2-w1", "cpu", 1),
+    ("optimum-gpt2-cuda", "optimum-gpt2-w1", "cuda", 1),
+    ("optimum-gpt2-bf16-cpu", "optimum-gpt2-bf16-w1", "cpu", 1),
+    ("optimum-gpt2-bf16-cuda", "optimum-gpt2-bf16-w1", "cuda", 1),
+    ("optimum-llama-cpu", "optimum-llama-w1", "cpu", 1),
+    ("optimum-llama-cuda", "optimum-llama-w1", "cuda", 1),
+    ("optimum-llama-bf16-cpu", "optimum-llama-bf16-w1", "cpu", 1),
+    ("optimum-llama-bf16-cuda", "optimum-llama-bf16-w1", "cuda", 1),
 ]
 CHECKS = [
     # what, run, reference run, tolerance
@@ -141,6 +166,10 @@ CHECKS = [
     ("GPT bf16 --offload params vs without", "gpt-bf16-offload-params-cuda", "gpt-bf16-cuda", 1e-5),
     ("GPT-2 classifier (i64 head) fp32, GPU vs CPU", "classifier-cuda", "classifier-cpu", 1e-4),
     ("GPT-2 classifier fp32, 2 ranks on one GPU vs 1 rank", "classifier-cuda-2-ranks", "classifier-cuda", 1e-5),
+    ("Optimum GPT-2 left-padded fp32, GPU vs CPU", "optimum-gpt2-cuda", "optimum-gpt2-cpu", 1e-4),
+    ("Optimum GPT-2 left-padded bf16, GPU vs CPU", "optimum-gpt2-bf16-cuda", "optimum-gpt2-bf16-cpu", 2e-2),
+    ("Optimum LLaMA left-padded fp32, GPU vs CPU", "optimum-llama-cuda", "optimum-llama-cpu", 1e-4),
+    ("Optimum LLaMA left-padded bf16, GPU vs CPU", "optimum-llama-bf16-cuda", "optimum-llama-bf16-cpu", 2e-2),
 ]
 # (offloaded run, the same plan's run without --offload): device memory
 # lower by what the compiler moved to the host.

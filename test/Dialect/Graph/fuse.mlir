@@ -310,8 +310,8 @@ func.func @additive_mask(%x: tensor<3x2x2xf32>) -> (tensor<3x2x2xf32>, tensor<3x
 // Tests the additive mask transformers computes at run time from the
 // attention_mask input, where(keep, 0, -inf): masked_softmax excludes the
 // positions where keep == 0; where(drop, -inf, 0) excludes drop's own
-// positions; a finite fill (torch.finfo(f32).min) is not a mask (a row of
-// it is uniform, not zero) and stays.
+// positions; a fill that exp does not take to 0 (the -10000 of older
+// exports) is not a mask and stays.
 // CHECK-LABEL: func.func @additive_runtime_mask
 // CHECK: %[[ZERO:.*]] = graph.constant dense<0> : tensor<i64>
 // CHECK: %[[DROP:.*]] = graph.compare %arg1, %[[ZERO]] {predicate = #graph.predicate<eq>} : (tensor<2x1x4x4xi64>, tensor<i64>) -> tensor<2x1x4x4xi64>
@@ -322,7 +322,7 @@ func.func @additive_mask(%x: tensor<3x2x2xf32>) -> (tensor<3x2x2xf32>, tensor<3x
 func.func @additive_runtime_mask(%x: tensor<2x3x4x4xf32>, %keep: tensor<2x1x4x4xi64>) -> (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) {
   %zero = graph.constant dense<0.0> : tensor<1xf32>
   %ninf = graph.constant dense<0xFF800000> : tensor<1xf32>
-  %min = graph.constant dense<-3.40282347E+38> : tensor<1xf32>
+  %min = graph.constant dense<-1.0e4> : tensor<1xf32>
   %additive = graph.select %keep, %zero, %ninf : (tensor<2x1x4x4xi64>, tensor<1xf32>, tensor<1xf32>) -> tensor<2x1x4x4xf32>
   %a1 = graph.add %x, %additive : (tensor<2x3x4x4xf32>, tensor<2x1x4x4xf32>) -> tensor<2x3x4x4xf32>
   %y1 = graph.softmax %a1 {axis = 3 : i64} : tensor<2x3x4x4xf32>
@@ -333,6 +333,45 @@ func.func @additive_runtime_mask(%x: tensor<2x3x4x4xf32>, %keep: tensor<2x1x4x4x
   %a3 = graph.add %x, %finite : (tensor<2x3x4x4xf32>, tensor<2x1x4x4xf32>) -> tensor<2x3x4x4xf32>
   %y3 = graph.softmax %a3 {axis = 3 : i64} : tensor<2x3x4x4xf32>
   return %y1, %y2, %y3 : tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>
+}
+
+// -----
+
+// Tests BERT's and BART's encoder masks: x = 1 - attention_mask, then
+// where(x != 0, finfo.min, x) (through a slice that takes everything):
+// x is 0 wherever the test is, so the test is the mask. With a condition
+// that is not x's test, x's own values would be added: it stays.
+// CHECK-LABEL: func.func @finite_fill_mask
+// CHECK: %[[X:.*]] = graph.sub
+// CHECK: %[[NZ:.*]] = graph.compare %[[X]], %{{.*}} {predicate = #graph.predicate<ne>}
+// CHECK: %[[DROP:.*]] = graph.cast %[[NZ]] {to_bool = true}
+// CHECK: %[[Y:.*]] = graph.masked_softmax %arg0, %[[DROP]] {scale = 1.000000e+00 : f64} : (tensor<2x3x4x4xf32>, tensor<2x1x4x4xi64>)
+// CHECK-NOT: graph.select
+// CHECK: return %[[Y]]
+// CHECK-LABEL: func.func @finite_fill_other_condition
+// CHECK: graph.select
+// CHECK: graph.softmax
+func.func @finite_fill_mask(%x: tensor<2x3x4x4xf32>, %m: tensor<2x1x4x4xf32>) -> tensor<2x3x4x4xf32> {
+  %one = graph.constant dense<1.0> : tensor<f32>
+  %zero = graph.constant dense<0.0> : tensor<f32>
+  %min = graph.constant dense<-3.40282347E+38> : tensor<f32>
+  %inverted = graph.sub %one, %m : (tensor<f32>, tensor<2x1x4x4xf32>) -> tensor<2x1x4x4xf32>
+  %nonzero = graph.compare %inverted, %zero {predicate = #graph.predicate<ne>} : (tensor<2x1x4x4xf32>, tensor<f32>) -> tensor<2x1x4x4xi64>
+  %drop = graph.cast %nonzero {to_bool = true} : (tensor<2x1x4x4xi64>) -> tensor<2x1x4x4xi64>
+  %additive = graph.select %drop, %min, %inverted : (tensor<2x1x4x4xi64>, tensor<f32>, tensor<2x1x4x4xf32>) -> tensor<2x1x4x4xf32>
+  %all = graph.slice %additive {starts = array<i64: 0, 0, 0, 0>, steps = array<i64: 1, 1, 1, 1>} : (tensor<2x1x4x4xf32>) -> tensor<2x1x4x4xf32>
+  %a = graph.add %x, %all : (tensor<2x3x4x4xf32>, tensor<2x1x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %y = graph.softmax %a {axis = 3 : i64} : tensor<2x3x4x4xf32>
+  return %y : tensor<2x3x4x4xf32>
+}
+func.func @finite_fill_other_condition(%x: tensor<2x3x4x4xf32>, %m: tensor<2x1x4x4xf32>, %c: tensor<2x1x4x4xi64>) -> tensor<2x3x4x4xf32> {
+  %one = graph.constant dense<1.0> : tensor<f32>
+  %min = graph.constant dense<-3.40282347E+38> : tensor<f32>
+  %inverted = graph.sub %one, %m : (tensor<f32>, tensor<2x1x4x4xf32>) -> tensor<2x1x4x4xf32>
+  %additive = graph.select %c, %min, %inverted : (tensor<2x1x4x4xi64>, tensor<f32>, tensor<2x1x4x4xf32>) -> tensor<2x1x4x4xf32>
+  %a = graph.add %x, %additive : (tensor<2x3x4x4xf32>, tensor<2x1x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %y = graph.softmax %a {axis = 3 : i64} : tensor<2x3x4x4xf32>
+  return %y : tensor<2x3x4x4xf32>
 }
 
 // -----

@@ -327,21 +327,49 @@ Value maskOfAdditiveConstant(PatternRewriter &rewriter, Value additive) {
   return ConstantOp::create(rewriter, constant.getLoc(), maskType, mask);
 }
 
-/// The positions an additive mask `where(condition, 0, -inf)` excludes, as
-/// an i64 mask: `condition == 0` (or the condition itself for
-/// `where(condition, -inf, 0)`). transformers builds its padding-and-causal
-/// mask so from the attention_mask input at run time (Optimum's exports).
+/// Whether adding `fill` to a score excludes it from a softmax: -inf, or a
+/// number so negative (transformers' torch.finfo(float32).min) that
+/// exp(score + fill - maximum) is 0 in f32 for any score a model makes, as
+/// long as the row keeps one score. A row whose every score gets a finite
+/// fill is uniform in torch, where masked_softmax gives zeros: only a
+/// sample without one unmasked token (docs/importer.md).
+bool isExcludingFill(double fill) { return fill <= -1e30; }
+
+/// Whether `condition` is `value != 0` (perhaps cast to bool), so that
+/// `value` is 0 wherever `condition` is.
+bool isNonzeroTestOf(Value condition, Value value) {
+  if (auto cast = condition.getDefiningOp<CastOp>(); cast && cast.getToBool())
+    condition = cast.getInput();
+  auto compare = condition.getDefiningOp<CompareOp>();
+  if (!compare || compare.getPredicate() != ComparePredicate::ne)
+    return false;
+  return (compare.getLhs() == value && isConstantNear(compare.getRhs(), 0.0)) ||
+         (compare.getRhs() == value && isConstantNear(compare.getLhs(), 0.0));
+}
+
+/// The positions an additive mask computed at run time excludes, as an i64
+/// mask. transformers builds its masks from the attention_mask input so:
+/// `where(keep, 0, -inf)` (the SDPA path of GPT-2 and LLaMA: the positions
+/// where keep is 0), and `where(x != 0, finfo.min, x)` with x = 1 - mask
+/// (BERT's and BART's encoders), or `where(drop, fill, 0)` (drop's
+/// positions).
 Value maskOfAdditiveSelect(PatternRewriter &rewriter, Value additive) {
+  // Through slices that take everything (BART's mask[:, :, :, :T]).
+  for (auto slice = additive.getDefiningOp<SliceOp>();
+       slice && slice.getInput().getType() == slice.getType() &&
+       llvm::all_of(slice.getStarts(), [](int64_t i) { return i == 0; }) &&
+       llvm::all_of(slice.getSteps(), [](int64_t i) { return i == 1; });
+       slice = additive.getDefiningOp<SliceOp>())
+    additive = slice.getInput();
   auto select = additive.getDefiningOp<SelectOp>();
-  std::optional<double> kept = select ? splatValue(select.getLhs()) : std::nullopt,
-                        excluded = select ? splatValue(select.getRhs()) : std::nullopt;
-  if (!kept || !excluded)
+  if (!select)
     return {};
-  auto isMinusInfinity = [](double v) { return std::isinf(v) && v < 0; };
+  std::optional<double> whenTrue = splatValue(select.getLhs()), whenFalse = splatValue(select.getRhs());
   Value condition = select.getCondition();
-  if (isMinusInfinity(*kept) && *excluded == 0)
+  if (whenTrue && isExcludingFill(*whenTrue) &&
+      ((whenFalse && *whenFalse == 0) || isNonzeroTestOf(condition, select.getRhs())))
     return condition;
-  if (*kept != 0 || !isMinusInfinity(*excluded))
+  if (!whenTrue || *whenTrue != 0 || !whenFalse || !isExcludingFill(*whenFalse))
     return {};
   auto scalarType = RankedTensorType::get({}, rewriter.getI64Type());
   Value zero =
@@ -406,7 +434,7 @@ bool isUnmaskedAttentionSoftmax(SoftmaxOp softmax) {
 /// Attention's masked softmax over the last axis, anchored at the softmax:
 /// softmax(where(mask, -inf, x * c)) as GPT-2-style exports write it, or
 /// softmax(x * c + M) with M a constant of 0 and -inf (LLaMA-style buffers)
-/// or where(condition, 0, -inf) computed at run time (Optimum's exports).
+/// or a mask transformers computes at run time (maskOfAdditiveSelect).
 /// The scale may be a product, a quotient, on the scores' operands, or
 /// absent.
 struct FuseMaskedSoftmax : public OpRewritePattern<SoftmaxOp> {

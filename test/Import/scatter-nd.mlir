@@ -5,9 +5,13 @@
 // is compared with numpy. Integer data with constant indices (a decoder's
 // input: the ids shifted right, as ScatterND, then the start token, as
 // ScatterElements) is one gather from the data's and the updates' rows,
-// and runs forward against numpy too.
+// and runs forward against numpy too. With data, indices and updates all
+// constant (BART's decoder writes its causal mask so) the result is a
+// constant: overwritten rows, and with reduction add summed duplicates.
 // RUN: onnx-from-text %s --extract '// CONST-ONNX: ' -o %t.const.onnx
 // RUN: fsdpc %t.const.onnx --emit=import | FileCheck %s --check-prefix=CONST
+// RUN: onnx-from-text %s --extract '// FOLD-ONNX: ' -o %t.fold.onnx
+// RUN: fsdpc %t.fold.onnx --emit=import | FileCheck %s --check-prefix=FOLD
 // RUN: onnx-from-text %s --extract '// RT-ONNX: ' -o %t.rt.onnx
 // RUN: fsdpc %t.rt.onnx --emit=import | FileCheck %s --check-prefix=RT
 // RUN: fsdpc %t.rt.onnx --forward-only -o %t.rt.bin
@@ -36,6 +40,23 @@
 // CONST: %[[KEEP:.*]] = graph.constant dense<{{\[\[}}1.000000e+00], [0.000000e+00], [1.000000e+00], [0.000000e+00]]> : tensor<4x1xf32>
 // CONST: %[[KEPT:.*]] = graph.mul %arg0, %[[KEEP]]
 // CONST: graph.add %[[KEPT]], %[[S]]
+
+// FOLD-ONNX: <ir_version: 8, opset_import: ["" : 16]>
+// FOLD-ONNX: fold (float[3, 2] x) => (float[3, 2] y, float[3, 2] z) {
+// FOLD-ONNX:   d = Constant <value = float[3, 2] {1, 2, 3, 4, 5, 6}> ()
+// FOLD-ONNX:   u = Constant <value = float[2, 2] {10, 20, 30, 40}> ()
+// FOLD-ONNX:   i = Constant <value = int64[2, 1] {2, 0}> ()
+// FOLD-ONNX:   twice = Constant <value = int64[2, 1] {1, 1}> ()
+// FOLD-ONNX:   s = ScatterND (d, i, u)
+// FOLD-ONNX:   y = Add (x, s)
+// FOLD-ONNX:   t = ScatterND <reduction = "add"> (d, twice, u)
+// FOLD-ONNX:   z = Add (x, t)
+// FOLD-ONNX: }
+
+// FOLD-LABEL: func.func @forward
+// FOLD-DAG: graph.constant dense<{{\[\[}}3.000000e+01, 4.000000e+01], [3.000000e+00, 4.000000e+00], [1.000000e+01, 2.000000e+01]]> : tensor<3x2xf32>
+// FOLD-DAG: graph.constant dense<{{\[\[}}1.000000e+00, 2.000000e+00], [4.300000e+01, 6.400000e+01], [5.000000e+00, 6.000000e+00]]> : tensor<3x2xf32>
+// FOLD-NOT: graph.gather_grad
 
 // RT-ONNX: <ir_version: 8, opset_import: ["" : 13]>
 // RT-ONNX: sc (float[4, 3] data, int64[2, 1] i, float[2, 3] u) => (float[4, 3] y) {

@@ -481,6 +481,21 @@ LogicalResult fsdpc::import::convertScatterND(NodeImporter &n) {
         source[rowsIndex[i]] = rows + i;
       return scatterIntegerRows(n, data, updates, source, inner);
     }
+    // Everything known (BART's decoder writes its causal mask into an
+    // expanded buffer so): the result is a constant, which graph-fuse can
+    // read as a mask.
+    DenseElementsAttr constantData = n.constantInput(0), constantUpdates = n.constantInput(2);
+    if (constantData && constantUpdates) {
+      SmallVector<float> out(constantData.getValues<float>()), rowsOfUpdates(constantUpdates.getValues<float>());
+      for (int64_t i = 0; i < count; ++i)
+        for (int64_t c = 0; c < inner; ++c) {
+          float &element = out[rowsIndex[i] * inner + c];
+          const float update = rowsOfUpdates[i * inner + c];
+          element = reduction == "add" ? element + update : update;
+        }
+      n.setFoldedOutput(0, DenseElementsAttr::get(n.f32Tensor(dataShape), ArrayRef<float>(out)));
+      return success();
+    }
     flat = graph::ConstantOp::create(n.builder, n.loc, flatType, DenseElementsAttr::get(flatType, ArrayRef<int64_t>(rowsIndex)));
   } else if (k == 1) {
     flat = b.reshape(indices, {count});

@@ -462,6 +462,28 @@ func.func @guard_kept(%q: tensor<3x5x4xf32>, %kt: tensor<3x4x5xf32>, %drop: tens
 
 // -----
 
+// Tests a constant additive mask of 0 and finfo.min expanded to the batch
+// (BART's decoder mask, once its ScatterND folds): the mask keeps one
+// [T, T] slice, which broadcasts; a finite fill over a whole row (uniform
+// in torch, zeros in masked_softmax) stays a sum.
+// CHECK-LABEL: func.func @expanded_finite_mask
+// CHECK: %[[MASK:.*]] = graph.constant dense<{{\[\[\[\[}}0, 1], [0, 0]]]]> : tensor<1x1x2x2xi64>
+// CHECK: %[[Y:.*]] = graph.masked_softmax %arg0, %[[MASK]] {scale = 1.000000e+00 : f64} : (tensor<3x2x2x2xf32>, tensor<1x1x2x2xi64>)
+// CHECK: graph.add
+// CHECK: graph.softmax
+// CHECK: return %[[Y]]
+func.func @expanded_finite_mask(%x: tensor<3x2x2x2xf32>) -> (tensor<3x2x2x2xf32>, tensor<3x2x2x2xf32>) {
+  %m = graph.constant dense<[[[[0.0, -3.40282347E+38], [0.0, 0.0]]], [[[0.0, -3.40282347E+38], [0.0, 0.0]]], [[[0.0, -3.40282347E+38], [0.0, 0.0]]]]> : tensor<3x1x2x2xf32>
+  %a = graph.add %x, %m : (tensor<3x2x2x2xf32>, tensor<3x1x2x2xf32>) -> tensor<3x2x2x2xf32>
+  %y = graph.softmax %a {axis = 3 : i64} : tensor<3x2x2x2xf32>
+  %blind = graph.constant dense<[[-3.40282347E+38, -3.40282347E+38], [0.0, 0.0]]> : tensor<2x2xf32>
+  %a2 = graph.add %x, %blind : (tensor<3x2x2x2xf32>, tensor<2x2xf32>) -> tensor<3x2x2x2xf32>
+  %y2 = graph.softmax %a2 {axis = 3 : i64} : tensor<3x2x2x2xf32>
+  return %y, %y2 : tensor<3x2x2x2xf32>, tensor<3x2x2x2xf32>
+}
+
+// -----
+
 // Tests that attention (scores q @ k^T with k^T given, scale, causal Where,
 // softmax, times V) becomes one graph.attention with key_transposed, whose
 // logsumexp has the query rows' shape, and no T x T value remains.

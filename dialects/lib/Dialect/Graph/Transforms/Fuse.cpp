@@ -311,22 +311,6 @@ struct FuseTanhGelu : public OpRewritePattern<TanhOp> {
   }
 };
 
-/// The positions where an additive mask constant is -inf, as an i64 mask,
-/// if every element is 0 or -inf (LLaMA-style causal mask buffers).
-Value maskOfAdditiveConstant(PatternRewriter &rewriter, Value additive) {
-  auto constant = additive.getDefiningOp<ConstantOp>();
-  auto dense = constant ? dyn_cast<DenseElementsAttr>(constant.getValue()) : DenseElementsAttr();
-  if (!dense || !dense.getElementType().isF32())
-    return {};
-  for (APFloat v : dense.getValues<APFloat>())
-    if (!v.isZero() && !(v.isInfinity() && v.isNegative()))
-      return {};
-  auto maskType = RankedTensorType::get(dense.getType().getShape(), rewriter.getI64Type());
-  DenseElementsAttr mask =
-      dense.mapValues(rewriter.getI64Type(), [](const APFloat &v) { return APInt(64, v.isInfinity() ? 1 : 0); });
-  return ConstantOp::create(rewriter, constant.getLoc(), maskType, mask);
-}
-
 /// Whether adding `fill` to a score excludes it from a softmax: -inf, or a
 /// number so negative (transformers' torch.finfo(float32).min) that
 /// exp(score + fill - maximum) is 0 in f32 for any score a model makes, as
@@ -334,6 +318,55 @@ Value maskOfAdditiveConstant(PatternRewriter &rewriter, Value additive) {
 /// fill is uniform in torch, where masked_softmax gives zeros: only a
 /// sample without one unmasked token (docs/importer.md).
 bool isExcludingFill(double fill) { return fill <= -1e30; }
+
+/// The positions where an additive mask constant excludes its score
+/// (isExcludingFill), as an i64 mask, if every other element is 0: LLaMA's
+/// causal buffers of 0 and -inf, BART's decoder mask of 0 and finfo.min
+/// (a constant once its ScatterND folds). A row excluded whole by a finite
+/// fill is uniform in torch, so such a mask stays a sum. Leading axes
+/// whose slices are all equal (a causal mask expanded to the batch) are
+/// kept once: the mask broadcasts, and the lowering can see it is causal.
+Value maskOfAdditiveConstant(PatternRewriter &rewriter, Value additive) {
+  auto constant = additive.getDefiningOp<ConstantOp>();
+  auto dense = constant ? dyn_cast<DenseElementsAttr>(constant.getValue()) : DenseElementsAttr();
+  if (!dense || !dense.getElementType().isF32() || dense.getType().getRank() == 0)
+    return {};
+  SmallVector<float> values(dense.getValues<float>());
+  ArrayRef<int64_t> shape = dense.getType().getShape();
+  const int64_t rowSize = shape.back();
+  for (size_t row = 0; row < values.size(); row += rowSize) {
+    bool anyKept = false, finiteFill = false;
+    for (int64_t j = 0; j < rowSize; ++j) {
+      const float v = values[row + j];
+      if (v != 0 && !isExcludingFill(v))
+        return {};
+      anyKept |= v == 0;
+      finiteFill |= v != 0 && !std::isinf(v);
+    }
+    if (!anyKept && finiteFill)
+      return {};
+  }
+  // Drop leading axes while every slice along them equals the first.
+  SmallVector<int64_t> kept(shape);
+  int64_t sliceSize = static_cast<int64_t>(values.size());
+  for (size_t axis = 0; axis + 2 < shape.size(); ++axis) {
+    if (kept[axis] == 1)
+      continue;
+    const int64_t inner = sliceSize / kept[axis];
+    bool equal = true;
+    for (int64_t i = inner; equal && i < sliceSize; ++i)
+      equal = values[i] == values[i % inner];
+    if (!equal)
+      break;
+    kept[axis] = 1;
+    sliceSize = inner;
+  }
+  SmallVector<int64_t> mask;
+  for (int64_t i = 0; i < sliceSize; ++i)
+    mask.push_back(values[i] == 0 ? 0 : 1);
+  auto maskType = RankedTensorType::get(kept, rewriter.getI64Type());
+  return ConstantOp::create(rewriter, constant.getLoc(), maskType, DenseElementsAttr::get(maskType, ArrayRef(mask)));
+}
 
 /// Whether `condition` is `value != 0` (perhaps cast to bool), so that
 /// `value` is 0 wherever `condition` is.

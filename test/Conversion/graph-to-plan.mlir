@@ -269,6 +269,34 @@ module attributes {graph.loss_kind = "mse", graph.optimizer = "sgd"} {
 
 // -----
 
+// Tests that attention whose mask is computed at run time as
+// keep * padding == 0, keep a constant that is 0 at every key after its
+// query (transformers' causal mask times each sample's padding), gets
+// mask_covers_causal = true: a device may leave those keys out unread and
+// still reads the mask for the others. A keep with one key after its
+// query kept does not.
+// CHECK-LABEL: plan.program @train_step
+// CHECK: plan.kernel "attention" ins [{{.*}}] outs [{{.*}}] on compute {compute_dtype = "f32", key_transposed = false, mask_covers_causal = true, scale = 5.000000e-01 : f64}
+// CHECK: plan.kernel "attention" ins [{{.*}}] outs [{{.*}}] on compute {compute_dtype = "f32", key_transposed = false, scale = 5.000000e-01 : f64}
+module attributes {graph.loss_kind = "mse", graph.optimizer = "sgd"} {
+  func.func @train_step(%q: tensor<2x4x8xf32> {graph.input = "input"}, %pad: tensor<2x1x4xi64> {graph.input = "attention_mask"}, %t: tensor<2x4x8xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}) {
+    %zero = graph.constant dense<0> : tensor<i64>
+    %keep = graph.constant dense<[[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1]]> : tensor<4x4xi64>
+    %both = graph.mul %keep, %pad : (tensor<4x4xi64>, tensor<2x1x4xi64>) -> tensor<2x4x4xi64>
+    %m = graph.compare %both, %zero {predicate = #graph.predicate<eq>} : (tensor<2x4x4xi64>, tensor<i64>) -> tensor<2x4x4xi64>
+    %o, %lse = graph.attention %q, %q, %q, %m {scale = 0.5 : f64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x4xi64>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>)
+    %leaky = graph.constant dense<[[1, 0, 0, 1], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1]]> : tensor<4x4xi64>
+    %both2 = graph.mul %leaky, %pad : (tensor<4x4xi64>, tensor<2x1x4xi64>) -> tensor<2x4x4xi64>
+    %m2 = graph.compare %both2, %zero {predicate = #graph.predicate<eq>} : (tensor<2x4x4xi64>, tensor<i64>) -> tensor<2x4x4xi64>
+    %o2, %lse2 = graph.attention %q, %q, %q, %m2 {scale = 0.5 : f64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x4xi64>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>)
+    %s = graph.add %o, %o2 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    %l = graph.mse_loss %s, %t : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
 // Tests that a bias gradient (sum_to of dY [2, 3, 4] to [4]) and the weight
 // gradient X^T dY that reads dY's 2-D view become one matmul_bias_grad where
 // the weight gradient was, its outputs the weight gradient and then the bias

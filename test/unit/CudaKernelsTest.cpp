@@ -784,19 +784,25 @@ std::vector<Case> cases() {
   // Left-padded batches under a causal mask, broadcast over the heads: the
   // padding's queries see no key and get output 0 and the largest float as
   // logsumexp (the CPU kernel's rule); their gradients are 0 whatever logsumexp is given.
-  for (bool bf16 : {false, true}) {
-    const int64_t t = 67, d = 64;
-    const std::string what = std::string(bf16 ? "bf16 " : "") + "left-padded, some queries see no key";
+  // With mask_covers_causal (the lowering's hint for transformers' run-time
+  // masks) the kernels leave out the keys after each query unread and skip
+  // the tiles wholly after a block's queries; the CPU reads the mask.
+  for (auto [bf16, covers, t] : {std::tuple(false, false, 67), {true, false, 67}, {false, true, 67},
+                                 {true, true, 67}, {true, true, 129}}) {
+    const int64_t d = 64;
+    const std::string what = std::string(bf16 ? "bf16 " : "") + "left-padded " + std::to_string(t) +
+                             ", some queries see no key" + (covers ? ", mask covers causal" : "");
     const Fill f = bf16 ? normalBf16() : normal();
     const std::string compute = bf16 ? "bf16" : "f32";
     all.push_back(Case("attention", what).in({2, 3, t, d}, f).in({2, 3, d, t}, f).in({2, 3, t, d}, f)
                       .in({2, 1, t, t}, leftPadded(), plan::I64).out({2, 3, t, d}).out({2, 3, t})
                       .attr("scale", 0.125).attr("key_transposed", int64_t(1)).attr("compute_dtype", compute)
-                      .tol(bf16 ? 1e-2 : 2e-5));
+                      .attr("mask_covers_causal", int64_t(covers)).tol(bf16 ? 1e-2 : 2e-5));
     all.push_back(Case("attention_grad", what).in({2, 3, t, d}, f).in({2, 3, t, d}, f).in({2, 3, t, d}, f)
                       .in({2, 1, t, t}, leftPadded(), plan::I64).in({2, 3, t, d}, f).in({2, 3, t}, constant(3.0))
                       .in({2, 3, t, d}, f).out({2, 3, t, d}).out({2, 3, t, d}).out({2, 3, t, d})
-                      .attr("scale", 0.125).attr("compute_dtype", compute).tol(bf16 ? 3e-2 : 5e-5));
+                      .attr("scale", 0.125).attr("compute_dtype", compute)
+                      .attr("mask_covers_causal", int64_t(covers)).tol(bf16 ? 3e-2 : 5e-5));
   }
   // causal: the kernels mask by index and skip tiles without reading the
   // mask; the CPU reads the causal mask it is given. f32 and tensor-core

@@ -338,6 +338,62 @@ private:
     }
     return cached->second = true;
   }
+  /// Whether `mask` is computed at run time as `keep * padding == 0` with
+  /// `keep` a constant that is 0 at every key after its query (square
+  /// scores of `queries` rows): transformers' causal mask times each
+  /// sample's padding, as its SDPA path exports it. Then the mask hides at
+  /// least the causal mask's keys, and a device may leave them out unread
+  /// (`mask_covers_causal`), still reading the mask for the others.
+  bool coversCausalMask(Value mask, int64_t queries) {
+    auto maskType = cast<RankedTensorType>(mask.getType());
+    const int64_t rank = maskType.getRank();
+    if (rank < 2 || maskType.getShape()[rank - 1] != queries || maskType.getShape()[rank - 2] != queries)
+      return false;
+    auto isZero = [](Value v) {
+      auto constant = v.getDefiningOp<graph::ConstantOp>();
+      auto dense = constant ? dyn_cast<DenseIntElementsAttr>(constant.getValue()) : DenseIntElementsAttr();
+      return dense && dense.isSplat() && dense.getSplatValue<APInt>().isZero();
+    };
+    // Views that keep every element in place.
+    auto throughViews = [](Value v) {
+      while (true) {
+        if (auto reshape = v.getDefiningOp<graph::ReshapeOp>())
+          v = reshape.getInput();
+        else if (auto slice = v.getDefiningOp<graph::SliceOp>(); slice && slice.getInput().getType() == slice.getType())
+          v = slice.getInput();
+        else
+          return v;
+      }
+    };
+    auto compare = mask.getDefiningOp<graph::CompareOp>();
+    if (!compare || compare.getPredicate() != graph::ComparePredicate::eq)
+      return false;
+    Value product = isZero(compare.getRhs()) ? compare.getLhs() : isZero(compare.getLhs()) ? compare.getRhs() : Value();
+    auto mul = product ? throughViews(product).getDefiningOp<graph::MulOp>() : graph::MulOp();
+    if (!mul)
+      return false;
+    for (Value factor : {mul.getLhs(), mul.getRhs()}) {
+      auto factorType = cast<RankedTensorType>(factor.getType());
+      const int64_t factorRank = factorType.getRank();
+      if (factorRank < 2 || factorType.getShape()[factorRank - 1] != queries ||
+          factorType.getShape()[factorRank - 2] != queries)
+        continue;
+      auto constant = throughViews(factor).getDefiningOp<graph::ConstantOp>();
+      auto dense = constant ? dyn_cast<DenseIntElementsAttr>(constant.getValue()) : DenseIntElementsAttr();
+      if (!dense || dense.getNumElements() % (queries * queries) != 0)
+        continue;
+      int64_t index = 0;
+      bool zeroAfterQuery = true;
+      for (const APInt &value : dense.getValues<APInt>()) {
+        const int64_t query = (index / queries) % queries, key = index % queries;
+        zeroAfterQuery = zeroAfterQuery && (key <= query || value.isZero());
+        ++index;
+      }
+      if (zeroAfterQuery)
+        return true;
+    }
+    return false;
+  }
   LogicalResult lowerArguments();
   LogicalResult lowerOp(Operation *op);
   LogicalResult lowerFsdpOp(Operation *op);
@@ -558,8 +614,11 @@ LogicalResult Lowering::lowerOp(Operation *op) {
           .Default([](Operation *) { return std::nullopt; });
   if (maskAndRows) {
     auto rows = cast<RankedTensorType>(maskAndRows->second.getType());
-    if (rows.getRank() >= 2 && isCausalMask(maskAndRows->first, rows.getShape()[rows.getRank() - 2]))
+    const int64_t queries = rows.getRank() >= 2 ? rows.getShape()[rows.getRank() - 2] : -1;
+    if (rows.getRank() >= 2 && isCausalMask(maskAndRows->first, queries))
       params.push_back(builder_.getNamedAttr("causal", builder_.getBoolAttr(true)));
+    else if (rows.getRank() >= 2 && coversCausalMask(maskAndRows->first, queries))
+      params.push_back(builder_.getNamedAttr("mask_covers_causal", builder_.getBoolAttr(true)));
   }
   addKernel(op->getName().stripDialect(), inputs, outputs, loc, params);
   return success();

@@ -41,15 +41,20 @@ std::vector<KernelSignature> buildTable() {
   // accumulation and softmax. The CPU computes in f32 either way. causal:
   // the lowering found the mask to be a constant that masks exactly the
   // keys after each query of square scores; a backend may mask by index
-  // instead of reading it (the CPU reads it either way).
+  // instead of reading it (the CPU reads it either way). mask_covers_causal:
+  // the mask hides at least those keys (a causal mask and a padding mask
+  // combined at run time); a backend may leave them out unread, but reads
+  // the mask for the rest.
   const std::vector<AttrSpec> attention = {{"scale", kFloat, kRequired},
                                            {"key_transposed", kBool, kOptional},
                                            {"compute_dtype", kString, kOptional},
-                                           {"causal", kBool, kOptional}};
+                                           {"causal", kBool, kOptional},
+                                           {"mask_covers_causal", kBool, kOptional}};
   const std::vector<AttrSpec> packedAttention = {{"heads", kInt, kRequired},
                                                  {"scale", kFloat, kRequired},
                                                  {"compute_dtype", kString, kOptional},
-                                                 {"causal", kBool, kOptional}};
+                                                 {"causal", kBool, kOptional},
+                                                 {"mask_covers_causal", kBool, kOptional}};
   // "mean" (torch's default: over the labels that count) or "sum".
   // classes: the first `classes` columns of a row are classes, the rest
   // padding that takes no part (its gradient is zero); all without it.
@@ -237,7 +242,8 @@ constexpr std::string_view kParamNames[] = {
     "causal",
     "classes",
     "accumulate",
-    "predicate"};
+    "predicate",
+    "mask_covers_causal"};
 static_assert(sizeof(kParamNames) / sizeof(kParamNames[0]) == static_cast<size_t>(Param::kCount),
               "one name per Param");
 

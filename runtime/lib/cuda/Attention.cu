@@ -52,6 +52,10 @@ struct AttentionShape {
   long long batch, heads, tq, tk, d, dv;
   bool keyTransposed;
   bool causal; // the mask masks exactly key > query: decided by index, not read
+  // Every key after its query is masked (causal, or a mask that covers the
+  // causal one: mask_covers_causal): those keys are left out unread, whole
+  // tiles of them skipped; with a mask, the other keys read it.
+  bool hidesFuture;
   // Every row of q, k, v, out (and their gradients) starts 16-byte aligned
   // and keys are not transposed: the tensor-core kernels load rows 8
   // elements at a time (loadVector).
@@ -107,6 +111,7 @@ Status attentionShape(const KernelCall &call, bool packed, AttentionShape &s) {
     return rankError(call, rank);
   s.mask = operandOf(call.inputs[packed ? 1 : 3]);
   s.causal = call.intParam(contract::Param::kCausal, 0) != 0;
+  s.hidesFuture = s.causal || call.intParam(contract::Param::kMaskCoversCausal, 0) != 0;
   s.vectorRows = !s.keyTransposed;
   for (const AttentionRows &rows : {s.query, s.key, s.value, s.out})
     s.vectorRows = s.vectorRows && rows.offset % kVectorElements == 0 && rows.outer % kVectorElements == 0 &&
@@ -126,10 +131,13 @@ __device__ __forceinline__ long long maskBase(const AttentionShape &s, long long
 
 /// Whether the mask excludes (query, key). A causal mask is not read: an
 /// i64 load per score, from L2, cost the kernels more than their products.
+/// A mask that covers the causal one is read only at or before the query.
 __device__ __forceinline__ bool isMasked(const AttentionShape &s, long long maskOffset, long long query,
                                          long long key) {
+  if (s.hidesFuture && key > query)
+    return true;
   if (s.causal)
-    return key > query;
+    return false;
   return loadInteger(s.mask, maskOffset + query * s.maskRowStride + key * s.maskColStride) != 0;
 }
 
@@ -739,7 +747,7 @@ __device__ __forceinline__ bool allVisible(const AttentionShape &s, int firstQue
 /// sees: a causal mask hides every key after the last of them.
 __device__ __forceinline__ int keysSeen(const AttentionShape &s, int firstQuery, int rows) {
   const int tq = static_cast<int>(s.tq), tk = static_cast<int>(s.tk);
-  return s.causal ? min(tk, min(firstQuery + rows, tq)) : tk;
+  return s.hidesFuture ? min(tk, min(firstQuery + rows, tq)) : tk;
 }
 
 /// The key tiles a warp's queries [firstQuery, firstQuery + rows) see, of
@@ -882,7 +890,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int keys[2] = {firstKey + warp * 16 + rowOf(0, lane), firstKey + warp * 16 + rowOf(2, lane)};
   const float scaleLog2 = s.scale * kLog2e;
   // A causal mask hides every query before the block's first key.
-  const int tq = static_cast<int>(s.tq), firstQuery = s.causal ? firstKey : 0;
+  const int tq = static_cast<int>(s.tq), firstQuery = s.hidesFuture ? firstKey : 0;
   const int queryTiles = firstQuery < tq ? (tq - firstQuery + kTile - 1) / kTile : 0;
   auto startQueries = [&](int i) {
     const int stage = i % kStages;
@@ -1212,7 +1220,7 @@ std::string variantShape(const KernelCall &call, const AttentionShape &s) {
   const std::string dtype = dtypeName(call.inputs[0].dtype);
   return call.instruction->op() + " (" + std::to_string(s.batch) + " heads, " + std::to_string(s.tq) + " queries, " +
          std::to_string(s.tk) + " keys, head size " + std::to_string(s.d) + ", " + dtype +
-         (s.causal ? ", causal" : "") + (s.vectorRows ? "" : ", unaligned") + ")";
+         (s.causal ? ", causal" : s.hidesFuture ? ", mask covers causal" : "") + (s.vectorRows ? "" : ", unaligned") + ")";
 }
 
 Status runForward(const KernelCall &call, const AttentionShape &s, const ForwardOperands &o) {

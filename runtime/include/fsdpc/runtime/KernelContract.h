@@ -66,6 +66,7 @@ enum class Param : uint8_t {
   kClasses,
   kAccumulate,
   kPredicate,
+  kMaskCoversCausal,
   kCount
 };
 

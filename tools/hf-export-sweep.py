@@ -27,7 +27,9 @@ difference of the logits from torch's (fp32, a batch of 2), MISMATCH where
 that exceeds 1e-4 of their scale (either with PARAMETERS where fsdpc would
 train another number of parameters than torch's module has: the exporter
 folded one, or fsdpc took a folded constant for one), FAIL with fsdpc's error, RUNFAIL with
-fsdp-run's, or EXPORT-ERROR where torch cannot export the model.
+fsdp-run's, or EXPORT-ERROR where torch cannot export the model. A
+model with softmaxes says how many graph-fuse made one attention op (the
+others keep their T x T scores; a mixture of experts' router is one).
 TorchScript (the default) cannot export grouped-query attention (Mistral,
 Qwen2, Phi-3, Gemma, StableLM): use --dynamo for those.
 """
@@ -337,7 +339,18 @@ def check(name, work, bin_dir, dynamo, optimize=True, optimum=False):
         return "MISMATCH shape %s, torch's %s" % (got.shape, want.shape)
     diff, scale = float(np.abs(got - want).max()), float(np.abs(want).max())
     verdict = "OK" if diff <= 1e-4 * max(1.0, scale) else "MISMATCH"
-    return "%s max |fsdp-run - torch| %.2e (logits up to %.2e)%s" % (verdict, diff, scale, counted)
+    return "%s max |fsdp-run - torch| %.2e (logits up to %.2e)%s%s" % (verdict, diff, scale, counted,
+                                                                      fused_attention(bin_dir, path, flags))
+
+
+def fused_attention(bin_dir, path, flags):
+    """How many of the model's attentions graph-fuse made one op: the
+    softmaxes left are attention it did not recognise (or a router's)."""
+    plan = subprocess.run([os.path.join(bin_dir, "fsdpc"), path, "--forward-only", "--emit=plan"] + flags,
+                          capture_output=True, text=True).stdout
+    fused = plan.count('plan.kernel "attention"') + plan.count('plan.kernel "packed_attention"')
+    left = plan.count('plan.kernel "softmax"') + plan.count('plan.kernel "masked_softmax"')
+    return ", attention fused %d of %d" % (fused, fused + left) if fused + left else ""
 
 
 def main():

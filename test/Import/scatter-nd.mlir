@@ -8,10 +8,14 @@
 // and runs forward against numpy too. With data, indices and updates all
 // constant (BART's decoder writes its causal mask so) the result is a
 // constant: overwritten rows, and with reduction add summed duplicates.
+// Constant indices that overwrite every row once, in order (transformers'
+// masked_fill of a whole mask slice), give the updates themselves.
 // RUN: onnx-from-text %s --extract '// CONST-ONNX: ' -o %t.const.onnx
 // RUN: fsdpc %t.const.onnx --emit=import | FileCheck %s --check-prefix=CONST
 // RUN: onnx-from-text %s --extract '// FOLD-ONNX: ' -o %t.fold.onnx
 // RUN: fsdpc %t.fold.onnx --emit=import | FileCheck %s --check-prefix=FOLD
+// RUN: onnx-from-text %s --extract '// ALL-ONNX: ' -o %t.all.onnx
+// RUN: fsdpc %t.all.onnx --emit=import | FileCheck %s --check-prefix=ALL
 // RUN: onnx-from-text %s --extract '// RT-ONNX: ' -o %t.rt.onnx
 // RUN: fsdpc %t.rt.onnx --emit=import | FileCheck %s --check-prefix=RT
 // RUN: fsdpc %t.rt.onnx --forward-only -o %t.rt.bin
@@ -57,6 +61,16 @@
 // FOLD-DAG: graph.constant dense<{{\[\[}}3.000000e+01, 4.000000e+01], [3.000000e+00, 4.000000e+00], [1.000000e+01, 2.000000e+01]]> : tensor<3x2xf32>
 // FOLD-DAG: graph.constant dense<{{\[\[}}1.000000e+00, 2.000000e+00], [4.300000e+01, 6.400000e+01], [5.000000e+00, 6.000000e+00]]> : tensor<3x2xf32>
 // FOLD-NOT: graph.gather_grad
+
+// ALL-ONNX: <ir_version: 8, opset_import: ["" : 13]>
+// ALL-ONNX: all (float[3, 2] data, float[3, 2] u) => (float[3, 2] y) {
+// ALL-ONNX:   i = Constant <value = int64[3, 1] {0, 1, 2}> ()
+// ALL-ONNX:   y = ScatterND (data, i, u)
+// ALL-ONNX: }
+
+// ALL-LABEL: func.func @forward
+// ALL-NOT: graph.gather_grad
+// ALL: return %arg1
 
 // RT-ONNX: <ir_version: 8, opset_import: ["" : 13]>
 // RT-ONNX: sc (float[4, 3] data, int64[2, 1] i, float[2, 3] u) => (float[4, 3] y) {

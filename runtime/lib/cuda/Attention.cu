@@ -263,7 +263,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     const long long query = firstQuery + warp * kRowsPerWarp + r;
     if (query >= s.tq)
       continue;
-    const bool anyKey = rowSum[r] > 0.0f;
+    const bool anyKey = rowSum[r] != 0.0f; // a NaN sum (NaN scores) stays NaN
     const float inv = anyKey ? 1.0f / rowSum[r] : 0.0f;
 #pragma unroll
     for (int t = 0; t < Cols; ++t) {
@@ -853,7 +853,7 @@ __global__ void __launch_bounds__(Warps * 32)
     for (int r = 0; r < 2; ++r) {
       rowSum[m][r] += __shfl_xor_sync(0xffffffffu, rowSum[m][r], 1);
       rowSum[m][r] += __shfl_xor_sync(0xffffffffu, rowSum[m][r], 2);
-      const bool anyKey = rowSum[m][r] > 0.0f; // else every key masked
+      const bool anyKey = rowSum[m][r] != 0.0f; // else every key masked; a NaN sum stays NaN
       inverse[m][r] = anyKey ? 1.0f / rowSum[m][r] : 0.0f;
       if (lane % 4 == 0 && queries[m][r] < s.tq)
         lse[b * s.tq + queries[m][r]] = anyKey ? rowMax[m][r] / kLog2e + logf(rowSum[m][r]) : FLT_MAX;

@@ -376,6 +376,38 @@ func.func @finite_fill_other_condition(%x: tensor<2x3x4x4xf32>, %m: tensor<2x1x4
 
 // -----
 
+// Tests the eager attention of OPT, GPT-J and CodeGen: the causal mask
+// constant M (0 and finfo.min) with the padding filled in at run time,
+// where(drop, finfo.min, M), is excluded where drop or M is: one [T, T]
+// slice of M, and the mask not (drop == 0 and M == 0). CodeGen divides
+// (scores + mask) by c > 0, which is the scale 1 / c; a negative divisor
+// would turn the fill to +inf: it stays.
+// CHECK-LABEL: func.func @eager_causal_padding_mask
+// CHECK: %[[M:.*]] = graph.constant dense<{{\[\[\[\[}}0, 1], [0, 0]]]]> : tensor<1x1x2x2xi64>
+// CHECK: %[[KEPT0:.*]] = graph.compare %arg1, %{{.*}} {predicate = #graph.predicate<eq>} : (tensor<3x1x2x2xi64>, tensor<i64>)
+// CHECK: %[[KEPT1:.*]] = graph.compare %[[M]], %{{.*}} {predicate = #graph.predicate<eq>} : (tensor<1x1x2x2xi64>, tensor<i64>)
+// CHECK: %[[KEPT:.*]] = graph.mul %[[KEPT0]], %[[KEPT1]] : (tensor<3x1x2x2xi64>, tensor<1x1x2x2xi64>) -> tensor<3x1x2x2xi64>
+// CHECK: %[[DROP:.*]] = graph.compare %[[KEPT]], %{{.*}} {predicate = #graph.predicate<eq>}
+// CHECK: %[[Y:.*]] = graph.masked_softmax %arg0, %[[DROP]] {scale = 5.000000e-01 : f64}
+// CHECK: graph.softmax
+// CHECK: return %[[Y]]
+func.func @eager_causal_padding_mask(%x: tensor<3x2x2x2xf32>, %drop: tensor<3x1x2x2xi64>) -> (tensor<3x2x2x2xf32>, tensor<3x2x2x2xf32>) {
+  %m = graph.constant dense<[[[[0.0, -3.40282347E+38], [0.0, 0.0]]], [[[0.0, -3.40282347E+38], [0.0, 0.0]]], [[[0.0, -3.40282347E+38], [0.0, 0.0]]]]> : tensor<3x1x2x2xf32>
+  %min = graph.constant dense<-3.40282347E+38> : tensor<f32>
+  %two = graph.constant dense<2.0> : tensor<f32>
+  %minus = graph.constant dense<-2.0> : tensor<f32>
+  %filled = graph.select %drop, %min, %m : (tensor<3x1x2x2xi64>, tensor<f32>, tensor<3x1x2x2xf32>) -> tensor<3x1x2x2xf32>
+  %a = graph.add %x, %filled : (tensor<3x2x2x2xf32>, tensor<3x1x2x2xf32>) -> tensor<3x2x2x2xf32>
+  %d = graph.div %a, %two : (tensor<3x2x2x2xf32>, tensor<f32>) -> tensor<3x2x2x2xf32>
+  %y = graph.softmax %d {axis = 3 : i64} : tensor<3x2x2x2xf32>
+  %a2 = graph.add %x, %filled : (tensor<3x2x2x2xf32>, tensor<3x1x2x2xf32>) -> tensor<3x2x2x2xf32>
+  %d2 = graph.div %a2, %minus : (tensor<3x2x2x2xf32>, tensor<f32>) -> tensor<3x2x2x2xf32>
+  %y2 = graph.softmax %d2 {axis = 3 : i64} : tensor<3x2x2x2xf32>
+  return %y, %y2 : tensor<3x2x2x2xf32>, tensor<3x2x2x2xf32>
+}
+
+// -----
+
 // Tests attention as transformers' SDPA export writes it (Optimum): query
 // and key each scaled by D^-1/4 before their product, the run-time additive
 // mask, and the softmax guarded by where(isnan(p), 0, p). It becomes one

@@ -380,12 +380,23 @@ bool isNonzeroTestOf(Value condition, Value value) {
          (compare.getRhs() == value && isConstantNear(compare.getLhs(), 0.0));
 }
 
+/// `a == 0`, an i64 mask of a's shape.
+Value isZeroMask(PatternRewriter &rewriter, Location loc, Value a) {
+  auto scalarType = RankedTensorType::get({}, rewriter.getI64Type());
+  Value zero = ConstantOp::create(rewriter, loc, scalarType, DenseElementsAttr::get(scalarType, APInt(64, 0)));
+  auto maskType = RankedTensorType::get(tensorType(a).getShape(), rewriter.getI64Type());
+  return CompareOp::create(rewriter, loc, maskType, a, zero,
+                           ComparePredicateAttr::get(rewriter.getContext(), ComparePredicate::eq));
+}
+
 /// The positions an additive mask computed at run time excludes, as an i64
 /// mask. transformers builds its masks from the attention_mask input so:
 /// `where(keep, 0, -inf)` (the SDPA path of GPT-2 and LLaMA: the positions
-/// where keep is 0), and `where(x != 0, finfo.min, x)` with x = 1 - mask
-/// (BERT's and BART's encoders), or `where(drop, fill, 0)` (drop's
-/// positions).
+/// where keep is 0), `where(x != 0, finfo.min, x)` with x = 1 - mask
+/// (BERT's and BART's encoders), `where(drop, fill, 0)` (drop's
+/// positions), and `where(drop, finfo.min, M)` with M a constant mask of 0
+/// and finfo.min (the eager path of OPT, GPT-J, CodeGen: the causal mask
+/// with the padding filled in), whose positions are drop's or M's.
 Value maskOfAdditiveSelect(PatternRewriter &rewriter, Value additive) {
   // Through slices that take everything (BART's mask[:, :, :, :T]).
   for (auto slice = additive.getDefiningOp<SliceOp>();
@@ -399,17 +410,27 @@ Value maskOfAdditiveSelect(PatternRewriter &rewriter, Value additive) {
     return {};
   std::optional<double> whenTrue = splatValue(select.getLhs()), whenFalse = splatValue(select.getRhs());
   Value condition = select.getCondition();
+  const Location loc = select.getLoc();
   if (whenTrue && isExcludingFill(*whenTrue) &&
       ((whenFalse && *whenFalse == 0) || isNonzeroTestOf(condition, select.getRhs())))
     return condition;
+  if (whenTrue && isExcludingFill(*whenTrue)) {
+    Value constantMask = maskOfAdditiveConstant(rewriter, select.getRhs());
+    if (!constantMask)
+      return {};
+    // drop or M: not (drop == 0 and M == 0).
+    Value neither0 = isZeroMask(rewriter, loc, condition), neither1 = isZeroMask(rewriter, loc, constantMask);
+    FailureOr<SmallVector<int64_t>> shape =
+        broadcastShapes(tensorType(neither0).getShape(), tensorType(neither1).getShape());
+    if (failed(shape)) // select's operands broadcast together, so this does not happen
+      return {};
+    Value neither =
+        MulOp::create(rewriter, loc, RankedTensorType::get(*shape, rewriter.getI64Type()), neither0, neither1);
+    return isZeroMask(rewriter, loc, neither);
+  }
   if (!whenTrue || *whenTrue != 0 || !whenFalse || !isExcludingFill(*whenFalse))
     return {};
-  auto scalarType = RankedTensorType::get({}, rewriter.getI64Type());
-  Value zero =
-      ConstantOp::create(rewriter, select.getLoc(), scalarType, DenseElementsAttr::get(scalarType, APInt(64, 0)));
-  auto maskType = RankedTensorType::get(tensorType(condition).getShape(), rewriter.getI64Type());
-  return CompareOp::create(rewriter, select.getLoc(), maskType, condition, zero,
-                           ComparePredicateAttr::get(rewriter.getContext(), ComparePredicate::eq));
+  return isZeroMask(rewriter, loc, condition);
 }
 
 /// `scores` = batch_matmul(a * c1, b * c2) with splat factors on either
@@ -480,6 +501,19 @@ struct FuseMaskedSoftmax : public OpRewritePattern<SoftmaxOp> {
     if (rank == 0 || (axis != -1 && axis != rank - 1))
       return failure();
     Operation *masking = softmax.getInput().getDefiningOp();
+    // (scores + mask) / c (CodeGen's eager attention scales after masking):
+    // the same as scaling first, as c > 0 keeps an excluded score excluded.
+    Operation *scaledAfter = nullptr;
+    double scaleAfter = 1.0;
+    if (isa_and_nonnull<MulOp, DivOp>(masking) && isa_and_nonnull<AddOp>(masking->getOperand(0).getDefiningOp()) &&
+        masking->getOperand(0).getType() == type) {
+      std::optional<double> c = splatValue(masking->getOperand(1));
+      if (c && *c > 0) {
+        scaleAfter = isa<MulOp>(masking) ? *c : 1.0 / *c;
+        scaledAfter = masking;
+        masking = masking->getOperand(0).getDefiningOp();
+      }
+    }
     Value x, mask;
     if (auto select = dyn_cast_or_null<SelectOp>(masking)) {
       std::optional<double> fill = splatValue(select.getLhs());
@@ -507,6 +541,8 @@ struct FuseMaskedSoftmax : public OpRewritePattern<SoftmaxOp> {
       return failure();
     double scale = 1.0;
     SmallVector<Location> locations = {masking->getLoc(), softmax.getLoc()};
+    if (scaledAfter)
+      locations.push_back(scaledAfter->getLoc());
     std::optional<double> factor;
     auto isFactor = [&](Value v) {
       factor = splatValue(v);
@@ -528,7 +564,7 @@ struct FuseMaskedSoftmax : public OpRewritePattern<SoftmaxOp> {
     }
     rewriter.setInsertionPoint(softmax);
     auto fused = MaskedSoftmaxOp::create(rewriter, rewriter.getFusedLoc(locations), type, x, mask,
-                                         rewriter.getF64FloatAttr(scale));
+                                         rewriter.getF64FloatAttr(scale * scaleAfter));
     rewriter.replaceOp(softmax, fused.getResult());
     return success();
   }

@@ -354,16 +354,12 @@ private:
       auto dense = constant ? dyn_cast<DenseIntElementsAttr>(constant.getValue()) : DenseIntElementsAttr();
       return dense && dense.isSplat() && dense.getSplatValue<APInt>().isZero();
     };
-    // Views that keep every element in place.
+    // Reshapes keep every element in place (slices that take everything
+    // folded away before).
     auto throughViews = [](Value v) {
-      while (true) {
-        if (auto reshape = v.getDefiningOp<graph::ReshapeOp>())
-          v = reshape.getInput();
-        else if (auto slice = v.getDefiningOp<graph::SliceOp>(); slice && slice.getInput().getType() == slice.getType())
-          v = slice.getInput();
-        else
-          return v;
-      }
+      while (auto reshape = v.getDefiningOp<graph::ReshapeOp>())
+        v = reshape.getInput();
+      return v;
     };
     auto compare = mask.getDefiningOp<graph::CompareOp>();
     if (!compare || compare.getPredicate() != graph::ComparePredicate::eq)
@@ -615,9 +611,9 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   if (maskAndRows) {
     auto rows = cast<RankedTensorType>(maskAndRows->second.getType());
     const int64_t queries = rows.getRank() >= 2 ? rows.getShape()[rows.getRank() - 2] : -1;
-    if (rows.getRank() >= 2 && isCausalMask(maskAndRows->first, queries))
+    if (queries >= 0 && isCausalMask(maskAndRows->first, queries))
       params.push_back(builder_.getNamedAttr("causal", builder_.getBoolAttr(true)));
-    else if (rows.getRank() >= 2 && coversCausalMask(maskAndRows->first, queries))
+    else if (queries >= 0 && coversCausalMask(maskAndRows->first, queries))
       params.push_back(builder_.getNamedAttr("mask_covers_causal", builder_.getBoolAttr(true)));
   }
   addKernel(op->getName().stripDialect(), inputs, outputs, loc, params);

@@ -501,17 +501,12 @@ LogicalResult fsdpc::import::convertScatterND(NodeImporter &n) {
     // CodeGen export it): the output is the updates themselves, and the
     // data is not read. That keeps the mask's formula in sight of
     // graph-fuse.
-    if (reduction == "none" && count == rows && llvm::all_of(*written, [](int64_t w) { return w == 1; })) {
-      SmallVector<int64_t> source(rows);
-      for (int64_t i = 0; i < count; ++i)
-        source[rowsIndex[i]] = i;
-      bool inOrder = true;
-      for (int64_t r = 0; r < rows; ++r)
-        inOrder = inOrder && source[r] == r;
-      if (inOrder) {
-        n.setOutput(0, b.reshape(updates, dataShape));
-        return success();
-      }
+    bool inOrder = reduction == "none" && count == rows;
+    for (int64_t i = 0; inOrder && i < count; ++i)
+      inOrder = rowsIndex[i] == i;
+    if (inOrder) {
+      n.setOutput(0, b.reshape(updates, dataShape));
+      return success();
     }
     flat = graph::ConstantOp::create(n.builder, n.loc, flatType, DenseElementsAttr::get(flatType, ArrayRef<int64_t>(rowsIndex)));
   } else if (k == 1) {

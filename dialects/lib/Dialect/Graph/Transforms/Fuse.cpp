@@ -398,13 +398,6 @@ Value isZeroMask(PatternRewriter &rewriter, Location loc, Value a) {
 /// and finfo.min (the eager path of OPT, GPT-J, CodeGen: the causal mask
 /// with the padding filled in), whose positions are drop's or M's.
 Value maskOfAdditiveSelect(PatternRewriter &rewriter, Value additive) {
-  // Through slices that take everything (BART's mask[:, :, :, :T]).
-  for (auto slice = additive.getDefiningOp<SliceOp>();
-       slice && slice.getInput().getType() == slice.getType() &&
-       llvm::all_of(slice.getStarts(), [](int64_t i) { return i == 0; }) &&
-       llvm::all_of(slice.getSteps(), [](int64_t i) { return i == 1; });
-       slice = additive.getDefiningOp<SliceOp>())
-    additive = slice.getInput();
   auto select = additive.getDefiningOp<SelectOp>();
   if (!select)
     return {};

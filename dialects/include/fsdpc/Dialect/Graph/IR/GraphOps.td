@@ -313,11 +313,15 @@ def Graph_SliceOp : Graph_Op<"slice", [Pure]> {
     ```mlir
     %y = graph.slice %x {starts = array<i64: 0, 2>, steps = array<i64: 1, 1>} : (tensor<4x8xf32>) -> tensor<4x3xf32>
     ```
+
+    A slice that takes every element in place (exports write
+    `mask[:, :, :T, :T]` with T the whole length) folds to its input.
   }];
   let arguments = (ins AnyRankedTensor:$input, DenseI64ArrayAttr:$starts, DenseI64ArrayAttr:$steps);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 def Graph_SliceGradOp : Graph_Op<"slice_grad", [Pure]> {

@@ -111,27 +111,31 @@ inline Status gatherLayout(const char *kernel, const std::vector<int64_t> &data,
 
 /// Where one attention operand's rows lie in its buffer: row r (a query or
 /// key) of batch index b starts at element
-/// `offset + (b / heads) * outer + (b % heads) * head + r * row`, and its
-/// features follow contiguously. attention's operands are contiguous
-/// [batch, rows, features] blocks (heads 1); packed_attention's query, key
-/// and value are the three thirds of one [..., T, 3 heads D] buffer, so a
-/// row of one head is D features every 3 heads D.
+/// `offset + (b / heads) * outer + ((b % heads) / group) * head + r * row`,
+/// and its features follow contiguously. attention's operands are
+/// contiguous [..., heads, rows, features] blocks; a key or value with
+/// grouped heads (grouped-query attention: `group` query heads share each
+/// key and value head, whose copies transformers' repeat_kv would make)
+/// has heads / group of them. packed_attention's query, key and value are
+/// the three thirds of one [..., T, 3 heads D] buffer, so a row of one head
+/// is D features every 3 heads D.
 struct AttentionRows {
-  int64_t offset = 0, outer = 0, head = 0, row = 0;
+  int64_t offset = 0, outer = 0, head = 0, row = 0, group = 1;
 };
 
 FSDPC_HOST_DEVICE inline int64_t rowsStart(const AttentionRows &rows, int64_t heads, int64_t b) {
-  return rows.offset + (b / heads) * rows.outer + (b % heads) * rows.head;
+  return rows.offset + (b / heads) * rows.outer + (b % heads) / rows.group * rows.head;
 }
 
 /// The sizes of an attention call: `batch` batch indices (batch and heads,
-/// `heads` of them the innermost) of `tq` queries and `tk` keys, head sizes
+/// `heads` of them the innermost, `group` query heads to a key and value
+/// head) of `tq` queries and `tk` keys, head sizes
 /// `d` (query, key) and `dv` (value), where each operand's rows lie (a
 /// gradient's as its operand's), and the mask's strides over the scores'
 /// index space [batch dims..., tq, tk] (0 where it broadcasts). A
 /// transposed key is [d, tk] per batch index: element (j, c) at c tk + j.
 struct AttentionDims {
-  int64_t batch = 1, heads = 1, tq = 0, tk = 0, d = 0, dv = 0;
+  int64_t batch = 1, heads = 1, group = 1, tq = 0, tk = 0, d = 0, dv = 0;
   bool keyTransposed = false;
   AttentionRows query, key, value, out;
   std::vector<int64_t> scores, maskStrides;
@@ -145,7 +149,8 @@ inline Status attentionMask(const KernelCall &call, const TensorView &mask, Atte
   return Status::ok();
 }
 
-/// attention's operands: query, key, value, mask, ...
+/// attention's operands: query, key, value, mask, ... Key and value may
+/// have fewer heads than the query (axis rank - 3), a divisor of its heads.
 inline Status attentionDims(const KernelCall &call, AttentionDims &a) {
   const TensorView &q = call.inputs[0], &k = call.inputs[1], &v = call.inputs[2], &mask = call.inputs[3];
   const size_t rank = q.shape.size();
@@ -158,13 +163,18 @@ inline Status attentionDims(const KernelCall &call, AttentionDims &a) {
   a.dv = v.shape[rank - 1];
   a.scores.assign(q.shape.begin(), q.shape.end() - 2);
   a.batch = elementCount(a.scores);
-  a.heads = 1;
+  a.heads = rank >= 3 ? q.shape[rank - 3] : 1;
+  const int64_t keyHeads = rank >= 3 ? k.shape[rank - 3] : 1;
+  if (keyHeads <= 0 || a.heads % keyHeads != 0 || (rank >= 3 && v.shape[rank - 3] != keyHeads))
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": key and value heads do not divide the query's ",
+                       a.heads);
+  a.group = a.heads / keyHeads;
   a.scores.push_back(a.tq);
   a.scores.push_back(a.tk);
-  a.query = {0, a.tq * a.d, 0, a.d};
-  a.key = {0, a.tk * a.d, 0, a.d};
-  a.value = {0, a.tk * a.dv, 0, a.dv};
-  a.out = {0, a.tq * a.dv, 0, a.dv};
+  a.query = {0, a.heads * a.tq * a.d, a.tq * a.d, a.d};
+  a.key = {0, keyHeads * a.tk * a.d, a.tk * a.d, a.d, a.group};
+  a.value = {0, keyHeads * a.tk * a.dv, a.tk * a.dv, a.dv, a.group};
+  a.out = {0, a.heads * a.tq * a.dv, a.tq * a.dv, a.dv};
   return attentionMask(call, mask, a);
 }
 

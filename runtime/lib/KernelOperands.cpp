@@ -351,13 +351,14 @@ Status maskedSoftmax(const KernelCall &call) {
 }
 
 /// The attention operands other than the mask against the shared sizes:
-/// key and value have the query's batch dimensions (no broadcasting).
+/// key and value have the query's batch dimensions (no broadcasting), but
+/// for grouped heads (axis rank - 3, checked by attentionDims).
 Status attentionOperands(const KernelCall &call, AttentionDims &a) {
   FSDPC_RETURN_IF_ERROR(attentionDims(call, a));
   const TensorView &q = call.inputs[0], &k = call.inputs[1], &v = call.inputs[2];
-  const size_t rank = q.shape.size();
-  const bool batchFits = std::equal(q.shape.begin(), q.shape.end() - 2, k.shape.begin()) &&
-                         std::equal(q.shape.begin(), q.shape.end() - 2, v.shape.begin());
+  const size_t rank = q.shape.size(), batchAxes = rank >= 3 ? rank - 3 : 0;
+  const bool batchFits = std::equal(q.shape.begin(), q.shape.begin() + batchAxes, k.shape.begin()) &&
+                         std::equal(q.shape.begin(), q.shape.begin() + batchAxes, v.shape.begin());
   const int64_t keyD = a.keyTransposed ? k.shape[rank - 2] : k.shape[rank - 1];
   if (!batchFits || keyD != a.d || v.shape[rank - 2] != a.tk)
     return refuse(call, "has query " + shapeString(q.shape) + ", key " + shapeString(k.shape) + " and value " +

@@ -841,6 +841,29 @@ std::vector<Case> cases() {
                         .out({2, tq, 3 * width}).attr("heads", heads).attr("scale", 0.125)
                         .attr("compute_dtype", compute).attr("causal", int64_t(1)).tol(gradTolerance));
     }
+  // Grouped-query attention: 6 query heads read 2 key and value heads (3
+  // each) or one (multi-query); the dK and dV kernels add the query heads
+  // of a key head's group in turn. f32 and tensor-core kernels, causal by
+  // index and by the mask read, key rows and (f32) a transposed key.
+  for (bool bf16 : {false, true})
+    for (int64_t keyHeads : {2, 1}) {
+      const int64_t heads = 6, t = 67, d = 64;
+      const bool byIndex = keyHeads == 2, keyTransposed = !bf16 && keyHeads == 1;
+      const std::string what = std::string(bf16 ? "bf16 " : "") + std::to_string(heads) + " query heads, " +
+                               std::to_string(keyHeads) + " key heads" + (byIndex ? ", causal" : ", mask read") +
+                               (keyTransposed ? ", key transposed" : "");
+      const Fill f = bf16 ? normalBf16() : normal();
+      const std::string compute = bf16 ? "bf16" : "f32";
+      const double tolerance = bf16 ? 1e-2 : 2e-5, gradTolerance = bf16 ? 3e-2 : 5e-5;
+      const V q{2, heads, t, d}, kv{2, keyHeads, t, d}, key = keyTransposed ? V{2, keyHeads, d, t} : kv;
+      all.push_back(Case("attention", what).in(q, f).in(key, f).in(kv, f).in({t, t}, causal(), plan::I64).out(q)
+                        .out({2, heads, t}).attr("scale", 0.125).attr("key_transposed", int64_t(keyTransposed))
+                        .attr("compute_dtype", compute).attr("causal", int64_t(byIndex)).tol(tolerance));
+      all.push_back(Case("attention_grad", what).in(q, f).in(key, f).in(kv, f).in({t, t}, causal(), plan::I64)
+                        .in(q, f).in({2, heads, t}, constant(3.0)).in(q, f).out(q).out(key).out(kv)
+                        .attr("scale", 0.125).attr("key_transposed", int64_t(keyTransposed))
+                        .attr("compute_dtype", compute).attr("causal", int64_t(byIndex)).tol(gradTolerance));
+    }
   // Norms.
   all.push_back(Case("layer_norm").in({45, 771}).in({771}).in({771}).out({45, 771}).out({45}).out({45})
                     .attr("axis", int64_t(1)).attr("epsilon", 1e-5).tol(1e-5));

@@ -893,6 +893,69 @@ TEST(Kernels, AttentionForwardAndGradient) {
   }
 }
 
+// Grouped-query attention (key and value with fewer heads than the query)
+// against attention on the key and value heads copied for every query head
+// as transformers' repeat_kv does (checked against the formulas above):
+// the same outputs, and a key or value head's gradient is the sum of its
+// copies' gradients. 6 query heads on 2 key heads and on 1, keys in both
+// layouts, a causal mask.
+TEST(Kernels, GroupedKeyValueHeadsEqualAttentionOnRepeatedHeads) {
+  const int64_t batch = 2, heads = 6, tq = 5, tk = 7, d = 3, dv = 4;
+  Buffer mask;
+  mask.shape = {tq, tk};
+  for (int64_t i = 0; i < tq; ++i)
+    for (int64_t j = 0; j < tk; ++j)
+      mask.i.push_back(j > i + 2);
+  for (auto [keyHeads, keyTransposed] : {std::pair<int64_t, bool>(2, false), {2, true}, {1, false}}) {
+    SCOPED_TRACE(std::to_string(keyHeads) + " key heads" + (keyTransposed ? ", keys transposed" : ""));
+    const int64_t group = heads / keyHeads, rows = keyTransposed ? d : tk, cols = keyTransposed ? tk : d;
+    Buffer q = randomBuffer({batch, heads, tq, d}, 41), k = randomBuffer({batch, keyHeads, rows, cols}, 42),
+           v = randomBuffer({batch, keyHeads, tk, dv}, 43), dout = randomBuffer({batch, heads, tq, dv}, 44);
+    // Head h of the copy is head h / group of x: [batch, keyHeads, n] -> [batch, heads, n].
+    auto repeated = [&](const Buffer &x) {
+      const int64_t n = x.f.size() / (batch * keyHeads);
+      Buffer copy = zeros({batch, heads, x.shape[2], x.shape[3]});
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t h = 0; h < heads; ++h)
+          std::copy_n(x.f.begin() + (b * keyHeads + h / group) * n, n, copy.f.begin() + (b * heads + h) * n);
+      return copy;
+    };
+    auto summed = [&](const Buffer &copy) { // the gradient of repeated: each group's heads added
+      const int64_t n = copy.f.size() / (batch * heads);
+      std::vector<double> sum(batch * keyHeads * n, 0.0);
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t h = 0; h < heads; ++h)
+          for (int64_t e = 0; e < n; ++e)
+            sum[(b * keyHeads + h / group) * n + e] += copy.f[(b * heads + h) * n + e];
+      return sum;
+    };
+    Buffer kr = repeated(k), vr = repeated(v);
+    plan::Instruction inst;
+    (*inst.mutable_float_attrs())["scale"] = 0.6;
+    (*inst.mutable_int_attrs())["key_transposed"] = keyTransposed;
+    Buffer o = zeros({batch, heads, tq, dv}), lse = zeros({batch, heads, tq});
+    ASSERT_TRUE(runKernel("attention", {&q, &kr, &vr, &mask}, {&o, &lse}, inst).isOk());
+    Buffer gq = zeros(q.shape), gk = zeros(kr.shape), gv = zeros(vr.shape);
+    ASSERT_TRUE(runKernel("attention_grad", {&q, &kr, &vr, &mask, &o, &lse, &dout}, {&gq, &gk, &gv}, inst).isOk());
+
+    Buffer go = zeros(o.shape), glse = zeros(lse.shape);
+    ASSERT_TRUE(runKernel("attention", {&q, &k, &v, &mask}, {&go, &glse}, inst).isOk());
+    expectNear(go.f, std::vector<double>(o.f.begin(), o.f.end()), 1e-6);
+    expectNear(glse.f, std::vector<double>(lse.f.begin(), lse.f.end()), 1e-6);
+    Buffer ggq = zeros(q.shape), ggk = zeros(k.shape), ggv = zeros(v.shape);
+    ASSERT_TRUE(runKernel("attention_grad", {&q, &k, &v, &mask, &go, &glse, &dout}, {&ggq, &ggk, &ggv}, inst).isOk());
+    expectNear(ggq.f, std::vector<double>(gq.f.begin(), gq.f.end()), 1e-6);
+    expectNear(ggk.f, summed(gk), 1e-5);
+    expectNear(ggv.f, summed(gv), 1e-5);
+  }
+  // Key heads that do not divide the query's are refused.
+  Buffer q = randomBuffer({1, 6, tq, d}, 45), k = randomBuffer({1, 4, tk, d}, 46), v = randomBuffer({1, 4, tk, dv}, 47);
+  Buffer o = zeros({1, 6, tq, dv}), lse = zeros({1, 6, tq});
+  plan::Instruction inst;
+  (*inst.mutable_float_attrs())["scale"] = 0.6;
+  EXPECT_FALSE(runKernel("attention", {&q, &k, &v, &mask}, {&o, &lse}, inst).isOk());
+}
+
 // packed_attention and its gradient against attention (checked against the
 // formulas above) on q, k and v copied out of the packed buffer head by
 // head: odd sizes, heads of 3 features, a causal mask over every head.

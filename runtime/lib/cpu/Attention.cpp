@@ -60,12 +60,13 @@ struct AttentionBuffers {
   const float *out = nullptr, *lse = nullptr, *dout = nullptr; // the gradient's inputs
 };
 
-/// C (m x n, leading dimension ldc) = op(A) op(B), row-major, with op(A)
-/// m x k and A, B at leading dimensions lda, ldb.
+/// C (m x n, leading dimension ldc) = op(A) op(B), or C += op(A) op(B)
+/// with `accumulate`, row-major, with op(A) m x k and A, B at leading
+/// dimensions lda, ldb.
 void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
-          int64_t ldb, float *c, int64_t ldc) {
+          int64_t ldb, float *c, int64_t ldc, bool accumulate = false) {
   cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a,
-              lda, b, ldb, 0.0f, c, ldc);
+              lda, b, ldb, accumulate ? 1.0f : 0.0f, c, ldc);
 }
 
 /// Batch b's scores S = Q K^T (tq x tk), through BLAS as batch_matmul does.
@@ -118,43 +119,51 @@ void forward(const AttentionLayout &l, const AttentionBuffers &in, float scale, 
 
 // Per batch index: P again from the scores and logsumexp, then
 // dV = P^T dO, dP = dO V^T, dS = P * (dP - rowsum(dO * O)) * scale,
-// dQ = dS K, dK = dS^T Q (in the key's layout), each a GEMM.
+// dQ = dS K, dK = dS^T Q (in the key's layout), each a GEMM. With grouped
+// heads, a key and value head's gradients are the sums over the query
+// heads of its group, added in head order by one thread.
 void backward(const AttentionLayout &l, const AttentionBuffers &in, float scale, float *dq, float *dk, float *dv) {
+  const int64_t keyHeads = l.heads / l.group;
 #pragma omp parallel
   {
     std::vector<float> p(l.tq * l.tk), ds(l.tq * l.tk);
 #pragma omp for
-    for (int64_t b = 0; b < l.batch; ++b) {
-      const float *qb = in.q + l.start(l.query, b), *kb = in.k + l.start(l.key, b), *vb = in.v + l.start(l.value, b);
-      const float *ob = in.out + l.start(l.out, b), *dob = in.dout + l.start(l.out, b);
-      scores(l, in, b, p.data());
-      for (int64_t i = 0; i < l.tq; ++i) {
-        float *row = p.data() + i * l.tk;
-        const int64_t *maskRow = in.mask + l.maskBase[b] + i * l.maskRowStride;
-        const float rowLse = in.lse[b * l.tq + i];
-        for (int64_t j = 0; j < l.tk; ++j)
-          row[j] = maskRow[j * l.maskColStride] ? 0.0f : vectorExp(row[j] * scale - rowLse);
+    for (int64_t kvb = 0; kvb < l.batch / l.group; ++kvb)
+      for (int64_t g = 0; g < l.group; ++g) {
+        const int64_t b = (kvb / keyHeads) * l.heads + (kvb % keyHeads) * l.group + g;
+        const bool accumulate = g > 0;
+        const float *qb = in.q + l.start(l.query, b), *kb = in.k + l.start(l.key, b), *vb = in.v + l.start(l.value, b);
+        const float *ob = in.out + l.start(l.out, b), *dob = in.dout + l.start(l.out, b);
+        scores(l, in, b, p.data());
+        for (int64_t i = 0; i < l.tq; ++i) {
+          float *row = p.data() + i * l.tk;
+          const int64_t *maskRow = in.mask + l.maskBase[b] + i * l.maskRowStride;
+          const float rowLse = in.lse[b * l.tq + i];
+          for (int64_t j = 0; j < l.tk; ++j)
+            row[j] = maskRow[j * l.maskColStride] ? 0.0f : vectorExp(row[j] * scale - rowLse);
+        }
+        const int64_t ldo = l.out.row;
+        // dV = P^T dO, dP = dO V^T
+        gemm(true, false, l.tk, l.dv, l.tq, p.data(), l.tk, dob, ldo, dv + l.start(l.value, b), l.value.row,
+             accumulate);
+        gemm(false, true, l.tq, l.tk, l.dv, dob, ldo, vb, l.value.row, ds.data(), l.tk);
+        for (int64_t i = 0; i < l.tq; ++i) {
+          float rowDot = 0; // sum_j P_ij dP_ij = sum_c dO_ic O_ic
+          for (int64_t c = 0; c < l.dv; ++c)
+            rowDot += dob[i * ldo + c] * ob[i * ldo + c];
+          for (int64_t j = 0; j < l.tk; ++j)
+            ds[i * l.tk + j] = p[i * l.tk + j] * (ds[i * l.tk + j] - rowDot) * scale;
+        }
+        float *dqb = dq + l.start(l.query, b), *dkb = dk + l.start(l.key, b);
+        if (l.keyTransposed) {
+          gemm(false, true, l.tq, l.d, l.tk, ds.data(), l.tk, kb, l.tk, dqb, l.query.row); // dQ = dS K, K^T stored
+          gemm(true, false, l.d, l.tk, l.tq, qb, l.query.row, ds.data(), l.tk, dkb, l.tk, accumulate); // dK^T = Q^T dS
+        } else {
+          gemm(false, false, l.tq, l.d, l.tk, ds.data(), l.tk, kb, l.key.row, dqb, l.query.row); // dQ = dS K
+          gemm(true, false, l.tk, l.d, l.tq, ds.data(), l.tk, qb, l.query.row, dkb, l.key.row,
+               accumulate); // dK = dS^T Q
+        }
       }
-      const int64_t ldo = l.out.row;
-      // dV = P^T dO, dP = dO V^T
-      gemm(true, false, l.tk, l.dv, l.tq, p.data(), l.tk, dob, ldo, dv + l.start(l.value, b), l.value.row);
-      gemm(false, true, l.tq, l.tk, l.dv, dob, ldo, vb, l.value.row, ds.data(), l.tk);
-      for (int64_t i = 0; i < l.tq; ++i) {
-        float rowDot = 0; // sum_j P_ij dP_ij = sum_c dO_ic O_ic
-        for (int64_t c = 0; c < l.dv; ++c)
-          rowDot += dob[i * ldo + c] * ob[i * ldo + c];
-        for (int64_t j = 0; j < l.tk; ++j)
-          ds[i * l.tk + j] = p[i * l.tk + j] * (ds[i * l.tk + j] - rowDot) * scale;
-      }
-      float *dqb = dq + l.start(l.query, b), *dkb = dk + l.start(l.key, b);
-      if (l.keyTransposed) {
-        gemm(false, true, l.tq, l.d, l.tk, ds.data(), l.tk, kb, l.tk, dqb, l.query.row); // dQ = dS K, K^T stored
-        gemm(true, false, l.d, l.tk, l.tq, qb, l.query.row, ds.data(), l.tk, dkb, l.tk); // dK^T = Q^T dS : [d, tk]
-      } else {
-        gemm(false, false, l.tq, l.d, l.tk, ds.data(), l.tk, kb, l.key.row, dqb, l.query.row); // dQ = dS K
-        gemm(true, false, l.tk, l.d, l.tq, ds.data(), l.tk, qb, l.query.row, dkb, l.key.row);  // dK = dS^T Q
-      }
-    }
   }
 }
 

@@ -49,7 +49,7 @@ constexpr int kMaxHeadDim = 256;
 
 /// Sizes and strides of one attention call, passed by value to the kernels.
 struct AttentionShape {
-  long long batch, heads, tq, tk, d, dv;
+  long long batch, heads, group, tq, tk, d, dv; // group: query heads to a key and value head
   bool keyTransposed;
   bool causal; // the mask masks exactly key > query: decided by index, not read
   // Every key after its query is masked (causal, or a mask that covers the
@@ -70,6 +70,13 @@ struct AttentionShape {
   __device__ __forceinline__ long long start(const AttentionRows &rows, long long b) const {
     return rowsStart(rows, heads, b);
   }
+  /// The batch index of query head g of key and value batch index kb's
+  /// group (the dK and dV kernels run one block per key tile of a key
+  /// head, over every query head that reads it).
+  __device__ __forceinline__ long long queryIndex(long long kb, long long g) const {
+    const long long keyHeads = heads / group;
+    return (kb / keyHeads) * heads + (kb % keyHeads) * group + g;
+  }
 };
 
 /// The shape of an attention (`packed` false) or packed_attention call.
@@ -87,6 +94,7 @@ Status attentionShape(const KernelCall &call, bool packed, AttentionShape &s) {
   FSDPC_RETURN_IF_ERROR(packed ? packedAttentionDims(call, a) : attentionDims(call, a));
   s.batch = a.batch;
   s.heads = a.heads;
+  s.group = a.group;
   s.query = a.query;
   s.key = a.key;
   s.value = a.value;
@@ -100,7 +108,8 @@ Status attentionShape(const KernelCall &call, bool packed, AttentionShape &s) {
     return FSDPC_ERROR(kUnimplemented, call.instruction->op(), ": the CUDA kernel takes head sizes up to ",
                        kMaxHeadDim, ", not ", std::max(s.d, s.dv));
   if (!packed &&
-      (call.inputs[1].numElements() != s.batch * s.tk * s.d || call.inputs[2].numElements() != s.batch * s.tk * s.dv))
+      (call.inputs[1].numElements() != s.batch / s.group * s.tk * s.d ||
+       call.inputs[2].numElements() != s.batch / s.group * s.tk * s.dv))
     return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": key and value do not fit the query");
   const size_t rank = a.scores.size();
   s.maskRowStride = a.maskStrides[rank - 2];
@@ -294,8 +303,9 @@ __global__ void attentionDeltaKernel(Operand out, Operand dout, float *delta, At
   }
 }
 
-/// dK and dV for one tile of 32 keys: a warp owns 4 keys; lane i scores
-/// query i of each query tile.
+/// dK and dV for one tile of 32 keys of one key head: a warp owns 4 keys;
+/// lane i scores query i of each query tile, of each query head that reads
+/// the key head in turn (one, but for grouped heads).
 template <int Cols>
 __global__ void __launch_bounds__(kWarps * 32)
     attentionKeyGradKernel(Operand q, Operand k, Operand v, const float *lse, const float *delta, Operand dout,
@@ -304,11 +314,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int pitchD = s.d + 1, pitchV = s.dv + 1;
   float *keyTile = shared, *vTile = keyTile + kTile * pitchD, *qTile = vTile + kTile * pitchV,
         *doTile = qTile + kTile * pitchD, *lseTile = doTile + kTile * pitchV, *deltaTile = lseTile + kTile;
-  const long long b = blockIdx.y, firstKey = static_cast<long long>(blockIdx.x) * kTile;
-  const Operand qb = advanced(q, s.start(s.query, b)), kb = advanced(k, s.start(s.key, b)),
-                vb = advanced(v, s.start(s.value, b));
-  const Operand dob = advanced(dout, s.start(s.out, b));
-  const long long maskOffset = maskBase(s, b);
+  const long long firstB = s.queryIndex(blockIdx.y, 0), firstKey = static_cast<long long>(blockIdx.x) * kTile;
+  const Operand kb = advanced(k, s.start(s.key, firstB)), vb = advanced(v, s.start(s.value, firstB));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
   loadKeyTile(keyTile, pitchD, kb, s, firstKey);
@@ -319,27 +326,32 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int t = 0; t < Cols; ++t)
       dkAcc[r][t] = dvAcc[r][t] = 0.0f;
-  for (long long firstQuery = 0; firstQuery < s.tq; firstQuery += kTile) {
-    __syncthreads();
-    loadTile(qTile, pitchD, qb, firstQuery, s.tq, s.d, s.query.row);
-    loadTile(doTile, pitchV, dob, firstQuery, s.tq, s.dv, s.out.row);
-    if (threadIdx.x < kTile) {
-      const long long query = firstQuery + threadIdx.x;
-      lseTile[threadIdx.x] = query < s.tq ? lse[b * s.tq + query] : 0.0f;
-      deltaTile[threadIdx.x] = query < s.tq ? delta[b * s.tq + query] : 0.0f;
-    }
-    __syncthreads();
-    const long long query = firstQuery + lane;
+  for (long long g = 0; g < s.group; ++g) {
+    const long long b = firstB + g;
+    const Operand qb = advanced(q, s.start(s.query, b)), dob = advanced(dout, s.start(s.out, b));
+    const long long maskOffset = maskBase(s, b);
+    for (long long firstQuery = 0; firstQuery < s.tq; firstQuery += kTile) {
+      __syncthreads();
+      loadTile(qTile, pitchD, qb, firstQuery, s.tq, s.d, s.query.row);
+      loadTile(doTile, pitchV, dob, firstQuery, s.tq, s.dv, s.out.row);
+      if (threadIdx.x < kTile) {
+        const long long query = firstQuery + threadIdx.x;
+        lseTile[threadIdx.x] = query < s.tq ? lse[b * s.tq + query] : 0.0f;
+        deltaTile[threadIdx.x] = query < s.tq ? delta[b * s.tq + query] : 0.0f;
+      }
+      __syncthreads();
+      const long long query = firstQuery + lane;
 #pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r) {
-      const int row = warp * kRowsPerWarp + r;
-      const long long key = firstKey + row;
-      float p = 0.0f, ds = 0.0f;
-      if (key < s.tk && query < s.tq && !isMasked(s, maskOffset, query, key))
-        scoreGradient(s, qTile + lane * pitchD, keyTile + row * pitchD, doTile + lane * pitchV, vTile + row * pitchV,
-                      lseTile[lane], deltaTile[lane], p, ds);
-      accumulateRowTimesTile<Cols>(dvAcc[r], p, doTile, pitchV, s.dv, lane);
-      accumulateRowTimesTile<Cols>(dkAcc[r], ds, qTile, pitchD, s.d, lane);
+      for (int r = 0; r < kRowsPerWarp; ++r) {
+        const int row = warp * kRowsPerWarp + r;
+        const long long key = firstKey + row;
+        float p = 0.0f, ds = 0.0f;
+        if (key < s.tk && query < s.tq && !isMasked(s, maskOffset, query, key))
+          scoreGradient(s, qTile + lane * pitchD, keyTile + row * pitchD, doTile + lane * pitchV, vTile + row * pitchV,
+                        lseTile[lane], deltaTile[lane], p, ds);
+        accumulateRowTimesTile<Cols>(dvAcc[r], p, doTile, pitchV, s.dv, lane);
+        accumulateRowTimesTile<Cols>(dkAcc[r], ds, qTile, pitchD, s.d, lane);
+      }
     }
   }
 #pragma unroll
@@ -351,9 +363,9 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int t = 0; t < Cols; ++t) {
       const int c = lane + 32 * t;
       if (c < s.dv)
-        storeFloat(dv, s.start(s.value, b) + key * s.value.row + c, dvAcc[r][t]);
+        storeFloat(dv, s.start(s.value, firstB) + key * s.value.row + c, dvAcc[r][t]);
       if (c < s.d)
-        storeFloat(advanced(dk, s.start(s.key, b)), s.keyTransposed ? c * s.tk + key : key * s.key.row + c,
+        storeFloat(advanced(dk, s.start(s.key, firstB)), s.keyTransposed ? c * s.tk + key : key * s.key.row + c,
                    dkAcc[r][t]);
     }
   }
@@ -881,28 +893,33 @@ __global__ void __launch_bounds__(kWarps * 32)
                 *dos = qs + kStages * kTile * P;
   float *lseTile = reinterpret_cast<float *>(dos + kStages * kTile * P), *deltaTile = lseTile + kStages * kTile;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const long long b = blockIdx.y;
+  // The block's key head is read by s.group query heads (grouped-query
+  // attention; one otherwise): their query tiles stream through in turn,
+  // into the same accumulators.
+  const long long firstB = s.queryIndex(blockIdx.y, 0);
   const int firstKey = blockIdx.x * kGradRows;
-  const Operand qb = advanced(q, s.start(s.query, b)), kb = advanced(k, s.start(s.key, b)),
-                vb = advanced(v, s.start(s.value, b));
-  const Operand dob = advanced(dout, s.start(s.out, b));
-  const long long maskOffset = maskBase(s, b);
+  const Operand kb = advanced(k, s.start(s.key, firstB)), vb = advanced(v, s.start(s.value, firstB));
   const int keys[2] = {firstKey + warp * 16 + rowOf(0, lane), firstKey + warp * 16 + rowOf(2, lane)};
   const float scaleLog2 = s.scale * kLog2e;
   // A causal mask hides every query before the block's first key.
   const int tq = static_cast<int>(s.tq), firstQuery = s.hidesFuture ? firstKey : 0;
   const int queryTiles = firstQuery < tq ? (tq - firstQuery + kTile - 1) / kTile : 0;
+  // Step i: query head i / queryTiles of the group, its tile i % queryTiles.
   auto startQueries = [&](int i) {
     const int stage = i % kStages;
-    const int first = firstQuery + i * kTile;
-    startTile<D, kTile>(qs + stage * kTile * P, qb, first, s.tq, s.query.row, s.vectorRows);
-    startTile<D, kTile>(dos + stage * kTile * P, dob, first, s.tq, s.out.row, s.vectorRows);
+    const long long b = firstB + i / queryTiles;
+    const int first = firstQuery + (i % queryTiles) * kTile;
+    startTile<D, kTile>(qs + stage * kTile * P, advanced(q, s.start(s.query, b)), first, s.tq, s.query.row,
+                        s.vectorRows);
+    startTile<D, kTile>(dos + stage * kTile * P, advanced(dout, s.start(s.out, b)), first, s.tq, s.out.row,
+                        s.vectorRows);
     for (int j = threadIdx.x; j < kTile; j += blockDim.x) {
       const int query = first + j;
       lseTile[stage * kTile + j] = query < s.tq ? lse[b * s.tq + query] * kLog2e : 0.0f;
       deltaTile[stage * kTile + j] = query < s.tq ? delta[b * s.tq + query] : 0.0f;
     }
   };
+  const int steps = static_cast<int>(s.group) * queryTiles;
 
   startKeyTile<D, kGradRows>(ks, kb, s, firstKey);
   startTile<D, kGradRows>(vs, vb, firstKey, s.tk, s.value.row, s.vectorRows);
@@ -916,16 +933,17 @@ __global__ void __launch_bounds__(kWarps * 32)
     valueRows.load();
   }
   float dkAcc[1][D / 8][4] = {}, dvAcc[1][D / 8][4] = {};
-  for (int i = 0; i < queryTiles; ++i) {
+  for (int i = 0; i < steps; ++i) {
     waitAsyncCopies<0>();
     __syncthreads(); // tile i landed for all; everyone is done with tile i - 1's stage
-    if (i + 1 < queryTiles)
+    if (i + 1 < steps)
       startQueries(i + 1);
     commitAsyncCopies();
     const int stage = i % kStages;
     const __nv_bfloat16 *qTileRows = qs + stage * kTile * P, *doTileRows = dos + stage * kTile * P;
     const float *lseRow = lseTile + stage * kTile, *deltaRow = deltaTile + stage * kTile;
-    const int first = firstQuery + i * kTile;
+    const int first = firstQuery + (i % queryTiles) * kTile;
+    const long long maskOffset = maskBase(s, firstB + i / queryTiles);
     float p[1][kScoreTiles][4], ds[1][kScoreTiles][4];
     productWithRows(p, keyRows, qTileRows, lane); // S^T = K Q^T
     const bool visible = allVisible(s, first, kTile, firstKey + warp * 16, 16);
@@ -941,7 +959,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     accumulateScoresTimes<D, 1>(dvAcc, p, doTileRows, lane); // dV += P^T dO
     accumulateScoresTimes<D, 1>(dkAcc, ds, qTileRows, lane); // dK += dS^T Q
   }
-  const Operand dkb = advanced(dk, s.start(s.key, b)), dvb = advanced(dv, s.start(s.value, b));
+  const Operand dkb = advanced(dk, s.start(s.key, firstB)), dvb = advanced(dv, s.start(s.value, firstB));
   const int base = firstKey + warp * 16;
   writeAccumulators<D, 1>(dvAcc, lane, [&](int row, int c, float value, int, int) {
     if (base + row < s.tk)
@@ -1078,7 +1096,7 @@ Status launchTensorCoreForward(cudaStream_t stream, const AttentionShape &s, con
 /// (QueryRowTiles a warp, QueryWarps a block, fragments reread).
 template <int Tiles, bool HoldKeys, int QueryRowTiles, int QueryWarps = tc::kWarps>
 Status launchTensorCoreBackward(cudaStream_t stream, const AttentionShape &s, const BackwardOperands &o) {
-  const dim3 keyBlocks = tc::blocksOf(s.tk, s.batch, tc::kGradRows),
+  const dim3 keyBlocks = tc::blocksOf(s.tk, s.batch / s.group, tc::kGradRows),
              queryBlocks = tc::blocksOf(s.tq, s.batch, tc::rowsPerBlock(QueryRowTiles, QueryWarps));
   FSDPC_RETURN_IF_ERROR(launchWithDynamicShared(tc::keyGradKernel<Tiles, HoldKeys>, keyBlocks, tc::kWarps * 32,
                                                 tc::keyGradBytes(16 * Tiles), stream, o.q, o.k, o.v, o.lse, o.delta,
@@ -1107,7 +1125,7 @@ Status launchF32Forward(cudaStream_t stream, const AttentionShape &s, const Forw
 Status launchF32Backward(cudaStream_t stream, const AttentionShape &s, const BackwardOperands &o) {
   const size_t tileBytes = sizeof(float) * kTile * (2 * (s.d + 1) + 2 * (s.dv + 1));
   const size_t keyBytes = tileBytes + sizeof(float) * 2 * kTile;
-  const dim3 keyGrid = tilesOf(s.tk, s.batch), queryGrid = tilesOf(s.tq, s.batch);
+  const dim3 keyGrid = tilesOf(s.tk, s.batch / s.group), queryGrid = tilesOf(s.tq, s.batch);
   switch (columnsPerLane(std::max(s.d, s.dv))) {
   case 2:
     FSDPC_RETURN_IF_ERROR(launchWithDynamicShared(attentionKeyGradKernel<2>, keyGrid, kWarps * 32, keyBytes, stream,

@@ -134,6 +134,20 @@ func.func @train_step(%q: tensor<3x5x4xf32> {graph.param = "q"}, %kt: tensor<3x4
 
 // -----
 
+// Tests attention's rule with grouped key and value heads (4 query heads
+// on 2): the key and value gradients have the 2 heads' shapes.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[OUT:.*]], %[[LSE:.*]] = graph.attention %arg0, %arg1, %arg2, %arg3
+// CHECK: %[[DQ:.*]], %[[DK:.*]], %[[DV:.*]] = graph.attention_grad %arg0, %arg1, %arg2, %arg3, %[[OUT]], %[[LSE]], %{{.*}} {scale = 5.000000e-01 : f64} : ({{.*}}) -> (tensor<2x4x5x8xf32>, tensor<2x2x5x8xf32>, tensor<2x2x5x6xf32>)
+// CHECK: return %{{.*}}, %[[DQ]], %[[DK]], %[[DV]]
+func.func @train_step(%q: tensor<2x4x5x8xf32> {graph.param = "q"}, %k: tensor<2x2x5x8xf32> {graph.param = "k"}, %v: tensor<2x2x5x6xf32> {graph.param = "v"}, %m: tensor<5x5xi64> {graph.input = "mask"}, %t: tensor<2x4x5x6xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}) {
+  %o, %lse = graph.attention %q, %k, %v, %m {scale = 0.5 : f64} : (tensor<2x4x5x8xf32>, tensor<2x2x5x8xf32>, tensor<2x2x5x6xf32>, tensor<5x5xi64>) -> (tensor<2x4x5x6xf32>, tensor<2x4x5xf32>)
+  %l = graph.mse_loss %o, %t : (tensor<2x4x5x6xf32>, tensor<2x4x5x6xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // Tests that attention_grad computes in the forward op's compute_dtype.
 // CHECK-LABEL: func.func @train_step
 // CHECK: %[[OUT:.*]], %[[LSE:.*]] = graph.attention %arg0, %arg1, %arg2, %arg3 {compute_dtype = #graph.compute_dtype<bf16>, scale = 5.000000e-01 : f64}

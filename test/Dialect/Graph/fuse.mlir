@@ -555,6 +555,86 @@ func.func @probabilities_used_twice(%q: tensor<3x5x4xf32>, %k: tensor<3x5x4xf32>
 
 // -----
 
+// Tests grouped-query attention as transformers' repeat_kv writes it: 2 key
+// and value heads viewed as [B, 2, 1, T, D], broadcast to [B, 2, 2, T, D]
+// and viewed as 4 heads, the key transposed after its copy. Attention
+// reads the 2 heads themselves, the key as it was (no key_transposed), and
+// no copy remains.
+// CHECK-LABEL: func.func @grouped_key_value_heads
+// CHECK-NOT: graph.broadcast_to
+// CHECK: %[[OUT:.*]], %{{.*}} = graph.attention %arg0, %arg1, %arg2, %arg3 {scale = 5.000000e-01 : f64} : (tensor<2x4x5x8xf32>, tensor<2x2x5x8xf32>, tensor<2x2x5x6xf32>, tensor<1x1x5x5xi64>) -> (tensor<2x4x5x6xf32>, tensor<2x4x5xf32>)
+// CHECK-NOT: graph.broadcast_to
+// CHECK-NOT: graph.transpose
+// CHECK: return %[[OUT]]
+func.func @grouped_key_value_heads(%q: tensor<2x4x5x8xf32>, %k: tensor<2x2x5x8xf32>, %v: tensor<2x2x5x6xf32>, %m: tensor<1x1x5x5xi64>) -> tensor<2x4x5x6xf32> {
+  %k1 = graph.reshape %k : (tensor<2x2x5x8xf32>) -> tensor<2x2x1x5x8xf32>
+  %k2 = graph.broadcast_to %k1 : (tensor<2x2x1x5x8xf32>) -> tensor<2x2x2x5x8xf32>
+  %k3 = graph.reshape %k2 : (tensor<2x2x2x5x8xf32>) -> tensor<2x4x5x8xf32>
+  %kt = graph.transpose %k3 {perm = array<i64: 0, 1, 3, 2>} : (tensor<2x4x5x8xf32>) -> tensor<2x4x8x5xf32>
+  %v1 = graph.reshape %v : (tensor<2x2x5x6xf32>) -> tensor<2x2x1x5x6xf32>
+  %v2 = graph.broadcast_to %v1 : (tensor<2x2x1x5x6xf32>) -> tensor<2x2x2x5x6xf32>
+  %v3 = graph.reshape %v2 : (tensor<2x2x2x5x6xf32>) -> tensor<2x4x5x6xf32>
+  %s = graph.batch_matmul %q, %kt : (tensor<2x4x5x8xf32>, tensor<2x4x8x5xf32>) -> tensor<2x4x5x5xf32>
+  %p = graph.masked_softmax %s, %m {scale = 0.5 : f64} : (tensor<2x4x5x5xf32>, tensor<1x1x5x5xi64>) -> tensor<2x4x5x5xf32>
+  %o = graph.batch_matmul %p, %v3 : (tensor<2x4x5x5xf32>, tensor<2x4x5x6xf32>) -> tensor<2x4x5x6xf32>
+  return %o : tensor<2x4x5x6xf32>
+}
+
+// -----
+
+// Tests multi-query attention broadcast inside the products (Falcon): one
+// key and value head for every query head is grouped attention with one
+// key head. Keys copied head by head but values not (or values grouped
+// otherwise) keep the copy.
+// CHECK-LABEL: func.func @multi_query_broadcast
+// CHECK: graph.attention %arg0, %arg1, %arg2, %arg3 {key_transposed = true, scale = 5.000000e-01 : f64} : (tensor<2x4x5x8xf32>, tensor<2x1x8x5xf32>, tensor<2x1x5x6xf32>, tensor<1x1x5x5xi64>)
+// CHECK-LABEL: func.func @only_keys_repeated
+// CHECK: %[[COPY:.*]] = graph.reshape %{{.*}} : (tensor<2x2x2x5x8xf32>) -> tensor<2x4x5x8xf32>
+// CHECK: graph.attention %arg0, %[[COPY]], %arg2, %arg3 {scale = 5.000000e-01 : f64}
+func.func @multi_query_broadcast(%q: tensor<2x4x5x8xf32>, %kt: tensor<2x1x8x5xf32>, %v: tensor<2x1x5x6xf32>, %m: tensor<1x1x5x5xi64>) -> tensor<2x4x5x6xf32> {
+  %s = graph.batch_matmul %q, %kt : (tensor<2x4x5x8xf32>, tensor<2x1x8x5xf32>) -> tensor<2x4x5x5xf32>
+  %p = graph.masked_softmax %s, %m {scale = 0.5 : f64} : (tensor<2x4x5x5xf32>, tensor<1x1x5x5xi64>) -> tensor<2x4x5x5xf32>
+  %o = graph.batch_matmul %p, %v : (tensor<2x4x5x5xf32>, tensor<2x1x5x6xf32>) -> tensor<2x4x5x6xf32>
+  return %o : tensor<2x4x5x6xf32>
+}
+func.func @only_keys_repeated(%q: tensor<2x4x5x8xf32>, %k: tensor<2x2x5x8xf32>, %v: tensor<2x4x5x6xf32>, %m: tensor<1x1x5x5xi64>) -> tensor<2x4x5x6xf32> {
+  %k1 = graph.reshape %k : (tensor<2x2x5x8xf32>) -> tensor<2x2x1x5x8xf32>
+  %k2 = graph.broadcast_to %k1 : (tensor<2x2x1x5x8xf32>) -> tensor<2x2x2x5x8xf32>
+  %k3 = graph.reshape %k2 : (tensor<2x2x2x5x8xf32>) -> tensor<2x4x5x8xf32>
+  %s = graph.batch_matmul %q, %k3 {transpose_b = true} : (tensor<2x4x5x8xf32>, tensor<2x4x5x8xf32>) -> tensor<2x4x5x5xf32>
+  %p = graph.masked_softmax %s, %m {scale = 0.5 : f64} : (tensor<2x4x5x5xf32>, tensor<1x1x5x5xi64>) -> tensor<2x4x5x5xf32>
+  %o = graph.batch_matmul %p, %v : (tensor<2x4x5x5xf32>, tensor<2x4x5x6xf32>) -> tensor<2x4x5x6xf32>
+  return %o : tensor<2x4x5x6xf32>
+}
+
+// -----
+
+// Tests that a key transposed for the product alone (last two axes
+// swapped) is read as it was: no key_transposed, no transpose. A transpose
+// that also moves the heads stays.
+// CHECK-LABEL: func.func @key_transpose_folded
+// CHECK-NOT: graph.transpose
+// CHECK: graph.attention %arg0, %arg1, %arg2, %arg3 {scale = 5.000000e-01 : f64} : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x6xf32>, tensor<1x1x5x5xi64>)
+// CHECK-LABEL: func.func @heads_moving_transpose_kept
+// CHECK: %[[KT:.*]] = graph.transpose %arg1 {perm = array<i64: 0, 2, 3, 1>}
+// CHECK: graph.attention %arg0, %[[KT]], %arg2, %arg3 {key_transposed = true, scale = 5.000000e-01 : f64}
+func.func @key_transpose_folded(%q: tensor<2x3x5x4xf32>, %k: tensor<2x3x5x4xf32>, %v: tensor<2x3x5x6xf32>, %m: tensor<1x1x5x5xi64>) -> tensor<2x3x5x6xf32> {
+  %kt = graph.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<2x3x5x4xf32>) -> tensor<2x3x4x5xf32>
+  %s = graph.batch_matmul %q, %kt : (tensor<2x3x5x4xf32>, tensor<2x3x4x5xf32>) -> tensor<2x3x5x5xf32>
+  %p = graph.masked_softmax %s, %m {scale = 0.5 : f64} : (tensor<2x3x5x5xf32>, tensor<1x1x5x5xi64>) -> tensor<2x3x5x5xf32>
+  %o = graph.batch_matmul %p, %v : (tensor<2x3x5x5xf32>, tensor<2x3x5x6xf32>) -> tensor<2x3x5x6xf32>
+  return %o : tensor<2x3x5x6xf32>
+}
+func.func @heads_moving_transpose_kept(%q: tensor<2x3x5x4xf32>, %k: tensor<2x5x3x4xf32>, %v: tensor<2x3x5x6xf32>, %m: tensor<1x1x5x5xi64>) -> tensor<2x3x5x6xf32> {
+  %kt = graph.transpose %k {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x4x5xf32>
+  %s = graph.batch_matmul %q, %kt : (tensor<2x3x5x4xf32>, tensor<2x3x4x5xf32>) -> tensor<2x3x5x5xf32>
+  %p = graph.masked_softmax %s, %m {scale = 0.5 : f64} : (tensor<2x3x5x5xf32>, tensor<1x1x5x5xi64>) -> tensor<2x3x5x5xf32>
+  %o = graph.batch_matmul %p, %v : (tensor<2x3x5x5xf32>, tensor<2x3x5x6xf32>) -> tensor<2x3x5x6xf32>
+  return %o : tensor<2x3x5x6xf32>
+}
+
+// -----
+
 // Tests that attention over the three thirds of one projection (GPT-2's
 // c_attn: split, view as heads, heads forward; the key transposed in one
 // step) becomes one graph.packed_attention on the projection, with the head

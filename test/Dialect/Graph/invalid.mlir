@@ -154,6 +154,24 @@ func.func @attention_shapes(%q: tensor<3x5x4xf32>, %k: tensor<3x5x7xf32>, %v: te
 
 // -----
 
+// Tests that grouped key and value heads divide the query's heads.
+func.func @attention_grouped_heads(%q: tensor<2x6x5x4xf32>, %k: tensor<2x4x5x4xf32>, %v: tensor<2x4x5x6xf32>, %m: tensor<5x5xi64>) {
+  // expected-error @+1 {{key and value heads (4) must divide the query's (6)}}
+  %o, %lse = graph.attention %q, %k, %v, %m {scale = 0.5 : f64} : (tensor<2x6x5x4xf32>, tensor<2x4x5x4xf32>, tensor<2x4x5x6xf32>, tensor<5x5xi64>) -> (tensor<2x6x5x6xf32>, tensor<2x6x5xf32>)
+  return
+}
+
+// -----
+
+// Tests that key and value have the same heads.
+func.func @attention_key_value_heads(%q: tensor<2x6x5x4xf32>, %k: tensor<2x2x5x4xf32>, %v: tensor<2x3x5x6xf32>, %m: tensor<5x5xi64>) {
+  // expected-error @+1 {{query, key and value need the same leading axes but for grouped heads}}
+  %o, %lse = graph.attention %q, %k, %v, %m {scale = 0.5 : f64} : (tensor<2x6x5x4xf32>, tensor<2x2x5x4xf32>, tensor<2x3x5x6xf32>, tensor<5x5xi64>) -> (tensor<2x6x5x6xf32>, tensor<2x6x5xf32>)
+  return
+}
+
+// -----
+
 // Tests that attention's compute_dtype is a float type it knows.
 func.func @attention_compute_dtype(%q: tensor<3x5x4xf32>, %k: tensor<3x5x4xf32>, %v: tensor<3x5x6xf32>, %m: tensor<5x5xi64>) {
   // expected-error @+2 {{expected ::fsdpc::graph::ComputeDtype to be one of: f32, bf16, f16}}

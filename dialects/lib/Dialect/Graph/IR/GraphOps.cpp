@@ -519,7 +519,8 @@ LogicalResult MaskedSoftmaxOp::verify() {
   return success();
 }
 
-/// The shapes attention's operands must have: equal leading axes, query
+/// The shapes attention's operands must have: equal leading axes, but for
+/// key and value heads (axis rank - 3) that divide the query's, query
 /// [Tq, D], key [Tk, D] (or [D, Tk]), value [Tk, Dv], a mask broadcasting to
 /// [Tq, Tk]; `out` [Tq, Dv] and `logsumexp` [Tq].
 /// The mask broadcasts to the scores' shape, without widening it.
@@ -538,8 +539,16 @@ static LogicalResult verifyAttention(Operation *op, Value query, Value key, Valu
   if (rank < 2 || k.size() != rank || v.size() != rank)
     return op->emitOpError("query, key and value need one rank of 2 or more");
   ArrayRef<int64_t> batch = q.drop_back(2);
-  if (k.drop_back(2) != batch || v.drop_back(2) != batch)
-    return op->emitOpError("query, key and value need the same leading axes");
+  if (rank < 3) {
+    if (k.drop_back(2) != batch || v.drop_back(2) != batch)
+      return op->emitOpError("query, key and value need the same leading axes");
+  } else {
+    const int64_t heads = q[rank - 3], keyHeads = k[rank - 3];
+    if (k.drop_back(3) != q.drop_back(3) || v.drop_back(3) != q.drop_back(3) || v[rank - 3] != keyHeads)
+      return op->emitOpError("query, key and value need the same leading axes but for grouped heads");
+    if (keyHeads <= 0 || heads % keyHeads != 0)
+      return op->emitOpError("key and value heads (") << keyHeads << ") must divide the query's (" << heads << ")";
+  }
   int64_t tq = q[rank - 2], d = q[rank - 1];
   int64_t tk = keyTransposed ? k[rank - 1] : k[rank - 2], kd = keyTransposed ? k[rank - 2] : k[rank - 1];
   if (kd != d || v[rank - 2] != tk)

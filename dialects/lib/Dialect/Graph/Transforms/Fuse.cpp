@@ -582,6 +582,16 @@ struct DropSafeSoftmaxGuard : public OpRewritePattern<SelectOp> {
   }
 };
 
+/// Whether keys or values of shape `keys` fit attention's query of shape
+/// `query`: the same leading axes, but that their heads (axis rank - 3)
+/// may be a divisor of the query's (grouped-query attention).
+bool fitsQueryHeads(ArrayRef<int64_t> query, ArrayRef<int64_t> keys) {
+  const size_t rank = query.size();
+  if (rank < 3 || keys.size() != rank)
+    return false;
+  return query.drop_back(3) == keys.drop_back(3) && keys[rank - 3] > 0 && query[rank - 3] % keys[rank - 3] == 0;
+}
+
 /// Attention, anchored at its second product: masked_softmax(q @ k^T) @ v,
 /// where the scores and the probabilities have no other use, becomes one
 /// graph.attention that keeps no T x T tensor for backward.
@@ -598,10 +608,12 @@ struct FuseAttention : public OpRewritePattern<BatchMatmulOp> {
     if (!scores || !scores->hasOneUse() || scores.getTransposeA())
       return failure();
     Value query = scores.getLhs(), key = scores.getRhs(), value = output.getRhs();
-    // No broadcasting of the batch axes: each query row meets its own keys.
+    // No broadcasting of the batch axes: each query row meets its own keys;
+    // but keys and values of one head may serve every query head (Falcon's
+    // multi-query attention broadcasts them in the products).
     RankedTensorType q = tensorType(query), k = tensorType(key), v = tensorType(value);
-    if (q.getRank() < 3 || k.getRank() != q.getRank() || v.getRank() != q.getRank() ||
-        q.getShape().drop_back(2) != k.getShape().drop_back(2) || q.getShape().drop_back(2) != v.getShape().drop_back(2))
+    if (q.getRank() < 3 || !fitsQueryHeads(q.getShape(), k.getShape()) || !fitsQueryHeads(q.getShape(), v.getShape()) ||
+        k.getShape()[k.getRank() - 3] != v.getShape()[v.getRank() - 3])
       return failure();
     SmallVector<int64_t> lseShape(q.getShape().drop_back());
     auto lseType = RankedTensorType::get(lseShape, q.getElementType());
@@ -727,6 +739,107 @@ struct FusePackedAttention : public OpRewritePattern<AttentionOp> {
   }
 };
 
+/// Whether `perm` swaps the last two axes and keeps the others in place.
+bool swapsLastTwoAxes(ArrayRef<int64_t> perm) {
+  const int64_t rank = perm.size();
+  if (rank < 2)
+    return false;
+  for (int64_t i = 0; i < rank; ++i)
+    if (perm[i] != (i == rank - 2 ? rank - 1 : i == rank - 1 ? rank - 2 : i))
+      return false;
+  return true;
+}
+
+/// The keys or values that `repeated` copies head by head for grouped-query
+/// attention, or null: repeated = reshape(broadcast_to(reshape(x))) with
+/// x [..., Hkv, T, D] viewed as [..., Hkv, 1, T, D], broadcast to
+/// [..., Hkv, G, T, D] and viewed as [..., Hkv G, T, D], as transformers'
+/// repeat_kv writes it: head h of the copy is head h / G of x.
+Value repeatedHeadsSource(Value repeated) {
+  auto merge = repeated.getDefiningOp<ReshapeOp>();
+  auto expand = merge ? merge.getInput().getDefiningOp<BroadcastToOp>() : BroadcastToOp();
+  auto split = expand ? expand.getInput().getDefiningOp<ReshapeOp>() : ReshapeOp();
+  if (!split)
+    return {};
+  Value source = split.getInput();
+  ArrayRef<int64_t> x = tensorType(source).getShape(), one = tensorType(split.getResult()).getShape(),
+                    wide = tensorType(expand.getResult()).getShape(), copy = tensorType(repeated).getShape();
+  const size_t rank = x.size(), heads = rank - 3;
+  if (rank < 3 || wide.size() != rank + 1)
+    return {};
+  const int64_t group = wide[heads + 1];
+  SmallVector<int64_t> expected(x);
+  expected.insert(expected.begin() + heads + 1, 1);
+  if (ArrayRef<int64_t>(expected) != one)
+    return {};
+  expected[heads + 1] = group;
+  if (ArrayRef<int64_t>(expected) != wide)
+    return {};
+  expected.erase(expected.begin() + heads + 1);
+  expected[heads] *= group;
+  if (ArrayRef<int64_t>(expected) != copy)
+    return {};
+  return source;
+}
+
+/// Attention whose key and value are copies of fewer heads (repeat_kv of
+/// grouped-query attention: LLaMA 2 70B and 3, Mistral, Qwen2, Gemma)
+/// reads those heads in place: the copies, G times the keys and values,
+/// are not made and not kept for backward, and the gradient sums each
+/// group's heads in the kernel instead of in a sum_to. A transposed key
+/// transposed after its copy is transposed before it instead.
+struct FoldRepeatedKeyValueHeads : public OpRewritePattern<AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AttentionOp attention, PatternRewriter &rewriter) const override {
+    Value key = attention.getKey();
+    Value keySource = repeatedHeadsSource(key);
+    auto keyTranspose = key.getDefiningOp<TransposeOp>();
+    if (!keySource && keyTranspose && swapsLastTwoAxes(keyTranspose.getPerm()))
+      keySource = repeatedHeadsSource(keyTranspose.getInput());
+    else
+      keyTranspose = {};
+    Value valueSource = repeatedHeadsSource(attention.getValue());
+    if (!keySource || !valueSource)
+      return failure();
+    const int64_t rank = tensorType(key).getRank();
+    if (tensorType(keySource).getShape()[rank - 3] != tensorType(valueSource).getShape()[rank - 3])
+      return failure();
+    rewriter.setInsertionPoint(attention);
+    if (keyTranspose) {
+      SmallVector<int64_t> shape(tensorType(keySource).getShape());
+      std::swap(shape[rank - 2], shape[rank - 1]);
+      keySource = TransposeOp::create(rewriter, keyTranspose.getLoc(),
+                                      RankedTensorType::get(shape, tensorType(keySource).getElementType()), keySource,
+                                      keyTranspose.getPermAttr());
+    }
+    rewriter.modifyOpInPlace(attention, [&] {
+      attention.getKeyMutable().assign(keySource);
+      attention.getValueMutable().assign(valueSource);
+    });
+    return success();
+  }
+};
+
+/// A key transposed only for `q @ k^T` (its last two axes swapped) is read
+/// as it was: the kernels take key rows as well as key columns, so the
+/// copy goes, and backward's dkey needs no transpose back; the CUDA
+/// tensor-core kernels load key rows 16 bytes at a time.
+struct FoldKeyTransposeIntoAttention : public OpRewritePattern<AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AttentionOp attention, PatternRewriter &rewriter) const override {
+    auto transpose = attention.getKey().getDefiningOp<TransposeOp>();
+    if (!attention.getKeyTransposed() || !transpose || !swapsLastTwoAxes(transpose.getPerm()))
+      return failure();
+    rewriter.modifyOpInPlace(attention, [&] {
+      attention.getKeyMutable().assign(transpose.getInput());
+      attention.setKeyTransposed(false);
+    });
+    return success();
+  }
+};
+
 /// A 2-D operand of matmul that is only a transpose: the GEMM reads it
 /// transposed itself (transpose_a / transpose_b), as torch's F.linear does
 /// with a tied head's embedding, instead of copying it (GPT-2's
@@ -772,7 +885,8 @@ struct GraphFusePass : public fsdpc::graph::impl::GraphFuseBase<GraphFusePass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<FuseLayerNorm, FuseRmsNorm, FuseErfGelu, FuseTanhGelu, FuseMaskedSoftmax, DropSafeSoftmaxGuard,
-                 FuseAttention, FusePackedAttention, FoldTransposeIntoMatmul>(&getContext());
+                 FuseAttention, FusePackedAttention, FoldRepeatedKeyValueHeads, FoldKeyTransposeIntoAttention,
+                 FoldTransposeIntoMatmul>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
   }

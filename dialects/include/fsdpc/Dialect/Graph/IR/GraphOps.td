@@ -704,7 +704,12 @@ def Graph_AttentionOp : Graph_Op<"attention", [Pure]> {
 
     - `query`: `[..., Tq, D]`.
     - `key`: `[..., Tk, D]`, or `[..., D, Tk]` with `key_transposed`.
-    - `value`: `[..., Tk, Dv]`; the leading axes of all three are equal.
+    - `value`: `[..., Tk, Dv]`; the leading axes of all three are equal,
+      but that key and value may have fewer heads (the axis before the
+      sequence) than the query, a divisor Hkv of its H: grouped-query
+      attention, where query head h reads key and value head
+      h / (H / Hkv), as transformers' repeat_kv copies them (multi-query
+      attention is Hkv = 1). `graph-fuse` folds such copies into the op.
     - `mask`: i64, broadcasts to `[..., Tq, Tk]`; nonzero positions are
       excluded.
     - `scale`: the factor on the scores.
@@ -740,6 +745,8 @@ def Graph_AttentionGradOp : Graph_Op<"attention_grad", [Pure]> {
     Recomputes each probability from the scores and `logsumexp`, then
     `dvalue = P^T dout`, `dS = P * (dout value^T - rowsum(dout * out))`,
     `dquery = scale dS key`, `dkey = scale dS^T query` (in `key`'s layout).
+    With grouped heads, a key or value head's gradient is the sum over
+    the query heads that read it.
 
     - `query`, `key`, `value`, `mask`, `scale`, `key_transposed`: as the
       forward op.

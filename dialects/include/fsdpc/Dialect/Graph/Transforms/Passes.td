@@ -25,9 +25,15 @@ def GraphFuse : Pass<"graph-fuse", "mlir::ModuleOp"> {
       `softmax(x * c + M)` with a constant M of 0 and -inf, over the last
       axis (the scale a product or quotient by a constant, or absent),
       becomes `graph.masked_softmax`;
-    - attention: `masked_softmax(q @ k^T) @ v` (the key transposed or not),
+    - attention: `masked_softmax(q @ k^T) @ v` (the key transposed or not,
+      key and value of one head broadcast over the query heads or not),
       where the scores and probabilities have no other use, becomes
       `graph.attention`, which keeps no T x T tensor;
+    - grouped-query attention's copies of the key and value heads
+      (repeat_kv: `reshape(broadcast_to(reshape(x)))`, a key perhaps
+      transposed after its copy) fold into `graph.attention`, which reads
+      the fewer heads themselves; a key transposed for the product alone
+      (its last two axes swapped) is read as it was;
     - attention over one fused projection (GPT-2's `c_attn`): q, k and v
       the three thirds of its last axis, each a reshape to heads and a
       transpose of the heads forward, and every use of the output a

@@ -12,6 +12,7 @@
 #include "fsdpc/runtime/HostDevice.h"
 #include "fsdpc/runtime/Kernels.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -151,30 +152,57 @@ inline Status attentionMask(const KernelCall &call, const TensorView &mask, Atte
 
 /// attention's operands: query, key, value, mask, ... Key and value may
 /// have fewer heads than the query (axis rank - 3), a divisor of its heads.
-inline Status attentionDims(const KernelCall &call, AttentionDims &a) {
+/// With token_major, the flagged operands (query, key, value, out) are
+/// [..., T, H, D] instead of [..., H, T, D]; `tokenMajor` says which.
+inline Status attentionDims(const KernelCall &call, AttentionDims &a, bool *tokenMajor = nullptr) {
   const TensorView &q = call.inputs[0], &k = call.inputs[1], &v = call.inputs[2], &mask = call.inputs[3];
   const size_t rank = q.shape.size();
   a.keyTransposed = call.intParam(contract::Param::kKeyTransposed, 0);
   if (rank < 2 || k.shape.size() != rank || v.shape.size() != rank)
     return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": query, key and value need one rank of 2 or more");
-  a.tq = q.shape[rank - 2];
-  a.d = q.shape[rank - 1];
-  a.tk = a.keyTransposed ? k.shape[rank - 1] : k.shape[rank - 2];
-  a.dv = v.shape[rank - 1];
-  a.scores.assign(q.shape.begin(), q.shape.end() - 2);
+  bool layouts[4] = {false, false, false, false};
+  const std::vector<int64_t> &flags = call.intListParam(contract::Param::kTokenMajor);
+  if (!flags.empty()) {
+    if (flags.size() != 4 || rank < 3 || (a.keyTransposed && flags[1] != 0))
+      return FSDPC_ERROR(kInvalidArgument, call.instruction->op(),
+                         ": token_major needs 4 flags, a heads axis and a key not transposed");
+    for (int i = 0; i < 4; ++i)
+      layouts[i] = flags[i] != 0;
+  }
+  if (tokenMajor)
+    std::copy(layouts, layouts + 4, tokenMajor);
+  // Each operand's shape as [..., H, T, D].
+  auto headMajor = [&](std::vector<int64_t> shape, bool swapped) {
+    if (swapped)
+      std::swap(shape[rank - 3], shape[rank - 2]);
+    return shape;
+  };
+  const std::vector<int64_t> qs = headMajor(q.shape, layouts[0]), ks = headMajor(k.shape, layouts[1]),
+                             vs = headMajor(v.shape, layouts[2]);
+  a.tq = qs[rank - 2];
+  a.d = qs[rank - 1];
+  a.tk = a.keyTransposed ? ks[rank - 1] : ks[rank - 2];
+  a.dv = vs[rank - 1];
+  a.scores.assign(qs.begin(), qs.end() - 2);
   a.batch = elementCount(a.scores);
-  a.heads = rank >= 3 ? q.shape[rank - 3] : 1;
-  const int64_t keyHeads = rank >= 3 ? k.shape[rank - 3] : 1;
-  if (keyHeads <= 0 || a.heads % keyHeads != 0 || (rank >= 3 && v.shape[rank - 3] != keyHeads))
+  a.heads = rank >= 3 ? qs[rank - 3] : 1;
+  const int64_t keyHeads = rank >= 3 ? ks[rank - 3] : 1;
+  if (keyHeads <= 0 || a.heads % keyHeads != 0 || (rank >= 3 && vs[rank - 3] != keyHeads))
     return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": key and value heads do not divide the query's ",
                        a.heads);
   a.group = a.heads / keyHeads;
   a.scores.push_back(a.tq);
   a.scores.push_back(a.tk);
-  a.query = {0, a.heads * a.tq * a.d, a.tq * a.d, a.d};
-  a.key = {0, keyHeads * a.tk * a.d, a.tk * a.d, a.d, a.group};
-  a.value = {0, keyHeads * a.tk * a.dv, a.tk * a.dv, a.dv, a.group};
-  a.out = {0, a.heads * a.tq * a.dv, a.tq * a.dv, a.dv};
+  // Rows of `width` features, `t` of them for each of `heads` heads, in
+  // either layout.
+  auto rowsOf = [](int64_t heads, int64_t t, int64_t width, bool swapped, int64_t group) {
+    return swapped ? AttentionRows{0, heads * t * width, width, heads * width, group}
+                   : AttentionRows{0, heads * t * width, t * width, width, group};
+  };
+  a.query = rowsOf(a.heads, a.tq, a.d, layouts[0], 1);
+  a.key = rowsOf(keyHeads, a.tk, a.d, layouts[1], a.group);
+  a.value = rowsOf(keyHeads, a.tk, a.dv, layouts[2], a.group);
+  a.out = rowsOf(a.heads, a.tq, a.dv, layouts[3], 1);
   return attentionMask(call, mask, a);
 }
 

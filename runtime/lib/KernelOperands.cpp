@@ -354,13 +354,15 @@ Status maskedSoftmax(const KernelCall &call) {
 /// key and value have the query's batch dimensions (no broadcasting), but
 /// for grouped heads (axis rank - 3, checked by attentionDims).
 Status attentionOperands(const KernelCall &call, AttentionDims &a) {
-  FSDPC_RETURN_IF_ERROR(attentionDims(call, a));
+  bool tokenMajor[4];
+  FSDPC_RETURN_IF_ERROR(attentionDims(call, a, tokenMajor));
   const TensorView &q = call.inputs[0], &k = call.inputs[1], &v = call.inputs[2];
   const size_t rank = q.shape.size(), batchAxes = rank >= 3 ? rank - 3 : 0;
   const bool batchFits = std::equal(q.shape.begin(), q.shape.begin() + batchAxes, k.shape.begin()) &&
                          std::equal(q.shape.begin(), q.shape.begin() + batchAxes, v.shape.begin());
   const int64_t keyD = a.keyTransposed ? k.shape[rank - 2] : k.shape[rank - 1];
-  if (!batchFits || keyD != a.d || v.shape[rank - 2] != a.tk)
+  const int64_t valueT = tokenMajor[2] ? v.shape[rank - 3] : v.shape[rank - 2];
+  if (!batchFits || keyD != a.d || valueT != a.tk)
     return refuse(call, "has query " + shapeString(q.shape) + ", key " + shapeString(k.shape) + " and value " +
                             shapeString(v.shape) + " that do not fit together");
   return Status::ok();

@@ -48,12 +48,15 @@ double instructionFlops(const plan::PlanHeader &h, const plan::Instruction &inst
   const bool backward = op == "attention_grad" || op == "packed_attention_grad";
   const double factor = backward ? 2.5 : 1.0;
   if ((op == "attention" || op == "attention_grad") && inst.inputs_size() >= 3) {
-    // query [..., Tq, D], value [..., Tk, Dv]
+    // query [..., Tq, D], value [..., Tk, Dv] (or [..., Tk, H, Dv], token-major)
     const plan::Tensor &q = input(0), &v = input(2);
     const double d = static_cast<double>(dim(q, 1)), dv = static_cast<double>(dim(v, 1));
     if (d <= 0 || dv <= 0)
       return 0;
-    return factor * attentionFlops(elements(q) / d, static_cast<double>(dim(v, 2)), d, dv);
+    auto tokenMajor = inst.int_list_attrs().find("token_major");
+    const bool valueTokenMajor = tokenMajor != inst.int_list_attrs().end() && tokenMajor->second.values_size() == 4 &&
+                                 tokenMajor->second.values(2) != 0;
+    return factor * attentionFlops(elements(q) / d, static_cast<double>(dim(v, valueTokenMajor ? 3 : 2)), d, dv);
   }
   if ((op == "packed_attention" || op == "packed_attention_grad") && inst.inputs_size() >= 1) {
     // qkv [..., T, 3 heads D]

@@ -269,6 +269,23 @@ module attributes {graph.loss_kind = "mse", graph.optimizer = "sgd"} {
 
 // -----
 
+// Tests that token-major attention ([B, T, H, D] operands) keeps its flags
+// as the contract's int list, and that the causal constant is still found:
+// the queries are logsumexp's last axis (4), not the query's second-last
+// (its heads, 3).
+// CHECK-LABEL: plan.program @train_step
+// CHECK: plan.kernel "attention" ins [@input, @input, @input, @{{[a-z0-9]+}}] outs [{{.*}}] on compute {causal = true, compute_dtype = "f32", key_transposed = false, scale = 5.000000e-01 : f64, token_major = array<i64: 1, 1, 1, 1>}
+module attributes {graph.loss_kind = "mse", graph.optimizer = "sgd"} {
+  func.func @train_step(%q: tensor<2x4x3x8xf32> {graph.input = "input"}, %t: tensor<2x4x3x8xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}) {
+    %c = graph.constant dense<[[0, 1, 1, 1], [0, 0, 1, 1], [0, 0, 0, 1], [0, 0, 0, 0]]> : tensor<4x4xi64>
+    %o, %lse = graph.attention %q, %q, %q, %c {scale = 0.5 : f64, token_major = array<i1: true, true, true, true>} : (tensor<2x4x3x8xf32>, tensor<2x4x3x8xf32>, tensor<2x4x3x8xf32>, tensor<4x4xi64>) -> (tensor<2x4x3x8xf32>, tensor<2x3x4xf32>)
+    %l = graph.mse_loss %o, %t : (tensor<2x4x3x8xf32>, tensor<2x4x3x8xf32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
 // Tests that attention whose mask is computed at run time as
 // keep * padding == 0, keep a constant that is 0 at every key after its
 // query (transformers' causal mask times each sample's padding), gets

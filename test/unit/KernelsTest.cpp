@@ -956,6 +956,59 @@ TEST(Kernels, GroupedKeyValueHeadsEqualAttentionOnRepeatedHeads) {
   EXPECT_FALSE(runKernel("attention", {&q, &k, &v, &mask}, {&o, &lse}, inst).isOk());
 }
 
+// token_major operands ([batch, t, heads, d], a projection viewed as heads)
+// against attention on the same operands transposed to [batch, heads, t, d]
+// (checked against the formulas above): the same outputs and gradients,
+// each in its operand's layout. Every operand so, and only value and out
+// (LLaMA's, whose rotary query and key are head-major), with grouped keys.
+TEST(Kernels, TokenMajorOperandsEqualAttentionOnTransposedCopies) {
+  const int64_t batch = 2, heads = 4, keyHeads = 2, tq = 5, tk = 7, d = 3, dv = 4;
+  Buffer mask;
+  mask.shape = {tq, tk};
+  for (int64_t i = 0; i < tq; ++i)
+    for (int64_t j = 0; j < tk; ++j)
+      mask.i.push_back(j > i + 2);
+  // [batch, a, b, w] -> [batch, b, a, w]
+  auto swapped = [](const Buffer &x) {
+    const int64_t n = x.shape[0], a = x.shape[1], b = x.shape[2], w = x.shape[3];
+    Buffer y = zeros({n, b, a, w});
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t p = 0; p < a; ++p)
+        for (int64_t q = 0; q < b; ++q)
+          for (int64_t c = 0; c < w; ++c)
+            y.f[((i * b + q) * a + p) * w + c] = x.f[((i * a + p) * b + q) * w + c];
+    return y;
+  };
+  auto asDouble = [](const Buffer &x) { return std::vector<double>(x.f.begin(), x.f.end()); };
+  for (std::vector<int64_t> flags : {std::vector<int64_t>{1, 1, 1, 1}, {0, 0, 1, 1}}) {
+    SCOPED_TRACE(flags[0] ? "every operand token-major" : "value and out token-major");
+    Buffer q = randomBuffer({batch, heads, tq, d}, 51), k = randomBuffer({batch, keyHeads, tk, d}, 52),
+           v = randomBuffer({batch, keyHeads, tk, dv}, 53), dout = randomBuffer({batch, heads, tq, dv}, 54);
+    plan::Instruction inst;
+    (*inst.mutable_float_attrs())["scale"] = 0.6;
+    Buffer o = zeros({batch, heads, tq, dv}), lse = zeros({batch, heads, tq});
+    ASSERT_TRUE(runKernel("attention", {&q, &k, &v, &mask}, {&o, &lse}, inst).isOk());
+    Buffer gq = zeros(q.shape), gk = zeros(k.shape), gv = zeros(v.shape);
+    ASSERT_TRUE(runKernel("attention_grad", {&q, &k, &v, &mask, &o, &lse, &dout}, {&gq, &gk, &gv}, inst).isOk());
+
+    // The same in the flagged layouts.
+    auto given = [&](const Buffer &x, int64_t flag) { return flag ? swapped(x) : x; };
+    Buffer tq_ = given(q, flags[0]), tk_ = given(k, flags[1]), tv = given(v, flags[2]), tdout = given(dout, flags[3]);
+    for (int64_t flag : flags)
+      (*inst.mutable_int_list_attrs())["token_major"].add_values(flag);
+    Buffer to = zeros(given(o, flags[3]).shape), tlse = zeros(lse.shape);
+    ASSERT_TRUE(runKernel("attention", {&tq_, &tk_, &tv, &mask}, {&to, &tlse}, inst).isOk());
+    expectNear(to.f, asDouble(given(o, flags[3])), 1e-6);
+    expectNear(tlse.f, asDouble(lse), 1e-6);
+    Buffer tgq = zeros(tq_.shape), tgk = zeros(tk_.shape), tgv = zeros(tv.shape);
+    ASSERT_TRUE(
+        runKernel("attention_grad", {&tq_, &tk_, &tv, &mask, &to, &tlse, &tdout}, {&tgq, &tgk, &tgv}, inst).isOk());
+    expectNear(tgq.f, asDouble(given(gq, flags[0])), 1e-6);
+    expectNear(tgk.f, asDouble(given(gk, flags[1])), 1e-6);
+    expectNear(tgv.f, asDouble(given(gv, flags[2])), 1e-6);
+  }
+}
+
 // packed_attention and its gradient against attention (checked against the
 // formulas above) on q, k and v copied out of the packed buffer head by
 // head: odd sizes, heads of 3 features, a causal mask over every head.

@@ -40,6 +40,13 @@ SmallVector<NamedAttribute> kernelParams(Operation *op) {
                                graph::LrScheduleAttr, graph::ComparePredicateAttr>([&](auto attr) -> Attribute {
                            return StringAttr::get(op->getContext(), graph::stringifyEnum(attr.getValue()));
                          })
+                         // Flags (attention's token_major) as the contract's int list of 0 and 1.
+                         .Case<DenseBoolArrayAttr>([&](DenseBoolArrayAttr flags) -> Attribute {
+                           return DenseI64ArrayAttr::get(
+                               op->getContext(), llvm::to_vector(llvm::map_range(flags.asArrayRef(), [](bool flag) {
+                                 return static_cast<int64_t>(flag);
+                               })));
+                         })
                          .Default([](Attribute attr) { return attr; });
     param.setValue(name);
   }
@@ -601,19 +608,18 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   // graph dialect does.
   SmallVector<NamedAttribute> params = kernelParams(op);
   // Attention with the causal constant mask: the kernels may mask by index.
-  std::optional<std::pair<Value, Value>> maskAndRows =
+  // The queries are logsumexp's last axis, whatever the operands' layouts.
+  std::optional<std::pair<Value, Value>> maskAndLse =
       TypeSwitch<Operation *, std::optional<std::pair<Value, Value>>>(op)
-          .Case<graph::AttentionOp, graph::AttentionGradOp>(
-              [](auto a) { return std::make_pair(a.getMask(), a.getQuery()); })
-          .Case<graph::PackedAttentionOp, graph::PackedAttentionGradOp>(
-              [](auto a) { return std::make_pair(a.getMask(), a.getQkv()); })
+          .Case<graph::AttentionOp, graph::AttentionGradOp, graph::PackedAttentionOp, graph::PackedAttentionGradOp>(
+              [](auto a) { return std::make_pair(a.getMask(), a.getLogsumexp()); })
           .Default([](Operation *) { return std::nullopt; });
-  if (maskAndRows) {
-    auto rows = cast<RankedTensorType>(maskAndRows->second.getType());
-    const int64_t queries = rows.getRank() >= 2 ? rows.getShape()[rows.getRank() - 2] : -1;
-    if (queries >= 0 && isCausalMask(maskAndRows->first, queries))
+  if (maskAndLse) {
+    auto lse = cast<RankedTensorType>(maskAndLse->second.getType());
+    const int64_t queries = lse.getRank() >= 1 ? lse.getShape().back() : -1;
+    if (queries >= 0 && isCausalMask(maskAndLse->first, queries))
       params.push_back(builder_.getNamedAttr("causal", builder_.getBoolAttr(true)));
-    else if (queries >= 0 && coversCausalMask(maskAndRows->first, queries))
+    else if (queries >= 0 && coversCausalMask(maskAndLse->first, queries))
       params.push_back(builder_.getNamedAttr("mask_covers_causal", builder_.getBoolAttr(true)));
   }
   addKernel(op->getName().stripDialect(), inputs, outputs, loc, params);

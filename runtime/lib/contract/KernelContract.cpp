@@ -44,12 +44,14 @@ std::vector<KernelSignature> buildTable() {
   // instead of reading it (the CPU reads it either way). mask_covers_causal:
   // the mask hides at least those keys (a causal mask and a padding mask
   // combined at run time); a backend may leave them out unread, but reads
-  // the mask for the rest.
+  // the mask for the rest. token_major: 4 flags (query, key, value, out; 0
+  // or 1) of the operands given as [..., T, H, D] instead of [..., H, T, D].
   const std::vector<AttrSpec> attention = {{"scale", kFloat, kRequired},
                                            {"key_transposed", kBool, kOptional},
                                            {"compute_dtype", kString, kOptional},
                                            {"causal", kBool, kOptional},
-                                           {"mask_covers_causal", kBool, kOptional}};
+                                           {"mask_covers_causal", kBool, kOptional},
+                                           {"token_major", kIntList, kOptional}};
   const std::vector<AttrSpec> packedAttention = {{"heads", kInt, kRequired},
                                                  {"scale", kFloat, kRequired},
                                                  {"compute_dtype", kString, kOptional},
@@ -243,7 +245,8 @@ constexpr std::string_view kParamNames[] = {
     "classes",
     "accumulate",
     "predicate",
-    "mask_covers_causal"};
+    "mask_covers_causal",
+    "token_major"};
 static_assert(sizeof(kParamNames) / sizeof(kParamNames[0]) == static_cast<size_t>(Param::kCount),
               "one name per Param");
 

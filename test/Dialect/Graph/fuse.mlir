@@ -610,14 +610,15 @@ func.func @only_keys_repeated(%q: tensor<2x4x5x8xf32>, %k: tensor<2x2x5x8xf32>, 
 // -----
 
 // Tests that a key transposed for the product alone (last two axes
-// swapped) is read as it was: no key_transposed, no transpose. A transpose
-// that also moves the heads stays.
+// swapped) is read as it was: no key_transposed, no transpose. A key
+// transposed from [B, T, H, D] straight to [B, H, D, T] is read as
+// [B, T, H, D] (token-major).
 // CHECK-LABEL: func.func @key_transpose_folded
 // CHECK-NOT: graph.transpose
 // CHECK: graph.attention %arg0, %arg1, %arg2, %arg3 {scale = 5.000000e-01 : f64} : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x6xf32>, tensor<1x1x5x5xi64>)
 // CHECK-LABEL: func.func @heads_moving_transpose_kept
-// CHECK: %[[KT:.*]] = graph.transpose %arg1 {perm = array<i64: 0, 2, 3, 1>}
-// CHECK: graph.attention %arg0, %[[KT]], %arg2, %arg3 {key_transposed = true, scale = 5.000000e-01 : f64}
+// CHECK-NOT: graph.transpose
+// CHECK: graph.attention %arg0, %arg1, %arg2, %arg3 {scale = 5.000000e-01 : f64, token_major = array<i1: false, true, false, false>} : (tensor<2x3x5x4xf32>, tensor<2x5x3x4xf32>, tensor<2x3x5x6xf32>, tensor<1x1x5x5xi64>)
 func.func @key_transpose_folded(%q: tensor<2x3x5x4xf32>, %k: tensor<2x3x5x4xf32>, %v: tensor<2x3x5x6xf32>, %m: tensor<1x1x5x5xi64>) -> tensor<2x3x5x6xf32> {
   %kt = graph.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<2x3x5x4xf32>) -> tensor<2x3x4x5xf32>
   %s = graph.batch_matmul %q, %kt : (tensor<2x3x5x4xf32>, tensor<2x3x4x5xf32>) -> tensor<2x3x5x5xf32>
@@ -631,6 +632,45 @@ func.func @heads_moving_transpose_kept(%q: tensor<2x3x5x4xf32>, %k: tensor<2x5x3
   %p = graph.masked_softmax %s, %m {scale = 0.5 : f64} : (tensor<2x3x5x5xf32>, tensor<1x1x5x5xi64>) -> tensor<2x3x5x5xf32>
   %o = graph.batch_matmul %p, %v : (tensor<2x3x5x5xf32>, tensor<2x3x5x6xf32>) -> tensor<2x3x5x6xf32>
   return %o : tensor<2x3x5x6xf32>
+}
+
+// -----
+
+// Tests attention on separate projections viewed as heads (BERT's, ViT's):
+// q and v transposed heads forward, k straight to [B, H, D, T], the output
+// transposed back. Attention reads and writes the views (token_major on
+// all four), so no transpose is left; the output's users read its result.
+// Where the output has a user besides a transpose back, out stays
+// head-major and the operands still fold.
+// CHECK-LABEL: func.func @token_major_operands
+// CHECK-NOT: graph.transpose
+// CHECK: %[[OUT:.*]], %{{.*}} = graph.attention %arg0, %arg1, %arg2, %arg3 {scale = 5.000000e-01 : f64, token_major = array<i1: true, true, true, true>} : (tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>, tensor<2x5x3x6xf32>, tensor<1x1x5x5xi64>) -> (tensor<2x5x3x6xf32>, tensor<2x3x5xf32>)
+// CHECK-NOT: graph.transpose
+// CHECK: %[[Y:.*]] = graph.reshape %[[OUT]] : (tensor<2x5x3x6xf32>) -> tensor<2x5x18xf32>
+// CHECK: return %[[Y]]
+// CHECK-LABEL: func.func @output_read_head_major
+// CHECK: %[[OUT:.*]], %{{.*}} = graph.attention %arg0, %arg1, %arg2, %arg3 {scale = 5.000000e-01 : f64, token_major = array<i1: true, true, true, false>}
+// CHECK: graph.transpose %[[OUT]]
+func.func @token_major_operands(%q1: tensor<2x5x3x4xf32>, %k1: tensor<2x5x3x4xf32>, %v1: tensor<2x5x3x6xf32>, %m: tensor<1x1x5x5xi64>) -> tensor<2x5x18xf32> {
+  %q = graph.transpose %q1 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x5x4xf32>
+  %kt = graph.transpose %k1 {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x4x5xf32>
+  %v = graph.transpose %v1 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x6xf32>) -> tensor<2x3x5x6xf32>
+  %s = graph.batch_matmul %q, %kt : (tensor<2x3x5x4xf32>, tensor<2x3x4x5xf32>) -> tensor<2x3x5x5xf32>
+  %p = graph.masked_softmax %s, %m {scale = 0.5 : f64} : (tensor<2x3x5x5xf32>, tensor<1x1x5x5xi64>) -> tensor<2x3x5x5xf32>
+  %o = graph.batch_matmul %p, %v : (tensor<2x3x5x5xf32>, tensor<2x3x5x6xf32>) -> tensor<2x3x5x6xf32>
+  %ot = graph.transpose %o {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x3x5x6xf32>) -> tensor<2x5x3x6xf32>
+  %y = graph.reshape %ot : (tensor<2x5x3x6xf32>) -> tensor<2x5x18xf32>
+  return %y : tensor<2x5x18xf32>
+}
+func.func @output_read_head_major(%q1: tensor<2x5x3x4xf32>, %k1: tensor<2x5x3x4xf32>, %v1: tensor<2x5x3x6xf32>, %m: tensor<1x1x5x5xi64>) -> (tensor<2x5x3x6xf32>, tensor<2x3x5x6xf32>) {
+  %q = graph.transpose %q1 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x5x4xf32>
+  %kt = graph.transpose %k1 {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x4x5xf32>
+  %v = graph.transpose %v1 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x6xf32>) -> tensor<2x3x5x6xf32>
+  %s = graph.batch_matmul %q, %kt : (tensor<2x3x5x4xf32>, tensor<2x3x4x5xf32>) -> tensor<2x3x5x5xf32>
+  %p = graph.masked_softmax %s, %m {scale = 0.5 : f64} : (tensor<2x3x5x5xf32>, tensor<1x1x5x5xi64>) -> tensor<2x3x5x5xf32>
+  %o = graph.batch_matmul %p, %v : (tensor<2x3x5x5xf32>, tensor<2x3x5x6xf32>) -> tensor<2x3x5x6xf32>
+  %ot = graph.transpose %o {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x3x5x6xf32>) -> tensor<2x5x3x6xf32>
+  return %ot, %o : tensor<2x5x3x6xf32>, tensor<2x3x5x6xf32>
 }
 
 // -----

@@ -172,6 +172,33 @@ func.func @attention_key_value_heads(%q: tensor<2x6x5x4xf32>, %k: tensor<2x2x5x4
 
 // -----
 
+// Tests that token_major has a flag for each of query, key, value and out.
+func.func @attention_token_major_flags(%q: tensor<2x5x3x4xf32>, %k: tensor<2x3x5x4xf32>, %v: tensor<2x3x5x6xf32>, %m: tensor<5x5xi64>) {
+  // expected-error @+1 {{token_major needs 4 flags (query, key, value, out), not 3}}
+  %o, %lse = graph.attention %q, %k, %v, %m {scale = 0.5 : f64, token_major = array<i1: true, false, false>} : (tensor<2x5x3x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x6xf32>, tensor<5x5xi64>) -> (tensor<2x3x5x6xf32>, tensor<2x3x5xf32>)
+  return
+}
+
+// -----
+
+// Tests that a token-major out is [B, T, H, Dv].
+func.func @attention_token_major_out(%q: tensor<2x5x3x4xf32>, %k: tensor<2x3x5x4xf32>, %v: tensor<2x3x5x6xf32>, %m: tensor<5x5xi64>) {
+  // expected-error @+1 {{out must be [2,5,3,6] and logsumexp [2,3,5]}}
+  %o, %lse = graph.attention %q, %k, %v, %m {scale = 0.5 : f64, token_major = array<i1: true, false, false, true>} : (tensor<2x5x3x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x6xf32>, tensor<5x5xi64>) -> (tensor<2x3x5x6xf32>, tensor<2x3x5xf32>)
+  return
+}
+
+// -----
+
+// Tests that a transposed key is not token-major.
+func.func @attention_token_major_transposed_key(%q: tensor<2x3x5x4xf32>, %k: tensor<2x3x4x5xf32>, %v: tensor<2x3x5x6xf32>, %m: tensor<5x5xi64>) {
+  // expected-error @+1 {{a transposed key is not token-major}}
+  %o, %lse = graph.attention %q, %k, %v, %m {key_transposed = true, scale = 0.5 : f64, token_major = array<i1: false, true, false, false>} : (tensor<2x3x5x4xf32>, tensor<2x3x4x5xf32>, tensor<2x3x5x6xf32>, tensor<5x5xi64>) -> (tensor<2x3x5x6xf32>, tensor<2x3x5xf32>)
+  return
+}
+
+// -----
+
 // Tests that attention's compute_dtype is a float type it knows.
 func.func @attention_compute_dtype(%q: tensor<3x5x4xf32>, %k: tensor<3x5x4xf32>, %v: tensor<3x5x6xf32>, %m: tensor<5x5xi64>) {
   // expected-error @+2 {{expected ::fsdpc::graph::ComputeDtype to be one of: f32, bf16, f16}}

@@ -67,6 +67,7 @@ enum class Param : uint8_t {
   kAccumulate,
   kPredicate,
   kMaskCoversCausal,
+  kTokenMajor,
   kCount
 };
 

@@ -532,9 +532,30 @@ static LogicalResult verifyMaskFitsScores(Operation *op, Value mask, ArrayRef<in
   return success();
 }
 
+/// An attention operand's shape as [..., H, T, D]: a token-major one
+/// ([..., T, H, D]) with its heads and sequence axes swapped back.
+static SmallVector<int64_t> headMajorShape(Value operand, bool tokenMajor) {
+  SmallVector<int64_t> shape(shapeOf(operand));
+  if (tokenMajor && shape.size() >= 3)
+    std::swap(shape[shape.size() - 3], shape[shape.size() - 2]);
+  return shape;
+}
+
 static LogicalResult verifyAttention(Operation *op, Value query, Value key, Value value, Value mask, Value out,
-                                     Value logsumexp, bool keyTransposed) {
-  ArrayRef<int64_t> q = shapeOf(query), k = shapeOf(key), v = shapeOf(value);
+                                     Value logsumexp, bool keyTransposed, std::optional<ArrayRef<bool>> tokenMajor) {
+  bool layouts[4] = {false, false, false, false}; // query, key, value, out
+  if (tokenMajor) {
+    if (tokenMajor->size() != 4)
+      return op->emitOpError("token_major needs 4 flags (query, key, value, out), not ") << tokenMajor->size();
+    llvm::copy(*tokenMajor, layouts);
+    if (llvm::is_contained(*tokenMajor, true) && shapeOf(query).size() < 3)
+      return op->emitOpError("token-major operands need a heads axis (rank 3 or more)");
+    if (keyTransposed && layouts[1])
+      return op->emitOpError("a transposed key is not token-major");
+  }
+  SmallVector<int64_t> qShape = headMajorShape(query, layouts[0]), kShape = headMajorShape(key, layouts[1]),
+                       vShape = headMajorShape(value, layouts[2]);
+  ArrayRef<int64_t> q = qShape, k = kShape, v = vShape;
   size_t rank = q.size();
   if (rank < 2 || k.size() != rank || v.size() != rank)
     return op->emitOpError("query, key and value need one rank of 2 or more");
@@ -562,6 +583,8 @@ static LogicalResult verifyAttention(Operation *op, Value query, Value key, Valu
   outShape.append({tq, v[rank - 1]});
   SmallVector<int64_t> lseShape(batch.begin(), batch.end());
   lseShape.push_back(tq);
+  if (layouts[3])
+    std::swap(outShape[rank - 3], outShape[rank - 2]);
   if (shapeOf(out) != ArrayRef<int64_t>(outShape) || shapeOf(logsumexp) != ArrayRef<int64_t>(lseShape))
     return op->emitOpError("out must be ") << shapeString(outShape) << " and logsumexp " << shapeString(lseShape);
   return success();
@@ -569,12 +592,12 @@ static LogicalResult verifyAttention(Operation *op, Value query, Value key, Valu
 
 LogicalResult AttentionOp::verify() {
   return verifyAttention(*this, getQuery(), getKey(), getValue(), getMask(), getOut(), getLogsumexp(),
-                         getKeyTransposed());
+                         getKeyTransposed(), getTokenMajor());
 }
 
 LogicalResult AttentionGradOp::verify() {
   if (failed(verifyAttention(*this, getQuery(), getKey(), getValue(), getMask(), getOut(), getLogsumexp(),
-                             getKeyTransposed())))
+                             getKeyTransposed(), getTokenMajor())))
     return failure();
   if (getDout().getType() != getOut().getType() || getDquery().getType() != getQuery().getType() ||
       getDkey().getType() != getKey().getType() || getDvalue().getType() != getValue().getType())

@@ -618,10 +618,15 @@ struct FuseAttention : public OpRewritePattern<BatchMatmulOp> {
     SmallVector<int64_t> lseShape(q.getShape().drop_back());
     auto lseType = RankedTensorType::get(lseShape, q.getElementType());
     rewriter.setInsertionPoint(output);
-    auto fused = AttentionOp::create(rewriter, rewriter.getFusedLoc({scores.getLoc(), softmax.getLoc(), output.getLoc()}),
-                                     output.getType(), lseType, query, key, value, softmax.getMask(),
-                                     softmax.getScaleAttr(), rewriter.getBoolAttr(!scores.getTransposeB()));
+    auto fused = AttentionOp::create(
+        rewriter, rewriter.getFusedLoc({scores.getLoc(), softmax.getLoc(), output.getLoc()}), output.getType(), lseType,
+        query, key, value, softmax.getMask(), softmax.getScaleAttr(), rewriter.getBoolAttr(!scores.getTransposeB()),
+        /*compute_dtype=*/nullptr, /*token_major=*/nullptr);
     rewriter.replaceOp(output, fused.getOut());
+    // Gone now, not when the driver gets to them: the operands' other uses
+    // decide which form the attention takes next (packed or token-major).
+    rewriter.eraseOp(softmax);
+    rewriter.eraseOp(scores);
     return success();
   }
 };
@@ -697,18 +702,32 @@ Value packedPart(Value operand, bool keyTransposed, int64_t &part, int64_t &head
 /// and the output transposed back. One graph.packed_attention reads the
 /// heads in place with a row stride; the output transposes become views of
 /// its [..., T, heads * D] result.
+/// The one projection whose thirds attention's q, k and v are (packedPart
+/// for each, in order, with one number of heads), or null; sets `heads`.
+Value packedProjection(AttentionOp attention, int64_t &heads, SmallVectorImpl<Location> &locations) {
+  if (attention.getTokenMajor())
+    return {};
+  int64_t parts[3], partHeads[3];
+  Value projections[3] = {
+      packedPart(attention.getQuery(), false, parts[0], partHeads[0], locations),
+      packedPart(attention.getKey(), attention.getKeyTransposed(), parts[1], partHeads[1], locations),
+      packedPart(attention.getValue(), false, parts[2], partHeads[2], locations)};
+  for (int i = 0; i < 3; ++i)
+    if (!projections[i] || projections[i] != projections[0] || parts[i] != i || partHeads[i] != partHeads[0])
+      return {};
+  heads = partHeads[0];
+  return projections[0];
+}
+
 struct FusePackedAttention : public OpRewritePattern<AttentionOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(AttentionOp attention, PatternRewriter &rewriter) const override {
-    int64_t parts[3], heads[3];
+    int64_t heads[1];
     SmallVector<Location> locations = {attention.getLoc()};
-    Value projections[3] = {packedPart(attention.getQuery(), false, parts[0], heads[0], locations),
-                            packedPart(attention.getKey(), attention.getKeyTransposed(), parts[1], heads[1], locations),
-                            packedPart(attention.getValue(), false, parts[2], heads[2], locations)};
-    for (int i = 0; i < 3; ++i)
-      if (!projections[i] || projections[i] != projections[0] || parts[i] != i || heads[i] != heads[0])
-        return failure();
+    Value qkv = packedProjection(attention, heads[0], locations);
+    if (!qkv)
+      return failure();
     Value out = attention.getOut();
     if (out.use_empty())
       return failure();
@@ -718,7 +737,6 @@ struct FusePackedAttention : public OpRewritePattern<AttentionOp> {
         return failure();
       locations.push_back(transpose.getLoc());
     }
-    Value qkv = projections[0];
     RankedTensorType qkvType = tensorType(qkv);
     SmallVector<int64_t> outShape(qkvType.getShape());
     outShape.back() /= 3;
@@ -792,6 +810,10 @@ struct FoldRepeatedKeyValueHeads : public OpRewritePattern<AttentionOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(AttentionOp attention, PatternRewriter &rewriter) const override {
+    // repeatedHeadsSource reads [..., H, T, D] copies.
+    if (std::optional<ArrayRef<bool>> tokenMajor = attention.getTokenMajor();
+        tokenMajor && ((*tokenMajor)[1] || (*tokenMajor)[2]))
+      return failure();
     Value key = attention.getKey();
     Value keySource = repeatedHeadsSource(key);
     auto keyTranspose = key.getDefiningOp<TransposeOp>();
@@ -836,6 +858,68 @@ struct FoldKeyTransposeIntoAttention : public OpRewritePattern<AttentionOp> {
       attention.getKeyMutable().assign(transpose.getInput());
       attention.setKeyTransposed(false);
     });
+    return success();
+  }
+};
+
+/// Attention whose operands are head views transposed forward
+/// ([..., T, H, D] to [..., H, T, D], a key perhaps straight to
+/// [..., H, D, T]), or whose output is only transposed back, reads and
+/// writes those views themselves (token_major): the transposes, a copy of
+/// each operand forward and of each gradient in backward, go. Attention on
+/// the thirds of one projection is packed_attention's instead.
+struct FoldHeadTransposesIntoAttention : public OpRewritePattern<AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AttentionOp attention, PatternRewriter &rewriter) const override {
+    int64_t heads;
+    SmallVector<Location> locations = {attention.getLoc()};
+    if (packedProjection(attention, heads, locations))
+      return failure();
+    bool flags[4] = {false, false, false, false}, keyTransposed = attention.getKeyTransposed(), changed = false;
+    if (std::optional<ArrayRef<bool>> tokenMajor = attention.getTokenMajor())
+      llvm::copy(*tokenMajor, flags);
+    Value operands[3] = {attention.getQuery(), attention.getKey(), attention.getValue()};
+    for (int i = 0; i < 3; ++i) {
+      auto transpose = operands[i].getDefiningOp<TransposeOp>();
+      if (flags[i] || !transpose)
+        continue;
+      if (i == 1 && keyTransposed) {
+        if (!headsForwardKeyTransposed(transpose.getPerm()))
+          continue;
+        keyTransposed = false;
+      } else if (!swapsHeadsAndSequence(transpose.getPerm())) {
+        continue;
+      }
+      operands[i] = transpose.getInput();
+      flags[i] = changed = true;
+      locations.push_back(transpose.getLoc());
+    }
+    Value out = attention.getOut();
+    Type outType = out.getType();
+    const bool outFolds = !flags[3] && !out.use_empty() && llvm::all_of(out.getUsers(), [](Operation *user) {
+      auto transpose = dyn_cast<TransposeOp>(user);
+      return transpose && swapsHeadsAndSequence(transpose.getPerm());
+    });
+    if (outFolds) {
+      outType = (*out.getUsers().begin())->getResult(0).getType();
+      flags[3] = changed = true;
+    }
+    if (!changed)
+      return failure();
+    rewriter.setInsertionPoint(attention);
+    auto folded = AttentionOp::create(
+        rewriter, rewriter.getFusedLoc(locations), outType, attention.getLogsumexp().getType(), operands[0],
+        operands[1], operands[2], attention.getMask(), attention.getScaleAttr(), rewriter.getBoolAttr(keyTransposed),
+        attention.getComputeDtypeAttr(), rewriter.getDenseBoolArrayAttr(flags));
+    if (outFolds) {
+      for (Operation *user : llvm::make_early_inc_range(out.getUsers()))
+        rewriter.replaceOp(user, folded.getOut());
+    } else {
+      rewriter.replaceAllUsesWith(out, folded.getOut());
+    }
+    rewriter.replaceAllUsesWith(attention.getLogsumexp(), folded.getLogsumexp());
+    rewriter.eraseOp(attention);
     return success();
   }
 };
@@ -888,6 +972,14 @@ struct GraphFusePass : public fsdpc::graph::impl::GraphFuseBase<GraphFusePass> {
                  FuseAttention, FusePackedAttention, FoldRepeatedKeyValueHeads, FoldKeyTransposeIntoAttention,
                  FoldTransposeIntoMatmul>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      return signalPassFailure();
+    // Once every attention has its final operands (packed_attention takes
+    // a projection's thirds only when each view has no other use, which
+    // may hold only after dead scores and scales are gone), the rest read
+    // their head views in place.
+    RewritePatternSet layouts(&getContext());
+    layouts.add<FoldHeadTransposesIntoAttention>(&getContext());
+    if (failed(applyPatternsGreedily(getOperation(), std::move(layouts))))
       return signalPassFailure();
   }
 };

@@ -401,11 +401,10 @@ LogicalResult fsdpc::graph::buildGradient(OpBuilder &builder, Operation *op, Arr
             // logsumexp only feeds the gradient; out's gradient is dout.
             if (!r.resultGrads[0])
               return true;
-            auto grad = AttentionGradOp::create(builder, r.loc, o.getQuery().getType(), o.getKey().getType(),
-                                                o.getValue().getType(), o.getQuery(), o.getKey(), o.getValue(),
-                                                o.getMask(), o.getOut(), o.getLogsumexp(), r.resultGrads[0],
-                                                o.getScaleAttr(), o.getKeyTransposedAttr(),
-                                                o.getComputeDtypeAttr());
+            auto grad = AttentionGradOp::create(
+                builder, r.loc, o.getQuery().getType(), o.getKey().getType(), o.getValue().getType(), o.getQuery(),
+                o.getKey(), o.getValue(), o.getMask(), o.getOut(), o.getLogsumexp(), r.resultGrads[0], o.getScaleAttr(),
+                o.getKeyTransposedAttr(), o.getComputeDtypeAttr(), o.getTokenMajorAttr());
             for (int i = 0; i < 3; ++i)
               if (r.needs(i))
                 operandGrads[i] = grad->getResult(i);

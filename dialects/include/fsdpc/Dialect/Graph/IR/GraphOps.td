@@ -710,6 +710,12 @@ def Graph_AttentionOp : Graph_Op<"attention", [Pure]> {
       attention, where query head h reads key and value head
       h / (H / Hkv), as transformers' repeat_kv copies them (multi-query
       attention is Hkv = 1). `graph-fuse` folds such copies into the op.
+    - `token_major` (four flags: query, key, value, out; absent, all
+      false): an operand flagged is given as `[..., T, H, D]`, the heads
+      after the sequence, as a projection `[..., T, H D]` viewed as heads
+      is, instead of `[..., H, T, D]`: the op reads and writes it so, and
+      `graph-fuse` drops the transposes exports write between the
+      projections and attention. A transposed key is not token-major.
     - `mask`: i64, broadcasts to `[..., Tq, Tk]`; nonzero positions are
       excluded.
     - `scale`: the factor on the scores.
@@ -723,7 +729,8 @@ def Graph_AttentionOp : Graph_Op<"attention", [Pure]> {
       they are (widening is exact), and a low-precision `out` rounded once
       (torch's flash attention writes its output in bf16 too);
       `logsumexp` is f32.
-    - results: `out` `[..., Tq, Dv]` and `logsumexp` `[..., Tq]`.
+    - results: `out` `[..., Tq, Dv]` (or `[..., Tq, H, Dv]`, token-major)
+      and `logsumexp` `[..., Tq]` (`[..., H, Tq]` whatever the layouts).
 
     ```mlir
     %o, %lse = graph.attention %q, %kt, %v, %causal {key_transposed = true, scale = 0.288675 : f64}
@@ -733,7 +740,8 @@ def Graph_AttentionOp : Graph_Op<"attention", [Pure]> {
   }];
   let arguments = (ins Graph_FloatTensor:$query, Graph_FloatTensor:$key, Graph_FloatTensor:$value,
                        Graph_I64Tensor:$mask, F64Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$key_transposed,
-                       DefaultValuedAttr<Graph_ComputeDtypeAttr, "ComputeDtype::f32">:$compute_dtype);
+                       DefaultValuedAttr<Graph_ComputeDtypeAttr, "ComputeDtype::f32">:$compute_dtype,
+                       OptionalAttr<DenseBoolArrayAttr>:$token_major);
   let results = (outs Graph_FloatTensor:$out, Graph_F32Tensor:$logsumexp);
   let assemblyFormat = "$query `,` $key `,` $value `,` $mask attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -748,10 +756,10 @@ def Graph_AttentionGradOp : Graph_Op<"attention_grad", [Pure]> {
     With grouped heads, a key or value head's gradient is the sum over
     the query heads that read it.
 
-    - `query`, `key`, `value`, `mask`, `scale`, `key_transposed`: as the
-      forward op.
+    - `query`, `key`, `value`, `mask`, `scale`, `key_transposed`,
+      `token_major`: as the forward op.
     - `out`, `logsumexp`: the forward op's results.
-    - `dout`: the gradient of `out`.
+    - `dout`: the gradient of `out`, in `out`'s layout.
     - `dquery`, `dkey`, `dvalue`: the types of `query`, `key`, `value`.
 
     ```mlir
@@ -763,7 +771,8 @@ def Graph_AttentionGradOp : Graph_Op<"attention_grad", [Pure]> {
                        Graph_I64Tensor:$mask, Graph_FloatTensor:$out, Graph_F32Tensor:$logsumexp,
                        Graph_FloatTensor:$dout, F64Attr:$scale,
                        DefaultValuedAttr<BoolAttr, "false">:$key_transposed,
-                       DefaultValuedAttr<Graph_ComputeDtypeAttr, "ComputeDtype::f32">:$compute_dtype);
+                       DefaultValuedAttr<Graph_ComputeDtypeAttr, "ComputeDtype::f32">:$compute_dtype,
+                       OptionalAttr<DenseBoolArrayAttr>:$token_major);
   let results = (outs Graph_FloatTensor:$dquery, Graph_FloatTensor:$dkey, Graph_FloatTensor:$dvalue);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $mask `,` $out `,` $logsumexp `,` $dout attr-dict `:` functional-type(operands, results)

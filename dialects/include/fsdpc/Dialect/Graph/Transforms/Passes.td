@@ -34,6 +34,11 @@ def GraphFuse : Pass<"graph-fuse", "mlir::ModuleOp"> {
       transposed after its copy) fold into `graph.attention`, which reads
       the fewer heads themselves; a key transposed for the product alone
       (its last two axes swapped) is read as it was;
+    - then, in a second round (packed attention first): attention operands
+      that are head views `[..., T, H, D]` transposed heads forward (a key
+      perhaps straight to `[..., H, D, T]`), and an output only transposed
+      back, are read and written as the views (`token_major`): BERT's,
+      ViT's and LLaMA's separate projections need no transposes;
     - attention over one fused projection (GPT-2's `c_attn`): q, k and v
       the three thirds of its last axis, each a reshape to heads and a
       transpose of the heads forward, and every use of the output a

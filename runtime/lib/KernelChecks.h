@@ -128,6 +128,14 @@ FSDPC_HOST_DEVICE inline int64_t rowsStart(const AttentionRows &rows, int64_t he
   return rows.offset + (b / heads) * rows.outer + (b % heads) / rows.group * rows.head;
 }
 
+/// The batch index (batch and query head) of the g-th query head that reads
+/// key and value batch index kb (batch and key head), `group` query heads to
+/// a key head: the dK and dV kernels sum over them.
+FSDPC_HOST_DEVICE inline int64_t groupQueryIndex(int64_t heads, int64_t group, int64_t kb, int64_t g) {
+  const int64_t keyHeads = heads / group;
+  return (kb / keyHeads) * heads + (kb % keyHeads) * group + g;
+}
+
 /// The sizes of an attention call: `batch` batch indices (batch and heads,
 /// `heads` of them the innermost, `group` query heads to a key and value
 /// head) of `tq` queries and `tk` keys, head sizes

@@ -123,14 +123,13 @@ void forward(const AttentionLayout &l, const AttentionBuffers &in, float scale, 
 // heads, a key and value head's gradients are the sums over the query
 // heads of its group, added in head order by one thread.
 void backward(const AttentionLayout &l, const AttentionBuffers &in, float scale, float *dq, float *dk, float *dv) {
-  const int64_t keyHeads = l.heads / l.group;
 #pragma omp parallel
   {
     std::vector<float> p(l.tq * l.tk), ds(l.tq * l.tk);
 #pragma omp for
     for (int64_t kvb = 0; kvb < l.batch / l.group; ++kvb)
       for (int64_t g = 0; g < l.group; ++g) {
-        const int64_t b = (kvb / keyHeads) * l.heads + (kvb % keyHeads) * l.group + g;
+        const int64_t b = groupQueryIndex(l.heads, l.group, kvb, g);
         const bool accumulate = g > 0;
         const float *qb = in.q + l.start(l.query, b), *kb = in.k + l.start(l.key, b), *vb = in.v + l.start(l.value, b);
         const float *ob = in.out + l.start(l.out, b), *dob = in.dout + l.start(l.out, b);

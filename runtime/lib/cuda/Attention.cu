@@ -74,8 +74,7 @@ struct AttentionShape {
   /// group (the dK and dV kernels run one block per key tile of a key
   /// head, over every query head that reads it).
   __device__ __forceinline__ long long queryIndex(long long kb, long long g) const {
-    const long long keyHeads = heads / group;
-    return (kb / keyHeads) * heads + (kb % keyHeads) * group + g;
+    return groupQueryIndex(heads, group, kb, g);
   }
 };
 

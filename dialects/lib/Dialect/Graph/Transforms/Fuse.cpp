@@ -623,8 +623,8 @@ struct FuseAttention : public OpRewritePattern<BatchMatmulOp> {
         query, key, value, softmax.getMask(), softmax.getScaleAttr(), rewriter.getBoolAttr(!scores.getTransposeB()),
         /*compute_dtype=*/nullptr, /*token_major=*/nullptr);
     rewriter.replaceOp(output, fused.getOut());
-    // Gone now, not when the driver gets to them: the operands' other uses
-    // decide which form the attention takes next (packed or token-major).
+    // Gone now, not when the driver gets to them: packed_attention takes
+    // q, k and v only where the views have no other use.
     rewriter.eraseOp(softmax);
     rewriter.eraseOp(scores);
     return success();
@@ -697,11 +697,6 @@ Value packedPart(Value operand, bool keyTransposed, int64_t &part, int64_t &head
   return projection;
 }
 
-/// Attention over the heads of one fused projection: q, k and v the three
-/// thirds of its last axis, each viewed as heads and transposed forward,
-/// and the output transposed back. One graph.packed_attention reads the
-/// heads in place with a row stride; the output transposes become views of
-/// its [..., T, heads * D] result.
 /// The one projection whose thirds attention's q, k and v are (packedPart
 /// for each, in order, with one number of heads), or null; sets `heads`.
 Value packedProjection(AttentionOp attention, int64_t &heads, SmallVectorImpl<Location> &locations) {
@@ -719,13 +714,18 @@ Value packedProjection(AttentionOp attention, int64_t &heads, SmallVectorImpl<Lo
   return projections[0];
 }
 
+/// Attention over the heads of one fused projection: q, k and v the three
+/// thirds of its last axis, each viewed as heads and transposed forward,
+/// and the output transposed back. One graph.packed_attention reads the
+/// heads in place with a row stride; the output transposes become views of
+/// its [..., T, heads * D] result.
 struct FusePackedAttention : public OpRewritePattern<AttentionOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(AttentionOp attention, PatternRewriter &rewriter) const override {
-    int64_t heads[1];
+    int64_t heads;
     SmallVector<Location> locations = {attention.getLoc()};
-    Value qkv = packedProjection(attention, heads[0], locations);
+    Value qkv = packedProjection(attention, heads, locations);
     if (!qkv)
       return failure();
     Value out = attention.getOut();
@@ -744,7 +744,7 @@ struct FusePackedAttention : public OpRewritePattern<AttentionOp> {
     rewriter.setInsertionPoint(attention);
     auto packed = PackedAttentionOp::create(rewriter, rewriter.getFusedLoc(locations), outType,
                                             attention.getLogsumexp().getType(), qkv, attention.getMask(),
-                                            rewriter.getI64IntegerAttr(heads[0]), attention.getScaleAttr(),
+                                            rewriter.getI64IntegerAttr(heads), attention.getScaleAttr(),
                                             attention.getComputeDtypeAttr());
     for (Operation *user : llvm::make_early_inc_range(out.getUsers())) {
       auto transpose = cast<TransposeOp>(user);

@@ -168,6 +168,26 @@ Status gelu(const KernelCall &call) {
   return elementwise(call);
 }
 
+/// rotary, rotary_grad: float operands; cos and sin of the input's rank and
+/// last dimension (even), broadcast along the others; the output the
+/// input's shape.
+Status rotary(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "f", "f"));
+  const TensorView &x = call.inputs[0], &out = call.outputs[0];
+  if (x.shape.empty() || x.shape.back() % 2 != 0 || out.shape != x.shape)
+    return refuse(call, "needs an input whose last dimension is even and an output of its shape, got " +
+                            shapeString(x.shape) + " and " + shapeString(out.shape));
+  for (size_t j = 1; j < 3; ++j) {
+    const TensorView &table = call.inputs[j];
+    if (table.shape.size() != x.shape.size() || table.shape.back() != x.shape.back() ||
+        !broadcastsTo(table.shape, x.shape))
+      return refuse(call, "input " + std::to_string(j) + " " + shapeString(table.shape) +
+                              " must have the rank and last dimension of " + shapeString(x.shape) +
+                              " and broadcast to it");
+  }
+  return Status::ok();
+}
+
 Status dropout(const KernelCall &call) {
   const double ratio = call.floatParam(contract::Param::kRatio, 0.5);
   if (!(ratio >= 0 && ratio < 1))
@@ -557,6 +577,8 @@ Status checkRule(contract::OperandRule rule, const KernelCall &call) {
     return elementwise(call);
   case OperandRule::kGelu:
     return gelu(call);
+  case OperandRule::kRotary:
+    return rotary(call);
   case OperandRule::kReduceSum:
     return reduceSum(call);
   case OperandRule::kBroadcastTo:

@@ -636,6 +636,43 @@ std::vector<Case> cases() {
   // result a few ulps of 1 apart; on the H200 once 1.1e-6.
   all.push_back(Case("gelu_grad", "tanh").in({4099}).in({4099}).out({4099})
                     .attr("approximate", std::string("tanh")).tol(4e-6));
+  // Rotary embeddings: each product rounded before the sum on both sides,
+  // so the bits agree. Token-major [B, T, H, D] with cos and sin over heads
+  // (an odd half: a pair a thread), head-major over heads and batch, and
+  // bf16 with a half of 8 and 16 (8 pairs a thread), misaligned (a pair a
+  // thread) and in place.
+  for (const char *op : {"rotary", "rotary_grad"}) {
+    all.push_back(
+        Case(op, "token-major, half 3").in({3, 7, 5, 6}).in({3, 7, 1, 6}).in({3, 7, 1, 6}).out({3, 7, 5, 6}).tol(0));
+    all.push_back(Case(op, "head-major, tables over batch and heads")
+                      .in({2, 3, 7, 10})
+                      .in({1, 1, 7, 10})
+                      .in({1, 1, 7, 10})
+                      .out({2, 3, 7, 10})
+                      .tol(0));
+    for (int64_t width : {16, 32}) {
+      const std::string what = "bf16, half " + std::to_string(width / 2);
+      all.push_back(Case(op, what)
+                        .in({3, 7, 5, width}, normal(), plan::BF16)
+                        .in({3, 7, 1, width}, normal(), plan::BF16)
+                        .in({3, 7, 1, width}, normal(), plan::BF16)
+                        .out({3, 7, 5, width}, plan::BF16)
+                        .tol(0));
+      all.push_back(Case(op, what)
+                        .in({3, 7, 5, width}, normal(), plan::BF16)
+                        .in({3, 7, 1, width}, normal(), plan::BF16)
+                        .in({3, 7, 1, width}, normal(), plan::BF16)
+                        .out({3, 7, 5, width}, plan::BF16)
+                        .tol(0)
+                        .misaligned());
+    }
+    all.push_back(Case(op, "bf16 in place")
+                      .in({2, 9, 3, 64}, normal(), plan::BF16)
+                      .in({2, 9, 1, 64}, normal(), plan::BF16)
+                      .in({2, 9, 1, 64}, normal(), plan::BF16)
+                      .inPlace(0)
+                      .tol(0));
+  }
   all.push_back(Case("select").in({5, 1}, integers(0, 2), plan::I64).in({5, 37}).in({37}).out({5, 37}));
   all.push_back(Case("is_nan").in({7, 53}, someNaN()).out({7, 53}, plan::I64).tol(0));
   // Small integers, so that equal operands are common; NaN against NaN.

@@ -275,6 +275,44 @@ TEST(Kernels, ActivationsAndTheirGradients) {
   }
 }
 
+// rotary: x cos + rotate_half(x) sin in double, cos and sin broadcast over
+// heads (and over the batch in the second case); rotary_grad: the
+// transpose of that linear map, column by column from the forward formula
+// on unit vectors, applied to dy.
+TEST(Kernels, RotaryAndItsGradientAgainstTheFormula) {
+  const std::vector<int64_t> shape = {3, 5, 2, 6};
+  for (const std::vector<int64_t> &tableShape : {std::vector<int64_t>{3, 5, 1, 6}, std::vector<int64_t>{1, 5, 1, 6}}) {
+    Buffer x = randomBuffer(shape, 21), c = randomBuffer(tableShape, 22), s = randomBuffer(tableShape, 23);
+    Buffer dy = randomBuffer(shape, 24), out = zeros(shape), dx = zeros(shape);
+    const int64_t n = x.f.size(), width = shape.back(), half = width / 2;
+    auto tableIndex = [&](int64_t i) {
+      const int64_t j = i % width, t = (i / (width * shape[2])) % shape[1], b = i / (width * shape[2] * shape[1]);
+      return ((tableShape[0] == 1 ? 0 : b) * shape[1] + t) * width + j;
+    };
+    auto forward = [&](const std::vector<double> &in) {
+      std::vector<double> result(n);
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t j = i % width;
+        const double rotated = j < half ? -in[i + half] : in[i - half];
+        result[i] = in[i] * c.f[tableIndex(i)] + rotated * s.f[tableIndex(i)];
+      }
+      return result;
+    };
+    ASSERT_TRUE(runKernel("rotary", {&x, &c, &s}, {&out}).isOk());
+    expectNear(out.f, forward(std::vector<double>(x.f.begin(), x.f.end())), 1e-6);
+    std::vector<double> wantGrad(n, 0.0);
+    for (int64_t i = 0; i < n; ++i) {
+      std::vector<double> unit(n, 0.0);
+      unit[i] = 1.0;
+      const std::vector<double> column = forward(unit);
+      for (int64_t k = 0; k < n; ++k)
+        wantGrad[i] += column[k] * dy.f[k];
+    }
+    ASSERT_TRUE(runKernel("rotary_grad", {&dy, &c, &s}, {&dx}).isOk());
+    expectNear(dx.f, wantGrad, 1e-6);
+  }
+}
+
 TEST(Kernels, SoftmaxAndLogSoftmaxAlongMiddleAxis) {
   Buffer x = randomBuffer({2, 3, 4}, 10), y = zeros({2, 3, 4}), logY = zeros({2, 3, 4});
   plan::Instruction inst;

@@ -103,8 +103,13 @@ std::vector<KernelSignature> buildTable() {
       fixed("sigmoid_grad", 2, 1, OperandRule::kElementwise),
       fixed("gelu", 1, 1, OperandRule::kGelu, gelu),
       fixed("gelu_grad", 2, 1, OperandRule::kGelu, gelu),
+      // input (dy for the gradient), cos, sin -> out: the rotate-half
+      // rotary embedding, cos and sin broadcast but along the last axis.
+      fixed("rotary", 3, 1, OperandRule::kRotary),
+      fixed("rotary_grad", 3, 1, OperandRule::kRotary),
       // Reductions and broadcasts.
-      fixed("reduce_sum", 1, 1, OperandRule::kReduceSum, {{"axes", kIntList, kRequired}, {"keepdims", kBool, kRequired}}),
+      fixed("reduce_sum", 1, 1, OperandRule::kReduceSum,
+            {{"axes", kIntList, kRequired}, {"keepdims", kBool, kRequired}}),
       fixed("broadcast_to", 1, 1, OperandRule::kBroadcastTo),
       fixed("sum_to", 1, 1, OperandRule::kSumTo),
       // Shape and indexing.
@@ -121,8 +126,10 @@ std::vector<KernelSignature> buildTable() {
       // labels -> f32 rows of zeros with a one at the label.
       fixed("one_hot", 1, 1, OperandRule::kOneHot, {{"ignore_index", kInt, kOptional}}),
       // The index along axis, which the output keeps as a dimension of 1.
-      fixed("arg_max", 1, 1, OperandRule::kArgReduce, {{"axis", kInt, kRequired}, {"select_last_index", kBool, kOptional}}),
-      fixed("arg_min", 1, 1, OperandRule::kArgReduce, {{"axis", kInt, kRequired}, {"select_last_index", kBool, kOptional}}),
+      fixed("arg_max", 1, 1, OperandRule::kArgReduce,
+            {{"axis", kInt, kRequired}, {"select_last_index", kBool, kOptional}}),
+      fixed("arg_min", 1, 1, OperandRule::kArgReduce,
+            {{"axis", kInt, kRequired}, {"select_last_index", kBool, kOptional}}),
       fixed("cast", 1, 1, OperandRule::kCast, {{"to_bool", kBool, kOptional}}),
       fixed("trilu", 1, 1, OperandRule::kTrilu, {{"k", kInt, kRequired}, {"upper", kBool, kRequired}}),
       fixed("transpose", 1, 1, OperandRule::kTranspose, {{"perm", kIntList, kRequired}}),
@@ -173,7 +180,11 @@ std::vector<KernelSignature> buildTable() {
       // rate; lr_schedule (constant, linear, cosine), warmup_steps,
       // total_steps and min_lr give each step's (LrSchedule.h).
       // param, grad, [momentum_buffer], step -> param, [momentum_buffer].
-      {"sgd_update", 3, 4, 1, 2,
+      {"sgd_update",
+       3,
+       4,
+       1,
+       2,
        {{"lr", kFloat, kRequired},
         {"lr_schedule", kString, kOptional},
         {"warmup_steps", kInt, kOptional},

@@ -48,6 +48,8 @@ Status cast(const KernelCall &call);
 Status dropout(const KernelCall &call);
 Status gelu(const KernelCall &call);
 Status geluGrad(const KernelCall &call);
+Status rotary(const KernelCall &call);
+Status rotaryGrad(const KernelCall &call);
 
 // Matmul.cpp: sgemm through BLAS, split by rows across OpenMP threads.
 /// matmul and matmul_bias (C starts as the bias, as torch's addmm).

@@ -231,6 +231,40 @@ Status dropout(const KernelCall &call) {
   return Status::ok();
 }
 
+/// rotary (Forward) and rotary_grad: with h = D / 2, per row and j < h,
+///   forward:  out[j] = x[j] c[j] - x[j+h] s[j],  out[j+h] = x[j+h] c[j+h] + x[j] s[j+h]
+///   gradient: dx[j] = dy[j] c[j] + dy[j+h] s[j+h],  dx[j+h] = dy[j+h] c[j+h] - dy[j] s[j]
+/// each product rounded before the sum, as torch's x * cos + rotate_half(x)
+/// * sin and its gradient compute them (the runtime builds without FMA
+/// contraction).
+template <bool Forward> Status rotate(const KernelCall &call) {
+  const TensorView &x = call.inputs[0], &cosTable = call.inputs[1], &sinTable = call.inputs[2], &out = call.outputs[0];
+  const float *px = x.f32(), *pc = cosTable.f32(), *ps = sinTable.f32();
+  float *po = out.f32();
+  const int64_t half = x.shape.back() / 2;
+  forEachRow<3>(
+      x.shape,
+      {stridesOf(x.shape), broadcastStrides(cosTable.shape, x.shape), broadcastStrides(sinTable.shape, x.shape)},
+      [&](int64_t, const std::array<int64_t, 3> &offsets, int64_t, const std::array<int64_t, 3> &) {
+        const float *xr = px + offsets[0], *cr = pc + offsets[1], *sr = ps + offsets[2];
+        float *outRow = po + offsets[0];
+        for (int64_t j = 0; j < half; ++j) {
+          const float first = xr[j], second = xr[j + half];
+          if (Forward) {
+            outRow[j] = first * cr[j] + -second * sr[j];
+            outRow[j + half] = second * cr[j + half] + first * sr[j + half];
+          } else {
+            outRow[j] = first * cr[j] + second * sr[j + half];
+            outRow[j + half] = second * cr[j + half] + -first * sr[j];
+          }
+        }
+      });
+  return Status::ok();
+}
+
+Status rotary(const KernelCall &call) { return rotate<true>(call); }
+Status rotaryGrad(const KernelCall &call) { return rotate<false>(call); }
+
 constexpr float kSqrtTwoOverPi = 0.79788456080286536f;
 constexpr float kInvSqrtTwoPi = 0.39894228040143268f;
 constexpr float kGeluCubic = 0.044715f;

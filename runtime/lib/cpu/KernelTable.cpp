@@ -43,6 +43,8 @@ const std::unordered_map<std::string, KernelFn> &registry() {
       {"sigmoid_grad", sigmoidGrad},
       {"gelu", gelu},
       {"gelu_grad", geluGrad},
+      {"rotary", rotary},
+      {"rotary_grad", rotaryGrad},
       {"reduce_sum", reduceSum},
       {"broadcast_to", broadcastTo},
       {"sum_to", sumTo},

@@ -113,6 +113,8 @@ Status tanhGrad(const KernelCall &call);
 Status sigmoidGrad(const KernelCall &call);
 Status gelu(const KernelCall &call);
 Status geluGrad(const KernelCall &call);
+Status rotary(const KernelCall &call);
+Status rotaryGrad(const KernelCall &call);
 Status select(const KernelCall &call);
 Status cast(const KernelCall &call);
 Status dropout(const KernelCall &call);

@@ -504,7 +504,93 @@ __global__ void fillKernel(Operand out, long long n, float value) {
   }
 }
 
+/// One element pair (j, j + h) of a rotary row, h = D / 2: the CPU kernel's
+/// formulas (cpu/Elementwise.cpp), each product rounded before the sum
+/// (__fmul_rn keeps nvcc from contracting them into an FMA), so that the
+/// bits equal the CPU kernel's and torch's unfused ops'.
+template <bool Forward>
+__device__ __forceinline__ void rotatePair(float first, float second, float cosFirst, float cosSecond, float sinFirst,
+                                           float sinSecond, float &outFirst, float &outSecond) {
+  if constexpr (Forward) {
+    outFirst = __fadd_rn(__fmul_rn(first, cosFirst), __fmul_rn(-second, sinFirst));
+    outSecond = __fadd_rn(__fmul_rn(second, cosSecond), __fmul_rn(first, sinSecond));
+  } else {
+    outFirst = __fadd_rn(__fmul_rn(first, cosFirst), __fmul_rn(second, sinSecond));
+    outSecond = __fadd_rn(__fmul_rn(second, cosSecond), __fmul_rn(-first, sinFirst));
+  }
+}
+
+/// rotary / rotary_grad, a thread per element pair of a row; the layout
+/// gives cos's and sin's offsets of the pair's first element (their last
+/// stride is 1, so the second is h further).
+template <bool Forward>
+__global__ void rotaryKernel(Operand x, Operand cosTable, Operand sinTable, Operand out, long long pairs,
+                             long long half, Layout<2> layout) {
+  FSDPC_GRID_STRIDE_LOOP(p, pairs) {
+    const long long first = (p / half) * 2 * half + p % half, second = first + half;
+    long long offsets[2];
+    layout.offsets(first, offsets);
+    float a, b;
+    rotatePair<Forward>(loadFloat(x, first), loadFloat(x, second), loadFloat(cosTable, offsets[0]),
+                        loadFloat(cosTable, offsets[0] + half), loadFloat(sinTable, offsets[1]),
+                        loadFloat(sinTable, offsets[1] + half), a, b);
+    storeFloat(out, first, a);
+    storeFloat(out, second, b);
+  }
+}
+
+/// rotaryKernel 8 pairs a thread, where h is a multiple of 8 and every
+/// operand is 16-byte aligned: six 16-byte loads and two stores of bf16
+/// (LLaMA's head dimension 128 gives h = 64) instead of 2-byte accesses.
+template <bool Forward>
+__global__ void rotaryVectorKernel(Operand x, Operand cosTable, Operand sinTable, Operand out, long long pairs,
+                                   long long half, Layout<2> layout) {
+  FSDPC_GRID_STRIDE_LOOP(v, pairs / kVectorElements) {
+    const long long p = v * kVectorElements;
+    const long long first = (p / half) * 2 * half + p % half, second = first + half;
+    long long offsets[2];
+    layout.offsets(first, offsets);
+    float xa[kVectorElements], xb[kVectorElements], ca[kVectorElements], cb[kVectorElements], sa[kVectorElements],
+        sb[kVectorElements];
+    loadVector(x, first, xa);
+    loadVector(x, second, xb);
+    loadVector(cosTable, offsets[0], ca);
+    loadVector(cosTable, offsets[0] + half, cb);
+    loadVector(sinTable, offsets[1], sa);
+    loadVector(sinTable, offsets[1] + half, sb);
+#pragma unroll
+    for (int k = 0; k < kVectorElements; ++k)
+      rotatePair<Forward>(xa[k], xb[k], ca[k], cb[k], sa[k], sb[k], xa[k], xb[k]);
+    storeVector(out, first, xa);
+    storeVector(out, second, xb);
+  }
+}
+
+template <bool Forward> Status rotate(const KernelCall &call) {
+  const TensorView &x = call.inputs[0], &cosTable = call.inputs[1], &sinTable = call.inputs[2], &out = call.outputs[0];
+  const int64_t pairs = x.numElements() / 2, half = x.shape.back() / 2;
+  if (pairs == 0)
+    return Status::ok();
+  Layout<2> layout;
+  if (!makeLayout(x.shape,
+                  {cpu::broadcastStrides(cosTable.shape, x.shape), cpu::broadcastStrides(sinTable.shape, x.shape)},
+                  layout))
+    return rankError(call, x.shape.size());
+  const CudaLaunch &launch = launchOf(call);
+  if (half % kVectorElements == 0 && vectorAligned({&x, &cosTable, &sinTable, &out}))
+    launchKernel(rotaryVectorKernel<Forward>, blocksFor(pairs / kVectorElements, launch), kThreads, 0, launch.stream,
+                 operandOf(x), operandOf(cosTable), operandOf(sinTable), operandOf(out), pairs, half, layout);
+  else
+    launchKernel(rotaryKernel<Forward>, blocksFor(pairs, launch), kThreads, 0, launch.stream, operandOf(x),
+                 operandOf(cosTable), operandOf(sinTable), operandOf(out), pairs, half, layout);
+  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::ok();
+}
+
 } // namespace
+
+Status rotary(const KernelCall &c) { return rotate<true>(c); }
+Status rotaryGrad(const KernelCall &c) { return rotate<false>(c); }
 
 int elementwiseVariants(const KernelCall &call) {
   const bool variants =

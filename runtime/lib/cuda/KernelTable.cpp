@@ -42,6 +42,8 @@ const std::unordered_map<std::string, CudaKernel> &registry() {
       {"sigmoid_grad", {sigmoidGrad, nullptr, elementwiseVariants}},
       {"gelu", {gelu, nullptr, elementwiseVariants}},
       {"gelu_grad", {geluGrad, nullptr, elementwiseVariants}},
+      {"rotary", {rotary}},
+      {"rotary_grad", {rotaryGrad}},
       {"reduce_sum", {reduceSum, reduceSumScratch}},
       {"broadcast_to", {broadcastTo}},
       {"sum_to", {sumTo, sumToScratch}},

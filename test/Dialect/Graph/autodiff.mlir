@@ -91,6 +91,25 @@ func.func @train_step(%x: tensor<4x6xf32> {graph.param = "x"}, %w: tensor<6xf32>
 
 // -----
 
+// Tests rotary's rule: the input's gradient is one rotary_grad on the
+// same tables; a trained cos table (an exporter's folded parameter) gets
+// dy * x summed over the axes it broadcasts along, a sin that is an input
+// none.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[R:.*]] = graph.rotary %arg0, %arg1, %arg2
+// CHECK: %[[DY:.*]] = graph.mse_loss_grad
+// CHECK-DAG: %[[DX:.*]] = graph.rotary_grad %[[DY]], %arg1, %arg2 : (tensor<2x5x4xf32>, tensor<1x5x4xf32>, tensor<1x5x4xf32>) -> tensor<2x5x4xf32>
+// CHECK-DAG: %[[P:.*]] = graph.mul %[[DY]], %arg0 : (tensor<2x5x4xf32>, tensor<2x5x4xf32>) -> tensor<2x5x4xf32>
+// CHECK-DAG: %[[DC:.*]] = graph.sum_to %[[P]] : (tensor<2x5x4xf32>) -> tensor<1x5x4xf32>
+// CHECK: return %{{.*}}, %[[DX]], %[[DC]]
+func.func @train_step(%x: tensor<2x5x4xf32> {graph.param = "x"}, %cos: tensor<1x5x4xf32> {graph.param = "cos"}, %sin: tensor<1x5x4xf32> {graph.input = "sin"}, %t: tensor<2x5x4xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}) {
+  %y = graph.rotary %x, %cos, %sin : (tensor<2x5x4xf32>, tensor<1x5x4xf32>, tensor<1x5x4xf32>) -> tensor<2x5x4xf32>
+  %l = graph.mse_loss %y, %t : (tensor<2x5x4xf32>, tensor<2x5x4xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // Tests masked_softmax's rule: softmax_grad on the last axis (masked
 // positions have probability 0, so no gradient), then the scale.
 // CHECK-LABEL: func.func @train_step

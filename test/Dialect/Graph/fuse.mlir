@@ -582,6 +582,43 @@ func.func @grouped_key_value_heads(%q: tensor<2x4x5x8xf32>, %k: tensor<2x2x5x8xf
 
 // -----
 
+// Tests the key as torch's dynamo exporter writes it: the repeated heads
+// flattened with the batch to [B H, T, D] for a 3-D product, the last two
+// axes swapped there, and split back to [B, H, D, T]. That is the
+// transpose of the copy regrouped, so the copies fold as above: attention
+// reads the 2 key heads as they are. A transpose of other axes between the
+// reshapes stays.
+// CHECK-LABEL: func.func @key_transposed_flattened
+// CHECK-NOT: graph.broadcast_to
+// CHECK: %[[OUT:.*]], %{{.*}} = graph.attention %arg0, %arg1, %arg2, %arg3 {scale = 5.000000e-01 : f64} : (tensor<2x4x5x8xf32>, tensor<2x2x5x8xf32>, tensor<2x2x5x6xf32>, tensor<1x1x5x5xi64>)
+// CHECK-NOT: graph.transpose
+// CHECK: return %[[OUT]]
+// CHECK-LABEL: func.func @other_axes_between_reshapes
+// CHECK: %[[T:.*]] = graph.transpose %{{.*}} {perm = array<i64: 1, 0, 2>} : (tensor<8x5x8xf32>) -> tensor<5x8x8xf32>
+// CHECK: graph.reshape %[[T]] : (tensor<5x8x8xf32>) -> tensor<5x2x4x8xf32>
+func.func @key_transposed_flattened(%q: tensor<2x4x5x8xf32>, %k: tensor<2x2x5x8xf32>, %v: tensor<2x2x5x6xf32>, %m: tensor<1x1x5x5xi64>) -> tensor<2x4x5x6xf32> {
+  %k1 = graph.reshape %k : (tensor<2x2x5x8xf32>) -> tensor<2x2x1x5x8xf32>
+  %k2 = graph.broadcast_to %k1 : (tensor<2x2x1x5x8xf32>) -> tensor<2x2x2x5x8xf32>
+  %k3 = graph.reshape %k2 : (tensor<2x2x2x5x8xf32>) -> tensor<8x5x8xf32>
+  %k4 = graph.transpose %k3 {perm = array<i64: 0, 2, 1>} : (tensor<8x5x8xf32>) -> tensor<8x8x5xf32>
+  %kt = graph.reshape %k4 : (tensor<8x8x5xf32>) -> tensor<2x4x8x5xf32>
+  %v1 = graph.reshape %v : (tensor<2x2x5x6xf32>) -> tensor<2x2x1x5x6xf32>
+  %v2 = graph.broadcast_to %v1 : (tensor<2x2x1x5x6xf32>) -> tensor<2x2x2x5x6xf32>
+  %v3 = graph.reshape %v2 : (tensor<2x2x2x5x6xf32>) -> tensor<2x4x5x6xf32>
+  %s = graph.batch_matmul %q, %kt : (tensor<2x4x5x8xf32>, tensor<2x4x8x5xf32>) -> tensor<2x4x5x5xf32>
+  %p = graph.masked_softmax %s, %m {scale = 0.5 : f64} : (tensor<2x4x5x5xf32>, tensor<1x1x5x5xi64>) -> tensor<2x4x5x5xf32>
+  %o = graph.batch_matmul %p, %v3 : (tensor<2x4x5x5xf32>, tensor<2x4x5x6xf32>) -> tensor<2x4x5x6xf32>
+  return %o : tensor<2x4x5x6xf32>
+}
+func.func @other_axes_between_reshapes(%k: tensor<2x4x5x8xf32>) -> tensor<5x2x4x8xf32> {
+  %k3 = graph.reshape %k : (tensor<2x4x5x8xf32>) -> tensor<8x5x8xf32>
+  %k4 = graph.transpose %k3 {perm = array<i64: 1, 0, 2>} : (tensor<8x5x8xf32>) -> tensor<5x8x8xf32>
+  %kt = graph.reshape %k4 : (tensor<5x8x8xf32>) -> tensor<5x2x4x8xf32>
+  return %kt : tensor<5x2x4x8xf32>
+}
+
+// -----
+
 // Tests multi-query attention broadcast inside the products (Falcon): one
 // key and value head for every query head is grouped attention with one
 // key head. Keys copied head by head but values not (or values grouped
@@ -798,4 +835,101 @@ func.func @transpose_used_twice(%x: tensor<6x4xf32>, %w: tensor<9x4xf32>) -> (te
   %t = graph.transpose %w {perm = array<i64: 1, 0>} : (tensor<9x4xf32>) -> tensor<4x9xf32>
   %y = graph.matmul %x, %t : (tensor<6x4xf32>, tensor<4x9xf32>) -> tensor<6x9xf32>
   return %y, %t : tensor<6x9xf32>, tensor<4x9xf32>
+}
+
+// -----
+
+// Tests that Hugging Face's apply_rotary_pos_emb, x * cos +
+// rotate_half(x) * sin with rotate_half = concat(-x[..., D/2:], x[..., :D/2]),
+// becomes one graph.rotary on x with the tables, the sum and the products
+// in either order; a cos of lower rank is reshaped to x's rank.
+// CHECK-LABEL: func.func @rotary
+// CHECK-NEXT: %[[R:.*]] = graph.rotary %arg0, %arg1, %arg2 : (tensor<2x3x5x8xf32>, tensor<2x1x5x8xf32>, tensor<2x1x5x8xf32>) -> tensor<2x3x5x8xf32>
+// CHECK-NEXT: return %[[R]]
+// CHECK-LABEL: func.func @rotary_commuted
+// CHECK: %[[C:.*]] = graph.reshape %arg1 : (tensor<5x8xf32>) -> tensor<1x1x5x8xf32>
+// CHECK: %[[S:.*]] = graph.reshape %arg2 : (tensor<5x8xf32>) -> tensor<1x1x5x8xf32>
+// CHECK: %[[R:.*]] = graph.rotary %arg0, %[[C]], %[[S]] : (tensor<2x3x5x8xf32>, tensor<1x1x5x8xf32>, tensor<1x1x5x8xf32>) -> tensor<2x3x5x8xf32>
+// CHECK-NOT: graph.concat
+// CHECK: return %[[R]]
+func.func @rotary(%x: tensor<2x3x5x8xf32>, %cos: tensor<2x1x5x8xf32>, %sin: tensor<2x1x5x8xf32>) -> tensor<2x3x5x8xf32> {
+  %a = graph.mul %x, %cos : (tensor<2x3x5x8xf32>, tensor<2x1x5x8xf32>) -> tensor<2x3x5x8xf32>
+  %x1 = graph.slice %x {starts = array<i64: 0, 0, 0, 0>, steps = array<i64: 1, 1, 1, 1>} : (tensor<2x3x5x8xf32>) -> tensor<2x3x5x4xf32>
+  %x2 = graph.slice %x {starts = array<i64: 0, 0, 0, 4>, steps = array<i64: 1, 1, 1, 1>} : (tensor<2x3x5x8xf32>) -> tensor<2x3x5x4xf32>
+  %n = graph.neg %x2 : tensor<2x3x5x4xf32>
+  %r = graph.concat %n, %x1 {axis = 3 : i64} : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x8xf32>
+  %b = graph.mul %r, %sin : (tensor<2x3x5x8xf32>, tensor<2x1x5x8xf32>) -> tensor<2x3x5x8xf32>
+  %y = graph.add %a, %b : (tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>) -> tensor<2x3x5x8xf32>
+  return %y : tensor<2x3x5x8xf32>
+}
+func.func @rotary_commuted(%x: tensor<2x3x5x8xf32>, %cos: tensor<5x8xf32>, %sin: tensor<5x8xf32>) -> tensor<2x3x5x8xf32> {
+  %a = graph.mul %cos, %x : (tensor<5x8xf32>, tensor<2x3x5x8xf32>) -> tensor<2x3x5x8xf32>
+  %x1 = graph.slice %x {starts = array<i64: 0, 0, 0, 0>, steps = array<i64: 1, 1, 1, 1>} : (tensor<2x3x5x8xf32>) -> tensor<2x3x5x4xf32>
+  %x2 = graph.slice %x {starts = array<i64: 0, 0, 0, 4>, steps = array<i64: 1, 1, 1, 1>} : (tensor<2x3x5x8xf32>) -> tensor<2x3x5x4xf32>
+  %n = graph.neg %x2 : tensor<2x3x5x4xf32>
+  %r = graph.concat %n, %x1 {axis = 3 : i64} : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x8xf32>
+  %b = graph.mul %sin, %r : (tensor<5x8xf32>, tensor<2x3x5x8xf32>) -> tensor<2x3x5x8xf32>
+  %y = graph.add %b, %a : (tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>) -> tensor<2x3x5x8xf32>
+  return %y : tensor<2x3x5x8xf32>
+}
+
+// -----
+
+// Tests formulas that are not rotate_half: the halves swapped without the
+// negation on the second half (concat(-x1, x2)), and halves of unequal
+// width; nothing fuses.
+// CHECK-LABEL: func.func @not_rotate_half
+// CHECK-NOT: graph.rotary
+// CHECK: graph.concat
+// CHECK-LABEL: func.func @unequal_halves
+// CHECK-NOT: graph.rotary
+// CHECK: graph.concat
+func.func @not_rotate_half(%x: tensor<2x5x8xf32>, %cos: tensor<5x8xf32>, %sin: tensor<5x8xf32>) -> tensor<2x5x8xf32> {
+  %a = graph.mul %x, %cos : (tensor<2x5x8xf32>, tensor<5x8xf32>) -> tensor<2x5x8xf32>
+  %x1 = graph.slice %x {starts = array<i64: 0, 0, 0>, steps = array<i64: 1, 1, 1>} : (tensor<2x5x8xf32>) -> tensor<2x5x4xf32>
+  %x2 = graph.slice %x {starts = array<i64: 0, 0, 4>, steps = array<i64: 1, 1, 1>} : (tensor<2x5x8xf32>) -> tensor<2x5x4xf32>
+  %n = graph.neg %x1 : tensor<2x5x4xf32>
+  %r = graph.concat %n, %x2 {axis = 2 : i64} : (tensor<2x5x4xf32>, tensor<2x5x4xf32>) -> tensor<2x5x8xf32>
+  %b = graph.mul %r, %sin : (tensor<2x5x8xf32>, tensor<5x8xf32>) -> tensor<2x5x8xf32>
+  %y = graph.add %a, %b : (tensor<2x5x8xf32>, tensor<2x5x8xf32>) -> tensor<2x5x8xf32>
+  return %y : tensor<2x5x8xf32>
+}
+func.func @unequal_halves(%x: tensor<2x5x8xf32>, %cos: tensor<5x8xf32>, %sin: tensor<5x8xf32>) -> tensor<2x5x8xf32> {
+  %a = graph.mul %x, %cos : (tensor<2x5x8xf32>, tensor<5x8xf32>) -> tensor<2x5x8xf32>
+  %x1 = graph.slice %x {starts = array<i64: 0, 0, 0>, steps = array<i64: 1, 1, 1>} : (tensor<2x5x8xf32>) -> tensor<2x5x3xf32>
+  %x2 = graph.slice %x {starts = array<i64: 0, 0, 3>, steps = array<i64: 1, 1, 1>} : (tensor<2x5x8xf32>) -> tensor<2x5x5xf32>
+  %n = graph.neg %x2 : tensor<2x5x5xf32>
+  %r = graph.concat %n, %x1 {axis = 2 : i64} : (tensor<2x5x5xf32>, tensor<2x5x3xf32>) -> tensor<2x5x8xf32>
+  %b = graph.mul %r, %sin : (tensor<2x5x8xf32>, tensor<5x8xf32>) -> tensor<2x5x8xf32>
+  %y = graph.add %a, %b : (tensor<2x5x8xf32>, tensor<2x5x8xf32>) -> tensor<2x5x8xf32>
+  return %y : tensor<2x5x8xf32>
+}
+
+// -----
+
+// Tests LLaMA's layout: the query projection's head view [B, T, H, D]
+// transposed heads forward, then rotated with cos and sin [B, 1, T, D].
+// The rotation moves before the transpose (cos and sin reshaped to
+// [B, T, 1, D]: only their dimension of 1 moves), and attention then reads
+// the rotated view token-major: no transpose left. Where a table is not
+// 1 along the moved axes (a cos per head), the rotation stays after it.
+// CHECK-LABEL: func.func @rotary_before_heads_transpose
+// CHECK-DAG: %[[C:.*]] = graph.reshape %arg3 : (tensor<2x1x5x4xf32>) -> tensor<2x5x1x4xf32>
+// CHECK-DAG: %[[S:.*]] = graph.reshape %arg4 : (tensor<2x1x5x4xf32>) -> tensor<2x5x1x4xf32>
+// CHECK: %[[Q:.*]] = graph.rotary %arg0, %[[C]], %[[S]] : (tensor<2x5x3x4xf32>, tensor<2x5x1x4xf32>, tensor<2x5x1x4xf32>) -> tensor<2x5x3x4xf32>
+// CHECK-NOT: graph.transpose
+// CHECK: graph.attention %[[Q]], %arg1, %arg2, %arg5 {scale = 5.000000e-01 : f64, token_major = array<i1: true, false, false, false>}
+// CHECK-LABEL: func.func @table_per_head
+// CHECK: %[[T:.*]] = graph.transpose %arg0
+// CHECK: graph.rotary %[[T]], %arg1, %arg1
+func.func @rotary_before_heads_transpose(%q1: tensor<2x5x3x4xf32>, %k: tensor<2x3x5x4xf32>, %v: tensor<2x3x5x4xf32>, %cos: tensor<2x1x5x4xf32>, %sin: tensor<2x1x5x4xf32>, %m: tensor<1x1x5x5xi64>) -> tensor<2x3x5x4xf32> {
+  %q = graph.transpose %q1 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x5x4xf32>
+  %rq = graph.rotary %q, %cos, %sin : (tensor<2x3x5x4xf32>, tensor<2x1x5x4xf32>, tensor<2x1x5x4xf32>) -> tensor<2x3x5x4xf32>
+  %out, %lse = graph.attention %rq, %k, %v, %m {scale = 0.5 : f64} : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<1x1x5x5xi64>) -> (tensor<2x3x5x4xf32>, tensor<2x3x5xf32>)
+  return %out : tensor<2x3x5x4xf32>
+}
+func.func @table_per_head(%q1: tensor<2x5x3x4xf32>, %cos: tensor<1x3x5x4xf32>) -> tensor<2x3x5x4xf32> {
+  %q = graph.transpose %q1 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x5x4xf32>
+  %rq = graph.rotary %q, %cos, %cos : (tensor<2x3x5x4xf32>, tensor<1x3x5x4xf32>, tensor<1x3x5x4xf32>) -> tensor<2x3x5x4xf32>
+  return %rq : tensor<2x3x5x4xf32>
 }

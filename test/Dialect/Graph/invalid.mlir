@@ -443,3 +443,35 @@ func.func @gather_padding_axis(%w: tensor<39x32xf32>, %ids: tensor<2x4xi64>) -> 
   %e = graph.gather %w, %ids {axis = 1 : i64, padding_index = 0 : i64} : (tensor<39x32xf32>, tensor<2x4xi64>) -> tensor<39x2x4xf32>
   return %e : tensor<39x2x4xf32>
 }
+
+// -----
+
+func.func @rotary_odd_dimension(%x: tensor<2x5x7xf32>, %c: tensor<1x5x7xf32>) -> tensor<2x5x7xf32> {
+  // expected-error @+1 {{needs an input whose last dimension is even, got [2,5,7]}}
+  %y = graph.rotary %x, %c, %c : (tensor<2x5x7xf32>, tensor<1x5x7xf32>, tensor<1x5x7xf32>) -> tensor<2x5x7xf32>
+  return %y : tensor<2x5x7xf32>
+}
+
+// -----
+
+func.func @rotary_table_rank(%x: tensor<2x5x8xf32>, %c: tensor<5x8xf32>) -> tensor<2x5x8xf32> {
+  // expected-error @+1 {{cos shape [5,8] must have the input's rank and last dimension and broadcast to [2,5,8]}}
+  %y = graph.rotary %x, %c, %c : (tensor<2x5x8xf32>, tensor<5x8xf32>, tensor<5x8xf32>) -> tensor<2x5x8xf32>
+  return %y : tensor<2x5x8xf32>
+}
+
+// -----
+
+func.func @rotary_table_broadcast_last(%x: tensor<2x5x8xf32>, %c: tensor<1x5x8xf32>, %s: tensor<1x5x1xf32>) -> tensor<2x5x8xf32> {
+  // expected-error @+1 {{sin shape [1,5,1] must have the input's rank and last dimension and broadcast to [2,5,8]}}
+  %y = graph.rotary_grad %x, %c, %s : (tensor<2x5x8xf32>, tensor<1x5x8xf32>, tensor<1x5x1xf32>) -> tensor<2x5x8xf32>
+  return %y : tensor<2x5x8xf32>
+}
+
+// -----
+
+func.func @rotary_result(%x: tensor<2x5x8xf32>, %c: tensor<1x5x8xf32>) -> tensor<2x5x8xbf16> {
+  // expected-error @+1 {{result type must equal the input type}}
+  %y = graph.rotary %x, %c, %c : (tensor<2x5x8xf32>, tensor<1x5x8xf32>, tensor<1x5x8xf32>) -> tensor<2x5x8xbf16>
+  return %y : tensor<2x5x8xbf16>
+}

@@ -82,6 +82,11 @@ func.func @fused_ops(%x: tensor<2x3x4xf32>, %w: tensor<4xf32>, %b: tensor<4xf32>
   %g = graph.gelu %x {approximate = #graph.approximate<tanh>} : tensor<2x3x4xf32>
   // CHECK: graph.gelu_grad %{{.*}}, %{{.*}} : tensor<2x3x4xf32>
   %dg = graph.gelu_grad %x, %g : tensor<2x3x4xf32>
+  // CHECK: graph.rotary %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x3x4xf32>, tensor<1x3x4xf32>, tensor<1x3x4xf32>) -> tensor<2x3x4xf32>
+  %table = graph.constant dense<0.5> : tensor<1x3x4xf32>
+  %rot = graph.rotary %dg, %table, %table : (tensor<2x3x4xf32>, tensor<1x3x4xf32>, tensor<1x3x4xf32>) -> tensor<2x3x4xf32>
+  // CHECK: graph.rotary_grad %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x3x4xf32>, tensor<1x3x4xf32>, tensor<1x3x4xf32>) -> tensor<2x3x4xf32>
+  %drot = graph.rotary_grad %rot, %table, %table : (tensor<2x3x4xf32>, tensor<1x3x4xf32>, tensor<1x3x4xf32>) -> tensor<2x3x4xf32>
   // CHECK: graph.layer_norm %{{.*}} {axis = 2 : i64, epsilon = 1.000000e-05 : f64}
   %y, %mean, %rstd = graph.layer_norm %dg, %w, %b {axis = 2 : i64, epsilon = 1.0e-5 : f64} : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x1xf32>, tensor<2x3x1xf32>)
   // CHECK: graph.masked_softmax %{{.*}}, %{{.*}} {scale = 5.000000e-01 : f64}

@@ -100,6 +100,7 @@ enum class OperandRule : uint8_t {
   kBinaryBroadcast,
   kElementwise,
   kGelu,
+  kRotary,
   kReduceSum,
   kBroadcastTo,
   kSumTo,

@@ -504,6 +504,32 @@ LogicalResult RmsNormGradOp::verify() {
   return verifyNormOperands(*this, getInput(), getAxis(), {getScale()}, {getInvRms()});
 }
 
+/// rotary and rotary_grad: an input whose last dimension D is even, and cos
+/// and sin of its rank with last dimension D, broadcast along the others.
+static LogicalResult verifyRotary(Operation *op, Value input, Value cos, Value sin, Value result) {
+  if (failed(verifyStaticShape(op)))
+    return failure();
+  if (result.getType() != input.getType())
+    return op->emitOpError("result type must equal the input type");
+  ArrayRef<int64_t> shape = shapeOf(input);
+  if (shape.empty() || shape.back() % 2 != 0)
+    return op->emitOpError("needs an input whose last dimension is even, got ") << shapeString(shape);
+  for (auto [name, table] : {std::pair<const char *, Value>{"cos", cos}, {"sin", sin}}) {
+    ArrayRef<int64_t> tableShape = shapeOf(table);
+    bool fits = tableShape.size() == shape.size() && tableShape.back() == shape.back();
+    for (size_t i = 0; fits && i + 1 < shape.size(); ++i)
+      fits = tableShape[i] == 1 || tableShape[i] == shape[i];
+    if (!fits)
+      return op->emitOpError(name) << " shape " << shapeString(tableShape) << " must have the input's rank and last "
+                                   << "dimension and broadcast to " << shapeString(shape);
+  }
+  return success();
+}
+
+LogicalResult RotaryOp::verify() { return verifyRotary(*this, getInput(), getCos(), getSin(), getResult()); }
+
+LogicalResult RotaryGradOp::verify() { return verifyRotary(*this, getDy(), getCos(), getSin(), getResult()); }
+
 LogicalResult MaskedSoftmaxOp::verify() {
   if (failed(verifyStaticShape(*this)))
     return failure();

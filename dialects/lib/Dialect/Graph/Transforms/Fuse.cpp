@@ -1,7 +1,7 @@
 //===- Fuse.cpp - graph-fuse ----------------------------------------------===//
 //
-// Recognises the layer norm, RMSNorm, GELU, masked-softmax and attention
-// formulas that exporters write out op by op and replaces each by one graph
+// Recognises the layer norm, RMSNorm, GELU, masked-softmax, rotary and
+// attention formulas that exporters write out op by op and replaces each by one graph
 // op whose kernel and gradient rule do the same arithmetic in one pass over
 // memory.
 //
@@ -631,6 +631,150 @@ struct FuseAttention : public OpRewritePattern<BatchMatmulOp> {
   }
 };
 
+/// Whether `slice` takes elements [start, start + width) of `x`'s last axis
+/// and every element of the others.
+bool slicesLastAxis(SliceOp slice, Value x, int64_t start, int64_t width) {
+  if (slice.getInput() != x)
+    return false;
+  ArrayRef<int64_t> in = tensorType(x).getShape(), out = tensorType(slice.getResult()).getShape();
+  ArrayRef<int64_t> starts = slice.getStarts(), steps = slice.getSteps();
+  const size_t rank = in.size();
+  if (rank == 0 || out.size() != rank || out.back() != width || starts.back() != start)
+    return false;
+  for (size_t i = 0; i < rank; ++i)
+    if (steps[i] != 1 || (i + 1 < rank && (starts[i] != 0 || out[i] != in[i])))
+      return false;
+  return true;
+}
+
+/// The x of `rotated` = concat(-x[..., D/2:], x[..., :D/2]) along the last
+/// axis (Hugging Face's rotate_half), or null.
+Value rotateHalfSource(Value rotated) {
+  auto concat = rotated.getDefiningOp<ConcatOp>();
+  if (!concat || concat.getInputs().size() != 2 || concat.getAxis() != tensorType(rotated).getRank() - 1)
+    return {};
+  auto negated = concat.getInputs()[0].getDefiningOp<NegOp>();
+  auto secondHalf = negated ? negated.getInput().getDefiningOp<SliceOp>() : SliceOp();
+  auto firstHalf = concat.getInputs()[1].getDefiningOp<SliceOp>();
+  if (!secondHalf || !firstHalf)
+    return {};
+  Value x = firstHalf.getInput();
+  const int64_t width = tensorType(x).getShape().back(), half = width / 2;
+  if (width % 2 != 0 || !slicesLastAxis(firstHalf, x, 0, half) || !slicesLastAxis(secondHalf, x, half, half))
+    return {};
+  return x;
+}
+
+/// `table` (cos or sin) with leading dimensions of 1 up to `rank`, as
+/// graph.rotary takes it, or null if it does not fit.
+Value rotaryTable(PatternRewriter &rewriter, Location loc, Value table, RankedTensorType input) {
+  RankedTensorType type = tensorType(table);
+  ArrayRef<int64_t> shape = type.getShape(), full = input.getShape();
+  if (shape.size() > full.size() || shape.empty() || shape.back() != full.back())
+    return {};
+  SmallVector<int64_t> padded(full.size() - shape.size(), 1);
+  padded.append(shape.begin(), shape.end());
+  for (size_t i = 0; i < full.size(); ++i)
+    if (padded[i] != 1 && padded[i] != full[i])
+      return {};
+  if (padded.size() == shape.size())
+    return table;
+  return ReshapeOp::create(rewriter, loc, RankedTensorType::get(padded, type.getElementType()), table);
+}
+
+/// Hugging Face's apply_rotary_pos_emb, `x * cos + rotate_half(x) * sin`
+/// (either order of each sum and product), as one graph.rotary: seven
+/// elementwise kernels forward and as many backward become one each.
+struct FuseRotary : public OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AddOp add, PatternRewriter &rewriter) const override {
+    RankedTensorType type = tensorType(add.getResult());
+    if (!isa<FloatType>(type.getElementType()))
+      return failure();
+    for (auto [direct, rotatedTerm] : {std::pair{add.getLhs(), add.getRhs()}, {add.getRhs(), add.getLhs()}}) {
+      auto rotatedProduct = rotatedTerm.getDefiningOp<MulOp>();
+      auto directProduct = direct.getDefiningOp<MulOp>();
+      if (!rotatedProduct || !directProduct)
+        continue;
+      Value x, sin;
+      for (auto [rotated, table] : {std::pair{rotatedProduct.getLhs(), rotatedProduct.getRhs()},
+                                    {rotatedProduct.getRhs(), rotatedProduct.getLhs()}})
+        if (Value source = rotateHalfSource(rotated)) {
+          x = source, sin = table;
+          break;
+        }
+      if (!x || tensorType(x) != type)
+        continue;
+      Value cos = otherOperand<MulOp>(directProduct, x);
+      if (!cos || tensorType(rotatedProduct.getResult()) != type || tensorType(directProduct.getResult()) != type)
+        continue;
+      SmallVector<Location> locations = {add.getLoc(), directProduct.getLoc(), rotatedProduct.getLoc()};
+      Location loc = rewriter.getFusedLoc(locations);
+      Value cosTable = rotaryTable(rewriter, loc, cos, type), sinTable = rotaryTable(rewriter, loc, sin, type);
+      if (!cosTable || !sinTable)
+        continue;
+      rewriter.replaceOpWithNewOp<RotaryOp>(add, type, x, cosTable, sinTable);
+      return success();
+    }
+    return failure();
+  }
+};
+
+/// Whether `shape` permuted by `perm` (result axis i is axis perm[i]) keeps
+/// the elements in order: only dimensions of 1 move, so the permuted
+/// tensor is a reshape.
+bool permutesOnlyUnitDims(ArrayRef<int64_t> shape, ArrayRef<int64_t> perm) {
+  int64_t last = -1;
+  for (int64_t axis : perm) {
+    if (shape[axis] == 1)
+      continue;
+    if (axis < last)
+      return false;
+    last = axis;
+  }
+  return true;
+}
+
+/// A rotation of a transposed tensor that keeps its last axis (LLaMA's
+/// query and key, moved heads-forward before their rotary embedding)
+/// rotates the tensor itself, with cos and sin reshaped to its layout
+/// where that moves only their dimensions of 1, and transposes after: the
+/// transpose then meets attention, which reads the head view in place
+/// (FoldHeadTransposesIntoAttention).
+struct RotateBeforeTranspose : public OpRewritePattern<RotaryOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(RotaryOp rotary, PatternRewriter &rewriter) const override {
+    auto transpose = rotary.getInput().getDefiningOp<TransposeOp>();
+    if (!transpose || !transpose->hasOneUse())
+      return failure();
+    ArrayRef<int64_t> perm = transpose.getPerm();
+    const int64_t rank = perm.size();
+    if (perm.back() != rank - 1)
+      return failure();
+    // Table axis perm[i] of the source layout is axis i of the rotated one.
+    SmallVector<int64_t> inverse(rank);
+    for (int64_t i = 0; i < rank; ++i)
+      inverse[perm[i]] = i;
+    Value tables[2] = {rotary.getCos(), rotary.getSin()};
+    for (Value table : tables)
+      if (!permutesOnlyUnitDims(tensorType(table).getShape(), inverse))
+        return failure();
+    for (Value &table : tables) {
+      RankedTensorType type = tensorType(table);
+      SmallVector<int64_t> shape;
+      for (int64_t axis : inverse)
+        shape.push_back(type.getDimSize(axis));
+      table = ReshapeOp::create(rewriter, rotary.getLoc(), RankedTensorType::get(shape, type.getElementType()), table);
+    }
+    Value source = transpose.getInput();
+    auto rotated = RotaryOp::create(rewriter, rotary.getLoc(), source.getType(), source, tables[0], tables[1]);
+    rewriter.replaceOpWithNewOp<TransposeOp>(rotary, rotary.getType(), rotated, transpose.getPermAttr());
+    return success();
+  }
+};
+
 /// Whether `perm` swaps the axes rank - 3 and rank - 2 (sequence and heads)
 /// and keeps every other axis in place.
 bool swapsHeadsAndSequence(ArrayRef<int64_t> perm) {
@@ -767,6 +911,44 @@ bool swapsLastTwoAxes(ArrayRef<int64_t> perm) {
       return false;
   return true;
 }
+
+/// reshape(transpose(reshape(y))) where the reshapes only regroup the
+/// leading axes and the transpose swaps the last two: the transpose of y
+/// regrouped, which is the same tensor. torch's dynamo exporter writes
+/// attention's key so ([B, H, T, D] flattened to [B H, T, D] for a 3-D
+/// product, transposed, split back); as transpose(y) it meets
+/// FoldKeyTransposeIntoAttention, and y the grouped-query folds.
+struct SwapLastAxesBeforeRegrouping : public OpRewritePattern<ReshapeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  static bool keepsLastTwo(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
+    return a.size() >= 2 && b.size() >= 2 && a.take_back(2) == b.take_back(2);
+  }
+
+  LogicalResult matchAndRewrite(ReshapeOp outer, PatternRewriter &rewriter) const override {
+    auto transpose = outer.getInput().getDefiningOp<TransposeOp>();
+    if (!transpose || !transpose->hasOneUse() || !swapsLastTwoAxes(transpose.getPerm()))
+      return failure();
+    auto inner = transpose.getInput().getDefiningOp<ReshapeOp>();
+    if (!inner)
+      return failure();
+    Value y = inner.getInput();
+    RankedTensorType outType = tensorType(outer.getResult()), yType = tensorType(y);
+    if (!keepsLastTwo(yType.getShape(), tensorType(inner.getResult()).getShape()) ||
+        !keepsLastTwo(outType.getShape(), tensorType(transpose.getResult()).getShape()))
+      return failure();
+    SmallVector<int64_t> regrouped(outType.getShape().drop_back(2));
+    regrouped.append(yType.getShape().take_back(2).begin(), yType.getShape().take_back(2).end());
+    Value source = y;
+    if (ArrayRef<int64_t>(regrouped) != yType.getShape())
+      source = ReshapeOp::create(rewriter, inner.getLoc(), RankedTensorType::get(regrouped, yType.getElementType()), y);
+    const int64_t rank = regrouped.size();
+    SmallVector<int64_t> perm = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+    std::swap(perm[rank - 2], perm[rank - 1]);
+    rewriter.replaceOpWithNewOp<TransposeOp>(outer, outType, source, rewriter.getDenseI64ArrayAttr(perm));
+    return success();
+  }
+};
 
 /// The keys or values that `repeated` copies head by head for grouped-query
 /// attention, or null: repeated = reshape(broadcast_to(reshape(x))) with
@@ -970,7 +1152,8 @@ struct GraphFusePass : public fsdpc::graph::impl::GraphFuseBase<GraphFusePass> {
     RewritePatternSet patterns(&getContext());
     patterns.add<FuseLayerNorm, FuseRmsNorm, FuseErfGelu, FuseTanhGelu, FuseMaskedSoftmax, DropSafeSoftmaxGuard,
                  FuseAttention, FusePackedAttention, FoldRepeatedKeyValueHeads, FoldKeyTransposeIntoAttention,
-                 FoldTransposeIntoMatmul>(&getContext());
+                 FoldTransposeIntoMatmul, FuseRotary, RotateBeforeTranspose, SwapLastAxesBeforeRegrouping>(
+        &getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
     // Once every attention has its final operands (packed_attention takes

@@ -64,6 +64,22 @@ Value batchMatmul(OpBuilder &b, Location loc, Value lhs, Value rhs, bool transA,
                                transA, transB);
 }
 
+/// concat(-x[..., D/2:], x[..., :D/2]): rotary's rotate_half, for the
+/// gradient of its sin table (a table trains only where an exporter folded
+/// it into a parameter).
+Value rotateHalf(OpBuilder &b, Location loc, Value x) {
+  RankedTensorType type = tensorType(x);
+  const int64_t rank = type.getRank(), half = type.getShape().back() / 2;
+  SmallVector<int64_t> shape(type.getShape()), starts(rank, 0), steps(rank, 1);
+  shape.back() = half;
+  auto halfType = RankedTensorType::get(shape, type.getElementType());
+  Value first = SliceOp::create(b, loc, halfType, x, b.getDenseI64ArrayAttr(starts), b.getDenseI64ArrayAttr(steps));
+  starts.back() = half;
+  Value second = SliceOp::create(b, loc, halfType, x, b.getDenseI64ArrayAttr(starts), b.getDenseI64ArrayAttr(steps));
+  return ConcatOp::create(b, loc, type, ValueRange{NegOp::create(b, loc, second), first},
+                          b.getI64IntegerAttr(rank - 1));
+}
+
 struct Rule {
   OpBuilder &b;
   Location loc;
@@ -333,6 +349,20 @@ LogicalResult fsdpc::graph::buildGradient(OpBuilder &builder, Operation *op, Arr
           })
           .Case<GeluOp>([&](GeluOp o) {
             operandGrads[0] = GeluGradOp::create(builder, r.loc, o.getInput(), r.dy(), o.getApproximateAttr());
+            return true;
+          })
+          .Case<RotaryOp>([&](RotaryOp o) {
+            // y = x cos + rotate_half(x) sin, linear in x.
+            Type type = r.dy().getType();
+            if (r.needs(0))
+              operandGrads[0] = RotaryGradOp::create(builder, r.loc, type, r.dy(), o.getCos(), o.getSin());
+            if (r.needs(1))
+              operandGrads[1] =
+                  sumTo(builder, r.loc, MulOp::create(builder, r.loc, type, r.dy(), o.getInput()), o.getCos());
+            if (r.needs(2)) {
+              Value rotated = rotateHalf(builder, r.loc, o.getInput());
+              operandGrads[2] = sumTo(builder, r.loc, MulOp::create(builder, r.loc, type, r.dy(), rotated), o.getSin());
+            }
             return true;
           })
           .Case<LayerNormOp>([&](LayerNormOp o) {

@@ -5,7 +5,7 @@
 include "mlir/Pass/PassBase.td"
 
 def GraphFuse : Pass<"graph-fuse", "mlir::ModuleOp"> {
-  let summary = "replace the formulas exporters write for norms, GELU, softmax and attention by single ops";
+  let summary = "replace the formulas exporters write for norms, GELU, softmax, rotary embeddings and attention by single ops";
   let description = [{
     torch exports write layer normalisation, RMSNorm and GELU out as
     chains of elementwise ops and reductions. Differentiated one by one they
@@ -21,6 +21,12 @@ def GraphFuse : Pass<"graph-fuse", "mlir::ModuleOp"> {
       products and sums in any order;
     - RMSNorm: `x / sqrt(mean(x^2) + eps)` (or `x * reciprocal(..)`),
       optionally `* scale`, becomes `graph.rms_norm`;
+    - rotary embeddings: `x * cos + concat(-x[..., D/2:], x[..., :D/2]) *
+      sin` (Hugging Face's `apply_rotary_pos_emb`, sums and products in
+      any order) becomes `graph.rotary`; a rotation of a transposed
+      tensor whose last axis stays put rotates the tensor itself and
+      transposes after, where that only reshapes cos and sin (LLaMA's
+      query and key, moved heads forward before their rotation);
     - attention's masked softmax: `softmax(where(mask, -inf, x * c))` or
       `softmax(x * c + M)` with a constant M of 0 and -inf, over the last
       axis (the scale a product or quotient by a constant, or absent),
@@ -33,12 +39,16 @@ def GraphFuse : Pass<"graph-fuse", "mlir::ModuleOp"> {
       (repeat_kv: `reshape(broadcast_to(reshape(x)))`, a key perhaps
       transposed after its copy) fold into `graph.attention`, which reads
       the fewer heads themselves; a key transposed for the product alone
-      (its last two axes swapped) is read as it was;
+      (its last two axes swapped) is read as it was, also where torch's
+      dynamo exporter swaps them on a copy with batch and heads flattened
+      (`reshape(transpose(reshape(y)))` regrouping only the leading axes
+      is the transpose of y regrouped);
     - then, in a second round (packed attention first): attention operands
       that are head views `[..., T, H, D]` transposed heads forward (a key
       perhaps straight to `[..., H, D, T]`), and an output only transposed
       back, are read and written as the views (`token_major`): BERT's,
-      ViT's and LLaMA's separate projections need no transposes;
+      ViT's and LLaMA's separate projections (LLaMA's rotated query and
+      key too) need no transposes;
     - attention over one fused projection (GPT-2's `c_attn`): q, k and v
       the three thirds of its last axis, each a reshape to heads and a
       transpose of the heads forward, and every use of the output a

@@ -173,6 +173,15 @@ TEST(KernelOperands, Elementwise) {
   expectRefused(onePlan("compare", {f32({4, 3}), f32({4})}, {i64({4, 3})}, predicate("eq")), "does not broadcast");
   expectRefused(onePlan("compare", {f32({3}), f32({3})}, {i64({3})}, predicate("below")), "predicate");
   expectRefused(onePlan("compare", {f32({3}), f32({3})}, {i64({3})}), "predicate");
+  // Rotary: cos and sin of x's rank and last dimension, broadcast along the
+  // others; an even last dimension; the output x's shape.
+  expectAccepted(onePlan("rotary", {bf16({2, 5, 3, 8}), bf16({2, 5, 1, 8}), f32({1, 5, 1, 8})}, {bf16({2, 5, 3, 8})}));
+  expectRefused(onePlan("rotary", {f32({2, 7}), f32({1, 7}), f32({1, 7})}, {f32({2, 7})}), "even");
+  expectRefused(onePlan("rotary", {f32({2, 8}), f32({1, 8}), f32({1, 8})}, {f32({16})}), "output of its shape");
+  expectRefused(onePlan("rotary_grad", {f32({2, 8}), f32({8}), f32({1, 8})}, {f32({2, 8})}), "input 1 [8]");
+  expectRefused(onePlan("rotary_grad", {f32({2, 8}), f32({1, 8}), f32({2, 1})}, {f32({2, 8})}), "input 2 [2,1]");
+  expectRefused(onePlan("rotary", {f32({2, 8}), f32({3, 8}), f32({1, 8})}, {f32({2, 8})}), "broadcast to it");
+  expectRefused(onePlan("rotary", {f32({2, 8}), i64({1, 8}), f32({1, 8})}, {f32({2, 8})}), "float");
 }
 
 TEST(KernelOperands, ShapeAndIndexing) {

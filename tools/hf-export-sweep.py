@@ -344,13 +344,18 @@ def check(name, work, bin_dir, dynamo, optimize=True, optimum=False):
 
 
 def fused_attention(bin_dir, path, flags):
-    """How many of the model's attentions graph-fuse made one op: the
-    softmaxes left are attention it did not recognise (or a router's)."""
+    """How many of the model's attentions graph-fuse made one op (the
+    softmaxes left are attention it did not recognise, or a router's), how
+    many rotary embeddings, and how many transposes its forward pass keeps
+    (copies of head views that attention did not read in place)."""
     plan = subprocess.run([os.path.join(bin_dir, "fsdpc"), path, "--forward-only", "--emit=plan"] + flags,
                           capture_output=True, text=True).stdout
     fused = plan.count('plan.kernel "attention"') + plan.count('plan.kernel "packed_attention"')
     left = plan.count('plan.kernel "softmax"') + plan.count('plan.kernel "masked_softmax"')
-    return ", attention fused %d of %d" % (fused, fused + left) if fused + left else ""
+    rotary = plan.count('plan.kernel "rotary"')
+    transposes = plan.count('plan.kernel "transpose"')
+    found = ", attention fused %d of %d" % (fused, fused + left) if fused + left else ""
+    return found + (", rotary %d" % rotary if rotary else "") + (", %d transposes" % transposes if fused else "")
 
 
 def main():

@@ -933,3 +933,36 @@ func.func @table_per_head(%q1: tensor<2x5x3x4xf32>, %cos: tensor<1x3x5x4xf32>) -
   %rq = graph.rotary %q, %cos, %cos : (tensor<2x3x5x4xf32>, tensor<1x3x5x4xf32>, tensor<1x3x5x4xf32>) -> tensor<2x3x5x4xf32>
   return %rq : tensor<2x3x5x4xf32>
 }
+
+// -----
+
+// Tests partial rotary embeddings (Phi, StableLM, GPT-NeoX): the query
+// moved heads forward, its first 4 of 8 columns rotated and the rest
+// passed, joined by a concat. The transpose moves after the slices (its
+// only readers), then after the rotation and the concat (both inputs
+// transposed alike), and attention reads the view token-major: no
+// transpose left. A transpose with a reader besides slices stays.
+// CHECK-LABEL: func.func @partial_rotary
+// CHECK-DAG: %[[ROT:.*]] = graph.slice %arg0 {starts = array<i64: 0, 0, 0, 0>, steps = array<i64: 1, 1, 1, 1>} : (tensor<2x5x3x8xf32>) -> tensor<2x5x3x4xf32>
+// CHECK-DAG: %[[PASS:.*]] = graph.slice %arg0 {starts = array<i64: 0, 0, 0, 4>, steps = array<i64: 1, 1, 1, 1>} : (tensor<2x5x3x8xf32>) -> tensor<2x5x3x4xf32>
+// CHECK: %[[R:.*]] = graph.rotary %[[ROT]], %{{.*}}, %{{.*}} : (tensor<2x5x3x4xf32>, tensor<1x5x1x4xf32>, tensor<1x5x1x4xf32>) -> tensor<2x5x3x4xf32>
+// CHECK: %[[Q:.*]] = graph.concat %[[R]], %[[PASS]] {axis = 3 : i64} : (tensor<2x5x3x4xf32>, tensor<2x5x3x4xf32>) -> tensor<2x5x3x8xf32>
+// CHECK-NOT: graph.transpose
+// CHECK: graph.attention %[[Q]], %arg1, %arg2, %arg5 {scale = 5.000000e-01 : f64, token_major = array<i1: true, false, false, false>}
+// CHECK-LABEL: func.func @transpose_read_besides_slices
+// CHECK: %[[T:.*]] = graph.transpose %arg0
+// CHECK: graph.slice %[[T]]
+func.func @partial_rotary(%q1: tensor<2x5x3x8xf32>, %k: tensor<2x3x5x8xf32>, %v: tensor<2x3x5x8xf32>, %cos: tensor<1x1x5x4xf32>, %sin: tensor<1x1x5x4xf32>, %m: tensor<1x1x5x5xi64>) -> tensor<2x3x5x8xf32> {
+  %q = graph.transpose %q1 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x8xf32>) -> tensor<2x3x5x8xf32>
+  %rot = graph.slice %q {starts = array<i64: 0, 0, 0, 0>, steps = array<i64: 1, 1, 1, 1>} : (tensor<2x3x5x8xf32>) -> tensor<2x3x5x4xf32>
+  %pass = graph.slice %q {starts = array<i64: 0, 0, 0, 4>, steps = array<i64: 1, 1, 1, 1>} : (tensor<2x3x5x8xf32>) -> tensor<2x3x5x4xf32>
+  %r = graph.rotary %rot, %cos, %sin : (tensor<2x3x5x4xf32>, tensor<1x1x5x4xf32>, tensor<1x1x5x4xf32>) -> tensor<2x3x5x4xf32>
+  %qr = graph.concat %r, %pass {axis = 3 : i64} : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x8xf32>
+  %out, %lse = graph.attention %qr, %k, %v, %m {scale = 0.5 : f64} : (tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<1x1x5x5xi64>) -> (tensor<2x3x5x8xf32>, tensor<2x3x5xf32>)
+  return %out : tensor<2x3x5x8xf32>
+}
+func.func @transpose_read_besides_slices(%x: tensor<2x5x3x8xf32>) -> (tensor<2x3x5x4xf32>, tensor<2x3x5x8xf32>) {
+  %t = graph.transpose %x {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x8xf32>) -> tensor<2x3x5x8xf32>
+  %s = graph.slice %t {starts = array<i64: 0, 0, 0, 0>, steps = array<i64: 1, 1, 1, 1>} : (tensor<2x3x5x8xf32>) -> tensor<2x3x5x4xf32>
+  return %s, %t : tensor<2x3x5x4xf32>, tensor<2x3x5x8xf32>
+}

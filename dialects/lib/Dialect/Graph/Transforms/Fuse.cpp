@@ -775,6 +775,73 @@ struct RotateBeforeTranspose : public OpRewritePattern<RotaryOp> {
   }
 };
 
+/// A transpose read only by slices becomes slices of its input, each
+/// transposed: partial rotary embeddings (Phi, StableLM, GPT-NeoX) rotate
+/// the first columns of a query or key moved heads forward and pass the
+/// rest, and with the transposes after the slices, the rotation and the
+/// concat after it (ConcatBeforeTranspose), they reach attention, which
+/// reads the head views in place. The transposed slices together hold no
+/// more elements than the transpose did.
+struct SliceBeforeTranspose : public OpRewritePattern<TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(TransposeOp transpose, PatternRewriter &rewriter) const override {
+    Value result = transpose.getResult();
+    if (result.use_empty() || !llvm::all_of(result.getUsers(), [](Operation *user) { return isa<SliceOp>(user); }))
+      return failure();
+    ArrayRef<int64_t> perm = transpose.getPerm();
+    const size_t rank = perm.size();
+    for (Operation *user : llvm::make_early_inc_range(result.getUsers())) {
+      auto slice = cast<SliceOp>(user);
+      RankedTensorType sliced = tensorType(slice.getResult());
+      // Result axis d of the transpose is axis perm[d] of its input.
+      SmallVector<int64_t> starts(rank), steps(rank), shape(rank);
+      for (size_t d = 0; d < rank; ++d) {
+        starts[perm[d]] = slice.getStarts()[d];
+        steps[perm[d]] = slice.getSteps()[d];
+        shape[perm[d]] = sliced.getDimSize(d);
+      }
+      rewriter.setInsertionPoint(slice);
+      Value source = SliceOp::create(rewriter, slice.getLoc(), RankedTensorType::get(shape, sliced.getElementType()),
+                                     transpose.getInput(), rewriter.getDenseI64ArrayAttr(starts),
+                                     rewriter.getDenseI64ArrayAttr(steps));
+      rewriter.replaceOpWithNewOp<TransposeOp>(slice, sliced, source, transpose.getPermAttr());
+    }
+    rewriter.eraseOp(transpose);
+    return success();
+  }
+};
+
+/// concat of tensors transposed alike, each transpose with no other use:
+/// the transpose of the concat of their inputs (along the axis the concat
+/// axis came from).
+struct ConcatBeforeTranspose : public OpRewritePattern<ConcatOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(ConcatOp concat, PatternRewriter &rewriter) const override {
+    SmallVector<Value> sources;
+    DenseI64ArrayAttr perm;
+    for (Value input : concat.getInputs()) {
+      auto transpose = input.getDefiningOp<TransposeOp>();
+      if (!transpose || !transpose->hasOneUse() || (perm && transpose.getPermAttr() != perm))
+        return failure();
+      perm = transpose.getPermAttr();
+      sources.push_back(transpose.getInput());
+    }
+    if (!perm)
+      return failure();
+    const int64_t axis = perm.asArrayRef()[concat.getAxis()];
+    RankedTensorType type = tensorType(concat.getResult());
+    SmallVector<int64_t> shape(type.getRank());
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      shape[perm.asArrayRef()[d]] = type.getDimSize(d);
+    Value joined = ConcatOp::create(rewriter, concat.getLoc(), RankedTensorType::get(shape, type.getElementType()),
+                                    sources, rewriter.getI64IntegerAttr(axis));
+    rewriter.replaceOpWithNewOp<TransposeOp>(concat, type, joined, perm);
+    return success();
+  }
+};
+
 /// Whether `perm` swaps the axes rank - 3 and rank - 2 (sequence and heads)
 /// and keeps every other axis in place.
 bool swapsHeadsAndSequence(ArrayRef<int64_t> perm) {
@@ -1152,8 +1219,8 @@ struct GraphFusePass : public fsdpc::graph::impl::GraphFuseBase<GraphFusePass> {
     RewritePatternSet patterns(&getContext());
     patterns.add<FuseLayerNorm, FuseRmsNorm, FuseErfGelu, FuseTanhGelu, FuseMaskedSoftmax, DropSafeSoftmaxGuard,
                  FuseAttention, FusePackedAttention, FoldRepeatedKeyValueHeads, FoldKeyTransposeIntoAttention,
-                 FoldTransposeIntoMatmul, FuseRotary, RotateBeforeTranspose, SwapLastAxesBeforeRegrouping>(
-        &getContext());
+                 FoldTransposeIntoMatmul, FuseRotary, RotateBeforeTranspose, SwapLastAxesBeforeRegrouping,
+                 SliceBeforeTranspose, ConcatBeforeTranspose>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
     // Once every attention has its final operands (packed_attention takes

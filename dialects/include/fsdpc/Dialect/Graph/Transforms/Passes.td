@@ -26,7 +26,12 @@ def GraphFuse : Pass<"graph-fuse", "mlir::ModuleOp"> {
       any order) becomes `graph.rotary`; a rotation of a transposed
       tensor whose last axis stays put rotates the tensor itself and
       transposes after, where that only reshapes cos and sin (LLaMA's
-      query and key, moved heads forward before their rotation);
+      query and key, moved heads forward before their rotation); a
+      transpose read only by slices becomes the slices of its input, each
+      transposed, and a concat of tensors transposed alike the transpose
+      of their concat, so that partial rotations (Phi, StableLM,
+      GPT-NeoX: the first columns rotated, the rest passed) move their
+      transposes on to attention too;
     - attention's masked softmax: `softmax(where(mask, -inf, x * c))` or
       `softmax(x * c + M)` with a constant M of 0 and -inf, over the last
       axis (the scale a product or quotient by a constant, or absent),

@@ -966,3 +966,23 @@ func.func @transpose_read_besides_slices(%x: tensor<2x5x3x8xf32>) -> (tensor<2x3
   %s = graph.slice %t {starts = array<i64: 0, 0, 0, 0>, steps = array<i64: 1, 1, 1, 1>} : (tensor<2x3x5x8xf32>) -> tensor<2x3x5x4xf32>
   return %s, %t : tensor<2x3x5x4xf32>, tensor<2x3x5x8xf32>
 }
+
+// -----
+
+// Tests Phi-3's partial rotation with every column rotated: the pass-on
+// part is an empty slice, and a concat with it folds to the rotation, so
+// the transpose has the rotation as its one reader and moves on to
+// attention as for LLaMA.
+// CHECK-LABEL: func.func @rotation_of_every_column
+// CHECK-NOT: graph.concat
+// CHECK: %[[Q:.*]] = graph.rotary %arg0, %{{.*}}, %{{.*}} : (tensor<2x5x3x8xf32>, tensor<1x5x1x8xf32>, tensor<1x5x1x8xf32>) -> tensor<2x5x3x8xf32>
+// CHECK-NOT: graph.transpose
+// CHECK: graph.attention %[[Q]], %arg1, %arg2, %arg5 {scale = 5.000000e-01 : f64, token_major = array<i1: true, false, false, false>}
+func.func @rotation_of_every_column(%q1: tensor<2x5x3x8xf32>, %k: tensor<2x3x5x8xf32>, %v: tensor<2x3x5x8xf32>, %cos: tensor<1x1x5x8xf32>, %sin: tensor<1x1x5x8xf32>, %m: tensor<1x1x5x5xi64>) -> tensor<2x3x5x8xf32> {
+  %q = graph.transpose %q1 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x8xf32>) -> tensor<2x3x5x8xf32>
+  %pass = graph.slice %q {starts = array<i64: 0, 0, 0, 8>, steps = array<i64: 1, 1, 1, 1>} : (tensor<2x3x5x8xf32>) -> tensor<2x3x5x0xf32>
+  %r = graph.rotary %q, %cos, %sin : (tensor<2x3x5x8xf32>, tensor<1x1x5x8xf32>, tensor<1x1x5x8xf32>) -> tensor<2x3x5x8xf32>
+  %qr = graph.concat %r, %pass {axis = 3 : i64} : (tensor<2x3x5x8xf32>, tensor<2x3x5x0xf32>) -> tensor<2x3x5x8xf32>
+  %out, %lse = graph.attention %qr, %k, %v, %m {scale = 0.5 : f64} : (tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<1x1x5x5xi64>) -> (tensor<2x3x5x8xf32>, tensor<2x3x5xf32>)
+  return %out : tensor<2x3x5x8xf32>
+}

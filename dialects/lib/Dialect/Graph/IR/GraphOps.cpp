@@ -212,6 +212,22 @@ LogicalResult SliceOp::verify() {
   return verifySlice(*this, shapeOf(getInput()), shapeOf(getResult()), getStarts(), getSteps());
 }
 
+// A concat whose inputs but one hold no elements is that input: Phi-3's
+// partial rotation with every column rotated passes an empty slice on.
+OpFoldResult ConcatOp::fold(FoldAdaptor) {
+  Value kept;
+  for (Value input : getInputs()) {
+    if (cast<RankedTensorType>(input.getType()).getNumElements() == 0)
+      continue;
+    if (kept)
+      return {};
+    kept = input;
+  }
+  if (kept && kept.getType() == getType())
+    return kept;
+  return {};
+}
+
 // The input's shape from every start at 0: the verifier's bounds leave only
 // steps of 1 (or any step over a dimension of 1), so every element in place.
 OpFoldResult SliceOp::fold(FoldAdaptor) {

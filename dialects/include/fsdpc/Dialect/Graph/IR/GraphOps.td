@@ -311,7 +311,8 @@ def Graph_BroadcastToOp : Graph_Op<"broadcast_to", [Pure]> {
 def Graph_ConcatOp : Graph_Op<"concat", [Pure]> {
   let summary = "tensors joined along one dimension";
   let description = [{
-    As ONNX `Concat`: the inputs agree on every dimension but `axis`.
+    As ONNX `Concat`: the inputs agree on every dimension but `axis`. It
+    folds to its one input that holds elements where the others hold none.
 
     - `inputs`: one or more tensors of the same rank and element type.
     - `axis`: the joined dimension, in `[0, rank)`.
@@ -324,6 +325,7 @@ def Graph_ConcatOp : Graph_Op<"concat", [Pure]> {
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 def Graph_SliceOp : Graph_Op<"slice", [Pure]> {

@@ -1,9 +1,9 @@
 //===- Fuse.cpp - graph-fuse ----------------------------------------------===//
 //
 // Recognises the layer norm, RMSNorm, GELU, masked-softmax, rotary and
-// attention formulas that exporters write out op by op and replaces each by one graph
-// op whose kernel and gradient rule do the same arithmetic in one pass over
-// memory.
+// attention formulas that exporters write out op by op and replaces each by
+// one graph op whose kernel and gradient rule do the same arithmetic in one
+// pass over memory.
 //
 //===----------------------------------------------------------------------===//
 #include "fsdpc/Dialect/Graph/Transforms/Passes.h"
@@ -665,21 +665,27 @@ Value rotateHalfSource(Value rotated) {
   return x;
 }
 
-/// `table` (cos or sin) with leading dimensions of 1 up to `rank`, as
-/// graph.rotary takes it, or null if it does not fit.
-Value rotaryTable(PatternRewriter &rewriter, Location loc, Value table, RankedTensorType input) {
-  RankedTensorType type = tensorType(table);
-  ArrayRef<int64_t> shape = type.getShape(), full = input.getShape();
+/// The shape graph.rotary takes `table` (cos or sin) in: leading
+/// dimensions of 1 up to the input's rank; failure where it does not
+/// broadcast to the input but along the last axis.
+FailureOr<SmallVector<int64_t>> rotaryTableShape(Value table, RankedTensorType input) {
+  ArrayRef<int64_t> shape = tensorType(table).getShape(), full = input.getShape();
   if (shape.size() > full.size() || shape.empty() || shape.back() != full.back())
-    return {};
+    return failure();
   SmallVector<int64_t> padded(full.size() - shape.size(), 1);
   padded.append(shape.begin(), shape.end());
   for (size_t i = 0; i < full.size(); ++i)
     if (padded[i] != 1 && padded[i] != full[i])
-      return {};
-  if (padded.size() == shape.size())
+      return failure();
+  return padded;
+}
+
+/// `table` reshaped to `shape` (rotaryTableShape), or itself.
+Value rotaryTable(PatternRewriter &rewriter, Location loc, Value table, ArrayRef<int64_t> shape) {
+  RankedTensorType type = tensorType(table);
+  if (type.getShape() == shape)
     return table;
-  return ReshapeOp::create(rewriter, loc, RankedTensorType::get(padded, type.getElementType()), table);
+  return ReshapeOp::create(rewriter, loc, RankedTensorType::get(shape, type.getElementType()), table);
 }
 
 /// Hugging Face's apply_rotary_pos_emb, `x * cos + rotate_half(x) * sin`
@@ -709,11 +715,13 @@ struct FuseRotary : public OpRewritePattern<AddOp> {
       Value cos = otherOperand<MulOp>(directProduct, x);
       if (!cos || tensorType(rotatedProduct.getResult()) != type || tensorType(directProduct.getResult()) != type)
         continue;
+      FailureOr<SmallVector<int64_t>> cosShape = rotaryTableShape(cos, type), sinShape = rotaryTableShape(sin, type);
+      if (failed(cosShape) || failed(sinShape))
+        continue;
       SmallVector<Location> locations = {add.getLoc(), directProduct.getLoc(), rotatedProduct.getLoc()};
       Location loc = rewriter.getFusedLoc(locations);
-      Value cosTable = rotaryTable(rewriter, loc, cos, type), sinTable = rotaryTable(rewriter, loc, sin, type);
-      if (!cosTable || !sinTable)
-        continue;
+      Value cosTable = rotaryTable(rewriter, loc, cos, *cosShape);
+      Value sinTable = rotaryTable(rewriter, loc, sin, *sinShape);
       rewriter.replaceOpWithNewOp<RotaryOp>(add, type, x, cosTable, sinTable);
       return success();
     }

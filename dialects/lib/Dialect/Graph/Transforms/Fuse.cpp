@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "fsdpc/Dialect/Graph/Transforms/Passes.h"
 
+#include "mlir/Dialect/Utils/IndexingUtils.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -729,6 +730,12 @@ struct FuseRotary : public OpRewritePattern<AddOp> {
   }
 };
 
+/// `values` given per axis of a transpose's result, laid out per axis of its
+/// input (result axis d is input axis perm[d]).
+SmallVector<int64_t> perInputAxis(ArrayRef<int64_t> values, ArrayRef<int64_t> perm) {
+  return applyPermutation(values, invertPermutationVector(perm));
+}
+
 /// Whether `shape` permuted by `perm` (result axis i is axis perm[i]) keeps
 /// the elements in order: only dimensions of 1 move, so the permuted
 /// tensor is a reshape.
@@ -762,19 +769,15 @@ struct RotateBeforeTranspose : public OpRewritePattern<RotaryOp> {
     if (perm.back() != rank - 1)
       return failure();
     // Table axis perm[i] of the source layout is axis i of the rotated one.
-    SmallVector<int64_t> inverse(rank);
-    for (int64_t i = 0; i < rank; ++i)
-      inverse[perm[i]] = i;
+    const SmallVector<int64_t> inverse = invertPermutationVector(perm);
     Value tables[2] = {rotary.getCos(), rotary.getSin()};
     for (Value table : tables)
       if (!permutesOnlyUnitDims(tensorType(table).getShape(), inverse))
         return failure();
     for (Value &table : tables) {
       RankedTensorType type = tensorType(table);
-      SmallVector<int64_t> shape;
-      for (int64_t axis : inverse)
-        shape.push_back(type.getDimSize(axis));
-      table = ReshapeOp::create(rewriter, rotary.getLoc(), RankedTensorType::get(shape, type.getElementType()), table);
+      auto sourceType = RankedTensorType::get(perInputAxis(type.getShape(), perm), type.getElementType());
+      table = ReshapeOp::create(rewriter, rotary.getLoc(), sourceType, table);
     }
     Value source = transpose.getInput();
     auto rotated = RotaryOp::create(rewriter, rotary.getLoc(), source.getType(), source, tables[0], tables[1]);
@@ -798,21 +801,15 @@ struct SliceBeforeTranspose : public OpRewritePattern<TransposeOp> {
     if (result.use_empty() || !llvm::all_of(result.getUsers(), [](Operation *user) { return isa<SliceOp>(user); }))
       return failure();
     ArrayRef<int64_t> perm = transpose.getPerm();
-    const size_t rank = perm.size();
     for (Operation *user : llvm::make_early_inc_range(result.getUsers())) {
       auto slice = cast<SliceOp>(user);
       RankedTensorType sliced = tensorType(slice.getResult());
-      // Result axis d of the transpose is axis perm[d] of its input.
-      SmallVector<int64_t> starts(rank), steps(rank), shape(rank);
-      for (size_t d = 0; d < rank; ++d) {
-        starts[perm[d]] = slice.getStarts()[d];
-        steps[perm[d]] = slice.getSteps()[d];
-        shape[perm[d]] = sliced.getDimSize(d);
-      }
       rewriter.setInsertionPoint(slice);
-      Value source = SliceOp::create(rewriter, slice.getLoc(), RankedTensorType::get(shape, sliced.getElementType()),
-                                     transpose.getInput(), rewriter.getDenseI64ArrayAttr(starts),
-                                     rewriter.getDenseI64ArrayAttr(steps));
+      Value source =
+          SliceOp::create(rewriter, slice.getLoc(),
+                          RankedTensorType::get(perInputAxis(sliced.getShape(), perm), sliced.getElementType()),
+                          transpose.getInput(), rewriter.getDenseI64ArrayAttr(perInputAxis(slice.getStarts(), perm)),
+                          rewriter.getDenseI64ArrayAttr(perInputAxis(slice.getSteps(), perm)));
       rewriter.replaceOpWithNewOp<TransposeOp>(slice, sliced, source, transpose.getPermAttr());
     }
     rewriter.eraseOp(transpose);
@@ -840,11 +837,8 @@ struct ConcatBeforeTranspose : public OpRewritePattern<ConcatOp> {
       return failure();
     const int64_t axis = perm.asArrayRef()[concat.getAxis()];
     RankedTensorType type = tensorType(concat.getResult());
-    SmallVector<int64_t> shape(type.getRank());
-    for (int64_t d = 0; d < type.getRank(); ++d)
-      shape[perm.asArrayRef()[d]] = type.getDimSize(d);
-    Value joined = ConcatOp::create(rewriter, concat.getLoc(), RankedTensorType::get(shape, type.getElementType()),
-                                    sources, rewriter.getI64IntegerAttr(axis));
+    auto joinedType = RankedTensorType::get(perInputAxis(type.getShape(), perm), type.getElementType());
+    Value joined = ConcatOp::create(rewriter, concat.getLoc(), joinedType, sources, rewriter.getI64IntegerAttr(axis));
     rewriter.replaceOpWithNewOp<TransposeOp>(concat, type, joined, perm);
     return success();
   }

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "fsdpc/Dialect/Graph/Transforms/Passes.h"
 
+#include "mlir/Dialect/Utils/IndexingUtils.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -406,12 +407,8 @@ LogicalResult fsdpc::graph::buildGradient(OpBuilder &builder, Operation *op, Arr
             return true;
           })
           .Case<TransposeOp>([&](TransposeOp o) {
-            ArrayRef<int64_t> perm = o.getPerm();
-            SmallVector<int64_t> inverse(perm.size());
-            for (auto [i, p] : llvm::enumerate(perm))
-              inverse[p] = i;
             operandGrads[0] = TransposeOp::create(builder, r.loc, o.getInput().getType(), r.dy(),
-                                                  builder.getDenseI64ArrayAttr(inverse));
+                                                  builder.getDenseI64ArrayAttr(invertPermutationVector(o.getPerm())));
             return true;
           })
           .Case<SoftmaxOp>([&](SoftmaxOp o) {

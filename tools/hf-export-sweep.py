@@ -34,6 +34,7 @@ TorchScript (the default) cannot export grouped-query attention (Mistral,
 Qwen2, Phi-3, Gemma, StableLM): use --dynamo for those.
 """
 import argparse
+import contextlib
 import os
 import re
 import shutil
@@ -74,6 +75,20 @@ TEXT = {  # name: (config class, model class, config arguments beyond the common
     "qwen2-moe": ("Qwen2MoeConfig", "Qwen2MoeForCausalLM",
                   dict(num_key_value_heads=2, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
                        shared_expert_intermediate_size=32, experts_implementation="batched_mm")),
+    # Decoders of 2024-2025: LLaMA 3's scaled rotary angles, Qwen3's and
+    # OLMo2's normalised query and key, Gemma 2's soft-capped scores and
+    # sliding window, SmolLM3's layers without rotation, Granite's
+    # multipliers.
+    "llama3": ("LlamaConfig", "LlamaForCausalLM",
+               dict(num_key_value_heads=2, rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0,
+                                                            high_freq_factor=4.0,
+                                                            original_max_position_embeddings=16))),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", dict(num_key_value_heads=2, head_dim=8)),
+    "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", dict(num_key_value_heads=2)),
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", dict(num_key_value_heads=2, head_dim=8, sliding_window=8)),
+    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", dict(num_key_value_heads=2, head_dim=8, sliding_window=8)),
+    "smollm3": ("SmolLM3Config", "SmolLM3ForCausalLM", dict(num_key_value_heads=2, pad_token_id=0)),
+    "granite": ("GraniteConfig", "GraniteForCausalLM", dict(num_key_value_heads=2)),
     "gpt-neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", dict()),
     "opt": ("OPTConfig", "OPTForCausalLM", dict(ffn_dim=64, word_embed_proj_dim=32, enable_bias=True)),
     "bloom": ("BloomConfig", "BloomForCausalLM", dict(n_layer=2, n_head=4)),
@@ -368,9 +383,12 @@ def main():
     parser.add_argument("--optimum", action="store_true",
                         help="export as Hugging Face Optimum does (optimum-cli export onnx --task ...)")
     parser.add_argument("--build", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build"))
+    parser.add_argument("--work", help="keep the exports, plans and outputs in this folder (a temporary one if not)")
     args = parser.parse_args()
     bad = 0
-    with tempfile.TemporaryDirectory() as work:
+    if args.work:
+        os.makedirs(args.work, exist_ok=True)
+    with tempfile.TemporaryDirectory() if not args.work else contextlib.nullcontext(args.work) as work:
         for name in args.models:
             result = check(name, work, os.path.join(args.build, "bin"), args.dynamo, not args.no_optimize,
                            args.optimum)

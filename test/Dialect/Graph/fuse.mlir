@@ -986,3 +986,41 @@ func.func @rotation_of_every_column(%q1: tensor<2x5x3x8xf32>, %k: tensor<2x3x5x8
   %out, %lse = graph.attention %qr, %k, %v, %m {scale = 0.5 : f64} : (tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<1x1x5x5xi64>) -> (tensor<2x3x5x8xf32>, tensor<2x3x5xf32>)
   return %out : tensor<2x3x5x8xf32>
 }
+
+// -----
+
+// Tests Gemma 3's per-head normalisation of a query moved heads forward:
+// the RMSNorm normalises the projection's view itself, its statistics per
+// token and head, and the transpose goes on through the rotation to
+// attention. A layer norm whose statistics are read moves too, and they
+// are transposed after it; a norm over an axis the transpose moves stays.
+// CHECK-LABEL: func.func @norm_before_heads_transpose
+// CHECK: %[[N:.*]], %{{.*}} = graph.rms_norm %arg0, %arg6 {axis = 3 : i64, epsilon = {{.*}} : f64} : (tensor<2x5x3x4xf32>, tensor<4xf32>) -> (tensor<2x5x3x4xf32>, tensor<2x5x3x1xf32>)
+// CHECK: %[[Q:.*]] = graph.rotary %[[N]], %{{.*}}, %{{.*}} : (tensor<2x5x3x4xf32>, tensor<2x5x1x4xf32>, tensor<2x5x1x4xf32>) -> tensor<2x5x3x4xf32>
+// CHECK-NOT: graph.transpose
+// CHECK: graph.attention %[[Q]], %arg1, %arg2, %arg5 {scale = 5.000000e-01 : f64, token_major = array<i1: true, false, false, false>}
+// CHECK-LABEL: func.func @layer_norm_statistics_transposed
+// CHECK: %[[Y:.*]], %[[MEAN:.*]], %[[RSTD:.*]] = graph.layer_norm %arg0, %arg1, %arg1 {axis = 3 : i64, epsilon = 1.000000e-05 : f64} : (tensor<2x5x3x4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x5x3x4xf32>, tensor<2x5x3x1xf32>, tensor<2x5x3x1xf32>)
+// CHECK-DAG: %[[TY:.*]] = graph.transpose %[[Y]] {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x5x4xf32>
+// CHECK-DAG: %[[TM:.*]] = graph.transpose %[[MEAN]] {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x1xf32>) -> tensor<2x3x5x1xf32>
+// CHECK: return %[[TY]], %[[TM]]
+// CHECK-LABEL: func.func @normalised_axis_moved
+// CHECK: %[[T:.*]] = graph.transpose %arg0
+// CHECK: graph.rms_norm %[[T]]
+func.func @norm_before_heads_transpose(%q1: tensor<2x5x3x4xf32>, %k: tensor<2x3x5x4xf32>, %v: tensor<2x3x5x4xf32>, %cos: tensor<2x1x5x4xf32>, %sin: tensor<2x1x5x4xf32>, %m: tensor<1x1x5x5xi64>, %w: tensor<4xf32>) -> tensor<2x3x5x4xf32> {
+  %q = graph.transpose %q1 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x5x4xf32>
+  %n, %r = graph.rms_norm %q, %w {axis = 3 : i64, epsilon = 1.0e-06 : f64} : (tensor<2x3x5x4xf32>, tensor<4xf32>) -> (tensor<2x3x5x4xf32>, tensor<2x3x5x1xf32>)
+  %rq = graph.rotary %n, %cos, %sin : (tensor<2x3x5x4xf32>, tensor<2x1x5x4xf32>, tensor<2x1x5x4xf32>) -> tensor<2x3x5x4xf32>
+  %out, %lse = graph.attention %rq, %k, %v, %m {scale = 0.5 : f64} : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>, tensor<1x1x5x5xi64>) -> (tensor<2x3x5x4xf32>, tensor<2x3x5xf32>)
+  return %out : tensor<2x3x5x4xf32>
+}
+func.func @layer_norm_statistics_transposed(%x: tensor<2x5x3x4xf32>, %w: tensor<4xf32>) -> (tensor<2x3x5x4xf32>, tensor<2x3x5x1xf32>) {
+  %t = graph.transpose %x {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x5x4xf32>
+  %y, %mean, %rstd = graph.layer_norm %t, %w, %w {axis = 3 : i64, epsilon = 1.0e-05 : f64} : (tensor<2x3x5x4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x3x5x4xf32>, tensor<2x3x5x1xf32>, tensor<2x3x5x1xf32>)
+  return %y, %mean : tensor<2x3x5x4xf32>, tensor<2x3x5x1xf32>
+}
+func.func @normalised_axis_moved(%x: tensor<2x5x3x4xf32>, %w: tensor<5x4xf32>) -> tensor<2x3x5x4xf32> {
+  %t = graph.transpose %x {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x5x4xf32>
+  %n, %r = graph.rms_norm %t, %w {axis = 2 : i64, epsilon = 1.0e-06 : f64} : (tensor<2x3x5x4xf32>, tensor<5x4xf32>) -> (tensor<2x3x5x4xf32>, tensor<2x3x1x1xf32>)
+  return %n : tensor<2x3x5x4xf32>
+}

@@ -80,6 +80,18 @@ def hf_llama(vocab):
                                                max_position_embeddings=CONTEXT)))
 
 
+def hf_gemma3(vocab):
+    # Gemma 3: query and key normalised per head after their heads-forward
+    # transpose (RMSNorm's weight as 1 + w), the embedding scaled by
+    # sqrt(d), a sliding window of 8 of the 16 positions in the first
+    # layer, grouped-query attention.
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+    return Logits(Gemma3ForCausalLM(Gemma3TextConfig(
+        vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=8, max_position_embeddings=CONTEXT, sliding_window=8,
+        layer_types=["sliding_attention", "full_attention"], pad_token_id=0, bos_token_id=1, eos_token_id=2)))
+
+
 def hf_mixtral(vocab):
     # Mixture of experts, top 2 of 4 per token. transformers' default expert
     # kernel (grouped_mm) is a custom op that no exporter converts and its
@@ -266,6 +278,10 @@ MODELS = {
                                     (True, 18, False, UNOPTIMIZED)]),
     # torch cannot export grouped-query attention through TorchScript.
     "hf-llama": (hf_llama, "tokens", [(True, 18, False), (True, DYNAMIC_OPSET, True)]),
+    # Without the exporter's optimizer, which folds the (1 + w) norm weights
+    # and the rotary tables into initializers fsdpc cannot tell from
+    # parameters.
+    "hf-gemma3": (hf_gemma3, "tokens", [(True, 18, False, UNOPTIMIZED)]),
     # Routing: TopK of the router's softmax, each token's experts' weights
     # gathered by those indices (their gradients scattered back), the
     # outputs weighted by the routing probabilities.

@@ -786,6 +786,40 @@ struct RotateBeforeTranspose : public OpRewritePattern<RotaryOp> {
   }
 };
 
+/// A normalisation (layer_norm, rms_norm) of a transposed tensor whose
+/// normalised axes the transpose leaves in place normalises the tensor
+/// itself, and the transpose moves after it: Gemma 3 normalises its query
+/// and key per head after moving them heads forward (Qwen3 before), and so
+/// the transpose can go on to the rotation and attention, which reads the
+/// head view in place. The per-slice statistics are transposed alike.
+template <typename NormOp> struct NormaliseBeforeTranspose : public OpRewritePattern<NormOp> {
+  using OpRewritePattern<NormOp>::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(NormOp norm, PatternRewriter &rewriter) const override {
+    auto transpose = norm.getInput().template getDefiningOp<TransposeOp>();
+    if (!transpose || !transpose->hasOneUse())
+      return failure();
+    ArrayRef<int64_t> perm = transpose.getPerm();
+    for (int64_t axis = norm.getAxis(); axis < static_cast<int64_t>(perm.size()); ++axis)
+      if (perm[axis] != axis)
+        return failure();
+    Operation *moved = rewriter.clone(*norm.getOperation());
+    rewriter.modifyOpInPlace(moved, [&] {
+      moved->setOperand(0, transpose.getInput());
+      for (auto [result, original] : llvm::zip(moved->getResults(), norm->getResults())) {
+        RankedTensorType type = tensorType(original);
+        result.setType(RankedTensorType::get(perInputAxis(type.getShape(), perm), type.getElementType()));
+      }
+    });
+    SmallVector<Value> transposed;
+    for (auto [result, original] : llvm::zip(moved->getResults(), norm->getResults()))
+      transposed.push_back(
+          TransposeOp::create(rewriter, norm.getLoc(), original.getType(), result, transpose.getPermAttr()));
+    rewriter.replaceOp(norm, transposed);
+    return success();
+  }
+};
+
 /// A transpose read only by slices becomes slices of its input, each
 /// transposed: partial rotary embeddings (Phi, StableLM, GPT-NeoX) rotate
 /// the first columns of a query or key moved heads forward and pass the
@@ -1222,7 +1256,8 @@ struct GraphFusePass : public fsdpc::graph::impl::GraphFuseBase<GraphFusePass> {
     patterns.add<FuseLayerNorm, FuseRmsNorm, FuseErfGelu, FuseTanhGelu, FuseMaskedSoftmax, DropSafeSoftmaxGuard,
                  FuseAttention, FusePackedAttention, FoldRepeatedKeyValueHeads, FoldKeyTransposeIntoAttention,
                  FoldTransposeIntoMatmul, FuseRotary, RotateBeforeTranspose, SwapLastAxesBeforeRegrouping,
-                 SliceBeforeTranspose, ConcatBeforeTranspose>(&getContext());
+                 SliceBeforeTranspose, ConcatBeforeTranspose, NormaliseBeforeTranspose<LayerNormOp>,
+                 NormaliseBeforeTranspose<RmsNormOp>>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
     // Once every attention has its final operands (packed_attention takes

@@ -31,7 +31,10 @@ def GraphFuse : Pass<"graph-fuse", "mlir::ModuleOp"> {
       transposed, and a concat of tensors transposed alike the transpose
       of their concat, so that partial rotations (Phi, StableLM,
       GPT-NeoX: the first columns rotated, the rest passed) move their
-      transposes on to attention too;
+      transposes on to attention too; a layer or RMS norm of a transposed
+      tensor whose normalised axes the transpose leaves in place
+      normalises the tensor itself and transposes after (its statistics
+      too): Gemma 3's per-head query and key norms;
     - attention's masked softmax: `softmax(where(mask, -inf, x * c))` or
       `softmax(x * c + M)` with a constant M of 0 and -inf, over the last
       axis (the scale a product or quotient by a constant, or absent),

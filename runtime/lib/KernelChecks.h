@@ -13,6 +13,7 @@
 #include "fsdpc/runtime/Kernels.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -146,6 +147,9 @@ FSDPC_HOST_DEVICE inline int64_t groupQueryIndex(int64_t heads, int64_t group, i
 struct AttentionDims {
   int64_t batch = 1, heads = 1, group = 1, tq = 0, tk = 0, d = 0, dv = 0;
   bool keyTransposed = false;
+  // A score is scale (q . k), or with a positive softcap c,
+  // c tanh(scale (q . k) / c).
+  float scale = 1.0f, softcap = 0.0f;
   AttentionRows query, key, value, out;
   std::vector<int64_t> scores, maskStrides;
 };
@@ -158,6 +162,18 @@ inline Status attentionMask(const KernelCall &call, const TensorView &mask, Atte
   return Status::ok();
 }
 
+/// The scale and softcap of an attention call; a softcap is 0 (none) or
+/// positive and finite.
+inline Status attentionScoreParams(const KernelCall &call, AttentionDims &a) {
+  a.scale = static_cast<float>(call.floatParam(contract::Param::kScale, 1.0));
+  const double softcap = call.floatParam(contract::Param::kSoftcap, 0.0);
+  if (!(softcap >= 0) || !std::isfinite(softcap))
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": softcap ", softcap,
+                       " is neither 0 (none) nor positive and finite");
+  a.softcap = static_cast<float>(softcap);
+  return Status::ok();
+}
+
 /// attention's operands: query, key, value, mask, ... Key and value may
 /// have fewer heads than the query (axis rank - 3), a divisor of its heads.
 /// With token_major, the flagged operands (query, key, value, out) are
@@ -165,6 +181,7 @@ inline Status attentionMask(const KernelCall &call, const TensorView &mask, Atte
 inline Status attentionDims(const KernelCall &call, AttentionDims &a, bool *tokenMajor = nullptr) {
   const TensorView &q = call.inputs[0], &k = call.inputs[1], &v = call.inputs[2], &mask = call.inputs[3];
   const size_t rank = q.shape.size();
+  FSDPC_RETURN_IF_ERROR(attentionScoreParams(call, a));
   a.keyTransposed = call.intParam(contract::Param::kKeyTransposed, 0);
   if (rank < 2 || k.shape.size() != rank || v.shape.size() != rank)
     return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": query, key and value need one rank of 2 or more");
@@ -219,6 +236,7 @@ inline Status attentionDims(const KernelCall &call, AttentionDims &a, bool *toke
 inline Status packedAttentionDims(const KernelCall &call, AttentionDims &a) {
   const TensorView &qkv = call.inputs[0], &mask = call.inputs[1];
   const size_t rank = qkv.shape.size();
+  FSDPC_RETURN_IF_ERROR(attentionScoreParams(call, a));
   a.heads = call.intParam(contract::Param::kHeads, 0);
   if (rank < 2 || a.heads <= 0 || qkv.shape.back() % (3 * a.heads) != 0)
     return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": qkv ", cpu::shapeString(qkv.shape),

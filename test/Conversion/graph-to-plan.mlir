@@ -250,9 +250,12 @@ module attributes {graph.loss_kind = "cross_entropy", graph.optimizer = "sgd"} {
 // Tests that attention whose mask is the causal constant (nonzero exactly
 // where the key comes after the query; here through a reshape, as exports
 // broadcast it) gets causal = true, so that a device may mask by index; a
-// constant that differs in one element does not.
+// constant that differs in one element does not: one that hides a key more
+// still covers the causal mask (mask_covers_causal), one that shows a key
+// after its query does not.
 // CHECK-LABEL: plan.program @train_step
 // CHECK: plan.kernel "attention" ins [@input, @input, @input, @{{[a-z0-9]+}}] outs [{{.*}}] on compute {causal = true, compute_dtype = "f32", key_transposed = false, scale = 5.000000e-01 : f64}
+// CHECK: plan.kernel "attention" ins [@input, @input, @input, @{{[a-z0-9]+}}] outs [{{.*}}] on compute {compute_dtype = "f32", key_transposed = false, mask_covers_causal = true, scale = 5.000000e-01 : f64}
 // CHECK: plan.kernel "attention" ins [@input, @input, @input, @{{[a-z0-9]+}}] outs [{{.*}}] on compute {compute_dtype = "f32", key_transposed = false, scale = 5.000000e-01 : f64}
 module attributes {graph.loss_kind = "mse", graph.optimizer = "sgd"} {
   func.func @train_step(%q: tensor<2x4x8xf32> {graph.input = "input"}, %t: tensor<2x4x8xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}) {
@@ -261,7 +264,10 @@ module attributes {graph.loss_kind = "mse", graph.optimizer = "sgd"} {
     %o, %lse = graph.attention %q, %q, %q, %m {scale = 0.5 : f64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<1x4x4xi64>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>)
     %n = graph.constant dense<[[0, 1, 1, 1], [0, 0, 1, 1], [0, 0, 0, 1], [0, 0, 1, 0]]> : tensor<4x4xi64>
     %o2, %lse2 = graph.attention %q, %q, %q, %n {scale = 0.5 : f64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<4x4xi64>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>)
-    %s = graph.add %o, %o2 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    %leak = graph.constant dense<[[0, 0, 1, 1], [0, 0, 1, 1], [0, 0, 0, 1], [0, 0, 0, 0]]> : tensor<4x4xi64>
+    %o3, %lse3 = graph.attention %q, %q, %q, %leak {scale = 0.5 : f64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<4x4xi64>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>)
+    %s2 = graph.add %o, %o2 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    %s = graph.add %s2, %o3 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
     %l = graph.mse_loss %s, %t : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<f32>
     return %l : tensor<f32>
   }
@@ -308,6 +314,22 @@ module attributes {graph.loss_kind = "mse", graph.optimizer = "sgd"} {
     %o2, %lse2 = graph.attention %q, %q, %q, %m2 {scale = 0.5 : f64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x4xi64>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>)
     %s = graph.add %o, %o2 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
     %l = graph.mse_loss %s, %t : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
+// Tests that a constant mask hiding at least every key after its query (a
+// sliding window of 2: keys i - 1 and i seen) gets mask_covers_causal, and
+// that a score cap reaches the kernel as softcap.
+// CHECK-LABEL: plan.program @train_step
+// CHECK: plan.kernel "attention" ins [{{.*}}] outs [{{.*}}] on compute {compute_dtype = "f32", key_transposed = false, mask_covers_causal = true, scale = 5.000000e-01 : f64, softcap = 2.000000e+01 : f64}
+module attributes {graph.loss_kind = "mse", graph.optimizer = "sgd"} {
+  func.func @train_step(%q: tensor<2x4x8xf32> {graph.param = "q"}, %t: tensor<2x4x8xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}) {
+    %window = graph.constant dense<[[0, 1, 1, 1], [0, 0, 1, 1], [1, 0, 0, 1], [1, 1, 0, 0]]> : tensor<4x4xi64>
+    %o, %lse = graph.attention %q, %q, %q, %window {scale = 0.5 : f64, softcap = 20.0 : f64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<4x4xi64>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>)
+    %l = graph.mse_loss %o, %t : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<f32>
     return %l : tensor<f32>
   }
 }

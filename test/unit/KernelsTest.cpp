@@ -848,13 +848,21 @@ namespace {
 // (scores, masked softmax, products), on odd sizes, with keys in both
 // layouts and a mask broadcast over the batch; and with a query row that
 // sees no key (a left-padded sequence's padding), whose probabilities,
-// output and gradients are zeros, as torch's SDPA gives them.
+// output and gradients are zeros, as torch's SDPA gives them; and with
+// scores soft-capped as Gemma 2 does (c tanh(s / c), c = 1.5 against
+// scores up to about 2).
 TEST(Kernels, AttentionForwardAndGradient) {
   const int64_t batch = 3, tq = 5, tk = 7, d = 3, dv = 4, blindRow = 1;
   const double scale = 0.7;
-  for (auto [keyTransposed, withBlindRow] : {std::pair(false, false), {true, false}, {false, true}, {true, true}}) {
+  struct Case {
+    bool keyTransposed, withBlindRow;
+    double softcap;
+  };
+  for (auto [keyTransposed, withBlindRow, softcap] :
+       {Case{false, false, 0.0}, Case{true, false, 0.0}, Case{false, true, 0.0}, Case{true, true, 0.0},
+        Case{false, false, 1.5}, Case{true, true, 1.5}}) {
     SCOPED_TRACE(std::string(keyTransposed ? "keys transposed" : "key rows") +
-                 (withBlindRow ? ", a row with every key masked" : ""));
+                 (withBlindRow ? ", a row with every key masked" : "") + (softcap > 0 ? ", soft-capped" : ""));
     Buffer q = randomBuffer({batch, tq, d}, 21), v = randomBuffer({batch, tk, dv}, 23),
            k = randomBuffer(keyTransposed ? std::vector<int64_t>{batch, d, tk} : std::vector<int64_t>{batch, tk, d}, 22),
            dout = randomBuffer({batch, tq, dv}, 24);
@@ -880,7 +888,7 @@ TEST(Kernels, AttentionForwardAndGradient) {
           double dot = 0;
           for (int64_t c = 0; c < d; ++c)
             dot += q.f[(b * tq + i) * d + c] * keyAt(b, j, c);
-          s[j] = dot * scale;
+          s[j] = softcap > 0 ? softcap * std::tanh(dot * scale / softcap) : dot * scale;
           maxValue = std::max(maxValue, s[j]);
         }
         if (maxValue == -INFINITY) // no key: P's row stays 0
@@ -896,7 +904,7 @@ TEST(Kernels, AttentionForwardAndGradient) {
       }
     for (int64_t b = 0; b < batch; ++b)
       for (int64_t i = 0; i < tq; ++i) {
-        std::vector<double> dp(tk, 0.0);
+        std::vector<double> dp(tk, 0.0), slope(tk, scale); // the score's derivative by q . k
         double rowDot = 0;
         for (int64_t j = 0; j < tk; ++j)
           for (int64_t c = 0; c < dv; ++c) {
@@ -905,8 +913,15 @@ TEST(Kernels, AttentionForwardAndGradient) {
           }
         for (int64_t j = 0; j < tk; ++j)
           rowDot += p[(b * tq + i) * tk + j] * dp[j];
+        for (int64_t j = 0; softcap > 0 && j < tk; ++j) {
+          double dot = 0;
+          for (int64_t c = 0; c < d; ++c)
+            dot += q.f[(b * tq + i) * d + c] * keyAt(b, j, c);
+          const double t = std::tanh(dot * scale / softcap);
+          slope[j] = scale * (1 - t * t);
+        }
         for (int64_t j = 0; j < tk; ++j) {
-          double ds = p[(b * tq + i) * tk + j] * (dp[j] - rowDot) * scale;
+          double ds = p[(b * tq + i) * tk + j] * (dp[j] - rowDot) * slope[j];
           for (int64_t c = 0; c < d; ++c) {
             dq[(b * tq + i) * d + c] += ds * keyAt(b, j, c);
             size_t kIndex = keyTransposed ? (b * d + c) * tk + j : (b * tk + j) * d + c;
@@ -917,6 +932,8 @@ TEST(Kernels, AttentionForwardAndGradient) {
 
     plan::Instruction inst;
     (*inst.mutable_float_attrs())["scale"] = scale;
+    if (softcap > 0)
+      (*inst.mutable_float_attrs())["softcap"] = softcap;
     (*inst.mutable_int_attrs())["key_transposed"] = keyTransposed;
     Buffer o = zeros({batch, tq, dv}), lse = zeros({batch, tq});
     ASSERT_TRUE(runKernel("attention", {&q, &k, &v, &mask}, {&o, &lse}, inst).isOk());

@@ -34,6 +34,11 @@ SmallVector<NamedAttribute> kernelParams(Operation *op) {
   // Only autodiff reads a gather's padding row; the kernel reads every row.
   if (isa<graph::GatherOp>(op))
     llvm::erase_if(params, [](NamedAttribute param) { return param.getName() == "padding_index"; });
+  // A score cap of 0 is none: plans without one leave it out.
+  llvm::erase_if(params, [](NamedAttribute param) {
+    auto cap = dyn_cast<FloatAttr>(param.getValue());
+    return param.getName() == "softcap" && cap && cap.getValueAsDouble() == 0.0;
+  });
   for (NamedAttribute &param : params) {
     Attribute name = llvm::TypeSwitch<Attribute, Attribute>(param.getValue())
                          .Case<graph::GeluApproximationAttr, graph::LossReductionAttr, graph::ComputeDtypeAttr,
@@ -345,12 +350,29 @@ private:
     }
     return cached->second = true;
   }
-  /// Whether `mask` is computed at run time as `keep * padding == 0` with
-  /// `keep` a constant that is 0 at every key after its query (square
-  /// scores of `queries` rows): transformers' causal mask times each
-  /// sample's padding, as its SDPA path exports it. Then the mask hides at
-  /// least the causal mask's keys, and a device may leave them out unread
-  /// (`mask_covers_causal`), still reading the mask for the others.
+  /// Whether the i64 constant `dense` (square scores of `queries` rows,
+  /// repeated along leading axes) is nonzero (`hides`) or zero at every key
+  /// after its query.
+  static bool afterQueryAll(DenseIntElementsAttr dense, int64_t queries, bool hides) {
+    if (dense.getNumElements() % (queries * queries) != 0)
+      return false;
+    int64_t index = 0;
+    for (const APInt &value : dense.getValues<APInt>()) {
+      const int64_t query = (index / queries) % queries, key = index % queries;
+      if (key > query && value.isZero() == hides)
+        return false;
+      ++index;
+    }
+    return true;
+  }
+  /// Whether `mask` hides at least the keys after each query (square scores
+  /// of `queries` rows), so that a device may leave them out unread
+  /// (`mask_covers_causal`), still reading the mask for the others: a
+  /// constant that does (a sliding window, Mistral's and Gemma's local
+  /// layers), or a mask computed at run time as `keep * padding == 0` with
+  /// `keep` a constant that is 0 at every key after its query
+  /// (transformers' causal mask times each sample's padding, as its SDPA
+  /// path exports it).
   bool coversCausalMask(Value mask, int64_t queries) {
     auto maskType = cast<RankedTensorType>(mask.getType());
     const int64_t rank = maskType.getRank();
@@ -368,6 +390,10 @@ private:
         v = reshape.getInput();
       return v;
     };
+    if (auto constant = throughViews(mask).getDefiningOp<graph::ConstantOp>()) {
+      auto dense = dyn_cast<DenseIntElementsAttr>(constant.getValue());
+      return dense && afterQueryAll(dense, queries, /*hides=*/true);
+    }
     auto compare = mask.getDefiningOp<graph::CompareOp>();
     if (!compare || compare.getPredicate() != graph::ComparePredicate::eq)
       return false;
@@ -383,16 +409,7 @@ private:
         continue;
       auto constant = throughViews(factor).getDefiningOp<graph::ConstantOp>();
       auto dense = constant ? dyn_cast<DenseIntElementsAttr>(constant.getValue()) : DenseIntElementsAttr();
-      if (!dense || dense.getNumElements() % (queries * queries) != 0)
-        continue;
-      int64_t index = 0;
-      bool zeroAfterQuery = true;
-      for (const APInt &value : dense.getValues<APInt>()) {
-        const int64_t query = (index / queries) % queries, key = index % queries;
-        zeroAfterQuery = zeroAfterQuery && (key <= query || value.isZero());
-        ++index;
-      }
-      if (zeroAfterQuery)
+      if (dense && afterQueryAll(dense, queries, /*hides=*/false))
         return true;
     }
     return false;

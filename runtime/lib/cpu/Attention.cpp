@@ -78,10 +78,26 @@ void scores(const AttentionLayout &l, const AttentionBuffers &in, int64_t b, flo
     gemm(false, true, l.tq, l.tk, l.d, qb, l.query.row, kb, l.key.row, s, l.tk);
 }
 
+/// A score from its product q . k: scale times it, or with a softcap c,
+/// c tanh(scale (q . k) / c), as Gemma 2 computes it (times scale, over c,
+/// tanh, times c). Where `slope` is given, it gets the score's derivative
+/// by the product: scale, or scale (1 - tanh^2).
+float scoreOf(float product, const AttentionLayout &l, float *slope = nullptr) {
+  if (l.softcap == 0.0f) {
+    if (slope)
+      *slope = l.scale;
+    return product * l.scale;
+  }
+  const float t = std::tanh(product * l.scale / l.softcap);
+  if (slope)
+    *slope = l.scale * (1.0f - t * t);
+  return t * l.softcap;
+}
+
 // Per batch index: the scores by GEMM, the masked softmax row by row (as
 // masked_softmax computes it), the output by GEMM. The tq x tk block is
 // per-thread scratch, never a tensor of the plan.
-void forward(const AttentionLayout &l, const AttentionBuffers &in, float scale, float *out, float *lse) {
+void forward(const AttentionLayout &l, const AttentionBuffers &in, float *out, float *lse) {
 #pragma omp parallel
   {
     std::vector<float> p(l.tq * l.tk);
@@ -93,7 +109,7 @@ void forward(const AttentionLayout &l, const AttentionBuffers &in, float scale, 
         const int64_t *maskRow = in.mask + l.maskBase[b] + i * l.maskRowStride;
         float maxValue = -INFINITY;
         for (int64_t j = 0; j < l.tk; ++j) {
-          row[j] = maskRow[j * l.maskColStride] ? -INFINITY : row[j] * scale;
+          row[j] = maskRow[j * l.maskColStride] ? -INFINITY : scoreOf(row[j], l);
           maxValue = std::max(maxValue, row[j]);
         }
         if (maxValue == -INFINITY) { // every key masked
@@ -118,14 +134,15 @@ void forward(const AttentionLayout &l, const AttentionBuffers &in, float scale, 
 }
 
 // Per batch index: P again from the scores and logsumexp, then
-// dV = P^T dO, dP = dO V^T, dS = P * (dP - rowsum(dO * O)) * scale,
+// dV = P^T dO, dP = dO V^T, dS = P * (dP - rowsum(dO * O)) * slope (the
+// score's derivative: scale, or under a softcap scale (1 - tanh^2)),
 // dQ = dS K, dK = dS^T Q (in the key's layout), each a GEMM. With grouped
 // heads, a key and value head's gradients are the sums over the query
 // heads of its group, added in head order by one thread.
-void backward(const AttentionLayout &l, const AttentionBuffers &in, float scale, float *dq, float *dk, float *dv) {
+void backward(const AttentionLayout &l, const AttentionBuffers &in, float *dq, float *dk, float *dv) {
 #pragma omp parallel
   {
-    std::vector<float> p(l.tq * l.tk), ds(l.tq * l.tk);
+    std::vector<float> p(l.tq * l.tk), ds(l.tq * l.tk), slope(l.tq * l.tk);
 #pragma omp for
     for (int64_t kvb = 0; kvb < l.batch / l.group; ++kvb)
       for (int64_t g = 0; g < l.group; ++g) {
@@ -138,8 +155,14 @@ void backward(const AttentionLayout &l, const AttentionBuffers &in, float scale,
           float *row = p.data() + i * l.tk;
           const int64_t *maskRow = in.mask + l.maskBase[b] + i * l.maskRowStride;
           const float rowLse = in.lse[b * l.tq + i];
-          for (int64_t j = 0; j < l.tk; ++j)
-            row[j] = maskRow[j * l.maskColStride] ? 0.0f : vectorExp(row[j] * scale - rowLse);
+          float *rowSlope = slope.data() + i * l.tk;
+          for (int64_t j = 0; j < l.tk; ++j) {
+            rowSlope[j] = 0.0f; // a masked score's probability is 0, and so its gradient
+            if (!maskRow[j * l.maskColStride])
+              row[j] = vectorExp(scoreOf(row[j], l, &rowSlope[j]) - rowLse);
+            else
+              row[j] = 0.0f;
+          }
         }
         const int64_t ldo = l.out.row;
         // dV = P^T dO, dP = dO V^T
@@ -151,7 +174,7 @@ void backward(const AttentionLayout &l, const AttentionBuffers &in, float scale,
           for (int64_t c = 0; c < l.dv; ++c)
             rowDot += dob[i * ldo + c] * ob[i * ldo + c];
           for (int64_t j = 0; j < l.tk; ++j)
-            ds[i * l.tk + j] = p[i * l.tk + j] * (ds[i * l.tk + j] - rowDot) * scale;
+            ds[i * l.tk + j] = p[i * l.tk + j] * (ds[i * l.tk + j] - rowDot) * slope[i * l.tk + j];
         }
         float *dqb = dq + l.start(l.query, b), *dkb = dk + l.start(l.key, b);
         if (l.keyTransposed) {
@@ -166,15 +189,13 @@ void backward(const AttentionLayout &l, const AttentionBuffers &in, float scale,
   }
 }
 
-float scaleOf(const KernelCall &call) { return static_cast<float>(call.floatParam(contract::Param::kScale, 1.0)); }
-
 } // namespace
 
 Status attention(const KernelCall &call) {
   AttentionLayout l;
   FSDPC_RETURN_IF_ERROR(layoutOf(call, false, l));
   const AttentionBuffers in{call.inputs[0].f32(), call.inputs[1].f32(), call.inputs[2].f32(), call.inputs[3].i64()};
-  forward(l, in, scaleOf(call), call.outputs[0].f32(), call.outputs[1].f32());
+  forward(l, in, call.outputs[0].f32(), call.outputs[1].f32());
   return Status::ok();
 }
 
@@ -183,7 +204,7 @@ Status attentionGrad(const KernelCall &call) {
   FSDPC_RETURN_IF_ERROR(layoutOf(call, false, l));
   const AttentionBuffers in{call.inputs[0].f32(), call.inputs[1].f32(), call.inputs[2].f32(), call.inputs[3].i64(),
                             call.inputs[4].f32(), call.inputs[5].f32(), call.inputs[6].f32()};
-  backward(l, in, scaleOf(call), call.outputs[0].f32(), call.outputs[1].f32(), call.outputs[2].f32());
+  backward(l, in, call.outputs[0].f32(), call.outputs[1].f32(), call.outputs[2].f32());
   return Status::ok();
 }
 
@@ -192,7 +213,7 @@ Status packedAttention(const KernelCall &call) {
   FSDPC_RETURN_IF_ERROR(layoutOf(call, true, l));
   const float *qkv = call.inputs[0].f32();
   const AttentionBuffers in{qkv, qkv, qkv, call.inputs[1].i64()};
-  forward(l, in, scaleOf(call), call.outputs[0].f32(), call.outputs[1].f32());
+  forward(l, in, call.outputs[0].f32(), call.outputs[1].f32());
   return Status::ok();
 }
 
@@ -204,7 +225,7 @@ Status packedAttentionGrad(const KernelCall &call) {
   const AttentionBuffers in{
       qkv, qkv, qkv, call.inputs[1].i64(), call.inputs[2].f32(), call.inputs[3].f32(), call.inputs[4].f32()};
   float *dqkv = call.outputs[0].f32();
-  backward(l, in, scaleOf(call), dqkv, dqkv, dqkv);
+  backward(l, in, dqkv, dqkv, dqkv);
   return Status::ok();
 }
 

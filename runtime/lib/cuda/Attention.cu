@@ -60,7 +60,7 @@ struct AttentionShape {
   // and keys are not transposed: the tensor-core kernels load rows 8
   // elements at a time (loadVector).
   bool vectorRows;
-  float scale;
+  float scale, softcap;                 // a score is scale (q . k), or softcap tanh(scale (q . k) / softcap)
   AttentionRows query, key, value, out; // a gradient's rows are its operand's
   Operand mask;
   Layout<1> maskBatch; // batch index -> offset of the mask's (0, 0) for it
@@ -127,8 +127,24 @@ Status attentionShape(const KernelCall &call, bool packed, AttentionShape &s) {
   for (const auto *views : {&call.inputs, &call.outputs})
     for (const TensorView &view : *views)
       s.vectorRows = s.vectorRows && (!isFloatDtype(view.dtype) || vectorAligned({&view}));
-  s.scale = static_cast<float>(call.floatParam(contract::Param::kScale, 1.0));
+  s.scale = a.scale;
+  s.softcap = a.softcap;
   return Status::ok();
+}
+
+/// The score of a product q . k (AttentionShape::scale, softcap), and where
+/// `slope` is given its derivative by the product: scale, or
+/// scale (1 - tanh^2) under a softcap. The CPU kernel's formula.
+__device__ __forceinline__ float scoreOf(const AttentionShape &s, float product, float *slope = nullptr) {
+  if (s.softcap == 0.0f) {
+    if (slope)
+      *slope = s.scale;
+    return product * s.scale;
+  }
+  const float t = tanhf(product * s.scale / s.softcap);
+  if (slope)
+    *slope = s.scale * (1.0f - t * t);
+  return t * s.softcap;
 }
 
 __device__ __forceinline__ long long maskBase(const AttentionShape &s, long long b) {
@@ -151,7 +167,8 @@ __device__ __forceinline__ bool isMasked(const AttentionShape &s, long long mask
 
 /// For one unmasked (query, key) pair, from their rows in shared memory:
 /// the probability p recomputed from the query's logsumexp, and the score
-/// gradient dS = p (dO . V - delta) * scale. Both backward kernels use it.
+/// gradient dS = p (dO . V - delta) * slope (scoreOf). Both backward
+/// kernels use it.
 __device__ __forceinline__ void scoreGradient(const AttentionShape &s, const float *qRow, const float *kRow,
                                               const float *doRow, const float *vRow, float lse, float delta, float &p,
                                               float &ds) {
@@ -160,8 +177,9 @@ __device__ __forceinline__ void scoreGradient(const AttentionShape &s, const flo
     dot += qRow[c] * kRow[c];
   for (int c = 0; c < s.dv; ++c)
     dp += doRow[c] * vRow[c];
-  p = expf(dot * s.scale - lse);
-  ds = p * (dp - delta) * s.scale;
+  float slope;
+  p = expf(scoreOf(s, dot, &slope) - lse);
+  ds = p * (dp - delta) * slope;
 }
 
 /// acc[t] += sum over the tile's 32 rows j of value_j * tile[j][lane + 32 t]
@@ -243,7 +261,7 @@ __global__ void __launch_bounds__(kWarps * 32)
           float dot = 0.0f;
           for (int c = 0; c < s.d; ++c)
             dot += qTile[row * pitchD + c] * keyTile[lane * pitchD + c];
-          score = dot * s.scale;
+          score = scoreOf(s, dot);
         }
       }
       float tileMax = score;
@@ -726,6 +744,22 @@ __device__ __forceinline__ void waitForFirstTiles() {
   __syncthreads();
 }
 
+/// A score times log2 e (the exponent base 2 of its softmax term) from its
+/// product q . k, given scaleLog2 = scale log2 e; where `slope` is given,
+/// the score's derivative by the product (scoreOf). Capped: the call has a
+/// softcap, a template argument so that the kernels without one keep
+/// their registers (the tanh, unrolled over a warp's 32 or 64 scores, cost
+/// the backward kernels up to 56 registers even where never taken).
+template <bool Capped>
+__device__ __forceinline__ float log2Score(const AttentionShape &s, float scaleLog2, float product,
+                                           float *slope = nullptr) {
+  if constexpr (Capped)
+    return scoreOf(s, product, slope) * kLog2e;
+  if (slope)
+    *slope = s.scale;
+  return product * scaleLog2;
+}
+
 /// Calls visit(n, e, valid) for each score a lane holds in one 16-row tile
 /// (accumulator tile n, element e): its row is rows[e / 2], its column
 /// firstColumn + columnOf(n, e); rows are queries and columns keys, or the
@@ -776,7 +810,7 @@ __device__ __forceinline__ int keyTilesSeen(const AttentionShape &s, int firstQu
 /// at the end) and their output columns. Where Hold, a warp keeps its
 /// query fragments in registers too, else it rereads them for each key
 /// tile (with two row tiles, holding them would spill).
-template <int Tiles, int M, bool Hold, int Warps>
+template <int Tiles, int M, bool Hold, int Warps, bool Capped>
 __global__ void __launch_bounds__(Warps * 32)
     forwardKernel(Operand q, Operand k, Operand v, Operand out, float *lse, AttentionShape s) {
   constexpr int D = 16 * Tiles, P = pitchOf(D), Rows = rowsPerBlock(M, Warps);
@@ -827,7 +861,8 @@ __global__ void __launch_bounds__(Warps * 32)
     for (int m = 0; m < M; ++m) {
       float tileMax[2] = {-INFINITY, -INFINITY};
       forEachScore<false>(s, maskOffset, queries[m], firstKey, visible, lane, [&](int n, int e, bool valid) {
-        sc[m][n][e] = valid ? sc[m][n][e] * scaleLog2 : -INFINITY;
+        sc[m][n][e] =
+            valid ? (Capped ? log2Score<true>(s, scaleLog2, sc[m][n][e]) : sc[m][n][e] * scaleLog2) : -INFINITY;
         tileMax[e / 2] = fmaxf(tileMax[e / 2], sc[m][n][e]);
       });
       float correction[2];
@@ -882,7 +917,7 @@ __global__ void __launch_bounds__(Warps * 32)
 /// logsumexp (times log2 e) and delta. Where Hold, a warp keeps its K and V
 /// fragments in registers, else it reads them for each query tile (at head
 /// size 128 the kernel fills its 255 registers without them).
-template <int Tiles, bool Hold>
+template <int Tiles, bool Hold, bool Capped>
 __global__ void __launch_bounds__(kWarps * 32)
     keyGradKernel(Operand q, Operand k, Operand v, const float *lse, const float *delta, Operand dout, Operand dk,
                   Operand dv, AttentionShape s) {
@@ -944,17 +979,31 @@ __global__ void __launch_bounds__(kWarps * 32)
     const int first = firstQuery + (i % queryTiles) * kTile;
     const long long maskOffset = maskBase(s, firstB + i / queryTiles);
     float p[1][kScoreTiles][4], ds[1][kScoreTiles][4];
-    productWithRows(p, keyRows, qTileRows, lane); // S^T = K Q^T
-    const bool visible = allVisible(s, first, kTile, firstKey + warp * 16, 16);
-    forEachScore<true>(s, maskOffset, keys, first, visible, lane, [&](int n, int e, bool valid) {
-      p[0][n][e] = valid ? exp2f(p[0][n][e] * scaleLog2 - lseRow[columnOf(n, e, lane)]) : 0.0f;
-    });
-    productWithRows(ds, valueRows, doTileRows, lane); // dP^T = V dO^T
+    if constexpr (Capped) {
+      // dP^T first: a capped score's slope needs its product, so p and dS
+      // come from it in one pass.
+      productWithRows(ds, valueRows, doTileRows, lane); // dP^T = V dO^T
+      productWithRows(p, keyRows, qTileRows, lane);     // S^T = K Q^T
+      const bool visible = allVisible(s, first, kTile, firstKey + warp * 16, 16);
+      forEachScore<true>(s, maskOffset, keys, first, visible, lane, [&](int n, int e, bool valid) {
+        const int column = columnOf(n, e, lane);
+        float slope = 0.0f;
+        p[0][n][e] = valid ? exp2f(log2Score<true>(s, scaleLog2, p[0][n][e], &slope) - lseRow[column]) : 0.0f;
+        ds[0][n][e] = p[0][n][e] * (ds[0][n][e] - deltaRow[column]) * slope;
+      });
+    } else {
+      productWithRows(p, keyRows, qTileRows, lane); // S^T = K Q^T
+      const bool visible = allVisible(s, first, kTile, firstKey + warp * 16, 16);
+      forEachScore<true>(s, maskOffset, keys, first, visible, lane, [&](int n, int e, bool valid) {
+        p[0][n][e] = valid ? exp2f(p[0][n][e] * scaleLog2 - lseRow[columnOf(n, e, lane)]) : 0.0f;
+      });
+      productWithRows(ds, valueRows, doTileRows, lane); // dP^T = V dO^T
 #pragma unroll
-    for (int n = 0; n < kScoreTiles; ++n)
+      for (int n = 0; n < kScoreTiles; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e)
-        ds[0][n][e] = p[0][n][e] * (ds[0][n][e] - deltaRow[columnOf(n, e, lane)]) * s.scale;
+        for (int e = 0; e < 4; ++e)
+          ds[0][n][e] = p[0][n][e] * (ds[0][n][e] - deltaRow[columnOf(n, e, lane)]) * s.scale;
+    }
     accumulateScoresTimes<D, 1>(dvAcc, p, doTileRows, lane); // dV += P^T dO
     accumulateScoresTimes<D, 1>(dkAcc, ds, qTileRows, lane); // dK += dS^T Q
   }
@@ -975,7 +1024,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 /// through. With one row tile up to head size 64 it fits 128 registers, 16
 /// warps a multiprocessor; the bound keeps ptxas there (left to itself it
 /// took 129, which costs a block).
-template <int Tiles, int M, int Warps>
+template <int Tiles, int M, int Warps, bool Capped>
 __global__ void __launch_bounds__(Warps * 32, M == 1 && Tiles <= 4 ? 16 / Warps : 1)
     queryGradKernel(Operand q, Operand k, Operand v, const float *lse, const float *delta, Operand dout, Operand dq,
                     AttentionShape s) {
@@ -1019,22 +1068,21 @@ __global__ void __launch_bounds__(Warps * 32, M == 1 && Tiles <= 4 ? 16 / Warps 
     if (M > 1 && i >= warpKeyTiles)
       continue;
     const int firstKey = i * kTile;
-    float p[M][kScoreTiles][4], ds[M][kScoreTiles][4];
-    productWithRows(p, queryRows, kTileRows, lane); // S = Q K^T
+    // dP first, then each score's p and dS from its product in one pass
+    // (a capped score's slope needs the product); P itself is not kept.
+    // In this order ptxas spills less (head size 64, 16 queries a warp: 16
+    // bytes against 60) for the same bits.
+    float sc[M][kScoreTiles][4], ds[M][kScoreTiles][4];
+    productWithRows(ds, outGradRows, vTileRows, lane); // dP = dO V^T
+    productWithRows(sc, queryRows, kTileRows, lane);   // S = Q K^T
     const bool visible = allVisible(s, warpQuery, 16 * M, firstKey, kTile);
 #pragma unroll
     for (int m = 0; m < M; ++m)
       forEachScore<false>(s, maskOffset, queries[m], firstKey, visible, lane, [&](int n, int e, bool valid) {
-        p[m][n][e] = valid ? exp2f(p[m][n][e] * scaleLog2 - rowLse[m][e / 2]) : 0.0f;
+        float slope = 0.0f;
+        const float p = valid ? exp2f(log2Score<Capped>(s, scaleLog2, sc[m][n][e], &slope) - rowLse[m][e / 2]) : 0.0f;
+        ds[m][n][e] = p * (ds[m][n][e] - rowDelta[m][e / 2]) * slope;
       });
-    productWithRows(ds, outGradRows, vTileRows, lane); // dP = dO V^T
-#pragma unroll
-    for (int m = 0; m < M; ++m)
-#pragma unroll
-      for (int n = 0; n < kScoreTiles; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          ds[m][n][e] = p[m][n][e] * (ds[m][n][e] - rowDelta[m][e / 2]) * s.scale;
     accumulateScoresTimes<D, M>(dqAcc, ds, kTileRows, lane); // dQ += dS K
   }
   const Operand dqb = advanced(dq, s.start(s.query, b));
@@ -1083,26 +1131,26 @@ struct BackwardOperands {
   float *delta;
 };
 
-template <int Tiles, int M, bool Hold, int Warps = tc::kWarps>
+template <int Tiles, int M, bool Hold, int Warps = tc::kWarps, bool Capped = false>
 Status launchTensorCoreForward(cudaStream_t stream, const AttentionShape &s, const ForwardOperands &o) {
   constexpr int rows = tc::rowsPerBlock(M, Warps);
-  return launchWithDynamicShared(tc::forwardKernel<Tiles, M, Hold, Warps>, tc::blocksOf(s.tq, s.batch, rows),
+  return launchWithDynamicShared(tc::forwardKernel<Tiles, M, Hold, Warps, Capped>, tc::blocksOf(s.tq, s.batch, rows),
                                  Warps * 32, tc::forwardBytes(16 * Tiles, rows), stream, o.q, o.k, o.v, o.out, o.lse,
                                  s);
 }
 
 /// The dK and dV kernel (own fragments held or not), then the dQ kernel
 /// (QueryRowTiles a warp, QueryWarps a block, fragments reread).
-template <int Tiles, bool HoldKeys, int QueryRowTiles, int QueryWarps = tc::kWarps>
+template <int Tiles, bool HoldKeys, int QueryRowTiles, int QueryWarps = tc::kWarps, bool Capped = false>
 Status launchTensorCoreBackward(cudaStream_t stream, const AttentionShape &s, const BackwardOperands &o) {
   const dim3 keyBlocks = tc::blocksOf(s.tk, s.batch / s.group, tc::kGradRows),
              queryBlocks = tc::blocksOf(s.tq, s.batch, tc::rowsPerBlock(QueryRowTiles, QueryWarps));
-  FSDPC_RETURN_IF_ERROR(launchWithDynamicShared(tc::keyGradKernel<Tiles, HoldKeys>, keyBlocks, tc::kWarps * 32,
+  FSDPC_RETURN_IF_ERROR(launchWithDynamicShared(tc::keyGradKernel<Tiles, HoldKeys, Capped>, keyBlocks, tc::kWarps * 32,
                                                 tc::keyGradBytes(16 * Tiles), stream, o.q, o.k, o.v, o.lse, o.delta,
                                                 o.dout, o.dk, o.dv, s));
-  return launchWithDynamicShared(tc::queryGradKernel<Tiles, QueryRowTiles, QueryWarps>, queryBlocks,
-                                 QueryWarps * 32, tc::queryGradBytes(16 * Tiles, QueryRowTiles, QueryWarps), stream, o.q, o.k, o.v, o.lse, o.delta,
-                                 o.dout, o.dq, s);
+  return launchWithDynamicShared(tc::queryGradKernel<Tiles, QueryRowTiles, QueryWarps, Capped>, queryBlocks,
+                                 QueryWarps * 32, tc::queryGradBytes(16 * Tiles, QueryRowTiles, QueryWarps), stream,
+                                 o.q, o.k, o.v, o.lse, o.delta, o.dout, o.dq, s);
 }
 
 Status launchF32Forward(cudaStream_t stream, const AttentionShape &s, const ForwardOperands &o) {
@@ -1165,6 +1213,9 @@ std::vector<KernelVariant> tensorCoreForwardVariants(cudaStream_t stream, const 
                                                      const ForwardOperands &o) {
   const KernelVariant reread{"64 queries a block, 16 a warp, fragments reread",
                              [=] { return launchTensorCoreForward<Tiles, 1, false>(stream, s, o); }};
+  if (s.softcap != 0.0f) // soft-capped scores (Gemma 2): one variant, built for them
+    return {{"64 queries a block, 16 a warp, fragments reread, scores capped",
+             [=] { return launchTensorCoreForward<Tiles, 1, false, tc::kWarps, true>(stream, s, o); }}};
   if constexpr (Tiles > 4)
     return {reread};
   else
@@ -1190,6 +1241,9 @@ std::vector<KernelVariant> tensorCoreBackwardVariants(cudaStream_t stream, const
                                                       const BackwardOperands &o) {
   const KernelVariant reread{"dK dV fragments reread, dQ 64 queries a block",
                              [=] { return launchTensorCoreBackward<Tiles, false, 1>(stream, s, o); }};
+  if (s.softcap != 0.0f)
+    return {{"dK dV fragments reread, dQ 64 queries a block, scores capped",
+             [=] { return launchTensorCoreBackward<Tiles, false, 1, tc::kWarps, true>(stream, s, o); }}};
   if constexpr (Tiles > 4)
     return {reread};
   else

@@ -153,6 +153,17 @@ func.func @train_step(%q: tensor<3x5x4xf32> {graph.param = "q"}, %kt: tensor<3x4
 
 // -----
 
+// Tests that attention_grad keeps the forward op's score cap.
+// CHECK-LABEL: func.func @train_step
+// CHECK: graph.attention_grad %arg0, %arg1, %arg2, %arg3, %{{.*}}, %{{.*}}, %{{.*}} {scale = 5.000000e-01 : f64, softcap = 3.000000e+01 : f64}
+func.func @train_step(%q: tensor<3x5x4xf32> {graph.param = "q"}, %k: tensor<3x5x4xf32> {graph.param = "k"}, %v: tensor<3x5x6xf32> {graph.param = "v"}, %m: tensor<5x5xi64> {graph.input = "mask"}, %t: tensor<3x5x6xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}) {
+  %o, %lse = graph.attention %q, %k, %v, %m {scale = 0.5 : f64, softcap = 30.0 : f64} : (tensor<3x5x4xf32>, tensor<3x5x4xf32>, tensor<3x5x6xf32>, tensor<5x5xi64>) -> (tensor<3x5x6xf32>, tensor<3x5xf32>)
+  %l = graph.mse_loss %o, %t : (tensor<3x5x6xf32>, tensor<3x5x6xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // Tests attention's rule with grouped key and value heads (4 query heads
 // on 2): the key and value gradients have the 2 heads' shapes.
 // CHECK-LABEL: func.func @train_step

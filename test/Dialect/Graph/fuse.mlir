@@ -533,6 +533,52 @@ func.func @attention(%q: tensor<2x3x5x4xf32>, %kt: tensor<2x3x4x5xf32>, %v: tens
 
 // -----
 
+// Tests Gemma 2's soft-capped scores: masked_softmax(tanh(s * a / c)) with
+// the softmax's scale c becomes attention with softcap c and scale a (here
+// a = 0.25 and c = 50, the scale a product of the factors before the
+// tanh); no tanh or scaling is left. A tanh read elsewhere, or a softmax
+// scale that is not positive, keeps the scores.
+// CHECK-LABEL: func.func @softcapped_scores
+// CHECK: %[[OUT:.*]], %{{.*}} = graph.attention %arg0, %arg1, %arg2, %arg3 {scale = 2.500000e-01 : f64, softcap = 5.000000e+01 : f64}
+// CHECK-NOT: graph.tanh
+// CHECK-NOT: graph.div
+// CHECK: return %[[OUT]]
+// CHECK-LABEL: func.func @cap_read_elsewhere
+// CHECK-NOT: graph.attention
+// CHECK: graph.tanh
+// CHECK-LABEL: func.func @negative_cap
+// CHECK-NOT: graph.attention
+// CHECK: graph.tanh
+func.func @softcapped_scores(%q: tensor<3x5x4xf32>, %k: tensor<3x5x4xf32>, %v: tensor<3x5x6xf32>, %m: tensor<5x5xi64>) -> tensor<3x5x6xf32> {
+  %a = graph.constant dense<0.5> : tensor<f32>
+  %h = graph.constant dense<2.0> : tensor<f32>
+  %c = graph.constant dense<50.0> : tensor<f32>
+  %s = graph.batch_matmul %q, %k {transpose_b = true} : (tensor<3x5x4xf32>, tensor<3x5x4xf32>) -> tensor<3x5x5xf32>
+  %s1 = graph.mul %s, %a : (tensor<3x5x5xf32>, tensor<f32>) -> tensor<3x5x5xf32>
+  %s2 = graph.div %s1, %h : (tensor<3x5x5xf32>, tensor<f32>) -> tensor<3x5x5xf32>
+  %s3 = graph.div %s2, %c : (tensor<3x5x5xf32>, tensor<f32>) -> tensor<3x5x5xf32>
+  %t = graph.tanh %s3 : tensor<3x5x5xf32>
+  %p = graph.masked_softmax %t, %m {scale = 50.0 : f64} : (tensor<3x5x5xf32>, tensor<5x5xi64>) -> tensor<3x5x5xf32>
+  %o = graph.batch_matmul %p, %v : (tensor<3x5x5xf32>, tensor<3x5x6xf32>) -> tensor<3x5x6xf32>
+  return %o : tensor<3x5x6xf32>
+}
+func.func @cap_read_elsewhere(%q: tensor<3x5x4xf32>, %k: tensor<3x5x4xf32>, %v: tensor<3x5x6xf32>, %m: tensor<5x5xi64>) -> (tensor<3x5x6xf32>, tensor<3x5x5xf32>) {
+  %s = graph.batch_matmul %q, %k {transpose_b = true} : (tensor<3x5x4xf32>, tensor<3x5x4xf32>) -> tensor<3x5x5xf32>
+  %t = graph.tanh %s : tensor<3x5x5xf32>
+  %p = graph.masked_softmax %t, %m {scale = 50.0 : f64} : (tensor<3x5x5xf32>, tensor<5x5xi64>) -> tensor<3x5x5xf32>
+  %o = graph.batch_matmul %p, %v : (tensor<3x5x5xf32>, tensor<3x5x6xf32>) -> tensor<3x5x6xf32>
+  return %o, %t : tensor<3x5x6xf32>, tensor<3x5x5xf32>
+}
+func.func @negative_cap(%q: tensor<3x5x4xf32>, %k: tensor<3x5x4xf32>, %v: tensor<3x5x6xf32>, %m: tensor<5x5xi64>) -> tensor<3x5x6xf32> {
+  %s = graph.batch_matmul %q, %k {transpose_b = true} : (tensor<3x5x4xf32>, tensor<3x5x4xf32>) -> tensor<3x5x5xf32>
+  %t = graph.tanh %s : tensor<3x5x5xf32>
+  %p = graph.masked_softmax %t, %m {scale = -50.0 : f64} : (tensor<3x5x5xf32>, tensor<5x5xi64>) -> tensor<3x5x5xf32>
+  %o = graph.batch_matmul %p, %v : (tensor<3x5x5xf32>, tensor<3x5x6xf32>) -> tensor<3x5x6xf32>
+  return %o : tensor<3x5x6xf32>
+}
+
+// -----
+
 // Tests that keys in [T, D] layout (scores with transpose_b) fuse without
 // key_transposed, and that probabilities read elsewhere do not fuse.
 // CHECK-LABEL: func.func @attention_key_rows

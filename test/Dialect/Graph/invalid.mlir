@@ -154,6 +154,15 @@ func.func @attention_shapes(%q: tensor<3x5x4xf32>, %k: tensor<3x5x7xf32>, %v: te
 
 // -----
 
+// Tests that a score cap is not negative.
+func.func @attention_negative_softcap(%q: tensor<3x5x4xf32>, %k: tensor<3x5x4xf32>, %v: tensor<3x5x6xf32>, %m: tensor<5x5xi64>) {
+  // expected-error @+1 {{softcap must be 0 (none) or positive and finite, not -2}}
+  %o, %lse = graph.attention %q, %k, %v, %m {scale = 0.5 : f64, softcap = -2.0 : f64} : (tensor<3x5x4xf32>, tensor<3x5x4xf32>, tensor<3x5x6xf32>, tensor<5x5xi64>) -> (tensor<3x5x6xf32>, tensor<3x5xf32>)
+  return
+}
+
+// -----
+
 // Tests that grouped key and value heads divide the query's heads.
 func.func @attention_grouped_heads(%q: tensor<2x6x5x4xf32>, %k: tensor<2x4x5x4xf32>, %v: tensor<2x4x5x6xf32>, %m: tensor<5x5xi64>) {
   // expected-error @+1 {{key and value heads (4) must divide the query's (6)}}

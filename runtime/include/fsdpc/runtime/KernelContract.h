@@ -68,6 +68,7 @@ enum class Param : uint8_t {
   kPredicate,
   kMaskCoversCausal,
   kTokenMajor,
+  kSoftcap,
   kCount
 };
 

@@ -92,6 +92,19 @@ def hf_gemma3(vocab):
         layer_types=["sliding_attention", "full_attention"], pad_token_id=0, bos_token_id=1, eos_token_id=2)))
 
 
+def hf_gemma2(vocab):
+    # Gemma 2: attention scores soft-capped (c tanh(s / c)) before the
+    # softmax, here with a cap of 1 on scores of scale 1 and weights of
+    # std 0.5 so that the cap bends most of them (Gemma 2's own cap is 50),
+    # the logits capped at 30; sliding and full attention layers.
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+    return Logits(Gemma2ForCausalLM(Gemma2Config(
+        vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=8, max_position_embeddings=CONTEXT, sliding_window=8,
+        query_pre_attn_scalar=1, attn_logit_softcapping=1.0, final_logit_softcapping=30.0, initializer_range=0.5,
+        pad_token_id=0, bos_token_id=1, eos_token_id=2)))
+
+
 def hf_mixtral(vocab):
     # Mixture of experts, top 2 of 4 per token. transformers' default expert
     # kernel (grouped_mm) is a custom op that no exporter converts and its
@@ -282,6 +295,7 @@ MODELS = {
     # and the rotary tables into initializers fsdpc cannot tell from
     # parameters.
     "hf-gemma3": (hf_gemma3, "tokens", [(True, 18, False, UNOPTIMIZED)]),
+    "hf-gemma2": (hf_gemma2, "tokens", [(True, 18, False, UNOPTIMIZED)]),
     # Routing: TopK of the router's softmax, each token's experts' weights
     # gathered by those indices (their gradients scattered back), the
     # outputs weighted by the routing probabilities.

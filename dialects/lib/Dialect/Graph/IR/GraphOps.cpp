@@ -632,12 +632,23 @@ static LogicalResult verifyAttention(Operation *op, Value query, Value key, Valu
   return success();
 }
 
+/// A score cap is 0 (none) or a positive finite number.
+static LogicalResult verifySoftcap(Operation *op, double softcap) {
+  if (!(softcap >= 0) || std::isinf(softcap))
+    return op->emitOpError("softcap must be 0 (none) or positive and finite, not ") << softcap;
+  return success();
+}
+
 LogicalResult AttentionOp::verify() {
+  if (failed(verifySoftcap(*this, getSoftcap().convertToDouble())))
+    return failure();
   return verifyAttention(*this, getQuery(), getKey(), getValue(), getMask(), getOut(), getLogsumexp(),
                          getKeyTransposed(), getTokenMajor());
 }
 
 LogicalResult AttentionGradOp::verify() {
+  if (failed(verifySoftcap(*this, getSoftcap().convertToDouble())))
+    return failure();
   if (failed(verifyAttention(*this, getQuery(), getKey(), getValue(), getMask(), getOut(), getLogsumexp(),
                              getKeyTransposed(), getTokenMajor())))
     return failure();
@@ -670,10 +681,14 @@ static LogicalResult verifyPackedAttention(Operation *op, Value qkv, Value mask,
 }
 
 LogicalResult PackedAttentionOp::verify() {
+  if (failed(verifySoftcap(*this, getSoftcap().convertToDouble())))
+    return failure();
   return verifyPackedAttention(*this, getQkv(), getMask(), getOut(), getLogsumexp(), getHeads());
 }
 
 LogicalResult PackedAttentionGradOp::verify() {
+  if (failed(verifySoftcap(*this, getSoftcap().convertToDouble())))
+    return failure();
   if (failed(
           verifyPackedAttention(*this, getQkv(), getMask(), getOut(), getLogsumexp(), getHeads())))
     return failure();

@@ -593,9 +593,30 @@ bool fitsQueryHeads(ArrayRef<int64_t> query, ArrayRef<int64_t> keys) {
   return query.drop_back(3) == keys.drop_back(3) && keys[rank - 3] > 0 && query[rank - 3] % keys[rank - 3] == 0;
 }
 
+/// `v` = `x` times and over splat numbers (any number of them, each result
+/// read only by the next): x, with `factor` their product and the ops in
+/// `ops`, last first.
+Value unscaled(Value v, double &factor, SmallVectorImpl<Operation *> &ops) {
+  factor = 1.0;
+  while (Operation *op = v.getDefiningOp()) {
+    if (!isa<MulOp, DivOp>(op) || !v.hasOneUse() || op->getOperand(0).getType() != v.getType())
+      break;
+    std::optional<double> c = splatValue(op->getOperand(1));
+    if (!c || (isa<DivOp>(op) && *c == 0))
+      break;
+    factor *= isa<MulOp>(op) ? *c : 1.0 / *c;
+    ops.push_back(op);
+    v = op->getOperand(0);
+  }
+  return v;
+}
+
 /// Attention, anchored at its second product: masked_softmax(q @ k^T) @ v,
 /// where the scores and the probabilities have no other use, becomes one
-/// graph.attention that keeps no T x T tensor for backward.
+/// graph.attention that keeps no T x T tensor for backward. Soft-capped
+/// scores (Gemma 2: masked_softmax(tanh(s a / c)) with the softmax's scale
+/// c > 0, the scores times and over numbers before the tanh) give the
+/// attention softcap c and scale a.
 struct FuseAttention : public OpRewritePattern<BatchMatmulOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -605,7 +626,19 @@ struct FuseAttention : public OpRewritePattern<BatchMatmulOp> {
     auto softmax = output.getLhs().getDefiningOp<MaskedSoftmaxOp>();
     if (!softmax || !softmax->hasOneUse())
       return failure();
-    auto scores = softmax.getInput().getDefiningOp<BatchMatmulOp>();
+    SmallVector<Operation *> capping; // tanh and the scalings before it, last first
+    FloatAttr scale = softmax.getScaleAttr(), softcap;
+    Value scoresValue = softmax.getInput();
+    if (auto tanh = scoresValue.getDefiningOp<TanhOp>()) {
+      double factor = 1.0;
+      if (!tanh->hasOneUse() || !(scale.getValueAsDouble() > 0))
+        return failure();
+      capping.push_back(tanh);
+      scoresValue = unscaled(tanh.getInput(), factor, capping);
+      softcap = scale;
+      scale = rewriter.getF64FloatAttr(factor * softcap.getValueAsDouble());
+    }
+    auto scores = scoresValue.getDefiningOp<BatchMatmulOp>();
     if (!scores || !scores->hasOneUse() || scores.getTransposeA())
       return failure();
     Value query = scores.getLhs(), key = scores.getRhs(), value = output.getRhs();
@@ -619,14 +652,18 @@ struct FuseAttention : public OpRewritePattern<BatchMatmulOp> {
     SmallVector<int64_t> lseShape(q.getShape().drop_back());
     auto lseType = RankedTensorType::get(lseShape, q.getElementType());
     rewriter.setInsertionPoint(output);
-    auto fused = AttentionOp::create(
-        rewriter, rewriter.getFusedLoc({scores.getLoc(), softmax.getLoc(), output.getLoc()}), output.getType(), lseType,
-        query, key, value, softmax.getMask(), softmax.getScaleAttr(), rewriter.getBoolAttr(!scores.getTransposeB()),
-        /*compute_dtype=*/nullptr, /*token_major=*/nullptr);
+    SmallVector<Location> locations = {scores.getLoc(), softmax.getLoc(), output.getLoc()};
+    for (Operation *op : capping)
+      locations.push_back(op->getLoc());
+    auto fused = AttentionOp::create(rewriter, rewriter.getFusedLoc(locations), output.getType(), lseType, query, key,
+                                     value, softmax.getMask(), scale, rewriter.getBoolAttr(!scores.getTransposeB()),
+                                     /*compute_dtype=*/nullptr, /*token_major=*/nullptr, softcap);
     rewriter.replaceOp(output, fused.getOut());
     // Gone now, not when the driver gets to them: packed_attention takes
     // q, k and v only where the views have no other use.
     rewriter.eraseOp(softmax);
+    for (Operation *op : capping)
+      rewriter.eraseOp(op);
     rewriter.eraseOp(scores);
     return success();
   }
@@ -992,7 +1029,7 @@ struct FusePackedAttention : public OpRewritePattern<AttentionOp> {
     auto packed = PackedAttentionOp::create(rewriter, rewriter.getFusedLoc(locations), outType,
                                             attention.getLogsumexp().getType(), qkv, attention.getMask(),
                                             rewriter.getI64IntegerAttr(heads), attention.getScaleAttr(),
-                                            attention.getComputeDtypeAttr());
+                                            attention.getComputeDtypeAttr(), attention.getSoftcapAttr());
     for (Operation *user : llvm::make_early_inc_range(out.getUsers())) {
       auto transpose = cast<TransposeOp>(user);
       rewriter.setInsertionPoint(transpose);
@@ -1196,7 +1233,7 @@ struct FoldHeadTransposesIntoAttention : public OpRewritePattern<AttentionOp> {
     auto folded = AttentionOp::create(
         rewriter, rewriter.getFusedLoc(locations), outType, attention.getLogsumexp().getType(), operands[0],
         operands[1], operands[2], attention.getMask(), attention.getScaleAttr(), rewriter.getBoolAttr(keyTransposed),
-        attention.getComputeDtypeAttr(), rewriter.getDenseBoolArrayAttr(flags));
+        attention.getComputeDtypeAttr(), rewriter.getDenseBoolArrayAttr(flags), attention.getSoftcapAttr());
     if (outFolds) {
       for (Operation *user : llvm::make_early_inc_range(out.getUsers()))
         rewriter.replaceOp(user, folded.getOut());

@@ -431,7 +431,7 @@ LogicalResult fsdpc::graph::buildGradient(OpBuilder &builder, Operation *op, Arr
             auto grad = AttentionGradOp::create(
                 builder, r.loc, o.getQuery().getType(), o.getKey().getType(), o.getValue().getType(), o.getQuery(),
                 o.getKey(), o.getValue(), o.getMask(), o.getOut(), o.getLogsumexp(), r.resultGrads[0], o.getScaleAttr(),
-                o.getKeyTransposedAttr(), o.getComputeDtypeAttr(), o.getTokenMajorAttr());
+                o.getKeyTransposedAttr(), o.getComputeDtypeAttr(), o.getTokenMajorAttr(), o.getSoftcapAttr());
             for (int i = 0; i < 3; ++i)
               if (r.needs(i))
                 operandGrads[i] = grad->getResult(i);
@@ -442,7 +442,7 @@ LogicalResult fsdpc::graph::buildGradient(OpBuilder &builder, Operation *op, Arr
               return true;
             operandGrads[0] = PackedAttentionGradOp::create(
                 builder, r.loc, o.getQkv().getType(), o.getQkv(), o.getMask(), o.getOut(), o.getLogsumexp(),
-                r.resultGrads[0], o.getHeadsAttr(), o.getScaleAttr(), o.getComputeDtypeAttr());
+                r.resultGrads[0], o.getHeadsAttr(), o.getScaleAttr(), o.getComputeDtypeAttr(), o.getSoftcapAttr());
             return true;
           })
           .Case<LogSoftmaxOp>([&](LogSoftmaxOp o) {

@@ -749,6 +749,10 @@ def Graph_AttentionOp : Graph_Op<"attention", [Pure]> {
     - `mask`: i64, broadcasts to `[..., Tq, Tk]`; nonzero positions are
       excluded.
     - `scale`: the factor on the scores.
+    - `softcap` (0, the default: none): a positive cap c makes each score
+      `c tanh(scale (q . k) / c)` before the mask and softmax, as Gemma 2
+      soft-caps its attention logits; `graph-fuse` takes the cap from the
+      tanh between the scores and the softmax.
     - `compute_dtype`: `#graph.compute_dtype<f32>` (the default), or `bf16`
       / `f16`, which `graph-mixed-precision` sets: a device may round
       query, key, value and the probabilities to that type for its tensor cores, accumulating
@@ -771,7 +775,7 @@ def Graph_AttentionOp : Graph_Op<"attention", [Pure]> {
   let arguments = (ins Graph_FloatTensor:$query, Graph_FloatTensor:$key, Graph_FloatTensor:$value,
                        Graph_I64Tensor:$mask, F64Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$key_transposed,
                        DefaultValuedAttr<Graph_ComputeDtypeAttr, "ComputeDtype::f32">:$compute_dtype,
-                       OptionalAttr<DenseBoolArrayAttr>:$token_major);
+                       OptionalAttr<DenseBoolArrayAttr>:$token_major, DefaultValuedAttr<F64Attr, "0.0">:$softcap);
   let results = (outs Graph_FloatTensor:$out, Graph_F32Tensor:$logsumexp);
   let assemblyFormat = "$query `,` $key `,` $value `,` $mask attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -782,12 +786,13 @@ def Graph_AttentionGradOp : Graph_Op<"attention_grad", [Pure]> {
   let description = [{
     Recomputes each probability from the scores and `logsumexp`, then
     `dvalue = P^T dout`, `dS = P * (dout value^T - rowsum(dout * out))`,
-    `dquery = scale dS key`, `dkey = scale dS^T query` (in `key`'s layout).
-    With grouped heads, a key or value head's gradient is the sum over
-    the query heads that read it.
+    `dquery = scale dS key`, `dkey = scale dS^T query` (in `key`'s layout);
+    with a `softcap`, dS is also times the derivative of the cap,
+    `1 - tanh^2`. With grouped heads, a key or value head's gradient is the
+    sum over the query heads that read it.
 
     - `query`, `key`, `value`, `mask`, `scale`, `key_transposed`,
-      `token_major`: as the forward op.
+      `token_major`, `softcap`: as the forward op.
     - `out`, `logsumexp`: the forward op's results.
     - `dout`: the gradient of `out`, in `out`'s layout.
     - `dquery`, `dkey`, `dvalue`: the types of `query`, `key`, `value`.
@@ -802,7 +807,7 @@ def Graph_AttentionGradOp : Graph_Op<"attention_grad", [Pure]> {
                        Graph_FloatTensor:$dout, F64Attr:$scale,
                        DefaultValuedAttr<BoolAttr, "false">:$key_transposed,
                        DefaultValuedAttr<Graph_ComputeDtypeAttr, "ComputeDtype::f32">:$compute_dtype,
-                       OptionalAttr<DenseBoolArrayAttr>:$token_major);
+                       OptionalAttr<DenseBoolArrayAttr>:$token_major, DefaultValuedAttr<F64Attr, "0.0">:$softcap);
   let results = (outs Graph_FloatTensor:$dquery, Graph_FloatTensor:$dkey, Graph_FloatTensor:$dvalue);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $mask `,` $out `,` $logsumexp `,` $dout attr-dict `:` functional-type(operands, results)
@@ -828,8 +833,9 @@ def Graph_PackedAttentionOp : Graph_Op<"packed_attention", [Pure]> {
     - `qkv`: `[..., T, 3 * heads * D]`.
     - `mask`: i64, broadcasts to `[..., heads, T, T]`; nonzero positions
       are excluded.
-    - `heads`, `scale`, `compute_dtype`: the head count, the factor on the
-      scores, and the products' type as in `graph.attention`.
+    - `heads`, `scale`, `softcap`, `compute_dtype`: the head count, the
+      factor on the scores, their cap and the products' type as in
+      `graph.attention`.
     - results: `out` `[..., T, heads * D]` (any float type, as
       `graph.attention`'s) and `logsumexp` `[..., heads, T]` (f32).
 
@@ -839,7 +845,8 @@ def Graph_PackedAttentionOp : Graph_Op<"packed_attention", [Pure]> {
     ```
   }];
   let arguments = (ins Graph_FloatTensor:$qkv, Graph_I64Tensor:$mask, Fsdpc_I64Attr:$heads, F64Attr:$scale,
-                       DefaultValuedAttr<Graph_ComputeDtypeAttr, "ComputeDtype::f32">:$compute_dtype);
+                       DefaultValuedAttr<Graph_ComputeDtypeAttr, "ComputeDtype::f32">:$compute_dtype,
+                       DefaultValuedAttr<F64Attr, "0.0">:$softcap);
   let results = (outs Graph_FloatTensor:$out, Graph_F32Tensor:$logsumexp);
   let assemblyFormat = "$qkv `,` $mask attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -852,7 +859,8 @@ def Graph_PackedAttentionGradOp : Graph_Op<"packed_attention_grad", [Pure]> {
     value gradients written side by side into one `dqkv` of `qkv`'s type,
     which is the gradient the fused projection's backward takes.
 
-    - `qkv`, `mask`, `heads`, `scale`, `compute_dtype`: as the forward op.
+    - `qkv`, `mask`, `heads`, `scale`, `softcap`, `compute_dtype`: as the
+      forward op.
     - `out`, `logsumexp`: the forward op's results; `dout`: `out`'s gradient.
 
     ```mlir
@@ -863,7 +871,8 @@ def Graph_PackedAttentionGradOp : Graph_Op<"packed_attention_grad", [Pure]> {
   }];
   let arguments = (ins Graph_FloatTensor:$qkv, Graph_I64Tensor:$mask, Graph_FloatTensor:$out,
                        Graph_F32Tensor:$logsumexp, Graph_FloatTensor:$dout, Fsdpc_I64Attr:$heads, F64Attr:$scale,
-                       DefaultValuedAttr<Graph_ComputeDtypeAttr, "ComputeDtype::f32">:$compute_dtype);
+                       DefaultValuedAttr<Graph_ComputeDtypeAttr, "ComputeDtype::f32">:$compute_dtype,
+                       DefaultValuedAttr<F64Attr, "0.0">:$softcap);
   let results = (outs Graph_FloatTensor:$dqkv);
   let assemblyFormat = [{
     $qkv `,` $mask `,` $out `,` $logsumexp `,` $dout attr-dict `:` functional-type(operands, results)

@@ -42,7 +42,10 @@ def GraphFuse : Pass<"graph-fuse", "mlir::ModuleOp"> {
     - attention: `masked_softmax(q @ k^T) @ v` (the key transposed or not,
       key and value of one head broadcast over the query heads or not),
       where the scores and probabilities have no other use, becomes
-      `graph.attention`, which keeps no T x T tensor;
+      `graph.attention`, which keeps no T x T tensor; scores soft-capped
+      between the product and the softmax (Gemma 2:
+      `masked_softmax(tanh(s a / c))` of scale c > 0) give its `softcap`
+      c and scale a;
     - grouped-query attention's copies of the key and value heads
       (repeat_kv: `reshape(broadcast_to(reshape(x)))`, a key perhaps
       transposed after its copy) fold into `graph.attention`, which reads

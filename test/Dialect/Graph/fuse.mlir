@@ -1070,3 +1070,27 @@ func.func @normalised_axis_moved(%x: tensor<2x5x3x4xf32>, %w: tensor<5x4xf32>) -
   %n, %r = graph.rms_norm %t, %w {axis = 2 : i64, epsilon = 1.0e-06 : f64} : (tensor<2x3x5x4xf32>, tensor<5x4xf32>) -> (tensor<2x3x5x4xf32>, tensor<2x3x1x1xf32>)
   return %n : tensor<2x3x5x4xf32>
 }
+
+// -----
+
+// Tests transpose's folds (applied by the pass's rewrite driver): one that
+// keeps every axis in place is its input (the dynamo exporter's MoE expert
+// weights), and a transpose of a transpose is one transpose by the
+// composed permutation, or none where that keeps every axis.
+// CHECK-LABEL: func.func @identity_transpose
+// CHECK-NOT: graph.transpose
+// CHECK: return %arg0
+// CHECK-LABEL: func.func @transpose_of_transpose
+// CHECK: %[[T:.*]] = graph.transpose %arg0 {perm = array<i64: 2, 0, 1>} : (tensor<2x3x4xf32>) -> tensor<4x2x3xf32>
+// CHECK-NOT: graph.transpose
+// CHECK: return %[[T]], %arg0
+func.func @identity_transpose(%x: tensor<4x6x5xf32>) -> tensor<4x6x5xf32> {
+  %t = graph.transpose %x {perm = array<i64: 0, 1, 2>} : (tensor<4x6x5xf32>) -> tensor<4x6x5xf32>
+  return %t : tensor<4x6x5xf32>
+}
+func.func @transpose_of_transpose(%x: tensor<2x3x4xf32>) -> (tensor<4x2x3xf32>, tensor<2x3x4xf32>) {
+  %a = graph.transpose %x {perm = array<i64: 1, 0, 2>} : (tensor<2x3x4xf32>) -> tensor<3x2x4xf32>
+  %b = graph.transpose %a {perm = array<i64: 2, 1, 0>} : (tensor<3x2x4xf32>) -> tensor<4x2x3xf32>
+  %c = graph.transpose %a {perm = array<i64: 1, 0, 2>} : (tensor<3x2x4xf32>) -> tensor<2x3x4xf32>
+  return %b, %c : tensor<4x2x3xf32>, tensor<2x3x4xf32>
+}

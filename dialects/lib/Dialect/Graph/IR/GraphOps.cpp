@@ -228,6 +228,26 @@ OpFoldResult ConcatOp::fold(FoldAdaptor) {
   return {};
 }
 
+// A permutation that keeps every axis in place is the input (the dynamo
+// exporter writes them for MoE experts' weights), and a transpose of a
+// transpose is one transpose by the composed permutation.
+OpFoldResult TransposeOp::fold(FoldAdaptor) {
+  ArrayRef<int64_t> perm = getPerm();
+  if (llvm::equal(perm, llvm::seq<int64_t>(0, perm.size())) && getInput().getType() == getType())
+    return getInput();
+  if (auto inner = getInput().getDefiningOp<TransposeOp>()) {
+    // Result axis i is this op's input axis perm[i], the inner input's
+    // axis inner.perm[perm[i]].
+    SmallVector<int64_t> composed;
+    for (int64_t axis : perm)
+      composed.push_back(inner.getPerm()[axis]);
+    getInputMutable().assign(inner.getInput());
+    setPerm(composed);
+    return getResult();
+  }
+  return {};
+}
+
 // The input's shape from every start at 0: the verifier's bounds leave only
 // steps of 1 (or any step over a dimension of 1), so every element in place.
 OpFoldResult SliceOp::fold(FoldAdaptor) {

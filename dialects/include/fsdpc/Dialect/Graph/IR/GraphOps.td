@@ -668,6 +668,7 @@ def Graph_TransposeOp : Graph_Op<"transpose", [Pure]> {
   let results = (outs Graph_NumericTensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 class Graph_SoftmaxLikeOp<string mnemonic, string what> :

@@ -1309,6 +1309,30 @@ std::vector<Case> cases() {
                     .in({20, 60001}, normal(), plan::BF16).in({20}, integers(-1, 60001), plan::I64)
                     .in({}, constant(1.0)).out({}).out({20, 60001}, plan::BF16).attr("ignore_index", int64_t(-1))
                     .tol(2e-3).onOneMultiprocessor());
+  // The interleaved rotation (Cohere, GLM, ERNIE 4.5: pairs (2j, 2j + 1)),
+  // at the end so that the cases before keep their data: a pair a thread
+  // (D of 6, and misaligned), and 4 pairs a thread on bf16 (D of 16, 64),
+  // to the same bits as the CPU kernel.
+  for (const char *op : {"rotary", "rotary_grad"}) {
+    all.push_back(Case(op, "interleaved, token-major, D 6")
+                      .in({3, 7, 5, 6})
+                      .in({3, 7, 1, 6})
+                      .in({3, 7, 1, 6})
+                      .out({3, 7, 5, 6})
+                      .attr("interleaved", int64_t(1))
+                      .tol(0));
+    for (int64_t width : {16, 64})
+      for (bool misaligned : {false, true}) {
+        Case c = Case(op, "interleaved, bf16, D " + std::to_string(width))
+                     .in({2, 9, 3, width}, normal(), plan::BF16)
+                     .in({1, 9, 1, width}, normal(), plan::BF16)
+                     .in({1, 9, 1, width}, normal(), plan::BF16)
+                     .out({2, 9, 3, width}, plan::BF16)
+                     .attr("interleaved", int64_t(1))
+                     .tol(0);
+        all.push_back(misaligned ? c.misaligned() : c);
+      }
+  }
   return all;
 }
 

@@ -281,7 +281,13 @@ TEST(Kernels, ActivationsAndTheirGradients) {
 // on unit vectors, applied to dy.
 TEST(Kernels, RotaryAndItsGradientAgainstTheFormula) {
   const std::vector<int64_t> shape = {3, 5, 2, 6};
-  for (const std::vector<int64_t> &tableShape : {std::vector<int64_t>{3, 5, 1, 6}, std::vector<int64_t>{1, 5, 1, 6}}) {
+  for (auto [tableShape, interleaved] :
+       {std::pair(std::vector<int64_t>{3, 5, 1, 6}, false), std::pair(std::vector<int64_t>{1, 5, 1, 6}, false),
+        std::pair(std::vector<int64_t>{3, 5, 1, 6}, true), std::pair(std::vector<int64_t>{1, 5, 1, 6}, true)}) {
+    SCOPED_TRACE(interleaved ? "interleaved" : "halves");
+    plan::Instruction inst;
+    if (interleaved)
+      (*inst.mutable_int_attrs())["interleaved"] = 1;
     Buffer x = randomBuffer(shape, 21), c = randomBuffer(tableShape, 22), s = randomBuffer(tableShape, 23);
     Buffer dy = randomBuffer(shape, 24), out = zeros(shape), dx = zeros(shape);
     const int64_t n = x.f.size(), width = shape.back(), half = width / 2;
@@ -293,12 +299,14 @@ TEST(Kernels, RotaryAndItsGradientAgainstTheFormula) {
       std::vector<double> result(n);
       for (int64_t i = 0; i < n; ++i) {
         const int64_t j = i % width;
-        const double rotated = j < half ? -in[i + half] : in[i - half];
+        // rotate_half: (-x2, x1) of the halves, or of each adjacent pair
+        const double rotated =
+            interleaved ? (j % 2 == 0 ? -in[i + 1] : in[i - 1]) : (j < half ? -in[i + half] : in[i - half]);
         result[i] = in[i] * c.f[tableIndex(i)] + rotated * s.f[tableIndex(i)];
       }
       return result;
     };
-    ASSERT_TRUE(runKernel("rotary", {&x, &c, &s}, {&out}).isOk());
+    ASSERT_TRUE(runKernel("rotary", {&x, &c, &s}, {&out}, inst).isOk());
     expectNear(out.f, forward(std::vector<double>(x.f.begin(), x.f.end())), 1e-6);
     std::vector<double> wantGrad(n, 0.0);
     for (int64_t i = 0; i < n; ++i) {
@@ -308,7 +316,7 @@ TEST(Kernels, RotaryAndItsGradientAgainstTheFormula) {
       for (int64_t k = 0; k < n; ++k)
         wantGrad[i] += column[k] * dy.f[k];
     }
-    ASSERT_TRUE(runKernel("rotary_grad", {&dy, &c, &s}, {&dx}).isOk());
+    ASSERT_TRUE(runKernel("rotary_grad", {&dy, &c, &s}, {&dx}, inst).isOk());
     expectNear(dx.f, wantGrad, 1e-6);
   }
 }

@@ -105,9 +105,10 @@ std::vector<KernelSignature> buildTable() {
       fixed("gelu", 1, 1, OperandRule::kGelu, gelu),
       fixed("gelu_grad", 2, 1, OperandRule::kGelu, gelu),
       // input (dy for the gradient), cos, sin -> out: the rotate-half
-      // rotary embedding, cos and sin broadcast but along the last axis.
-      fixed("rotary", 3, 1, OperandRule::kRotary),
-      fixed("rotary_grad", 3, 1, OperandRule::kRotary),
+      // rotary embedding, cos and sin broadcast but along the last axis;
+      // interleaved: pairs (2i, 2i + 1) instead of (i, i + D/2).
+      fixed("rotary", 3, 1, OperandRule::kRotary, {{"interleaved", kBool, kOptional}}),
+      fixed("rotary_grad", 3, 1, OperandRule::kRotary, {{"interleaved", kBool, kOptional}}),
       // Reductions and broadcasts.
       fixed("reduce_sum", 1, 1, OperandRule::kReduceSum,
             {{"axes", kIntList, kRequired}, {"keepdims", kBool, kRequired}}),
@@ -258,7 +259,8 @@ constexpr std::string_view kParamNames[] = {"transpose_a",
                                             "predicate",
                                             "mask_covers_causal",
                                             "token_major",
-                                            "softcap"};
+                                            "softcap",
+                                            "interleaved"};
 static_assert(sizeof(kParamNames) / sizeof(kParamNames[0]) == static_cast<size_t>(Param::kCount),
               "one name per Param");
 

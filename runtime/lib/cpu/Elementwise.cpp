@@ -231,9 +231,10 @@ Status dropout(const KernelCall &call) {
   return Status::ok();
 }
 
-/// rotary (Forward) and rotary_grad: with h = D / 2, per row and j < h,
-///   forward:  out[j] = x[j] c[j] - x[j+h] s[j],  out[j+h] = x[j+h] c[j+h] + x[j] s[j+h]
-///   gradient: dx[j] = dy[j] c[j] + dy[j+h] s[j+h],  dx[j+h] = dy[j+h] c[j+h] - dy[j] s[j]
+/// rotary (Forward) and rotary_grad: with the pairs (a, b) = (j, j + D/2)
+/// for j < D/2, or (2j, 2j + 1) where interleaved, per row
+///   forward:  out[a] = x[a] c[a] - x[b] s[a],  out[b] = x[b] c[b] + x[a] s[b]
+///   gradient: dx[a] = dy[a] c[a] + dy[b] s[b],  dx[b] = dy[b] c[b] - dy[a] s[a]
 /// each product rounded before the sum, as torch's x * cos + rotate_half(x)
 /// * sin and its gradient compute them (the runtime builds without FMA
 /// contraction).
@@ -242,6 +243,7 @@ template <bool Forward> Status rotate(const KernelCall &call) {
   const float *px = x.f32(), *pc = cosTable.f32(), *ps = sinTable.f32();
   float *po = out.f32();
   const int64_t half = x.shape.back() / 2;
+  const bool interleaved = call.intParam(contract::Param::kInterleaved, 0) != 0;
   forEachRow<3>(
       x.shape,
       {stridesOf(x.shape), broadcastStrides(cosTable.shape, x.shape), broadcastStrides(sinTable.shape, x.shape)},
@@ -249,13 +251,14 @@ template <bool Forward> Status rotate(const KernelCall &call) {
         const float *xr = px + offsets[0], *cr = pc + offsets[1], *sr = ps + offsets[2];
         float *outRow = po + offsets[0];
         for (int64_t j = 0; j < half; ++j) {
-          const float first = xr[j], second = xr[j + half];
+          const int64_t a = interleaved ? 2 * j : j, b = interleaved ? 2 * j + 1 : j + half;
+          const float first = xr[a], second = xr[b];
           if (Forward) {
-            outRow[j] = first * cr[j] + -second * sr[j];
-            outRow[j + half] = second * cr[j + half] + first * sr[j + half];
+            outRow[a] = first * cr[a] + -second * sr[a];
+            outRow[b] = second * cr[b] + first * sr[b];
           } else {
-            outRow[j] = first * cr[j] + second * sr[j + half];
-            outRow[j + half] = second * cr[j + half] + -first * sr[j];
+            outRow[a] = first * cr[a] + second * sr[b];
+            outRow[b] = second * cr[b] + -first * sr[a];
           }
         }
       });

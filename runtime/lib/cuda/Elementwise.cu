@@ -504,10 +504,11 @@ __global__ void fillKernel(Operand out, long long n, float value) {
   }
 }
 
-/// One element pair (j, j + h) of a rotary row, h = D / 2: the CPU kernel's
-/// formulas (cpu/Elementwise.cpp), each product rounded before the sum
-/// (__fmul_rn keeps nvcc from contracting them into an FMA), so that the
-/// bits equal the CPU kernel's and torch's unfused ops'.
+/// One element pair (j, j + h) of a rotary row, h = D / 2 (or (2j, 2j + 1)
+/// interleaved): the CPU kernel's formulas (cpu/Elementwise.cpp), each
+/// product rounded before the sum (__fmul_rn keeps nvcc from contracting
+/// them into an FMA), so that the bits equal the CPU kernel's and torch's
+/// unfused ops'.
 template <bool Forward>
 __device__ __forceinline__ void rotatePair(float first, float second, float cosFirst, float cosSecond, float sinFirst,
                                            float sinSecond, float &outFirst, float &outSecond) {
@@ -520,20 +521,22 @@ __device__ __forceinline__ void rotatePair(float first, float second, float cosF
   }
 }
 
-/// rotary / rotary_grad, a thread per element pair of a row; the layout
-/// gives cos's and sin's offsets of the pair's first element (their last
-/// stride is 1, so the second is h further).
+/// rotary / rotary_grad, a thread per element pair of a row: pair p's
+/// elements lie `apart` = h (halves) or 1 (interleaved) apart, its first at
+/// (p / apart) 2 apart + p % apart. The layout gives cos's and sin's
+/// offsets of the first element (their last stride is 1, so the second is
+/// `apart` further).
 template <bool Forward>
 __global__ void rotaryKernel(Operand x, Operand cosTable, Operand sinTable, Operand out, long long pairs,
-                             long long half, Layout<2> layout) {
+                             long long apart, Layout<2> layout) {
   FSDPC_GRID_STRIDE_LOOP(p, pairs) {
-    const long long first = (p / half) * 2 * half + p % half, second = first + half;
+    const long long first = (p / apart) * 2 * apart + p % apart, second = first + apart;
     long long offsets[2];
     layout.offsets(first, offsets);
     float a, b;
     rotatePair<Forward>(loadFloat(x, first), loadFloat(x, second), loadFloat(cosTable, offsets[0]),
-                        loadFloat(cosTable, offsets[0] + half), loadFloat(sinTable, offsets[1]),
-                        loadFloat(sinTable, offsets[1] + half), a, b);
+                        loadFloat(cosTable, offsets[0] + apart), loadFloat(sinTable, offsets[1]),
+                        loadFloat(sinTable, offsets[1] + apart), a, b);
     storeFloat(out, first, a);
     storeFloat(out, second, b);
   }
@@ -566,9 +569,31 @@ __global__ void rotaryVectorKernel(Operand x, Operand cosTable, Operand sinTable
   }
 }
 
+/// The interleaved rotation 4 pairs a thread, where D is a multiple of 8
+/// and every operand is 16-byte aligned: three 16-byte loads (x, cos, sin)
+/// and one store of bf16 hold 4 adjacent pairs.
+template <bool Forward>
+__global__ void rotaryInterleavedVectorKernel(Operand x, Operand cosTable, Operand sinTable, Operand out,
+                                              long long vectors, Layout<2> layout) {
+  FSDPC_GRID_STRIDE_LOOP(v, vectors) {
+    const long long first = v * kVectorElements;
+    long long offsets[2];
+    layout.offsets(first, offsets);
+    float xs[kVectorElements], cs[kVectorElements], ss[kVectorElements];
+    loadVector(x, first, xs);
+    loadVector(cosTable, offsets[0], cs);
+    loadVector(sinTable, offsets[1], ss);
+#pragma unroll
+    for (int k = 0; k < kVectorElements; k += 2)
+      rotatePair<Forward>(xs[k], xs[k + 1], cs[k], cs[k + 1], ss[k], ss[k + 1], xs[k], xs[k + 1]);
+    storeVector(out, first, xs);
+  }
+}
+
 template <bool Forward> Status rotate(const KernelCall &call) {
   const TensorView &x = call.inputs[0], &cosTable = call.inputs[1], &sinTable = call.inputs[2], &out = call.outputs[0];
   const int64_t pairs = x.numElements() / 2, half = x.shape.back() / 2;
+  const bool interleaved = call.intParam(contract::Param::kInterleaved, 0) != 0;
   if (pairs == 0)
     return Status::ok();
   Layout<2> layout;
@@ -577,12 +602,17 @@ template <bool Forward> Status rotate(const KernelCall &call) {
                   layout))
     return rankError(call, x.shape.size());
   const CudaLaunch &launch = launchOf(call);
-  if (half % kVectorElements == 0 && vectorAligned({&x, &cosTable, &sinTable, &out}))
+  const bool vectors = vectorAligned({&x, &cosTable, &sinTable, &out});
+  if (interleaved && vectors && (2 * half) % kVectorElements == 0)
+    launchKernel(rotaryInterleavedVectorKernel<Forward>, blocksFor(2 * pairs / kVectorElements, launch), kThreads, 0,
+                 launch.stream, operandOf(x), operandOf(cosTable), operandOf(sinTable), operandOf(out),
+                 2 * pairs / kVectorElements, layout);
+  else if (!interleaved && vectors && half % kVectorElements == 0)
     launchKernel(rotaryVectorKernel<Forward>, blocksFor(pairs / kVectorElements, launch), kThreads, 0, launch.stream,
                  operandOf(x), operandOf(cosTable), operandOf(sinTable), operandOf(out), pairs, half, layout);
   else
     launchKernel(rotaryKernel<Forward>, blocksFor(pairs, launch), kThreads, 0, launch.stream, operandOf(x),
-                 operandOf(cosTable), operandOf(sinTable), operandOf(out), pairs, half, layout);
+                 operandOf(cosTable), operandOf(sinTable), operandOf(out), pairs, interleaved ? 1 : half, layout);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }

@@ -110,6 +110,30 @@ func.func @train_step(%x: tensor<2x5x4xf32> {graph.param = "x"}, %cos: tensor<1x
 
 // -----
 
+// Tests the interleaved rotation's rule: rotary_grad keeps `interleaved`,
+// and a trained sin table gets dy * rotate_half(x) summed, rotate_half
+// interleaved (the odd elements negated, then the even ones, as pairs).
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[DY:.*]] = graph.mse_loss_grad
+// CHECK-DAG: %[[DX:.*]] = graph.rotary_grad %[[DY]], %arg2, %arg1 {interleaved = true}
+// CHECK-DAG: %[[EVEN:.*]] = graph.slice %arg0 {starts = array<i64: 0, 0, 0>, steps = array<i64: 1, 1, 2>} : (tensor<2x5x4xf32>) -> tensor<2x5x2xf32>
+// CHECK-DAG: %[[ODD:.*]] = graph.slice %arg0 {starts = array<i64: 0, 0, 1>, steps = array<i64: 1, 1, 2>} : (tensor<2x5x4xf32>) -> tensor<2x5x2xf32>
+// CHECK-DAG: %[[NEG:.*]] = graph.neg %[[ODD]]
+// CHECK-DAG: %[[A:.*]] = graph.reshape %[[NEG]] : (tensor<2x5x2xf32>) -> tensor<2x5x2x1xf32>
+// CHECK-DAG: %[[B:.*]] = graph.reshape %[[EVEN]] : (tensor<2x5x2xf32>) -> tensor<2x5x2x1xf32>
+// CHECK-DAG: %[[PAIRS:.*]] = graph.concat %[[A]], %[[B]] {axis = 3 : i64}
+// CHECK-DAG: %[[ROT:.*]] = graph.reshape %[[PAIRS]] : (tensor<2x5x2x2xf32>) -> tensor<2x5x4xf32>
+// CHECK-DAG: %[[P:.*]] = graph.mul %[[DY]], %[[ROT]]
+// CHECK-DAG: %[[DS:.*]] = graph.sum_to %[[P]] : (tensor<2x5x4xf32>) -> tensor<1x5x4xf32>
+// CHECK: return %{{.*}}, %[[DX]], %[[DS]]
+func.func @train_step(%x: tensor<2x5x4xf32> {graph.param = "x"}, %sin: tensor<1x5x4xf32> {graph.param = "sin"}, %cos: tensor<1x5x4xf32> {graph.input = "cos"}, %t: tensor<2x5x4xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}) {
+  %y = graph.rotary %x, %cos, %sin {interleaved = true} : (tensor<2x5x4xf32>, tensor<1x5x4xf32>, tensor<1x5x4xf32>) -> tensor<2x5x4xf32>
+  %l = graph.mse_loss %y, %t : (tensor<2x5x4xf32>, tensor<2x5x4xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // Tests masked_softmax's rule: softmax_grad on the last axis (masked
 // positions have probability 0, so no gradient), then the scale.
 // CHECK-LABEL: func.func @train_step

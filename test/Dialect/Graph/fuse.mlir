@@ -1073,6 +1073,49 @@ func.func @normalised_axis_moved(%x: tensor<2x5x3x4xf32>, %w: tensor<5x4xf32>) -
 
 // -----
 
+// Tests the interleaved rotation of Cohere, GLM and ERNIE 4.5:
+// rotate_half(x) = stack(-x[..., 1::2], x[..., ::2], -1).flatten(-2) as
+// slices with a step of 2, a neg, reshapes to a last axis of 1, a concat
+// along it and a flatten: one rotary with `interleaved`, moved before the
+// heads transpose as LLaMA's. Pairs in the wrong order (the even elements
+// negated) are not the rotation.
+// CHECK-LABEL: func.func @interleaved_rotary
+// CHECK: %[[Q:.*]] = graph.rotary %arg0, %{{.*}}, %{{.*}} {interleaved = true} : (tensor<2x5x3x8xf32>, tensor<1x5x1x8xf32>, tensor<1x5x1x8xf32>) -> tensor<2x5x3x8xf32>
+// CHECK-NOT: graph.transpose
+// CHECK: graph.attention %[[Q]], %arg1, %arg2, %arg5 {scale = 5.000000e-01 : f64, token_major = array<i1: true, false, false, false>}
+// CHECK-LABEL: func.func @pairs_swapped
+// CHECK-NOT: graph.rotary
+func.func @interleaved_rotary(%q1: tensor<2x5x3x8xf32>, %k: tensor<2x3x5x8xf32>, %v: tensor<2x3x5x8xf32>, %cos: tensor<1x1x5x8xf32>, %sin: tensor<1x1x5x8xf32>, %m: tensor<1x1x5x5xi64>) -> tensor<2x3x5x8xf32> {
+  %q = graph.transpose %q1 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x8xf32>) -> tensor<2x3x5x8xf32>
+  %qc = graph.mul %q, %cos : (tensor<2x3x5x8xf32>, tensor<1x1x5x8xf32>) -> tensor<2x3x5x8xf32>
+  %even = graph.slice %q {starts = array<i64: 0, 0, 0, 0>, steps = array<i64: 1, 1, 1, 2>} : (tensor<2x3x5x8xf32>) -> tensor<2x3x5x4xf32>
+  %odd = graph.slice %q {starts = array<i64: 0, 0, 0, 1>, steps = array<i64: 1, 1, 1, 2>} : (tensor<2x3x5x8xf32>) -> tensor<2x3x5x4xf32>
+  %nodd = graph.neg %odd : tensor<2x3x5x4xf32>
+  %a = graph.reshape %nodd : (tensor<2x3x5x4xf32>) -> tensor<2x3x5x4x1xf32>
+  %b = graph.reshape %even : (tensor<2x3x5x4xf32>) -> tensor<2x3x5x4x1xf32>
+  %pairs = graph.concat %a, %b {axis = 4 : i64} : (tensor<2x3x5x4x1xf32>, tensor<2x3x5x4x1xf32>) -> tensor<2x3x5x4x2xf32>
+  %rot = graph.reshape %pairs : (tensor<2x3x5x4x2xf32>) -> tensor<2x3x5x8xf32>
+  %qs = graph.mul %rot, %sin : (tensor<2x3x5x8xf32>, tensor<1x1x5x8xf32>) -> tensor<2x3x5x8xf32>
+  %qr = graph.add %qc, %qs : (tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>) -> tensor<2x3x5x8xf32>
+  %out, %lse = graph.attention %qr, %k, %v, %m {scale = 0.5 : f64} : (tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<1x1x5x5xi64>) -> (tensor<2x3x5x8xf32>, tensor<2x3x5xf32>)
+  return %out : tensor<2x3x5x8xf32>
+}
+func.func @pairs_swapped(%q: tensor<2x3x5x8xf32>, %cos: tensor<1x1x5x8xf32>, %sin: tensor<1x1x5x8xf32>) -> tensor<2x3x5x8xf32> {
+  %qc = graph.mul %q, %cos : (tensor<2x3x5x8xf32>, tensor<1x1x5x8xf32>) -> tensor<2x3x5x8xf32>
+  %even = graph.slice %q {starts = array<i64: 0, 0, 0, 0>, steps = array<i64: 1, 1, 1, 2>} : (tensor<2x3x5x8xf32>) -> tensor<2x3x5x4xf32>
+  %odd = graph.slice %q {starts = array<i64: 0, 0, 0, 1>, steps = array<i64: 1, 1, 1, 2>} : (tensor<2x3x5x8xf32>) -> tensor<2x3x5x4xf32>
+  %neven = graph.neg %even : tensor<2x3x5x4xf32>
+  %a = graph.reshape %neven : (tensor<2x3x5x4xf32>) -> tensor<2x3x5x4x1xf32>
+  %b = graph.reshape %odd : (tensor<2x3x5x4xf32>) -> tensor<2x3x5x4x1xf32>
+  %pairs = graph.concat %a, %b {axis = 4 : i64} : (tensor<2x3x5x4x1xf32>, tensor<2x3x5x4x1xf32>) -> tensor<2x3x5x4x2xf32>
+  %rot = graph.reshape %pairs : (tensor<2x3x5x4x2xf32>) -> tensor<2x3x5x8xf32>
+  %qs = graph.mul %rot, %sin : (tensor<2x3x5x8xf32>, tensor<1x1x5x8xf32>) -> tensor<2x3x5x8xf32>
+  %qr = graph.add %qc, %qs : (tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>) -> tensor<2x3x5x8xf32>
+  return %qr : tensor<2x3x5x8xf32>
+}
+
+// -----
+
 // Tests transpose's folds (applied by the pass's rewrite driver): one that
 // keeps every axis in place is its input (the dynamo exporter's MoE expert
 // weights), and a transpose of a transpose is one transpose by the

@@ -69,6 +69,7 @@ enum class Param : uint8_t {
   kMaskCoversCausal,
   kTokenMajor,
   kSoftcap,
+  kInterleaved,
   kCount
 };
 

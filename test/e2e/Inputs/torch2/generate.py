@@ -105,6 +105,16 @@ def hf_gemma2(vocab):
         pad_token_id=0, bos_token_id=1, eos_token_id=2)))
 
 
+def hf_glm4(vocab):
+    # GLM-4: the interleaved rotation (pairs of adjacent features, cos and
+    # sin repeat_interleave'd) on the first half of each head's features,
+    # grouped-query attention, norms after attention and the MLP too.
+    from transformers import Glm4Config, Glm4ForCausalLM
+    return Logits(Glm4ForCausalLM(Glm4Config(
+        vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=8, max_position_embeddings=CONTEXT, pad_token_id=0)))
+
+
 def hf_mixtral(vocab):
     # Mixture of experts, top 2 of 4 per token. transformers' default expert
     # kernel (grouped_mm) is a custom op that no exporter converts and its
@@ -296,6 +306,7 @@ MODELS = {
     # parameters.
     "hf-gemma3": (hf_gemma3, "tokens", [(True, 18, False, UNOPTIMIZED)]),
     "hf-gemma2": (hf_gemma2, "tokens", [(True, 18, False, UNOPTIMIZED)]),
+    "hf-glm4": (hf_glm4, "tokens", [(True, 18, False, UNOPTIMIZED)]),
     # Routing: TopK of the router's softmax, each token's experts' weights
     # gathered by those indices (their gradients scattered back), the
     # outputs weighted by the routing probabilities.

@@ -703,6 +703,55 @@ Value rotateHalfSource(Value rotated) {
   return x;
 }
 
+/// Whether `slice` takes every other element of `x`'s last axis from
+/// `start` (0 or 1) and every element of the others.
+bool slicesEveryOther(SliceOp slice, Value x, int64_t start) {
+  if (!slice || slice.getInput() != x)
+    return false;
+  ArrayRef<int64_t> in = tensorType(x).getShape(), out = tensorType(slice.getResult()).getShape();
+  ArrayRef<int64_t> starts = slice.getStarts(), steps = slice.getSteps();
+  const size_t rank = in.size();
+  if (rank == 0 || out.size() != rank || in.back() % 2 != 0 || out.back() != in.back() / 2 || starts.back() != start ||
+      steps.back() != 2)
+    return false;
+  for (size_t i = 0; i + 1 < rank; ++i)
+    if (steps[i] != 1 || starts[i] != 0 || out[i] != in[i])
+      return false;
+  return true;
+}
+
+/// The x of `rotated` = the interleaved rotate_half of Cohere, GLM, ERNIE
+/// and GPT-J, `stack(-x[..., 1::2], x[..., ::2], -1).flatten(-2)`: a
+/// reshape of the concat, along a new last axis, of the two slices each
+/// given a last axis of 1 (the negated odd elements first), or null.
+Value rotateEveryTwoSource(Value rotated) {
+  auto flatten = rotated.getDefiningOp<ReshapeOp>();
+  auto concat = flatten ? flatten.getInput().getDefiningOp<ConcatOp>() : ConcatOp();
+  if (!concat || concat.getInputs().size() != 2)
+    return {};
+  RankedTensorType stacked = tensorType(concat.getResult());
+  const int64_t rank = stacked.getRank();
+  if (rank < 2 || concat.getAxis() != rank - 1 || stacked.getShape().back() != 2)
+    return {};
+  auto unstacked = [](Value v) { // v with its last axis of 1 dropped, or null
+    auto reshape = v.getDefiningOp<ReshapeOp>();
+    if (!reshape || tensorType(v).getShape().back() != 1 ||
+        tensorType(reshape.getInput()).getShape() != tensorType(v).getShape().drop_back())
+      return Value();
+    return Value(reshape.getInput());
+  };
+  Value negatedOdd = unstacked(concat.getInputs()[0]), even = unstacked(concat.getInputs()[1]);
+  auto negated = negatedOdd ? negatedOdd.getDefiningOp<NegOp>() : NegOp();
+  auto oddSlice = negated ? negated.getInput().getDefiningOp<SliceOp>() : SliceOp();
+  auto evenSlice = even ? even.getDefiningOp<SliceOp>() : SliceOp();
+  if (!oddSlice || !evenSlice)
+    return {};
+  Value x = evenSlice.getInput();
+  if (tensorType(x) != tensorType(rotated) || !slicesEveryOther(evenSlice, x, 0) || !slicesEveryOther(oddSlice, x, 1))
+    return {};
+  return x;
+}
+
 /// The shape graph.rotary takes `table` (cos or sin) in: leading
 /// dimensions of 1 up to the input's rank; failure where it does not
 /// broadcast to the input but along the last axis.
@@ -727,8 +776,9 @@ Value rotaryTable(PatternRewriter &rewriter, Location loc, Value table, ArrayRef
 }
 
 /// Hugging Face's apply_rotary_pos_emb, `x * cos + rotate_half(x) * sin`
-/// (either order of each sum and product), as one graph.rotary: seven
-/// elementwise kernels forward and as many backward become one each.
+/// (either order of each sum and product; rotate_half in halves, or
+/// interleaved), as one graph.rotary: seven (or nine) elementwise kernels
+/// forward and as many backward become one each.
 struct FuseRotary : public OpRewritePattern<AddOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -742,12 +792,18 @@ struct FuseRotary : public OpRewritePattern<AddOp> {
       if (!rotatedProduct || !directProduct)
         continue;
       Value x, sin;
+      bool interleaved = false;
       for (auto [rotated, table] : {std::pair{rotatedProduct.getLhs(), rotatedProduct.getRhs()},
-                                    {rotatedProduct.getRhs(), rotatedProduct.getLhs()}})
+                                    {rotatedProduct.getRhs(), rotatedProduct.getLhs()}}) {
         if (Value source = rotateHalfSource(rotated)) {
           x = source, sin = table;
           break;
         }
+        if (Value source = rotateEveryTwoSource(rotated)) {
+          x = source, sin = table, interleaved = true;
+          break;
+        }
+      }
       if (!x || tensorType(x) != type)
         continue;
       Value cos = otherOperand<MulOp>(directProduct, x);
@@ -760,7 +816,7 @@ struct FuseRotary : public OpRewritePattern<AddOp> {
       Location loc = rewriter.getFusedLoc(locations);
       Value cosTable = rotaryTable(rewriter, loc, cos, *cosShape);
       Value sinTable = rotaryTable(rewriter, loc, sin, *sinShape);
-      rewriter.replaceOpWithNewOp<RotaryOp>(add, type, x, cosTable, sinTable);
+      rewriter.replaceOpWithNewOp<RotaryOp>(add, type, x, cosTable, sinTable, rewriter.getBoolAttr(interleaved));
       return success();
     }
     return failure();
@@ -817,7 +873,8 @@ struct RotateBeforeTranspose : public OpRewritePattern<RotaryOp> {
       table = ReshapeOp::create(rewriter, rotary.getLoc(), sourceType, table);
     }
     Value source = transpose.getInput();
-    auto rotated = RotaryOp::create(rewriter, rotary.getLoc(), source.getType(), source, tables[0], tables[1]);
+    auto rotated = RotaryOp::create(rewriter, rotary.getLoc(), source.getType(), source, tables[0], tables[1],
+                                    rotary.getInterleavedAttr());
     rewriter.replaceOpWithNewOp<TransposeOp>(rotary, rotary.getType(), rotated, transpose.getPermAttr());
     return success();
   }

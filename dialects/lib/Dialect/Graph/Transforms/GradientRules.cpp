@@ -81,6 +81,28 @@ Value rotateHalf(OpBuilder &b, Location loc, Value x) {
                           b.getI64IntegerAttr(rank - 1));
 }
 
+/// stack(-x[..., 1::2], x[..., ::2], -1).flatten(-2): the interleaved
+/// rotate_half, for the same gradient.
+Value rotateEveryTwo(OpBuilder &b, Location loc, Value x) {
+  RankedTensorType type = tensorType(x);
+  const int64_t rank = type.getRank();
+  SmallVector<int64_t> shape(type.getShape()), starts(rank, 0), steps(rank, 1);
+  shape.back() /= 2;
+  steps.back() = 2;
+  auto halfType = RankedTensorType::get(shape, type.getElementType());
+  Value even = SliceOp::create(b, loc, halfType, x, b.getDenseI64ArrayAttr(starts), b.getDenseI64ArrayAttr(steps));
+  starts.back() = 1;
+  Value odd = SliceOp::create(b, loc, halfType, x, b.getDenseI64ArrayAttr(starts), b.getDenseI64ArrayAttr(steps));
+  shape.push_back(1);
+  auto columnType = RankedTensorType::get(shape, type.getElementType());
+  shape.back() = 2;
+  Value pairs = ConcatOp::create(b, loc, RankedTensorType::get(shape, type.getElementType()),
+                                 ValueRange{ReshapeOp::create(b, loc, columnType, NegOp::create(b, loc, odd)),
+                                            ReshapeOp::create(b, loc, columnType, even)},
+                                 b.getI64IntegerAttr(rank));
+  return ReshapeOp::create(b, loc, type, pairs);
+}
+
 struct Rule {
   OpBuilder &b;
   Location loc;
@@ -356,12 +378,14 @@ LogicalResult fsdpc::graph::buildGradient(OpBuilder &builder, Operation *op, Arr
             // y = x cos + rotate_half(x) sin, linear in x.
             Type type = r.dy().getType();
             if (r.needs(0))
-              operandGrads[0] = RotaryGradOp::create(builder, r.loc, type, r.dy(), o.getCos(), o.getSin());
+              operandGrads[0] =
+                  RotaryGradOp::create(builder, r.loc, type, r.dy(), o.getCos(), o.getSin(), o.getInterleavedAttr());
             if (r.needs(1))
               operandGrads[1] =
                   sumTo(builder, r.loc, MulOp::create(builder, r.loc, type, r.dy(), o.getInput()), o.getCos());
             if (r.needs(2)) {
-              Value rotated = rotateHalf(builder, r.loc, o.getInput());
+              Value rotated = o.getInterleaved() ? rotateEveryTwo(builder, r.loc, o.getInput())
+                                                 : rotateHalf(builder, r.loc, o.getInput());
               operandGrads[2] = sumTo(builder, r.loc, MulOp::create(builder, r.loc, type, r.dy(), rotated), o.getSin());
             }
             return true;

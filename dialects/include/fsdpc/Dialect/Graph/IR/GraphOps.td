@@ -179,15 +179,19 @@ def Graph_GeluOp : Graph_Op<"gelu", [Pure, SameOperandsAndResultType]> {
 }
 
 def Graph_RotaryOp : Graph_Op<"rotary", [Pure]> {
-  let summary = "rotary position embedding, rotate-half form";
+  let summary = "rotary position embedding, rotate-half or interleaved form";
   let description = [{
     `input * cos + rotate_half(input) * sin`, where `rotate_half(x)` is
     `concat(-x[..., D/2:], x[..., :D/2])` along the last axis of size D:
     the query and key rotation of LLaMA, Mistral, Qwen2, Gemma, GPT-NeoX
-    and Phi (`apply_rotary_pos_emb` in Hugging Face's models). `graph-fuse`
-    makes it from the Slice/Neg/Concat/Mul/Add formula exports write, so
-    that a device reads each element pair and writes it once instead of
-    running seven elementwise kernels (and their gradients).
+    and Phi (`apply_rotary_pos_emb` in Hugging Face's models). With
+    `interleaved`, the pairs are adjacent elements instead:
+    `rotate_half(x)[2i] = -x[2i + 1]`, `rotate_half(x)[2i + 1] = x[2i]`
+    (Cohere, GLM, ERNIE 4.5, Helium, GPT-J: `stack(-x[..., 1::2],
+    x[..., ::2], -1).flatten(-2)`). `graph-fuse` makes it from the
+    Slice/Neg/Concat/Mul/Add formula exports write, so that a device reads
+    each element pair and writes it once instead of running seven
+    elementwise kernels (and their gradients).
 
     - `input`: a float tensor of rank r >= 1 whose last dimension D is even.
     - `cos`, `sin`: float tensors of rank r whose last dimension is D and
@@ -195,12 +199,15 @@ def Graph_RotaryOp : Graph_Op<"rotary", [Pure]> {
       batch or positions).
     - `result`: `input`'s type.
 
+    - `interleaved`: pairs (2i, 2i + 1) instead of (i, i + D/2).
+
     ```mlir
     %q = graph.rotary %x, %cos, %sin
         : (tensor<2x16x4x8xf32>, tensor<2x16x1x8xf32>, tensor<2x16x1x8xf32>) -> tensor<2x16x4x8xf32>
     ```
   }];
-  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$cos, Graph_FloatTensor:$sin);
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$cos, Graph_FloatTensor:$sin,
+                       DefaultValuedAttr<BoolAttr, "false">:$interleaved);
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$input `,` $cos `,` $sin attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -1005,16 +1012,18 @@ def Graph_RotaryGradOp : Graph_Op<"rotary_grad", [Pure]> {
   let summary = "gradient of the rotary embedding with respect to its input";
   let description = [{
     `dy * cos + rotate_half_transposed(dy * sin)`, where
-    `rotate_half_transposed(y) = concat(y[..., D/2:], -y[..., :D/2])`:
-    the rotation by the negative angle, as `rotary`'s operator is linear
-    in its input. Operands as `rotary`'s, `dy` in place of the input.
+    `rotate_half_transposed(y) = concat(y[..., D/2:], -y[..., :D/2])`
+    (interleaved: `[2i] = y[2i + 1]`, `[2i + 1] = -y[2i]`): the rotation by
+    the negative angle, as `rotary`'s operator is linear in its input.
+    Operands and `interleaved` as `rotary`'s, `dy` in place of the input.
 
     ```mlir
     %dx = graph.rotary_grad %dy, %cos, %sin
         : (tensor<2x16x4x8xf32>, tensor<2x16x1x8xf32>, tensor<2x16x1x8xf32>) -> tensor<2x16x4x8xf32>
     ```
   }];
-  let arguments = (ins Graph_FloatTensor:$dy, Graph_FloatTensor:$cos, Graph_FloatTensor:$sin);
+  let arguments = (ins Graph_FloatTensor:$dy, Graph_FloatTensor:$cos, Graph_FloatTensor:$sin,
+                       DefaultValuedAttr<BoolAttr, "false">:$interleaved);
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$dy `,` $cos `,` $sin attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;

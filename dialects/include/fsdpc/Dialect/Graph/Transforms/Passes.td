@@ -23,7 +23,10 @@ def GraphFuse : Pass<"graph-fuse", "mlir::ModuleOp"> {
       optionally `* scale`, becomes `graph.rms_norm`;
     - rotary embeddings: `x * cos + concat(-x[..., D/2:], x[..., :D/2]) *
       sin` (Hugging Face's `apply_rotary_pos_emb`, sums and products in
-      any order) becomes `graph.rotary`; a rotation of a transposed
+      any order) becomes `graph.rotary`, and so does the interleaved
+      form (`stack(-x[..., 1::2], x[..., ::2], -1).flatten(-2)` for the
+      concat: Cohere, GLM, ERNIE 4.5, GPT-J) with `interleaved`; a
+      rotation of a transposed
       tensor whose last axis stays put rotates the tensor itself and
       transposes after, where that only reshapes cos and sin (LLaMA's
       query and key, moved heads forward before their rotation); a

@@ -80,6 +80,16 @@ MODELS = {
     "optimum-llama": {"fixture": os.path.join(OPTIMUM, "hf-llama-left-padded-optimum.onnx"),
                       "fixture_data": os.path.join(OPTIMUM, "data-llama-left-padded"), "onnx": "optimum-llama.onnx",
                       "init": None, "data": "optimum-llama-data", "flags": OPTIMUM_FLAGS},
+    # Hugging Face Gemma 2 (attention with soft-capped scores, a sliding
+    # window) and GLM-4 (the interleaved rotation), dynamo exports.
+    "gemma2": {"fixture": os.path.join(TORCH2, "hf-gemma2-dynamo-opset18-unoptimized.onnx"),
+               "fixture_data": os.path.join(TORCH2, "data"), "onnx": "gemma2.onnx", "init": None,
+               "data": "gemma2-data", "flags": ["--batch-size", "8", "--optimizer", "adamw", "--lr", "3e-3",
+                                                "--strategy", "full_shard"]},
+    "glm4": {"fixture": os.path.join(TORCH2, "hf-glm4-dynamo-opset18-unoptimized.onnx"),
+             "fixture_data": os.path.join(TORCH2, "data"), "onnx": "glm4.onnx", "init": None,
+             "data": "glm4-data", "flags": ["--batch-size", "8", "--optimizer", "adamw", "--lr", "3e-3",
+                                            "--strategy", "full_shard"]},
 }
 
 # (check, plan, device, ranks, reference check or None, tolerance)
@@ -102,6 +112,10 @@ PLANS = {
     "optimum-gpt2-bf16-w1": ("optimum-gpt2", 1, ["--mixed-precision", "bf16"]),
     "optimum-llama-w1": ("optimum-llama", 1, []),
     "optimum-llama-bf16-w1": ("optimum-llama", 1, ["--mixed-precision", "bf16"]),
+    "gemma2-w1": ("gemma2", 1, []),
+    "gemma2-bf16-w1": ("gemma2", 1, ["--mixed-precision", "bf16"]),
+    "glm4-w1": ("glm4", 1, []),
+    "glm4-bf16-w1": ("glm4", 1, ["--mixed-precision", "bf16"]),
 }
 RUNS = [
     # name, plan, device, ranks
@@ -137,6 +151,14 @@ RUNS = [
     ("optimum-llama-cuda", "optimum-llama-w1", "cuda", 1),
     ("optimum-llama-bf16-cpu", "optimum-llama-bf16-w1", "cpu", 1),
     ("optimum-llama-bf16-cuda", "optimum-llama-bf16-w1", "cuda", 1),
+    ("gemma2-cpu", "gemma2-w1", "cpu", 1),
+    ("gemma2-cuda", "gemma2-w1", "cuda", 1),
+    ("gemma2-bf16-cpu", "gemma2-bf16-w1", "cpu", 1),
+    ("gemma2-bf16-cuda", "gemma2-bf16-w1", "cuda", 1),
+    ("glm4-cpu", "glm4-w1", "cpu", 1),
+    ("glm4-cuda", "glm4-w1", "cuda", 1),
+    ("glm4-bf16-cpu", "glm4-bf16-w1", "cpu", 1),
+    ("glm4-bf16-cuda", "glm4-bf16-w1", "cuda", 1),
 ]
 CHECKS = [
     # what, run, reference run, tolerance
@@ -170,6 +192,10 @@ CHECKS = [
     ("Optimum GPT-2 left-padded bf16, GPU vs CPU", "optimum-gpt2-bf16-cuda", "optimum-gpt2-bf16-cpu", 2e-2),
     ("Optimum LLaMA left-padded fp32, GPU vs CPU", "optimum-llama-cuda", "optimum-llama-cpu", 1e-4),
     ("Optimum LLaMA left-padded bf16, GPU vs CPU", "optimum-llama-bf16-cuda", "optimum-llama-bf16-cpu", 2e-2),
+    ("Gemma 2 (soft-capped attention) fp32, GPU vs CPU", "gemma2-cuda", "gemma2-cpu", 1e-4),
+    ("Gemma 2 bf16, GPU vs CPU", "gemma2-bf16-cuda", "gemma2-bf16-cpu", 2e-2),
+    ("GLM-4 (interleaved rotation) fp32, GPU vs CPU", "glm4-cuda", "glm4-cpu", 1e-4),
+    ("GLM-4 bf16, GPU vs CPU", "glm4-bf16-cuda", "glm4-bf16-cpu", 2e-2),
 ]
 # (offloaded run, the same plan's run without --offload): device memory
 # lower by what the compiler moved to the host.

@@ -78,22 +78,6 @@ void scores(const AttentionLayout &l, const AttentionBuffers &in, int64_t b, flo
     gemm(false, true, l.tq, l.tk, l.d, qb, l.query.row, kb, l.key.row, s, l.tk);
 }
 
-/// A score from its product q . k: scale times it, or with a softcap c,
-/// c tanh(scale (q . k) / c), as Gemma 2 computes it (times scale, over c,
-/// tanh, times c). Where `slope` is given, it gets the score's derivative
-/// by the product: scale, or scale (1 - tanh^2).
-float scoreOf(float product, const AttentionLayout &l, float *slope = nullptr) {
-  if (l.softcap == 0.0f) {
-    if (slope)
-      *slope = l.scale;
-    return product * l.scale;
-  }
-  const float t = std::tanh(product * l.scale / l.softcap);
-  if (slope)
-    *slope = l.scale * (1.0f - t * t);
-  return t * l.softcap;
-}
-
 // Per batch index: the scores by GEMM, the masked softmax row by row (as
 // masked_softmax computes it), the output by GEMM. The tq x tk block is
 // per-thread scratch, never a tensor of the plan.
@@ -109,7 +93,7 @@ void forward(const AttentionLayout &l, const AttentionBuffers &in, float *out, f
         const int64_t *maskRow = in.mask + l.maskBase[b] + i * l.maskRowStride;
         float maxValue = -INFINITY;
         for (int64_t j = 0; j < l.tk; ++j) {
-          row[j] = maskRow[j * l.maskColStride] ? -INFINITY : scoreOf(row[j], l);
+          row[j] = maskRow[j * l.maskColStride] ? -INFINITY : attentionScore(row[j], l.scale, l.softcap);
           maxValue = std::max(maxValue, row[j]);
         }
         if (maxValue == -INFINITY) { // every key masked
@@ -159,7 +143,7 @@ void backward(const AttentionLayout &l, const AttentionBuffers &in, float *dq, f
           for (int64_t j = 0; j < l.tk; ++j) {
             rowSlope[j] = 0.0f; // a masked score's probability is 0, and so its gradient
             if (!maskRow[j * l.maskColStride])
-              row[j] = vectorExp(scoreOf(row[j], l, &rowSlope[j]) - rowLse);
+              row[j] = vectorExp(attentionScore(row[j], l.scale, l.softcap, &rowSlope[j]) - rowLse);
             else
               row[j] = 0.0f;
           }

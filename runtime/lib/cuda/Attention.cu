@@ -132,21 +132,6 @@ Status attentionShape(const KernelCall &call, bool packed, AttentionShape &s) {
   return Status::ok();
 }
 
-/// The score of a product q . k (AttentionShape::scale, softcap), and where
-/// `slope` is given its derivative by the product: scale, or
-/// scale (1 - tanh^2) under a softcap. The CPU kernel's formula.
-__device__ __forceinline__ float scoreOf(const AttentionShape &s, float product, float *slope = nullptr) {
-  if (s.softcap == 0.0f) {
-    if (slope)
-      *slope = s.scale;
-    return product * s.scale;
-  }
-  const float t = tanhf(product * s.scale / s.softcap);
-  if (slope)
-    *slope = s.scale * (1.0f - t * t);
-  return t * s.softcap;
-}
-
 __device__ __forceinline__ long long maskBase(const AttentionShape &s, long long b) {
   long long offset[1];
   s.maskBatch.offsets(b, offset);
@@ -167,7 +152,7 @@ __device__ __forceinline__ bool isMasked(const AttentionShape &s, long long mask
 
 /// For one unmasked (query, key) pair, from their rows in shared memory:
 /// the probability p recomputed from the query's logsumexp, and the score
-/// gradient dS = p (dO . V - delta) * slope (scoreOf). Both backward
+/// gradient dS = p (dO . V - delta) * slope (attentionScore). Both backward
 /// kernels use it.
 __device__ __forceinline__ void scoreGradient(const AttentionShape &s, const float *qRow, const float *kRow,
                                               const float *doRow, const float *vRow, float lse, float delta, float &p,
@@ -178,7 +163,7 @@ __device__ __forceinline__ void scoreGradient(const AttentionShape &s, const flo
   for (int c = 0; c < s.dv; ++c)
     dp += doRow[c] * vRow[c];
   float slope;
-  p = expf(scoreOf(s, dot, &slope) - lse);
+  p = expf(attentionScore(dot, s.scale, s.softcap, &slope) - lse);
   ds = p * (dp - delta) * slope;
 }
 
@@ -261,7 +246,7 @@ __global__ void __launch_bounds__(kWarps * 32)
           float dot = 0.0f;
           for (int c = 0; c < s.d; ++c)
             dot += qTile[row * pitchD + c] * keyTile[lane * pitchD + c];
-          score = scoreOf(s, dot);
+          score = attentionScore(dot, s.scale, s.softcap);
         }
       }
       float tileMax = score;
@@ -746,7 +731,8 @@ __device__ __forceinline__ void waitForFirstTiles() {
 
 /// A score times log2 e (the exponent base 2 of its softmax term) from its
 /// product q . k, given scaleLog2 = scale log2 e; where `slope` is given,
-/// the score's derivative by the product (scoreOf). Capped: the call has a
+/// the score's derivative by the product (attentionScore, HostDevice.h,
+/// the CPU kernel's formula). Capped: the call has a
 /// softcap, a template argument so that the kernels without one keep
 /// their registers (the tanh, unrolled over a warp's 32 or 64 scores, cost
 /// the backward kernels up to 56 registers even where never taken).
@@ -754,7 +740,7 @@ template <bool Capped>
 __device__ __forceinline__ float log2Score(const AttentionShape &s, float scaleLog2, float product,
                                            float *slope = nullptr) {
   if constexpr (Capped)
-    return scoreOf(s, product, slope) * kLog2e;
+    return attentionScore(product, s.scale, s.softcap, slope) * kLog2e;
   if (slope)
     *slope = s.scale;
   return product * scaleLog2;
@@ -861,8 +847,7 @@ __global__ void __launch_bounds__(Warps * 32)
     for (int m = 0; m < M; ++m) {
       float tileMax[2] = {-INFINITY, -INFINITY};
       forEachScore<false>(s, maskOffset, queries[m], firstKey, visible, lane, [&](int n, int e, bool valid) {
-        sc[m][n][e] =
-            valid ? (Capped ? log2Score<true>(s, scaleLog2, sc[m][n][e]) : sc[m][n][e] * scaleLog2) : -INFINITY;
+        sc[m][n][e] = valid ? log2Score<Capped>(s, scaleLog2, sc[m][n][e]) : -INFINITY;
         tileMax[e / 2] = fmaxf(tileMax[e / 2], sc[m][n][e]);
       });
       float correction[2];

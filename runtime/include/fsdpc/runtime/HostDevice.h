@@ -8,6 +8,7 @@
 #ifndef FSDPC_RUNTIME_HOSTDEVICE_H
 #define FSDPC_RUNTIME_HOSTDEVICE_H
 
+#include <cmath>
 #include <cstdint>
 
 #if defined(__CUDACC__)
@@ -55,6 +56,23 @@ FSDPC_HOST_DEVICE inline int64_t integerArithmetic(IntegerArithmetic op, int64_t
     return a / b;
   }
   return 0;
+}
+
+/// An attention score from its product q . k: scale times it, or with a
+/// softcap c > 0, c tanh(scale (q . k) / c), as Gemma 2 computes it (times
+/// scale, over c, tanh, times c). Where `slope` is given, it gets the
+/// score's derivative by the product: scale, or scale (1 - tanh^2), which
+/// the backward kernels multiply dS by.
+FSDPC_HOST_DEVICE inline float attentionScore(float product, float scale, float softcap, float *slope = nullptr) {
+  if (softcap == 0.0f) {
+    if (slope)
+      *slope = scale;
+    return product * scale;
+  }
+  const float t = tanhf(product * scale / softcap);
+  if (slope)
+    *slope = scale * (1.0f - t * t);
+  return t * softcap;
 }
 
 } // namespace fsdpc::runtime

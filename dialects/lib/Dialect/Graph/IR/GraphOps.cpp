@@ -1,5 +1,6 @@
 #include "fsdpc/Dialect/Graph/IR/GraphOps.h"
 
+#include "mlir/Dialect/Utils/IndexingUtils.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/STLExtras.h"
@@ -232,15 +233,12 @@ OpFoldResult ConcatOp::fold(FoldAdaptor) {
 // exporter writes them for MoE experts' weights), and a transpose of a
 // transpose is one transpose by the composed permutation.
 OpFoldResult TransposeOp::fold(FoldAdaptor) {
-  ArrayRef<int64_t> perm = getPerm();
-  if (llvm::equal(perm, llvm::seq<int64_t>(0, perm.size())) && getInput().getType() == getType())
+  if (isIdentityPermutation(getPerm()) && getInput().getType() == getType())
     return getInput();
   if (auto inner = getInput().getDefiningOp<TransposeOp>()) {
     // Result axis i is this op's input axis perm[i], the inner input's
     // axis inner.perm[perm[i]].
-    SmallVector<int64_t> composed;
-    for (int64_t axis : perm)
-      composed.push_back(inner.getPerm()[axis]);
+    SmallVector<int64_t> composed = applyPermutation(inner.getPerm(), getPerm());
     getInputMutable().assign(inner.getInput());
     setPerm(composed);
     return getResult();

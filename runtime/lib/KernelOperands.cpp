@@ -397,10 +397,17 @@ Status attentionResults(const KernelCall &call, const AttentionDims &a, const Te
   return dout ? elementsOf(call, *dout, a.batch * a.tq * a.dv, "output gradient") : Status::ok();
 }
 
+/// attention: query, key, value, mask[, sinks] -> out, logsumexp. Sinks are
+/// f32, one per query head.
 Status attention(const KernelCall &call) {
-  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "fffi", "f"));
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "fffif", "f"));
   AttentionDims a;
   FSDPC_RETURN_IF_ERROR(attentionOperands(call, a));
+  if (call.inputs.size() > 4) {
+    if (call.inputs[4].dtype != plan::F32)
+      return refuse(call, "takes f32 sinks, not " + plan::DType_Name(call.inputs[4].dtype));
+    FSDPC_RETURN_IF_ERROR(elementsOf(call, call.inputs[4], a.heads, "sinks (one per query head)"));
+  }
   return attentionResults(call, a, call.outputs[0], call.outputs[1], nullptr);
 }
 

@@ -518,3 +518,17 @@ module attributes {fsdp.shard_group_size = 2 : i64, fsdp.strategy = #fsdp.strate
     return %l, %pu, %pv : tensor<f32>, tensor<8xf32>, tensor<5xf32>
   }
 }
+
+// -----
+
+// Tests that attention's sinks are its kernel's fifth input.
+// CHECK-LABEL: plan.program @train_step
+// CHECK: plan.kernel "attention" ins [@{{[^,]*}}, @{{[^,]*}}, @{{[^,]*}}, @{{[^,]*}}, @sinks] outs [{{.*}}] on compute {causal = true
+module attributes {graph.loss_kind = "mse", graph.optimizer = "sgd"} {
+  func.func @train_step(%q: tensor<2x4x8xf32> {graph.param = "q"}, %sinks: tensor<2xf32> {graph.param = "sinks"}, %t: tensor<2x4x8xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}) {
+    %causal = graph.constant dense<[[0, 1, 1, 1], [0, 0, 1, 1], [0, 0, 0, 1], [0, 0, 0, 0]]> : tensor<4x4xi64>
+    %o, %lse = graph.attention %q, %q, %q, %causal sinks %sinks {scale = 0.5 : f64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<4x4xi64>, tensor<2xf32>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>)
+    %l = graph.mse_loss %o, %t : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}

@@ -207,6 +207,17 @@ def packed_attention_reference(qkv, heads, scale):
     return (p @ v).transpose(1, 2).reshape(b, t, c // 3)
 
 
+def sink_attention_reference(q, k, v, sinks, scale):
+    """GPT-OSS's eager attention: each head's sink a last column of the
+    scores, the rows' maximum subtracted, the softmax, the sink's column
+    dropped."""
+    scores = (q @ k.transpose(-2, -1) * scale).masked_fill(torch.tensor(CAUSAL5), float("-inf"))
+    column = sinks.reshape(1, -1, 1, 1).expand(scores.shape[0], -1, scores.shape[2], 1)
+    logits = torch.cat([scores, column], -1)
+    logits = logits - logits.max(-1, keepdim=True).values
+    return torch.softmax(logits, -1)[..., :-1] @ v
+
+
 def cases():
     """(name, ONNX op, {param: (shape, sampler)}, attributes, torch function of the params in order)."""
     return [
@@ -337,6 +348,30 @@ def cases():
                     helper.make_node("MatMul", ["p", "v"], ["o"]),
                     helper.make_node("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]),
                     helper.make_node("Reshape", ["ot", "const.merged"], ["y"])]),
+        # Attention with sinks as GPT-OSS's eager attention writes it:
+        # graph-fuse makes one graph.attention with sinks, whose gradient
+        # rule gives the sinks theirs (sinks of both signs and of the scores'
+        # size, so that each takes a share of its rows).
+        case("attention_with_sinks_formula", "graph.attention",
+             {"q": ((2, 3, 5, 4), normal), "k": ((2, 3, 5, 4), normal), "v": ((2, 3, 5, 6), normal),
+              "sinks": ((3,), normal)}, {},
+             lambda q, k, v, sinks: sink_attention_reference(q, k, v, sinks, scale=0.45),
+             constants={"scale": scalar(0.45), "bias": np.where(CAUSAL5, -np.inf, 0.0).astype(np.float32),
+                        "per_head": np.array([1, 3, 1, 1], np.int64), "column": np.array([2, 3, 5, 1], np.int64),
+                        "zero": np.array([0], np.int64), "keys": np.array([5], np.int64),
+                        "last": np.array([-1], np.int64)},
+             nodes=[helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+                    helper.make_node("MatMul", ["q", "kt"], ["scores"]),
+                    helper.make_node("Mul", ["scores", "const.scale"], ["scaled"]),
+                    helper.make_node("Add", ["scaled", "const.bias"], ["masked"]),
+                    helper.make_node("Reshape", ["sinks", "const.per_head"], ["sinks4"]),
+                    helper.make_node("Expand", ["sinks4", "const.column"], ["sink_column"]),
+                    helper.make_node("Concat", ["masked", "sink_column"], ["logits"], axis=-1),
+                    helper.make_node("ReduceMax", ["logits"], ["row_max"], axes=[-1], keepdims=1),
+                    helper.make_node("Sub", ["logits", "row_max"], ["shifted"]),
+                    helper.make_node("Softmax", ["shifted"], ["p"], axis=-1),
+                    helper.make_node("Slice", ["p", "const.zero", "const.keys", "const.last"], ["p_keys"]),
+                    helper.make_node("MatMul", ["p_keys", "v"], ["y"])]),
         case("gelu_tanh_formula", "graph.gelu", {"x": ((5, 7), normal)}, {}, lambda x: F.gelu(x, approximate="tanh"),
              constants={"cubic": scalar(0.044715), "k": scalar(math.sqrt(2 / math.pi)), "one": scalar(1.0),
                         "half": scalar(0.5)}, nodes=gelu_tanh_formula()),

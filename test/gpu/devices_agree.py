@@ -90,6 +90,11 @@ MODELS = {
              "fixture_data": os.path.join(TORCH2, "data"), "onnx": "glm4.onnx", "init": None,
              "data": "glm4-data", "flags": ["--batch-size", "8", "--optimizer", "adamw", "--lr", "3e-3",
                                             "--strategy", "full_shard"]},
+    # GPT-OSS: attention with sinks, the rotation in halves, experts.
+    "gpt-oss": {"fixture": os.path.join(TORCH2, "hf-gpt-oss-dynamo-opset18-unoptimized.onnx"),
+                "fixture_data": os.path.join(TORCH2, "data"), "onnx": "gpt-oss.onnx", "init": None,
+                "data": "gpt-oss-data", "flags": ["--batch-size", "8", "--optimizer", "adamw", "--lr", "3e-3",
+                                                  "--strategy", "full_shard"]},
 }
 
 # (check, plan, device, ranks, reference check or None, tolerance)
@@ -116,6 +121,8 @@ PLANS = {
     "gemma2-bf16-w1": ("gemma2", 1, ["--mixed-precision", "bf16"]),
     "glm4-w1": ("glm4", 1, []),
     "glm4-bf16-w1": ("glm4", 1, ["--mixed-precision", "bf16"]),
+    "gpt-oss-w1": ("gpt-oss", 1, []),
+    "gpt-oss-bf16-w1": ("gpt-oss", 1, ["--mixed-precision", "bf16"]),
 }
 RUNS = [
     # name, plan, device, ranks
@@ -159,6 +166,10 @@ RUNS = [
     ("glm4-cuda", "glm4-w1", "cuda", 1),
     ("glm4-bf16-cpu", "glm4-bf16-w1", "cpu", 1),
     ("glm4-bf16-cuda", "glm4-bf16-w1", "cuda", 1),
+    ("gpt-oss-cpu", "gpt-oss-w1", "cpu", 1),
+    ("gpt-oss-cuda", "gpt-oss-w1", "cuda", 1),
+    ("gpt-oss-bf16-cpu", "gpt-oss-bf16-w1", "cpu", 1),
+    ("gpt-oss-bf16-cuda", "gpt-oss-bf16-w1", "cuda", 1),
 ]
 CHECKS = [
     # what, run, reference run, tolerance
@@ -196,6 +207,8 @@ CHECKS = [
     ("Gemma 2 bf16, GPU vs CPU", "gemma2-bf16-cuda", "gemma2-bf16-cpu", 2e-2),
     ("GLM-4 (interleaved rotation) fp32, GPU vs CPU", "glm4-cuda", "glm4-cpu", 1e-4),
     ("GLM-4 bf16, GPU vs CPU", "glm4-bf16-cuda", "glm4-bf16-cpu", 2e-2),
+    ("GPT-OSS (attention sinks) fp32, GPU vs CPU", "gpt-oss-cuda", "gpt-oss-cpu", 1e-4),
+    ("GPT-OSS bf16, GPU vs CPU", "gpt-oss-bf16-cuda", "gpt-oss-bf16-cpu", 2e-2),
 ]
 # (offloaded run, the same plan's run without --offload): device memory
 # lower by what the compiler moved to the host.

@@ -1333,6 +1333,50 @@ std::vector<Case> cases() {
         all.push_back(misaligned ? c.misaligned() : c);
       }
   }
+  // Attention sinks (GPT-OSS): a logit per query head, N(0, 1) as the
+  // scores are, in each row's denominator. Only the forward kernels change
+  // (the gradient kernels recompute P from a logsumexp with the sink in):
+  // f32 and tensor-core kernels at each head size, causal by index and by
+  // the mask, and left-padded rows that see no key (output 0, logsumexp
+  // the sink). At the end, so that the cases before keep their data.
+  for (auto [bf16, d, tq, tk, causalByIndex] :
+       {std::tuple<bool, int64_t, int64_t, int64_t, bool>{false, 64, 67, 67, true},
+        {false, 80, 45, 131, false},
+        {true, 64, 67, 67, true},
+        {true, 128, 45, 131, false},
+        {true, 32, 129, 129, true}}) {
+    const std::string what = std::string(bf16 ? "bf16 " : "") + "sinks d=" + std::to_string(d) + " " +
+                             std::to_string(tq) + "x" + std::to_string(tk);
+    const Fill f = bf16 ? normalBf16() : normal();
+    all.push_back(Case("attention", what)
+                      .in({2, 3, tq, d}, f)
+                      .in({2, 3, tk, d}, f)
+                      .in({2, 3, tk, d}, f)
+                      .in({tq, tk}, causal(), plan::I64)
+                      .in({3}, normal())
+                      .out({2, 3, tq, d})
+                      .out({2, 3, tq})
+                      .attr("scale", 1.0 / std::sqrt(double(d)))
+                      .attr("causal", int64_t(causalByIndex))
+                      .attr("compute_dtype", std::string(bf16 ? "bf16" : "f32"))
+                      .tol(bf16 ? 1e-2 : 2e-5));
+  }
+  for (bool bf16 : {false, true}) {
+    const int64_t d = 64, t = 67;
+    const Fill f = bf16 ? normalBf16() : normal();
+    all.push_back(Case("attention", std::string(bf16 ? "bf16 " : "") + "sinks, left-padded, some queries see no key")
+                      .in({2, 3, t, d}, f)
+                      .in({2, 3, t, d}, f)
+                      .in({2, 3, t, d}, f)
+                      .in({2, 1, t, t}, leftPadded(), plan::I64)
+                      .in({3}, normal())
+                      .out({2, 3, t, d})
+                      .out({2, 3, t})
+                      .attr("scale", 0.125)
+                      .attr("compute_dtype", std::string(bf16 ? "bf16" : "f32"))
+                      .attr("mask_covers_causal", int64_t(1))
+                      .tol(bf16 ? 1e-2 : 2e-5));
+  }
   return all;
 }
 

@@ -862,15 +862,21 @@ namespace {
 TEST(Kernels, AttentionForwardAndGradient) {
   const int64_t batch = 3, tq = 5, tk = 7, d = 3, dv = 4, blindRow = 1;
   const double scale = 0.7;
+  // With sinks: a logit per head (here batch index b is head b) in each
+  // row's denominator, of both signs and the scores' size.
+  const std::vector<float> sinkValues = {-1.0f, 0.5f, 2.0f};
   struct Case {
     bool keyTransposed, withBlindRow;
     double softcap;
+    bool withSinks = false;
   };
-  for (auto [keyTransposed, withBlindRow, softcap] :
+  for (auto [keyTransposed, withBlindRow, softcap, withSinks] :
        {Case{false, false, 0.0}, Case{true, false, 0.0}, Case{false, true, 0.0}, Case{true, true, 0.0},
-        Case{false, false, 1.5}, Case{true, true, 1.5}}) {
+        Case{false, false, 1.5}, Case{true, true, 1.5}, Case{false, false, 0.0, true}, Case{true, true, 0.0, true},
+        Case{false, true, 1.5, true}}) {
     SCOPED_TRACE(std::string(keyTransposed ? "keys transposed" : "key rows") +
-                 (withBlindRow ? ", a row with every key masked" : "") + (softcap > 0 ? ", soft-capped" : ""));
+                 (withBlindRow ? ", a row with every key masked" : "") + (softcap > 0 ? ", soft-capped" : "") +
+                 (withSinks ? ", sinks" : ""));
     Buffer q = randomBuffer({batch, tq, d}, 21), v = randomBuffer({batch, tk, dv}, 23),
            k = randomBuffer(keyTransposed ? std::vector<int64_t>{batch, d, tk} : std::vector<int64_t>{batch, tk, d}, 22),
            dout = randomBuffer({batch, tq, dv}, 24);
@@ -884,7 +890,7 @@ TEST(Kernels, AttentionForwardAndGradient) {
     };
     // Reference: P, out, and the gradients from the explicit formulas.
     std::vector<double> p(batch * tq * tk, 0.0), out(batch * tq * dv, 0.0), dq(q.f.size(), 0.0), dk(k.f.size(), 0.0),
-        dvRef(v.f.size(), 0.0);
+        dvRef(v.f.size(), 0.0), lseRef(batch * tq, 0.0);
     for (int64_t b = 0; b < batch; ++b)
       for (int64_t i = 0; i < tq; ++i) {
         double maxValue = -INFINITY, sum = 0;
@@ -899,10 +905,14 @@ TEST(Kernels, AttentionForwardAndGradient) {
           s[j] = softcap > 0 ? softcap * std::tanh(dot * scale / softcap) : dot * scale;
           maxValue = std::max(maxValue, s[j]);
         }
-        if (maxValue == -INFINITY) // no key: P's row stays 0
+        const double sink = withSinks ? sinkValues[b] : -INFINITY;
+        maxValue = std::max(maxValue, sink);
+        if (maxValue == -INFINITY) // no key and no sink: P's row stays 0
           continue;
+        sum = std::exp(sink - maxValue); // the sink's share of the denominator, without a value
         for (int64_t j = 0; j < tk; ++j)
           sum += std::exp(s[j] - maxValue);
+        lseRef[b * tq + i] = maxValue + std::log(sum);
         for (int64_t j = 0; j < tk; ++j) {
           double pj = std::exp(s[j] - maxValue) / sum;
           p[(b * tq + i) * tk + j] = pj;
@@ -943,9 +953,15 @@ TEST(Kernels, AttentionForwardAndGradient) {
     if (softcap > 0)
       (*inst.mutable_float_attrs())["softcap"] = softcap;
     (*inst.mutable_int_attrs())["key_transposed"] = keyTransposed;
-    Buffer o = zeros({batch, tq, dv}), lse = zeros({batch, tq});
-    ASSERT_TRUE(runKernel("attention", {&q, &k, &v, &mask}, {&o, &lse}, inst).isOk());
+    Buffer o = zeros({batch, tq, dv}), lse = zeros({batch, tq}), sinks = zeros({batch});
+    sinks.f = sinkValues;
+    std::vector<Buffer *> inputs = {&q, &k, &v, &mask};
+    if (withSinks)
+      inputs.push_back(&sinks);
+    ASSERT_TRUE(runKernel("attention", inputs, {&o, &lse}, inst).isOk());
     expectNear(o.f, out, 1e-5);
+    if (withSinks) // every row's, a row without keys too (its sink's)
+      expectNear(lse.f, lseRef, 1e-5);
     for (int64_t b = 0; withBlindRow && b < batch; ++b) // finite: --check-nonfinite must not name it
       EXPECT_TRUE(std::isfinite(lse.f[b * tq + blindRow])) << "logsumexp of a row without keys";
     Buffer gq = zeros(q.shape), gk = zeros(k.shape), gv = zeros(v.shape);

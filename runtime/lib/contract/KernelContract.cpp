@@ -23,6 +23,12 @@ KernelSignature accumulating(KernelSignature signature) {
   return signature;
 }
 
+/// A kernel whose last input may be left out (attention's sinks).
+KernelSignature lastInputOptional(KernelSignature signature) {
+  --signature.minInputs;
+  return signature;
+}
+
 KernelSignature inPlace(KernelSignature signature, int input, int output = 0) {
   signature.inPlaceInput = input;
   signature.inPlaceOutput = output;
@@ -145,8 +151,10 @@ std::vector<KernelSignature> buildTable() {
       fixed("softmax_grad", 2, 1, OperandRule::kSoftmax, axis),
       fixed("log_softmax_grad", 2, 1, OperandRule::kSoftmax, axis),
       fixed("masked_softmax", 2, 1, OperandRule::kMaskedSoftmax, {{"scale", kFloat, kRequired}}),
-      // query, key, value, mask -> out, logsumexp.
-      fixed("attention", 4, 2, OperandRule::kAttention, attention),
+      // query, key, value, mask[, sinks] -> out, logsumexp. sinks: f32, a
+      // logit per query head in each row's softmax denominator (GPT-OSS);
+      // logsumexp includes it, so attention_grad needs no sinks.
+      lastInputOptional(fixed("attention", 5, 2, OperandRule::kAttention, attention)),
       // query, key, value, mask, out, logsumexp, dout -> dquery, dkey, dvalue.
       fixed("attention_grad", 7, 3, OperandRule::kAttentionGrad, attention),
       // qkv [..., T, 3 heads D], mask -> out [..., T, heads D], logsumexp

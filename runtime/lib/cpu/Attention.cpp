@@ -12,6 +12,11 @@
 // as its logsumexp: every recomputed probability exp(s - lse) is exactly 0,
 // and the value is finite (--check-nonfinite looks for the first infinity).
 //
+// With sinks (a learned logit per query head in each row's denominator,
+// GPT-OSS), each row's probabilities and logsumexp take the sink in
+// (attentionSinkScale): the gradient recomputes them from that logsumexp
+// as it is, and the sinks' own gradient is the graph's.
+//
 //===----------------------------------------------------------------------===//
 #include "CpuKernels.h"
 #include "../KernelChecks.h"
@@ -58,6 +63,7 @@ struct AttentionBuffers {
   const float *q, *k, *v;
   const int64_t *mask;
   const float *out = nullptr, *lse = nullptr, *dout = nullptr; // the gradient's inputs
+  const float *sinks = nullptr;                                // the forward's: per query head, or none
 };
 
 /// C (m x n, leading dimension ldc) = op(A) op(B), or C += op(A) op(B)
@@ -96,20 +102,24 @@ void forward(const AttentionLayout &l, const AttentionBuffers &in, float *out, f
           row[j] = maskRow[j * l.maskColStride] ? -INFINITY : attentionScore(row[j], l.scale, l.softcap);
           maxValue = std::max(maxValue, row[j]);
         }
-        if (maxValue == -INFINITY) { // every key masked
+        const float *sink = in.sinks ? in.sinks + b % l.heads : nullptr;
+        if (maxValue == -INFINITY && !sink) { // every key masked
           std::fill(row, row + l.tk, 0.0f);
           lse[b * l.tq + i] = std::numeric_limits<float>::max();
           continue;
         }
         double sum = 0;
         for (int64_t j = 0; j < l.tk; ++j) {
-          row[j] = vectorExp(row[j] - maxValue);
+          row[j] = maxValue == -INFINITY ? 0.0f : vectorExp(row[j] - maxValue);
           sum += row[j];
         }
-        const float inv = static_cast<float>(1.0 / sum);
+        float inv = static_cast<float>(1.0 / sum);
+        if (sink)
+          inv = attentionSinkScale(maxValue, static_cast<float>(sum), *sink, &lse[b * l.tq + i]);
+        else
+          lse[b * l.tq + i] = maxValue + static_cast<float>(std::log(sum));
         for (int64_t j = 0; j < l.tk; ++j)
           row[j] *= inv;
-        lse[b * l.tq + i] = maxValue + static_cast<float>(std::log(sum));
       }
       gemm(false, false, l.tq, l.dv, l.tk, p.data(), l.tk, in.v + l.start(l.value, b), l.value.row,
            out + l.start(l.out, b), l.out.row);
@@ -178,7 +188,9 @@ void backward(const AttentionLayout &l, const AttentionBuffers &in, float *dq, f
 Status attention(const KernelCall &call) {
   AttentionLayout l;
   FSDPC_RETURN_IF_ERROR(layoutOf(call, false, l));
-  const AttentionBuffers in{call.inputs[0].f32(), call.inputs[1].f32(), call.inputs[2].f32(), call.inputs[3].i64()};
+  AttentionBuffers in{call.inputs[0].f32(), call.inputs[1].f32(), call.inputs[2].f32(), call.inputs[3].i64()};
+  if (call.inputs.size() > 4)
+    in.sinks = call.inputs[4].f32();
   forward(l, in, call.outputs[0].f32(), call.outputs[1].f32());
   return Status::ok();
 }

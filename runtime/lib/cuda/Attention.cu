@@ -17,6 +17,12 @@
 // as its logsumexp (the CPU kernel's rule; torch's `_safe_softmax`): its
 // running sum stays 0, and the backward kernels' exp(s - lse) is exactly 0.
 //
+// Sinks (GPT-OSS: a learned logit per query head in each row's softmax
+// denominator) change only the forward kernels' last step: the sum and
+// logsumexp take the sink in (attentionSinkScale, the CPU kernel's), and
+// the backward kernels recompute each probability from that logsumexp as
+// before.
+//
 // These f32 kernels on CUDA cores serve f32 plans and head sizes the
 // tensor-core kernels below do not take.
 //
@@ -61,6 +67,7 @@ struct AttentionShape {
   // elements at a time (loadVector).
   bool vectorRows;
   float scale, softcap;                 // a score is scale (q . k), or softcap tanh(scale (q . k) / softcap)
+  const float *sinks;                   // forward: a logit per query head in each row's denominator, or null
   AttentionRows query, key, value, out; // a gradient's rows are its operand's
   Operand mask;
   Layout<1> maskBatch; // batch index -> offset of the mask's (0, 0) for it
@@ -129,6 +136,7 @@ Status attentionShape(const KernelCall &call, bool packed, AttentionShape &s) {
       s.vectorRows = s.vectorRows && (!isFloatDtype(view.dtype) || vectorAligned({&view}));
   s.scale = a.scale;
   s.softcap = a.softcap;
+  s.sinks = nullptr; // attention() sets them
   return Status::ok();
 }
 
@@ -275,7 +283,9 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (query >= s.tq)
       continue;
     const bool anyKey = rowSum[r] != 0.0f; // a NaN sum (NaN scores) stays NaN
-    const float inv = anyKey ? 1.0f / rowSum[r] : 0.0f;
+    float inv = anyKey ? 1.0f / rowSum[r] : 0.0f, rowLse = anyKey ? rowMax[r] + logf(rowSum[r]) : FLT_MAX;
+    if (s.sinks)
+      inv = attentionSinkScale(rowMax[r], rowSum[r], s.sinks[b % s.heads], &rowLse);
 #pragma unroll
     for (int t = 0; t < Cols; ++t) {
       const int c = lane + 32 * t;
@@ -283,7 +293,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         storeFloat(out, s.start(s.out, b) + query * s.out.row + c, acc[r][t] * inv);
     }
     if (lane == 0)
-      lse[b * s.tq + query] = anyKey ? rowMax[r] + logf(rowSum[r]) : FLT_MAX;
+      lse[b * s.tq + query] = rowLse;
   }
 }
 
@@ -886,8 +896,11 @@ __global__ void __launch_bounds__(Warps * 32)
       rowSum[m][r] += __shfl_xor_sync(0xffffffffu, rowSum[m][r], 2);
       const bool anyKey = rowSum[m][r] != 0.0f; // else every key masked; a NaN sum stays NaN
       inverse[m][r] = anyKey ? 1.0f / rowSum[m][r] : 0.0f;
+      float rowLse = anyKey ? rowMax[m][r] / kLog2e + logf(rowSum[m][r]) : FLT_MAX;
+      if (s.sinks)
+        inverse[m][r] = attentionSinkScale(rowMax[m][r] / kLog2e, rowSum[m][r], s.sinks[b % s.heads], &rowLse);
       if (lane % 4 == 0 && queries[m][r] < s.tq)
-        lse[b * s.tq + queries[m][r]] = anyKey ? rowMax[m][r] / kLog2e + logf(rowSum[m][r]) : FLT_MAX;
+        lse[b * s.tq + queries[m][r]] = rowLse;
     }
   const Operand ob = advanced(out, s.start(s.out, b));
   writeAccumulators<D, M>(o, lane, [&](int row, int c, float value, int m, int r) {
@@ -1342,6 +1355,8 @@ int backwardVariantCount(const KernelCall &call, bool packed) {
 Status attention(const KernelCall &call) {
   AttentionShape s;
   FSDPC_RETURN_IF_ERROR(attentionShape(call, false, s));
+  if (call.inputs.size() > 4)
+    s.sinks = call.inputs[4].f32();
   return runForward(call, s, attentionOperands(call));
 }
 

@@ -351,3 +351,43 @@ func.func @train_step(%w: tensor<4x2xf32> {graph.param = "w"}, %ids: tensor<3xi6
   %l = graph.mse_loss %logits, %t : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// Tests attention's rule with sinks: attention_grad as without them (the
+// logsumexp has the sinks in), and each sink's gradient
+// -sum exp(sink - lse) rowsum(dout * out) over its head's rows: the rows'
+// sums of dout * out, exp of the sinks as a [H, 1] column minus the
+// logsumexp, their product summed to the column, negated, as [H].
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[OUT:.*]], %[[LSE:.*]] = graph.attention %arg0, %arg1, %arg2, %arg3 sinks %arg4 {scale = 5.000000e-01 : f64}
+// CHECK: %[[DQ:.*]], %[[DK:.*]], %[[DV:.*]] = graph.attention_grad %arg0, %arg1, %arg2, %arg3, %[[OUT]], %[[LSE]], %[[DOUT:[^ ]*]] {scale = 5.000000e-01 : f64}
+// CHECK: %[[PROD:.*]] = graph.mul %[[DOUT]], %[[OUT]] : (tensor<2x4x5x6xf32>, tensor<2x4x5x6xf32>) -> tensor<2x4x5x6xf32>
+// CHECK: %[[DELTA:.*]] = graph.reduce_sum %[[PROD]] {axes = array<i64: 3>, keepdims = false} : (tensor<2x4x5x6xf32>) -> tensor<2x4x5xf32>
+// CHECK: %[[COL:.*]] = graph.reshape %arg4 : (tensor<4xf32>) -> tensor<4x1xf32>
+// CHECK: %[[D:.*]] = graph.sub %[[COL]], %[[LSE]] : (tensor<4x1xf32>, tensor<2x4x5xf32>) -> tensor<2x4x5xf32>
+// CHECK: %[[P:.*]] = graph.exp %[[D]]
+// CHECK: %[[ROWS:.*]] = graph.mul %[[P]], %[[DELTA]]
+// CHECK: %[[SUM:.*]] = graph.sum_to %[[ROWS]] : (tensor<2x4x5xf32>) -> tensor<4x1xf32>
+// CHECK: %[[NEG:.*]] = graph.neg %[[SUM]]
+// CHECK: %[[DS:.*]] = graph.reshape %[[NEG]] : (tensor<4x1xf32>) -> tensor<4xf32>
+// CHECK: return %{{.*}}, %[[DQ]], %[[DK]], %[[DV]], %[[DS]]
+func.func @train_step(%q: tensor<2x4x5x8xf32> {graph.param = "q"}, %k: tensor<2x2x5x8xf32> {graph.param = "k"}, %v: tensor<2x2x5x6xf32> {graph.param = "v"}, %m: tensor<5x5xi64> {graph.input = "mask"}, %s: tensor<4xf32> {graph.param = "sinks"}, %t: tensor<2x4x5x6xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}) {
+  %o, %lse = graph.attention %q, %k, %v, %m sinks %s {scale = 0.5 : f64} : (tensor<2x4x5x8xf32>, tensor<2x2x5x8xf32>, tensor<2x2x5x6xf32>, tensor<5x5xi64>, tensor<4xf32>) -> (tensor<2x4x5x6xf32>, tensor<2x4x5xf32>)
+  %l = graph.mse_loss %o, %t : (tensor<2x4x5x6xf32>, tensor<2x4x5x6xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Tests that with a token-major output ([B, T, H, Dv]) the rows' sums are
+// transposed to the logsumexp's [B, H, T] before they meet it.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[DELTA:.*]] = graph.reduce_sum %{{.*}} {axes = array<i64: 3>, keepdims = false} : (tensor<2x5x4x6xf32>) -> tensor<2x5x4xf32>
+// CHECK: %[[HEADS:.*]] = graph.transpose %[[DELTA]] {perm = array<i64: 0, 2, 1>} : (tensor<2x5x4xf32>) -> tensor<2x4x5xf32>
+// CHECK: graph.mul %{{.*}}, %[[HEADS]]
+func.func @train_step(%q: tensor<2x5x4x8xf32> {graph.param = "q"}, %k: tensor<2x5x2x8xf32> {graph.param = "k"}, %v: tensor<2x5x2x6xf32> {graph.param = "v"}, %m: tensor<5x5xi64> {graph.input = "mask"}, %s: tensor<4xf32> {graph.param = "sinks"}, %t: tensor<2x5x4x6xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}) {
+  %o, %lse = graph.attention %q, %k, %v, %m sinks %s {scale = 0.5 : f64, token_major = array<i1: true, true, true, true>} : (tensor<2x5x4x8xf32>, tensor<2x5x2x8xf32>, tensor<2x5x2x6xf32>, tensor<5x5xi64>, tensor<4xf32>) -> (tensor<2x5x4x6xf32>, tensor<2x4x5xf32>)
+  %l = graph.mse_loss %o, %t : (tensor<2x5x4x6xf32>, tensor<2x5x4x6xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}

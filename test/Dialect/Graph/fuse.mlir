@@ -1137,3 +1137,140 @@ func.func @transpose_of_transpose(%x: tensor<2x3x4xf32>) -> (tensor<4x2x3xf32>, 
   %c = graph.transpose %a {perm = array<i64: 1, 0, 2>} : (tensor<3x2x4xf32>) -> tensor<2x3x4xf32>
   return %b, %c : tensor<4x2x3xf32>, tensor<2x3x4xf32>
 }
+
+// -----
+
+// Tests that a softmax of x minus something constant along its axis (the
+// rows' maximum exports subtract first) reads x itself, and that a shift
+// that varies along the axis stays.
+// CHECK-LABEL: func.func @softmax_shift
+// CHECK: %[[Y:.*]] = graph.softmax %arg0 {axis = 2 : i64}
+// CHECK: return %[[Y]]
+// CHECK-LABEL: func.func @softmax_shift_along_axis
+// CHECK: %[[D:.*]] = graph.sub %arg0, %arg1
+// CHECK: graph.softmax %[[D]]
+func.func @softmax_shift(%x: tensor<2x3x5xf32>, %m: tensor<2x3x1xf32>) -> tensor<2x3x5xf32> {
+  %d = graph.sub %x, %m : (tensor<2x3x5xf32>, tensor<2x3x1xf32>) -> tensor<2x3x5xf32>
+  %y = graph.softmax %d {axis = 2 : i64} : tensor<2x3x5xf32>
+  return %y : tensor<2x3x5xf32>
+}
+func.func @softmax_shift_along_axis(%x: tensor<2x3x5xf32>, %m: tensor<5xf32>) -> tensor<2x3x5xf32> {
+  %d = graph.sub %x, %m : (tensor<2x3x5xf32>, tensor<5xf32>) -> tensor<2x3x5xf32>
+  %y = graph.softmax %d {axis = -1 : i64} : tensor<2x3x5xf32>
+  return %y : tensor<2x3x5xf32>
+}
+
+// -----
+
+// Tests that GPT-OSS's attention with sinks (each head's sink broadcast to
+// a last column of the masked scores, the rows' maximum subtracted, the
+// softmax, the sink's column sliced off) becomes one graph.attention with
+// the per-head sinks, nothing of the formula left. A slice that keeps the
+// sink's column, or a column that differs between queries, keeps it.
+// CHECK-LABEL: func.func @attention_with_sinks
+// CHECK: %[[S:.*]] = graph.reshape %arg4 : (tensor<1x3x1x1xf32>) -> tensor<3xf32>
+// CHECK: %[[OUT:.*]], %{{.*}} = graph.attention %arg0, %arg1, %arg2, %arg3 sinks %[[S]] {scale = 5.000000e-01 : f64}
+// CHECK-NOT: graph.concat
+// CHECK-NOT: graph.softmax
+// CHECK-NOT: graph.broadcast_to
+// CHECK: return %[[OUT]]
+// CHECK-LABEL: func.func @sink_column_kept
+// CHECK-NOT: graph.attention
+// CHECK: graph.concat
+// CHECK-LABEL: func.func @sink_per_query
+// CHECK-NOT: graph.attention
+// CHECK: graph.concat
+func.func @attention_with_sinks(%q: tensor<2x3x5x4xf32>, %k: tensor<2x3x5x4xf32>, %v: tensor<2x3x5x6xf32>, %m: tensor<5x5xi64>, %sinks: tensor<1x3x1x1xf32>) -> tensor<2x3x5x6xf32> {
+  %ninf = graph.constant dense<0xFF800000> : tensor<f32>
+  %half = graph.constant dense<0.5> : tensor<f32>
+  %s = graph.batch_matmul %q, %k {transpose_b = true} : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x5xf32>
+  %scaled = graph.mul %s, %half : (tensor<2x3x5x5xf32>, tensor<f32>) -> tensor<2x3x5x5xf32>
+  %masked = graph.select %m, %ninf, %scaled : (tensor<5x5xi64>, tensor<f32>, tensor<2x3x5x5xf32>) -> tensor<2x3x5x5xf32>
+  %column = graph.broadcast_to %sinks : (tensor<1x3x1x1xf32>) -> tensor<2x3x5x1xf32>
+  %logits = graph.concat %masked, %column {axis = 3 : i64} : (tensor<2x3x5x5xf32>, tensor<2x3x5x1xf32>) -> tensor<2x3x5x6xf32>
+  %max = graph.reduce_sum %logits {axes = array<i64: 3>, keepdims = true} : (tensor<2x3x5x6xf32>) -> tensor<2x3x5x1xf32>
+  %shifted = graph.sub %logits, %max : (tensor<2x3x5x6xf32>, tensor<2x3x5x1xf32>) -> tensor<2x3x5x6xf32>
+  %p = graph.softmax %shifted {axis = 3 : i64} : tensor<2x3x5x6xf32>
+  %keys = graph.slice %p {starts = array<i64: 0, 0, 0, 0>, steps = array<i64: 1, 1, 1, 1>} : (tensor<2x3x5x6xf32>) -> tensor<2x3x5x5xf32>
+  %o = graph.batch_matmul %keys, %v : (tensor<2x3x5x5xf32>, tensor<2x3x5x6xf32>) -> tensor<2x3x5x6xf32>
+  return %o : tensor<2x3x5x6xf32>
+}
+func.func @sink_column_kept(%q: tensor<2x3x5x4xf32>, %k: tensor<2x3x5x4xf32>, %v: tensor<2x3x5x6xf32>, %m: tensor<5x5xi64>, %sinks: tensor<1x3x1x1xf32>) -> tensor<2x3x5x6xf32> {
+  %ninf = graph.constant dense<0xFF800000> : tensor<f32>
+  %s = graph.batch_matmul %q, %k {transpose_b = true} : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x5xf32>
+  %masked = graph.select %m, %ninf, %s : (tensor<5x5xi64>, tensor<f32>, tensor<2x3x5x5xf32>) -> tensor<2x3x5x5xf32>
+  %column = graph.broadcast_to %sinks : (tensor<1x3x1x1xf32>) -> tensor<2x3x5x1xf32>
+  %logits = graph.concat %masked, %column {axis = 3 : i64} : (tensor<2x3x5x5xf32>, tensor<2x3x5x1xf32>) -> tensor<2x3x5x6xf32>
+  %p = graph.softmax %logits {axis = 3 : i64} : tensor<2x3x5x6xf32>
+  %keys = graph.slice %p {starts = array<i64: 0, 0, 0, 1>, steps = array<i64: 1, 1, 1, 1>} : (tensor<2x3x5x6xf32>) -> tensor<2x3x5x5xf32>
+  %o = graph.batch_matmul %keys, %v : (tensor<2x3x5x5xf32>, tensor<2x3x5x6xf32>) -> tensor<2x3x5x6xf32>
+  return %o : tensor<2x3x5x6xf32>
+}
+func.func @sink_per_query(%q: tensor<2x3x5x4xf32>, %k: tensor<2x3x5x4xf32>, %v: tensor<2x3x5x6xf32>, %m: tensor<5x5xi64>, %sinks: tensor<1x3x5x1xf32>) -> tensor<2x3x5x6xf32> {
+  %ninf = graph.constant dense<0xFF800000> : tensor<f32>
+  %s = graph.batch_matmul %q, %k {transpose_b = true} : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x5xf32>
+  %masked = graph.select %m, %ninf, %s : (tensor<5x5xi64>, tensor<f32>, tensor<2x3x5x5xf32>) -> tensor<2x3x5x5xf32>
+  %column = graph.broadcast_to %sinks : (tensor<1x3x5x1xf32>) -> tensor<2x3x5x1xf32>
+  %logits = graph.concat %masked, %column {axis = 3 : i64} : (tensor<2x3x5x5xf32>, tensor<2x3x5x1xf32>) -> tensor<2x3x5x6xf32>
+  %p = graph.softmax %logits {axis = 3 : i64} : tensor<2x3x5x6xf32>
+  %keys = graph.slice %p {starts = array<i64: 0, 0, 0, 0>, steps = array<i64: 1, 1, 1, 1>} : (tensor<2x3x5x6xf32>) -> tensor<2x3x5x5xf32>
+  %o = graph.batch_matmul %keys, %v : (tensor<2x3x5x5xf32>, tensor<2x3x5x6xf32>) -> tensor<2x3x5x6xf32>
+  return %o : tensor<2x3x5x6xf32>
+}
+
+// -----
+
+// Tests that the rotation in halves GPT-OSS writes, concat(x1 cos - x2 sin,
+// x2 cos + x1 sin) with half-width tables, becomes graph.rotary with each
+// table repeated for both halves; with each half transposed alike, the
+// rotation moves before the transpose. Halves of two different tensors
+// stay.
+// CHECK-LABEL: func.func @halves_rotary
+// CHECK-DAG: %[[C:.*]] = graph.concat %arg1, %arg1 {axis = 3 : i64} : (tensor<1x1x5x4xf32>, tensor<1x1x5x4xf32>) -> tensor<1x1x5x8xf32>
+// CHECK-DAG: %[[S:.*]] = graph.concat %arg2, %arg2 {axis = 3 : i64}
+// CHECK: %[[R:.*]] = graph.rotary %arg0, %[[C]], %[[S]] : (tensor<2x3x5x8xf32>, tensor<1x1x5x8xf32>, tensor<1x1x5x8xf32>)
+// CHECK: return %[[R]]
+// CHECK-LABEL: func.func @halves_rotary_transposed
+// CHECK: %[[R:.*]] = graph.rotary %arg0, %{{.*}}, %{{.*}} : (tensor<2x5x3x8xf32>, tensor<1x5x1x8xf32>, tensor<1x5x1x8xf32>)
+// CHECK: %[[T:.*]] = graph.transpose %[[R]] {perm = array<i64: 0, 2, 1, 3>}
+// CHECK: return %[[T]]
+// CHECK-LABEL: func.func @halves_of_two_tensors
+// CHECK-NOT: graph.rotary
+func.func @halves_rotary(%x: tensor<2x3x5x8xf32>, %cos: tensor<1x1x5x4xf32>, %sin: tensor<1x1x5x4xf32>) -> tensor<2x3x5x8xf32> {
+  %x1 = graph.slice %x {starts = array<i64: 0, 0, 0, 0>, steps = array<i64: 1, 1, 1, 1>} : (tensor<2x3x5x8xf32>) -> tensor<2x3x5x4xf32>
+  %x2 = graph.slice %x {starts = array<i64: 0, 0, 0, 4>, steps = array<i64: 1, 1, 1, 1>} : (tensor<2x3x5x8xf32>) -> tensor<2x3x5x4xf32>
+  %a = graph.mul %x1, %cos : (tensor<2x3x5x4xf32>, tensor<1x1x5x4xf32>) -> tensor<2x3x5x4xf32>
+  %b = graph.mul %x2, %sin : (tensor<2x3x5x4xf32>, tensor<1x1x5x4xf32>) -> tensor<2x3x5x4xf32>
+  %first = graph.sub %a, %b : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x4xf32>
+  %c = graph.mul %cos, %x2 : (tensor<1x1x5x4xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x4xf32>
+  %d = graph.mul %x1, %sin : (tensor<2x3x5x4xf32>, tensor<1x1x5x4xf32>) -> tensor<2x3x5x4xf32>
+  %second = graph.add %d, %c : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x4xf32>
+  %y = graph.concat %first, %second {axis = 3 : i64} : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x8xf32>
+  return %y : tensor<2x3x5x8xf32>
+}
+func.func @halves_rotary_transposed(%x: tensor<2x5x3x8xf32>, %cos: tensor<1x1x5x4xf32>, %sin: tensor<1x1x5x4xf32>) -> tensor<2x3x5x8xf32> {
+  %h1 = graph.slice %x {starts = array<i64: 0, 0, 0, 0>, steps = array<i64: 1, 1, 1, 1>} : (tensor<2x5x3x8xf32>) -> tensor<2x5x3x4xf32>
+  %h2 = graph.slice %x {starts = array<i64: 0, 0, 0, 4>, steps = array<i64: 1, 1, 1, 1>} : (tensor<2x5x3x8xf32>) -> tensor<2x5x3x4xf32>
+  %x1 = graph.transpose %h1 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x5x4xf32>
+  %x2 = graph.transpose %h2 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x3x4xf32>) -> tensor<2x3x5x4xf32>
+  %a = graph.mul %x1, %cos : (tensor<2x3x5x4xf32>, tensor<1x1x5x4xf32>) -> tensor<2x3x5x4xf32>
+  %b = graph.mul %x2, %sin : (tensor<2x3x5x4xf32>, tensor<1x1x5x4xf32>) -> tensor<2x3x5x4xf32>
+  %first = graph.sub %a, %b : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x4xf32>
+  %c = graph.mul %x2, %cos : (tensor<2x3x5x4xf32>, tensor<1x1x5x4xf32>) -> tensor<2x3x5x4xf32>
+  %d = graph.mul %x1, %sin : (tensor<2x3x5x4xf32>, tensor<1x1x5x4xf32>) -> tensor<2x3x5x4xf32>
+  %second = graph.add %c, %d : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x4xf32>
+  %y = graph.concat %first, %second {axis = 3 : i64} : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x8xf32>
+  return %y : tensor<2x3x5x8xf32>
+}
+func.func @halves_of_two_tensors(%x: tensor<2x3x5x8xf32>, %z: tensor<2x3x5x8xf32>, %cos: tensor<1x1x5x4xf32>, %sin: tensor<1x1x5x4xf32>) -> tensor<2x3x5x8xf32> {
+  %x1 = graph.slice %x {starts = array<i64: 0, 0, 0, 0>, steps = array<i64: 1, 1, 1, 1>} : (tensor<2x3x5x8xf32>) -> tensor<2x3x5x4xf32>
+  %x2 = graph.slice %z {starts = array<i64: 0, 0, 0, 4>, steps = array<i64: 1, 1, 1, 1>} : (tensor<2x3x5x8xf32>) -> tensor<2x3x5x4xf32>
+  %a = graph.mul %x1, %cos : (tensor<2x3x5x4xf32>, tensor<1x1x5x4xf32>) -> tensor<2x3x5x4xf32>
+  %b = graph.mul %x2, %sin : (tensor<2x3x5x4xf32>, tensor<1x1x5x4xf32>) -> tensor<2x3x5x4xf32>
+  %first = graph.sub %a, %b : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x4xf32>
+  %c = graph.mul %x2, %cos : (tensor<2x3x5x4xf32>, tensor<1x1x5x4xf32>) -> tensor<2x3x5x4xf32>
+  %d = graph.mul %x1, %sin : (tensor<2x3x5x4xf32>, tensor<1x1x5x4xf32>) -> tensor<2x3x5x4xf32>
+  %second = graph.add %c, %d : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x4xf32>
+  %y = graph.concat %first, %second {axis = 3 : i64} : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x8xf32>
+  return %y : tensor<2x3x5x8xf32>
+}

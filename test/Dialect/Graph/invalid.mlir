@@ -484,3 +484,12 @@ func.func @rotary_result(%x: tensor<2x5x8xf32>, %c: tensor<1x5x8xf32>) -> tensor
   %y = graph.rotary %x, %c, %c : (tensor<2x5x8xf32>, tensor<1x5x8xf32>, tensor<1x5x8xf32>) -> tensor<2x5x8xbf16>
   return %y : tensor<2x5x8xbf16>
 }
+
+// -----
+
+// Tests that attention takes one sink per query head.
+func.func @attention_sinks_per_key_head(%q: tensor<2x4x5x8xf32>, %k: tensor<2x2x5x8xf32>, %v: tensor<2x2x5x6xf32>, %m: tensor<5x5xi64>, %s: tensor<2xf32>) {
+  // expected-error @+1 {{sinks must be [4], one per query head, not [2]}}
+  %o, %lse = graph.attention %q, %k, %v, %m sinks %s {scale = 0.5 : f64} : (tensor<2x4x5x8xf32>, tensor<2x2x5x8xf32>, tensor<2x2x5x6xf32>, tensor<5x5xi64>, tensor<2xf32>) -> (tensor<2x4x5x6xf32>, tensor<2x4x5xf32>)
+  return
+}

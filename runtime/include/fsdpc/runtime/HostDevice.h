@@ -75,6 +75,22 @@ FSDPC_HOST_DEVICE inline float attentionScore(float product, float scale, float 
   return t * softcap;
 }
 
+/// A query row's softmax with an attention sink: a learned logit `sink` per
+/// head that joins the row's denominator without a value (GPT-OSS), so
+/// that a query may give every key little weight. Given the row's largest
+/// score `rowMax` (-inf where every key is masked) and its sum of
+/// exp(score - rowMax), returns the factor that turns sum_j exp(s_j -
+/// rowMax) v_j into the output, and writes the row's logsumexp with the
+/// sink in it, from which the gradient kernels recompute each probability
+/// unchanged. A row without keys gets output 0 and logsumexp `sink`.
+FSDPC_HOST_DEVICE inline float attentionSinkScale(float rowMax, float rowSum, float sink, float *lse) {
+  const float top = fmaxf(rowMax, sink);
+  const float kept = rowSum == 0.0f ? 0.0f : expf(rowMax - top); // the keys' part, rescaled to top
+  const float total = rowSum * kept + expf(sink - top);
+  *lse = top + logf(total);
+  return kept / total;
+}
+
 } // namespace fsdpc::runtime
 
 #endif // FSDPC_RUNTIME_HOSTDEVICE_H

@@ -115,6 +115,25 @@ def hf_glm4(vocab):
         num_key_value_heads=2, head_dim=8, max_position_embeddings=CONTEXT, pad_token_id=0)))
 
 
+def hf_gpt_oss(vocab):
+    # GPT-OSS: attention sinks (a learned logit per head in each softmax
+    # denominator, concatenated as a last column and sliced off again after
+    # the softmax, the rows' maximum subtracted first), set here from -2 to
+    # 2, so that a row gives its sink from under 1% to most of its weight; the rotation in halves
+    # (x1 cos - x2 sin, x2 cos + x1 sin); sliding and full attention
+    # layers; biased projections; a mixture of 4 experts, top 2, with
+    # clamped SwiGLU experts.
+    from transformers import GptOssConfig, GptOssForCausalLM
+    model = GptOssForCausalLM(GptOssConfig(
+        vocab_size=vocab, hidden_size=32, intermediate_size=32, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=8, max_position_embeddings=CONTEXT, sliding_window=8,
+        num_local_experts=4, num_experts_per_tok=2, experts_implementation="batched_mm", pad_token_id=0))
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.sinks.copy_(torch.linspace(-2.0, 2.0, layer.self_attn.sinks.numel()))
+    return Logits(model)
+
+
 def hf_mixtral(vocab):
     # Mixture of experts, top 2 of 4 per token. transformers' default expert
     # kernel (grouped_mm) is a custom op that no exporter converts and its
@@ -307,6 +326,7 @@ MODELS = {
     "hf-gemma3": (hf_gemma3, "tokens", [(True, 18, False, UNOPTIMIZED)]),
     "hf-gemma2": (hf_gemma2, "tokens", [(True, 18, False, UNOPTIMIZED)]),
     "hf-glm4": (hf_glm4, "tokens", [(True, 18, False, UNOPTIMIZED)]),
+    "hf-gpt-oss": (hf_gpt_oss, "tokens", [(True, 18, False, UNOPTIMIZED)]),
     # Routing: TopK of the router's softmax, each token's experts' weights
     # gathered by those indices (their gradients scattered back), the
     # outputs weighted by the routing probabilities.

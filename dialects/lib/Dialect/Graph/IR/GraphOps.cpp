@@ -658,10 +658,18 @@ static LogicalResult verifySoftcap(Operation *op, double softcap) {
 }
 
 LogicalResult AttentionOp::verify() {
-  if (failed(verifySoftcap(*this, getSoftcap().convertToDouble())))
+  if (failed(verifySoftcap(*this, getSoftcap().convertToDouble())) ||
+      failed(verifyAttention(*this, getQuery(), getKey(), getValue(), getMask(), getOut(), getLogsumexp(),
+                             getKeyTransposed(), getTokenMajor())))
     return failure();
-  return verifyAttention(*this, getQuery(), getKey(), getValue(), getMask(), getOut(), getLogsumexp(),
-                         getKeyTransposed(), getTokenMajor());
+  if (Value sinks = getSinks()) {
+    // One sink per query head: logsumexp is [..., H, Tq] in every layout.
+    ArrayRef<int64_t> lse = shapeOf(getLogsumexp());
+    const int64_t heads = lse.size() >= 2 ? lse[lse.size() - 2] : 1;
+    if (shapeOf(sinks) != ArrayRef<int64_t>{heads})
+      return emitOpError("sinks must be [") << heads << "], one per query head, not " << shapeString(shapeOf(sinks));
+  }
+  return success();
 }
 
 LogicalResult AttentionGradOp::verify() {

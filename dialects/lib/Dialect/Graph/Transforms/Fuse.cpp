@@ -10,6 +10,7 @@
 
 #include "mlir/Dialect/Utils/IndexingUtils.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 #include <cmath>
@@ -458,15 +459,9 @@ Value unscaledScores(PatternRewriter &rewriter, Value scores, double &factor, Sm
                                product.getTransposeAAttr(), product.getTransposeBAttr());
 }
 
-/// Whether `softmax` is attention's without a mask (ViT, an encoder's
-/// unpadded self-attention): its input the product of two batch_matmul
-/// operands (perhaps times or over a number) and its only reader the
-/// product with the values.
-bool isUnmaskedAttentionSoftmax(SoftmaxOp softmax) {
-  auto output = dyn_cast_or_null<BatchMatmulOp>(soleUser(softmax.getResult()));
-  if (!output || output.getLhs() != softmax.getResult())
-    return false;
-  Operation *scores = softmax.getInput().getDefiningOp();
+/// Whether `scoresValue` is a batch_matmul, perhaps times or over a number.
+bool isScaledProduct(Value scoresValue) {
+  Operation *scores = scoresValue.getDefiningOp();
   if (isa_and_nonnull<MulOp, DivOp>(scores)) {
     Value lhs = scores->getOperand(0), rhs = scores->getOperand(1);
     if (splatValue(rhs))
@@ -479,12 +474,98 @@ bool isUnmaskedAttentionSoftmax(SoftmaxOp softmax) {
   return isa_and_nonnull<BatchMatmulOp>(scores);
 }
 
+/// Whether `softmax` is attention's without a mask (ViT, an encoder's
+/// unpadded self-attention): its input the product of two batch_matmul
+/// operands (perhaps times or over a number) and its only reader the
+/// product with the values.
+bool isUnmaskedAttentionSoftmax(SoftmaxOp softmax) {
+  auto output = dyn_cast_or_null<BatchMatmulOp>(soleUser(softmax.getResult()));
+  return output && output.getLhs() == softmax.getResult() && isScaledProduct(softmax.getInput());
+}
+
+/// Attention's masked scores, the input of a softmax over their last axis
+/// (`softmax`, the op that takes them, anchors the locations and where a
+/// mask is built): where(mask, -inf, x * c) as GPT-2-style exports write
+/// them, or x * c + M with M a constant of 0 and -inf (LLaMA-style
+/// buffers) or a mask transformers computes at run time
+/// (maskOfAdditiveSelect); with `unmasked`, also scores without a mask
+/// (`mask` then a constant that excludes nothing). The scale may be a
+/// product, a quotient, on the scores' operands, or absent. Sets the
+/// unscaled scores `x`, the i64 `mask`, `scale` and the locations of the
+/// ops looked through.
+LogicalResult matchMaskedScores(PatternRewriter &rewriter, Value input, Operation *softmax, bool unmasked, Value &x,
+                                Value &mask, double &scale, SmallVector<Location> &locations) {
+  RankedTensorType type = tensorType(input);
+  if (type.getRank() == 0)
+    return failure();
+  Operation *masking = input.getDefiningOp();
+  // (scores + mask) / c (CodeGen's eager attention scales after masking):
+  // the same as scaling first, as c > 0 keeps an excluded score excluded.
+  Operation *scaledAfter = nullptr;
+  double scaleAfter = 1.0;
+  if (isa_and_nonnull<MulOp, DivOp>(masking) && isa_and_nonnull<AddOp>(masking->getOperand(0).getDefiningOp()) &&
+      masking->getOperand(0).getType() == type) {
+    std::optional<double> c = splatValue(masking->getOperand(1));
+    if (c && *c > 0) {
+      scaleAfter = isa<MulOp>(masking) ? *c : 1.0 / *c;
+      scaledAfter = masking;
+      masking = masking->getOperand(0).getDefiningOp();
+    }
+  }
+  if (auto select = dyn_cast_or_null<SelectOp>(masking)) {
+    std::optional<double> fill = splatValue(select.getLhs());
+    if (!fill || !std::isinf(*fill) || *fill > 0)
+      return failure();
+    x = select.getRhs();
+    mask = select.getCondition();
+  } else if (auto add = dyn_cast_or_null<AddOp>(masking)) {
+    for (auto [scores, additive] : {std::pair(add.getLhs(), add.getRhs()), std::pair(add.getRhs(), add.getLhs())})
+      if (!mask && scores.getType() == type) {
+        rewriter.setInsertionPoint(softmax);
+        if ((mask = maskOfAdditiveConstant(rewriter, additive)) || (mask = maskOfAdditiveSelect(rewriter, additive)))
+          x = scores;
+      }
+  } else if (unmasked) {
+    // A mask that excludes nothing, so that FuseAttention takes it whole.
+    x = input;
+    masking = softmax;
+    rewriter.setInsertionPoint(softmax);
+    auto noMaskType = RankedTensorType::get({1, 1}, rewriter.getI64Type());
+    mask =
+        ConstantOp::create(rewriter, softmax->getLoc(), noMaskType, DenseElementsAttr::get(noMaskType, APInt(64, 0)));
+  }
+  if (!mask || x.getType() != type)
+    return failure();
+  scale = 1.0;
+  locations = {masking->getLoc(), softmax->getLoc()};
+  if (scaledAfter)
+    locations.push_back(scaledAfter->getLoc());
+  std::optional<double> factor;
+  auto isFactor = [&](Value v) {
+    factor = splatValue(v);
+    return factor.has_value();
+  };
+  Operation *scaling = x.getDefiningOp();
+  if (Value scaled = otherOperand<MulOp>(scaling, isFactor); scaled && scaled.getType() == type) {
+    x = scaled;
+    scale = *factor;
+    locations.push_back(scaling->getLoc());
+  } else if (auto div = dyn_cast_or_null<DivOp>(scaling);
+             div && div.getLhs().getType() == type && isFactor(div.getRhs()) && *factor != 0) {
+    x = div.getLhs();
+    scale = 1.0 / *factor;
+    locations.push_back(scaling->getLoc());
+  } else if (double operandFactor = 1.0; Value scores = unscaledScores(rewriter, x, operandFactor, locations)) {
+    x = scores;
+    scale = operandFactor;
+  }
+  scale *= scaleAfter;
+  return success();
+}
+
 /// Attention's masked softmax over the last axis, anchored at the softmax:
-/// softmax(where(mask, -inf, x * c)) as GPT-2-style exports write it, or
-/// softmax(x * c + M) with M a constant of 0 and -inf (LLaMA-style buffers)
-/// or a mask transformers computes at run time (maskOfAdditiveSelect).
-/// The scale may be a product, a quotient, on the scores' operands, or
-/// absent.
+/// the softmax of masked scores (matchMaskedScores) becomes one
+/// graph.masked_softmax.
 struct FuseMaskedSoftmax : public OpRewritePattern<SoftmaxOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -494,71 +575,15 @@ struct FuseMaskedSoftmax : public OpRewritePattern<SoftmaxOp> {
     const int64_t axis = softmax.getAxis();
     if (rank == 0 || (axis != -1 && axis != rank - 1))
       return failure();
-    Operation *masking = softmax.getInput().getDefiningOp();
-    // (scores + mask) / c (CodeGen's eager attention scales after masking):
-    // the same as scaling first, as c > 0 keeps an excluded score excluded.
-    Operation *scaledAfter = nullptr;
-    double scaleAfter = 1.0;
-    if (isa_and_nonnull<MulOp, DivOp>(masking) && isa_and_nonnull<AddOp>(masking->getOperand(0).getDefiningOp()) &&
-        masking->getOperand(0).getType() == type) {
-      std::optional<double> c = splatValue(masking->getOperand(1));
-      if (c && *c > 0) {
-        scaleAfter = isa<MulOp>(masking) ? *c : 1.0 / *c;
-        scaledAfter = masking;
-        masking = masking->getOperand(0).getDefiningOp();
-      }
-    }
     Value x, mask;
-    if (auto select = dyn_cast_or_null<SelectOp>(masking)) {
-      std::optional<double> fill = splatValue(select.getLhs());
-      if (!fill || !std::isinf(*fill) || *fill > 0)
-        return failure();
-      x = select.getRhs();
-      mask = select.getCondition();
-    } else if (auto add = dyn_cast_or_null<AddOp>(masking)) {
-      for (auto [scores, additive] : {std::pair(add.getLhs(), add.getRhs()), std::pair(add.getRhs(), add.getLhs())})
-        if (!mask && scores.getType() == type) {
-          rewriter.setInsertionPoint(softmax);
-          if ((mask = maskOfAdditiveConstant(rewriter, additive)) || (mask = maskOfAdditiveSelect(rewriter, additive)))
-            x = scores;
-        }
-    } else if (isUnmaskedAttentionSoftmax(softmax)) {
-      // A mask that excludes nothing, so that FuseAttention takes it whole.
-      x = softmax.getInput();
-      masking = softmax;
-      rewriter.setInsertionPoint(softmax);
-      auto noMaskType = RankedTensorType::get({1, 1}, rewriter.getI64Type());
-      mask =
-          ConstantOp::create(rewriter, softmax.getLoc(), noMaskType, DenseElementsAttr::get(noMaskType, APInt(64, 0)));
-    }
-    if (!mask || x.getType() != type)
+    double scale;
+    SmallVector<Location> locations;
+    if (failed(matchMaskedScores(rewriter, softmax.getInput(), softmax, isUnmaskedAttentionSoftmax(softmax), x, mask,
+                                 scale, locations)))
       return failure();
-    double scale = 1.0;
-    SmallVector<Location> locations = {masking->getLoc(), softmax.getLoc()};
-    if (scaledAfter)
-      locations.push_back(scaledAfter->getLoc());
-    std::optional<double> factor;
-    auto isFactor = [&](Value v) {
-      factor = splatValue(v);
-      return factor.has_value();
-    };
-    Operation *scaling = x.getDefiningOp();
-    if (Value scaled = otherOperand<MulOp>(scaling, isFactor); scaled && scaled.getType() == type) {
-      x = scaled;
-      scale = *factor;
-      locations.push_back(scaling->getLoc());
-    } else if (auto div = dyn_cast_or_null<DivOp>(scaling); div && div.getLhs().getType() == type &&
-                                                            isFactor(div.getRhs()) && *factor != 0) {
-      x = div.getLhs();
-      scale = 1.0 / *factor;
-      locations.push_back(scaling->getLoc());
-    } else if (double operandFactor = 1.0; Value scores = unscaledScores(rewriter, x, operandFactor, locations)) {
-      x = scores;
-      scale = operandFactor;
-    }
     rewriter.setInsertionPoint(softmax);
     auto fused = MaskedSoftmaxOp::create(rewriter, rewriter.getFusedLoc(locations), type, x, mask,
-                                         rewriter.getF64FloatAttr(scale * scaleAfter));
+                                         rewriter.getF64FloatAttr(scale));
     rewriter.replaceOp(softmax, fused.getResult());
     return success();
   }
@@ -611,6 +636,30 @@ Value unscaled(Value v, double &factor, SmallVectorImpl<Operation *> &ops) {
   return v;
 }
 
+/// Whether the products `scores` = q @ k^T and `output` = P @ v are one
+/// attention's: no broadcasting of the batch axes, each query row meets its
+/// own keys; but keys and values of one head may serve every query head
+/// (Falcon's multi-query attention broadcasts them in the products).
+bool fitsAttention(BatchMatmulOp scores, BatchMatmulOp output) {
+  RankedTensorType q = tensorType(scores.getLhs()), k = tensorType(scores.getRhs()), v = tensorType(output.getRhs());
+  return q.getRank() >= 3 && fitsQueryHeads(q.getShape(), k.getShape()) && fitsQueryHeads(q.getShape(), v.getShape()) &&
+         k.getShape()[k.getRank() - 3] == v.getShape()[v.getRank() - 3];
+}
+
+/// Replaces `output` by graph.attention of the query and key of `scores`
+/// and the value of `output` (fitsAttention).
+void replaceWithAttention(PatternRewriter &rewriter, BatchMatmulOp output, BatchMatmulOp scores, Value mask,
+                          Value sinks, FloatAttr scale, FloatAttr softcap, ArrayRef<Location> locations) {
+  RankedTensorType q = tensorType(scores.getLhs());
+  auto lseType = RankedTensorType::get(q.getShape().drop_back(), q.getElementType());
+  rewriter.setInsertionPoint(output);
+  auto fused = AttentionOp::create(rewriter, rewriter.getFusedLoc(locations), output.getType(), lseType,
+                                   scores.getLhs(), scores.getRhs(), output.getRhs(), mask, sinks, scale,
+                                   rewriter.getBoolAttr(!scores.getTransposeB()), /*compute_dtype=*/nullptr,
+                                   /*token_major=*/nullptr, softcap);
+  rewriter.replaceOp(output, fused.getOut());
+}
+
 /// Attention, anchored at its second product: masked_softmax(q @ k^T) @ v,
 /// where the scores and the probabilities have no other use, becomes one
 /// graph.attention that keeps no T x T tensor for backward. Soft-capped
@@ -639,26 +688,12 @@ struct FuseAttention : public OpRewritePattern<BatchMatmulOp> {
       scale = rewriter.getF64FloatAttr(factor * softcap.getValueAsDouble());
     }
     auto scores = scoresValue.getDefiningOp<BatchMatmulOp>();
-    if (!scores || !scores->hasOneUse() || scores.getTransposeA())
+    if (!scores || !scores->hasOneUse() || scores.getTransposeA() || !fitsAttention(scores, output))
       return failure();
-    Value query = scores.getLhs(), key = scores.getRhs(), value = output.getRhs();
-    // No broadcasting of the batch axes: each query row meets its own keys;
-    // but keys and values of one head may serve every query head (Falcon's
-    // multi-query attention broadcasts them in the products).
-    RankedTensorType q = tensorType(query), k = tensorType(key), v = tensorType(value);
-    if (q.getRank() < 3 || !fitsQueryHeads(q.getShape(), k.getShape()) || !fitsQueryHeads(q.getShape(), v.getShape()) ||
-        k.getShape()[k.getRank() - 3] != v.getShape()[v.getRank() - 3])
-      return failure();
-    SmallVector<int64_t> lseShape(q.getShape().drop_back());
-    auto lseType = RankedTensorType::get(lseShape, q.getElementType());
-    rewriter.setInsertionPoint(output);
     SmallVector<Location> locations = {scores.getLoc(), softmax.getLoc(), output.getLoc()};
     for (Operation *op : capping)
       locations.push_back(op->getLoc());
-    auto fused = AttentionOp::create(rewriter, rewriter.getFusedLoc(locations), output.getType(), lseType, query, key,
-                                     value, softmax.getMask(), scale, rewriter.getBoolAttr(!scores.getTransposeB()),
-                                     /*compute_dtype=*/nullptr, /*token_major=*/nullptr, softcap);
-    rewriter.replaceOp(output, fused.getOut());
+    replaceWithAttention(rewriter, output, scores, softmax.getMask(), /*sinks=*/{}, scale, softcap, locations);
     // Gone now, not when the driver gets to them: packed_attention takes
     // q, k and v only where the views have no other use.
     rewriter.eraseOp(softmax);
@@ -684,6 +719,117 @@ bool slicesLastAxis(SliceOp slice, Value x, int64_t start, int64_t width) {
       return false;
   return true;
 }
+
+/// softmax(x - m), m constant along the softmax's axis (each row's maximum,
+/// which exports subtract before a softmax: GPT-OSS's attention with
+/// sinks), is softmax(x): the softmax subtracts its rows' maximum itself,
+/// and as it is shift-invariant no gradient reaches m either. They differ
+/// only where m is not finite.
+struct DropSoftmaxShift : public OpRewritePattern<SoftmaxOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(SoftmaxOp softmax, PatternRewriter &rewriter) const override {
+    auto shift = softmax.getInput().getDefiningOp<SubOp>();
+    if (!shift || shift.getLhs().getType() != softmax.getInput().getType())
+      return failure();
+    const int64_t rank = tensorType(shift.getLhs()).getRank();
+    ArrayRef<int64_t> m = tensorType(shift.getRhs()).getShape();
+    const int64_t axis = softmax.getAxis() < 0 ? softmax.getAxis() + rank : softmax.getAxis();
+    const int64_t mAxis = axis - (rank - static_cast<int64_t>(m.size())); // numpy broadcasting aligns the last axes
+    if (axis < 0 || axis >= rank || (mAxis >= 0 && m[mAxis] != 1))
+      return failure();
+    rewriter.modifyOpInPlace(softmax, [&] { softmax.getInputMutable().assign(shift.getLhs()); });
+    return success();
+  }
+};
+
+/// The sinks of attention's sink column `column` ([..., H, Tq, 1]): a
+/// broadcast of one f32 number per head (GPT-OSS: sinks.reshape(1, H, 1,
+/// 1).expand(B, -1, Tq, -1)), that is, of a tensor whose every axis but the
+/// heads axis is 1; null if it is not one.
+Value perHeadSinks(Value column) {
+  auto broadcast = column.getDefiningOp<BroadcastToOp>();
+  RankedTensorType columnType = tensorType(column);
+  const int64_t rank = columnType.getRank();
+  if (!broadcast || rank < 3 || !columnType.getElementType().isF32() || columnType.getShape().back() != 1)
+    return {};
+  Value perHead = broadcast.getInput();
+  ArrayRef<int64_t> shape = tensorType(perHead).getShape();
+  const int64_t headsAxis = static_cast<int64_t>(shape.size()) - 3;
+  if (headsAxis < 0)
+    return {};
+  for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i)
+    if (i != headsAxis && shape[i] != 1)
+      return {};
+  if (shape[headsAxis] != columnType.getShape()[rank - 3])
+    return {};
+  return perHead;
+}
+
+/// Erases `root` if nothing reads it, then each op that only it (or ops
+/// erased so) read.
+void eraseIfUnread(PatternRewriter &rewriter, Operation *root) {
+  SmallVector<Operation *> worklist = {root};
+  DenseSet<Operation *> erased; // checked before an op is touched: the worklist may hold them again
+  while (!worklist.empty()) {
+    Operation *op = worklist.pop_back_val();
+    if (!op || erased.contains(op) || !op->use_empty() || !isPure(op))
+      continue;
+    for (Value operand : op->getOperands())
+      worklist.push_back(operand.getDefiningOp());
+    erased.insert(op);
+    rewriter.eraseOp(op);
+  }
+}
+
+/// Attention with sinks (GPT-OSS), anchored at its second product:
+/// softmax(concat(S, sinks broadcast to [..., H, Tq, 1]))[..., :Tk] @ v
+/// with S attention's masked scores (matchMaskedScores) becomes one
+/// graph.attention with `sinks`. (Its rows' maximum, which the export
+/// subtracts before the softmax, DropSoftmaxShift has dropped.)
+struct FuseAttentionWithSinks : public OpRewritePattern<BatchMatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(BatchMatmulOp output, PatternRewriter &rewriter) const override {
+    if (output.getTransposeA() || output.getTransposeB())
+      return failure();
+    auto keys = output.getLhs().getDefiningOp<SliceOp>(); // the probabilities of the keys, not of the sink
+    auto softmax = keys ? keys.getInput().getDefiningOp<SoftmaxOp>() : nullptr;
+    auto joined = softmax ? softmax.getInput().getDefiningOp<ConcatOp>() : nullptr;
+    if (!joined || !keys->hasOneUse() || !softmax->hasOneUse() || !joined->hasOneUse() ||
+        joined.getInputs().size() != 2)
+      return failure();
+    const int64_t rank = tensorType(joined.getResult()).getRank();
+    const int64_t axis = softmax.getAxis() < 0 ? softmax.getAxis() + rank : softmax.getAxis();
+    const int64_t concatAxis = joined.getAxis() < 0 ? joined.getAxis() + rank : joined.getAxis();
+    Value scoresValue = joined.getInputs()[0], column = joined.getInputs()[1];
+    Value perHead = perHeadSinks(column);
+    if (axis != rank - 1 || concatAxis != rank - 1 || !perHead ||
+        !slicesLastAxis(keys, softmax.getResult(), 0, tensorType(scoresValue).getShape().back()))
+      return failure();
+    Value x, mask;
+    double scale;
+    SmallVector<Location> locations;
+    if (failed(
+            matchMaskedScores(rewriter, scoresValue, softmax, isScaledProduct(scoresValue), x, mask, scale, locations)))
+      return failure();
+    auto scores = x.getDefiningOp<BatchMatmulOp>();
+    if (!scores || !scores->hasOneUse() || scores.getTransposeA() || !fitsAttention(scores, output))
+      return failure();
+    locations.append({joined.getLoc(), keys.getLoc(), output.getLoc()});
+    rewriter.setInsertionPoint(output);
+    const int64_t heads = tensorType(column).getShape()[rank - 3];
+    Value sinks =
+        ReshapeOp::create(rewriter, column.getLoc(), RankedTensorType::get({heads}, rewriter.getF32Type()), perHead);
+    replaceWithAttention(rewriter, output, scores, mask, sinks, rewriter.getF64FloatAttr(scale),
+                         rewriter.getF64FloatAttr(0.0), locations);
+    // The scores, their mask and scale, the column: gone now, as
+    // FuseAttention's (packed_attention and the transposes' folds look for
+    // views without other readers).
+    eraseIfUnread(rewriter, keys);
+    return success();
+  }
+};
 
 /// The x of `rotated` = concat(-x[..., D/2:], x[..., :D/2]) along the last
 /// axis (Hugging Face's rotate_half), or null.
@@ -820,6 +966,109 @@ struct FuseRotary : public OpRewritePattern<AddOp> {
       return success();
     }
     return failure();
+  }
+};
+
+/// The half of `x`'s last axis that `half` is ([0, D/2) first, or
+/// [D/2, D) second), as a slice of x itself or that slice transposed by a
+/// permutation that keeps the last axis; sets `x` (and `perm`, where a
+/// transpose) on the first call and checks the others against them.
+bool isHalfOf(Value half, bool second, Value &x, std::optional<ArrayRef<int64_t>> &perm) {
+  std::optional<ArrayRef<int64_t>> ownPerm;
+  if (auto transpose = half.getDefiningOp<TransposeOp>()) {
+    ownPerm = transpose.getPerm();
+    if (ownPerm->back() != static_cast<int64_t>(ownPerm->size()) - 1)
+      return false;
+    half = transpose.getInput();
+  }
+  auto slice = half.getDefiningOp<SliceOp>();
+  if (!slice || (x && (slice.getInput() != x || ownPerm != perm)))
+    return false;
+  const int64_t width = tensorType(slice.getInput()).getShape().back();
+  if (width % 2 != 0 || !slicesLastAxis(slice, slice.getInput(), second ? width / 2 : 0, width / 2))
+    return false;
+  x = slice.getInput();
+  perm = ownPerm;
+  return true;
+}
+
+/// The table that `product` multiplies `half` by, or null.
+Value tableOf(Value product, Value half) {
+  auto mul = product.getDefiningOp<MulOp>();
+  if (!mul || (mul.getLhs() != half && mul.getRhs() != half))
+    return {};
+  return mul.getLhs() == half ? mul.getRhs() : mul.getLhs();
+}
+
+/// The rotation in halves GPT-OSS writes (`_apply_rotary_emb`):
+/// concat(x1 cos - x2 sin, x2 cos + x1 sin) with x1, x2 the halves of x's
+/// last axis and cos, sin tables of half its width, which is graph.rotary
+/// of x with each table repeated for both halves. The halves may each be
+/// transposed alike (graph-fuse moves slices before a heads transpose):
+/// the rotation then takes x transposed so, which RotateBeforeTranspose
+/// moves on.
+struct FuseHalvesRotary : public OpRewritePattern<ConcatOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(ConcatOp concat, PatternRewriter &rewriter) const override {
+    RankedTensorType type = tensorType(concat.getResult());
+    const int64_t rank = type.getRank();
+    if (concat.getInputs().size() != 2 || rank == 0 || concat.getAxis() != rank - 1 ||
+        !isa<FloatType>(type.getElementType()))
+      return failure();
+    auto first = concat.getInputs()[0].getDefiningOp<SubOp>();
+    auto second = concat.getInputs()[1].getDefiningOp<AddOp>();
+    if (!first || !second)
+      return failure();
+    // first = x1 cos - x2 sin: the halves are factors of its products.
+    Value x;
+    std::optional<ArrayRef<int64_t>> perm;
+    auto halfFactor = [&](Value product, bool secondHalf) -> Value {
+      if (auto mul = product.getDefiningOp<MulOp>())
+        for (Value factor : {mul.getLhs(), mul.getRhs()})
+          if (isHalfOf(factor, secondHalf, x, perm))
+            return factor;
+      return {};
+    };
+    Value x1 = halfFactor(first.getLhs(), false);
+    Value x2 = x1 ? halfFactor(first.getRhs(), true) : Value();
+    if (!x2)
+      return failure();
+    Value cos = tableOf(first.getLhs(), x1), sin = tableOf(first.getRhs(), x2);
+    if (!cos || !sin)
+      return failure();
+    // second = x2 cos + x1 sin, in either order.
+    const bool ordered = tableOf(second.getLhs(), x2) == cos && tableOf(second.getRhs(), x1) == sin;
+    const bool swapped = tableOf(second.getRhs(), x2) == cos && tableOf(second.getLhs(), x1) == sin;
+    RankedTensorType halfType = tensorType(x1);
+    if ((!ordered && !swapped) || tensorType(first.getResult()) != halfType ||
+        tensorType(second.getResult()) != halfType)
+      return failure();
+    FailureOr<SmallVector<int64_t>> cosShape = rotaryTableShape(cos, halfType),
+                                    sinShape = rotaryTableShape(sin, halfType);
+    if (failed(cosShape) || failed(sinShape))
+      return failure();
+    RankedTensorType sourceType = tensorType(x);
+    SmallVector<int64_t> rotatedShape(sourceType.getShape());
+    if (perm)
+      applyPermutationToVector(rotatedShape, *perm);
+    if (ArrayRef<int64_t>(rotatedShape) != type.getShape() || sourceType.getElementType() != type.getElementType())
+      return failure();
+    SmallVector<Location> locations = {concat.getLoc(), first.getLoc(), second.getLoc()};
+    Location loc = rewriter.getFusedLoc(locations);
+    auto bothHalves = [&](Value table, ArrayRef<int64_t> shape) -> Value {
+      Value half = rotaryTable(rewriter, loc, table, shape);
+      SmallVector<int64_t> full(shape);
+      full.back() *= 2;
+      return ConcatOp::create(rewriter, loc, RankedTensorType::get(full, tensorType(half).getElementType()),
+                              ValueRange{half, half}, rewriter.getI64IntegerAttr(rank - 1));
+    };
+    rewriter.setInsertionPoint(concat);
+    Value cosTable = bothHalves(cos, *cosShape), sinTable = bothHalves(sin, *sinShape);
+    if (perm)
+      x = TransposeOp::create(rewriter, loc, type, x, rewriter.getDenseI64ArrayAttr(*perm));
+    rewriter.replaceOpWithNewOp<RotaryOp>(concat, type, x, cosTable, sinTable, rewriter.getBoolAttr(false));
+    return success();
   }
 };
 
@@ -1067,7 +1316,7 @@ struct FusePackedAttention : public OpRewritePattern<AttentionOp> {
     int64_t heads;
     SmallVector<Location> locations = {attention.getLoc()};
     Value qkv = packedProjection(attention, heads, locations);
-    if (!qkv)
+    if (!qkv || attention.getSinks()) // packed_attention takes no sinks
       return failure();
     Value out = attention.getOut();
     if (out.use_empty())
@@ -1253,8 +1502,8 @@ struct FoldHeadTransposesIntoAttention : public OpRewritePattern<AttentionOp> {
   LogicalResult matchAndRewrite(AttentionOp attention, PatternRewriter &rewriter) const override {
     int64_t heads;
     SmallVector<Location> locations = {attention.getLoc()};
-    if (packedProjection(attention, heads, locations))
-      return failure();
+    if (!attention.getSinks() && packedProjection(attention, heads, locations))
+      return failure(); // FusePackedAttention's
     bool flags[4] = {false, false, false, false}, keyTransposed = attention.getKeyTransposed(), changed = false;
     if (std::optional<ArrayRef<bool>> tokenMajor = attention.getTokenMajor())
       llvm::copy(*tokenMajor, flags);
@@ -1287,10 +1536,11 @@ struct FoldHeadTransposesIntoAttention : public OpRewritePattern<AttentionOp> {
     if (!changed)
       return failure();
     rewriter.setInsertionPoint(attention);
-    auto folded = AttentionOp::create(
-        rewriter, rewriter.getFusedLoc(locations), outType, attention.getLogsumexp().getType(), operands[0],
-        operands[1], operands[2], attention.getMask(), attention.getScaleAttr(), rewriter.getBoolAttr(keyTransposed),
-        attention.getComputeDtypeAttr(), rewriter.getDenseBoolArrayAttr(flags), attention.getSoftcapAttr());
+    auto folded = AttentionOp::create(rewriter, rewriter.getFusedLoc(locations), outType,
+                                      attention.getLogsumexp().getType(), operands[0], operands[1], operands[2],
+                                      attention.getMask(), attention.getSinks(), attention.getScaleAttr(),
+                                      rewriter.getBoolAttr(keyTransposed), attention.getComputeDtypeAttr(),
+                                      rewriter.getDenseBoolArrayAttr(flags), attention.getSoftcapAttr());
     if (outFolds) {
       for (Operation *user : llvm::make_early_inc_range(out.getUsers()))
         rewriter.replaceOp(user, folded.getOut());
@@ -1348,10 +1598,11 @@ struct GraphFusePass : public fsdpc::graph::impl::GraphFuseBase<GraphFusePass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<FuseLayerNorm, FuseRmsNorm, FuseErfGelu, FuseTanhGelu, FuseMaskedSoftmax, DropSafeSoftmaxGuard,
-                 FuseAttention, FusePackedAttention, FoldRepeatedKeyValueHeads, FoldKeyTransposeIntoAttention,
-                 FoldTransposeIntoMatmul, FuseRotary, RotateBeforeTranspose, SwapLastAxesBeforeRegrouping,
-                 SliceBeforeTranspose, ConcatBeforeTranspose, NormaliseBeforeTranspose<LayerNormOp>,
-                 NormaliseBeforeTranspose<RmsNormOp>>(&getContext());
+                 FuseAttention, DropSoftmaxShift, FuseAttentionWithSinks, FusePackedAttention,
+                 FoldRepeatedKeyValueHeads, FoldKeyTransposeIntoAttention, FoldTransposeIntoMatmul, FuseRotary,
+                 FuseHalvesRotary, RotateBeforeTranspose, SwapLastAxesBeforeRegrouping, SliceBeforeTranspose,
+                 ConcatBeforeTranspose, NormaliseBeforeTranspose<LayerNormOp>, NormaliseBeforeTranspose<RmsNormOp>>(
+        &getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
     // Once every attention has its final operands (packed_attention takes

@@ -58,6 +58,43 @@ Value scalar(OpBuilder &b, Location loc, float value, Value like) {
   return ConstantOp::create(b, loc, type, DenseElementsAttr::get(type, converted));
 }
 
+/// The gradient of attention's sinks, in f32. In row i of head h, the
+/// sink's probability is exp(sink_h - lse_i) (lse has the sink in), and
+/// its logit, which has no value (dP = 0), gets -p delta_i as every score
+/// gets p (dP - delta_i), delta_i = rowsum(dout * out)_i; a sink's gradient
+/// sums that over the rows of its head.
+Value sinkGradient(OpBuilder &b, Location loc, AttentionOp o, Value dout) {
+  Type f32 = b.getF32Type();
+  auto inF32 = [&](Value v) -> Value {
+    RankedTensorType type = tensorType(v);
+    return type.getElementType() == f32 ? v : CastOp::create(b, loc, RankedTensorType::get(type.getShape(), f32), v);
+  };
+  Value out = inF32(o.getOut());
+  RankedTensorType outType = tensorType(out), lseType = tensorType(o.getLogsumexp());
+  const int64_t rank = outType.getRank();
+  Value products = MulOp::create(b, loc, outType, inF32(dout), out);
+  SmallVector<int64_t> rows(outType.getShape().drop_back());
+  Value delta = ReduceSumOp::create(b, loc, RankedTensorType::get(rows, f32), products,
+                                    b.getDenseI64ArrayAttr({rank - 1}), b.getBoolAttr(false));
+  if (std::optional<ArrayRef<bool>> tokenMajor = o.getTokenMajor(); tokenMajor && (*tokenMajor)[3]) {
+    // [..., Tq, H] to logsumexp's [..., H, Tq].
+    SmallVector<int64_t> perm = llvm::to_vector(llvm::seq<int64_t>(0, rank - 1));
+    std::swap(perm[rank - 3], perm[rank - 2]);
+    delta = TransposeOp::create(b, loc, lseType, delta, b.getDenseI64ArrayAttr(perm));
+  }
+  RankedTensorType sinksType = tensorType(o.getSinks());
+  // Each head's sink against its rows: [H, 1] broadcasts over [..., H, Tq].
+  SmallVector<int64_t> column = {sinksType.getShape()[0]};
+  if (lseType.getRank() >= 2)
+    column.push_back(1);
+  auto columnType = RankedTensorType::get(column, f32);
+  Value sinks = ReshapeOp::create(b, loc, columnType, o.getSinks());
+  Value probabilities = ExpOp::create(b, loc, SubOp::create(b, loc, lseType, sinks, o.getLogsumexp()));
+  Value perRow = MulOp::create(b, loc, lseType, probabilities, delta);
+  Value summed = NegOp::create(b, loc, SumToOp::create(b, loc, columnType, perRow));
+  return ReshapeOp::create(b, loc, sinksType, summed);
+}
+
 Value batchMatmul(OpBuilder &b, Location loc, Value lhs, Value rhs, bool transA, bool transB) {
   FailureOr<SmallVector<int64_t>> shape =
       BatchMatmulOp::inferShape(tensorType(lhs).getShape(), tensorType(rhs).getShape(), transA, transB);
@@ -459,6 +496,8 @@ LogicalResult fsdpc::graph::buildGradient(OpBuilder &builder, Operation *op, Arr
             for (int i = 0; i < 3; ++i)
               if (r.needs(i))
                 operandGrads[i] = grad->getResult(i);
+            if (o.getSinks() && r.needs(4))
+              operandGrads[4] = sinkGradient(builder, r.loc, o, r.resultGrads[0]);
             return true;
           })
           .Case<PackedAttentionOp>([&](PackedAttentionOp o) {

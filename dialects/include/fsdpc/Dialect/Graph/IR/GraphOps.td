@@ -761,6 +761,12 @@ def Graph_AttentionOp : Graph_Op<"attention", [Pure]> {
       `c tanh(scale (q . k) / c)` before the mask and softmax, as Gemma 2
       soft-caps its attention logits; `graph-fuse` takes the cap from the
       tanh between the scores and the softmax.
+    - `sinks` (optional): f32 `[H]`, a learned logit per query head that
+      joins every row's softmax denominator without a value (GPT-OSS's
+      attention sinks: `softmax(concat(scores, sink))` without the sink's
+      column), so that a query may give all keys little weight. `logsumexp`
+      includes it; a row with every key masked gets output 0 and the sink
+      as its logsumexp. `graph-fuse` takes it from that concat.
     - `compute_dtype`: `#graph.compute_dtype<f32>` (the default), or `bf16`
       / `f16`, which `graph-mixed-precision` sets: a device may round
       query, key, value and the probabilities to that type for its tensor cores, accumulating
@@ -778,14 +784,20 @@ def Graph_AttentionOp : Graph_Op<"attention", [Pure]> {
     %o, %lse = graph.attention %q, %kt, %v, %causal {key_transposed = true, scale = 0.288675 : f64}
         : (tensor<8x4x32x12xf32>, tensor<8x4x12x32xf32>, tensor<8x4x32x12xf32>, tensor<1x1x32x32xi64>)
         -> (tensor<8x4x32x12xf32>, tensor<8x4x32xf32>)
+    %o2, %lse2 = graph.attention %q, %k, %v, %causal sinks %sinks {scale = 0.288675 : f64}
+        : (tensor<8x4x32x12xf32>, tensor<8x4x32x12xf32>, tensor<8x4x32x12xf32>, tensor<1x1x32x32xi64>,
+           tensor<4xf32>) -> (tensor<8x4x32x12xf32>, tensor<8x4x32xf32>)
     ```
   }];
   let arguments = (ins Graph_FloatTensor:$query, Graph_FloatTensor:$key, Graph_FloatTensor:$value,
-                       Graph_I64Tensor:$mask, F64Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$key_transposed,
+                       Graph_I64Tensor:$mask, Optional<Graph_F32Tensor>:$sinks, F64Attr:$scale,
+                       DefaultValuedAttr<BoolAttr, "false">:$key_transposed,
                        DefaultValuedAttr<Graph_ComputeDtypeAttr, "ComputeDtype::f32">:$compute_dtype,
                        OptionalAttr<DenseBoolArrayAttr>:$token_major, DefaultValuedAttr<F64Attr, "0.0">:$softcap);
   let results = (outs Graph_FloatTensor:$out, Graph_F32Tensor:$logsumexp);
-  let assemblyFormat = "$query `,` $key `,` $value `,` $mask attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $mask (`sinks` $sinks^)? attr-dict `:` functional-type(operands, results)
+  }];
   let hasVerifier = 1;
 }
 
@@ -797,7 +809,11 @@ def Graph_AttentionGradOp : Graph_Op<"attention_grad", [Pure]> {
     `dquery = scale dS key`, `dkey = scale dS^T query` (in `key`'s layout);
     with a `softcap`, dS is also times the derivative of the cap,
     `1 - tanh^2`. With grouped heads, a key or value head's gradient is the
-    sum over the query heads that read it.
+    sum over the query heads that read it. Attention with sinks needs
+    nothing more here: its logsumexp has the sink in, so P is recomputed
+    as it was, and `dS = P (dP - delta)` holds as it is; the sinks'
+    gradient, `-sum exp(sink - logsumexp) rowsum(dout * out)`, is
+    computed by the gradient rule with graph ops.
 
     - `query`, `key`, `value`, `mask`, `scale`, `key_transposed`,
       `token_major`, `softcap`: as the forward op.

@@ -38,6 +38,10 @@ def GraphFuse : Pass<"graph-fuse", "mlir::ModuleOp"> {
       tensor whose normalised axes the transpose leaves in place
       normalises the tensor itself and transposes after (its statistics
       too): Gemma 3's per-head query and key norms;
+    - GPT-OSS's rotation in halves, `concat(x1 cos - x2 sin, x2 cos + x1
+      sin)` with x1, x2 the halves of the last axis (each perhaps
+      transposed alike), becomes `graph.rotary` with each half-width
+      table repeated for both halves;
     - attention's masked softmax: `softmax(where(mask, -inf, x * c))` or
       `softmax(x * c + M)` with a constant M of 0 and -inf, over the last
       axis (the scale a product or quotient by a constant, or absent),
@@ -48,7 +52,11 @@ def GraphFuse : Pass<"graph-fuse", "mlir::ModuleOp"> {
       `graph.attention`, which keeps no T x T tensor; scores soft-capped
       between the product and the softmax (Gemma 2:
       `masked_softmax(tanh(s a / c))` of scale c > 0) give its `softcap`
-      c and scale a;
+      c and scale a; GPT-OSS's attention sinks,
+      `softmax(concat(S, sinks broadcast to a last column))[..., :Tk] @ v`
+      with S masked scores as above, give its `sinks` (a softmax of
+      `x - m` with m constant along its axis, the rows' maximum exports
+      subtract first, reads x itself);
     - grouped-query attention's copies of the key and value heads
       (repeat_kv: `reshape(broadcast_to(reshape(x)))`, a key perhaps
       transposed after its copy) fold into `graph.attention`, which reads

@@ -125,6 +125,29 @@ Status gemmBiasGrad(const KernelCall &call) {
   return elementsOf(call, call.outputs[1], call.inputs[1].shape[1], "bias gradient");
 }
 
+/// expert_matmul (lhs, weights, experts -> result) and
+/// expert_matmul_weight_grad (lhs, dresult, experts -> the weights'
+/// gradient): lhs [N, M, K], weights [E, K, F] ([E, F, K] transposed),
+/// integer experts [N], result [N, M, F]. The experts' values are each
+/// backend's to check.
+Status expertGemm(const KernelCall &call) {
+  FSDPC_RETURN_IF_ERROR(checkDtypes(call, "ffi", "f"));
+  const bool weightGrad = call.instruction->op() == "expert_matmul_weight_grad";
+  const TensorView &lhs = call.inputs[0], &experts = call.inputs[2];
+  const TensorView &weights = weightGrad ? call.outputs[0] : call.inputs[1],
+                   &result = weightGrad ? call.inputs[1] : call.outputs[0];
+  const bool transposed = call.intParam(contract::Param::kTransposeWeights, 0);
+  std::vector<int64_t> expected;
+  if (lhs.shape.size() == 3 && weights.shape.size() == 3)
+    expected = {lhs.shape[0], lhs.shape[1], transposed ? weights.shape[1] : weights.shape[2]};
+  if (expected.empty() || lhs.shape[2] != (transposed ? weights.shape[2] : weights.shape[1]) ||
+      experts.shape != std::vector<int64_t>{lhs.shape[0]} || result.shape != expected)
+    return refuse(call, "has lhs " + shapeString(lhs.shape) + ", weights " + shapeString(weights.shape) + ", experts " +
+                            shapeString(experts.shape) + " and result " + shapeString(result.shape) +
+                            " that do not fit [N, M, K], [E, K, F], [N], [N, M, F]");
+  return Status::ok();
+}
+
 Status batchGemm(const KernelCall &call) {
   FSDPC_RETURN_IF_ERROR(checkDtypes(call, "f", "f"));
   const TensorView &a = call.inputs[0], &b = call.inputs[1], &c = call.outputs[0];
@@ -576,6 +599,8 @@ Status checkRule(contract::OperandRule rule, const KernelCall &call) {
     return gemm(call);
   case OperandRule::kGemmBiasGrad:
     return gemmBiasGrad(call);
+  case OperandRule::kExpertGemm:
+    return expertGemm(call);
   case OperandRule::kBatchGemm:
     return batchGemm(call);
   case OperandRule::kBinaryBroadcast:

@@ -372,6 +372,16 @@ def cases():
                     helper.make_node("Softmax", ["shifted"], ["p"], axis=-1),
                     helper.make_node("Slice", ["p", "const.zero", "const.keys", "const.last"], ["p_keys"]),
                     helper.make_node("MatMul", ["p_keys", "v"], ["y"])]),
+        # A mixture of experts' projection as transformers' batched_mm
+        # experts export it (each row's expert's matrix gathered, then a
+        # batched product): graph-fuse makes one graph.expert_matmul; expert
+        # 1 has no row, expert 2 is named as -1.
+        case("expert_matmul_formula", "graph.expert_matmul",
+             {"x": ((6, 2, 5), normal), "w": ((3, 5, 4), normal)}, {},
+             lambda x, w: x @ w[torch.tensor([2, 0, 2, 0, 0, 2])],
+             constants={"experts": np.array([2, 0, -1, 0, 0, 2], np.int64)},
+             nodes=[helper.make_node("Gather", ["w", "const.experts"], ["gathered"], axis=0),
+                    helper.make_node("MatMul", ["x", "gathered"], ["y"])]),
         case("gelu_tanh_formula", "graph.gelu", {"x": ((5, 7), normal)}, {}, lambda x: F.gelu(x, approximate="tanh"),
              constants={"cubic": scalar(0.044715), "k": scalar(math.sqrt(2 / math.pi)), "one": scalar(1.0),
                         "half": scalar(0.5)}, nodes=gelu_tanh_formula()),

@@ -1377,6 +1377,32 @@ std::vector<Case> cases() {
                       .attr("mask_covers_causal", int64_t(1))
                       .tol(bf16 ? 1e-2 : 2e-5));
   }
+  // A mixture of experts' projection: 37 rows (2 a sample) over 5
+  // experts, negative experts among them, weights [E, K, F] and [E, F, K],
+  // f32 and bf16; the weights' gradient sums each expert's rows in row
+  // order, as the CPU kernel does.
+  for (bool transposed : {false, true})
+    for (bool bf16 : {false, true}) {
+      const int64_t n = 37, m = 2, k = 33, f = 19, experts = 5;
+      const std::string what =
+          std::string(bf16 ? "bf16 " : "") + (transposed ? "weights [E, F, K]" : "weights [E, K, F]");
+      const plan::DType dtype = bf16 ? plan::BF16 : plan::F32;
+      const V weights = transposed ? V{experts, f, k} : V{experts, k, f};
+      all.push_back(Case("expert_matmul", what)
+                        .in({n, m, k}, normal(), dtype)
+                        .in(weights, normal(), dtype)
+                        .in({n}, integers(-experts, experts), plan::I64)
+                        .out({n, m, f}, dtype)
+                        .attr("transpose_weights", int64_t(transposed))
+                        .tol(bf16 ? 1e-2 : 1e-5));
+      all.push_back(Case("expert_matmul_weight_grad", what)
+                        .in({n, m, k}, normal(), dtype)
+                        .in({n, m, f}, normal(), dtype)
+                        .in({n}, integers(-experts, experts), plan::I64)
+                        .out(weights, dtype)
+                        .attr("transpose_weights", int64_t(transposed))
+                        .tol(bf16 ? 1e-2 : 1e-5));
+    }
   return all;
 }
 

@@ -972,6 +972,52 @@ TEST(Kernels, AttentionForwardAndGradient) {
   }
 }
 
+// A mixture of experts' projection against the formula in double: each
+// row by its expert's matrix (weights [E, K, F] or transposed [E, F, K]),
+// negative experts counted from the end, 2 rows a sample; the weights'
+// gradient the sum of each expert's rows' products, zeros for an expert no
+// row names; an expert outside [-E, E) refused.
+TEST(Kernels, ExpertMatmulAndWeightGradientAgainstTheFormula) {
+  const int64_t n = 7, m = 2, k = 5, f = 3, experts = 4;
+  Buffer rowExperts;
+  rowExperts.shape = {n};
+  rowExperts.i = {2, 0, -1, 2, 3, 0, -4}; // experts 2, 0, 3, 2, 3, 0, 0: expert 1 has no row
+  const std::vector<int64_t> expertOf = {2, 0, 3, 2, 3, 0, 0};
+  for (bool transposed : {false, true}) {
+    SCOPED_TRACE(transposed ? "weights [E, F, K]" : "weights [E, K, F]");
+    Buffer x = randomBuffer({n, m, k}, 61), dy = randomBuffer({n, m, f}, 63),
+           w = randomBuffer(transposed ? std::vector<int64_t>{experts, f, k} : std::vector<int64_t>{experts, k, f}, 62);
+    auto weight = [&](int64_t e, int64_t kk, int64_t ff) {
+      return static_cast<double>(transposed ? w.f[(e * f + ff) * k + kk] : w.f[(e * k + kk) * f + ff]);
+    };
+    std::vector<double> y(n * m * f, 0.0), dw(w.f.size(), 0.0);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t mi = 0; mi < m; ++mi)
+        for (int64_t ff = 0; ff < f; ++ff)
+          for (int64_t kk = 0; kk < k; ++kk) {
+            const int64_t e = expertOf[r];
+            y[(r * m + mi) * f + ff] += x.f[(r * m + mi) * k + kk] * weight(e, kk, ff);
+            const size_t wi = transposed ? (e * f + ff) * k + kk : (e * k + kk) * f + ff;
+            dw[wi] += static_cast<double>(x.f[(r * m + mi) * k + kk]) * dy.f[(r * m + mi) * f + ff];
+          }
+    plan::Instruction inst;
+    (*inst.mutable_int_attrs())["transpose_weights"] = transposed;
+    Buffer out = zeros({n, m, f}), gw = randomBuffer(w.shape, 64); // the gradient overwrites what was there
+    ASSERT_TRUE(runKernel("expert_matmul", {&x, &w, &rowExperts}, {&out}, inst).isOk());
+    expectNear(out.f, y, 1e-5);
+    ASSERT_TRUE(runKernel("expert_matmul_weight_grad", {&x, &dy, &rowExperts}, {&gw}, inst).isOk());
+    expectNear(gw.f, dw, 1e-5);
+    for (int64_t i = 0; i < k * f; ++i) // expert 1: no row
+      EXPECT_EQ(gw.f[1 * k * f + i], 0.0f);
+  }
+  Buffer x = randomBuffer({n, m, k}, 61), w = randomBuffer({experts, k, f}, 62), out = zeros({n, m, f});
+  Buffer outside = rowExperts;
+  outside.i[3] = experts;
+  runtime::Status status = runKernel("expert_matmul", {&x, &w, &outside}, {&out});
+  ASSERT_FALSE(status.isOk());
+  EXPECT_NE(status.message().find("expert 4 of row 3 is outside [-4, 4)"), std::string::npos) << status.message();
+}
+
 // Grouped-query attention (key and value with fewer heads than the query)
 // against attention on the key and value heads copied for every query head
 // as transformers' repeat_kv does (checked against the formulas above):

@@ -82,6 +82,13 @@ std::vector<KernelSignature> buildTable() {
       // GEMM with the sum_to of its dY.
       fixed("matmul_bias_grad", 2, 2, OperandRule::kGemmBiasGrad, gemm),
       fixed("batch_matmul", 2, 1, OperandRule::kBatchGemm, gemm),
+      // A mixture of experts' projection: lhs [N, M, K], weights [E, K, F]
+      // ([E, F, K] with transpose_weights), experts [N] (integers in
+      // [-E, E)) -> [N, M, F], row n by its expert's matrix; and the
+      // weights' gradient from lhs, dresult [N, M, F] and experts, each
+      // expert's rows' products summed in ascending n.
+      fixed("expert_matmul", 3, 1, OperandRule::kExpertGemm, {{"transpose_weights", kBool, kOptional}}),
+      fixed("expert_matmul_weight_grad", 3, 1, OperandRule::kExpertGemm, {{"transpose_weights", kBool, kOptional}}),
       // Elementwise with broadcasting.
       fixed("add", 2, 1, OperandRule::kBinaryBroadcast),
       fixed("sub", 2, 1, OperandRule::kBinaryBroadcast),
@@ -268,7 +275,8 @@ constexpr std::string_view kParamNames[] = {"transpose_a",
                                             "mask_covers_causal",
                                             "token_major",
                                             "softcap",
-                                            "interleaved"};
+                                            "interleaved",
+                                            "transpose_weights"};
 static_assert(sizeof(kParamNames) / sizeof(kParamNames[0]) == static_cast<size_t>(Param::kCount),
               "one name per Param");
 

@@ -75,6 +75,8 @@ Status gather(const KernelCall &call);
 Status oneHot(const KernelCall &call);
 Status argReduce(const KernelCall &call);
 Status gatherGrad(const KernelCall &call);
+Status expertMatmul(const KernelCall &call);
+Status expertMatmulWeightGrad(const KernelCall &call);
 Status trilu(const KernelCall &call);
 Status transpose(const KernelCall &call);
 Status copy(const KernelCall &call);

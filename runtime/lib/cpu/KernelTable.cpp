@@ -17,6 +17,8 @@ const std::unordered_map<std::string, KernelFn> &registry() {
       {"matmul_bias", matmul},
       {"matmul_bias_grad", matmulBiasGrad},
       {"batch_matmul", batchMatmul},
+      {"expert_matmul", expertMatmul},
+      {"expert_matmul_weight_grad", expertMatmulWeightGrad},
       {"add", add},
       {"sub", sub},
       {"mul", mul},

@@ -112,4 +112,78 @@ Status batchMatmul(const KernelCall &call) {
   return Status::ok();
 }
 
+namespace {
+
+/// expert_matmul's sizes: lhs [n, m, k], weights [experts, k, f] (or
+/// [experts, f, k], transposed), and each row's expert, counted from 0
+/// (negative indices from the end), each checked.
+struct ExpertLayout {
+  int64_t n = 0, m = 0, k = 0, f = 0, experts = 0;
+  bool transposed = false;
+  std::vector<int64_t> rowExpert;
+};
+
+Status expertLayout(const KernelCall &call, const TensorView &lhs, const TensorView &weights, const TensorView &experts,
+                    ExpertLayout &l) {
+  l.transposed = call.intParam(contract::Param::kTransposeWeights, 0);
+  if (lhs.shape.size() != 3 || weights.shape.size() != 3)
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": lhs and weights must have rank 3");
+  l.n = lhs.shape[0], l.m = lhs.shape[1], l.k = lhs.shape[2], l.experts = weights.shape[0];
+  l.f = l.transposed ? weights.shape[1] : weights.shape[2];
+  l.rowExpert.resize(l.n);
+  for (int64_t r = 0; r < l.n; ++r) {
+    const int64_t e = experts.i64()[r];
+    if (e < -l.experts || e >= l.experts)
+      return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": expert ", e, " of row ", r, " is outside [",
+                         -l.experts, ", ", l.experts, ")");
+    l.rowExpert[r] = e < 0 ? e + l.experts : e;
+  }
+  return Status::ok();
+}
+
+} // namespace
+
+/// result[r] = lhs[r] op(weights[expert of r]): one sgemm a row.
+Status expertMatmul(const KernelCall &call) {
+  const TensorView &lhs = call.inputs[0], &weights = call.inputs[1], &out = call.outputs[0];
+  ExpertLayout l;
+  FSDPC_RETURN_IF_ERROR(expertLayout(call, lhs, weights, call.inputs[2], l));
+  if (l.k == 0) {
+    std::fill(out.f32(), out.f32() + out.numElements(), 0.0f);
+    return Status::ok();
+  }
+#pragma omp parallel for if (l.n > 1 && l.m * l.k * l.f > 4096)
+  for (int64_t r = 0; r < l.n; ++r)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, l.transposed ? CblasTrans : CblasNoTrans, l.m, l.f, l.k, 1.0f,
+                lhs.f32() + r * l.m * l.k, l.k, weights.f32() + l.rowExpert[r] * l.k * l.f, l.transposed ? l.k : l.f,
+                0.0f, out.f32() + r * l.m * l.f, l.f);
+  return Status::ok();
+}
+
+/// dW[e] = the sum over e's rows r, in ascending r, of lhs[r]^T dresult[r]
+/// (dresult[r]^T lhs[r], transposed): a thread an expert, its rows added
+/// one sgemm at a time, so the same bits every run.
+Status expertMatmulWeightGrad(const KernelCall &call) {
+  const TensorView &lhs = call.inputs[0], &dresult = call.inputs[1], &dw = call.outputs[0];
+  ExpertLayout l;
+  FSDPC_RETURN_IF_ERROR(expertLayout(call, lhs, dw, call.inputs[2], l));
+  std::fill(dw.f32(), dw.f32() + dw.numElements(), 0.0f);
+  if (l.m == 0)
+    return Status::ok();
+#pragma omp parallel for if (l.experts > 1 && l.n * l.m * l.k * l.f > 4096)
+  for (int64_t e = 0; e < l.experts; ++e) {
+    float *out = dw.f32() + e * l.k * l.f;
+    for (int64_t r = 0; r < l.n; ++r) {
+      if (l.rowExpert[r] != e)
+        continue;
+      const float *a = lhs.f32() + r * l.m * l.k, *dy = dresult.f32() + r * l.m * l.f;
+      if (l.transposed) // [f, k] += dy^T a
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, l.f, l.k, l.m, 1.0f, dy, l.f, a, l.k, 1.0f, out, l.k);
+      else // [k, f] += a^T dy
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, l.k, l.f, l.m, 1.0f, a, l.k, dy, l.f, 1.0f, out, l.f);
+    }
+  }
+  return Status::ok();
+}
+
 } // namespace fsdpc::runtime::cpu

@@ -319,6 +319,29 @@ Status gatherGradScratchLayout(const GatherLayout &g, char *base, GatherGradScra
   return Status::ok();
 }
 
+/// Sorts the positions of `indices` by the row each names (stably: a row's
+/// positions stay ascending) into the scratch `s` laid out for `g`, and
+/// finds each row's run of them; what gather_grad and the experts' weight
+/// gradient add in order.
+Status sortPositionsByRow(const GatherLayout &g, const TensorView &indices, const GatherGradScratch &s,
+                          const CudaLaunch &launch) {
+  FSDPC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s.runStart, 0, g.rows * sizeof(int), launch.stream));
+  FSDPC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s.runEnd, 0, g.rows * sizeof(int), launch.stream));
+  if (g.count == 0)
+    return Status::ok();
+  launchKernel(gradRowKeysKernel, blocksFor(g.count, launch), kThreads, 0, launch.stream, operandOf(indices), g.count,
+               g.rows, s.keys, s.positions);
+  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  size_t sortBytes = s.sortBytes;
+  FSDPC_CUDA_RETURN_IF_ERROR(cub::DeviceRadixSort::SortPairs(s.sortStorage, sortBytes, s.keys, s.sortedKeys,
+                                                             s.positions, s.sortedPositions, static_cast<int>(g.count),
+                                                             0, gradKeyBits(g.rows), launch.stream));
+  launchKernel(gradRowRunsKernel, blocksFor(g.count, launch), kThreads, 0, launch.stream, s.sortedKeys, g.count, g.rows,
+               s.runStart, s.runEnd);
+  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::ok();
+}
+
 } // namespace
 
 uint64_t gatherGradScratch(const KernelCall &call) {
@@ -346,25 +369,135 @@ Status gatherGrad(const KernelCall &call) {
   FSDPC_RETURN_IF_ERROR(gatherGradScratchLayout(g, static_cast<char *>(launch.scratch), s));
   if (launch.scratchBytes < s.totalBytes)
     return FSDPC_ERROR(kInternal, "gather_grad: scratch too small");
-  FSDPC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s.runStart, 0, g.rows * sizeof(int), launch.stream));
-  FSDPC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(s.runEnd, 0, g.rows * sizeof(int), launch.stream));
-  if (g.count > 0) {
-    launchKernel(gradRowKeysKernel, blocksFor(g.count, launch), kThreads, 0, launch.stream, operandOf(indices),
-                 g.count, g.rows, s.keys, s.positions);
-    FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
-    FSDPC_CUDA_RETURN_IF_ERROR(cub::DeviceRadixSort::SortPairs(s.sortStorage, s.sortBytes, s.keys, s.sortedKeys,
-                                                               s.positions, s.sortedPositions,
-                                                               static_cast<int>(g.count), 0, gradKeyBits(g.rows),
-                                                               launch.stream));
-    launchKernel(gradRowRunsKernel, blocksFor(g.count, launch), kThreads, 0, launch.stream, s.sortedKeys, g.count,
-                 g.rows, s.runStart, s.runEnd);
-    FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
-  }
+  FSDPC_RETURN_IF_ERROR(sortPositionsByRow(g, indices, s, launch));
   // A thread a column up to 1024 (GPT-2's 768), so that each column's
   // chain of loads runs beside the others.
   const unsigned rowThreads = static_cast<unsigned>(std::min<int64_t>(1024, (g.inner + 31) / 32 * 32));
   launchKernel(gatherGradRowsKernel, rowBlocks(g.rows, launch), rowThreads, 0, launch.stream, operandOf(dy),
                s.sortedPositions, s.runStart, s.runEnd, g.count, g.rows, g.outer, g.inner, operandOf(dx));
+  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::ok();
+}
+
+// expert_matmul: a thread an output element, its row's expert's column
+// read in place (each weight matrix once per row that names it, as the
+// batched_mm export's gathered copies were read, without the copies), the
+// products added in k order in f32. The weights' gradient groups the rows
+// by expert with gather_grad's stable sort: a thread an element of dW[e]
+// adds its expert's rows' products in ascending row order, the CPU
+// kernel's order, so every run gives the same bits.
+
+namespace {
+
+struct ExpertShape {
+  long long n, m, k, f, experts;
+  bool transposed;
+};
+
+/// lhs [n, m, k], weights [experts, k, f] ([experts, f, k] transposed),
+/// integer experts [n]; `weights` is the gradient's output for
+/// expert_matmul_weight_grad. The kernel contract's rule checked the
+/// shapes when the plan loaded.
+Status expertShape(const KernelCall &call, const TensorView &lhs, const TensorView &weights, ExpertShape &s) {
+  const TensorView &experts = call.inputs[2];
+  if (lhs.shape.size() != 3 || weights.shape.size() != 3 || (experts.dtype != plan::I64 && experts.dtype != plan::I32))
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(),
+                       ": lhs [N, M, K], weights [E, K, F] and integer "
+                       "experts expected");
+  s.transposed = call.intParam(contract::Param::kTransposeWeights, 0) != 0;
+  s.n = lhs.shape[0], s.m = lhs.shape[1], s.k = lhs.shape[2], s.experts = weights.shape[0];
+  s.f = s.transposed ? weights.shape[1] : weights.shape[2];
+  return Status::ok();
+}
+
+/// Element (a, b) of expert e's matrix as op(W[e]) reads it: [k, f].
+__device__ __forceinline__ long long expertWeightIndex(const ExpertShape &s, long long e, long long kk, long long ff) {
+  return s.transposed ? (e * s.f + ff) * s.k + kk : (e * s.k + kk) * s.f + ff;
+}
+
+__global__ void expertMatmulKernel(Operand lhs, Operand weights, Operand experts, Operand out, ExpertShape s,
+                                   DeviceError *error, int instruction) {
+  FSDPC_GRID_STRIDE_LOOP(i, s.n * s.m * s.f) {
+    const long long ff = i % s.f, row = i / s.f, r = row / s.m;
+    long long e = loadInteger(experts, r);
+    if (e < -s.experts || e >= s.experts) {
+      if (i % (s.m * s.f) == 0)
+        reportDataError(error, instruction, e, r, s.experts);
+      storeFloat(out, i, 0.0f);
+      continue;
+    }
+    e += e < 0 ? s.experts : 0;
+    float sum = 0.0f;
+    for (long long kk = 0; kk < s.k; ++kk)
+      sum += loadFloat(lhs, row * s.k + kk) * loadFloat(weights, expertWeightIndex(s, e, kk, ff));
+    storeFloat(out, i, sum);
+  }
+}
+
+/// dW[e] as op(W[e]) reads it, element (kk, ff): the sum over e's sorted
+/// rows of lhs[r, :, kk] . dresult[r, :, ff].
+__global__ void expertWeightGradKernel(Operand lhs, Operand dresult, const int *sortedRows, const int *runStart,
+                                       const int *runEnd, Operand dw, ExpertShape s) {
+  FSDPC_GRID_STRIDE_LOOP(i, s.experts * s.k * s.f) {
+    const long long e = i / (s.k * s.f), kk = (i / s.f) % s.k, ff = i % s.f;
+    float sum = 0.0f;
+    for (int p = runStart[e]; p < runEnd[e]; ++p) {
+      const long long r = sortedRows[p];
+      for (long long mi = 0; mi < s.m; ++mi)
+        sum += loadFloat(lhs, (r * s.m + mi) * s.k + kk) * loadFloat(dresult, (r * s.m + mi) * s.f + ff);
+    }
+    storeFloat(dw, expertWeightIndex(s, e, kk, ff), sum);
+  }
+}
+
+/// The rows sorted by expert: gather_grad's layout of `n` indices into
+/// `experts` rows.
+GatherLayout expertRows(const ExpertShape &s) {
+  GatherLayout g;
+  g.rows = s.experts;
+  g.count = s.n;
+  return g;
+}
+
+} // namespace
+
+Status expertMatmul(const KernelCall &call) {
+  const TensorView &lhs = call.inputs[0], &weights = call.inputs[1], &out = call.outputs[0];
+  ExpertShape s;
+  FSDPC_RETURN_IF_ERROR(expertShape(call, lhs, weights, s));
+  if (out.numElements() == 0)
+    return Status::ok();
+  const CudaLaunch &launch = launchOf(call);
+  launchKernel(expertMatmulKernel, blocksFor(out.numElements(), launch), kThreads, 0, launch.stream, operandOf(lhs),
+               operandOf(weights), operandOf(call.inputs[2]), operandOf(out), s, launch.error, launch.instruction);
+  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::ok();
+}
+
+uint64_t expertMatmulWeightGradScratch(const KernelCall &call) {
+  ExpertShape s;
+  GatherGradScratch scratch;
+  if (!expertShape(call, call.inputs[0], call.outputs[0], s).isOk() ||
+      !gatherGradScratchLayout(expertRows(s), nullptr, scratch).isOk())
+    return 0; // the call says why
+  return scratch.totalBytes;
+}
+
+Status expertMatmulWeightGrad(const KernelCall &call) {
+  const TensorView &lhs = call.inputs[0], &dresult = call.inputs[1], &experts = call.inputs[2], &dw = call.outputs[0];
+  ExpertShape s;
+  FSDPC_RETURN_IF_ERROR(expertShape(call, lhs, dw, s));
+  if (dw.numElements() == 0)
+    return Status::ok();
+  const CudaLaunch &launch = launchOf(call);
+  const GatherLayout g = expertRows(s);
+  GatherGradScratch scratch;
+  FSDPC_RETURN_IF_ERROR(gatherGradScratchLayout(g, static_cast<char *>(launch.scratch), scratch));
+  if (launch.scratchBytes < scratch.totalBytes)
+    return FSDPC_ERROR(kInternal, "expert_matmul_weight_grad: scratch too small");
+  FSDPC_RETURN_IF_ERROR(sortPositionsByRow(g, experts, scratch, launch));
+  launchKernel(expertWeightGradKernel, blocksFor(dw.numElements(), launch), kThreads, 0, launch.stream, operandOf(lhs),
+               operandOf(dresult), scratch.sortedPositions, scratch.runStart, scratch.runEnd, operandOf(dw), s);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }

@@ -391,3 +391,19 @@ func.func @train_step(%q: tensor<2x5x4x8xf32> {graph.param = "q"}, %k: tensor<2x
   %l = graph.mse_loss %o, %t : (tensor<2x5x4x6xf32>, tensor<2x5x4x6xf32>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// Tests expert_matmul's rule: the rows' gradient is expert_matmul of the
+// result's gradient by the transposed weights, the weights' is
+// expert_matmul_weight_grad, with the same experts.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[Y:.*]] = graph.expert_matmul %arg0, %arg1, %arg2 {transpose_weights = true}
+// CHECK-DAG: %[[DX:.*]] = graph.expert_matmul %[[DY:[^,]*]], %arg1, %arg2 : (tensor<6x1x5xf32>, tensor<3x5x8xf32>, tensor<6xi64>) -> tensor<6x1x8xf32>
+// CHECK-DAG: %[[DW:.*]] = graph.expert_matmul_weight_grad %arg0, %[[DY]], %arg2 {transpose_weights = true} : (tensor<6x1x8xf32>, tensor<6x1x5xf32>, tensor<6xi64>) -> tensor<3x5x8xf32>
+// CHECK: return %{{.*}}, %[[DX]], %[[DW]]
+func.func @train_step(%x: tensor<6x1x8xf32> {graph.param = "x"}, %w: tensor<3x5x8xf32> {graph.param = "w"}, %e: tensor<6xi64> {graph.input = "experts"}, %t: tensor<6x1x5xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}) {
+  %y = graph.expert_matmul %x, %w, %e {transpose_weights = true} : (tensor<6x1x8xf32>, tensor<3x5x8xf32>, tensor<6xi64>) -> tensor<6x1x5xf32>
+  %l = graph.mse_loss %y, %t : (tensor<6x1x5xf32>, tensor<6x1x5xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}

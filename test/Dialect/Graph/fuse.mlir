@@ -1274,3 +1274,46 @@ func.func @halves_of_two_tensors(%x: tensor<2x3x5x8xf32>, %z: tensor<2x3x5x8xf32
   %y = graph.concat %first, %second {axis = 3 : i64} : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x8xf32>
   return %y : tensor<2x3x5x8xf32>
 }
+
+// -----
+
+// Tests that transformers' batched_mm experts (each row's expert's matrix
+// gathered, then a batched product) become one graph.expert_matmul that
+// reads the weights in place, the transposed form too, and Mixtral's form
+// with the matrices first and a column per row (x^T W^T, the column
+// reshaped to a row and back); a gathered copy read elsewhere stays.
+// CHECK-LABEL: func.func @batched_mm_experts
+// CHECK: %[[Y:.*]] = graph.expert_matmul %arg0, %arg1, %arg2 : (tensor<6x1x8xf32>, tensor<3x8x5xf32>, tensor<6xi64>) -> tensor<6x1x5xf32>
+// CHECK-NOT: graph.gather
+// CHECK: return %[[Y]]
+// CHECK-LABEL: func.func @batched_mm_experts_transposed
+// CHECK: graph.expert_matmul %arg0, %arg1, %arg2 {transpose_weights = true} : (tensor<6x1x8xf32>, tensor<3x5x8xf32>, tensor<6xi64>) -> tensor<6x1x5xf32>
+// CHECK-LABEL: func.func @batched_mm_experts_weights_first
+// CHECK: %[[ROW:.*]] = graph.reshape %arg1 : (tensor<6x8x1xf32>) -> tensor<6x1x8xf32>
+// CHECK: %[[Y:.*]] = graph.expert_matmul %[[ROW]], %arg0, %arg2 {transpose_weights = true} : (tensor<6x1x8xf32>, tensor<3x5x8xf32>, tensor<6xi64>) -> tensor<6x1x5xf32>
+// CHECK: %[[COL:.*]] = graph.reshape %[[Y]] : (tensor<6x1x5xf32>) -> tensor<6x5x1xf32>
+// CHECK: return %[[COL]]
+// CHECK-LABEL: func.func @gathered_weights_read_elsewhere
+// CHECK: graph.gather
+// CHECK: graph.batch_matmul
+// CHECK-NOT: graph.expert_matmul
+func.func @batched_mm_experts(%x: tensor<6x1x8xf32>, %w: tensor<3x8x5xf32>, %e: tensor<6xi64>) -> tensor<6x1x5xf32> {
+  %g = graph.gather %w, %e {axis = 0 : i64} : (tensor<3x8x5xf32>, tensor<6xi64>) -> tensor<6x8x5xf32>
+  %y = graph.batch_matmul %x, %g : (tensor<6x1x8xf32>, tensor<6x8x5xf32>) -> tensor<6x1x5xf32>
+  return %y : tensor<6x1x5xf32>
+}
+func.func @batched_mm_experts_transposed(%x: tensor<6x1x8xf32>, %w: tensor<3x5x8xf32>, %e: tensor<6xi64>) -> tensor<6x1x5xf32> {
+  %g = graph.gather %w, %e {axis = 0 : i64} : (tensor<3x5x8xf32>, tensor<6xi64>) -> tensor<6x5x8xf32>
+  %y = graph.batch_matmul %x, %g {transpose_b = true} : (tensor<6x1x8xf32>, tensor<6x5x8xf32>) -> tensor<6x1x5xf32>
+  return %y : tensor<6x1x5xf32>
+}
+func.func @batched_mm_experts_weights_first(%w: tensor<3x5x8xf32>, %x: tensor<6x8x1xf32>, %e: tensor<6xi64>) -> tensor<6x5x1xf32> {
+  %g = graph.gather %w, %e {axis = 0 : i64} : (tensor<3x5x8xf32>, tensor<6xi64>) -> tensor<6x5x8xf32>
+  %y = graph.batch_matmul %g, %x : (tensor<6x5x8xf32>, tensor<6x8x1xf32>) -> tensor<6x5x1xf32>
+  return %y : tensor<6x5x1xf32>
+}
+func.func @gathered_weights_read_elsewhere(%x: tensor<6x1x8xf32>, %w: tensor<3x8x5xf32>, %e: tensor<6xi64>) -> (tensor<6x1x5xf32>, tensor<6x8x5xf32>) {
+  %g = graph.gather %w, %e {axis = 0 : i64} : (tensor<3x8x5xf32>, tensor<6xi64>) -> tensor<6x8x5xf32>
+  %y = graph.batch_matmul %x, %g : (tensor<6x1x8xf32>, tensor<6x8x5xf32>) -> tensor<6x1x5xf32>
+  return %y, %g : tensor<6x1x5xf32>, tensor<6x8x5xf32>
+}

@@ -493,3 +493,21 @@ func.func @attention_sinks_per_key_head(%q: tensor<2x4x5x8xf32>, %k: tensor<2x2x
   %o, %lse = graph.attention %q, %k, %v, %m sinks %s {scale = 0.5 : f64} : (tensor<2x4x5x8xf32>, tensor<2x2x5x8xf32>, tensor<2x2x5x6xf32>, tensor<5x5xi64>, tensor<2xf32>) -> (tensor<2x4x5x6xf32>, tensor<2x4x5xf32>)
   return
 }
+
+// -----
+
+// Tests that expert_matmul's lhs, weights and experts fit together.
+func.func @expert_matmul_contracting(%x: tensor<6x1x8xf32>, %w: tensor<3x7x5xf32>, %e: tensor<6xi64>) {
+  // expected-error @+1 {{lhs [6,1,8], weights [3,7,5], experts [6] and result [6,1,5] do not fit together}}
+  %y = graph.expert_matmul %x, %w, %e : (tensor<6x1x8xf32>, tensor<3x7x5xf32>, tensor<6xi64>) -> tensor<6x1x5xf32>
+  return
+}
+
+// -----
+
+// Tests that expert_matmul_weight_grad's result is the weights' shape.
+func.func @expert_matmul_weight_grad_rows(%x: tensor<6x1x8xf32>, %dy: tensor<6x1x5xf32>, %e: tensor<4xi64>) {
+  // expected-error @+1 {{lhs [6,1,8], weights [3,8,5], experts [4] and dresult [6,1,5] do not fit together}}
+  %dw = graph.expert_matmul_weight_grad %x, %dy, %e : (tensor<6x1x8xf32>, tensor<6x1x5xf32>, tensor<4xi64>) -> tensor<3x8x5xf32>
+  return
+}

@@ -70,6 +70,7 @@ enum class Param : uint8_t {
   kTokenMajor,
   kSoftcap,
   kInterleaved,
+  kTransposeWeights,
   kCount
 };
 
@@ -99,6 +100,7 @@ enum class OperandRule : uint8_t {
   kGemm,
   kGemmBiasGrad,
   kBatchGemm,
+  kExpertGemm,
   kBinaryBroadcast,
   kElementwise,
   kGelu,

@@ -36,7 +36,8 @@ struct Clause {
 
 /// GEMMs and attention: what selective checkpointing keeps.
 bool isExpensive(Operation *op) {
-  return isa<graph::MatmulOp, graph::BatchMatmulOp, graph::AttentionOp, graph::PackedAttentionOp>(op);
+  return isa<graph::MatmulOp, graph::BatchMatmulOp, graph::ExpertMatmulOp, graph::AttentionOp,
+             graph::PackedAttentionOp>(op);
 }
 
 /// An add that the lowering folds into the GEMM computing one of its

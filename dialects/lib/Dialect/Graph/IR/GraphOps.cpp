@@ -130,6 +130,33 @@ LogicalResult BatchMatmulOp::verify() {
   return success();
 }
 
+/// Whether lhs [N, M, K], a weight stack [E, K, F] ([E, F, K] transposed),
+/// experts [N] and result [N, M, F] fit expert_matmul.
+static LogicalResult verifyExpertMatmul(Operation *op, ArrayRef<int64_t> lhs, ArrayRef<int64_t> weights,
+                                        ArrayRef<int64_t> experts, ArrayRef<int64_t> result, bool transposed,
+                                        StringRef resultName) {
+  if (lhs.size() != 3 || weights.size() != 3 || experts.size() != 1 || result.size() != 3)
+    return op->emitOpError("takes lhs [N, M, K], weights [E, K, F], experts [N] and ")
+           << resultName << " [N, M, F], not " << shapeString(lhs) << ", " << shapeString(weights) << ", "
+           << shapeString(experts) << ", " << shapeString(result);
+  const int64_t k = transposed ? weights[2] : weights[1], f = transposed ? weights[1] : weights[2];
+  if (lhs[2] != k || experts[0] != lhs[0] || result != ArrayRef<int64_t>{lhs[0], lhs[1], f})
+    return op->emitOpError("lhs ") << shapeString(lhs) << ", weights " << shapeString(weights) << ", experts "
+                                   << shapeString(experts) << " and " << resultName << " " << shapeString(result)
+                                   << " do not fit together";
+  return success();
+}
+
+LogicalResult ExpertMatmulOp::verify() {
+  return verifyExpertMatmul(*this, shapeOf(getLhs()), shapeOf(getWeights()), shapeOf(getExperts()),
+                            shapeOf(getResult()), getTransposeWeights(), "result");
+}
+
+LogicalResult ExpertMatmulWeightGradOp::verify() {
+  return verifyExpertMatmul(*this, shapeOf(getLhs()), shapeOf(getResult()), shapeOf(getExperts()),
+                            shapeOf(getDresult()), getTransposeWeights(), "dresult");
+}
+
 //===----------------------------------------------------------------------===//
 // Shape and reduction ops
 //===----------------------------------------------------------------------===//

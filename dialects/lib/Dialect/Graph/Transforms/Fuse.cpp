@@ -1553,6 +1553,58 @@ struct FoldHeadTransposesIntoAttention : public OpRewritePattern<AttentionOp> {
   }
 };
 
+/// A mixture of experts' projection as transformers' `batched_mm` experts
+/// export it: batch_matmul(x [N, M, K], gather(W [E, K, F], experts [N])),
+/// or with the gathered matrices first, batch_matmul(gather(W [E, F, K]),
+/// x [N, K, 1]) (Mixtral's, a column per row, which a reshape turns into
+/// x^T W^T), with the gathered copy read only there, becomes
+/// graph.expert_matmul, which reads each row's expert's matrix in place
+/// instead of copying N matrices (and its gradient sums each expert's
+/// rows' products instead of scattering N matrices back).
+struct FuseExpertMatmul : public OpRewritePattern<BatchMatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(BatchMatmulOp product, PatternRewriter &rewriter) const override {
+    const bool weightsFirst = static_cast<bool>(product.getLhs().getDefiningOp<GatherOp>());
+    auto gathered = (weightsFirst ? product.getLhs() : product.getRhs()).getDefiningOp<GatherOp>();
+    if (!gathered || !gathered->hasOneUse() || gathered.getAxis() != 0 || gathered.getPaddingIndex())
+      return failure();
+    Value rows = weightsFirst ? product.getRhs() : product.getLhs();
+    RankedTensorType rowsType = tensorType(rows), resultType = tensorType(product.getResult());
+    ArrayRef<int64_t> weights = tensorType(gathered.getData()).getShape(),
+                      experts = tensorType(gathered.getIndices()).getShape(), x = rowsType.getShape();
+    if (x.size() != 3 || weights.size() != 3 || experts.size() != 1 || experts[0] != x[0] ||
+        !isa<FloatType>(rowsType.getElementType()))
+      return failure();
+    bool transposeWeights = product.getTransposeB();
+    if (weightsFirst) {
+      // y[n] = op(W[e]) x[n] with x[n] one column: y[n]^T = x[n]^T op(W[e])^T.
+      const bool column = product.getTransposeB() ? x[1] == 1 : x[2] == 1;
+      if (!column || resultType.getShape()[2] != 1)
+        return failure();
+      transposeWeights = !product.getTransposeA();
+    } else if (product.getTransposeA()) {
+      return failure();
+    }
+    SmallVector<Location> locations = {gathered.getLoc(), product.getLoc()};
+    Location loc = rewriter.getFusedLoc(locations);
+    rewriter.setInsertionPoint(product);
+    Value lhs = rows;
+    if (weightsFirst && !product.getTransposeB()) // [N, K, 1] as [N, 1, K]: the same elements
+      lhs = ReshapeOp::create(rewriter, loc, RankedTensorType::get({x[0], 1, x[1]}, rowsType.getElementType()), rows);
+    ArrayRef<int64_t> out = resultType.getShape();
+    auto fusedType =
+        RankedTensorType::get(weightsFirst ? ArrayRef<int64_t>{out[0], 1, out[1]} : out, resultType.getElementType());
+    Value fused = ExpertMatmulOp::create(rewriter, loc, fusedType, lhs, gathered.getData(), gathered.getIndices(),
+                                         rewriter.getBoolAttr(transposeWeights));
+    if (weightsFirst)
+      fused = ReshapeOp::create(rewriter, loc, resultType, fused);
+    rewriter.replaceOp(product, fused);
+    rewriter.eraseOp(gathered);
+    return success();
+  }
+};
+
 /// A 2-D operand of matmul that is only a transpose: the GEMM reads it
 /// transposed itself (transpose_a / transpose_b), as torch's F.linear does
 /// with a tied head's embedding, instead of copying it (GPT-2's
@@ -1597,12 +1649,12 @@ struct FoldTransposeIntoMatmul : public OpRewritePattern<MatmulOp> {
 struct GraphFusePass : public fsdpc::graph::impl::GraphFuseBase<GraphFusePass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseLayerNorm, FuseRmsNorm, FuseErfGelu, FuseTanhGelu, FuseMaskedSoftmax, DropSafeSoftmaxGuard,
-                 FuseAttention, DropSoftmaxShift, FuseAttentionWithSinks, FusePackedAttention,
-                 FoldRepeatedKeyValueHeads, FoldKeyTransposeIntoAttention, FoldTransposeIntoMatmul, FuseRotary,
-                 FuseHalvesRotary, RotateBeforeTranspose, SwapLastAxesBeforeRegrouping, SliceBeforeTranspose,
-                 ConcatBeforeTranspose, NormaliseBeforeTranspose<LayerNormOp>, NormaliseBeforeTranspose<RmsNormOp>>(
-        &getContext());
+    patterns
+        .add<FuseLayerNorm, FuseRmsNorm, FuseErfGelu, FuseTanhGelu, FuseMaskedSoftmax, DropSafeSoftmaxGuard,
+             FuseAttention, DropSoftmaxShift, FuseAttentionWithSinks, FusePackedAttention, FoldRepeatedKeyValueHeads,
+             FoldKeyTransposeIntoAttention, FoldTransposeIntoMatmul, FuseExpertMatmul, FuseRotary, FuseHalvesRotary,
+             RotateBeforeTranspose, SwapLastAxesBeforeRegrouping, SliceBeforeTranspose, ConcatBeforeTranspose,
+             NormaliseBeforeTranspose<LayerNormOp>, NormaliseBeforeTranspose<RmsNormOp>>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
     // Once every attention has its final operands (packed_attention takes

@@ -485,6 +485,17 @@ LogicalResult fsdpc::graph::buildGradient(OpBuilder &builder, Operation *op, Arr
             operandGrads[0] = grad;
             return true;
           })
+          .Case<ExpertMatmulOp>([&](ExpertMatmulOp o) {
+            // d lhs[n] = dy[n] op(W[e])^T: the same op on the other side of
+            // the weights; dW[e] sums its rows' products.
+            if (r.needs(0))
+              operandGrads[0] = ExpertMatmulOp::create(builder, r.loc, o.getLhs().getType(), r.dy(), o.getWeights(),
+                                                       o.getExperts(), !o.getTransposeWeights());
+            if (r.needs(1))
+              operandGrads[1] = ExpertMatmulWeightGradOp::create(builder, r.loc, o.getWeights().getType(), o.getLhs(),
+                                                                 r.dy(), o.getExperts(), o.getTransposeWeightsAttr());
+            return true;
+          })
           .Case<AttentionOp>([&](AttentionOp o) {
             // logsumexp only feeds the gradient; out's gradient is dout.
             if (!r.resultGrads[0])

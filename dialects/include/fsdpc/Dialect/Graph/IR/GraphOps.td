@@ -90,6 +90,57 @@ def Graph_BatchMatmulOp : Graph_Op<"batch_matmul", [Pure]> {
   }];
 }
 
+def Graph_ExpertMatmulOp : Graph_Op<"expert_matmul", [Pure]> {
+  let summary = "each row's product with the weight matrix of its expert";
+  let description = [{
+    `result[n] = lhs[n] x op(weights[experts[n]])` for every n: a mixture
+    of experts' projection, each (token, expert) row by its expert's matrix.
+    `graph-fuse` makes it from the `batched_mm` form transformers exports
+    (`batch_matmul(x, gather(weights, experts))`), which copies every row's
+    weight matrix first: [N, K, F] where this op reads [E, K, F] in place.
+
+    - `lhs`: `[N, M, K]`.
+    - `weights`: `[E, K, F]`, or `[E, F, K]` with `transpose_weights`.
+    - `experts`: i64 `[N]`, each in [-E, E) (a negative index counts from
+      the end, as gather's); a device reports one outside it.
+    - `result`: `[N, M, F]`.
+
+    ```mlir
+    %y = graph.expert_matmul %x, %w, %experts
+        : (tensor<64x1x32xf32>, tensor<4x32x128xf32>, tensor<64xi64>) -> tensor<64x1x128xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$lhs, Graph_FloatTensor:$weights, Graph_I64Tensor:$experts,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_weights);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $weights `,` $experts attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Graph_ExpertMatmulWeightGradOp : Graph_Op<"expert_matmul_weight_grad", [Pure]> {
+  let summary = "the gradient of expert_matmul's weights";
+  let description = [{
+    `result[e] = sum over the rows n of expert e of lhs[n]^T x dresult[n]`
+    (`dresult[n]^T x lhs[n]` with `transpose_weights`), in ascending n: each
+    expert's matrix gets its rows' products, an expert without rows zeros.
+
+    - `lhs`: expert_matmul's `[N, M, K]`.
+    - `dresult`: the gradient of its result, `[N, M, F]`.
+    - `experts`: its i64 `[N]`.
+    - `result`: the weights' shape, `[E, K, F]` (or `[E, F, K]`).
+
+    ```mlir
+    %dw = graph.expert_matmul_weight_grad %x, %dy, %experts
+        : (tensor<64x1x32xf32>, tensor<64x1x128xf32>, tensor<64xi64>) -> tensor<4x32x128xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$lhs, Graph_FloatTensor:$dresult, Graph_I64Tensor:$experts,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_weights);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $dresult `,` $experts attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 class Graph_BroadcastBinaryOp<string mnemonic, string what, Type operand = Graph_NumericTensor,
                               string integers = [{
     On i64 tensors (token ids, positions: the last token a classifier head

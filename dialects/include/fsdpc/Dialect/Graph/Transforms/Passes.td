@@ -77,7 +77,12 @@ def GraphFuse : Pass<"graph-fuse", "mlir::ModuleOp"> {
       transpose back, becomes `graph.packed_attention` on the projection;
       the output transposes become reshapes of its result;
     - a 2-D transpose read by `graph.matmul` (a tied head's embedding)
-      becomes the GEMM's `transpose_a` / `transpose_b`.
+      becomes the GEMM's `transpose_a` / `transpose_b`;
+    - a mixture of experts' projection as transformers' `batched_mm`
+      experts export it, `batch_matmul(x, gather(W, experts))` (or with
+      the gathered matrices first and a column a row, Mixtral's), whose
+      gathered copy has no other use, becomes `graph.expert_matmul`, which
+      reads each row's expert's matrix in place.
 
     Constants must match to a relative 1e-6. The fused op's location joins
     the locations (ONNX node names) of the ops it replaces. Intermediate

@@ -131,9 +131,13 @@ Status attentionShape(const KernelCall &call, bool packed, AttentionShape &s) {
   for (const AttentionRows &rows : {s.query, s.key, s.value, s.out})
     s.vectorRows = s.vectorRows && rows.offset % kVectorElements == 0 && rows.outer % kVectorElements == 0 &&
                    rows.head % kVectorElements == 0 && rows.row % kVectorElements == 0;
-  for (const auto *views : {&call.inputs, &call.outputs})
-    for (const TensorView &view : *views)
-      s.vectorRows = s.vectorRows && (!isFloatDtype(view.dtype) || vectorAligned({&view}));
+  // The rows' tensors; not the forward's sinks, a parameter that FSDP's
+  // flat buffer places at any offset and that is read one float a row.
+  const size_t rowInputs = !packed && !gradient ? std::min<size_t>(call.inputs.size(), 4) : call.inputs.size();
+  for (size_t i = 0; i < rowInputs; ++i)
+    s.vectorRows = s.vectorRows && (!isFloatDtype(call.inputs[i].dtype) || vectorAligned({&call.inputs[i]}));
+  for (const TensorView &view : call.outputs)
+    s.vectorRows = s.vectorRows && (!isFloatDtype(view.dtype) || vectorAligned({&view}));
   s.scale = a.scale;
   s.softcap = a.softcap;
   s.sinks = nullptr; // attention() sets them

@@ -1236,6 +1236,11 @@ func.func @sink_per_query(%q: tensor<2x3x5x4xf32>, %k: tensor<2x3x5x4xf32>, %v: 
 // CHECK: return %[[T]]
 // CHECK-LABEL: func.func @halves_of_two_tensors
 // CHECK-NOT: graph.rotary
+// CHECK-LABEL: func.func @halves_rotary_constant_tables
+// CHECK-DAG: %[[C:.*]] = graph.constant dense<{{\[\[\[}}[1.000000e+00, 5.000000e-01, 1.000000e+00, 5.000000e-01]]]]> : tensor<1x1x1x4xf32>
+// CHECK-DAG: %[[S:.*]] = graph.constant dense<{{\[\[\[}}[0.000000e+00, 2.500000e-01, 0.000000e+00, 2.500000e-01]]]]> : tensor<1x1x1x4xf32>
+// CHECK-NOT: graph.concat
+// CHECK: graph.rotary %arg0, %[[C]], %[[S]]
 func.func @halves_rotary(%x: tensor<2x3x5x8xf32>, %cos: tensor<1x1x5x4xf32>, %sin: tensor<1x1x5x4xf32>) -> tensor<2x3x5x8xf32> {
   %x1 = graph.slice %x {starts = array<i64: 0, 0, 0, 0>, steps = array<i64: 1, 1, 1, 1>} : (tensor<2x3x5x8xf32>) -> tensor<2x3x5x4xf32>
   %x2 = graph.slice %x {starts = array<i64: 0, 0, 0, 4>, steps = array<i64: 1, 1, 1, 1>} : (tensor<2x3x5x8xf32>) -> tensor<2x3x5x4xf32>
@@ -1273,6 +1278,20 @@ func.func @halves_of_two_tensors(%x: tensor<2x3x5x8xf32>, %z: tensor<2x3x5x8xf32
   %second = graph.add %c, %d : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x4xf32>
   %y = graph.concat %first, %second {axis = 3 : i64} : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x8xf32>
   return %y : tensor<2x3x5x8xf32>
+}
+func.func @halves_rotary_constant_tables(%x: tensor<2x3x1x4xf32>) -> tensor<2x3x1x4xf32> {
+  %cos = graph.constant dense<[[[[1.0, 0.5]]]]> : tensor<1x1x1x2xf32>
+  %sin = graph.constant dense<[[[[0.0, 0.25]]]]> : tensor<1x1x1x2xf32>
+  %x1 = graph.slice %x {starts = array<i64: 0, 0, 0, 0>, steps = array<i64: 1, 1, 1, 1>} : (tensor<2x3x1x4xf32>) -> tensor<2x3x1x2xf32>
+  %x2 = graph.slice %x {starts = array<i64: 0, 0, 0, 2>, steps = array<i64: 1, 1, 1, 1>} : (tensor<2x3x1x4xf32>) -> tensor<2x3x1x2xf32>
+  %a = graph.mul %x1, %cos : (tensor<2x3x1x2xf32>, tensor<1x1x1x2xf32>) -> tensor<2x3x1x2xf32>
+  %b = graph.mul %x2, %sin : (tensor<2x3x1x2xf32>, tensor<1x1x1x2xf32>) -> tensor<2x3x1x2xf32>
+  %first = graph.sub %a, %b : (tensor<2x3x1x2xf32>, tensor<2x3x1x2xf32>) -> tensor<2x3x1x2xf32>
+  %c = graph.mul %x2, %cos : (tensor<2x3x1x2xf32>, tensor<1x1x1x2xf32>) -> tensor<2x3x1x2xf32>
+  %d = graph.mul %x1, %sin : (tensor<2x3x1x2xf32>, tensor<1x1x1x2xf32>) -> tensor<2x3x1x2xf32>
+  %second = graph.add %c, %d : (tensor<2x3x1x2xf32>, tensor<2x3x1x2xf32>) -> tensor<2x3x1x2xf32>
+  %y = graph.concat %first, %second {axis = 3 : i64} : (tensor<2x3x1x2xf32>, tensor<2x3x1x2xf32>) -> tensor<2x3x1x4xf32>
+  return %y : tensor<2x3x1x4xf32>
 }
 
 // -----

@@ -240,9 +240,50 @@ LogicalResult SliceOp::verify() {
   return verifySlice(*this, shapeOf(getInput()), shapeOf(getResult()), getStarts(), getSteps());
 }
 
+/// The concatenation of constant operands along `axis`, or null where one is
+/// not a dense constant, its elements are not whole bytes (booleans), or
+/// the result is over 2^22 elements (a step's work is not worth the plan's
+/// bytes beyond that). GPT-OSS's rotation in halves repeats constant
+/// half-width tables, which would otherwise be concatenated every step.
+static Attribute concatConstants(RankedTensorType type, ArrayRef<Attribute> operands, int64_t axis) {
+  constexpr int64_t kMaxFoldedElements = int64_t{1} << 22;
+  if (type.getNumElements() > kMaxFoldedElements || !type.getElementType().isIntOrFloat() ||
+      type.getElementTypeBitWidth() % 8 != 0)
+    return {};
+  const int64_t elementBytes = type.getElementTypeBitWidth() / 8;
+  int64_t outer = 1, inner = elementBytes;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= type.getDimSize(d);
+  for (int64_t d = axis + 1; d < type.getRank(); ++d)
+    inner *= type.getDimSize(d);
+  SmallVector<DenseElementsAttr> inputs;
+  for (Attribute operand : operands) {
+    auto elements = dyn_cast_if_present<DenseElementsAttr>(operand);
+    if (!elements || elements.getElementType() != type.getElementType())
+      return {};
+    inputs.push_back(elements);
+  }
+  std::vector<char> data;
+  data.reserve(type.getNumElements() * elementBytes);
+  for (int64_t o = 0; o < outer; ++o)
+    for (DenseElementsAttr input : inputs) {
+      const int64_t block = input.getType().getDimSize(axis) * inner;
+      ArrayRef<char> raw = input.getRawData();
+      if (input.isSplat()) // one element, repeated
+        for (int64_t b = 0; b < block; b += elementBytes)
+          data.insert(data.end(), raw.begin(), raw.begin() + elementBytes);
+      else
+        data.insert(data.end(), raw.begin() + o * block, raw.begin() + (o + 1) * block);
+    }
+  return DenseElementsAttr::getFromRawBuffer(type, data);
+}
+
 // A concat whose inputs but one hold no elements is that input: Phi-3's
-// partial rotation with every column rotated passes an empty slice on.
-OpFoldResult ConcatOp::fold(FoldAdaptor) {
+// partial rotation with every column rotated passes an empty slice on. A
+// concat of constants is a constant.
+OpFoldResult ConcatOp::fold(FoldAdaptor adaptor) {
+  if (Attribute folded = concatConstants(cast<RankedTensorType>(getType()), adaptor.getInputs(), getAxis()))
+    return folded;
   Value kept;
   for (Value input : getInputs()) {
     if (cast<RankedTensorType>(input.getType()).getNumElements() == 0)

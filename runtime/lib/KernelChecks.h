@@ -111,6 +111,27 @@ inline Status gatherLayout(const char *kernel, const std::vector<int64_t> &data,
   return Status::ok();
 }
 
+/// expert_matmul's sizes: lhs [n, m, k], weights [experts, k, f] ([experts,
+/// f, k] with transpose_weights) and i64 experts [n]; for
+/// expert_matmul_weight_grad, `weights` is its output, the weights'
+/// gradient. The kernel contract's rule checked the shapes when the plan
+/// loaded; each backend checks the experts' values itself (the CPU before
+/// it runs, the CUDA kernels through the device error word).
+struct ExpertDims {
+  int64_t n = 0, m = 0, k = 0, f = 0, experts = 0;
+  bool transposed = false;
+};
+
+inline Status expertDims(const KernelCall &call, const TensorView &lhs, const TensorView &weights, ExpertDims &d) {
+  if (lhs.shape.size() != 3 || weights.shape.size() != 3 || call.inputs[2].dtype != plan::I64)
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(),
+                       ": lhs [N, M, K], weights [E, K, F] and i64 experts [N] expected");
+  d.transposed = call.intParam(contract::Param::kTransposeWeights, 0) != 0;
+  d.n = lhs.shape[0], d.m = lhs.shape[1], d.k = lhs.shape[2], d.experts = weights.shape[0];
+  d.f = d.transposed ? weights.shape[1] : weights.shape[2];
+  return Status::ok();
+}
+
 /// Where one attention operand's rows lie in its buffer: row r (a query or
 /// key) of batch index b starts at element
 /// `offset + (b / heads) * outer + ((b % heads) / group) * head + r * row`,

@@ -1377,32 +1377,48 @@ std::vector<Case> cases() {
                       .attr("mask_covers_causal", int64_t(1))
                       .tol(bf16 ? 1e-2 : 2e-5));
   }
-  // A mixture of experts' projection: 37 rows (2 a sample) over 5
-  // experts, negative experts among them, weights [E, K, F] and [E, F, K],
-  // f32 and bf16; the weights' gradient sums each expert's rows in row
-  // order, as the CPU kernel does.
-  for (bool transposed : {false, true})
-    for (bool bf16 : {false, true}) {
-      const int64_t n = 37, m = 2, k = 33, f = 19, experts = 5;
-      const std::string what =
-          std::string(bf16 ? "bf16 " : "") + (transposed ? "weights [E, F, K]" : "weights [E, K, F]");
-      const plan::DType dtype = bf16 ? plan::BF16 : plan::F32;
-      const V weights = transposed ? V{experts, f, k} : V{experts, k, f};
-      all.push_back(Case("expert_matmul", what)
-                        .in({n, m, k}, normal(), dtype)
-                        .in(weights, normal(), dtype)
-                        .in({n}, integers(-experts, experts), plan::I64)
-                        .out({n, m, f}, dtype)
-                        .attr("transpose_weights", int64_t(transposed))
-                        .tol(bf16 ? 1e-2 : 1e-5));
-      all.push_back(Case("expert_matmul_weight_grad", what)
-                        .in({n, m, k}, normal(), dtype)
-                        .in({n, m, f}, normal(), dtype)
-                        .in({n}, integers(-experts, experts), plan::I64)
-                        .out(weights, dtype)
-                        .attr("transpose_weights", int64_t(transposed))
-                        .tol(bf16 ? 1e-2 : 1e-5));
-    }
+  // A mixture of experts' projection and its weights' gradient, f32 and
+  // bf16, weights [E, K, F] and [E, F, K].
+  auto expertCases = [&](const std::string &what, int64_t n, int64_t m, int64_t k, int64_t f, int64_t experts,
+                         Fill expertOfRow) {
+    for (bool transposed : {false, true})
+      for (bool bf16 : {false, true}) {
+        const std::string name =
+            std::string(bf16 ? "bf16 " : "") + what + (transposed ? ", weights [E, F, K]" : ", weights [E, K, F]");
+        const plan::DType dtype = bf16 ? plan::BF16 : plan::F32;
+        const V weights = transposed ? V{experts, f, k} : V{experts, k, f};
+        all.push_back(Case("expert_matmul", name)
+                          .in({n, m, k}, normal(), dtype)
+                          .in(weights, normal(), dtype)
+                          .in({n}, expertOfRow, plan::I64)
+                          .out({n, m, f}, dtype)
+                          .attr("transpose_weights", int64_t(transposed))
+                          .tol(bf16 ? 1e-2 : 1e-5));
+        all.push_back(Case("expert_matmul_weight_grad", name)
+                          .in({n, m, k}, normal(), dtype)
+                          .in({n, m, f}, normal(), dtype)
+                          .in({n}, expertOfRow, plan::I64)
+                          .out(weights, dtype)
+                          .attr("transpose_weights", int64_t(transposed))
+                          .tol(bf16 ? 1e-2 : 1e-5));
+      }
+  };
+  // 37 rows (2 a sample) over 5 experts, negative experts among them.
+  expertCases("37 rows of 2", 37, 2, 33, 19, 5, integers(-5, 5));
+  // The grouped kernels' tiles: 64 tokens by 64 columns, 16 k (f32) or 32
+  // (bf16, tensor cores) a stage, 16 or 32 tokens for the gradient. About
+  // 100 tokens each for experts 0-2 (two token tiles, the second partial),
+  // none for expert 3, one sub-row a row (transformers' batched_mm); k and
+  // f past a tile's multiple, and also multiples of 8 (bf16 rows of 16
+  // bytes, staged a 16-byte load at a time).
+  expertCases("tiles, an expert without rows, k 70, f 133", 301, 1, 70, 133, 4, integers(0, 3));
+  expertCases("tiles, an expert without rows, k 72, f 136", 301, 1, 72, 136, 4, integers(0, 3));
+  all.push_back(Case("expert_matmul", "expert out of range")
+                    .in({5, 2, 3})
+                    .in({4, 3, 7})
+                    .in({5}, integers(4, 5), plan::I64)
+                    .out({5, 2, 7})
+                    .dataError());
   return all;
 }
 

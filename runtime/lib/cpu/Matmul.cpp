@@ -1,4 +1,5 @@
 //===- Matmul.cpp - GEMM kernels --------------------------------------------===//
+#include "../KernelChecks.h"
 #include "CpuKernels.h"
 #include "Indexing.h"
 #include "VectorMath.h"
@@ -114,75 +115,104 @@ Status batchMatmul(const KernelCall &call) {
 
 namespace {
 
-/// expert_matmul's sizes: lhs [n, m, k], weights [experts, k, f] (or
-/// [experts, f, k], transposed), and each row's expert, counted from 0
-/// (negative indices from the end), each checked.
-struct ExpertLayout {
-  int64_t n = 0, m = 0, k = 0, f = 0, experts = 0;
-  bool transposed = false;
-  std::vector<int64_t> rowExpert;
+/// expert_matmul's sizes (KernelChecks.h) and each expert's rows in
+/// ascending order, every row's expert checked (negative indices count
+/// from the end).
+struct ExpertLayout : ExpertDims {
+  std::vector<std::vector<int64_t>> rowsOf;
 };
 
 Status expertLayout(const KernelCall &call, const TensorView &lhs, const TensorView &weights, const TensorView &experts,
                     ExpertLayout &l) {
-  l.transposed = call.intParam(contract::Param::kTransposeWeights, 0);
-  if (lhs.shape.size() != 3 || weights.shape.size() != 3)
-    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": lhs and weights must have rank 3");
-  l.n = lhs.shape[0], l.m = lhs.shape[1], l.k = lhs.shape[2], l.experts = weights.shape[0];
-  l.f = l.transposed ? weights.shape[1] : weights.shape[2];
-  l.rowExpert.resize(l.n);
+  FSDPC_RETURN_IF_ERROR(expertDims(call, lhs, weights, l));
+  l.rowsOf.assign(l.experts, {});
   for (int64_t r = 0; r < l.n; ++r) {
     const int64_t e = experts.i64()[r];
     if (e < -l.experts || e >= l.experts)
       return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": expert ", e, " of row ", r, " is outside [",
                          -l.experts, ", ", l.experts, ")");
-    l.rowExpert[r] = e < 0 ? e + l.experts : e;
+    l.rowsOf[e < 0 ? e + l.experts : e].push_back(r);
   }
   return Status::ok();
+}
+
+/// Copies `rows` (each `width` floats, `m` sub-rows of a row of `source`)
+/// into consecutive rows of `packed`, or back with `unpack`.
+void packRows(const std::vector<int64_t> &rows, int64_t m, int64_t width, float *source, float *packed, bool unpack) {
+  const int64_t block = m * width;
+  for (int64_t i = 0; i < static_cast<int64_t>(rows.size()); ++i) {
+    float *row = source + rows[i] * block, *slot = packed + i * block;
+    if (unpack)
+      std::memcpy(row, slot, block * sizeof(float));
+    else
+      std::memcpy(slot, row, block * sizeof(float));
+  }
+}
+
+/// work(e, rows, tokens) for each expert e with rows (`tokens` sub-rows in
+/// all), a thread an expert.
+template <typename Work> void forEachExpert(const ExpertLayout &l, Work work) {
+#pragma omp parallel for schedule(dynamic) if (l.experts > 1 && l.n * l.m * l.k * l.f > 65536)
+  for (int64_t e = 0; e < l.experts; ++e) {
+    const int64_t tokens = static_cast<int64_t>(l.rowsOf[e].size()) * l.m;
+    if (tokens > 0)
+      work(e, l.rowsOf[e], tokens);
+  }
 }
 
 } // namespace
 
-/// result[r] = lhs[r] op(weights[expert of r]): one sgemm a row.
+// A mixture of experts' projections as grouped GEMMs: each expert's rows
+// are copied together, multiplied by its matrix in one sgemm, and (for the
+// result) copied back, instead of one GEMV-shaped sgemm a row (a row is
+// usually one token: batched_mm's M is 1), which read the expert's whole
+// matrix again for every row. A thread an expert (BLAS runs one thread
+// a call on the CPU device), so the same bits whatever the thread count.
+
+/// result[r] = lhs[r] op(weights[expert of r]).
 Status expertMatmul(const KernelCall &call) {
   const TensorView &lhs = call.inputs[0], &weights = call.inputs[1], &out = call.outputs[0];
   ExpertLayout l;
   FSDPC_RETURN_IF_ERROR(expertLayout(call, lhs, weights, call.inputs[2], l));
+  if (out.numElements() == 0)
+    return Status::ok();
   if (l.k == 0) {
     std::fill(out.f32(), out.f32() + out.numElements(), 0.0f);
     return Status::ok();
   }
-#pragma omp parallel for if (l.n > 1 && l.m * l.k * l.f > 4096)
-  for (int64_t r = 0; r < l.n; ++r)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, l.transposed ? CblasTrans : CblasNoTrans, l.m, l.f, l.k, 1.0f,
-                lhs.f32() + r * l.m * l.k, l.k, weights.f32() + l.rowExpert[r] * l.k * l.f, l.transposed ? l.k : l.f,
-                0.0f, out.f32() + r * l.m * l.f, l.f);
+  forEachExpert(l, [&](int64_t e, const std::vector<int64_t> &rows, int64_t tokens) {
+    std::vector<float> packedLhs(tokens * l.k), packedOut(tokens * l.f);
+    packRows(rows, l.m, l.k, lhs.f32(), packedLhs.data(), /*unpack=*/false);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, l.transposed ? CblasTrans : CblasNoTrans, tokens, l.f, l.k, 1.0f,
+                packedLhs.data(), l.k, weights.f32() + e * l.k * l.f, l.transposed ? l.k : l.f, 0.0f, packedOut.data(),
+                l.f);
+    packRows(rows, l.m, l.f, out.f32(), packedOut.data(), /*unpack=*/true);
+  });
   return Status::ok();
 }
 
-/// dW[e] = the sum over e's rows r, in ascending r, of lhs[r]^T dresult[r]
-/// (dresult[r]^T lhs[r], transposed): a thread an expert, its rows added
-/// one sgemm at a time, so the same bits every run.
+/// dW[e] = lhs[rows of e]^T dresult[rows of e] (dresult^T lhs, transposed):
+/// one sgemm an expert over its rows copied together; an expert without
+/// rows gets zeros.
 Status expertMatmulWeightGrad(const KernelCall &call) {
   const TensorView &lhs = call.inputs[0], &dresult = call.inputs[1], &dw = call.outputs[0];
   ExpertLayout l;
   FSDPC_RETURN_IF_ERROR(expertLayout(call, lhs, dw, call.inputs[2], l));
-  std::fill(dw.f32(), dw.f32() + dw.numElements(), 0.0f);
-  if (l.m == 0)
+  if (dw.numElements() == 0)
     return Status::ok();
-#pragma omp parallel for if (l.experts > 1 && l.n * l.m * l.k * l.f > 4096)
-  for (int64_t e = 0; e < l.experts; ++e) {
+  std::fill(dw.f32(), dw.f32() + dw.numElements(), 0.0f);
+  forEachExpert(l, [&](int64_t e, const std::vector<int64_t> &rows, int64_t tokens) {
+    std::vector<float> packedLhs(tokens * l.k), packedGrad(tokens * l.f);
+    packRows(rows, l.m, l.k, lhs.f32(), packedLhs.data(), /*unpack=*/false);
+    packRows(rows, l.m, l.f, dresult.f32(), packedGrad.data(), /*unpack=*/false);
     float *out = dw.f32() + e * l.k * l.f;
-    for (int64_t r = 0; r < l.n; ++r) {
-      if (l.rowExpert[r] != e)
-        continue;
-      const float *a = lhs.f32() + r * l.m * l.k, *dy = dresult.f32() + r * l.m * l.f;
-      if (l.transposed) // [f, k] += dy^T a
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, l.f, l.k, l.m, 1.0f, dy, l.f, a, l.k, 1.0f, out, l.k);
-      else // [k, f] += a^T dy
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, l.k, l.f, l.m, 1.0f, a, l.k, dy, l.f, 1.0f, out, l.f);
-    }
-  }
+    if (l.transposed) // [f, k] = dy^T a
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, l.f, l.k, tokens, 1.0f, packedGrad.data(), l.f,
+                  packedLhs.data(), l.k, 0.0f, out, l.k);
+    else // [k, f] = a^T dy
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, l.k, l.f, tokens, 1.0f, packedLhs.data(), l.k,
+                  packedGrad.data(), l.f, 0.0f, out, l.f);
+  });
   return Status::ok();
 }
 

@@ -556,38 +556,6 @@ __device__ __forceinline__ void startKeyTile(__nv_bfloat16 *tile, Operand k, con
   }
 }
 
-/// The A fragment of the 16 x 16 block at (row0, col0) of a row-major tile.
-template <int P>
-__device__ __forceinline__ void loadA(uint32_t (&a)[4], const __nv_bfloat16 *tile, int row0, int col0, int lane) {
-  loadMatrices(a, tile + (row0 + lane % 16) * P + col0 + lane / 16 * 8);
-}
-
-/// B fragments of B = M^T (k x n) for n in [n0, n0 + 16), k in [k0, k0 + 16),
-/// M row-major (its rows are B's columns: K in Q K^T): b[0] for n0, b[1]
-/// for n0 + 8.
-template <int P>
-__device__ __forceinline__ void loadBOfRows(uint32_t (&b)[2][2], const __nv_bfloat16 *tile, int n0, int k0, int lane) {
-  uint32_t r[4];
-  loadMatrices(r, tile + (n0 + lane / 16 * 8 + lane % 8) * P + k0 + lane / 8 % 2 * 8);
-  b[0][0] = r[0];
-  b[0][1] = r[1];
-  b[1][0] = r[2];
-  b[1][1] = r[3];
-}
-
-/// B fragments of B = M (k x n, row-major as stored: V in P V) for k in
-/// [k0, k0 + 16), n in [n0, n0 + 16): b[0] for n0, b[1] for n0 + 8.
-template <int P>
-__device__ __forceinline__ void loadBAsStored(uint32_t (&b)[2][2], const __nv_bfloat16 *tile, int k0, int n0,
-                                              int lane) {
-  uint32_t r[4];
-  loadMatricesTransposed(r, tile + (k0 + lane / 8 % 2 * 8 + lane % 8) * P + n0 + lane / 16 * 8);
-  b[0][0] = r[0];
-  b[0][1] = r[1];
-  b[1][0] = r[2];
-  b[1][1] = r[3];
-}
-
 /// A warp's own rows, M 16-row tiles of a shared tile from row0 (all D
 /// columns), as the A operand of its products. Where Hold, their fragments
 /// are loaded once (load, after the tile has landed) and kept in registers

@@ -158,6 +158,7 @@ Status gatherGrad(const KernelCall &call);
 uint64_t gatherGradScratch(const KernelCall &call);
 Status expertMatmul(const KernelCall &call);
 Status expertMatmulWeightGrad(const KernelCall &call);
+uint64_t expertMatmulScratch(const KernelCall &call);
 uint64_t expertMatmulWeightGradScratch(const KernelCall &call);
 Status oneHot(const KernelCall &call);
 Status argReduce(const KernelCall &call);

@@ -52,7 +52,7 @@ const std::unordered_map<std::string, CudaKernel> &registry() {
       {"slice_grad", {sliceGrad}},
       {"gather", {gather}},
       {"gather_grad", {gatherGrad, gatherGradScratch}},
-      {"expert_matmul", {expertMatmul}},
+      {"expert_matmul", {expertMatmul, expertMatmulScratch}},
       {"expert_matmul_weight_grad", {expertMatmulWeightGrad, expertMatmulWeightGradScratch}},
       {"select", {select}},
       {"is_nan", {isNan}},

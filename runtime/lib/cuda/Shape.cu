@@ -1,6 +1,7 @@
 //===- Shape.cu - shape and indexing kernels ------------------------------===//
-#include "DeviceMath.cuh"
 #include "../KernelChecks.h"
+#include "DeviceMath.cuh"
+#include "WarpMma.cuh"
 
 #include <cub/device/device_radix_sort.cuh>
 
@@ -291,16 +292,15 @@ struct GatherGradScratch {
 
 /// Where gather_grad's scratch parts go from `base` (nullptr: only the
 /// sizes); fails where the indices or rows do not fit the sort's 32 bits.
-Status gatherGradScratchLayout(const GatherLayout &g, char *base, GatherGradScratch &s) {
+Status gatherGradScratchLayout(const char *kernel, const GatherLayout &g, char *base, GatherGradScratch &s) {
   if (g.count > INT_MAX || g.rows >= static_cast<int64_t>(UINT_MAX))
-    return FSDPC_ERROR(kUnimplemented, "gather_grad: the CUDA backend sorts up to 2^31 - 1 indices into fewer than "
-                                       "2^32 - 1 rows, not ",
-                       g.count, " into ", g.rows);
+    return FSDPC_ERROR(kUnimplemented, kernel,
+                       ": the CUDA backend sorts up to 2^31 - 1 indices into fewer than 2^32 - 1 rows, not ", g.count,
+                       " into ", g.rows);
   s.sortBytes = 0;
-  FSDPC_CUDA_RETURN_IF_ERROR(cub::DeviceRadixSort::SortPairs(nullptr, s.sortBytes, static_cast<unsigned *>(nullptr),
-                                                             static_cast<unsigned *>(nullptr),
-                                                             static_cast<int *>(nullptr), static_cast<int *>(nullptr),
-                                                             static_cast<int>(g.count), 0, gradKeyBits(g.rows)));
+  FSDPC_CUDA_RETURN_IF_ERROR(cub::DeviceRadixSort::SortPairs(
+      nullptr, s.sortBytes, static_cast<unsigned *>(nullptr), static_cast<unsigned *>(nullptr),
+      static_cast<int *>(nullptr), static_cast<int *>(nullptr), static_cast<int>(g.count), 0, gradKeyBits(g.rows)));
   size_t offset = 0;
   auto part = [&](size_t bytes) {
     char *p = base ? base + offset : nullptr;
@@ -350,7 +350,7 @@ uint64_t gatherGradScratch(const KernelCall &call) {
   if (!integerGatherLayout("gather_grad", call.outputs[0].shape, call.inputs[1],
                            call.intParam(contract::Param::kAxis, 0), g)
            .isOk() ||
-      !gatherGradScratchLayout(g, nullptr, s).isOk())
+      !gatherGradScratchLayout("gather_grad", g, nullptr, s).isOk())
     return 0; // the call says why
   return s.totalBytes;
 }
@@ -366,7 +366,7 @@ Status gatherGrad(const KernelCall &call) {
     return Status::ok();
   const CudaLaunch &launch = launchOf(call);
   GatherGradScratch s;
-  FSDPC_RETURN_IF_ERROR(gatherGradScratchLayout(g, static_cast<char *>(launch.scratch), s));
+  FSDPC_RETURN_IF_ERROR(gatherGradScratchLayout("gather_grad", g, static_cast<char *>(launch.scratch), s));
   if (launch.scratchBytes < s.totalBytes)
     return FSDPC_ERROR(kInternal, "gather_grad: scratch too small");
   FSDPC_RETURN_IF_ERROR(sortPositionsByRow(g, indices, s, launch));
@@ -379,125 +379,421 @@ Status gatherGrad(const KernelCall &call) {
   return Status::ok();
 }
 
-// expert_matmul: a thread an output element, its row's expert's column
-// read in place (each weight matrix once per row that names it, as the
-// batched_mm export's gathered copies were read, without the copies), the
-// products added in k order in f32. The weights' gradient groups the rows
-// by expert with gather_grad's stable sort: a thread an element of dW[e]
-// adds its expert's rows' products in ascending row order, the CPU
-// kernel's order, so every run gives the same bits.
+// expert_matmul as a grouped GEMM: the rows are sorted by expert with
+// gather_grad's stable sort, and each block computes a 64 x 64 tile of one
+// expert's rows against that expert's matrix, staged through shared
+// memory 16 k at a time, so that each weight element is read once per 64
+// rows of its expert instead of once per row. A row's "tokens" are its m
+// sub-rows; an expert with t tokens has ceil(t / 64) tiles, and the grid
+// covers every expert's tiles with an upper bound, ceil(n m / 64) +
+// experts, whose surplus blocks return. Each output adds its products in
+// ascending k in f32, each gradient element its expert's tokens in
+// ascending row order, so every run gives the same bits. f32 operands take
+// fp32 FMAs (torch's exact fp32 default), bf16 ones the tensor cores
+// (below). Rows whose expert is outside [-E, E) are in no expert's run; a
+// kernel of their own reports the first through the error word and zeroes
+// their outputs.
 
 namespace {
 
-struct ExpertShape {
-  long long n, m, k, f, experts;
-  bool transposed;
-};
+constexpr int kExpertTile = 64;  // tokens and columns of a block's tile
+constexpr int kExpertDepth = 16; // k (or tokens, for the gradient) a shared-memory stage
+constexpr int kExpertThreads = 256;
+constexpr int kExpertPerThread = kExpertTile / 16; // a 16 x 16 thread grid, 4 x 4 outputs each
 
-/// lhs [n, m, k], weights [experts, k, f] ([experts, f, k] transposed),
-/// integer experts [n]; `weights` is the gradient's output for
-/// expert_matmul_weight_grad. The kernel contract's rule checked the
-/// shapes when the plan loaded.
-Status expertShape(const KernelCall &call, const TensorView &lhs, const TensorView &weights, ExpertShape &s) {
-  const TensorView &experts = call.inputs[2];
-  if (lhs.shape.size() != 3 || weights.shape.size() != 3 || (experts.dtype != plan::I64 && experts.dtype != plan::I32))
-    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(),
-                       ": lhs [N, M, K], weights [E, K, F] and integer "
-                       "experts expected");
-  s.transposed = call.intParam(contract::Param::kTransposeWeights, 0) != 0;
-  s.n = lhs.shape[0], s.m = lhs.shape[1], s.k = lhs.shape[2], s.experts = weights.shape[0];
-  s.f = s.transposed ? weights.shape[1] : weights.shape[2];
-  return Status::ok();
-}
-
-/// Element (a, b) of expert e's matrix as op(W[e]) reads it: [k, f].
-__device__ __forceinline__ long long expertWeightIndex(const ExpertShape &s, long long e, long long kk, long long ff) {
+/// Element (kk, ff) of expert e's matrix as op(W[e]) reads it: [k, f].
+__device__ __forceinline__ long long expertWeightIndex(const ExpertDims &s, long long e, long long kk, long long ff) {
   return s.transposed ? (e * s.f + ff) * s.k + kk : (e * s.k + kk) * s.f + ff;
 }
 
-__global__ void expertMatmulKernel(Operand lhs, Operand weights, Operand experts, Operand out, ExpertShape s,
-                                   DeviceError *error, int instruction) {
-  FSDPC_GRID_STRIDE_LOOP(i, s.n * s.m * s.f) {
-    const long long ff = i % s.f, row = i / s.f, r = row / s.m;
-    long long e = loadInteger(experts, r);
-    if (e < -s.experts || e >= s.experts) {
-      if (i % (s.m * s.f) == 0)
-        reportDataError(error, instruction, e, r, s.experts);
-      storeFloat(out, i, 0.0f);
-      continue;
+/// lhs's (and the result's) row of expert e's token t: the sorted rows'
+/// sub-rows in order.
+__device__ __forceinline__ long long expertTokenRow(const int *sortedRows, const int *runStart, long long m,
+                                                    long long e, long long t) {
+  return static_cast<long long>(sortedRows[runStart[e] + t / m]) * m + t % m;
+}
+
+/// The expert whose tokens tile `tile` of the forward grid covers (the
+/// experts' tiles in expert order; -1 past the last), the tile's first
+/// token and the expert's token count.
+__device__ void expertTileOf(long long tile, const int *runStart, const int *runEnd, const ExpertDims &s,
+                             long long &expert, long long &first, long long &tokens) {
+  for (long long e = 0; e < s.experts; ++e) {
+    tokens = static_cast<long long>(runEnd[e] - runStart[e]) * s.m;
+    const long long tiles = (tokens + kExpertTile - 1) / kExpertTile;
+    if (tile < tiles) {
+      expert = e, first = tile * kExpertTile;
+      return;
     }
-    e += e < 0 ? s.experts : 0;
-    float sum = 0.0f;
-    for (long long kk = 0; kk < s.k; ++kk)
-      sum += loadFloat(lhs, row * s.k + kk) * loadFloat(weights, expertWeightIndex(s, e, kk, ff));
-    storeFloat(out, i, sum);
+    tile -= tiles;
+  }
+  expert = -1;
+}
+
+/// Rows whose expert is outside [-E, E): the first reported, their outputs 0.
+__global__ void expertRowCheckKernel(Operand experts, Operand out, ExpertDims s, DeviceError *error, int instruction) {
+  FSDPC_GRID_STRIDE_LOOP(r, s.n) {
+    const long long e = loadInteger(experts, r);
+    if (e >= -s.experts && e < s.experts)
+      continue;
+    reportDataError(error, instruction, e, r, s.experts);
+    for (long long i = r * s.m * s.f; i < (r + 1) * s.m * s.f; ++i)
+      storeFloat(out, i, 0.0f);
   }
 }
 
-/// dW[e] as op(W[e]) reads it, element (kk, ff): the sum over e's sorted
-/// rows of lhs[r, :, kk] . dresult[r, :, ff].
-__global__ void expertWeightGradKernel(Operand lhs, Operand dresult, const int *sortedRows, const int *runStart,
-                                       const int *runEnd, Operand dw, ExpertShape s) {
-  FSDPC_GRID_STRIDE_LOOP(i, s.experts * s.k * s.f) {
-    const long long e = i / (s.k * s.f), kk = (i / s.f) % s.k, ff = i % s.f;
-    float sum = 0.0f;
-    for (int p = runStart[e]; p < runEnd[e]; ++p) {
-      const long long r = sortedRows[p];
-      for (long long mi = 0; mi < s.m; ++mi)
-        sum += loadFloat(lhs, (r * s.m + mi) * s.k + kk) * loadFloat(dresult, (r * s.m + mi) * s.f + ff);
+__global__ void __launch_bounds__(kExpertThreads)
+    expertMatmulKernel(Operand lhs, Operand weights, Operand out, const int *sortedRows, const int *runStart,
+                       const int *runEnd, ExpertDims s) {
+  __shared__ float lhsTile[kExpertDepth][kExpertTile + 1];    // [kk][token]
+  __shared__ float weightTile[kExpertDepth][kExpertTile + 1]; // [kk][column]
+  __shared__ long long tileExpert, tileFirst, tileTokens;
+  if (threadIdx.x == 0)
+    expertTileOf(blockIdx.x, runStart, runEnd, s, tileExpert, tileFirst, tileTokens);
+  __syncthreads();
+  if (tileExpert < 0)
+    return;
+  const long long e = tileExpert, first = tileFirst, tokens = tileTokens, column0 = blockIdx.y * kExpertTile;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+
+  // The lhs rows this thread stages (token threadIdx / 16 + 16 q, k
+  // threadIdx % 16: 16 threads read 16 consecutive k of a row); -1 past
+  // the expert's last token.
+  long long stagedRow[kExpertPerThread];
+#pragma unroll
+  for (int q = 0; q < kExpertPerThread; ++q) {
+    const long long t = first + threadIdx.x / 16 + 16 * q;
+    stagedRow[q] = t < tokens ? expertTokenRow(sortedRows, runStart, s.m, e, t) : -1;
+  }
+  float acc[kExpertPerThread][kExpertPerThread] = {};
+  for (long long k0 = 0; k0 < s.k; k0 += kExpertDepth) {
+#pragma unroll
+    for (int q = 0; q < kExpertPerThread; ++q) {
+      const int kk = threadIdx.x % 16;
+      lhsTile[kk][threadIdx.x / 16 + 16 * q] =
+          stagedRow[q] >= 0 && k0 + kk < s.k ? loadFloat(lhs, stagedRow[q] * s.k + k0 + kk) : 0.0f;
     }
-    storeFloat(dw, expertWeightIndex(s, e, kk, ff), sum);
+#pragma unroll
+    for (int q = 0; q < kExpertPerThread; ++q) {
+      // Consecutive threads read consecutive addresses in either layout.
+      const int id = threadIdx.x + kExpertThreads * q;
+      const int kk = s.transposed ? id % kExpertDepth : id / kExpertTile,
+                c = s.transposed ? id / kExpertDepth : id % kExpertTile;
+      weightTile[kk][c] =
+          k0 + kk < s.k && column0 + c < s.f ? loadFloat(weights, expertWeightIndex(s, e, k0 + kk, column0 + c)) : 0.0f;
+    }
+    __syncthreads();
+    for (int kk = 0; kk < kExpertDepth && k0 + kk < s.k; ++kk)
+#pragma unroll
+      for (int i = 0; i < kExpertPerThread; ++i)
+#pragma unroll
+        for (int j = 0; j < kExpertPerThread; ++j)
+          acc[i][j] = fmaf(lhsTile[kk][ty + 16 * i], weightTile[kk][tx + 16 * j], acc[i][j]);
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < kExpertPerThread; ++i) {
+    const long long t = first + ty + 16 * i;
+    if (t >= tokens)
+      continue;
+    const long long row = expertTokenRow(sortedRows, runStart, s.m, e, t);
+#pragma unroll
+    for (int j = 0; j < kExpertPerThread; ++j)
+      if (column0 + tx + 16 * j < s.f)
+        storeFloat(out, row * s.f + column0 + tx + 16 * j, acc[i][j]);
+  }
+}
+
+/// dW[e] as op(W[e]) reads it, a 64 x 64 tile of (kk, ff) a block: the
+/// sum over e's tokens, 16 at a time in ascending order, of
+/// lhs[token, kk] dresult[token, ff].
+__global__ void __launch_bounds__(kExpertThreads)
+    expertWeightGradKernel(Operand lhs, Operand dresult, const int *sortedRows, const int *runStart, const int *runEnd,
+                           Operand dw, ExpertDims s) {
+  __shared__ float lhsTile[kExpertDepth][kExpertTile + 1];  // [token][kk]
+  __shared__ float gradTile[kExpertDepth][kExpertTile + 1]; // [token][ff]
+  const long long e = blockIdx.z, column0 = blockIdx.x * kExpertTile, k0 = blockIdx.y * kExpertTile;
+  const long long tokens = static_cast<long long>(runEnd[e] - runStart[e]) * s.m;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  float acc[kExpertPerThread][kExpertPerThread] = {};
+  for (long long t0 = 0; t0 < tokens; t0 += kExpertDepth) {
+#pragma unroll
+    for (int q = 0; q < kExpertPerThread; ++q) {
+      // Token id / 64, column id % 64: consecutive threads read
+      // consecutive elements of a row of lhs and of dresult.
+      const int id = threadIdx.x + kExpertThreads * q, t = id / kExpertTile, c = id % kExpertTile;
+      const long long row = t0 + t < tokens ? expertTokenRow(sortedRows, runStart, s.m, e, t0 + t) : -1;
+      lhsTile[t][c] = row >= 0 && k0 + c < s.k ? loadFloat(lhs, row * s.k + k0 + c) : 0.0f;
+      gradTile[t][c] = row >= 0 && column0 + c < s.f ? loadFloat(dresult, row * s.f + column0 + c) : 0.0f;
+    }
+    __syncthreads();
+    for (int t = 0; t < kExpertDepth && t0 + t < tokens; ++t)
+#pragma unroll
+      for (int i = 0; i < kExpertPerThread; ++i)
+#pragma unroll
+        for (int j = 0; j < kExpertPerThread; ++j)
+          acc[i][j] = fmaf(lhsTile[t][ty + 16 * i], gradTile[t][tx + 16 * j], acc[i][j]);
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < kExpertPerThread; ++i)
+#pragma unroll
+    for (int j = 0; j < kExpertPerThread; ++j) {
+      const long long kk = k0 + ty + 16 * i, ff = column0 + tx + 16 * j;
+      if (kk < s.k && ff < s.f)
+        storeFloat(dw, expertWeightIndex(s, e, kk, ff), acc[i][j]);
+    }
+}
+
+// The same grouped GEMMs on the tensor cores where the operands are bf16
+// (mixed precision): mma.sync m16n8k16 with f32 accumulators (WarpMma.cuh),
+// as cuBLASLt runs the plan's other bf16 GEMMs. A block of 4 warps has a
+// 64 x 64 tile, each warp 16 rows of it by 64 columns (8 accumulator
+// tiles); 32 of the reduced dimension (k, or tokens for the gradient) go
+// through shared memory at a time, 16 bytes a load where the rows allow
+// it. The products of a run add in a fixed order, so the same bits every
+// run, though not the CPU kernel's (bf16 tolerance).
+
+constexpr int kExpertMmaThreads = 128;
+constexpr int kExpertMmaDepth = 32;
+constexpr int kExpertMmaPad = 8; // a row's extra bf16s: rows 16 bytes apart in different banks
+
+/// Eight bf16s of a row from `source` into shared memory: those past
+/// `available` (a row's end, or none) are 0, and one 16-byte load where the
+/// row allows it.
+__device__ __forceinline__ void stageEight(__nv_bfloat16 *destination, const __nv_bfloat16 *source, long long available,
+                                           bool vectors) {
+  if (vectors && available >= 8) {
+    *reinterpret_cast<uint4 *>(destination) = *reinterpret_cast<const uint4 *>(source);
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    destination[i] = i < available ? source[i] : __float2bfloat16_rn(0.0f);
+}
+
+/// Whether every row of a [rows, width] bf16 operand starts 16 bytes aligned.
+bool rowsOf16Bytes(const TensorView &v, long long width) {
+  return width % 8 == 0 && reinterpret_cast<uintptr_t>(v.data) % 16 == 0;
+}
+
+__global__ void __launch_bounds__(kExpertMmaThreads)
+    expertMatmulMmaKernel(const __nv_bfloat16 *lhs, const __nv_bfloat16 *weights, Operand out, const int *sortedRows,
+                          const int *runStart, const int *runEnd, ExpertDims s, bool lhsVectors, bool weightVectors) {
+  alignas(16) __shared__ __nv_bfloat16 lhsTile[kExpertTile][kExpertMmaDepth + kExpertMmaPad];
+  // [k][column], or [column][k] for transposed weights.
+  alignas(16) __shared__ __nv_bfloat16 weightTile[kExpertTile * (kExpertMmaDepth + kExpertMmaPad)];
+  __shared__ long long tileExpert, tileFirst, tileTokens;
+  if (threadIdx.x == 0)
+    expertTileOf(blockIdx.x, runStart, runEnd, s, tileExpert, tileFirst, tileTokens);
+  __syncthreads();
+  if (tileExpert < 0)
+    return;
+  const long long e = tileExpert, first = tileFirst, tokens = tileTokens, column0 = blockIdx.y * kExpertTile;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  constexpr int kRowChunks = kExpertMmaDepth / 8; // 16-byte chunks of a staged lhs row
+  constexpr int kWeightStride = kExpertTile + kExpertMmaPad, kWeightStrideT = kExpertMmaDepth + kExpertMmaPad;
+  // The two lhs chunks this thread stages: row (id / 4), k chunk id % 4.
+  long long stagedRow[2];
+#pragma unroll
+  for (int q = 0; q < 2; ++q) {
+    const long long t = first + (threadIdx.x + kExpertMmaThreads * q) / kRowChunks;
+    stagedRow[q] = t < tokens ? expertTokenRow(sortedRows, runStart, s.m, e, t) : -1;
+  }
+  float acc[8][4] = {};
+  for (long long k0 = 0; k0 < s.k; k0 += kExpertMmaDepth) {
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      const int id = threadIdx.x + kExpertMmaThreads * q, row = id / kRowChunks, kk = id % kRowChunks * 8;
+      const long long available = stagedRow[q] >= 0 ? s.k - (k0 + kk) : 0;
+      stageEight(&lhsTile[row][kk], lhs + stagedRow[q] * s.k + k0 + kk, available, lhsVectors);
+    }
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      const int id = threadIdx.x + kExpertMmaThreads * q;
+      if (s.transposed) { // [column][k]: a column's 32 k are 4 chunks
+        const int c = id / kRowChunks, kk = id % kRowChunks * 8;
+        const long long available = column0 + c < s.f ? s.k - (k0 + kk) : 0;
+        stageEight(&weightTile[c * kWeightStrideT + kk], weights + (e * s.f + column0 + c) * s.k + k0 + kk, available,
+                   weightVectors);
+      } else { // [k][column]: a k's 64 columns are 8 chunks
+        const int kk = id / 8, c = id % 8 * 8;
+        const long long available = k0 + kk < s.k ? s.f - (column0 + c) : 0;
+        stageEight(&weightTile[kk * kWeightStride + c], weights + (e * s.k + k0 + kk) * s.f + column0 + c, available,
+                   weightVectors);
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int ks = 0; ks < kExpertMmaDepth; ks += 16) {
+      uint32_t a[4];
+      loadA<kExpertMmaDepth + kExpertMmaPad>(a, &lhsTile[0][0], warp * 16, ks, lane);
+#pragma unroll
+      for (int pair = 0; pair < 4; ++pair) {
+        uint32_t b[2][2];
+        if (s.transposed)
+          loadBOfRows<kWeightStrideT>(b, weightTile, pair * 16, ks, lane);
+        else
+          loadBAsStored<kWeightStride>(b, weightTile, ks, pair * 16, lane);
+        mmaBf16(acc[2 * pair], a, b[0]);
+        mmaBf16(acc[2 * pair + 1], a, b[1]);
+      }
+    }
+    __syncthreads();
+  }
+  // Accumulator tile n: c0, c1 at row g, columns 2t, 2t + 1; c2, c3 at row g + 8.
+  const int g = lane / 4, t2 = lane % 4 * 2;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const long long t = first + warp * 16 + g + 8 * half;
+    if (t >= tokens)
+      continue;
+    const long long row = expertTokenRow(sortedRows, runStart, s.m, e, t);
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const long long column = column0 + n * 8 + t2 + c;
+        if (column < s.f)
+          storeFloat(out, row * s.f + column, acc[n][2 * half + c]);
+      }
+  }
+}
+
+/// dW[e] on the tensor cores: A = lhs^T (k rows by tokens), B = dresult
+/// (tokens by f), both staged as token rows and read transposed where the
+/// fragment needs it.
+__global__ void __launch_bounds__(kExpertMmaThreads)
+    expertWeightGradMmaKernel(const __nv_bfloat16 *lhs, const __nv_bfloat16 *dresult, const int *sortedRows,
+                              const int *runStart, const int *runEnd, Operand dw, ExpertDims s, bool lhsVectors,
+                              bool gradVectors) {
+  alignas(16) __shared__ __nv_bfloat16 lhsTile[kExpertMmaDepth][kExpertTile + kExpertMmaPad];  // [token][k]
+  alignas(16) __shared__ __nv_bfloat16 gradTile[kExpertMmaDepth][kExpertTile + kExpertMmaPad]; // [token][f]
+  const long long e = blockIdx.z, column0 = blockIdx.x * kExpertTile, k0 = blockIdx.y * kExpertTile;
+  const long long tokens = static_cast<long long>(runEnd[e] - runStart[e]) * s.m;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  float acc[8][4] = {};
+  for (long long t0 = 0; t0 < tokens; t0 += kExpertMmaDepth) {
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      // Token id / 8, chunk id % 8 of its 64 k (and of its 64 f).
+      const int id = threadIdx.x + kExpertMmaThreads * q, t = id / 8, c = id % 8 * 8;
+      const long long row = t0 + t < tokens ? expertTokenRow(sortedRows, runStart, s.m, e, t0 + t) : -1;
+      stageEight(&lhsTile[t][c], lhs + row * s.k + k0 + c, row >= 0 ? s.k - (k0 + c) : 0, lhsVectors);
+      stageEight(&gradTile[t][c], dresult + row * s.f + column0 + c, row >= 0 ? s.f - (column0 + c) : 0, gradVectors);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int ts = 0; ts < kExpertMmaDepth; ts += 16) {
+      uint32_t a[4]; // A[k][token] = lhsTile[token][k]
+      loadAOfColumns<kExpertTile + kExpertMmaPad>(a, &lhsTile[0][0], warp * 16, ts, lane);
+#pragma unroll
+      for (int pair = 0; pair < 4; ++pair) {
+        uint32_t b[2][2];
+        loadBAsStored<kExpertTile + kExpertMmaPad>(b, &gradTile[0][0], ts, pair * 16, lane);
+        mmaBf16(acc[2 * pair], a, b[0]);
+        mmaBf16(acc[2 * pair + 1], a, b[1]);
+      }
+    }
+    __syncthreads();
+  }
+  const int g = lane / 4, t2 = lane % 4 * 2;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const long long kk = k0 + warp * 16 + g + 8 * half;
+    if (kk >= s.k)
+      continue;
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const long long ff = column0 + n * 8 + t2 + c;
+        if (ff < s.f)
+          storeFloat(dw, expertWeightIndex(s, e, kk, ff), acc[n][2 * half + c]);
+      }
   }
 }
 
 /// The rows sorted by expert: gather_grad's layout of `n` indices into
 /// `experts` rows.
-GatherLayout expertRows(const ExpertShape &s) {
+GatherLayout expertRows(const ExpertDims &s) {
   GatherLayout g;
   g.rows = s.experts;
   g.count = s.n;
   return g;
 }
 
-} // namespace
-
-Status expertMatmul(const KernelCall &call) {
-  const TensorView &lhs = call.inputs[0], &weights = call.inputs[1], &out = call.outputs[0];
-  ExpertShape s;
-  FSDPC_RETURN_IF_ERROR(expertShape(call, lhs, weights, s));
-  if (out.numElements() == 0)
-    return Status::ok();
-  const CudaLaunch &launch = launchOf(call);
-  launchKernel(expertMatmulKernel, blocksFor(out.numElements(), launch), kThreads, 0, launch.stream, operandOf(lhs),
-               operandOf(weights), operandOf(call.inputs[2]), operandOf(out), s, launch.error, launch.instruction);
-  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
-  return Status::ok();
-}
-
-uint64_t expertMatmulWeightGradScratch(const KernelCall &call) {
-  ExpertShape s;
+uint64_t expertSortScratch(const KernelCall &call, const TensorView &weights) {
+  ExpertDims s;
   GatherGradScratch scratch;
-  if (!expertShape(call, call.inputs[0], call.outputs[0], s).isOk() ||
-      !gatherGradScratchLayout(expertRows(s), nullptr, scratch).isOk())
+  if (!expertDims(call, call.inputs[0], weights, s).isOk() ||
+      !gatherGradScratchLayout(call.instruction->op().c_str(), expertRows(s), nullptr, scratch).isOk())
     return 0; // the call says why
   return scratch.totalBytes;
 }
 
+/// Sorts the rows by expert into the call's scratch.
+Status sortRowsByExpert(const KernelCall &call, const ExpertDims &s, GatherGradScratch &scratch) {
+  const CudaLaunch &launch = launchOf(call);
+  const GatherLayout g = expertRows(s);
+  FSDPC_RETURN_IF_ERROR(
+      gatherGradScratchLayout(call.instruction->op().c_str(), g, static_cast<char *>(launch.scratch), scratch));
+  if (launch.scratchBytes < scratch.totalBytes)
+    return FSDPC_ERROR(kInternal, call.instruction->op(), ": scratch too small");
+  return sortPositionsByRow(g, call.inputs[2], scratch, launch);
+}
+
+unsigned expertTiles(long long extent) { return static_cast<unsigned>((extent + kExpertTile - 1) / kExpertTile); }
+
+} // namespace
+
+uint64_t expertMatmulScratch(const KernelCall &call) { return expertSortScratch(call, call.inputs[1]); }
+
+uint64_t expertMatmulWeightGradScratch(const KernelCall &call) { return expertSortScratch(call, call.outputs[0]); }
+
+Status expertMatmul(const KernelCall &call) {
+  const TensorView &lhs = call.inputs[0], &weights = call.inputs[1], &out = call.outputs[0];
+  ExpertDims s;
+  FSDPC_RETURN_IF_ERROR(expertDims(call, lhs, weights, s));
+  if (out.numElements() == 0)
+    return Status::ok();
+  const CudaLaunch &launch = launchOf(call);
+  GatherGradScratch scratch;
+  FSDPC_RETURN_IF_ERROR(sortRowsByExpert(call, s, scratch));
+  launchKernel(expertRowCheckKernel, blocksFor(s.n, launch), kThreads, 0, launch.stream, operandOf(call.inputs[2]),
+               operandOf(out), s, launch.error, launch.instruction);
+  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  const dim3 grid(expertTiles(s.n * s.m) + static_cast<unsigned>(s.experts), expertTiles(s.f));
+  if (lhs.dtype == plan::BF16 && weights.dtype == plan::BF16)
+    launchKernel(expertMatmulMmaKernel, grid, kExpertMmaThreads, 0, launch.stream,
+                 static_cast<const __nv_bfloat16 *>(lhs.data), static_cast<const __nv_bfloat16 *>(weights.data),
+                 operandOf(out), scratch.sortedPositions, scratch.runStart, scratch.runEnd, s, rowsOf16Bytes(lhs, s.k),
+                 rowsOf16Bytes(weights, s.transposed ? s.k : s.f));
+  else
+    launchKernel(expertMatmulKernel, grid, kExpertThreads, 0, launch.stream, operandOf(lhs), operandOf(weights),
+                 operandOf(out), scratch.sortedPositions, scratch.runStart, scratch.runEnd, s);
+  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::ok();
+}
+
 Status expertMatmulWeightGrad(const KernelCall &call) {
-  const TensorView &lhs = call.inputs[0], &dresult = call.inputs[1], &experts = call.inputs[2], &dw = call.outputs[0];
-  ExpertShape s;
-  FSDPC_RETURN_IF_ERROR(expertShape(call, lhs, dw, s));
+  const TensorView &lhs = call.inputs[0], &dresult = call.inputs[1], &dw = call.outputs[0];
+  ExpertDims s;
+  FSDPC_RETURN_IF_ERROR(expertDims(call, lhs, dw, s));
   if (dw.numElements() == 0)
     return Status::ok();
   const CudaLaunch &launch = launchOf(call);
-  const GatherLayout g = expertRows(s);
   GatherGradScratch scratch;
-  FSDPC_RETURN_IF_ERROR(gatherGradScratchLayout(g, static_cast<char *>(launch.scratch), scratch));
-  if (launch.scratchBytes < scratch.totalBytes)
-    return FSDPC_ERROR(kInternal, "expert_matmul_weight_grad: scratch too small");
-  FSDPC_RETURN_IF_ERROR(sortPositionsByRow(g, experts, scratch, launch));
-  launchKernel(expertWeightGradKernel, blocksFor(dw.numElements(), launch), kThreads, 0, launch.stream, operandOf(lhs),
-               operandOf(dresult), scratch.sortedPositions, scratch.runStart, scratch.runEnd, operandOf(dw), s);
+  FSDPC_RETURN_IF_ERROR(sortRowsByExpert(call, s, scratch));
+  const dim3 grid(expertTiles(s.f), expertTiles(s.k), static_cast<unsigned>(s.experts));
+  if (lhs.dtype == plan::BF16 && dresult.dtype == plan::BF16)
+    launchKernel(expertWeightGradMmaKernel, grid, kExpertMmaThreads, 0, launch.stream,
+                 static_cast<const __nv_bfloat16 *>(lhs.data), static_cast<const __nv_bfloat16 *>(dresult.data),
+                 scratch.sortedPositions, scratch.runStart, scratch.runEnd, operandOf(dw), s, rowsOf16Bytes(lhs, s.k),
+                 rowsOf16Bytes(dresult, s.f));
+  else
+    launchKernel(expertWeightGradKernel, grid, kExpertThreads, 0, launch.stream, operandOf(lhs), operandOf(dresult),
+                 scratch.sortedPositions, scratch.runStart, scratch.runEnd, operandOf(dw), s);
   FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
   return Status::ok();
 }

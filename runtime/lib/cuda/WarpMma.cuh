@@ -127,6 +127,50 @@ __device__ __forceinline__ void aFromAccumulators(uint32_t (&a)[4], const float 
   a[3] = packBf16(right[2], right[3]);
 }
 
+// Fragments from shared tiles of pitch P (elements a row; rows 16-byte
+// aligned).
+
+/// The A fragment of the 16 x 16 block at (row0, col0) of a row-major tile.
+template <int P>
+__device__ __forceinline__ void loadA(uint32_t (&a)[4], const __nv_bfloat16 *tile, int row0, int col0, int lane) {
+  loadMatrices(a, tile + (row0 + lane % 16) * P + col0 + lane / 16 * 8);
+}
+
+/// B fragments of B = M^T (k x n) for n in [n0, n0 + 16), k in [k0, k0 + 16),
+/// M row-major (its rows are B's columns: K in Q K^T): b[0] for n0, b[1]
+/// for n0 + 8.
+template <int P>
+__device__ __forceinline__ void loadBOfRows(uint32_t (&b)[2][2], const __nv_bfloat16 *tile, int n0, int k0, int lane) {
+  uint32_t r[4];
+  loadMatrices(r, tile + (n0 + lane / 16 * 8 + lane % 8) * P + k0 + lane / 8 % 2 * 8);
+  b[0][0] = r[0];
+  b[0][1] = r[1];
+  b[1][0] = r[2];
+  b[1][1] = r[3];
+}
+
+/// B fragments of B = M (k x n, row-major as stored: V in P V) for k in
+/// [k0, k0 + 16), n in [n0, n0 + 16): b[0] for n0, b[1] for n0 + 8.
+template <int P>
+__device__ __forceinline__ void loadBAsStored(uint32_t (&b)[2][2], const __nv_bfloat16 *tile, int k0, int n0,
+                                              int lane) {
+  uint32_t r[4];
+  loadMatricesTransposed(r, tile + (k0 + lane / 8 % 2 * 8 + lane % 8) * P + n0 + lane / 16 * 8);
+  b[0][0] = r[0];
+  b[0][1] = r[1];
+  b[1][0] = r[2];
+  b[1][1] = r[3];
+}
+
+/// The A fragment of A = M^T (the 16 x 16 block at A's (row0, col0)) from a
+/// row-major tile M, whose rows are A's columns: lhs^T in a weight
+/// gradient, with the tokens as M's rows.
+template <int P>
+__device__ __forceinline__ void loadAOfColumns(uint32_t (&a)[4], const __nv_bfloat16 *tile, int row0, int col0,
+                                               int lane) {
+  loadMatricesTransposed(a, tile + (col0 + lane / 16 * 8 + lane % 8) * P + row0 + lane / 8 % 2 * 8);
+}
+
 } // namespace fsdpc::runtime::cuda
 
 #endif // FSDPC_RUNTIME_CUDA_WARPMMA_CUH

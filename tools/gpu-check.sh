@@ -15,11 +15,13 @@
 #   4. GPT-2 124M bf16 against torch eager, torch.compile and FSDP2, and
 #      with --offload optimizer / --recompute auto, then fsdp-run's time
 #      per kernel (--profile) for the plain plan (test/bench/gpu_vs_torch.py);
-#   5. the attention cases under compute-sanitizer's racecheck, then the
+#   5. a mixture of experts' expert_matmul kernels against torch's dense
+#      GEMM of the same FLOPs (test/bench/moe_gpu.py), printed only;
+#   6. the attention cases under compute-sanitizer's racecheck, then the
 #      kernel test under its memcheck, in the time left.
 # --budget SECONDS (default 575, for the device tool's 600 s call) is the
 # time the whole script may take: the bench gets what is left of it (at
-# most 300 s), and step 5 runs only if enough is left.
+# most 300 s), and steps 5 and 6 run only if enough is left.
 # Ends with one SUMMARY line.
 set -uo pipefail
 budget=575
@@ -70,6 +72,15 @@ timeout "$bench_limit" python3 "$root/test/bench/gpu_vs_torch.py" run --fsdp-run
   --work /tmp/fsdpc-gpu-bench 2>&1 | tee "$out/bench.txt"
 bench=${PIPESTATUS[0]}
 
+moe=skipped
+left=$(( budget - ($(date +%s) - start) ))
+if [ -f "$carry/moe/moe-bf16.bin" ] && [ "$left" -gt 100 ]; then
+  echo "== a mixture of experts' projections against torch's GEMMs ($(elapsed))"
+  timeout 60 python3 "$root/test/bench/moe_gpu.py" run --fsdp-run "$bin/fsdp-run" --plans "$carry/moe" \
+    --work /tmp/fsdpc-moe-bench 2>&1 | tee "$out/moe.txt"
+  moe=${PIPESTATUS[0]}
+fi
+
 # Last, in what is left of the budget: the results
 # above are what the issues' acceptance needs.
 # racecheck on the attention kernels first: their tiles land by cp.async
@@ -95,5 +106,5 @@ if command -v compute-sanitizer > /dev/null && [ "$left" -gt 30 ]; then
 fi
 
 word() { case "$1" in 0) echo pass ;; 77) echo skipped ;; 124) echo "timed out" ;; skipped) echo skipped ;; *) echo "FAIL ($1)" ;; esac; }
-echo "SUMMARY: kernels $(word $kernels), racecheck $(word $racecheck), memcheck $(word $memcheck), models $(word $devices), bench $(word $bench) ($(elapsed))"
+echo "SUMMARY: kernels $(word $kernels), racecheck $(word $racecheck), memcheck $(word $memcheck), models $(word $devices), bench $(word $bench), moe bench $(word $moe) ($(elapsed))"
 [ "$kernels" = 0 ] && [ "$devices" = 0 ] && [ "$bench" = 0 ]

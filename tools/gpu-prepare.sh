@@ -9,7 +9,9 @@
 #                     test/gpu/devices_agree.py, with their data;
 #   gpu-carry/bench/  GPT-2 124M's weight-free bf16 plans (plain, offloaded,
 #                     recomputed) and parameter-name map for
-#                     test/bench/gpu_vs_torch.py.
+#                     test/bench/gpu_vs_torch.py;
+#   gpu-carry/moe/    a mixture of experts layer's weight-free bf16 plan for
+#                     test/bench/moe_gpu.py.
 # Needs the compiler built (tools/build.sh) and /usr/bin/python3 with torch.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -33,11 +35,13 @@ strip "$carry/bin/fsdp-run" "$carry/bin/fsdpc-cuda-kernel-test"
 /usr/bin/python3 "$root/test/gpu/devices_agree.py" prepare --fsdpc "$root/build/bin/fsdpc" --out "$carry/plans"
 /usr/bin/python3 "$root/test/bench/gpu_vs_torch.py" prepare --fsdpc "$root/build/bin/fsdpc" --out "$carry/bench" \
   > "$carry/bench-prepare.log" 2>&1
+/usr/bin/python3 "$root/test/bench/moe_gpu.py" prepare --fsdpc "$root/build/bin/fsdpc" --out "$carry/moe" \
+  > "$carry/moe-prepare.log" 2>&1
 # gzip'd: the binaries are mostly cubins (14 MB each, 4.9 MB compressed)
 # and the weight-free plans mostly zeros (8.5 MB each, 33 KB), so the carry
 # is about 13 MiB of the 64 instead of 62. gpu-check.sh unpacks them (gzip
 # is on every machine; xz is not sure to be).
-gzip -9 "$carry/bin/fsdp-run" "$carry/bin/fsdpc-cuda-kernel-test" "$carry"/bench/*.bin
+gzip -9 "$carry/bin/fsdp-run" "$carry/bin/fsdpc-cuda-kernel-test" "$carry"/bench/*.bin "$carry"/moe/*.bin
 git -C "$root" rev-parse HEAD > "$carry/commit"
 du -sh "$carry"
 echo "gpu-prepare: carry gpu-carry to the GPU machine and run: bash tools/gpu-check.sh"

@@ -45,6 +45,13 @@ double instructionFlops(const plan::PlanHeader &h, const plan::Instruction &inst
     const int64_t k = a.shape_size() < 2 ? dim(a, 1) : intAttr(inst, "transpose_a", 0) ? dim(a, 2) : dim(a, 1);
     return 2 * elements(h.tensors(inst.outputs(0))) * static_cast<double>(k);
   }
+  // A mixture of experts' rows: lhs [N, M, K] by a [K, F] matrix each, so
+  // 2 N M K F whether the result [N, M, F] or the weights' gradient [E, K,
+  // F] (from lhs and dresult [N, M, F]) is computed.
+  if (op == "expert_matmul" && inst.inputs_size() >= 1 && inst.outputs_size() >= 1)
+    return 2 * elements(h.tensors(inst.outputs(0))) * static_cast<double>(dim(input(0), 1));
+  if (op == "expert_matmul_weight_grad" && inst.inputs_size() >= 2)
+    return 2 * elements(input(0)) * static_cast<double>(dim(input(1), 1));
   const bool backward = op == "attention_grad" || op == "packed_attention_grad";
   const double factor = backward ? 2.5 : 1.0;
   if ((op == "attention" || op == "attention_grad") && inst.inputs_size() >= 3) {

@@ -47,6 +47,12 @@ TEST(Profile, GemmFlopsAreTwoMNKWhicheverOperandIsTransposed) {
   (*transposed->mutable_int_attrs())["transpose_a"] = 1;
   EXPECT_EQ(instructionFlops(h, *transposed), 2 * mnk);
   EXPECT_EQ(instructionFlops(h, *addInstruction(h, "batch_matmul", {a3, b3}, {c3})), 2 * 2 * mnk);
+  // Mixture of experts: 2 rows of [5, 3] by one of 4 experts' [3, 7]
+  // matrices; the weights' gradient does the same products.
+  const int experts = addTensor(h, {2}, plan::I64), weights = addTensor(h, {4, 3, 7});
+  EXPECT_EQ(instructionFlops(h, *addInstruction(h, "expert_matmul", {a3, weights, experts}, {c3})), 2 * 2 * mnk);
+  EXPECT_EQ(instructionFlops(h, *addInstruction(h, "expert_matmul_weight_grad", {a3, c3, experts}, {weights})),
+            2 * 2 * mnk);
   // Other kernels are counted in bytes only: 4 (5 x 7) f32 elements read
   // twice and written once.
   plan::Instruction *add = addInstruction(h, "add", {c, c}, {c});

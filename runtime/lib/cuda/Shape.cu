@@ -572,6 +572,19 @@ __device__ __forceinline__ void stageEight(__nv_bfloat16 *destination, const __n
     destination[i] = i < available ? source[i] : __float2bfloat16_rn(0.0f);
 }
 
+/// acc[n] (n < 8, 8 columns each) += a times the B fragments of columns
+/// [8 n, 8 n + 8), which loadB(b, n0) gives 16 columns from n0 at a time.
+template <typename LoadB>
+__device__ __forceinline__ void mmaAcross64Columns(float (&acc)[8][4], const uint32_t (&a)[4], LoadB loadB) {
+#pragma unroll
+  for (int pair = 0; pair < 4; ++pair) {
+    uint32_t b[2][2];
+    loadB(b, pair * 16);
+    mmaBf16(acc[2 * pair], a, b[0]);
+    mmaBf16(acc[2 * pair + 1], a, b[1]);
+  }
+}
+
 /// Whether every row of a [rows, width] bf16 operand starts 16 bytes aligned.
 bool rowsOf16Bytes(const TensorView &v, long long width) {
   return width % 8 == 0 && reinterpret_cast<uintptr_t>(v.data) % 16 == 0;
@@ -628,16 +641,12 @@ __global__ void __launch_bounds__(kExpertMmaThreads)
     for (int ks = 0; ks < kExpertMmaDepth; ks += 16) {
       uint32_t a[4];
       loadA<kExpertMmaDepth + kExpertMmaPad>(a, &lhsTile[0][0], warp * 16, ks, lane);
-#pragma unroll
-      for (int pair = 0; pair < 4; ++pair) {
-        uint32_t b[2][2];
+      mmaAcross64Columns(acc, a, [&](uint32_t(&b)[2][2], int n0) {
         if (s.transposed)
-          loadBOfRows<kWeightStrideT>(b, weightTile, pair * 16, ks, lane);
+          loadBOfRows<kWeightStrideT>(b, weightTile, n0, ks, lane);
         else
-          loadBAsStored<kWeightStride>(b, weightTile, ks, pair * 16, lane);
-        mmaBf16(acc[2 * pair], a, b[0]);
-        mmaBf16(acc[2 * pair + 1], a, b[1]);
-      }
+          loadBAsStored<kWeightStride>(b, weightTile, ks, n0, lane);
+      });
     }
     __syncthreads();
   }
@@ -687,13 +696,9 @@ __global__ void __launch_bounds__(kExpertMmaThreads)
     for (int ts = 0; ts < kExpertMmaDepth; ts += 16) {
       uint32_t a[4]; // A[k][token] = lhsTile[token][k]
       loadAOfColumns<kExpertTile + kExpertMmaPad>(a, &lhsTile[0][0], warp * 16, ts, lane);
-#pragma unroll
-      for (int pair = 0; pair < 4; ++pair) {
-        uint32_t b[2][2];
-        loadBAsStored<kExpertTile + kExpertMmaPad>(b, &gradTile[0][0], ts, pair * 16, lane);
-        mmaBf16(acc[2 * pair], a, b[0]);
-        mmaBf16(acc[2 * pair + 1], a, b[1]);
-      }
+      mmaAcross64Columns(acc, a, [&](uint32_t(&b)[2][2], int n0) {
+        loadBAsStored<kExpertTile + kExpertMmaPad>(b, &gradTile[0][0], ts, n0, lane);
+      });
     }
     __syncthreads();
   }

@@ -413,21 +413,32 @@ __device__ __forceinline__ long long expertTokenRow(const int *sortedRows, const
   return static_cast<long long>(sortedRows[runStart[e] + t / m]) * m + t % m;
 }
 
-/// The expert whose tokens tile `tile` of the forward grid covers (the
-/// experts' tiles in expert order; -1 past the last), the tile's first
-/// token and the expert's token count.
-__device__ void expertTileOf(long long tile, const int *runStart, const int *runEnd, const ExpertDims &s,
-                             long long &expert, long long &first, long long &tokens) {
-  for (long long e = 0; e < s.experts; ++e) {
-    tokens = static_cast<long long>(runEnd[e] - runStart[e]) * s.m;
-    const long long tiles = (tokens + kExpertTile - 1) / kExpertTile;
-    if (tile < tiles) {
-      expert = e, first = tile * kExpertTile;
-      return;
+/// Which tile of which expert's tokens a block of the forward grid
+/// computes: expert -1 past the last tile.
+struct ExpertTile {
+  long long expert, first, tokens; // the tile's first token, the expert's token count
+};
+
+/// The calling block's tile (block index x; the experts' tiles in expert
+/// order), found by one thread and shared through shared memory: every
+/// thread of the block must call it.
+__device__ ExpertTile blockExpertTile(const int *runStart, const int *runEnd, const ExpertDims &s) {
+  __shared__ ExpertTile found;
+  if (threadIdx.x == 0) {
+    found.expert = -1;
+    long long tile = blockIdx.x;
+    for (long long e = 0; e < s.experts; ++e) {
+      const long long tokens = static_cast<long long>(runEnd[e] - runStart[e]) * s.m,
+                      tiles = (tokens + kExpertTile - 1) / kExpertTile;
+      if (tile < tiles) {
+        found = {e, tile * kExpertTile, tokens};
+        break;
+      }
+      tile -= tiles;
     }
-    tile -= tiles;
   }
-  expert = -1;
+  __syncthreads();
+  return found;
 }
 
 /// Rows whose expert is outside [-E, E): the first reported, their outputs 0.
@@ -447,13 +458,10 @@ __global__ void __launch_bounds__(kExpertThreads)
                        const int *runEnd, ExpertDims s) {
   __shared__ float lhsTile[kExpertDepth][kExpertTile + 1];    // [kk][token]
   __shared__ float weightTile[kExpertDepth][kExpertTile + 1]; // [kk][column]
-  __shared__ long long tileExpert, tileFirst, tileTokens;
-  if (threadIdx.x == 0)
-    expertTileOf(blockIdx.x, runStart, runEnd, s, tileExpert, tileFirst, tileTokens);
-  __syncthreads();
-  if (tileExpert < 0)
+  const ExpertTile tile = blockExpertTile(runStart, runEnd, s);
+  if (tile.expert < 0)
     return;
-  const long long e = tileExpert, first = tileFirst, tokens = tileTokens, column0 = blockIdx.y * kExpertTile;
+  const long long e = tile.expert, first = tile.first, tokens = tile.tokens, column0 = blockIdx.y * kExpertTile;
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
 
   // The lhs rows this thread stages (token threadIdx / 16 + 16 q, k
@@ -586,9 +594,7 @@ __device__ __forceinline__ void mmaAcross64Columns(float (&acc)[8][4], const uin
 }
 
 /// Whether every row of a [rows, width] bf16 operand starts 16 bytes aligned.
-bool rowsOf16Bytes(const TensorView &v, long long width) {
-  return width % 8 == 0 && reinterpret_cast<uintptr_t>(v.data) % 16 == 0;
-}
+bool rowsOf16Bytes(const TensorView &v, long long width) { return width % kVectorElements == 0 && vectorAligned({&v}); }
 
 __global__ void __launch_bounds__(kExpertMmaThreads)
     expertMatmulMmaKernel(const __nv_bfloat16 *lhs, const __nv_bfloat16 *weights, Operand out, const int *sortedRows,
@@ -596,13 +602,10 @@ __global__ void __launch_bounds__(kExpertMmaThreads)
   alignas(16) __shared__ __nv_bfloat16 lhsTile[kExpertTile][kExpertMmaDepth + kExpertMmaPad];
   // [k][column], or [column][k] for transposed weights.
   alignas(16) __shared__ __nv_bfloat16 weightTile[kExpertTile * (kExpertMmaDepth + kExpertMmaPad)];
-  __shared__ long long tileExpert, tileFirst, tileTokens;
-  if (threadIdx.x == 0)
-    expertTileOf(blockIdx.x, runStart, runEnd, s, tileExpert, tileFirst, tileTokens);
-  __syncthreads();
-  if (tileExpert < 0)
+  const ExpertTile tile = blockExpertTile(runStart, runEnd, s);
+  if (tile.expert < 0)
     return;
-  const long long e = tileExpert, first = tileFirst, tokens = tileTokens, column0 = blockIdx.y * kExpertTile;
+  const long long e = tile.expert, first = tile.first, tokens = tile.tokens, column0 = blockIdx.y * kExpertTile;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   constexpr int kRowChunks = kExpertMmaDepth / 8; // 16-byte chunks of a staged lhs row
   constexpr int kWeightStride = kExpertTile + kExpertMmaPad, kWeightStrideT = kExpertMmaDepth + kExpertMmaPad;

@@ -30,7 +30,6 @@ Two halves, since plans are compiled where MLIR is and run where the GPU is:
       safetensors under the plan's names, random batches as .npy, and runs
       everything above.
 """
-import argparse
 import json
 import os
 import statistics
@@ -44,6 +43,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "examples", "gpt"))
 sys.path.insert(0, os.path.join(ROOT, "test", "e2e"))
+
+from gpu_bench_util import cuda_ms, prepare_or_run  # noqa: E402
 
 CONFIG = dict(vocab=50257, context=1024, dim=768, heads=12, layers=12)
 BATCH, LR, WEIGHT_DECAY = 16, 6e-4, 0.01
@@ -173,19 +174,8 @@ def sdpa_comparison(profile):
     q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
     dout = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
 
-    def timed(fn, repeats=20):
-        for _ in range(3):
-            fn()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(repeats):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        return start.elapsed_time(end) / repeats
-
-    forward = timed(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
-    both = timed(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True).backward(dout))
+    forward = cuda_ms(torch, lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    both = cuda_ms(torch, lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True).backward(dout))
     ours = {}
     for line in profile:
         fields = line.split()
@@ -345,22 +335,5 @@ def run_bench(fsdp_run, plans, work):
     return 0 if ok else 1
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("prepare")
-    p.add_argument("--fsdpc", required=True)
-    p.add_argument("--out", required=True)
-    r = sub.add_parser("run")
-    r.add_argument("--fsdp-run", required=True)
-    r.add_argument("--plans", required=True)
-    r.add_argument("--work", default="/tmp/fsdpc-gpu-bench")
-    args = parser.parse_args()
-    if args.command == "prepare":
-        prepare(args.fsdpc, args.out)
-        return 0
-    return run_bench(args.fsdp_run, args.plans, args.work)
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(prepare_or_run(__doc__, prepare, run_bench, "/tmp/fsdpc-gpu-bench"))

@@ -23,12 +23,13 @@ Printed, not asserted: ms per call, TFLOP/s, and ours / dense.
   moe_gpu.py run --fsdp-run BIN --plans DIR [--work DIR]   (torch 2.x, a GPU)
       random inputs, labels and N(0, 0.02^2) weights; the profile; torch.
 """
-import argparse
 import os
 import subprocess
 import sys
 
 import numpy as np
+
+from gpu_bench_util import cuda_ms, prepare_or_run
 
 # Mixtral's layer at a quarter of its width: 8 experts, top 2, 4096 tokens
 # a step (8 x 512), so each expert sees about 1024 rows.
@@ -109,15 +110,7 @@ def torch_times(torch, rows, k, f, repeats=20):
     experts = torch.randint(0, e, (rows,), device="cuda")
 
     def timed(fn):
-        for _ in range(3):
-            fn()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(repeats):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        return start.elapsed_time(end) / repeats
+        return cuda_ms(torch, fn, repeats)
 
     return {"dense": timed(lambda: x @ w[0]),
             "dense weight grad": timed(lambda: x.t() @ dy),
@@ -173,22 +166,5 @@ def run_bench(fsdp_run, plans, work):
     return 1 if missing else 0
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("prepare")
-    p.add_argument("--fsdpc", required=True)
-    p.add_argument("--out", required=True)
-    r = sub.add_parser("run")
-    r.add_argument("--fsdp-run", required=True)
-    r.add_argument("--plans", required=True)
-    r.add_argument("--work", default="/tmp/fsdpc-moe-bench")
-    args = parser.parse_args()
-    if args.command == "prepare":
-        prepare(args.fsdpc, args.out)
-        return 0
-    return run_bench(args.fsdp_run, args.plans, args.work)
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(prepare_or_run(__doc__, prepare, run_bench, "/tmp/fsdpc-moe-bench"))

@@ -286,6 +286,23 @@ inline Status geluTanhForm(const KernelCall &call, bool &tanhForm) {
   return Status::ok();
 }
 
+/// The activation of a gated_activation(_grad) instruction's gate.
+enum class GatedActivation { kSilu, kGelu, kGeluTanh };
+
+inline Status gatedActivationOf(const KernelCall &call, GatedActivation &kind) {
+  const std::string name = call.stringParam(contract::Param::kActivation, "silu");
+  if (name == "silu")
+    kind = GatedActivation::kSilu;
+  else if (name == "gelu")
+    kind = GatedActivation::kGelu;
+  else if (name == "gelu_tanh")
+    kind = GatedActivation::kGeluTanh;
+  else
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": activation must be silu, gelu or gelu_tanh, got ",
+                       name);
+  return Status::ok();
+}
+
 /// What a compare instruction's predicate asks for.
 enum class Comparison { kEqual, kNotEqual, kLess, kLessOrEqual, kGreater, kGreaterOrEqual };
 

@@ -120,6 +120,11 @@ Status gemm(const KernelCall &call) {
 
 Status gemmBiasGrad(const KernelCall &call) {
   FSDPC_RETURN_IF_ERROR(gemm(call));
+  if (call.intParam(contract::Param::kBiasGradOfA, 0)) {
+    if (!call.intParam(contract::Param::kTransposeA, 0))
+      return refuse(call, "sums the rows of A, which must be transposed (bias_grad_of_a)");
+    return elementsOf(call, call.outputs[1], call.inputs[0].shape[1], "bias gradient");
+  }
   if (call.intParam(contract::Param::kTransposeB, 0))
     return refuse(call, "sums the rows of B, which must not be transposed");
   return elementsOf(call, call.outputs[1], call.inputs[1].shape[1], "bias gradient");
@@ -188,6 +193,12 @@ Status elementwise(const KernelCall &call) {
 Status gelu(const KernelCall &call) {
   bool tanhForm;
   FSDPC_RETURN_IF_ERROR(geluTanhForm(call, tanhForm));
+  return elementwise(call);
+}
+
+Status gatedActivation(const KernelCall &call) {
+  GatedActivation kind = GatedActivation::kSilu;
+  FSDPC_RETURN_IF_ERROR(gatedActivationOf(call, kind));
   return elementwise(call);
 }
 
@@ -607,6 +618,8 @@ Status checkRule(contract::OperandRule rule, const KernelCall &call) {
     return binaryBroadcast(call);
   case OperandRule::kElementwise:
     return elementwise(call);
+  case OperandRule::kGatedActivation:
+    return gatedActivation(call);
   case OperandRule::kGelu:
     return gelu(call);
   case OperandRule::kRotary:

@@ -114,6 +114,40 @@ module attributes {graph.loss_kind = "mse", graph.optimizer = "sgd"} {
 
 // -----
 
+// Tests that a residual add after a reshape of a GEMM's result (a Linear on
+// [rows, N] viewed as [batch, tokens, N], as transformers' GPT-2 writes it)
+// goes into the GEMM, which reads the residual and writes the sum through
+// views in its own shape, and that the reshape is not lowered; a reshape
+// read twice keeps its add.
+// CHECK-LABEL: plan.program @train_step
+// CHECK: plan.tensor @[[SUM:t[0-9]+]] transient : tensor<2x2x5xf32>
+// CHECK: plan.tensor @[[RESIDUAL:t[0-9]+]] view : tensor<4x5xf32> {view_of = @residual, view_offset = 0 : i64}
+// CHECK: plan.tensor @[[SUM_ROWS:t[0-9]+]] view : tensor<4x5xf32> {view_of = @[[SUM]], view_offset = 0 : i64}
+// CHECK: plan.kernel "matmul_bias" ins [@input, @w, @b, @[[RESIDUAL]]] outs [@[[SUM_ROWS]]] on compute {accumulate = true, transpose_a = false, transpose_b = true}
+// CHECK-NOT: plan.kernel
+// CHECK: plan.kernel "matmul" ins [@input, @u] outs [@[[TWICE:t[0-9]+]]] on compute {transpose_a = false, transpose_b = false}
+// CHECK: plan.tensor @[[TWICE3:t[0-9]+]] view : tensor<2x2x5xf32> {view_of = @[[TWICE]], view_offset = 0 : i64}
+// CHECK-NOT: plan.kernel
+// CHECK: plan.kernel "add" ins [@[[TWICE3]], @[[SUM]]]
+// CHECK-NOT: plan.kernel
+// CHECK: plan.kernel "mul" ins [@[[TWICE3]], @[[TWICE3]]]
+module attributes {graph.loss_kind = "mse", graph.optimizer = "sgd"} {
+  func.func @train_step(%x: tensor<4x3xf32> {graph.input = "input"}, %r: tensor<2x2x5xf32> {graph.input = "residual"}, %w: tensor<5x3xf32> {graph.param = "w"}, %b: tensor<5xf32> {graph.param = "b"}, %u: tensor<3x5xf32> {graph.param = "u"}, %t: tensor<2x2x5xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}, tensor<2x2x5xf32>) {
+    %0 = graph.matmul %x, %w {transpose_b = true} : (tensor<4x3xf32>, tensor<5x3xf32>) -> tensor<4x5xf32>
+    %1 = graph.add %0, %b : (tensor<4x5xf32>, tensor<5xf32>) -> tensor<4x5xf32>
+    %2 = graph.reshape %1 : (tensor<4x5xf32>) -> tensor<2x2x5xf32>
+    %3 = graph.add %2, %r : (tensor<2x2x5xf32>, tensor<2x2x5xf32>) -> tensor<2x2x5xf32>
+    %4 = graph.matmul %x, %u : (tensor<4x3xf32>, tensor<3x5xf32>) -> tensor<4x5xf32>
+    %5 = graph.reshape %4 : (tensor<4x5xf32>) -> tensor<2x2x5xf32>
+    %6 = graph.add %5, %3 : (tensor<2x2x5xf32>, tensor<2x2x5xf32>) -> tensor<2x2x5xf32>
+    %7 = graph.mul %5, %5 : (tensor<2x2x5xf32>, tensor<2x2x5xf32>) -> tensor<2x2x5xf32>
+    %8 = graph.mse_loss %6, %t : (tensor<2x2x5xf32>, tensor<2x2x5xf32>) -> tensor<f32>
+    return %8, %7 : tensor<f32>, tensor<2x2x5xf32>
+  }
+}
+
+// -----
+
 // Tests that a norm's input gradient added to the residual path's gradient
 // goes into the norm's gradient kernel (the addend last, the sum its first
 // output, the parameter gradients after it), for layer_norm_grad and
@@ -355,6 +389,32 @@ module attributes {graph.loss_kind = "mse", graph.optimizer = "sgd"} {
     %sq = graph.mul %db, %db : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
     %l = graph.mse_loss %sq, %t : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
     return %l, %dw : tensor<f32>, tensor<5x4xf32>
+  }
+}
+
+// -----
+
+// Tests that a bias gradient whose weight is stored [out, in] (torch's
+// Linear: the weight gradient is dY^T X, dY its A) goes into that GEMM with
+// bias_grad_of_a, the bias summing a reshape [2, 3, 4] and the GEMM another
+// reshape [6, 4] of one [2, 3, 2, 2] gradient (an attention gradient's
+// heads seen as the projection's features); the input gradient dY W before
+// it (dY an untransposed A) is no weight gradient. Square, so that only the
+// operand tells which rows the bias sums.
+// CHECK-LABEL: plan.program @train_step
+// CHECK: plan.kernel "matmul" ins [@[[DY2:t[0-9]+]], @w] outs [@{{t[0-9]+}}] on compute {transpose_a = false, transpose_b = false}
+// CHECK-NOT: "sum_to"
+// CHECK: plan.kernel "matmul_bias_grad" ins [@[[DY2]], @input] outs [@{{t[0-9]+}}, @{{t[0-9]+}}] on compute {bias_grad_of_a = true, transpose_a = true, transpose_b = false}
+// CHECK-NOT: "sum_to"
+module attributes {graph.loss_kind = "mse", graph.optimizer = "sgd"} {
+  func.func @train_step(%x: tensor<6x4xf32> {graph.input = "input"}, %g: tensor<2x3x2x2xf32> {graph.input = "dy"}, %w: tensor<4x4xf32> {graph.input = "w"}, %t: tensor<4xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}, tensor<4x4xf32>, tensor<6x4xf32>) {
+    %dy = graph.reshape %g : (tensor<2x3x2x2xf32>) -> tensor<2x3x4xf32>
+    %db = graph.sum_to %dy : (tensor<2x3x4xf32>) -> tensor<4xf32>
+    %dy2 = graph.reshape %g : (tensor<2x3x2x2xf32>) -> tensor<6x4xf32>
+    %dx = graph.matmul %dy2, %w : (tensor<6x4xf32>, tensor<4x4xf32>) -> tensor<6x4xf32>
+    %dw = graph.matmul %dy2, %x {transpose_a = true} : (tensor<6x4xf32>, tensor<6x4xf32>) -> tensor<4x4xf32>
+    %l = graph.mse_loss %db, %t : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+    return %l, %dw, %dx : tensor<f32>, tensor<4x4xf32>, tensor<6x4xf32>
   }
 }
 

@@ -385,6 +385,15 @@ def cases():
         case("gelu_tanh_formula", "graph.gelu", {"x": ((5, 7), normal)}, {}, lambda x: F.gelu(x, approximate="tanh"),
              constants={"cubic": scalar(0.044715), "k": scalar(math.sqrt(2 / math.pi)), "one": scalar(1.0),
                         "half": scalar(0.5)}, nodes=gelu_tanh_formula()),
+        # The gated MLPs: SwiGLU as exports write silu(gate) * up, and GeGLU.
+        case("swiglu_formula", "graph.gated_activation", {"gate": ((3, 5, 7), normal), "up": ((3, 5, 7), normal)}, {},
+             lambda g, u: F.silu(g) * u,
+             nodes=[helper.make_node("Sigmoid", ["gate"], ["s"]), helper.make_node("Mul", ["gate", "s"], ["silu"]),
+                    helper.make_node("Mul", ["silu", "up"], ["y"])]),
+        case("geglu_opset20_tanh", "graph.gated_activation", {"gate": ((5, 7), normal), "up": ((5, 7), normal)}, {},
+             lambda g, u: F.gelu(g, approximate="tanh") * u, opset=20,
+             nodes=[helper.make_node("Gelu", ["gate"], ["g"], approximate="tanh"),
+                    helper.make_node("Mul", ["up", "g"], ["y"])]),
         # Ops fsdpc composes from graph primitives (CompositePatterns.cpp).
         case("leaky_relu", "LeakyRelu", {"x": ((5, 7), normal)}, {"alpha": 0.1},
              lambda x: F.leaky_relu(x, 0.1)),
@@ -780,8 +789,7 @@ def build_model(spec, values, out_shape, weight):
                       for name, value in spec["constants"].items()] if spec["nodes"] else []
     if not spec["nodes"]:
         initializers += [numpy_helper.from_array(value, "const." + name) for name, value in spec["constants"].items()]
-    initializers += [numpy_helper.from_array(weight, "const.w"),
-                     numpy_helper.from_array(np.ones((n, 1), np.float32), "const.ones"),
+    initializers += [numpy_helper.from_array(weight.reshape(n, 1), "const.w"),
                      numpy_helper.from_array(np.array([1, n], np.int64), "const.row"),
                      numpy_helper.from_array(np.array([], np.int64), "const.scalar")]
     constant_names = ["const." + name for name in spec["constants"]]
@@ -789,10 +797,11 @@ def build_model(spec, values, out_shape, weight):
     outputs = ["y" if i == spec["take"] else "unused%d" % i for i in range(spec["outputs"])]
     nodes = constant_nodes + spec["nodes"] if spec["nodes"] else [
         helper.make_node(spec["op"], inputs, outputs, name="op", **spec["attrs"])]
-    nodes = nodes + [helper.make_node("Mul", ["y", "const.w"], ["weighted"], name="weigh"),
-             helper.make_node("Reshape", ["weighted", "const.row"], ["row"], name="row"),
-             helper.make_node("MatMul", ["row", "const.ones"], ["total"], name="sum"),
-             helper.make_node("Reshape", ["total", "const.scalar"], ["loss"], name="loss")]
+    # The loss sum(y * w) as one product [1, n] x [n, 1]: no elementwise
+    # product for graph-fuse to take y into (gelu(x) * w is a gated_activation).
+    nodes = nodes + [helper.make_node("Reshape", ["y", "const.row"], ["row"], name="row"),
+                     helper.make_node("MatMul", ["row", "const.w"], ["total"], name="sum"),
+                     helper.make_node("Reshape", ["total", "const.scalar"], ["loss"], name="loss")]
     graph = helper.make_graph(nodes, "gradient_check", [],
                               [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])], initializers)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", spec["opset"])])

@@ -546,6 +546,13 @@ std::vector<Case> cases() {
                     .in({131, 77}, normal(), plan::BF16).out({45, 77}).out({77}, plan::BF16)
                     .attr("transpose_a", int64_t(1)).tol(1e-2));
   all.push_back(Case("matmul_bias_grad", "not transposed").in({45, 131}).in({131, 77}).out({45, 77}).out({77}));
+  // The bias gradient of A's rows (dY^T X, a weight stored [out, in]):
+  // cuBLASLt's BGRADB epilogue, or the GEMM and a separate reduction.
+  all.push_back(Case("matmul_bias_grad", "of A").in({131, 45}).in({131, 77}).out({45, 77}).out({45})
+                    .attr("transpose_a", int64_t(1)).attr("bias_grad_of_a", int64_t(1)));
+  all.push_back(Case("matmul_bias_grad", "of A, bf16").in({131, 45}, normal(), plan::BF16)
+                    .in({131, 77}, normal(), plan::BF16).out({45, 77}, plan::BF16).out({45}, plan::BF16)
+                    .attr("transpose_a", int64_t(1)).attr("bias_grad_of_a", int64_t(1)).tol(1e-2));
   all.push_back(Case("batch_matmul").in({3, 5, 37, 19}).in({3, 5, 19, 23}).out({3, 5, 37, 23}));
   all.push_back(Case("batch_matmul", "tb, shared rhs").in({4, 37, 19}).in({1, 23, 19}).out({4, 37, 23})
                     .attr("transpose_b", int64_t(1)));
@@ -636,6 +643,25 @@ std::vector<Case> cases() {
   // result a few ulps of 1 apart; on the H200 once 1.1e-6.
   all.push_back(Case("gelu_grad", "tanh").in({4099}).in({4099}).out({4099})
                     .attr("approximate", std::string("tanh")).tol(4e-6));
+  // Gated activations (SwiGLU, GeGLU): forward and both gradients, f32 on an
+  // odd count (single elements), bf16 on 16-byte multiples (8 a thread,
+  // the forward's variants) and misaligned.
+  for (const char *activation : {"silu", "gelu", "gelu_tanh"}) {
+    const std::string kind(activation);
+    all.push_back(Case("gated_activation", kind).in({3, 1367}).in({3, 1367}).out({3, 1367})
+                      .attr("activation", kind).tol(4e-6));
+    all.push_back(Case("gated_activation_grad", kind).in({3, 1367}).in({3, 1367}).in({3, 1367})
+                      .out({3, 1367}).out({3, 1367}).attr("activation", kind).tol(4e-6));
+    all.push_back(Case("gated_activation", kind + ", bf16").in({37, 136}, normal(), plan::BF16)
+                      .in({37, 136}, normal(), plan::BF16).out({37, 136}, plan::BF16).attr("activation", kind)
+                      .tol(1e-2));
+    all.push_back(Case("gated_activation_grad", kind + ", bf16").in({37, 136}, normal(), plan::BF16)
+                      .in({37, 136}, normal(), plan::BF16).in({37, 136}, normal(), plan::BF16)
+                      .out({37, 136}, plan::BF16).out({37, 136}, plan::BF16).attr("activation", kind).tol(1e-2));
+    all.push_back(Case("gated_activation_grad", kind + ", bf16").in({4099}, normal(), plan::BF16)
+                      .in({4099}, normal(), plan::BF16).in({4099}, normal(), plan::BF16).out({4099}, plan::BF16)
+                      .out({4099}, plan::BF16).attr("activation", kind).tol(1e-2).misaligned());
+  }
   // Rotary embeddings: each product rounded before the sum on both sides,
   // so the bits agree. Token-major [B, T, H, D] with cos and sin over heads
   // (an odd half: a pair a thread), head-major over heads and batch, and

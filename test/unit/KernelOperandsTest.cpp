@@ -107,6 +107,16 @@ TEST(KernelOperands, Gemm) {
                           (*i.mutable_int_attrs())["transpose_b"] = 1;
                         }),
                 "must not be transposed");
+  // bias_grad_of_a: dY is A ([rows, M], transposed), the bias gradient [M].
+  auto ofA = [](plan::Instruction &i) {
+    (*i.mutable_int_attrs())["transpose_a"] = 1;
+    (*i.mutable_int_attrs())["bias_grad_of_a"] = 1;
+  };
+  expectAccepted(onePlan("matmul_bias_grad", {f32({6, 3}), f32({6, 4})}, {f32({3, 4}), f32({3})}, ofA));
+  expectRefused(onePlan("matmul_bias_grad", {f32({6, 3}), f32({6, 4})}, {f32({3, 4}), f32({4})}, ofA), "bias gradient");
+  expectRefused(onePlan("matmul_bias_grad", {f32({3, 6}), f32({6, 4})}, {f32({3, 4}), f32({3})},
+                        [](plan::Instruction &i) { (*i.mutable_int_attrs())["bias_grad_of_a"] = 1; }),
+                "must be transposed");
   // k = 0 once divided by zero in the CPU kernel's row count.
   expectAccepted(onePlan("matmul", {f32({2, 0}), f32({0, 4})}, {f32({2, 4})}));
   expectAccepted(onePlan("batch_matmul", {f32({3, 2, 5}), f32({1, 5, 4})}, {f32({3, 2, 4})}));

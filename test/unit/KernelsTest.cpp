@@ -61,34 +61,108 @@ TEST(Kernels, MatmulBiasStartsEveryRowWithTheBias) {
 
 // matmul_bias_grad is what the lowering makes of a weight-gradient GEMM and
 // the sum_to of its dY: it must give the two kernels' bits, so that fusing
-// them changes no loss. The weight gradient's A is transposed (X^T dY) or
-// not; 300 rows exercise the GEMM's thread split.
+// them changes no loss. The weight gradient is X^T dY (dY is B; A is
+// transposed or not) or, with bias_grad_of_a, dY^T X (dY is A, a weight
+// stored [out, in]); 300 rows exercise the GEMM's thread split.
 TEST(Kernels, MatmulBiasGradIsMatmulAndSumToBitForBit) {
-  for (int transA = 0; transA < 2; ++transA) {
-    SCOPED_TRACE(transA ? "transpose_a" : "plain");
-    const int64_t rows = 300, m = 37, n = 29;
-    Buffer a = randomBuffer(transA ? std::vector<int64_t>{rows, m} : std::vector<int64_t>{m, rows}, 31);
-    Buffer dy = randomBuffer({rows, n}, 32);
+  for (int variant = 0; variant < 3; ++variant) {
+    const bool transA = variant > 0, ofA = variant == 2;
+    SCOPED_TRACE(ofA ? "bias_grad_of_a" : transA ? "transpose_a" : "plain");
+    const int64_t rows = 300, m = 37, n = 29, features = ofA ? m : n;
+    Buffer dy = randomBuffer({rows, features}, 32);
+    Buffer x = randomBuffer(!transA ? std::vector<int64_t>{m, rows} : std::vector<int64_t>{rows, ofA ? n : m}, 31);
+    Buffer &a = ofA ? dy : x, &b = ofA ? x : dy;
     plan::Instruction inst;
     (*inst.mutable_int_attrs())["transpose_a"] = transA;
-    Buffer weightGrad = zeros({m, n}), biasGrad = zeros({n});
-    ASSERT_TRUE(runKernel("matmul", {&a, &dy}, {&weightGrad}, inst).isOk());
+    Buffer weightGrad = zeros({m, n}), biasGrad = zeros({features});
+    ASSERT_TRUE(runKernel("matmul", {&a, &b}, {&weightGrad}, inst).isOk());
     Buffer dy3 = dy;
-    dy3.shape = {3, rows / 3, n}; // sum_to reads the unflattened dY, as in a plan
+    dy3.shape = {3, rows / 3, features}; // sum_to reads the unflattened dY, as in a plan
     ASSERT_TRUE(runKernel("sum_to", {&dy3}, {&biasGrad}).isOk());
 
-    Buffer fusedWeightGrad = zeros({m, n}), fusedBiasGrad = zeros({n});
-    ASSERT_TRUE(runKernel("matmul_bias_grad", {&a, &dy}, {&fusedWeightGrad, &fusedBiasGrad}, inst).isOk());
+    if (ofA)
+      (*inst.mutable_int_attrs())["bias_grad_of_a"] = 1;
+    Buffer fusedWeightGrad = zeros({m, n}), fusedBiasGrad = zeros({features});
+    ASSERT_TRUE(runKernel("matmul_bias_grad", {&a, &b}, {&fusedWeightGrad, &fusedBiasGrad}, inst).isOk());
     for (size_t i = 0; i < weightGrad.f.size(); ++i)
       ASSERT_EQ(fusedWeightGrad.f[i], weightGrad.f[i]) << "weight gradient element " << i;
-    for (int64_t j = 0; j < n; ++j) {
+    for (int64_t j = 0; j < features; ++j) {
       ASSERT_EQ(fusedBiasGrad.f[j], biasGrad.f[j]) << "bias gradient element " << j;
       double want = 0;
       for (int64_t r = 0; r < rows; ++r)
-        want += dy.f[r * n + j];
+        want += dy.f[r * features + j];
       EXPECT_NEAR(fusedBiasGrad.f[j], want, 1e-4 * (1 + std::abs(want)));
     }
   }
+}
+
+// gated_activation(_grad) is what graph-fuse makes of the export's SwiGLU
+// (sigmoid, mul, mul; backward mul, mul, mul, mul, sigmoid_grad, add) and
+// GeGLU (gelu, mul; backward mul, mul, gelu_grad): in f32 it must give the
+// unfused kernels' bits, so that fusing changes no f32 loss. Also checked
+// against act(g) * u and its derivatives in double.
+TEST(Kernels, GatedActivationIsTheUnfusedOpsBitForBit) {
+  const std::vector<int64_t> shape = {7, 301};
+  Buffer gate = randomBuffer(shape, 41), up = randomBuffer(shape, 42), dy = randomBuffer(shape, 43);
+  auto run = [&](const std::string &op, std::vector<Buffer *> in, plan::Instruction inst = {}) {
+    Buffer out = zeros(shape);
+    EXPECT_TRUE(runKernel(op, in, {&out}, inst).isOk()) << op;
+    return out;
+  };
+  for (const std::string activation : {"silu", "gelu", "gelu_tanh"}) {
+    SCOPED_TRACE(activation);
+    plan::Instruction fused, gelu;
+    (*fused.mutable_string_attrs())["activation"] = activation;
+    (*gelu.mutable_string_attrs())["approximate"] = activation == "gelu_tanh" ? "tanh" : "none";
+    Buffer result = zeros(shape), dgate = zeros(shape), dup = zeros(shape);
+    ASSERT_TRUE(runKernel("gated_activation", {&gate, &up}, {&result}, fused).isOk());
+    ASSERT_TRUE(runKernel("gated_activation_grad", {&gate, &up, &dy}, {&dgate, &dup}, fused).isOk());
+
+    Buffer want, wantDgate, wantDup;
+    Buffer da = run("mul", {&dy, &up});
+    if (activation == "silu") {
+      Buffer s = run("sigmoid", {&gate}), a = run("mul", {&gate, &s});
+      want = run("mul", {&a, &up});
+      wantDup = run("mul", {&dy, &a});
+      Buffer viaS = run("mul", {&da, &s}), dsInput = run("mul", {&da, &gate});
+      Buffer viaSigmoid = run("sigmoid_grad", {&s, &dsInput});
+      wantDgate = run("add", {&viaS, &viaSigmoid});
+    } else {
+      Buffer a = run("gelu", {&gate}, gelu);
+      want = run("mul", {&a, &up});
+      wantDup = run("mul", {&dy, &a});
+      wantDgate = run("gelu_grad", {&gate, &da}, gelu);
+    }
+    for (size_t i = 0; i < want.f.size(); ++i) {
+      ASSERT_EQ(result.f[i], want.f[i]) << "result element " << i;
+      ASSERT_EQ(dgate.f[i], wantDgate.f[i]) << "dgate element " << i;
+      ASSERT_EQ(dup.f[i], wantDup.f[i]) << "dup element " << i;
+    }
+    // And in double: act(g), act'(g) by the formulas.
+    for (size_t i = 0; i < want.f.size(); i += 37) {
+      const double g = gate.f[i], u = up.f[i], d = dy.f[i];
+      double act, slope;
+      if (activation == "silu") {
+        const double s = 1 / (1 + std::exp(-g));
+        act = g * s;
+        slope = s * (1 + g * (1 - s));
+      } else if (activation == "gelu") {
+        act = 0.5 * g * (1 + std::erf(g / std::sqrt(2.0)));
+        slope = 0.5 * (1 + std::erf(g / std::sqrt(2.0))) + g * std::exp(-0.5 * g * g) / std::sqrt(2 * M_PI);
+      } else {
+        const double k = std::sqrt(2 / M_PI), t = std::tanh(k * (g + 0.044715 * g * g * g));
+        act = 0.5 * g * (1 + t);
+        slope = 0.5 * (1 + t) + 0.5 * g * (1 - t * t) * k * (1 + 3 * 0.044715 * g * g);
+      }
+      EXPECT_NEAR(result.f[i], act * u, 1e-5 * (1 + std::abs(act * u)));
+      EXPECT_NEAR(dup.f[i], d * act, 1e-5 * (1 + std::abs(d * act)));
+      EXPECT_NEAR(dgate.f[i], d * u * slope, 1e-5 * (1 + std::abs(d * u * slope)));
+    }
+  }
+  plan::Instruction unknown;
+  (*unknown.mutable_string_attrs())["activation"] = "relu";
+  Buffer out = zeros(shape);
+  EXPECT_FALSE(runKernel("gated_activation", {&gate, &up}, {&out}, unknown).isOk());
 }
 
 // accumulate is what the lowering makes of a residual add (or a gradient

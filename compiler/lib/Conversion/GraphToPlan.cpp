@@ -41,10 +41,11 @@ SmallVector<NamedAttribute> kernelParams(Operation *op) {
   });
   for (NamedAttribute &param : params) {
     Attribute name = llvm::TypeSwitch<Attribute, Attribute>(param.getValue())
-                         .Case<graph::GeluApproximationAttr, graph::LossReductionAttr, graph::ComputeDtypeAttr,
-                               graph::LrScheduleAttr, graph::ComparePredicateAttr>([&](auto attr) -> Attribute {
-                           return StringAttr::get(op->getContext(), graph::stringifyEnum(attr.getValue()));
-                         })
+                         .Case<graph::GeluApproximationAttr, graph::GatedActivationKindAttr, graph::LossReductionAttr,
+                               graph::ComputeDtypeAttr, graph::LrScheduleAttr, graph::ComparePredicateAttr>(
+                             [&](auto attr) -> Attribute {
+                               return StringAttr::get(op->getContext(), graph::stringifyEnum(attr.getValue()));
+                             })
                          // Flags (attention's token_major) as the contract's int list of 0 and 1.
                          .Case<DenseBoolArrayAttr>([&](DenseBoolArrayAttr flags) -> Attribute {
                            return DenseI64ArrayAttr::get(
@@ -202,64 +203,97 @@ private:
         return {};
     return {add, bias};
   }
-  /// The weight-gradient GEMM that reads `sumTo`'s input as its B, or null:
-  /// the two become one matmul_bias_grad, whose GEMM also sums the rows of
-  /// dY (cuBLASLt's bias-gradient epilogue), so dY is read once. sum_to
-  /// sums dY [..., N] to a bias gradient [N]; the matmul (transpose_a, B not
-  /// transposed) reads dY or its 2-D reshape [rows, N], comes later in the
-  /// block and has no bias add of its own, and nothing reads the bias
-  /// gradient before it: the pair is lowered where the matmul is.
-  graph::MatmulOp weightGradOf(graph::SumToOp sumTo) {
+  /// A weight-gradient GEMM that reads the dY a bias gradient sums.
+  struct WeightGrad {
+    graph::MatmulOp matmul;
+    bool ofA = false; // dY is its A (dY^T X, a weight stored [out, in]), not its B (X^T dY)
+  };
+  /// The weight-gradient GEMM that reads `sumTo`'s input, or null: the two
+  /// become one matmul_bias_grad, whose GEMM also sums the rows of dY
+  /// (cuBLASLt's bias-gradient epilogue), so dY is read once. sum_to sums
+  /// dY [..., N] to a bias gradient [N]; the matmul (transpose_a) reads a
+  /// 2-D view [rows, N] of dY (dY itself, or any reshape of what dY is a
+  /// reshape of: an attention gradient's [batch, tokens, heads, D] seen as
+  /// [batch, tokens, N] by the bias and as [rows, N] by the weight) as its
+  /// untransposed B or as its A, comes later in the block and has no bias
+  /// add of its own, and nothing reads the bias gradient before it: the
+  /// pair is lowered where the matmul is.
+  WeightGrad weightGradOf(graph::SumToOp sumTo) {
     auto input = cast<RankedTensorType>(sumTo.getInput().getType());
     auto result = cast<RankedTensorType>(sumTo.getType());
     if (input.getRank() < 2 || result.getRank() != 1 || result.getShape()[0] != input.getShape().back())
       return {};
-    SmallVector<Value> dy = {sumTo.getInput()};
-    for (Operation *user : sumTo.getInput().getUsers())
-      if (auto reshape = dyn_cast<graph::ReshapeOp>(user))
-        dy.push_back(reshape.getResult());
+    Value root = sumTo.getInput();
+    while (auto reshape = root.getDefiningOp<graph::ReshapeOp>())
+      root = reshape.getInput();
+    SmallVector<Value> dy = {root};
+    for (size_t i = 0; i < dy.size(); ++i)
+      for (Operation *user : dy[i].getUsers())
+        if (auto reshape = dyn_cast<graph::ReshapeOp>(user))
+          dy.push_back(reshape.getResult());
     Block *block = sumTo->getBlock();
     for (Value view : dy)
       for (Operation *user : view.getUsers()) {
         auto matmul = dyn_cast<graph::MatmulOp>(user);
-        if (!matmul || matmul.getRhs() != view || !matmul.getTransposeA() || matmul.getTransposeB() ||
-            matmul->getBlock() != block || !sumTo->isBeforeInBlock(matmul) || biasAddOf(matmul).first)
+        if (!matmul || !matmul.getTransposeA() || matmul->getBlock() != block || !sumTo->isBeforeInBlock(matmul) ||
+            biasAddOf(matmul).first || matmul.getLhs() == matmul.getRhs() || biasGradOfWeightGrad_.count(matmul))
           continue;
-        auto rhs = cast<RankedTensorType>(view.getType());
-        if (rhs.getRank() != 2 || rhs.getShape()[1] != result.getShape()[0])
+        const bool ofA = matmul.getLhs() == view;
+        if (!ofA && (matmul.getRhs() != view || matmul.getTransposeB()))
+          continue;
+        auto viewType = cast<RankedTensorType>(view.getType());
+        if (viewType.getRank() != 2 || viewType.getShape()[1] != result.getShape()[0])
           continue;
         if (llvm::all_of(sumTo.getResult().getUsers(), [&](Operation *reader) {
               return reader->getBlock() == block && matmul->isBeforeInBlock(reader);
             }))
-          return matmul;
+          return {matmul, ofA};
       }
     return {};
   }
+  /// An add folded into the kernel before it (accumulatingAddOf).
+  struct AccumulatingAdd {
+    graph::AddOp add;
+    Value addend;
+    graph::ReshapeOp reshape; // between the kernel's result and the add, or null
+  };
   /// The add that `value`, computed by the kernel lowered at `at`, is
   /// folded into (the kernel's `accumulate`), and its other operand, the
-  /// addend; or nulls. The add is the value's only use, adds two tensors of
-  /// one type (no broadcast: a residual add, or the sum of two gradient
-  /// contributions), lies after `at` in its block, and its addend is
-  /// computed before `at`, so the kernel can read it there. The add's
-  /// result is then written at `at`, earlier than the add was: nothing
-  /// between can read it, and the plan's lifetimes see the change.
-  std::pair<graph::AddOp, Value> accumulatingAddOf(Value value, Operation *at) {
+  /// addend; or nulls. The add is the value's only use, or the only use of
+  /// a reshape that is (Hugging Face's GPT-2 computes its projections on
+  /// [rows, N] and views them as [batch, tokens, N] before the residual
+  /// add: a view here, so the kernel reads the addend and writes the sum
+  /// in its own shape). It adds two tensors of one type (no broadcast: a
+  /// residual add, or the sum of two gradient contributions), lies after
+  /// `at` in its block, and its addend is computed before `at`, so the
+  /// kernel can read it there. The add's result is then written at `at`,
+  /// earlier than the add was: nothing between can read it, and the
+  /// plan's lifetimes see the change.
+  AccumulatingAdd accumulatingAddOf(Value value, Operation *at) {
     if (!value.hasOneUse())
       return {};
-    auto add = dyn_cast<graph::AddOp>(*value.getUsers().begin());
+    Value summand = value;
+    auto reshape = dyn_cast<graph::ReshapeOp>(*value.getUsers().begin());
+    if (reshape) {
+      // A reshape result already placed (a slice of a flat gradient) is a copy, not a view.
+      if (!reshape.getResult().hasOneUse() || tensors_.count(reshape.getResult()))
+        return {};
+      summand = reshape.getResult();
+    }
+    auto add = dyn_cast<graph::AddOp>(*summand.getUsers().begin());
     if (!add || add.getLhs() == add.getRhs() || add.getLhs().getType() != add.getRhs().getType() ||
-        add.getType() != value.getType() || add->getBlock() != at->getBlock() || !at->isBeforeInBlock(add))
+        add.getType() != summand.getType() || add->getBlock() != at->getBlock() || !at->isBeforeInBlock(add))
       return {};
-    Value addend = add.getLhs() == value ? add.getRhs() : add.getLhs();
+    Value addend = add.getLhs() == summand ? add.getRhs() : add.getLhs();
     Operation *producer = addend.getDefiningOp();
     if (!producer)
-      return {add, addend}; // an argument: there before any kernel
+      return {add, addend, reshape}; // an argument: there before any kernel
     // An addend that is itself a folded add is computed where its kernel is.
     if (Operation *foldedAt = foldedAdds_.lookup(producer))
       producer = foldedAt;
     if (producer->getBlock() != at->getBlock() || !producer->isBeforeInBlock(at))
       return {};
-    return {add, addend};
+    return {add, addend, reshape};
   }
   /// The kernel lowered at `at` that computes `results`, with the add
   /// that its first result feeds folded in where accumulatingAddOf finds
@@ -268,9 +302,16 @@ private:
   void addAccumulatingKernel(StringRef kernel, SmallVector<Attribute> inputs, ValueRange results, Operation *at,
                              Location loc, SmallVector<NamedAttribute> params) {
     SmallVector<Attribute> outputs;
-    if (auto [add, addend] = accumulatingAddOf(results.front(), at); add) {
-      inputs.push_back(tensors_.lookup(addend));
-      outputs.push_back(outputFor(add.getResult()));
+    if (auto [add, addend, reshape] = accumulatingAddOf(results.front(), at); add) {
+      FlatSymbolRefAttr addendRef = tensors_.lookup(addend), sum = outputFor(add.getResult());
+      if (reshape) {
+        Type type = results.front().getType();
+        addendRef = viewOf(addendRef, 0, "t" + std::to_string(nextTransient_++), type, loc);
+        sum = viewOf(sum, 0, "t" + std::to_string(nextTransient_++), type, loc);
+        foldedAdds_[reshape] = at; // its result is the sum's, never the kernel's
+      }
+      inputs.push_back(addendRef);
+      outputs.push_back(sum);
       loc = builder_.getFusedLoc({loc, add.getLoc()});
       params.push_back(builder_.getNamedAttr("accumulate", builder_.getBoolAttr(true)));
       foldedAdds_[add] = at;
@@ -438,7 +479,8 @@ private:
   std::vector<PendingUnpack> pendingUnpacks_;
   llvm::StringMap<size_t> unpackFor_; // a member output's storage -> its bucket's unpack
   llvm::DenseSet<Operation *> lossGradsWithLoss_; // lowered with their loss (fusableLossGrad)
-  llvm::DenseMap<Operation *, Operation *> biasGradOfWeightGrad_; // a matmul -> the sum_to lowered with it
+  // A matmul -> the sum_to lowered with it, and whether it sums the matmul's A.
+  llvm::DenseMap<Operation *, std::pair<graph::SumToOp, bool>> biasGradOfWeightGrad_;
   llvm::DenseMap<Operation *, Operation *> foldedAdds_; // an add -> the op whose kernel accumulates it
   llvm::DenseMap<Operation *, bool> causalConstants_; // isCausalMask's answers
 };
@@ -559,6 +601,8 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   if (op->getDialect()->getNamespace() != "graph")
     return op->emitOpError("convert-graph-to-plan: cannot lower this op");
 
+  if (foldedAdds_.contains(op))
+    return success(); // lowered with the kernel that accumulates it (an add, or a reshape before one)
   // Tensors are dense and row-major, so a reshape reinterprets its input's
   // bytes: a view, no kernel. Only a result already given a place of its own
   // (a slice of a flat gradient) needs a copy.
@@ -575,8 +619,6 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   // C starts as the bias and the GEMM adds to it, as torch's addmm does.
   if (auto matmul = dyn_cast<graph::MatmulOp>(op); matmul && biasAddOf(matmul).first)
     return success(); // lowered at its bias add
-  if (foldedAdds_.contains(op))
-    return success(); // lowered with the kernel that accumulates it
   if (auto add = dyn_cast<graph::AddOp>(op))
     if (auto [matmul, bias] = gemmOfBiasAdd(add); matmul) {
       SmallVector<Attribute> operands;
@@ -591,14 +633,17 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   // A bias gradient goes into the GEMM of its weight gradient, which reads
   // the same dY.
   if (auto sumTo = dyn_cast<graph::SumToOp>(op))
-    if (graph::MatmulOp matmul = weightGradOf(sumTo)) {
-      biasGradOfWeightGrad_[matmul] = sumTo;
+    if (auto [matmul, ofA] = weightGradOf(sumTo); matmul) {
+      biasGradOfWeightGrad_[matmul] = {sumTo, ofA};
       return success(); // lowered with its weight gradient
     }
-  if (Operation *sumTo = biasGradOfWeightGrad_.lookup(op)) {
-    addKernel("matmul_bias_grad", inputs,
-              {outputFor(op->getResult(0)), outputFor(cast<graph::SumToOp>(sumTo).getResult())},
-              builder_.getFusedLoc({loc, sumTo->getLoc()}), kernelParams(op));
+  if (auto found = biasGradOfWeightGrad_.find(op); found != biasGradOfWeightGrad_.end()) {
+    auto [sumTo, ofA] = found->second;
+    SmallVector<NamedAttribute> params = kernelParams(op);
+    if (ofA)
+      params.push_back(builder_.getNamedAttr("bias_grad_of_a", builder_.getBoolAttr(true)));
+    addKernel("matmul_bias_grad", inputs, {outputFor(op->getResult(0)), outputFor(sumTo.getResult())},
+              builder_.getFusedLoc({loc, sumTo.getLoc()}), params);
     return success();
   }
   if (auto loss = dyn_cast<graph::SoftmaxCrossEntropyOp>(op))

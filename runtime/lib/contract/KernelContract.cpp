@@ -37,6 +37,8 @@ KernelSignature inPlace(KernelSignature signature, int input, int output = 0) {
 
 std::vector<KernelSignature> buildTable() {
   const std::vector<AttrSpec> gemm = {{"transpose_a", kBool, kOptional}, {"transpose_b", kBool, kOptional}};
+  std::vector<AttrSpec> gemmBiasGrad = gemm;
+  gemmBiasGrad.push_back({"bias_grad_of_a", kBool, kOptional});
   const std::vector<AttrSpec> axis = {{"axis", kInt, kRequired}};
   const std::vector<AttrSpec> normalize = {{"axis", kInt, kRequired}, {"epsilon", kFloat, kRequired}};
   const std::vector<AttrSpec> strided = {{"starts", kIntList, kRequired}, {"steps", kIntList, kRequired}};
@@ -80,7 +82,11 @@ std::vector<KernelSignature> buildTable() {
       // C = op(A) B and bias_grad[n] = sum over k of B[k, n] (the rows of B,
       // which is not transposed), as the lowering pairs a weight-gradient
       // GEMM with the sum_to of its dY.
-      fixed("matmul_bias_grad", 2, 2, OperandRule::kGemmBiasGrad, gemm),
+      // A weight gradient (transpose_a) and its bias gradient, the rows of
+      // dY summed: dY is B (X^T dY, a weight stored [in, out]) or, with
+      // bias_grad_of_a, A (dY^T X, a weight stored [out, in] as torch's
+      // Linear keeps it).
+      fixed("matmul_bias_grad", 2, 2, OperandRule::kGemmBiasGrad, gemmBiasGrad),
       fixed("batch_matmul", 2, 1, OperandRule::kBatchGemm, gemm),
       // A mixture of experts' projection: lhs [N, M, K], weights [E, K, F]
       // ([E, F, K] with transpose_weights), experts [N] (integers in
@@ -117,6 +123,11 @@ std::vector<KernelSignature> buildTable() {
       fixed("sigmoid_grad", 2, 1, OperandRule::kElementwise),
       fixed("gelu", 1, 1, OperandRule::kGelu, gelu),
       fixed("gelu_grad", 2, 1, OperandRule::kGelu, gelu),
+      // act(gate) * up (SwiGLU, GeGLU): gate, up -> result; and gate, up,
+      // dy -> dgate, dup. activation: "silu" (the default), "gelu" or
+      // "gelu_tanh".
+      fixed("gated_activation", 2, 1, OperandRule::kGatedActivation, {{"activation", kString, kOptional}}),
+      fixed("gated_activation_grad", 3, 2, OperandRule::kGatedActivation, {{"activation", kString, kOptional}}),
       // input (dy for the gradient), cos, sin -> out: the rotate-half
       // rotary embedding, cos and sin broadcast but along the last axis;
       // interleaved: pairs (2i, 2i + 1) instead of (i, i + D/2).
@@ -276,7 +287,9 @@ constexpr std::string_view kParamNames[] = {"transpose_a",
                                             "token_major",
                                             "softcap",
                                             "interleaved",
-                                            "transpose_weights"};
+                                            "transpose_weights",
+                                            "bias_grad_of_a",
+                                            "activation"};
 static_assert(sizeof(kParamNames) / sizeof(kParamNames[0]) == static_cast<size_t>(Param::kCount),
               "one name per Param");
 

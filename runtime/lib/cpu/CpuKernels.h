@@ -48,13 +48,17 @@ Status cast(const KernelCall &call);
 Status dropout(const KernelCall &call);
 Status gelu(const KernelCall &call);
 Status geluGrad(const KernelCall &call);
+/// gated_activation(_grad): act(gate) * up, and its gradients computed as
+/// the export's unfused ops compute them (the same bits in f32).
+Status gatedActivation(const KernelCall &call);
+Status gatedActivationGrad(const KernelCall &call);
 Status rotary(const KernelCall &call);
 Status rotaryGrad(const KernelCall &call);
 
 // Matmul.cpp: sgemm through BLAS, split by rows across OpenMP threads.
 /// matmul and matmul_bias (C starts as the bias, as torch's addmm).
 Status matmul(const KernelCall &call);
-/// matmul_bias_grad: matmul, then the sums of B's rows as sum_to adds them.
+/// matmul_bias_grad: matmul, then the sums of dY's rows (B, or A with bias_grad_of_a) as sum_to adds them.
 Status matmulBiasGrad(const KernelCall &call);
 Status batchMatmul(const KernelCall &call);
 

@@ -124,7 +124,11 @@ Status scale(const KernelCall &c) {
 // test is y <= 0, which NaN fails), so a NaN is never silently zeroed.
 Status relu(const KernelCall &c) { return unary(c, [](float x) { return x <= 0 ? 0.0f : x; }); }
 Status hyperbolicTangent(const KernelCall &c) { return unary(c, [](float x) { return std::tanh(x); }); }
-Status sigmoid(const KernelCall &c) { return unary(c, [](float x) { return 1.0f / (1.0f + std::exp(-x)); }); }
+namespace {
+float logistic(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+} // namespace
+
+Status sigmoid(const KernelCall &c) { return unary(c, logistic); }
 
 Status reluGrad(const KernelCall &c) {
   return unaryGrad(c, [](float y, float dy) { return y <= 0 ? 0.0f : dy; });
@@ -272,29 +276,113 @@ constexpr float kSqrtTwoOverPi = 0.79788456080286536f;
 constexpr float kInvSqrtTwoPi = 0.39894228040143268f;
 constexpr float kGeluCubic = 0.044715f;
 
+namespace {
+
+/// GELU and its gradient, shared by gelu(_grad) and gated_activation(_grad)
+/// so that the fused kernels give the unfused ones' bits.
+template <bool TanhForm> float geluOf(float x) {
+  if constexpr (TanhForm)
+    return 0.5f * x * (1.0f + vectorTanh(kSqrtTwoOverPi * (x + kGeluCubic * x * x * x)));
+  else
+    return 0.5f * x * twiceNormalCdf(x, vectorExp(-0.5f * x * x));
+}
+
+template <bool TanhForm> float geluGradOf(float x, float dy) {
+  if constexpr (TanhForm) {
+    const float t = vectorTanh(kSqrtTwoOverPi * (x + kGeluCubic * x * x * x));
+    return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kSqrtTwoOverPi * (1.0f + 3.0f * kGeluCubic * x * x));
+  } else {
+    const float gaussian = vectorExp(-0.5f * x * x);
+    return dy * (0.5f * twiceNormalCdf(x, gaussian) + x * kInvSqrtTwoPi * gaussian);
+  }
+}
+
+/// Runs `body(i)` for every element of a gated_activation(_grad) call,
+/// whose operands all have the output's elements.
+template <typename Body> Status forEachGated(const KernelCall &call, Body body) {
+  const int64_t n = call.outputs[0].numElements();
+  for (const TensorView &view : call.inputs)
+    if (view.numElements() != n)
+      return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": operand sizes differ");
+#pragma omp parallel for if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i)
+    body(i);
+  return Status::ok();
+}
+
+template <GatedActivation Kind> Status gatedActivationAs(const KernelCall &call) {
+  const float *gate = call.inputs[0].f32(), *up = call.inputs[1].f32();
+  float *out = call.outputs[0].f32();
+  return forEachGated(call, [&](int64_t i) {
+    const float g = gate[i];
+    if constexpr (Kind == GatedActivation::kSilu)
+      out[i] = g * logistic(g) * up[i];
+    else
+      out[i] = geluOf<Kind == GatedActivation::kGeluTanh>(g) * up[i];
+  });
+}
+
+/// The export's backward ops in their order: for silu, s = sigmoid(gate),
+/// a = gate * s, out = a * up, so dup = dy * a, da = dy * up, and dgate =
+/// da * s + sigmoid_grad(s, da * gate); for GELU, dgate = gelu_grad(gate,
+/// dy * up).
+template <GatedActivation Kind> Status gatedActivationGradAs(const KernelCall &call) {
+  const float *gate = call.inputs[0].f32(), *up = call.inputs[1].f32(), *dy = call.inputs[2].f32();
+  float *dgate = call.outputs[0].f32(), *dup = call.outputs[1].f32();
+  return forEachGated(call, [&](int64_t i) {
+    const float g = gate[i], da = dy[i] * up[i];
+    if constexpr (Kind == GatedActivation::kSilu) {
+      const float s = logistic(g);
+      dup[i] = dy[i] * (g * s);
+      dgate[i] = da * s + (da * g) * (s * (1 - s));
+    } else {
+      constexpr bool tanhForm = Kind == GatedActivation::kGeluTanh;
+      dup[i] = dy[i] * geluOf<tanhForm>(g);
+      dgate[i] = geluGradOf<tanhForm>(g, da);
+    }
+  });
+}
+
+} // namespace
+
 Status gelu(const KernelCall &call) {
   bool tanhForm = false;
   FSDPC_RETURN_IF_ERROR(geluTanhForm(call, tanhForm));
-  if (tanhForm)
-    return unary(call, [](float x) {
-      return 0.5f * x * (1.0f + vectorTanh(kSqrtTwoOverPi * (x + kGeluCubic * x * x * x)));
-    });
-  return unary(call, [](float x) { return 0.5f * x * twiceNormalCdf(x, vectorExp(-0.5f * x * x)); });
+  return tanhForm ? unary(call, geluOf<true>) : unary(call, geluOf<false>);
 }
 
 Status geluGrad(const KernelCall &call) {
   bool tanhForm = false;
   FSDPC_RETURN_IF_ERROR(geluTanhForm(call, tanhForm));
-  if (tanhForm)
-    return unaryGrad(call, [](float x, float dy) {
-      const float t = vectorTanh(kSqrtTwoOverPi * (x + kGeluCubic * x * x * x));
-      return dy * (0.5f * (1.0f + t) +
-                   0.5f * x * (1.0f - t * t) * kSqrtTwoOverPi * (1.0f + 3.0f * kGeluCubic * x * x));
-    });
-  return unaryGrad(call, [](float x, float dy) {
-    const float gaussian = vectorExp(-0.5f * x * x);
-    return dy * (0.5f * twiceNormalCdf(x, gaussian) + x * kInvSqrtTwoPi * gaussian);
-  });
+  return tanhForm ? unaryGrad(call, geluGradOf<true>) : unaryGrad(call, geluGradOf<false>);
+}
+
+Status gatedActivation(const KernelCall &call) {
+  GatedActivation kind = GatedActivation::kSilu;
+  FSDPC_RETURN_IF_ERROR(gatedActivationOf(call, kind));
+  switch (kind) {
+  case GatedActivation::kSilu:
+    return gatedActivationAs<GatedActivation::kSilu>(call);
+  case GatedActivation::kGelu:
+    return gatedActivationAs<GatedActivation::kGelu>(call);
+  case GatedActivation::kGeluTanh:
+    return gatedActivationAs<GatedActivation::kGeluTanh>(call);
+  }
+  return Status::ok();
+}
+
+Status gatedActivationGrad(const KernelCall &call) {
+  GatedActivation kind = GatedActivation::kSilu;
+  FSDPC_RETURN_IF_ERROR(gatedActivationOf(call, kind));
+  switch (kind) {
+  case GatedActivation::kSilu:
+    return gatedActivationGradAs<GatedActivation::kSilu>(call);
+  case GatedActivation::kGelu:
+    return gatedActivationGradAs<GatedActivation::kGelu>(call);
+  case GatedActivation::kGeluTanh:
+    return gatedActivationGradAs<GatedActivation::kGeluTanh>(call);
+  }
+  return Status::ok();
 }
 
 } // namespace fsdpc::runtime::cpu

@@ -45,6 +45,8 @@ const std::unordered_map<std::string, KernelFn> &registry() {
       {"sigmoid_grad", sigmoidGrad},
       {"gelu", gelu},
       {"gelu_grad", geluGrad},
+      {"gated_activation", gatedActivation},
+      {"gated_activation_grad", gatedActivationGrad},
       {"rotary", rotary},
       {"rotary_grad", rotaryGrad},
       {"reduce_sum", reduceSum},

@@ -69,8 +69,9 @@ Status matmulBiasGrad(const KernelCall &call) {
   KernelCall gemm = call;
   gemm.outputs.resize(1);
   FSDPC_RETURN_IF_ERROR(matmul(gemm));
-  const TensorView &b = call.inputs[1];
-  sumRows(b.f32(), b.shape[0], b.shape[1], call.outputs[1].f32());
+  // dY: B, or A with bias_grad_of_a; [rows, N] either way (A is transposed).
+  const TensorView &dy = call.inputs[call.intParam(contract::Param::kBiasGradOfA, 0) ? 0 : 1];
+  sumRows(dy.f32(), dy.shape[0], dy.shape[1], call.outputs[1].f32());
   return Status::ok();
 }
 

@@ -113,6 +113,10 @@ Status tanhGrad(const KernelCall &call);
 Status sigmoidGrad(const KernelCall &call);
 Status gelu(const KernelCall &call);
 Status geluGrad(const KernelCall &call);
+/// act(gate) * up, forward (the vector kernel's variants, as GELU) and
+/// both gradients in one pass.
+Status gatedActivation(const KernelCall &call);
+Status gatedActivationGrad(const KernelCall &call);
 Status rotary(const KernelCall &call);
 Status rotaryGrad(const KernelCall &call);
 Status select(const KernelCall &call);

@@ -426,6 +426,118 @@ template <UnaryGrad Op> Status unaryGrad(const KernelCall &call) {
   return Status::ok();
 }
 
+/// gated_activation: act(gate) * up, the activation as sigmoid's and
+/// gelu's kernels compute it (silu: gate * sigmoid(gate)).
+template <GatedActivation Kind> __device__ __forceinline__ float gatedOf(float gate, float up) {
+  if constexpr (Kind == GatedActivation::kSilu)
+    return gate * applyUnary<Unary::kSigmoid>(gate, 1.0f) * up;
+  else if constexpr (Kind == GatedActivation::kGelu)
+    return applyUnary<Unary::kGelu>(gate, 1.0f) * up;
+  else
+    return applyUnary<Unary::kGeluTanh>(gate, 1.0f) * up;
+}
+
+/// gated_activation_grad's two gradients, in the order of the export's
+/// unfused ops (the CPU kernel's): da = dy * up; silu: dgate = da * s +
+/// (da * gate) * (s * (1 - s)), dup = dy * (gate * s); GELU: dgate =
+/// gelu_grad(gate, da), dup = dy * gelu(gate).
+template <GatedActivation Kind>
+__device__ __forceinline__ void gatedGradOf(float gate, float up, float dy, float &dgate, float &dup) {
+  const float da = dy * up;
+  if constexpr (Kind == GatedActivation::kSilu) {
+    const float s = applyUnary<Unary::kSigmoid>(gate, 1.0f);
+    dup = dy * (gate * s);
+    dgate = da * s + applyUnaryGrad<UnaryGrad::kSigmoid>(s, da * gate);
+  } else {
+    constexpr bool tanhForm = Kind == GatedActivation::kGeluTanh;
+    dup = dy * applyUnary<(tanhForm ? Unary::kGeluTanh : Unary::kGelu)>(gate, 1.0f);
+    dgate = applyUnaryGrad<(tanhForm ? UnaryGrad::kGeluTanh : UnaryGrad::kGelu)>(gate, da);
+  }
+}
+
+template <GatedActivation Kind> struct ApplyGated {
+  static constexpr int kInputs = 2;
+  __device__ float operator()(float gate, float up) const { return gatedOf<Kind>(gate, up); }
+};
+
+template <GatedActivation Kind> __global__ void gatedKernel(Operand gate, Operand up, Operand out, long long n) {
+  FSDPC_GRID_STRIDE_LOOP(i, n) { storeFloat(out, i, gatedOf<Kind>(loadFloat(gate, i), loadFloat(up, i))); }
+}
+
+/// Both gradients, 8 elements a thread in 16-byte accesses where every
+/// operand allows (Vector), else one.
+template <GatedActivation Kind, bool Vector>
+__global__ void gatedGradKernel(Operand gate, Operand up, Operand dy, Operand dgate, Operand dup, long long n) {
+  const long long vectors = Vector ? n / kVectorElements : 0;
+  if constexpr (Vector) {
+    FSDPC_GRID_STRIDE_LOOP(j, vectors) {
+      float g[kVectorElements], u[kVectorElements], d[kVectorElements], dg[kVectorElements], du[kVectorElements];
+      loadVector(gate, j * kVectorElements, g);
+      loadVector(up, j * kVectorElements, u);
+      loadVector(dy, j * kVectorElements, d);
+#pragma unroll
+      for (int k = 0; k < kVectorElements; ++k)
+        gatedGradOf<Kind>(g[k], u[k], d[k], dg[k], du[k]);
+      storeVector(dgate, j * kVectorElements, dg);
+      storeVector(dup, j * kVectorElements, du);
+    }
+  }
+  FSDPC_GRID_STRIDE_LOOP(t, n - vectors * kVectorElements) {
+    const long long i = vectors * kVectorElements + t;
+    float dg, du;
+    gatedGradOf<Kind>(loadFloat(gate, i), loadFloat(up, i), loadFloat(dy, i), dg, du);
+    storeFloat(dgate, i, dg);
+    storeFloat(dup, i, du);
+  }
+}
+
+/// Whether every operand and result of the call has the first output's
+/// elements and starts 16-byte aligned.
+bool allSameIndexVectors(const KernelCall &call) {
+  const int64_t n = call.outputs[0].numElements();
+  auto fits = [n](const TensorView &view) {
+    return view.numElements() == n && reinterpret_cast<uintptr_t>(view.data) % 16 == 0;
+  };
+  return n > 0 && std::all_of(call.inputs.begin(), call.inputs.end(), fits) &&
+         std::all_of(call.outputs.begin(), call.outputs.end(), fits);
+}
+
+template <GatedActivation Kind> Status gatedActivationAs(const KernelCall &call) {
+  const TensorView &gate = call.inputs[0], &up = call.inputs[1], &out = call.outputs[0];
+  const int64_t n = out.numElements();
+  if (gate.numElements() != n || up.numElements() != n)
+    return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": operand sizes differ");
+  if (n == 0)
+    return Status::ok();
+  const CudaLaunch &launch = launchOf(call);
+  if (sameIndexVectorCall(call))
+    return launchSameIndexVector(call, ApplyGated<Kind>{}, operandOf(gate), operandOf(up), operandOf(out), n);
+  launchKernel(gatedKernel<Kind>, blocksFor(n, launch), kThreads, 0, launch.stream, operandOf(gate), operandOf(up),
+               operandOf(out), n);
+  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::ok();
+}
+
+template <GatedActivation Kind> Status gatedActivationGradAs(const KernelCall &call) {
+  const int64_t n = call.outputs[0].numElements();
+  for (const TensorView &view : call.inputs)
+    if (view.numElements() != n)
+      return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": operand sizes differ");
+  if (n == 0)
+    return Status::ok();
+  const CudaLaunch &launch = launchOf(call);
+  const Operand gate = operandOf(call.inputs[0]), up = operandOf(call.inputs[1]), dy = operandOf(call.inputs[2]),
+                dgate = operandOf(call.outputs[0]), dup = operandOf(call.outputs[1]);
+  if (allSameIndexVectors(call))
+    launchKernel(gatedGradKernel<Kind, true>, blocksFor(n / kVectorElements + 1, launch), kThreads, 0, launch.stream,
+                 gate, up, dy, dgate, dup, n);
+  else
+    launchKernel(gatedGradKernel<Kind, false>, blocksFor(n, launch), kThreads, 0, launch.stream, gate, up, dy, dgate,
+                 dup, n);
+  FSDPC_CUDA_RETURN_IF_LAUNCH_FAILED();
+  return Status::ok();
+}
+
 __global__ void selectKernel(Operand c, Operand a, Operand b, Operand out, long long n, Layout<3> layout) {
   FSDPC_GRID_STRIDE_LOOP(i, n) {
     long long offsets[3];
@@ -669,6 +781,33 @@ Status geluGrad(const KernelCall &c) {
   bool tanhForm = false;
   FSDPC_RETURN_IF_ERROR(geluTanhForm(c, tanhForm));
   return tanhForm ? unaryGrad<UnaryGrad::kGeluTanh>(c) : unaryGrad<UnaryGrad::kGelu>(c);
+}
+
+Status gatedActivation(const KernelCall &c) {
+  GatedActivation kind = GatedActivation::kSilu;
+  FSDPC_RETURN_IF_ERROR(gatedActivationOf(c, kind));
+  switch (kind) {
+  case GatedActivation::kSilu:
+    return gatedActivationAs<GatedActivation::kSilu>(c);
+  case GatedActivation::kGelu:
+    return gatedActivationAs<GatedActivation::kGelu>(c);
+  case GatedActivation::kGeluTanh:
+    return gatedActivationAs<GatedActivation::kGeluTanh>(c);
+  }
+  return Status::ok();
+}
+Status gatedActivationGrad(const KernelCall &c) {
+  GatedActivation kind = GatedActivation::kSilu;
+  FSDPC_RETURN_IF_ERROR(gatedActivationOf(c, kind));
+  switch (kind) {
+  case GatedActivation::kSilu:
+    return gatedActivationGradAs<GatedActivation::kSilu>(c);
+  case GatedActivation::kGelu:
+    return gatedActivationGradAs<GatedActivation::kGelu>(c);
+  case GatedActivation::kGeluTanh:
+    return gatedActivationGradAs<GatedActivation::kGeluTanh>(c);
+  }
+  return Status::ok();
 }
 
 Status select(const KernelCall &call) {

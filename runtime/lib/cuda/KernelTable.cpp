@@ -42,6 +42,8 @@ const std::unordered_map<std::string, CudaKernel> &registry() {
       {"sigmoid_grad", {sigmoidGrad, nullptr, elementwiseVariants}},
       {"gelu", {gelu, nullptr, elementwiseVariants}},
       {"gelu_grad", {geluGrad, nullptr, elementwiseVariants}},
+      {"gated_activation", {gatedActivation, nullptr, elementwiseVariants}},
+      {"gated_activation_grad", {gatedActivationGrad}},
       {"rotary", {rotary}},
       {"rotary_grad", {rotaryGrad}},
       {"reduce_sum", {reduceSum, reduceSumScratch}},

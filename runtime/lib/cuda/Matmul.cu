@@ -9,8 +9,9 @@
 // inputs accumulate in f32 and write bf16, f16 or f32. matmul_bias adds
 // its bias in cuBLASLt's epilogue (torch's addmm does the same), and
 // matmul_bias_grad sums its bias gradient in another (BGRADA: the rows of
-// B, which is cuBLASLt's A) where the heuristic offers one for the shape
-// and dtypes, else in a separate reduction after the GEMM. An
+// B, which is cuBLASLt's A; BGRADB with bias_grad_of_a: the rows of A,
+// cuBLASLt's B) where the heuristic offers one for the shape and dtypes,
+// else in a separate reduction after the GEMM. An
 // accumulating matmul (a residual add or a gradient sum the lowering
 // folded in) reads its addend as cuBLASLt's C with beta = 1, so the sum
 // is formed in f32 and rounded once, and the add's pass over memory and
@@ -101,6 +102,7 @@ struct GemmShape {
   cudaDataType_t typeA = CUDA_R_32F, typeB = CUDA_R_32F, typeC = CUDA_R_32F, typeBias = CUDA_R_32F;
   bool bias = false;     // the bias epilogue: `bias` is read
   bool biasGrad = false; // the bias-gradient epilogue: `bias` is written
+  bool biasGradOfA = false; // with biasGrad: A's rows summed (one per row of C), not B's
 
   int64_t rowLengthA() const { return transA ? m : k; }
   int64_t rowLengthB() const { return transB ? k : n; }
@@ -131,8 +133,11 @@ StatusOr<std::shared_ptr<GemmPlan>> makeGemmPlan(const KernelCall &call, const G
   FSDPC_CUBLAS_RETURN_IF_ERROR(
       cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opY, sizeof(opY)));
   if (s.bias || s.biasGrad) {
-    // The bias (gradient) has one value per row of D, which is C^T.
-    const cublasLtEpilogue_t epilogue = s.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_BGRADA;
+    // The bias (gradient) has one value per row of D, which is C^T; a
+    // gradient of A's rows one per column of D, summed from cuBLASLt's B.
+    const cublasLtEpilogue_t epilogue = s.bias          ? CUBLASLT_EPILOGUE_BIAS
+                                        : s.biasGradOfA ? CUBLASLT_EPILOGUE_BGRADB
+                                                        : CUBLASLT_EPILOGUE_BGRADA;
     FSDPC_CUBLAS_RETURN_IF_ERROR(
         cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
     FSDPC_CUBLAS_RETURN_IF_ERROR(
@@ -500,15 +505,19 @@ Status matmulBiasGrad(const KernelCall &call) {
   const TensorView &a = call.inputs[0], &b = call.inputs[1], &c = call.outputs[0], &biasGrad = call.outputs[1];
   GemmShape s;
   FSDPC_RETURN_IF_ERROR(gemmShapeOf(call, s));
-  if (s.transB || biasGrad.numElements() != s.n)
+  // dY, whose rows the bias gradient sums: B, or A with bias_grad_of_a.
+  const bool ofA = call.intParam(contract::Param::kBiasGradOfA, 0);
+  const TensorView &dy = ofA ? a : b;
+  if (ofA ? !s.transA || biasGrad.numElements() != s.m : s.transB || biasGrad.numElements() != s.n)
     return FSDPC_ERROR(kInvalidArgument, "matmul_bias_grad: a bias gradient of ", biasGrad.numElements(),
-                       " elements for the rows of B ", cpu::shapeString(b.shape), " (not transposed)");
+                       " elements for the rows of ", ofA ? "A " : "B ", cpu::shapeString(dy.shape),
+                       ofA ? " (transposed)" : " (not transposed)");
   StatusOr<cudaDataType_t> typeBias = cudaTypeOf(call, biasGrad.dtype);
   if (!typeBias.isOk())
     return typeBias.status();
   s.typeBias = *typeBias;
   if (s.m == 0 || s.n == 0)
-    return sumRows(call, b, biasGrad); // no GEMM, still a sum
+    return sumRows(call, dy, biasGrad); // no GEMM, still a sum
   if (s.k == 0)
     return FSDPC_ERROR(kUnimplemented, call.instruction->op(), ": the CUDA backend has no GEMM with k = 0");
   CudaLaunch &launch = launchOf(call);
@@ -536,6 +545,7 @@ Status matmulBiasGrad(const KernelCall &call) {
   if (!launch.cache) {
     GemmShape fused = s;
     fused.biasGrad = true;
+    fused.biasGradOfA = ofA;
     StatusOr<std::shared_ptr<GemmPlan>> made =
         makeGemmPlan(call, fused, a.data, b.data, biasGrad.data, nullptr, c.data);
     if (made.isOk()) {
@@ -548,12 +558,12 @@ Status matmulBiasGrad(const KernelCall &call) {
     return runGemm(call, s, a.data, b.data, biasGrad.data, nullptr, c.data);
   }
   FSDPC_RETURN_IF_ERROR(runGemm(call, s, a.data, b.data, nullptr, nullptr, c.data));
-  return sumRows(call, b, biasGrad);
+  return sumRows(call, dy, biasGrad);
 }
 
 uint64_t matmulBiasGradScratch(const KernelCall &call) {
-  const TensorView &b = call.inputs[1];
-  return b.shape.size() == 2 ? sumRowsScratch(b.shape[0], b.shape[1]) : 0;
+  const TensorView &dy = call.inputs[call.intParam(contract::Param::kBiasGradOfA, 0) ? 0 : 1];
+  return dy.shape.size() == 2 ? sumRowsScratch(dy.shape[0], dy.shape[1]) : 0;
 }
 
 Status batchMatmul(const KernelCall &call) {

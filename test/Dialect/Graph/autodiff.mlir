@@ -91,6 +91,21 @@ func.func @train_step(%x: tensor<4x6xf32> {graph.param = "x"}, %w: tensor<6xf32>
 
 // -----
 
+// Tests gated_activation's rule: one gated_activation_grad from the forward
+// operands and dy gives both operands' gradients.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[H:.*]] = graph.gated_activation %arg0, %arg1 {activation = #graph.activation<gelu_tanh>} : tensor<4x6xf32>
+// CHECK: %[[DY:.*]] = graph.mse_loss_grad
+// CHECK: %[[DG:.*]], %[[DU:.*]] = graph.gated_activation_grad %arg0, %arg1, %[[DY]] {activation = #graph.activation<gelu_tanh>} : tensor<4x6xf32>
+// CHECK: return %{{.*}}, %[[DG]], %[[DU]]
+func.func @train_step(%gate: tensor<4x6xf32> {graph.param = "gate"}, %up: tensor<4x6xf32> {graph.param = "up"}, %t: tensor<4x6xf32> {graph.input = "labels"}) -> (tensor<f32> {graph.loss}) {
+  %h = graph.gated_activation %gate, %up {activation = #graph.activation<gelu_tanh>} : tensor<4x6xf32>
+  %l = graph.mse_loss %h, %t : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // Tests rotary's rule: the input's gradient is one rotary_grad on the
 // same tables; a trained cos table (an exporter's folded parameter) gets
 // dy * x summed over the axes it broadcasts along, a sin that is an input

@@ -149,6 +149,72 @@ func.func @gelu_tanh(%x: tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>) {
 
 // -----
 
+// Tests SwiGLU as exports write it, (gate * sigmoid(gate)) * up in either
+// operand order, and GeGLU, gelu(gate) * up after the GELU formula fuses,
+// each becoming one gated_activation.
+// CHECK-LABEL: func.func @swiglu
+// CHECK: %[[A:.*]] = graph.gated_activation %arg0, %arg1 : tensor<2x3x8xf32>
+// CHECK: %[[B:.*]] = graph.gated_activation %arg1, %arg0 : tensor<2x3x8xf32>
+// CHECK-NOT: graph.sigmoid
+// CHECK: return %[[A]], %[[B]]
+// CHECK-LABEL: func.func @geglu
+// CHECK: %[[Y:.*]] = graph.gated_activation %arg0, %arg1 {activation = #graph.activation<gelu_tanh>} : tensor<4x8xf32>
+// CHECK: %[[Z:.*]] = graph.gated_activation %arg1, %arg0 {activation = #graph.activation<gelu>} : tensor<4x8xf32>
+// CHECK-NOT: graph.gelu
+// CHECK: return %[[Y]], %[[Z]]
+func.func @swiglu(%gate: tensor<2x3x8xf32>, %up: tensor<2x3x8xf32>) -> (tensor<2x3x8xf32>, tensor<2x3x8xf32>) {
+  %s = graph.sigmoid %gate : tensor<2x3x8xf32> loc("sigmoid")
+  %a = graph.mul %gate, %s : (tensor<2x3x8xf32>, tensor<2x3x8xf32>) -> tensor<2x3x8xf32> loc("silu")
+  %y = graph.mul %a, %up : (tensor<2x3x8xf32>, tensor<2x3x8xf32>) -> tensor<2x3x8xf32> loc("product")
+  %s2 = graph.sigmoid %up : tensor<2x3x8xf32>
+  %a2 = graph.mul %s2, %up : (tensor<2x3x8xf32>, tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  %z = graph.mul %gate, %a2 : (tensor<2x3x8xf32>, tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  return %y, %z : tensor<2x3x8xf32>, tensor<2x3x8xf32>
+}
+func.func @geglu(%gate: tensor<4x8xf32>, %up: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %g = graph.gelu %gate {approximate = #graph.approximate<tanh>} : tensor<4x8xf32>
+  %y = graph.mul %g, %up : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %c = graph.constant dense<1.41421354> : tensor<f32>
+  %one = graph.constant dense<1.0> : tensor<f32>
+  %half = graph.constant dense<0.5> : tensor<f32>
+  %u = graph.div %up, %c : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %e = graph.erf %u : tensor<4x8xf32>
+  %ea = graph.add %e, %one : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %p = graph.mul %up, %ea : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %gu = graph.mul %p, %half : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %z = graph.mul %gate, %gu : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %y, %z : tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// Tests what stays: a sigmoid of another value than the one it multiplies
+// (GPT-OSS's clamped gate), an activation read elsewhere (fusing would
+// compute it twice), a broadcast up, and a product with the gate times a
+// number inside the sigmoid.
+// CHECK-LABEL: func.func @gated_near_misses
+// CHECK-NOT: graph.gated_activation
+// CHECK: return
+func.func @gated_near_misses(%gate: tensor<4x8xf32>, %up: tensor<4x8xf32>, %row: tensor<1x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %s = graph.sigmoid %up : tensor<4x8xf32>
+  %a = graph.mul %gate, %s : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %y = graph.mul %a, %up : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %g = graph.gelu %gate : tensor<4x8xf32>
+  %y2 = graph.mul %g, %up : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %s3 = graph.sigmoid %gate : tensor<4x8xf32>
+  %a3 = graph.mul %gate, %s3 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %y3 = graph.mul %a3, %row : (tensor<4x8xf32>, tensor<1x8xf32>) -> tensor<4x8xf32>
+  %alpha = graph.constant dense<1.702> : tensor<f32>
+  %scaled = graph.mul %gate, %alpha : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %s4 = graph.sigmoid %scaled : tensor<4x8xf32>
+  %a4 = graph.mul %gate, %s4 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %y4 = graph.mul %a4, %up : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %sum = graph.add %y2, %g : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %y, %sum, %y3, %y4 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
 // Tests that a near miss stays: 0.6 is not GELU's 0.5, and a used
 // intermediate keeps its op while the rest still fuses.
 // CHECK-LABEL: func.func @gelu_near_miss

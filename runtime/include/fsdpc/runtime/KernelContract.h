@@ -71,6 +71,8 @@ enum class Param : uint8_t {
   kSoftcap,
   kInterleaved,
   kTransposeWeights,
+  kBiasGradOfA,
+  kActivation,
   kCount
 };
 
@@ -104,6 +106,7 @@ enum class OperandRule : uint8_t {
   kBinaryBroadcast,
   kElementwise,
   kGelu,
+  kGatedActivation,
   kRotary,
   kReduceSum,
   kBroadcastTo,

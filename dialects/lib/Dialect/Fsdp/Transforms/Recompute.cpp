@@ -40,14 +40,37 @@ bool isExpensive(Operation *op) {
              graph::PackedAttentionOp>(op);
 }
 
-/// An add that the lowering folds into the GEMM computing one of its
+bool isFoldedIntoGemm(Operation *op);
+
+/// Whether `value` is a GEMM's result that the lowering may fold its one
+/// reader into: a matmul's, or a bias add's that is folded into one.
+bool isFoldableGemmResult(Value value) {
+  if (!value.hasOneUse())
+    return false;
+  if (value.getDefiningOp<graph::MatmulOp>())
+    return true;
+  auto bias = value.getDefiningOp<graph::AddOp>();
+  return bias && isFoldedIntoGemm(bias);
+}
+
+/// An op that the lowering folds into the GEMM computing one of its
 /// operands, kept with that GEMM: the add of a bias to a matmul's result (a
-/// Linear layer, matmul_bias), and then an add of a tensor of the same type
-/// to that (a residual add, matmul_bias or matmul with accumulate). The
-/// lowering folds each only while the add is its operand's one use, so
-/// replaying the add alone would give the GEMM's result a second use, unfold
-/// it and round differently from a step without recompute.
+/// Linear layer, matmul_bias), then an add of a tensor of the same type to
+/// that (a residual add, matmul_bias or matmul with accumulate), and a
+/// reshape between the two that only the residual add reads (transformers'
+/// GPT-2 views its projections' [rows, N] as [batch, tokens, N]), which the
+/// lowering looks through. The lowering folds each only while it is its
+/// operand's one use, so replaying it alone would give the GEMM's result a
+/// second use, unfold it and round differently from a step without
+/// recompute.
 bool isFoldedIntoGemm(Operation *op) {
+  auto isResidualAdd = [](Operation *user) {
+    auto add = dyn_cast<graph::AddOp>(user);
+    return add && add.getLhs().getType() == add.getRhs().getType();
+  };
+  if (auto reshape = dyn_cast<graph::ReshapeOp>(op))
+    return reshape.getResult().hasOneUse() && isResidualAdd(*reshape.getResult().getUsers().begin()) &&
+           isFoldableGemmResult(reshape.getInput());
   auto add = dyn_cast<graph::AddOp>(op);
   if (!add)
     return false;
@@ -56,8 +79,11 @@ bool isFoldedIntoGemm(Operation *op) {
       continue;
     if (operand.getDefiningOp<graph::MatmulOp>())
       return true;
-    if (auto bias = operand.getDefiningOp<graph::AddOp>(); bias && add.getLhs().getType() == add.getRhs().getType() &&
-                                                            isFoldedIntoGemm(bias))
+    if (!isResidualAdd(add))
+      continue;
+    if (auto bias = operand.getDefiningOp<graph::AddOp>(); bias && isFoldedIntoGemm(bias))
+      return true;
+    if (auto reshape = operand.getDefiningOp<graph::ReshapeOp>(); reshape && isFoldableGemmResult(reshape.getInput()))
       return true;
   }
   return false;

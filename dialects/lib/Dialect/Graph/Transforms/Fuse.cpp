@@ -313,6 +313,61 @@ struct FuseTanhGelu : public OpRewritePattern<TanhOp> {
   }
 };
 
+/// act(gate) * up with no broadcast, anchored at the product: SwiGLU as
+/// exports write it, (gate * sigmoid(gate)) * up, and GeGLU, gelu(gate) *
+/// up (after FuseErfGelu / FuseTanhGelu), either operand order. The
+/// activation's ops must have no other reader, or fusing would compute
+/// them twice.
+struct FuseGatedActivation : public OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  /// The gate of `activated` = silu(gate) or gelu(gate), read only by the
+  /// product, and its kind; or null.
+  static Value gateOf(Value activated, GatedActivationKind &kind, SmallVectorImpl<Location> &locations) {
+    if (!activated.hasOneUse())
+      return {};
+    if (auto gelu = activated.getDefiningOp<GeluOp>()) {
+      kind =
+          gelu.getApproximate() == GeluApproximation::tanh ? GatedActivationKind::gelu_tanh : GatedActivationKind::gelu;
+      locations.push_back(gelu.getLoc());
+      return gelu.getInput();
+    }
+    auto product = activated.getDefiningOp<MulOp>();
+    if (!product)
+      return {};
+    for (auto [gate, sigmoidValue] :
+         {std::pair(product.getLhs(), product.getRhs()), std::pair(product.getRhs(), product.getLhs())}) {
+      auto sigmoid = sigmoidValue.getDefiningOp<SigmoidOp>();
+      if (sigmoid && sigmoid.getInput() == gate && sigmoid->hasOneUse() && gate.getType() == activated.getType()) {
+        kind = GatedActivationKind::silu;
+        locations.append({sigmoid.getLoc(), product.getLoc()});
+        return gate;
+      }
+    }
+    return {};
+  }
+
+  LogicalResult matchAndRewrite(MulOp root, PatternRewriter &rewriter) const override {
+    Type type = root.getType();
+    if (root.getLhs().getType() != type || root.getRhs().getType() != type)
+      return failure();
+    for (auto [activated, up] : {std::pair(root.getLhs(), root.getRhs()), std::pair(root.getRhs(), root.getLhs())}) {
+      GatedActivationKind kind;
+      SmallVector<Location> locations;
+      Value gate = gateOf(activated, kind, locations);
+      if (!gate || gate.getType() != type)
+        continue;
+      locations.push_back(root.getLoc());
+      rewriter.setInsertionPoint(root);
+      auto fused = GatedActivationOp::create(rewriter, rewriter.getFusedLoc(locations), type, gate, up,
+                                             GatedActivationKindAttr::get(rewriter.getContext(), kind));
+      rewriter.replaceOp(root, fused.getResult());
+      return success();
+    }
+    return failure();
+  }
+};
+
 /// Whether adding `fill` to a score excludes it from a softmax: -inf, or a
 /// number so negative (transformers' torch.finfo(float32).min) that
 /// exp(score + fill - maximum) is 0 in f32 for any score a model makes, as
@@ -1650,11 +1705,12 @@ struct GraphFusePass : public fsdpc::graph::impl::GraphFuseBase<GraphFusePass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns
-        .add<FuseLayerNorm, FuseRmsNorm, FuseErfGelu, FuseTanhGelu, FuseMaskedSoftmax, DropSafeSoftmaxGuard,
-             FuseAttention, DropSoftmaxShift, FuseAttentionWithSinks, FusePackedAttention, FoldRepeatedKeyValueHeads,
-             FoldKeyTransposeIntoAttention, FoldTransposeIntoMatmul, FuseExpertMatmul, FuseRotary, FuseHalvesRotary,
-             RotateBeforeTranspose, SwapLastAxesBeforeRegrouping, SliceBeforeTranspose, ConcatBeforeTranspose,
-             NormaliseBeforeTranspose<LayerNormOp>, NormaliseBeforeTranspose<RmsNormOp>>(&getContext());
+        .add<FuseLayerNorm, FuseRmsNorm, FuseErfGelu, FuseTanhGelu, FuseGatedActivation, FuseMaskedSoftmax,
+             DropSafeSoftmaxGuard, FuseAttention, DropSoftmaxShift, FuseAttentionWithSinks, FusePackedAttention,
+             FoldRepeatedKeyValueHeads, FoldKeyTransposeIntoAttention, FoldTransposeIntoMatmul, FuseExpertMatmul,
+             FuseRotary, FuseHalvesRotary, RotateBeforeTranspose, SwapLastAxesBeforeRegrouping, SliceBeforeTranspose,
+             ConcatBeforeTranspose, NormaliseBeforeTranspose<LayerNormOp>, NormaliseBeforeTranspose<RmsNormOp>>(
+            &getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
     // Once every attention has its final operands (packed_attention takes

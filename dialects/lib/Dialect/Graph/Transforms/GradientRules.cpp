@@ -411,6 +411,14 @@ LogicalResult fsdpc::graph::buildGradient(OpBuilder &builder, Operation *op, Arr
             operandGrads[0] = GeluGradOp::create(builder, r.loc, o.getInput(), r.dy(), o.getApproximateAttr());
             return true;
           })
+          .Case<GatedActivationOp>([&](GatedActivationOp o) {
+            Type type = o.getGate().getType();
+            auto grad = GatedActivationGradOp::create(builder, r.loc, type, type, o.getGate(), o.getUp(), r.dy(),
+                                                      o.getActivationAttr());
+            operandGrads[0] = grad.getDgate();
+            operandGrads[1] = grad.getDup();
+            return true;
+          })
           .Case<RotaryOp>([&](RotaryOp o) {
             // y = x cos + rotate_half(x) sin, linear in x.
             Type type = r.dy().getType();

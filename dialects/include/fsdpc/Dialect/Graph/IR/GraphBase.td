@@ -64,6 +64,16 @@ def Graph_GeluApproximation : I32EnumAttr<"GeluApproximation", "how gelu compute
 }
 def Graph_GeluApproximationAttr : Graph_EnumAttr<Graph_GeluApproximation, "approximate">;
 
+def Graph_GatedActivationKind : I32EnumAttr<"GatedActivationKind", "the activation of a gated_activation's gate", [
+  I32EnumAttrCase<"silu", 0>,
+  I32EnumAttrCase<"gelu", 1>,
+  I32EnumAttrCase<"gelu_tanh", 2>
+]> {
+  let cppNamespace = "::fsdpc::graph";
+  let genSpecializedAttr = 0;
+}
+def Graph_GatedActivationKindAttr : Graph_EnumAttr<Graph_GatedActivationKind, "activation">;
+
 def Graph_LossReduction : I32EnumAttr<"LossReduction", "how a loss combines the samples' losses", [
   I32EnumAttrCase<"mean", 0>,
   I32EnumAttrCase<"sum", 1>

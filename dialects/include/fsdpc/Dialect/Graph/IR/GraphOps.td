@@ -229,6 +229,32 @@ def Graph_GeluOp : Graph_Op<"gelu", [Pure, SameOperandsAndResultType]> {
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
+def Graph_GatedActivationOp : Graph_Op<"gated_activation", [Pure, SameOperandsAndResultType]> {
+  let summary = "an activation of one projection times another (SwiGLU, GeGLU)";
+  let description = [{
+    `act(gate) * up`, elementwise: the gated MLP of LLaMA, Mistral, Qwen,
+    Mixtral's experts (`silu`: `gate * sigmoid(gate)`), Gemma and T5 v1.1
+    (`gelu_tanh`). `graph-fuse` makes it from the Sigmoid/Mul/Mul or
+    Gelu/Mul that exports write, so that a device reads both projections
+    and writes the product once, and backward keeps only `gate` and `up`
+    (the export's form keeps `sigmoid(gate)` and `gate * sigmoid(gate)`
+    too, and runs six kernels backward instead of one).
+
+    - `gate`, `up`: float tensors of one type (no broadcast); the result
+      has it.
+    - `activation`: `#graph.activation<silu>` (the default), `<gelu>` or
+      `<gelu_tanh>` (as `graph.gelu`'s none and tanh).
+
+    ```mlir
+    %h = graph.gated_activation %gate, %up {activation = #graph.activation<silu>} : tensor<2x16x64xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$gate, Graph_FloatTensor:$up,
+                       DefaultValuedAttr<Graph_GatedActivationKindAttr, "GatedActivationKind::silu">:$activation);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$gate `,` $up attr-dict `:` type($result)";
+}
+
 def Graph_RotaryOp : Graph_Op<"rotary", [Pure]> {
   let summary = "rotary position embedding, rotate-half or interleaved form";
   let description = [{
@@ -1073,6 +1099,30 @@ def Graph_GeluGradOp : Graph_Op<"gelu_grad", [Pure, SameOperandsAndResultType]> 
                        DefaultValuedAttr<Graph_GeluApproximationAttr, "GeluApproximation::none">:$approximate);
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$x `,` $dy attr-dict `:` type($x)";
+}
+
+def Graph_GatedActivationGradOp : Graph_Op<"gated_activation_grad", [Pure, AllTypesMatch<["gate", "up", "dy", "dgate", "dup"]>]> {
+  let summary = "gradients of gated_activation with respect to both operands";
+  let description = [{
+    With `a = act(gate)`: `dup = dy * a` and `dgate = dy * up * act'(gate)`,
+    from the forward op's operands (nothing else is kept for backward).
+    For `silu`, `dgate` is computed as the export's ops would compute it,
+    `(dy * up) * s + ((dy * up) * gate) * (s * (1 - s))` with
+    `s = sigmoid(gate)`, so that in f32 the fused kernels give the same
+    bits as the unfused ones.
+
+    - `gate`, `up`: the forward op's operands.
+    - `dy`: the gradient of the loss with respect to its result.
+    - `activation`: as the forward op.
+
+    ```mlir
+    %dgate, %dup = graph.gated_activation_grad %gate, %up, %dy {activation = #graph.activation<silu>} : tensor<2x16x64xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$gate, Graph_FloatTensor:$up, Graph_FloatTensor:$dy,
+                       DefaultValuedAttr<Graph_GatedActivationKindAttr, "GatedActivationKind::silu">:$activation);
+  let results = (outs Graph_FloatTensor:$dgate, Graph_FloatTensor:$dup);
+  let assemblyFormat = "$gate `,` $up `,` $dy attr-dict `:` type($dy)";
 }
 
 def Graph_RotaryGradOp : Graph_Op<"rotary_grad", [Pure]> {

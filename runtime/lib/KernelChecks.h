@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace fsdpc::runtime {
@@ -300,6 +301,22 @@ inline Status gatedActivationOf(const KernelCall &call, GatedActivation &kind) {
   else
     return FSDPC_ERROR(kInvalidArgument, call.instruction->op(), ": activation must be silu, gelu or gelu_tanh, got ",
                        name);
+  return Status::ok();
+}
+
+/// `run(std::integral_constant<GatedActivation, K>{})` for the call's
+/// activation K: the kernels take it as a template argument.
+template <typename Run> Status withGatedActivation(const KernelCall &call, Run run) {
+  GatedActivation kind = GatedActivation::kSilu;
+  FSDPC_RETURN_IF_ERROR(gatedActivationOf(call, kind));
+  switch (kind) {
+  case GatedActivation::kSilu:
+    return run(std::integral_constant<GatedActivation, GatedActivation::kSilu>{});
+  case GatedActivation::kGelu:
+    return run(std::integral_constant<GatedActivation, GatedActivation::kGelu>{});
+  case GatedActivation::kGeluTanh:
+    return run(std::integral_constant<GatedActivation, GatedActivation::kGeluTanh>{});
+  }
   return Status::ok();
 }
 

@@ -358,31 +358,11 @@ Status geluGrad(const KernelCall &call) {
 }
 
 Status gatedActivation(const KernelCall &call) {
-  GatedActivation kind = GatedActivation::kSilu;
-  FSDPC_RETURN_IF_ERROR(gatedActivationOf(call, kind));
-  switch (kind) {
-  case GatedActivation::kSilu:
-    return gatedActivationAs<GatedActivation::kSilu>(call);
-  case GatedActivation::kGelu:
-    return gatedActivationAs<GatedActivation::kGelu>(call);
-  case GatedActivation::kGeluTanh:
-    return gatedActivationAs<GatedActivation::kGeluTanh>(call);
-  }
-  return Status::ok();
+  return withGatedActivation(call, [&](auto kind) { return gatedActivationAs<decltype(kind)::value>(call); });
 }
 
 Status gatedActivationGrad(const KernelCall &call) {
-  GatedActivation kind = GatedActivation::kSilu;
-  FSDPC_RETURN_IF_ERROR(gatedActivationOf(call, kind));
-  switch (kind) {
-  case GatedActivation::kSilu:
-    return gatedActivationGradAs<GatedActivation::kSilu>(call);
-  case GatedActivation::kGelu:
-    return gatedActivationGradAs<GatedActivation::kGelu>(call);
-  case GatedActivation::kGeluTanh:
-    return gatedActivationGradAs<GatedActivation::kGeluTanh>(call);
-  }
-  return Status::ok();
+  return withGatedActivation(call, [&](auto kind) { return gatedActivationGradAs<decltype(kind)::value>(call); });
 }
 
 } // namespace fsdpc::runtime::cpu

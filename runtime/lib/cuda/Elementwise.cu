@@ -784,30 +784,10 @@ Status geluGrad(const KernelCall &c) {
 }
 
 Status gatedActivation(const KernelCall &c) {
-  GatedActivation kind = GatedActivation::kSilu;
-  FSDPC_RETURN_IF_ERROR(gatedActivationOf(c, kind));
-  switch (kind) {
-  case GatedActivation::kSilu:
-    return gatedActivationAs<GatedActivation::kSilu>(c);
-  case GatedActivation::kGelu:
-    return gatedActivationAs<GatedActivation::kGelu>(c);
-  case GatedActivation::kGeluTanh:
-    return gatedActivationAs<GatedActivation::kGeluTanh>(c);
-  }
-  return Status::ok();
+  return withGatedActivation(c, [&](auto kind) { return gatedActivationAs<decltype(kind)::value>(c); });
 }
 Status gatedActivationGrad(const KernelCall &c) {
-  GatedActivation kind = GatedActivation::kSilu;
-  FSDPC_RETURN_IF_ERROR(gatedActivationOf(c, kind));
-  switch (kind) {
-  case GatedActivation::kSilu:
-    return gatedActivationGradAs<GatedActivation::kSilu>(c);
-  case GatedActivation::kGelu:
-    return gatedActivationGradAs<GatedActivation::kGelu>(c);
-  case GatedActivation::kGeluTanh:
-    return gatedActivationGradAs<GatedActivation::kGeluTanh>(c);
-  }
-  return Status::ok();
+  return withGatedActivation(c, [&](auto kind) { return gatedActivationGradAs<decltype(kind)::value>(c); });
 }
 
 Status select(const KernelCall &call) {

@@ -658,6 +658,9 @@ std::vector<Case> cases() {
     all.push_back(Case("gated_activation_grad", kind + ", bf16").in({37, 136}, normal(), plan::BF16)
                       .in({37, 136}, normal(), plan::BF16).in({37, 136}, normal(), plan::BF16)
                       .out({37, 136}, plan::BF16).out({37, 136}, plan::BF16).attr("activation", kind).tol(1e-2));
+    all.push_back(Case("gated_activation", kind + ", bf16").in({4099}, normal(), plan::BF16)
+                      .in({4099}, normal(), plan::BF16).out({4099}, plan::BF16).attr("activation", kind).tol(1e-2)
+                      .misaligned());
     all.push_back(Case("gated_activation_grad", kind + ", bf16").in({4099}, normal(), plan::BF16)
                       .in({4099}, normal(), plan::BF16).in({4099}, normal(), plan::BF16).out({4099}, plan::BF16)
                       .out({4099}, plan::BF16).attr("activation", kind).tol(1e-2).misaligned());

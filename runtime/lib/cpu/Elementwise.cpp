@@ -126,6 +126,8 @@ Status relu(const KernelCall &c) { return unary(c, [](float x) { return x <= 0 ?
 Status hyperbolicTangent(const KernelCall &c) { return unary(c, [](float x) { return std::tanh(x); }); }
 namespace {
 float logistic(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+/// sigmoid's gradient from its output y, shared with gated_activation_grad.
+float logisticGrad(float y, float dy) { return dy * (y * (1 - y)); }
 } // namespace
 
 Status sigmoid(const KernelCall &c) { return unary(c, logistic); }
@@ -136,9 +138,7 @@ Status reluGrad(const KernelCall &c) {
 Status tanhGrad(const KernelCall &c) {
   return unaryGrad(c, [](float y, float dy) { return dy * (1 - y * y); });
 }
-Status sigmoidGrad(const KernelCall &c) {
-  return unaryGrad(c, [](float y, float dy) { return dy * (y * (1 - y)); });
-}
+Status sigmoidGrad(const KernelCall &c) { return unaryGrad(c, logisticGrad); }
 
 Status select(const KernelCall &call) {
   const TensorView &c = call.inputs[0], &a = call.inputs[1], &b = call.inputs[2], &y = call.outputs[0];
@@ -334,7 +334,7 @@ template <GatedActivation Kind> Status gatedActivationGradAs(const KernelCall &c
     if constexpr (Kind == GatedActivation::kSilu) {
       const float s = logistic(g);
       dup[i] = dy[i] * (g * s);
-      dgate[i] = da * s + (da * g) * (s * (1 - s));
+      dgate[i] = da * s + logisticGrad(s, da * g);
     } else {
       constexpr bool tanhForm = Kind == GatedActivation::kGeluTanh;
       dup[i] = dy[i] * geluOf<tanhForm>(g);

@@ -184,16 +184,17 @@ __global__ void sameIndexVectorKernel(Apply apply, Operand a, Operand b, Operand
 /// for sm_90, gelu_grad: 48, 64 and 96 registers a thread).
 constexpr int kVectorsPerTurn[] = {1, 2, 4};
 
-/// Whether every operand of the call has the output's elements and starts
-/// 16-byte aligned: the calls of an elementwise op that take
-/// sameIndexVectorKernel (a cast also needs float dtypes on both sides).
+/// Whether every operand and result of the call has the first output's
+/// elements and starts 16-byte aligned: the calls of an elementwise op that
+/// take sameIndexVectorKernel (a cast also needs float dtypes on both
+/// sides), or gatedGradKernel's 8 elements a thread.
 bool sameIndexVectorCall(const KernelCall &call) {
   const int64_t n = call.outputs[0].numElements();
-  if (n == 0 || reinterpret_cast<uintptr_t>(call.outputs[0].data) % 16 != 0)
-    return false;
-  return std::all_of(call.inputs.begin(), call.inputs.end(), [n](const TensorView &in) {
-    return in.numElements() == n && reinterpret_cast<uintptr_t>(in.data) % 16 == 0;
-  });
+  auto fits = [n](const TensorView &view) {
+    return view.numElements() == n && reinterpret_cast<uintptr_t>(view.data) % 16 == 0;
+  };
+  return n > 0 && std::all_of(call.inputs.begin(), call.inputs.end(), fits) &&
+         std::all_of(call.outputs.begin(), call.outputs.end(), fits);
 }
 
 bool castTakesVectors(const KernelCall &call) {
@@ -491,17 +492,6 @@ __global__ void gatedGradKernel(Operand gate, Operand up, Operand dy, Operand dg
   }
 }
 
-/// Whether every operand and result of the call has the first output's
-/// elements and starts 16-byte aligned.
-bool allSameIndexVectors(const KernelCall &call) {
-  const int64_t n = call.outputs[0].numElements();
-  auto fits = [n](const TensorView &view) {
-    return view.numElements() == n && reinterpret_cast<uintptr_t>(view.data) % 16 == 0;
-  };
-  return n > 0 && std::all_of(call.inputs.begin(), call.inputs.end(), fits) &&
-         std::all_of(call.outputs.begin(), call.outputs.end(), fits);
-}
-
 template <GatedActivation Kind> Status gatedActivationAs(const KernelCall &call) {
   const TensorView &gate = call.inputs[0], &up = call.inputs[1], &out = call.outputs[0];
   const int64_t n = out.numElements();
@@ -528,7 +518,7 @@ template <GatedActivation Kind> Status gatedActivationGradAs(const KernelCall &c
   const CudaLaunch &launch = launchOf(call);
   const Operand gate = operandOf(call.inputs[0]), up = operandOf(call.inputs[1]), dy = operandOf(call.inputs[2]),
                 dgate = operandOf(call.outputs[0]), dup = operandOf(call.outputs[1]);
-  if (allSameIndexVectors(call))
+  if (sameIndexVectorCall(call))
     launchKernel(gatedGradKernel<Kind, true>, blocksFor(n / kVectorElements + 1, launch), kThreads, 0, launch.stream,
                  gate, up, dy, dgate, dup, n);
   else
